@@ -1,0 +1,26 @@
+# bloomqg: LLM-generated questions at a target Bloom level, judged, voted and scored.
+# This file only loads the config and includes the rules; all logic lives in bloomqg/.
+import os
+
+# config.yaml is the default study; a --configfile (e.g. configs/paper.yaml) replaces it whole
+# rather than merging into it, so a preset never inherits the default's datasets or models.
+if not workflow.overwrite_configfiles:
+    workflow.configfile(os.path.join(workflow.basedir, "config.yaml"))
+
+
+include: "rules/common.smk"
+include: "rules/datasets.smk"
+include: "rules/generation.smk"
+include: "rules/judging.smk"
+include: "rules/metrics.smk"
+include: "rules/report.smk"
+include: "rules/release.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/report.html",
+        "results/metrics/all.parquet",
+        TABLE_OUTPUTS,
+        FIGURE_OUTPUTS,

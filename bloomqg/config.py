@@ -1,0 +1,248 @@
+"""Loading, validating and resolving a study's configuration before any job runs.
+
+The Snakefile hands the merged config (config.yaml plus ``--configfile``/``--config``) to
+:func:`prepare_study`, which validates it against ``schemas/config.schema.yaml``, resolves every
+path, checks that files exist and loads each dataset once, so that a typo, a missing file, a
+missing column or an unknown Bloom level stops the run with a message naming the culprit.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from bloomqg.provenance import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
+
+DEFAULTS: dict[str, Any] = {
+    "limit_items": None,
+    "cache_dir": ".cache/bloomqg",
+    "release_dir": None,
+    "release_manifest": None,
+    "gate": {"alpha": 0.7, "action": "flag"},
+    "bootstrap": {"n_resamples": 1000, "confidence": 0.95},
+}
+
+DEFAULT_PROMPTS: dict[str, str | None] = {
+    "cot": "prompts/generation/cot.md",
+    "fgp": "prompts/generation/fgp.md",
+    "system": "prompts/generation/system.md",
+    "judge": "prompts/judge/rubric.md",
+}
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the file and key."""
+
+
+def _describe_sources(sources: Iterable[str | Path]) -> str:
+    names = [str(s) for s in sources]
+    return ", ".join(names) if names else "the config"
+
+
+def _key_path(parts: Iterable[Any]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def validate_schema(config: Mapping[str, Any], *, sources: Iterable[str | Path] = ()) -> None:
+    """Validate ``config`` against the JSON schema; raise :class:`ConfigError` listing each error
+    with its key path (e.g. ``models.smollm2.dtype``) and the config file(s) it came from."""
+    import jsonschema
+
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(dict(config)), key=lambda e: list(map(str, e.path))):
+        where = _key_path(error.absolute_path)
+        if error.validator == "additionalProperties":
+            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+            message = f"unknown key(s) {', '.join(map(repr, extra))} under {where}"
+        elif error.validator == "required":
+            message = f"{where}: {error.message}"
+        else:
+            message = f"{where}: {error.message}"
+        problems.append(message)
+    if problems:
+        raise ConfigError(
+            f"invalid configuration ({_describe_sources(sources)}):\n  - " + "\n  - ".join(problems)
+        )
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One generation run: a model on a dataset under a strategy."""
+
+    dataset: str
+    strategy: str
+    model: str
+
+
+@dataclass
+class Study:
+    """A validated config with resolved paths and the derived job matrix."""
+
+    config: dict[str, Any]
+    workdir: Path
+    cells: list[Cell] = field(default_factory=list)
+    prompt_files: dict[str, Path] = field(default_factory=dict)
+    dataset_files: dict[str, list[Path]] = field(default_factory=dict)
+    knowledge_units: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def datasets(self) -> dict[str, dict[str, Any]]:
+        return self.config["datasets"]
+
+    @property
+    def models(self) -> dict[str, dict[str, Any]]:
+        return self.config["models"]
+
+    @property
+    def judges(self) -> dict[str, dict[str, Any]]:
+        return self.config["judges"]
+
+    def shards(self, dataset: str) -> int:
+        return int(self.datasets[dataset].get("shards", 1))
+
+    def model_needs_materializing(self, model: str) -> bool:
+        return bool(self.models[model].get("gguf"))
+
+    def judge_model(self, judge: str) -> str | None:
+        """The models entry an hf judge borrows its weights from."""
+        return self.judges[judge].get("model_ref")
+
+
+def resolve_path(value: str, *, workdir: Path, where: str, must_exist: bool = True) -> Path:
+    """Resolve a config path: absolute as is; relative against the working directory, then the
+    workflow's folder. ``where`` names the key for the error message."""
+    path = Path(os.path.expanduser(value))
+    candidates = [path] if path.is_absolute() else [workdir / path, REPO_ROOT / path]
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate.resolve()
+    if must_exist:
+        tried = " or ".join(str(c) for c in candidates)
+        raise ConfigError(f"{where}: file not found: {value!r} (looked for {tried})")
+    return candidates[0]
+
+
+def _substitute(value: Any, release_dir: str | None, where: str) -> Any:
+    if isinstance(value, str) and "{release_dir}" in value:
+        if not release_dir:
+            raise ConfigError(
+                f"{where} uses {{release_dir}} but release_dir is not set "
+                "(pass --config release_dir=PATH)"
+            )
+        return value.replace("{release_dir}", release_dir)
+    if isinstance(value, dict):
+        return {k: _substitute(v, release_dir, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, release_dir, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _merge_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(config))
+    for key, default in DEFAULTS.items():
+        if isinstance(default, dict):
+            merged[key] = {**default, **(merged.get(key) or {})}
+        else:
+            merged.setdefault(key, default)
+    return merged
+
+
+def prepare_study(
+    config: Mapping[str, Any],
+    *,
+    workdir: str | Path,
+    sources: Iterable[str | Path] = (),
+    load_datasets: bool = True,
+) -> Study:
+    """Validate and resolve ``config``; with ``load_datasets`` also load every dataset once so
+    that bad data fails here, before any job."""
+    sources = list(sources)
+    validate_schema(config, sources=sources)
+    cfg = _merge_defaults(config)
+    workdir = Path(workdir).resolve()
+    cfg = _substitute(cfg, cfg.get("release_dir"), "config")
+    if cfg.get("release_dir"):
+        cfg["release_dir"] = str(resolve_path(cfg["release_dir"], workdir=workdir, where="release_dir"))
+
+    study = Study(config=cfg, workdir=workdir)
+
+    prompts = {**DEFAULT_PROMPTS, **(cfg.get("prompts") or {})}
+    for name, value in prompts.items():
+        if value is None:
+            continue
+        study.prompt_files[name] = resolve_path(value, workdir=workdir, where=f"prompts.{name}")
+    cfg["prompts"] = {k: str(v) for k, v in study.prompt_files.items()}
+
+    for name, spec in cfg["datasets"].items():
+        spec.setdefault("strategies", list(cfg["strategies"]))
+        spec.setdefault("domain", name)
+        files = []
+        for key in ("path", "verb_list"):
+            if spec.get(key):
+                resolved = resolve_path(spec[key], workdir=workdir, where=f"datasets.{name}.{key}")
+                spec[key] = str(resolved)
+                files.append(resolved)
+        study.dataset_files[name] = files
+
+    for name, spec in cfg["judges"].items():
+        ref = spec.get("model_ref")
+        if spec["backend"] == "hf":
+            if not ref:
+                raise ConfigError(f"judges.{name}: an hf judge needs model_ref (a models entry)")
+            if ref not in cfg["models"]:
+                raise ConfigError(
+                    f"judges.{name}.model_ref: {ref!r} is not a models entry "
+                    f"(known: {', '.join(cfg['models'])})"
+                )
+        elif ref:
+            raise ConfigError(f"judges.{name}.model_ref: only hf judges borrow a model's weights")
+
+    if cfg.get("release_manifest"):
+        cfg["release_manifest"] = str(
+            resolve_path(cfg["release_manifest"], workdir=workdir, where="release_manifest")
+        )
+
+    for dataset, spec in cfg["datasets"].items():
+        for strategy in spec["strategies"]:
+            for model in cfg["models"]:
+                study.cells.append(Cell(dataset, strategy, model))
+
+    if load_datasets:
+        from bloomqg.datasets import DatasetError, dataset_knowledge_units, load_dataset
+
+        for name, spec in cfg["datasets"].items():
+            try:
+                frame = load_dataset(name, spec, base_dir=workdir)
+            except DatasetError as error:
+                raise ConfigError(f"datasets.{name}: {error}") from error
+            study.knowledge_units[name] = dataset_knowledge_units(frame)
+    return study
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file, naming it in any error."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError as error:
+        raise ConfigError(f"config file not found: {path}") from error
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    return data

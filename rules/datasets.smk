@@ -1,0 +1,59 @@
+# Datasets: normalise, label Bloom levels (verb list), validate; then chat prompts per strategy.
+
+
+rule prepare_model:
+    """Convert a model shipped as a GGUF into a safetensors folder once (loads in ~1 s, not ~35 s)."""
+    output:
+        directory("resources/models/{model}"),
+    params:
+        spec=lambda wc: CFG["models"][wc.model],
+        code=CODE["models"],
+    log:
+        "logs/prepare_model/{model}.log",
+    benchmark:
+        "logs/benchmarks/prepare_model/{model}.tsv"
+    resources:
+        mem_mb=4000,
+    conda:
+        "../envs/generation.yaml"
+    script:
+        "../workflow_scripts/prepare_model.py"
+
+
+rule prepare_dataset:
+    input:
+        lambda wc: STUDY.dataset_files[wc.dataset],
+    output:
+        "results/datasets/{dataset}.parquet",
+    params:
+        spec=lambda wc: CFG["datasets"][wc.dataset],
+        code=CODE["datasets"],
+    log:
+        "logs/prepare_dataset/{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prepare_dataset/{dataset}.tsv"
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/prepare_dataset.py"
+
+
+rule build_prompts:
+    input:
+        dataset="results/datasets/{dataset}.parquet",
+        template=lambda wc: CFG["prompts"][wc.strategy],
+        system=CFG["prompts"].get("system", []),
+    output:
+        "results/prompts/{dataset}/{strategy}.parquet",
+    params:
+        exemplars=CFG["exemplars"],
+        seed=CFG["seed"],
+        limit_items=CFG["limit_items"],
+        domain=lambda wc: CFG["datasets"][wc.dataset]["domain"],
+        code=CODE["prompts"],
+    log:
+        "logs/build_prompts/{dataset}/{strategy}.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/build_prompts.py"

@@ -1,0 +1,56 @@
+# Generation: one job per model × dataset × strategy × shard; the model loads once per job.
+
+
+def generation_resources(wc):
+    return CFG["models"][wc.model]
+
+
+rule generate_questions:
+    input:
+        prompts="results/prompts/{dataset}/{strategy}.parquet",
+        model=lambda wc: model_dir(wc.model),
+    output:
+        "results/generations/{dataset}/{strategy}/{model}/shard-{shard}.parquet",
+    params:
+        spec=lambda wc: CFG["models"][wc.model],
+        seed=CFG["seed"],
+        n_shards=lambda wc: STUDY.shards(wc.dataset),
+        knowledge_units=lambda wc: STUDY.knowledge_units[wc.dataset],
+        # Outside the outputs, so a killed or failed job keeps its finished batches.
+        checkpoint=lambda wc: f"{CFG['cache_dir']}/checkpoints/generate_questions/{wc.dataset}/{wc.strategy}/{wc.model}/shard-{wc.shard}",
+        cache_dir=CFG["cache_dir"],
+        code=CODE["generation"],
+    log:
+        "logs/generate_questions/{dataset}/{strategy}/{model}/shard-{shard}.log",
+    benchmark:
+        "logs/benchmarks/generate_questions/{dataset}/{strategy}/{model}/shard-{shard}.tsv"
+    threads: lambda wc: 1 if CFG["models"][wc.model]["backend"] == "openai" else max(1, workflow.cores or 1)
+    resources:
+        gpu=lambda wc: CFG["models"][wc.model].get("gpus", 0),
+        mem_mb=lambda wc: CFG["models"][wc.model].get("mem_mb", 4000),
+        runtime=lambda wc: CFG["models"][wc.model].get("runtime_min", 120),
+    conda:
+        "../envs/generation.yaml"
+    script:
+        "../workflow_scripts/generate_questions.py"
+
+
+rule merge_generations:
+    input:
+        prompts="results/prompts/{dataset}/{strategy}.parquet",
+        shards=lambda wc: expand(
+            "results/generations/{dataset}/{strategy}/{model}/shard-{shard}.parquet",
+            dataset=wc.dataset, strategy=wc.strategy, model=wc.model,
+            shard=range(STUDY.shards(wc.dataset)),
+        ),
+    output:
+        "results/generations/{dataset}/{strategy}/{model}.parquet",
+    params:
+        code=CODE["generation"],
+    log:
+        "logs/merge_generations/{dataset}/{strategy}/{model}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/merge_generations.py"

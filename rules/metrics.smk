@@ -1,0 +1,44 @@
+# Metrics per cell, then one tidy table of all cells with correlations and paired comparisons.
+# {root} is results (this study) or results/release (imported published runs): same rules.
+
+
+def root_cells(root):
+    return RELEASE_CELLS if root == "results/release" else CELLS
+
+
+rule score_metrics:
+    input:
+        votes="{root}/votes/{dataset}/{strategy}/{model}.parquet",
+        reliability="{root}/votes/{dataset}/{strategy}/{model}.reliability.parquet",
+    output:
+        "{root}/metrics/{dataset}/{strategy}/{model}.parquet",
+    params:
+        bootstrap=CFG["bootstrap"],
+        seed=CFG["seed"],
+        code=CODE["metrics"],
+    log:
+        "logs/score_metrics/{root}/{dataset}/{strategy}/{model}.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/score_metrics.py"
+
+
+rule aggregate_metrics:
+    input:
+        metrics=lambda wc: cell_paths(wc.root + "/metrics/{dataset}/{strategy}/{model}.parquet", root_cells(wc.root)),
+        votes=lambda wc: cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.parquet", root_cells(wc.root)),
+    output:
+        all="{root}/metrics/all.parquet",
+        correlations="{root}/metrics/correlations.parquet",
+        paired="{root}/metrics/paired.parquet",
+    params:
+        bootstrap=CFG["bootstrap"],
+        seed=CFG["seed"],
+        code=CODE["metrics"],
+    log:
+        "logs/aggregate_metrics/{root}.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/aggregate_metrics.py"

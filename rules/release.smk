@@ -1,0 +1,69 @@
+# Import of published runs (the paper's release format) into this workflow's own files, so the
+# metrics, tables, figures and report rules run on them unchanged. Target: reproduce_release.
+from bloomqg.config import Cell
+
+RELEASE_RUNS = {}
+if CFG.get("release_manifest"):
+    from bloomqg.release import ReleaseError, load_manifest
+
+    try:
+        for run in load_manifest(CFG["release_manifest"]):
+            RELEASE_RUNS[(run.dataset, run.strategy, run.model)] = run
+    except ReleaseError as error:
+        raise WorkflowError(str(error)) from None
+RELEASE_CELLS = [Cell(d, s, m) for (d, s, m) in RELEASE_RUNS]
+
+
+def release_run(wc):
+    try:
+        return RELEASE_RUNS[(wc.dataset, wc.strategy, wc.model)]
+    except KeyError:
+        raise WorkflowError(
+            "no release run for "
+            f"{wc.model}/{wc.dataset}/{wc.strategy}: set release_manifest to a manifest that lists it"
+        ) from None
+
+
+rule import_release_run:
+    input:
+        manifest=CFG.get("release_manifest") or [],
+        generations=lambda wc: str(release_run(wc).generations),
+        votes=lambda wc: str(release_run(wc).votes),
+    output:
+        generations="results/release/generations/{dataset}/{strategy}/{model}.parquet",
+        votes="results/release/votes/{dataset}/{strategy}/{model}.parquet",
+        reliability="results/release/votes/{dataset}/{strategy}/{model}.reliability.parquet",
+    params:
+        gate=CFG["gate"],
+        bootstrap=CFG["bootstrap"],
+        seed=CFG["seed"],
+        code=CODE["release"],
+    log:
+        "logs/import_release_run/{dataset}/{strategy}/{model}.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/import_release_run.py"
+
+
+rule release_tables:
+    input:
+        "results/release/metrics/all.parquet",
+    output:
+        RELEASE_TABLE_OUTPUTS,
+    params:
+        code=CODE["report"],
+    log:
+        "logs/release_tables.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/release_tables.py"
+
+
+rule reproduce_release:
+    """Target: the paper's tables and figures recomputed from a published release."""
+    input:
+        RELEASE_TABLE_OUTPUTS,
+        RELEASE_FIGURE_OUTPUTS,
+    localrule: True

@@ -1,0 +1,159 @@
+"""The workflow end to end on a tiny config with the real SmolLM2, in a temporary directory.
+
+Runs ``snakemake -s REPO/Snakefile --directory TMP`` as a user would, then checks schemas, row
+counts, the report, that a second run does nothing, and that editing the FGP template reruns
+only FGP work.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bloomqg.parquet_io import read_frame, read_provenance
+from bloomqg.schemas import DATASET, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, RELIABILITY, VOTES
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+LIMIT = 3
+
+
+def tiny_config(workdir: Path) -> Path:
+    """The default study cut down: 3 items per dataset, short completions."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["limit_items"] = LIMIT
+    config["cache_dir"] = str(workdir / "cache")
+    config["bootstrap"]["n_resamples"] = 200
+    model = config["models"]["smollm2-135m"]
+    model["generation"]["max_new_tokens"] = 48
+    config["judges"]["smollm2"]["generation"]["max_new_tokens"] = 48
+    # A copy of the FGP template that the test may edit without touching the repository.
+    template = workdir / "fgp.md"
+    shutil.copy(REPO / "prompts" / "generation" / "fgp.md", template)
+    config["prompts"] = {"fgp": str(template)}
+    path = workdir / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def snakemake(workdir: Path, config: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    command = [
+        *SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+        "--configfile", str(config), "--cores", "2", *args,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake failed ({result.returncode}):\n{result.stderr[-6000:]}")
+    return result
+
+
+def planned_jobs(dry_run_output: str) -> dict[str, int]:
+    """Job counts per rule from the table a dry run prints."""
+    counts: dict[str, int] = {}
+    in_table = False
+    for line in dry_run_output.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            in_table = True
+            continue
+        if in_table:
+            if len(parts) == 2 and parts[1].isdigit():
+                if parts[0] != "total":
+                    counts[parts[0]] = int(parts[1])
+            elif parts and not set(line.strip()) <= {"-"}:
+                in_table = False
+    return counts
+
+
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory) -> tuple[Path, Path]:
+    workdir = tmp_path_factory.mktemp("study")
+    config = tiny_config(workdir)
+    snakemake(workdir, config)
+    return workdir, config
+
+
+def test_every_stage_writes_its_schema(finished_study):
+    workdir, config = finished_study
+    cfg = yaml.safe_load(config.read_text())
+    results = workdir / "results"
+    judges = list(cfg["judges"])
+    for dataset, spec in cfg["datasets"].items():
+        items = read_frame(results / "datasets" / f"{dataset}.parquet", DATASET)
+        assert len(items) >= 12
+        for strategy in spec["strategies"]:
+            prompts = read_frame(results / "prompts" / dataset / f"{strategy}.parquet", PROMPTS)
+            assert len(prompts) == LIMIT
+            for model in cfg["models"]:
+                stem = f"{dataset}/{strategy}/{model}"
+                generations = read_frame(results / "generations" / f"{stem}.parquet", GENERATIONS)
+                assert sorted(generations["prompt_id"]) == sorted(prompts["prompt_id"])
+                provenance = read_provenance(results / "generations" / f"{stem}.parquet")
+                assert provenance.get("package_versions", {}).get("transformers")
+                for judge in judges:
+                    verdicts = read_frame(results / "judgments" / stem / f"{judge}.parquet", JUDGMENTS)
+                    assert len(verdicts) == 5 * LIMIT
+                votes = read_frame(results / "votes" / f"{stem}.parquet", VOTES)
+                assert len(votes) == LIMIT
+                assert (votes["n_judges"] == len(judges)).all()
+                reliability = read_frame(results / "votes" / f"{stem}.reliability.parquet", RELIABILITY)
+                panel = reliability[reliability["judge"].isna()]
+                assert set(panel["criterion"]) == {"unique", "readable", "answerable", "bloom_level", "knowledge_units"}
+    metrics = read_frame(results / "metrics" / "all.parquet", METRICS)
+    n_cells = sum(len(s["strategies"]) for s in cfg["datasets"].values()) * len(cfg["models"])
+    assert metrics.groupby(["model", "dataset", "strategy"]).ngroups == n_cells
+    assert {"usability", "catcons", "knowcov", "cogshift"} <= set(metrics["metric"])
+    report = (results / "report.html").read_text()
+    assert "<img" in report or "<svg" in report
+    assert list((results / "figures").glob("*.png")) and list((results / "tables").glob("*.tex"))
+
+
+def test_second_run_does_nothing(finished_study):
+    workdir, config = finished_study
+    started = time.monotonic()
+    result = snakemake(workdir, config)
+    elapsed = time.monotonic() - started
+    assert "Nothing to be done" in result.stdout + result.stderr
+    print(f"no-op rerun took {elapsed:.1f} s")
+
+
+def test_runs_from_another_directory(finished_study, tmp_path):
+    workdir, config = finished_study
+    # -s and --directory from an unrelated current directory: paths resolve through the workflow.
+    result = subprocess.run(
+        [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+         "--configfile", str(config), "--cores", "1", "-n"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_editing_the_fgp_template_reruns_only_fgp_work(finished_study):
+    """Last in this module: it leaves the plan as it found it (content and timestamp)."""
+    workdir, config = finished_study
+    cfg = yaml.safe_load(config.read_text())
+    fgp_datasets = [d for d, spec in cfg["datasets"].items() if "fgp" in spec["strategies"]]
+    template = workdir / "fgp.md"
+    original, stat = template.read_text(), template.stat()
+    try:
+        template.write_text(original + "\nKeep the question under 40 words.\n")
+        plan = snakemake(workdir, config, "-n")
+    finally:
+        template.write_text(original)
+        os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    jobs = planned_jobs(plan.stdout)
+    assert jobs.get("build_prompts") == len(fgp_datasets)
+    assert jobs.get("generate_questions") == len(fgp_datasets) * len(cfg["models"])
+    assert "prepare_dataset" not in jobs and "prepare_model" not in jobs
+    assert "strategy=cot" not in plan.stdout

@@ -1,0 +1,66 @@
+"""Config validation and resolution, without Snakemake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bloomqg.config import ConfigError, prepare_study, resolve_path, validate_schema
+from tests.conftest import REPO
+
+
+def default_config() -> dict:
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def test_default_config_is_valid_and_plans_every_cell(tmp_path):
+    study = prepare_study(default_config(), workdir=tmp_path)
+    cells = {(c.dataset, c.strategy) for c in study.cells}
+    assert cells == {("cs", "cot"), ("cs", "fgp"), ("math", "fgp"), ("social", "cot"), ("social", "fgp")}
+    assert study.knowledge_units["cs"] and study.prompt_files["fgp"].exists()
+
+
+def test_paper_preset_is_schema_valid():
+    validate_schema(yaml.safe_load((REPO / "configs" / "paper.yaml").read_text()))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda c: c.update(colour="blue"), "'colour'"),
+        (lambda c: c["datasets"]["cs"].update(loader="excel"), "datasets.cs.loader"),
+        (lambda c: c["models"]["smollm2-135m"].update(dtype="int3"), "models.smollm2-135m.dtype"),
+        (lambda c: c["gate"].update(action="ignore"), "gate.action"),
+        (lambda c: c.pop("judges"), "'judges' is a required property"),
+    ],
+)
+def test_schema_errors_name_the_key(mutate, expected):
+    config = default_config()
+    mutate(config)
+    with pytest.raises(ConfigError, match="my.yaml") as error:
+        validate_schema(config, sources=["my.yaml"])
+    assert expected in str(error.value)
+
+
+def test_hf_judge_must_reference_a_model(tmp_path):
+    config = default_config()
+    config["judges"]["smollm2"]["model_ref"] = "gpt-9"
+    with pytest.raises(ConfigError, match="judges.smollm2.model_ref"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+
+
+def test_release_dir_placeholder_needs_release_dir(tmp_path):
+    config = default_config()
+    config["datasets"]["cs"]["path"] = "{release_dir}/dataset/computer/Data_Structure.csv"
+    with pytest.raises(ConfigError, match="release_dir"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+
+
+def test_paths_resolve_in_workdir_before_repo(tmp_path):
+    (tmp_path / "config.yaml").write_text("x")
+    assert resolve_path("config.yaml", workdir=tmp_path, where="k") == (tmp_path / "config.yaml").resolve()
+    assert resolve_path("Snakefile", workdir=tmp_path, where="k") == (REPO / "Snakefile").resolve()
+    with pytest.raises(ConfigError, match="k: file not found"):
+        resolve_path("missing.csv", workdir=tmp_path, where="k")

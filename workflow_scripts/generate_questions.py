@@ -1,0 +1,28 @@
+"""Rule generate_questions: one shard of one model × dataset × strategy."""
+from bloomqg.generation.factory import decoding_params, make_text_generator
+from bloomqg.generation.stage import generate_questions
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame
+from bloomqg.schemas import PROMPTS
+from bloomqg.sharding import shard_rows
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+params = snakemake.params
+prompts = shard_rows(read_frame(snakemake.input.prompts, PROMPTS), int(snakemake.wildcards.shard), params.n_shards)
+spec = dict(params.spec)
+generator = make_text_generator(
+    spec, model_dir=snakemake.input.model[0] if snakemake.input.model else None, cache_dir=params.cache_dir
+)
+try:
+    generate_questions(
+        prompts,
+        snakemake.wildcards.model,
+        generator,
+        decoding_params(spec.get("generation", {}), params.seed),
+        knowledge_units=params.knowledge_units,
+        out_path=snakemake.output[0],
+        checkpoint_path=params.checkpoint,
+    )
+finally:
+    generator.close()

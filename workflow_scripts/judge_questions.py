@@ -1,0 +1,39 @@
+"""Rule judge_questions: one judge's verdicts on one cell's generated questions."""
+from bloomqg.judges.stage import judge_questions
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.schemas import DATASET, GENERATIONS, JUDGMENTS
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+params = snakemake.params
+spec = dict(params.spec)
+text_generator = None
+if spec["backend"] in ("hf", "openai"):
+    from bloomqg.generation.factory import make_text_generator
+
+    # An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec.
+    generator_spec = dict(params.model_spec) if params.model_spec else spec
+    text_generator = make_text_generator(
+        generator_spec,
+        model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+        cache_dir=params.cache_dir,
+    )
+try:
+    judgments = judge_questions(
+        read_frame(snakemake.input.generations, GENERATIONS),
+        snakemake.wildcards.judge,
+        spec,
+        dataset=read_frame(snakemake.input.dataset, DATASET),
+        domain=params.domain,
+        prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
+        text_generator=text_generator,
+        seed=params.seed,
+    )
+finally:
+    if text_generator is not None:
+        text_generator.close()
+provenance = {"judge": snakemake.wildcards.judge, "judge_spec": spec}
+if text_generator is not None:
+    provenance["text_generator"] = text_generator.provenance
+write_frame(judgments, snakemake.output[0], JUDGMENTS, provenance)

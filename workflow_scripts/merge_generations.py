@@ -1,0 +1,13 @@
+"""Rule merge_generations: join a cell's shards, checking each prompt appears exactly once."""
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame, read_provenance, write_frame
+from bloomqg.schemas import GENERATIONS, PROMPTS
+from bloomqg.sharding import merge_shards
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+expected = read_frame(snakemake.input.prompts, PROMPTS)["prompt_id"].tolist()
+frames = [read_frame(path, GENERATIONS) for path in snakemake.input.shards]
+merged = merge_shards(frames, expected, key="prompt_id")
+shard_provenance = [read_provenance(path) for path in snakemake.input.shards]
+write_frame(merged, snakemake.output[0], GENERATIONS, {**shard_provenance[0], "shards": shard_provenance})

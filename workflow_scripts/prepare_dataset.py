@@ -1,0 +1,19 @@
+"""Rule prepare_dataset: load, label and validate one dataset into the DATASET schema."""
+from pathlib import Path
+
+from bloomqg.datasets import load_dataset
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import write_frame
+from bloomqg.provenance import sha256_file
+from bloomqg.schemas import DATASET
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+spec = dict(snakemake.params.spec)
+frame = load_dataset(snakemake.wildcards.dataset, spec, base_dir=Path.cwd())
+write_frame(
+    frame,
+    snakemake.output[0],
+    DATASET,
+    {"dataset_spec": spec, "source_sha256": {p: sha256_file(p) for p in snakemake.input}},
+)

@@ -1,0 +1,21 @@
+"""Rule vote_judgments: strict majority votes, agreement and Krippendorff's α gate for a cell."""
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.schemas import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.voting import vote_cell
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+params = snakemake.params
+votes, reliability = vote_cell(
+    read_frame(snakemake.input.generations, GENERATIONS),
+    [read_frame(path, JUDGMENTS) for path in snakemake.input.judgments],
+    gate_alpha=params.gate["alpha"],
+    gate_action=params.gate["action"],
+    n_resamples=params.bootstrap["n_resamples"],
+    confidence=params.bootstrap["confidence"],
+    seed=params.seed,
+)
+provenance = {"gate": dict(params.gate), "judgments": list(snakemake.input.judgments)}
+write_frame(votes, snakemake.output.votes, VOTES, provenance)
+write_frame(reliability, snakemake.output.reliability, RELIABILITY, provenance)
