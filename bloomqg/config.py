@@ -99,6 +99,14 @@ class Study:
     prompt_files: dict[str, Path] = field(default_factory=dict)
     dataset_files: dict[str, list[Path]] = field(default_factory=dict)
     knowledge_units: dict[str, list[str]] = field(default_factory=dict)
+    #: release_dir when it does not exist yet (the download_release rule will fill it)
+    release_to_download: Path | None = None
+
+    def is_downloaded(self, path: str | Path) -> bool:
+        """Whether ``path`` lies in a release folder that download_release has yet to fetch."""
+        if self.release_to_download is None:
+            return False
+        return Path(path).resolve().is_relative_to(self.release_to_download)
 
     @property
     def datasets(self) -> dict[str, dict[str, Any]]:
@@ -175,11 +183,15 @@ def prepare_study(
     validate_schema(config, sources=sources)
     cfg = _merge_defaults(config)
     workdir = Path(workdir).resolve()
-    cfg = _substitute(cfg, cfg.get("release_dir"), "config")
-    if cfg.get("release_dir"):
-        cfg["release_dir"] = str(resolve_path(cfg["release_dir"], workdir=workdir, where="release_dir"))
-
     study = Study(config=cfg, workdir=workdir)
+    if cfg.get("release_dir"):
+        release_dir = resolve_path(cfg["release_dir"], workdir=workdir, where="release_dir", must_exist=False)
+        if not release_dir.exists():
+            # The download_release rule fetches it; its files are checked when they arrive.
+            study.release_to_download = release_dir
+        cfg["release_dir"] = str(release_dir)
+    cfg = _substitute(cfg, cfg.get("release_dir"), "config")
+    study.config = cfg
 
     prompts = {**DEFAULT_PROMPTS, **(cfg.get("prompts") or {})}
     for name, value in prompts.items():
@@ -194,7 +206,10 @@ def prepare_study(
         files = []
         for key in ("path", "verb_list"):
             if spec.get(key):
-                resolved = resolve_path(spec[key], workdir=workdir, where=f"datasets.{name}.{key}")
+                resolved = resolve_path(
+                    spec[key], workdir=workdir, where=f"datasets.{name}.{key}",
+                    must_exist=not study.is_downloaded(spec[key]),
+                )
                 spec[key] = str(resolved)
                 files.append(resolved)
         study.dataset_files[name] = files
@@ -226,6 +241,8 @@ def prepare_study(
         from bloomqg.datasets import DatasetError, dataset_knowledge_units, load_dataset
 
         for name, spec in cfg["datasets"].items():
+            if study.is_downloaded(spec["path"]):
+                continue  # validated by prepare_dataset once download_release has fetched it
             try:
                 frame = load_dataset(name, spec, base_dir=workdir)
             except DatasetError as error:

@@ -8,6 +8,7 @@ def generation_resources(wc):
 rule generate_questions:
     input:
         prompts="results/prompts/{dataset}/{strategy}.parquet",
+        dataset="results/datasets/{dataset}.parquet",
         model=lambda wc: model_dir(wc.model),
     output:
         "results/generations/{dataset}/{strategy}/{model}/shard-{shard}.parquet",
@@ -15,7 +16,6 @@ rule generate_questions:
         spec=lambda wc: CFG["models"][wc.model],
         seed=CFG["seed"],
         n_shards=lambda wc: STUDY.shards(wc.dataset),
-        knowledge_units=lambda wc: STUDY.knowledge_units[wc.dataset],
         # Outside the outputs, so a killed or failed job keeps its finished batches.
         checkpoint=lambda wc: f"{CFG['cache_dir']}/checkpoints/generate_questions/{wc.dataset}/{wc.strategy}/{wc.model}/shard-{wc.shard}",
         cache_dir=CFG["cache_dir"],

@@ -1,5 +1,7 @@
 # Import of published runs (the paper's release format) into this workflow's own files, so the
 # metrics, tables, figures and report rules run on them unchanged. Target: reproduce_release.
+import os
+
 from bloomqg.config import Cell
 
 RELEASE_RUNS = {}
@@ -22,6 +24,26 @@ def release_run(wc):
             "no release run for "
             f"{wc.model}/{wc.dataset}/{wc.strategy}: set release_manifest to a manifest that lists it"
         ) from None
+
+
+if STUDY.release_to_download is not None:
+    from bloomqg.release_download import load_pins
+
+    RELEASE_PINS = os.path.join(workflow.basedir, "configs", "llm-eval-release.yaml")
+
+    rule download_release:
+        """Fetch the paper's release at its pinned commit; every file's sha256 is checked."""
+        input:
+            pins=RELEASE_PINS,
+        output:
+            [f"{STUDY.release_to_download}/{name}" for name in load_pins(RELEASE_PINS)["files"]],
+        params:
+            release_dir=str(STUDY.release_to_download),
+        log:
+            "logs/download_release.log",
+        localrule: True
+        script:
+            "../workflow_scripts/download_release.py"
 
 
 rule import_release_run:

@@ -1,9 +1,10 @@
 """Rule generate_questions: one shard of one model × dataset × strategy."""
+from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
-from bloomqg.schemas import PROMPTS
+from bloomqg.schemas import DATASET, PROMPTS
 from bloomqg.sharding import shard_rows
 
 snakemake = globals()["snakemake"]
@@ -20,7 +21,7 @@ try:
         snakemake.wildcards.model,
         generator,
         decoding_params(spec.get("generation", {}), params.seed),
-        knowledge_units=params.knowledge_units,
+        knowledge_units=dataset_knowledge_units(read_frame(snakemake.input.dataset, DATASET)),
         out_path=snakemake.output[0],
         checkpoint_path=params.checkpoint,
     )

@@ -83,3 +83,10 @@ def test_unknown_bloom_level_is_named(tmp_path):
     bad = tmp_path / "bad_level.csv"
     bad.write_text("question,knowledge_units,bloom_level\nWhat is a stack?,Stacks,Remember\nWhy?,Stacks,Memorize\n")
     fails_naming(tmp_path, lambda c: c["datasets"]["cs"].update(path=str(bad)), "Memorize", "bad_level.csv", "bloom_level")
+
+
+def test_paper_preset_without_release_plans_its_download(tmp_path):
+    result = dry_run(tmp_path, "--configfile", str(REPO / "configs" / "paper.yaml"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "rule download_release:" in result.stdout
+    assert "resources/llm-eval-release/dataset/computer/Data_Structure.csv" in result.stdout

@@ -1,0 +1,58 @@
+"""The pinned-release extraction: hashes checked, ASCII names, nothing written on a mismatch."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+
+import pytest
+
+from bloomqg.release_download import ReleaseDownloadError, extract_release, load_pins
+from tests.conftest import REPO
+
+
+def archive(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        for name, data in files.items():
+            bundle.writestr(f"LLM-Eval-abc/{name}", data)
+    return buffer.getvalue()
+
+
+def pins_for(files: dict[str, bytes]) -> dict:
+    return {
+        "commit": "abc",
+        "archive_url": "unused",
+        "files": {
+            f"renamed/{i}.bin": {"source": name, "sha256": hashlib.sha256(data).hexdigest()}
+            for i, (name, data) in enumerate(files.items())
+        },
+    }
+
+
+def test_extracts_pinned_files_under_local_names(tmp_path):
+    files = {"dataset/多知识点.xlsx": b"math", "dataset/a.csv": b"cs"}
+    written = extract_release(archive(files), pins_for(files), tmp_path)
+    assert sorted(p.read_bytes() for p in written) == [b"cs", b"math"]
+    assert (tmp_path / "renamed" / "0.bin").read_bytes() == b"math"
+
+
+def test_hash_mismatch_writes_nothing(tmp_path):
+    files = {"dataset/a.csv": b"cs", "dataset/b.csv": b"other"}
+    pins = pins_for(files)
+    pins["files"]["renamed/1.bin"]["sha256"] = "0" * 64
+    with pytest.raises(ReleaseDownloadError, match="does not match"):
+        extract_release(archive(files), pins, tmp_path)
+    assert not any(tmp_path.rglob("*.bin"))
+
+
+def test_missing_member_is_named(tmp_path):
+    pins = pins_for({"dataset/a.csv": b"cs"})
+    with pytest.raises(ReleaseDownloadError, match="dataset/a.csv"):
+        extract_release(archive({"other.csv": b"x"}), pins, tmp_path)
+
+
+def test_pins_match_the_shared_release(release_dir):
+    for local, pin in load_pins(REPO / "configs" / "llm-eval-release.yaml")["files"].items():
+        assert hashlib.sha256((release_dir / local).read_bytes()).hexdigest() == pin["sha256"]

@@ -1,0 +1,21 @@
+"""Rule make_tables: the paper's tables (CSV, Markdown, LaTeX) from all metrics."""
+from pathlib import Path
+
+import pandas as pd
+
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame
+from bloomqg.schemas import DATASET, METRICS, RELIABILITY
+from bloomqg.tables import write_tables
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+datasets = {Path(p).stem: read_frame(p, DATASET) for p in snakemake.input.datasets}
+reliability = pd.concat([read_frame(p, RELIABILITY) for p in snakemake.input.reliability], ignore_index=True)
+write_tables(
+    read_frame(snakemake.input.metrics, METRICS),
+    datasets,
+    reliability,
+    Path(snakemake.output[0]).parent,
+    paired=pd.read_parquet(snakemake.input.paired),
+)
