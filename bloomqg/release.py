@@ -1,0 +1,435 @@
+"""Import a published run in the paper's release format (GitHub ``wmm228/LLM-Eval``).
+
+A run is two files: an ``.xlsx`` with one row per original question and the model's new
+question, and a ``.jsonl`` with one line per judged new question (three judges' votes and their
+majority). A manifest names them, because the release names files irregularly::
+
+    release_root: ../shared/data/llm-eval-release   # optional; default: the manifest's folder
+    runs:
+      - {model: glm-4-9b, dataset: cs, strategy: cot,
+         generations: generated/glm/glm_generated_questions.xlsx,
+         votes: generated/glm/glm_gen_voted.jsonl}
+
+Relative ``release_root`` resolves against the manifest's folder, relative run paths against
+``release_root``.
+
+How the join works (and reproduces the paper's GLM-4-9B figures, see tests/unit/test_release.py):
+the xlsx is joined to the jsonl on the generated text (``New Question``/``新问题`` =
+``question``). A model sometimes wrote the same new question for two originals; the jsonl then
+holds that text once per original, in the xlsx's order, and the two judgments can differ. The
+release does not say which line belongs to which original, so every original takes the *first*
+jsonl line with its text — one row per original/new pair, which is what reproduces the paper's
+CatCons, KnowCov and shift figures (pairing by order of occurrence does not: FGP KnowCov 92.75
+instead of 92.82). Rows with no new question, or whose question was never judged, stay in the
+frame with null votes (their reasons say so), so the auxiliary accuracies use every original.
+
+The released majority ``topic`` is kept as the voted knowledge unit even where the three unit
+votes all differ (the release then takes the first judge's unit); its agreement column shows
+1/3 there. ``New Category`` is the judged level; ``Uncategorized`` there becomes a null level
+with reason :data:`bloomqg.metrics.JUDGED_UNCATEGORIZED`. The release has no per-judge level
+votes, so ``bloom_level_votes``/``bloom_level_agreement`` are null.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.metrics import JUDGED_UNCATEGORIZED
+from bloomqg.schemas import BINARY_CRITERIA, GENERATIONS, VOTES
+
+logger = logging.getLogger(__name__)
+
+DATASETS: tuple[str, ...] = ("cs", "math")
+STRATEGIES: tuple[str, ...] = ("cot", "fgp")
+_MANIFEST_KEYS = frozenset({"release_root", "runs"})
+_RUN_KEYS = ("model", "dataset", "strategy", "generations", "votes")
+
+#: Separators between knowledge units in one cell. Not "、" or "-": they occur inside the
+#: K-12 math unit names (e.g. "正数、负数--表示相对标准量").
+_UNIT_SEPARATORS = re.compile(r"[,，;；|\n]")
+
+#: xlsx columns per dataset: original question, original unit(s), new question.
+_XLSX_COLUMNS: dict[str, dict[str, str]] = {
+    "cs": {"question": "Questions", "units": "Topic", "new": "New Question", "level": "Category",
+           "judged_level": "New Category"},
+    "math": {"question": "题目内容", "units": "知识点名称", "new": "新问题"},
+}
+_COT_COLUMNS = {"identified_units": "COT_Topic", "identified_level": "COT_Bloom"}
+#: jsonl fields: release name -> criterion. ``non_repeatable`` 1 means unique.
+_VOTE_FIELDS = {"non_repeatable": "unique", "readable": "readable", "answerable": "answerable"}
+#: Every K-12 math item in the paper is at Bloom level Apply.
+MATH_BLOOM_LEVEL = "Apply"
+
+NO_QUESTION = "release has no generated question for this row"
+NOT_JUDGED = "generated question not among the release's judged questions"
+LEVEL_NOT_JUDGED = "release holds no judged Bloom level for this dataset"
+
+
+class ReleaseError(ValueError):
+    """A malformed manifest or release file; the message names the file, key, row or column."""
+
+
+@dataclass(frozen=True)
+class ReleaseRun:
+    """One published run: which model/dataset/strategy, and its two files (absolute paths)."""
+
+    model: str
+    dataset: str
+    strategy: str
+    generations: Path
+    votes: Path
+    manifest: Path | None = None
+
+
+def split_knowledge_units(value: object) -> list[str]:
+    """Knowledge units in one cell: split on , ， ; ； | or newline, stripped, order kept, no
+    duplicates. Null or blank gives an empty list. (Non-breaking spaces are stripped too: the
+    K-12 math file has "圆柱--体积的计算\\xa0".)"""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    units: list[str] = []
+    for part in _UNIT_SEPARATORS.split(str(value)):
+        unit = part.strip()
+        if unit and unit not in units:
+            units.append(unit)
+    return units
+
+
+# --------------------------------------------------------------------------------------------
+# Manifest
+
+
+def load_manifest(path: str | Path) -> list[ReleaseRun]:
+    """Read and check a release manifest; raise :class:`ReleaseError` naming what is wrong."""
+    import yaml
+
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ReleaseError(f"{path}: manifest not found")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ReleaseError(f"{path}: not valid YAML: {error}") from error
+    if not isinstance(document, dict):
+        raise ReleaseError(f"{path}: expected a mapping with keys 'runs' and optional 'release_root'")
+    unknown = sorted(set(document) - _MANIFEST_KEYS)
+    if unknown:
+        raise ReleaseError(f"{path}: unknown keys {unknown}; allowed: {sorted(_MANIFEST_KEYS)}")
+    root_value = document.get("release_root")
+    if root_value is None:
+        root = path.parent
+    elif isinstance(root_value, str) and root_value.strip():
+        root = (path.parent / root_value).resolve()
+    else:
+        raise ReleaseError(f"{path}: key 'release_root' must be a non-empty path string")
+    if not root.is_dir():
+        raise ReleaseError(f"{path}: release_root {root} is not a directory")
+    runs_value = document.get("runs")
+    if not isinstance(runs_value, list) or not runs_value:
+        raise ReleaseError(f"{path}: key 'runs' must be a non-empty list")
+
+    runs: list[ReleaseRun] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for index, entry in enumerate(runs_value):
+        where = f"{path}: runs[{index}]"
+        if not isinstance(entry, dict):
+            raise ReleaseError(f"{where}: expected a mapping with keys {list(_RUN_KEYS)}")
+        unknown = sorted(set(entry) - set(_RUN_KEYS))
+        if unknown:
+            raise ReleaseError(f"{where}: unknown keys {unknown}; allowed: {list(_RUN_KEYS)}")
+        for key in _RUN_KEYS:
+            value = entry.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise ReleaseError(f"{where}: key {key!r} must be a non-empty string, got {value!r}")
+        if entry["dataset"] not in DATASETS:
+            raise ReleaseError(f"{where}: dataset {entry['dataset']!r} is not one of {list(DATASETS)}")
+        if entry["strategy"] not in STRATEGIES:
+            raise ReleaseError(f"{where}: strategy {entry['strategy']!r} is not one of {list(STRATEGIES)}")
+        cell = (entry["model"], entry["dataset"], entry["strategy"])
+        if cell in seen:
+            raise ReleaseError(f"{where}: run {cell} repeats runs[{seen[cell]}]")
+        seen[cell] = index
+        files = {}
+        for key, suffix in (("generations", ".xlsx"), ("votes", ".jsonl")):
+            file = (root / entry[key]).resolve()
+            if file.suffix.lower() != suffix:
+                raise ReleaseError(f"{where}: key {key!r} must name a {suffix} file, got {entry[key]!r}")
+            if not file.is_file():
+                raise ReleaseError(f"{where}: key {key!r}: file {file} not found")
+            files[key] = file
+        runs.append(ReleaseRun(*cell, files["generations"], files["votes"], manifest=path))
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the two files
+
+
+def _read_generations(run: ReleaseRun) -> pd.DataFrame:
+    try:
+        frame = pd.read_excel(run.generations, dtype=object)
+    except Exception as error:  # openpyxl raises several types for a broken workbook
+        raise ReleaseError(f"{run.generations}: cannot read as xlsx: {error}") from error
+    needed = [name for name in _XLSX_COLUMNS[run.dataset].values()]
+    if run.strategy == "cot":
+        needed += list(_COT_COLUMNS.values())
+    missing = [name for name in needed if name not in frame.columns]
+    if missing:
+        raise ReleaseError(
+            f"{run.generations}: missing columns {missing} for a {run.dataset}/{run.strategy} run "
+            f"(found {list(frame.columns)})"
+        )
+    return frame.where(frame.notna(), None)
+
+
+def _check_votes(values: Any, line: int, field: str, run: ReleaseRun) -> list[int]:
+    if not isinstance(values, list) or not values or any(v not in (0, 1) or isinstance(v, bool) for v in values):
+        raise ReleaseError(f"{run.votes}: line {line}: {field!r} must be a non-empty list of 0/1, got {values!r}")
+    return values
+
+
+def _read_votes(run: ReleaseRun) -> list[dict[str, Any]]:
+    """The jsonl lines, checked, each with its 1-based line number."""
+    records = []
+    required = ["question", "topic", "topic_votes"]
+    for field in _VOTE_FIELDS:
+        required += [field, f"{field}_votes"]
+    with open(run.votes, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ReleaseError(f"{run.votes}: line {line_number}: not valid JSON: {error}") from error
+            if not isinstance(record, dict):
+                raise ReleaseError(f"{run.votes}: line {line_number}: expected a JSON object")
+            missing = [key for key in required if key not in record]
+            if missing:
+                raise ReleaseError(f"{run.votes}: line {line_number}: missing keys {missing}")
+            if not isinstance(record["question"], str) or not record["question"].strip():
+                raise ReleaseError(f"{run.votes}: line {line_number}: 'question' must be a non-empty string")
+            for field in _VOTE_FIELDS:
+                _check_votes(record[f"{field}_votes"], line_number, f"{field}_votes", run)
+                if record[field] not in (0, 1) or isinstance(record[field], bool):
+                    raise ReleaseError(f"{run.votes}: line {line_number}: {field!r} must be 0 or 1")
+            if not isinstance(record["topic_votes"], list) or not record["topic_votes"]:
+                raise ReleaseError(f"{run.votes}: line {line_number}: 'topic_votes' must be a non-empty list")
+            record["_line"] = line_number
+            records.append(record)
+    if not records:
+        raise ReleaseError(f"{run.votes}: no judged questions")
+    return records
+
+
+# --------------------------------------------------------------------------------------------
+# Building the frames
+
+
+def _text(value: object) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _identified_level(value: object, row: int, unrecognised: dict[int, object]) -> str | None:
+    """The model's level for the original; a value naming no level is null (noted in
+    ``unrecognised`` by sheet row), never a guess: "Compare/Contrast (Analyze)" stays null."""
+    try:
+        return normalize_level(value)
+    except UnknownBloomLevel:
+        unrecognised[row] = value
+        return None
+
+
+def _binary_vote_columns(record: dict[str, Any] | None, reason: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field, criterion in _VOTE_FIELDS.items():
+        if record is None:
+            out.update({criterion: None, f"{criterion}_votes": None, f"{criterion}_agreement": None,
+                        f"{criterion}_null_reason": reason})
+            continue
+        votes = record[f"{field}_votes"]
+        majority = record[field]
+        out[criterion] = bool(majority)
+        out[f"{criterion}_votes"] = [str(vote) for vote in votes]
+        out[f"{criterion}_agreement"] = sum(vote == majority for vote in votes) / len(votes)
+        out[f"{criterion}_null_reason"] = None
+    return out
+
+
+def _unit_vote_columns(record: dict[str, Any] | None, reason: str) -> dict[str, Any]:
+    if record is None:
+        return {"knowledge_units": None, "knowledge_units_votes": None, "knowledge_units_agreement": None,
+                "knowledge_units_null_reason": reason}
+    voted = split_knowledge_units(record["topic"])
+    ballots = [split_knowledge_units(vote) for vote in record["topic_votes"]]
+    return {
+        "knowledge_units": voted,
+        "knowledge_units_votes": [json.dumps(ballot, ensure_ascii=False) for ballot in ballots],
+        "knowledge_units_agreement": sum(ballot == voted for ballot in ballots) / len(ballots),
+        "knowledge_units_null_reason": None if voted else "release's majority topic is empty",
+    }
+
+
+def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(generations, votes) frames of one published run, with the columns of
+    :data:`bloomqg.schemas.GENERATIONS` and :data:`bloomqg.schemas.VOTES`.
+
+    One row per row of the run's xlsx. ``item_id`` is ``"<dataset>-<row>"`` with the 1-based
+    data row of the xlsx (for computer science the same order as ``Data_Structure.csv``),
+    ``prompt_id`` is ``"<item_id>:<strategy>"``.
+    """
+    columns = _XLSX_COLUMNS[run.dataset]
+    sheet = _read_generations(run)
+    judged = _read_votes(run)
+
+    by_text: dict[str, dict[str, Any]] = {}
+    repeats: Counter[str] = Counter()
+    for record in judged:
+        key = record["question"].strip()
+        repeats[key] += 1
+        by_text.setdefault(key, record)
+    conflicting = sum(
+        1
+        for record in judged
+        if repeats[record["question"].strip()] > 1
+        and any(record[f] != by_text[record["question"].strip()][f] for f in (*_VOTE_FIELDS, "topic"))
+    )
+    if conflicting:
+        logger.info(
+            "%s: %d judged lines repeat an earlier question's text with other votes; every original "
+            "with that text takes the first line's votes", run.votes, conflicting,
+        )
+
+    generations, votes = [], []
+    used_texts: set[str] = set()
+    unrecognised_levels: dict[int, object] = {}
+    for position, row in enumerate(sheet.to_dict("records"), start=1):
+        item_id = f"{run.dataset}-{position:04d}"
+        prompt_id = f"{item_id}:{run.strategy}"
+        original = _text(row[columns["question"]])
+        if original is None:
+            raise ReleaseError(f"{run.generations}: row {position + 1}: column {columns['question']!r} is empty")
+        units = split_knowledge_units(row[columns["units"]])
+        if not units:
+            raise ReleaseError(f"{run.generations}: row {position + 1}: column {columns['units']!r} is empty")
+        if run.dataset == "cs":
+            try:
+                original_level = normalize_level(row[columns["level"]])
+            except UnknownBloomLevel as error:
+                raise ReleaseError(
+                    f"{run.generations}: row {position + 1}: column {columns['level']!r}: {error}"
+                ) from error
+        else:
+            original_level = MATH_BLOOM_LEVEL
+        new_question = _text(row[columns["new"]])
+        if run.strategy == "cot":
+            identified_level = _identified_level(
+                row[_COT_COLUMNS["identified_level"]], position + 1, unrecognised_levels
+            )
+            identified_units = split_knowledge_units(row[_COT_COLUMNS["identified_units"]]) or None
+        else:
+            identified_level, identified_units = None, None
+
+        generations.append(
+            {
+                "prompt_id": prompt_id,
+                "item_id": item_id,
+                "dataset": run.dataset,
+                "strategy": run.strategy,
+                "model": run.model,
+                "original_question": original,
+                "original_bloom_level": original_level,
+                "original_knowledge_units": units,
+                # The release keeps only the extracted question, not the model's full answer.
+                "raw_text": new_question,
+                "new_question": new_question,
+                "identified_bloom_level": identified_level,
+                "identified_knowledge_units": identified_units,
+                "parse_status": "ok" if new_question else "failed",
+                "parse_error": None if new_question else NO_QUESTION,
+                "finish_reason": "imported",
+                "n_prompt_tokens": None,
+                "n_completion_tokens": None,
+                "latency_s": None,
+                "batch_index": None,
+                "seed": None,
+                "prompt_hash": None,
+            }
+        )
+
+        record = by_text.get(new_question) if new_question else None
+        if new_question is not None and record is not None:
+            used_texts.add(new_question)
+        reason = NO_QUESTION if new_question is None else NOT_JUDGED
+        vote_row: dict[str, Any] = {
+            key: generations[-1][key]
+            for key in (
+                "prompt_id", "item_id", "dataset", "strategy", "model", "original_question",
+                "original_bloom_level", "original_knowledge_units", "new_question",
+                "identified_bloom_level", "identified_knowledge_units", "parse_status",
+            )
+        }
+        vote_row["n_judges"] = 0 if record is None else len(record["non_repeatable_votes"])
+        vote_row.update(_binary_vote_columns(record, reason))
+        vote_row.update(_unit_vote_columns(record, reason))
+        vote_row.update(_judged_level_columns(row, run, position + 1, new_question))
+        binary = [vote_row[criterion] for criterion in BINARY_CRITERIA]
+        vote_row["useful"] = None if any(value is None for value in binary) else all(binary)
+        vote_row["alpha_gated"] = False
+        votes.append(vote_row)
+
+    unmatched = [record["_line"] for record in judged if record["question"].strip() not in used_texts]
+    if unmatched:
+        # Kept as a warning: the votes of a question no original produced cannot enter any
+        # metric, and one mangled line should not block the import of a whole run.
+        logger.warning(
+            "%s: %d lines (first: %s) judge questions that are not in %s; they are left out",
+            run.votes, len(unmatched), unmatched[:10], run.generations,
+        )
+    if unrecognised_levels:
+        logger.warning(
+            "%s: %d %s values name no Bloom level and are recorded as null (sheet row: value): %s",
+            run.generations, len(unrecognised_levels), _COT_COLUMNS["identified_level"],
+            unrecognised_levels,
+        )
+    not_judged = sum(1 for row in votes if row["unique_null_reason"] == NOT_JUDGED)
+    logger.info(
+        "%s/%s/%s: %d originals, %d judged lines, %d new questions never judged, %d rows without one",
+        run.model, run.dataset, run.strategy, len(votes), len(judged), not_judged,
+        sum(1 for row in votes if row["new_question"] is None),
+    )
+    return (
+        pd.DataFrame.from_records(generations, columns=GENERATIONS.names),
+        pd.DataFrame.from_records(votes, columns=VOTES.names),
+    )
+
+
+def _judged_level_columns(row: dict[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None) -> dict[str, Any]:
+    """``bloom_level`` from ``New Category``; Uncategorized -> null with the judged reason."""
+    out: dict[str, Any] = {"bloom_level_votes": None, "bloom_level_agreement": None}
+    column = _XLSX_COLUMNS[run.dataset].get("judged_level")
+    if column is None:
+        return {**out, "bloom_level": None, "bloom_level_null_reason": LEVEL_NOT_JUDGED}
+    if new_question is None:
+        return {**out, "bloom_level": None, "bloom_level_null_reason": NO_QUESTION}
+    raw = _text(row[column])
+    if raw is None:
+        return {**out, "bloom_level": None, "bloom_level_null_reason": f"no {column!r} in the release"}
+    try:
+        level = normalize_level(raw)
+    except UnknownBloomLevel as error:
+        raise ReleaseError(f"{run.generations}: row {sheet_row}: column {column!r}: {error}") from error
+    return {**out, "bloom_level": level, "bloom_level_null_reason": None if level else JUDGED_UNCATEGORIZED}
