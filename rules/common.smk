@@ -20,7 +20,7 @@ wildcard_constraints:
     dataset="[A-Za-z0-9][A-Za-z0-9_-]*",
     strategy="cot|fgp",
     model="[A-Za-z0-9][A-Za-z0-9_-]*",
-    judge="[A-Za-z0-9][A-Za-z0-9_-]*",
+    judge="[A-Za-z0-9][A-Za-z0-9_.-]*",
     shard=r"\d+",
     root="results|results/release",
 
