@@ -683,8 +683,37 @@ def paired_comparison(
                     record["p_value"] = 1.0
                     record["effect_size"] = 0.0
         records.append(record)
-    columns = [
-        "model", "dataset", "metric", "n_pairs", "cot", "fgp", "diff", "ci_low", "ci_high",
-        "test", "p_value", "effect_size", "effect_size_name",
-    ]
-    return pd.DataFrame.from_records(records, columns=columns)
+    return pd.DataFrame.from_records(records, columns=list(PAIRED_COLUMNS))
+
+
+PAIRED_COLUMNS: tuple[str, ...] = (
+    "model", "dataset", "metric", "n_pairs", "cot", "fgp", "diff", "ci_low", "ci_high",
+    "test", "p_value", "effect_size", "effect_size_name",
+)
+
+
+def paired_comparisons(
+    votes: pd.DataFrame,
+    *,
+    metrics: Sequence[str] = ("usability", "catcons", "knowcov"),
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """:func:`paired_comparison` for every model × dataset of ``votes`` run under both CoT and
+    FGP (cells with one strategy only are skipped); the columns of :data:`PAIRED_COLUMNS`."""
+    _require_columns(votes, ("model", "dataset", "strategy"), "votes")
+    frames = []
+    for (model, dataset), group in votes.groupby(["model", "dataset"], sort=True):
+        cot, fgp = group[group["strategy"] == "cot"], group[group["strategy"] == "fgp"]
+        if cot.empty or fgp.empty:
+            continue
+        frames.append(
+            paired_comparison(
+                cot, fgp, metrics=metrics, n_resamples=n_resamples, seed=seed, confidence=confidence
+            )
+        )
+    if not frames:
+        return pd.DataFrame(columns=list(PAIRED_COLUMNS))
+    return pd.concat(frames, ignore_index=True)
+

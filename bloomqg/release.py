@@ -54,9 +54,11 @@ STRATEGIES: tuple[str, ...] = ("cot", "fgp")
 _MANIFEST_KEYS = frozenset({"release_root", "runs"})
 _RUN_KEYS = ("model", "dataset", "strategy", "generations", "votes")
 
-#: Separators between knowledge units in one cell. Not "、" or "-": they occur inside the
-#: K-12 math unit names (e.g. "正数、负数--表示相对标准量").
-_UNIT_SEPARATORS = re.compile(r"[,，;；|\n]")
+#: Separator of several knowledge units in one cell, as in :mod:`bloomqg.datasets`. Not "、"
+#: or "-": they occur inside the K-12 math unit names ("正数、负数--表示相对标准量").
+UNIT_SEPARATOR = ";"
+#: A model's free-text identification lists several units with commas as well.
+_IDENTIFIED_SEPARATORS = re.compile(r"[,，;；\n]")
 
 #: xlsx columns per dataset: original question, original unit(s), new question.
 _XLSX_COLUMNS: dict[str, dict[str, str]] = {
@@ -91,15 +93,20 @@ class ReleaseRun:
     manifest: Path | None = None
 
 
-def split_knowledge_units(value: object) -> list[str]:
-    """Knowledge units in one cell: split on , ， ; ； | or newline, stripped, order kept, no
-    duplicates. Null or blank gives an empty list. (Non-breaking spaces are stripped too: the
-    K-12 math file has "圆柱--体积的计算\\xa0".)"""
+def split_knowledge_units(value: object, separators: str | re.Pattern[str] = UNIT_SEPARATOR) -> list[str]:
+    """Knowledge units in one cell, split the way :func:`bloomqg.datasets.split_units` does:
+    on ``;``, whitespace collapsed (so the no-break space in "圆柱--体积的计算\\xa0" goes),
+    repeats dropped, order kept. Null or blank gives an empty list; the caller decides whether
+    that is an error. ``separators`` may be a compiled pattern to split on several."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return []
+    if isinstance(separators, str):
+        pieces = str(value).split(separators)
+    else:
+        pieces = separators.split(str(value))
     units: list[str] = []
-    for part in _UNIT_SEPARATORS.split(str(value)):
-        unit = part.strip()
+    for piece in pieces:
+        unit = " ".join(piece.split())
         if unit and unit not in units:
             units.append(unit)
     return units
@@ -339,7 +346,10 @@ def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
             identified_level = _identified_level(
                 row[_COT_COLUMNS["identified_level"]], position + 1, unrecognised_levels
             )
-            identified_units = split_knowledge_units(row[_COT_COLUMNS["identified_units"]]) or None
+            identified_units = (
+                split_knowledge_units(row[_COT_COLUMNS["identified_units"]], _IDENTIFIED_SEPARATORS)
+                or None
+            )
         else:
             identified_level, identified_units = None, None
 

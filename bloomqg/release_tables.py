@@ -36,6 +36,11 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "aux_tasks": ("classification_acc", "knowledge_id_acc"),
 }
 
+#: The files :func:`release_tables` writes, relative to its ``out_dir``.
+RELEASE_TABLE_FILES: tuple[str, ...] = tuple(
+    f"{table}.{suffix}" for table in TABLE_COLUMNS for suffix in ("csv", "md")
+)
+
 
 @dataclass(frozen=True)
 class PaperFigure:

@@ -1,0 +1,493 @@
+"""Metrics on hand-made votes frames: every definition, its edge cases, CIs and the tests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from bloomqg.metrics import (
+    JUDGED_UNCATEGORIZED,
+    METRIC_LABELS,
+    METRIC_NAMES,
+    PAIRED_COLUMNS,
+    PERCENT_METRICS,
+    correlations,
+    paired_comparison,
+    paired_comparisons,
+    per_level_accuracy,
+    score_cell,
+    transition_counts,
+)
+from bloomqg.parquet_io import read_frame, to_table, write_frame
+from bloomqg.schemas import METRICS, VOTES
+
+
+def vote(
+    ori: str | None = "Apply",
+    new: str | None = "Apply",
+    *,
+    useful: bool | None = True,
+    unique: bool | None = None,
+    readable: bool | None = None,
+    answerable: bool | None = None,
+    k_ori: list[str] | None = None,
+    k_new: list[str] | None = ["A"],
+    id_level: str | None = None,
+    id_units: list[str] | None = None,
+    level_reason: str | None = None,
+    parse_status: str = "ok",
+    item: str | None = None,
+) -> dict:
+    """One VOTES row; unique/readable/answerable default to ``useful``."""
+    binary = {name: (useful if value is None else value) for name, value in
+              (("unique", unique), ("readable", readable), ("answerable", answerable))}
+    row = {name: None for name in VOTES.names}
+    row.update(
+        prompt_id="p", item_id=item or "i", dataset="cs", strategy="cot", model="m",
+        original_question="q", original_bloom_level=ori,
+        original_knowledge_units=["A"] if k_ori is None else k_ori, new_question="new",
+        identified_bloom_level=id_level, identified_knowledge_units=id_units,
+        parse_status=parse_status, n_judges=3, bloom_level=new,
+        bloom_level_null_reason=level_reason if new is None else None,
+        knowledge_units=k_new, useful=useful, alpha_gated=False, **binary,
+    )
+    return row
+
+
+def frame(rows: list[dict], **overrides: object) -> pd.DataFrame:
+    out = pd.DataFrame(rows, columns=list(VOTES.names))
+    out["item_id"] = [row["item_id"] if row["item_id"] != "i" else f"cs-{i:04d}" for i, row in enumerate(rows)]
+    out["prompt_id"] = out["item_id"] + ":" + out["strategy"]
+    for column, value in overrides.items():
+        out[column] = value
+    return out
+
+
+def metric(result: pd.DataFrame, name: str) -> pd.Series:
+    return result.set_index("metric").loc[name]
+
+
+def score(rows: list[dict], reliability: pd.DataFrame | None = None, **kwargs: object) -> pd.DataFrame:
+    return score_cell(frame(rows), reliability, n_resamples=kwargs.pop("n_resamples", 200), **kwargs)
+
+
+# --- names -------------------------------------------------------------------------------
+
+
+def test_every_metric_has_a_label_and_percent_metrics_are_known():
+    assert set(METRIC_LABELS) == set(METRIC_NAMES)
+    assert PERCENT_METRICS < set(METRIC_NAMES)
+    assert {"cogshift", "cogreg_total", "cogleap_mean", "n_useful"}.isdisjoint(PERCENT_METRICS)
+
+
+def test_score_cell_gives_the_same_after_a_parquet_round_trip(tmp_path):
+    votes = frame(_random_rows(120, seed=5))
+    write_frame(votes, tmp_path / "votes.parquet", VOTES)
+    again = read_frame(tmp_path / "votes.parquet", VOTES)
+    pd.testing.assert_frame_equal(score_cell(votes, None, n_resamples=100), score_cell(again, None, n_resamples=100))
+
+
+def test_score_cell_fits_the_metrics_schema_one_row_per_metric_in_order():
+    result = score([vote(), vote(new="Create")])
+    to_table(result, METRICS)  # raises on any column or null mismatch
+    assert result["metric"].tolist() == list(METRIC_NAMES)
+    assert (result[["model", "dataset", "strategy"]].drop_duplicates().values.tolist() == [["m", "cs", "cot"]])
+
+
+# --- usability ---------------------------------------------------------------------------
+
+
+def test_binary_criteria_and_usability_use_non_null_votes_as_denominator():
+    rows = [
+        vote(useful=True),
+        vote(useful=False, unique=False, readable=True, answerable=True),
+        vote(useful=False, unique=True, readable=True, answerable=False),
+        vote(useful=None, unique=None, readable=True, answerable=True),  # tie on unique
+    ]
+    result = score(rows)
+    assert metric(result, "unique")[["value", "n"]].tolist() == [pytest.approx(200 / 3), 3]
+    assert metric(result, "readable")[["value", "n"]].tolist() == [100.0, 4]
+    assert metric(result, "answerable")[["value", "n"]].tolist() == [75.0, 4]
+    assert metric(result, "usability")[["value", "n"]].tolist() == [pytest.approx(100 / 3), 3]
+    assert metric(result, "n_useful")["value"] == 1
+    assert metric(result, "n_generated")["value"] == 4
+    assert math.isnan(metric(result, "n_useful")["ci_low"])
+
+
+# --- CatCons -----------------------------------------------------------------------------
+
+
+def test_catcons_counts_uncategorized_originals_as_mismatches():
+    rows = [vote("Apply", "Apply"), vote(None, "Apply"), vote("Remember", "Create"), vote("Create", "Create")]
+    result = score(rows)
+    assert metric(result, "catcons")[["value", "n"]].tolist() == [50.0, 4]
+
+
+def test_catcons_uncategorized_original_matches_a_judged_uncategorized_question():
+    rows = [
+        vote(None, None, level_reason=JUDGED_UNCATEGORIZED),  # Uncategorized == Uncategorized
+        vote("Apply", None, level_reason=JUDGED_UNCATEGORIZED),  # a level vs none: mismatch
+        vote("Apply", None, level_reason="tie"),  # no verdict: left out
+        vote("Apply", "Apply"),
+    ]
+    result = score(rows)
+    assert metric(result, "catcons")[["value", "n"]].tolist() == [pytest.approx(200 / 3), 3]
+    # Shift metrics need both levels known: only the Apply/Apply row.
+    assert metric(result, "cogshift")[["value", "n"]].tolist() == [0.0, 1]
+
+
+def test_catcons_ignores_questions_that_are_not_useful():
+    rows = [vote("Apply", "Apply"), vote("Apply", "Create", useful=False, unique=False)]
+    assert metric(score(rows), "catcons")[["value", "n"]].tolist() == [100.0, 1]
+
+
+def test_no_useful_questions_gives_nan_with_zero_denominator():
+    result = score([vote(useful=False, unique=False), vote(useful=False, answerable=False, unique=True, readable=True)])
+    for name in ("catcons", "cogshift", "cogreg", "cogleap_mean", "knowcov", "cogreg_total"):
+        row = metric(result, name)
+        assert math.isnan(row["value"]) and math.isnan(row["ci_low"]) and math.isnan(row["ci_high"]), name
+        assert row["n"] == 0, name
+    assert metric(result, "usability")["value"] == 0.0
+
+
+# --- shifts ------------------------------------------------------------------------------
+
+
+def test_shift_boundaries_and_totals():
+    rows = [
+        vote("Apply", "Analyze"),  # +1 drift
+        vote("Apply", "Understand"),  # -1 drift
+        vote("Apply", "Evaluate"),  # +2 leap
+        vote("Apply", "Remember"),  # -2 regression
+        vote("Remember", "Create"),  # +5 leap
+        vote("Apply", "Apply"),  # match: counts in CogShift's N with 0
+        vote(None, "Create"),  # Uncategorized original: no Δ
+    ]
+    result = score(rows)
+    assert metric(result, "cogdrift")[["value", "n"]].tolist() == [40.0, 5]
+    assert metric(result, "cogleap")[["value", "n"]].tolist() == [40.0, 5]
+    assert metric(result, "cogreg")[["value", "n"]].tolist() == [20.0, 5]
+    assert metric(result, "cogdrift_total")[["value", "n"]].tolist() == [2.0, 2]
+    assert metric(result, "cogleap_total")[["value", "n"]].tolist() == [7.0, 2]
+    assert metric(result, "cogreg_total")[["value", "n"]].tolist() == [2.0, 1]
+    assert metric(result, "cogleap_mean")["value"] == 3.5
+    assert metric(result, "cogdrift_mean")["value"] == 1.0
+    assert metric(result, "cogreg_mean")["value"] == 2.0
+    # Eq. (4): (1+1+2+2+5+0) / 6 questions with both levels known
+    assert metric(result, "cogshift")[["value", "n"]].tolist() == [pytest.approx(11 / 6), 6]
+
+
+def test_shift_totals_are_zero_without_shifts_of_that_type():
+    result = score([vote("Apply", "Apply"), vote("Apply", "Analyze")])
+    assert metric(result, "cogreg_total")[["value", "n"]].tolist() == [0.0, 0]
+    assert math.isnan(metric(result, "cogreg_mean")["value"])
+
+
+# --- KnowCov -----------------------------------------------------------------------------
+
+
+def test_knowcov_with_several_units_and_missing_votes():
+    rows = [
+        vote(k_ori=["A", "B"], k_new=["A"]),  # 1/2
+        vote(k_ori=["A", "B"], k_new=["B", "A", "C"]),  # 2/2
+        vote(k_ori=["A"], k_new=[]),  # judges agreed on no unit: 0
+        vote(k_ori=["A"], k_new=None),  # no majority: left out
+        vote(k_ori=["A"], k_new=["A"], useful=False, unique=False),  # not useful: left out
+    ]
+    assert metric(score(rows), "knowcov")[["value", "n"]].tolist() == [50.0, 3]
+
+
+def test_knowcov_rejects_an_original_without_units():
+    with pytest.raises(ValueError, match="original_knowledge_units"):
+        score([vote(k_ori=[])])
+
+
+# --- auxiliary tasks ---------------------------------------------------------------------
+
+
+def test_classification_accuracy_over_originals_with_a_level():
+    rows = [
+        vote("Apply", id_level="Apply"),
+        vote("Create", id_level="Understand"),
+        vote("Analyze", id_level=None),  # unrecognised answer: wrong
+        vote(None, id_level="Apply"),  # original without a level: left out
+    ]
+    assert metric(score(rows), "classification_acc")[["value", "n"]].tolist() == [pytest.approx(100 / 3), 3]
+
+
+def test_knowledge_identification_compares_unit_sets_over_all_rows():
+    rows = [
+        vote(k_ori=["A"], id_units=["A"]),
+        vote(k_ori=["A", "B"], id_units=["B", "A"]),
+        vote(k_ori=["A"], id_units=["A", "C"]),
+        vote(k_ori=["A"], id_units=None, parse_status="failed"),
+    ]
+    result = score(rows)
+    assert metric(result, "knowledge_id_acc")[["value", "n"]].tolist() == [50.0, 4]
+    assert metric(result, "parse_failure_rate")[["value", "n"]].tolist() == [25.0, 4]
+
+
+def test_auxiliary_accuracies_do_not_apply_outside_cot_or_without_identifications():
+    rows = [vote(id_level="Apply", id_units=["A"]), vote(id_level="Apply", id_units=["A"])]
+    fgp = score_cell(frame(rows, strategy="fgp"), None, n_resamples=50)
+    plain = score([vote(), vote()])
+    for result in (fgp, plain):
+        for name in ("classification_acc", "knowledge_id_acc"):
+            assert math.isnan(metric(result, name)["value"]) and metric(result, name)["n"] == 0
+
+
+# --- bootstrap ---------------------------------------------------------------------------
+
+
+def _random_rows(n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    levels = ["Remember", "Understand", "Apply", "Analyze", "Evaluate", "Create", None]
+    rows = []
+    for _ in range(n):
+        useful = bool(rng.random() < 0.8)
+        rows.append(
+            vote(
+                levels[rng.integers(0, 7)], levels[rng.integers(0, 6)], useful=useful,
+                unique=useful or bool(rng.random() < 0.5), readable=True,
+                answerable=useful or bool(rng.random() < 0.5),
+                k_ori=["A", "B"][: int(rng.integers(1, 3))], k_new=[["A"], ["B"], ["C"]][rng.integers(0, 3)],
+                id_level=levels[rng.integers(0, 6)], id_units=[["A"], ["B"]][rng.integers(0, 2)],
+            )
+        )
+    return rows
+
+
+def test_bootstrap_interval_contains_the_value_and_is_deterministic():
+    rows = _random_rows(300, seed=1)
+    first = score_cell(frame(rows), None, n_resamples=300, seed=7)
+    again = score_cell(frame(rows), None, n_resamples=300, seed=7)
+    other = score_cell(frame(rows), None, n_resamples=300, seed=8)
+    pd.testing.assert_frame_equal(first, again)
+    assert not np.allclose(first["ci_low"].fillna(0), other["ci_low"].fillna(0))
+    with_ci = first.dropna(subset=["ci_low"])
+    assert len(with_ci) >= 15
+    assert (with_ci["ci_low"] <= with_ci["value"] + 1e-9).all()
+    assert (with_ci["value"] <= with_ci["ci_high"] + 1e-9).all()
+    percent = with_ci[with_ci["metric"].isin(PERCENT_METRICS)]
+    assert ((percent["ci_low"] >= 0) & (percent["ci_high"] <= 100)).all()
+
+
+def test_bootstrap_interval_matches_the_normal_approximation_for_a_proportion():
+    n, p = 2000, 0.8
+    rows = [vote(useful=i < n * p) for i in range(n)]
+    row = metric(score_cell(frame(rows), None, n_resamples=2000, seed=3), "usability")
+    half = 1.96 * math.sqrt(p * (1 - p) / n) * 100
+    assert row["ci_low"] == pytest.approx(80 - half, abs=0.3)
+    assert row["ci_high"] == pytest.approx(80 + half, abs=0.3)
+
+
+def test_wider_confidence_gives_a_wider_interval():
+    rows = _random_rows(200, seed=2)
+    narrow = metric(score_cell(frame(rows), None, n_resamples=400, confidence=0.8), "catcons")
+    wide = metric(score_cell(frame(rows), None, n_resamples=400, confidence=0.99), "catcons")
+    assert wide["ci_high"] - wide["ci_low"] > narrow["ci_high"] - narrow["ci_low"]
+
+
+# --- alpha gate --------------------------------------------------------------------------
+
+
+def _reliability(criterion: str, passed: bool | None, *, model: str = "m", judge: str | None = None) -> dict:
+    return {"dataset": "cs", "strategy": "cot", "model": model, "criterion": criterion, "judge": judge,
+            "gate_passed": passed}
+
+
+def test_alpha_gate_marks_the_metrics_a_failed_criterion_feeds():
+    reliability = pd.DataFrame([
+        _reliability("bloom_level", False),
+        _reliability("unique", True),
+        _reliability("knowledge_units", None),  # α not computable: not a failure
+        _reliability("readable", False, model="other"),  # another cell
+        _reliability("answerable", False, judge="gpt"),  # a judge's own row, not the panel
+    ])
+    result = score([vote(), vote(new="Create")], reliability).set_index("metric")["alpha_gated"]
+    gated = set(result[result].index)
+    assert gated == {name for name in METRIC_NAMES if name == "catcons" or name.startswith("cog")}
+
+
+def test_alpha_gate_from_usefulness_criteria_reaches_metrics_over_useful_questions():
+    reliability = pd.DataFrame([_reliability("unique", False)])
+    result = score([vote()], reliability).set_index("metric")["alpha_gated"]
+    assert result["unique"] and result["usability"] and result["catcons"] and result["knowcov"]
+    assert not result["readable"] and not result["parse_failure_rate"] and not result["classification_acc"]
+
+
+def test_without_reliability_the_votes_cell_flag_marks_judged_metrics():
+    result = score_cell(frame([vote()], alpha_gated=True), None, n_resamples=20).set_index("metric")["alpha_gated"]
+    assert result["readable"] and result["knowcov"] and result["cogleap"]
+    assert not result["n_generated"] and not result["knowledge_id_acc"]
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+def test_score_cell_refuses_several_cells_missing_columns_and_unknown_levels():
+    two = frame([vote(), vote()])
+    two.loc[1, "model"] = "other"
+    with pytest.raises(ValueError, match="exactly one"):
+        score_cell(two, None)
+    with pytest.raises(ValueError, match="missing columns.*useful"):
+        score_cell(frame([vote()]).drop(columns="useful"), None)
+    with pytest.raises(ValueError, match="'bloom_level', row 0.*'apply'"):
+        score_cell(frame([vote(new="apply")]), None)
+    with pytest.raises(ValueError, match="no rows"):
+        score_cell(frame([vote()]).iloc[0:0], None)
+
+
+# --- transitions and per-level accuracy --------------------------------------------------
+
+
+def test_transition_counts_judged_over_useful_questions_with_a_verdict():
+    rows = [
+        vote("Apply", "Create"), vote("Apply", "Create"), vote(None, "Apply"),
+        vote("Remember", None, level_reason=JUDGED_UNCATEGORIZED), vote("Remember", None, level_reason="tie"),
+        vote("Apply", "Remember", useful=False, unique=False),
+    ]
+    counts = transition_counts(frame(rows), "judged")
+    assert counts.to_dict("records") == [
+        {"original_level": "Remember", "other_level": "Uncategorized", "count": 1},
+        {"original_level": "Apply", "other_level": "Create", "count": 2},
+        {"original_level": "Uncategorized", "other_level": "Apply", "count": 1},
+    ]
+
+
+def test_transition_counts_classified_and_per_level_accuracy():
+    rows = [
+        vote("Apply", id_level="Apply"), vote("Apply", id_level="Understand"),
+        vote("Create", id_level="Apply"), vote(None, id_level="Apply"), vote("Create", id_level=None),
+    ]
+    counts = transition_counts(frame(rows), "classified")
+    assert counts.set_index(["original_level", "other_level"])["count"].to_dict() == {
+        ("Apply", "Understand"): 1, ("Apply", "Apply"): 1, ("Create", "Apply"): 1,
+        ("Create", "Uncategorized"): 1, ("Uncategorized", "Apply"): 1,
+    }
+    accuracy = per_level_accuracy(frame(rows), "classified")
+    assert accuracy.to_dict("records") == [
+        {"original_level": "Apply", "n": 2, "correct": 1, "accuracy": 50.0},
+        {"original_level": "Create", "n": 2, "correct": 0, "accuracy": 0.0},
+    ]
+    assert transition_counts(frame([vote()]), "classified").empty
+    with pytest.raises(ValueError, match="kind"):
+        transition_counts(frame(rows), "other")
+
+
+def test_per_level_catcons_adds_up_to_catcons():
+    rows = _random_rows(200, seed=4)
+    table = per_level_accuracy(frame(rows), "judged")
+    overall = metric(score_cell(frame(rows), None, n_resamples=10), "catcons")
+    assert table["n"].sum() == overall["n"]
+    assert table["correct"].sum() / table["n"].sum() * 100 == pytest.approx(overall["value"])
+    assert "Uncategorized" in set(table["original_level"])
+
+
+# --- correlations ------------------------------------------------------------------------
+
+
+def _all_metrics(values: dict[str, tuple[float, float]], dataset: str = "cs") -> pd.DataFrame:
+    rows = []
+    for model, (x, y) in values.items():
+        rows.append({"model": model, "dataset": dataset, "strategy": "cot", "metric": "classification_acc", "value": x})
+        rows.append({"model": model, "dataset": dataset, "strategy": "cot", "metric": "catcons", "value": y})
+    return pd.DataFrame(rows)
+
+
+def test_correlations_pearson_and_spearman_with_fisher_intervals():
+    x = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    y = [40.0, 35.0, 37.0, 30.0, 31.0, 29.0]
+    table = correlations(_all_metrics({f"m{i}": (a, b) for i, (a, b) in enumerate(zip(x, y))}),
+                         pairs=(("classification_acc", "catcons"),))
+    pearson = table[table["method"] == "pearson"].iloc[0]
+    expected = stats.pearsonr(x, y)
+    assert pearson["r"] == pytest.approx(expected.statistic)
+    assert pearson["p_value"] == pytest.approx(expected.pvalue)
+    ci = expected.confidence_interval(0.95)
+    assert (pearson["ci_low"], pearson["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    spearman = table[table["method"] == "spearman"].iloc[0]
+    rho = stats.spearmanr(x, y).statistic
+    se = math.sqrt((1 + rho**2 / 2) / 3)
+    assert spearman["r"] == pytest.approx(rho)
+    assert spearman["ci_low"] == pytest.approx(math.tanh(math.atanh(rho) - 1.959964 * se), abs=1e-5)
+    assert spearman["n"] == 6 and spearman["ci_low"] < rho < spearman["ci_high"]
+
+
+def test_correlations_with_too_few_models_or_missing_values_are_nan():
+    metrics = _all_metrics({"a": (1.0, 2.0), "b": (2.0, 3.0), "c": (float("nan"), 1.0)})
+    table = correlations(metrics)
+    row = table[(table["x_metric"] == "classification_acc") & (table["method"] == "pearson")].iloc[0]
+    assert row["n"] == 2 and math.isnan(row["r"]) and math.isnan(row["ci_low"])
+    knowledge = table[table["x_metric"] == "knowledge_id_acc"]
+    assert (knowledge["n"] == 0).all() and knowledge["r"].isna().all()
+    three = correlations(_all_metrics({"a": (1.0, 2.0), "b": (2.0, 3.0), "c": (3.0, 5.0)}), pairs=(("classification_acc", "catcons"),))
+    assert not math.isnan(three.iloc[0]["r"]) and math.isnan(three.iloc[0]["ci_low"])
+
+
+# --- paired comparison -------------------------------------------------------------------
+
+
+def test_paired_comparison_mcnemar_and_wilcoxon():
+    # 12 items: usability flips 0->1 on 6 items, 1->0 on 1 item, stays 1 on 5.
+    cot_rows, fgp_rows = [], []
+    for i in range(12):
+        item = f"cs-{i:04d}"
+        cot_useful = i >= 6
+        fgp_useful = i != 11
+        cot_rows.append(vote(useful=cot_useful, unique=cot_useful, item=item, k_ori=["A", "B"], k_new=["A"]))
+        fgp_rows.append(vote(useful=fgp_useful, unique=fgp_useful, item=item, k_ori=["A", "B"],
+                             k_new=["A", "B"] if i % 2 else ["A"]))
+    cot = frame(cot_rows)
+    fgp = frame(fgp_rows, strategy="fgp")
+    table = paired_comparison(cot, fgp, n_resamples=500, seed=1)
+    assert table.columns.tolist() == list(PAIRED_COLUMNS)
+    result = table.set_index("metric")
+    usability = result.loc["usability"]
+    assert usability["n_pairs"] == 12
+    assert usability[["cot", "fgp", "diff"]].tolist() == [50.0, pytest.approx(1100 / 12), pytest.approx(500 / 12)]
+    assert usability["test"] == "mcnemar"
+    assert usability["p_value"] == pytest.approx(stats.binomtest(6, 7, 0.5).pvalue)
+    assert usability["effect_size_name"] == "cohens_h"
+    assert usability["effect_size"] == pytest.approx(2 * math.asin(math.sqrt(11 / 12)) - 2 * math.asin(math.sqrt(0.5)))
+    assert usability["ci_low"] < usability["diff"] < usability["ci_high"]
+    # KnowCov is defined where the question is useful in both arms: items 6..10.
+    knowcov = result.loc["knowcov"]
+    assert knowcov["n_pairs"] == 5 and knowcov["test"] == "wilcoxon"
+    # items 7 and 9 cover both units under FGP, items 6, 8, 10 one of two in both arms
+    assert knowcov[["cot", "fgp"]].tolist() == [50.0, pytest.approx(100 * (2 * 1.0 + 3 * 0.5) / 5)]
+    assert knowcov["effect_size"] == 1.0  # every non-zero difference favours FGP
+    assert knowcov["p_value"] == pytest.approx(stats.wilcoxon([50.0, 50.0]).pvalue)
+
+
+def test_paired_comparison_without_discordance_and_without_pairs():
+    cot = frame([vote(item="a"), vote(item="b")])
+    fgp = frame([vote(item="a"), vote(item="c")], strategy="fgp")
+    result = paired_comparison(cot, fgp, metrics=("usability", "knowcov"), n_resamples=50).set_index("metric")
+    assert result.loc["usability", "n_pairs"] == 1 and result.loc["usability", "p_value"] == 1.0
+    assert result.loc["knowcov", "p_value"] == 1.0 and result.loc["knowcov", "effect_size"] == 0.0
+    none = paired_comparison(frame([vote(item="a")]), frame([vote(item="b")], strategy="fgp"), n_resamples=10)
+    assert (none["n_pairs"] == 0).all() and none["p_value"].isna().all()
+
+
+def test_paired_comparison_rejects_mixed_models_and_repeated_items():
+    cot = frame([vote(item="a")])
+    with pytest.raises(ValueError, match="one model"):
+        paired_comparison(cot, frame([vote(item="a")], strategy="fgp", model="other"))
+    with pytest.raises(ValueError, match="item_id must be unique"):
+        paired_comparison(frame([vote(item="a"), vote(item="a")]), frame([vote(item="a")], strategy="fgp"))
+    with pytest.raises(ValueError, match="no per-question outcome"):
+        paired_comparison(cot, frame([vote(item="a")], strategy="fgp"), metrics=("n_useful",))
+
+
+def test_paired_comparisons_covers_models_run_under_both_strategies():
+    cot = frame([vote(item="a"), vote(item="b")])
+    fgp = frame([vote(item="a"), vote(item="b", useful=False, unique=False)], strategy="fgp")
+    lonely = frame([vote(item="a")], model="solo")
+    result = paired_comparisons(pd.concat([cot, fgp, lonely], ignore_index=True), n_resamples=20)
+    assert set(result["model"]) == {"m"} and len(result) == 3
+    assert paired_comparisons(lonely).columns.tolist() == list(PAIRED_COLUMNS)
