@@ -19,9 +19,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bloomqg.bloom import BLOOM_LEVELS  # noqa: E402
-from bloomqg.metrics import score_cell  # noqa: E402
-from bloomqg.schemas import VOTES  # noqa: E402
+from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.metrics import score_cell
+from bloomqg.schemas import VOTES
 
 UNITS = [f"unit-{i}" for i in range(12)]
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -399,7 +399,10 @@ def score_cell(
     values = estimate(numerators.sum(axis=0), sizes)
     rng = np.random.default_rng(seed)
     estimates = np.concatenate(
-        [estimate(counts @ numerators, counts @ members) for counts in _resample_counts(rng, len(votes), n_resamples)]
+        [
+            estimate(counts @ numerators, counts @ members)
+            for counts in _resample_counts(rng, len(votes), n_resamples)
+        ]
     )
     low, high = _percentile_interval(estimates, confidence)
     if sizes[ratio_names.index("cogshift")] == 0:
@@ -613,8 +616,13 @@ def paired_comparison(
         if frame["item_id"].duplicated().any():
             duplicated = frame.loc[frame["item_id"].duplicated(), "item_id"].tolist()[:5]
             raise ValueError(f"{what}: item_id must be unique, repeated: {duplicated}")
-    cot_model, cot_dataset, _ = _cell_key(cot_votes)
-    fgp_model, fgp_dataset, _ = _cell_key(fgp_votes)
+    cot_model, cot_dataset, cot_strategy = _cell_key(cot_votes)
+    fgp_model, fgp_dataset, fgp_strategy = _cell_key(fgp_votes)
+    if (cot_strategy, fgp_strategy) != ("cot", "fgp"):
+        raise ValueError(
+            f"paired_comparison: cot_votes must be a cot cell and fgp_votes an fgp cell, got "
+            f"{cot_strategy!r} and {fgp_strategy!r}"
+        )
     if (cot_model, cot_dataset) != (fgp_model, fgp_dataset):
         raise ValueError(
             f"paired_comparison needs one model × dataset, got cot {(cot_model, cot_dataset)} "

@@ -283,7 +283,7 @@ def _unit_vote_columns(record: dict[str, Any] | None, reason: str) -> dict[str, 
     voted = split_knowledge_units(record["topic"])
     ballots = [split_knowledge_units(vote) for vote in record["topic_votes"]]
     return {
-        "knowledge_units": voted,
+        "knowledge_units": voted or None,
         "knowledge_units_votes": [json.dumps(ballot, ensure_ascii=False) for ballot in ballots],
         "knowledge_units_agreement": sum(ballot == voted for ballot in ballots) / len(ballots),
         "knowledge_units_null_reason": None if voted else "release's majority topic is empty",
@@ -295,8 +295,9 @@ def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     :data:`bloomqg.schemas.GENERATIONS` and :data:`bloomqg.schemas.VOTES`.
 
     One row per row of the run's xlsx. ``item_id`` is ``"<dataset>-<row>"`` with the 1-based
-    data row of the xlsx (for computer science the same order as ``Data_Structure.csv``),
-    ``prompt_id`` is ``"<item_id>:<strategy>"``.
+    data row of the xlsx, ``prompt_id`` is ``"<item_id>:<strategy>"``. For computer science the
+    xlsx keeps the order of ``Data_Structure.csv``, so the ids equal :mod:`bloomqg.datasets`'
+    ones; for K-12 math they number the run's 438 items, not the workbook's 465 rows.
     """
     columns = _XLSX_COLUMNS[run.dataset]
     sheet = _read_generations(run)

@@ -35,7 +35,7 @@ def vote(
     readable: bool | None = None,
     answerable: bool | None = None,
     k_ori: list[str] | None = None,
-    k_new: list[str] | None = ["A"],
+    k_new: list[str] | tuple[str, ...] | None = ("A",),
     id_level: str | None = None,
     id_units: list[str] | None = None,
     level_reason: str | None = None,
@@ -53,7 +53,7 @@ def vote(
         identified_bloom_level=id_level, identified_knowledge_units=id_units,
         parse_status=parse_status, n_judges=3, bloom_level=new,
         bloom_level_null_reason=level_reason if new is None else None,
-        knowledge_units=k_new, useful=useful, alpha_gated=False, **binary,
+        knowledge_units=None if k_new is None else list(k_new), useful=useful, alpha_gated=False, **binary,
     )
     return row
 
@@ -480,6 +480,8 @@ def test_paired_comparison_rejects_mixed_models_and_repeated_items():
         paired_comparison(cot, frame([vote(item="a")], strategy="fgp", model="other"))
     with pytest.raises(ValueError, match="item_id must be unique"):
         paired_comparison(frame([vote(item="a"), vote(item="a")]), frame([vote(item="a")], strategy="fgp"))
+    with pytest.raises(ValueError, match="must be a cot cell"):
+        paired_comparison(frame([vote(item="a")], strategy="fgp"), frame([vote(item="a")], strategy="fgp"))
     with pytest.raises(ValueError, match="no per-question outcome"):
         paired_comparison(cot, frame([vote(item="a")], strategy="fgp"), metrics=("n_useful",))
 
