@@ -1,0 +1,217 @@
+"""Rendering the question-generation prompts (CoT and FGP) from editable template files.
+
+Templates are plain text files (``prompts/generation/*.md``).  A leading HTML comment documents
+the template and is removed before rendering.  Placeholders are ``{name}`` with a lowercase
+identifier; any other brace (such as the JSON example a template shows the model) is left
+alone, so a template needs no escaping.  An unknown placeholder is an error naming the file.
+
+Each prompt shows ``k`` exemplars: other items of the same dataset sharing a knowledge unit with
+the item (never the item itself), drawn deterministically from the seed and the item id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from bloomqg.bloom import BLOOM_LEVELS, normalize_level
+from bloomqg.schemas import PROMPTS
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES: tuple[str, ...] = ("cot", "fgp")
+#: Rendered in FGP prompts when the original has no Bloom level (Uncategorized).
+UNSPECIFIED_LEVEL_TEXT = "the same as the original question"
+
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_LEADING_COMMENT = re.compile(r"\A\s*<!--.*?-->\s*", re.DOTALL)
+_DATASET_COLUMNS = ("item_id", "dataset", "question", "bloom_level", "knowledge_units")
+
+
+class TemplateError(ValueError):
+    """A template file is missing, empty or uses an unknown placeholder."""
+
+
+def template_hash(path: str | Path) -> str:
+    """First 16 hex digits of the sha256 of a template file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def prompt_hash(template_path: str | Path, system_path: str | Path | None = None) -> str:
+    """Hash of the files a prompt is built from: the template alone, or template + system."""
+    if system_path is None:
+        return template_hash(template_path)
+    digest = hashlib.sha256(Path(template_path).read_bytes())
+    digest.update(b"\x00")
+    digest.update(Path(system_path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def load_template(path: str | Path) -> str:
+    """A template's text without its leading documentation comment."""
+    path = Path(path)
+    if not path.is_file():
+        raise TemplateError(f"template file {path} does not exist")
+    text = _LEADING_COMMENT.sub("", path.read_text(encoding="utf-8"), count=1).strip()
+    if not text:
+        raise TemplateError(f"template file {path} is empty")
+    return text
+
+
+def render_template(text: str, values: Mapping[str, str], *, where: str = "template") -> str:
+    """Replace each ``{name}`` with ``values[name]``; other braces stay as they are."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise TemplateError(
+                f"{where}: unknown placeholder {{{name}}}; available: {', '.join(sorted(values))}"
+            )
+        return str(values[name])
+
+    return _PLACEHOLDER.sub(substitute, text)
+
+
+def _check_dataset(dataset: pd.DataFrame) -> None:
+    missing = [column for column in _DATASET_COLUMNS if column not in dataset.columns]
+    if missing:
+        raise ValueError(f"dataset frame lacks columns {missing}")
+    if dataset["item_id"].duplicated().any():
+        duplicated = dataset.loc[dataset["item_id"].duplicated(), "item_id"].tolist()[:5]
+        raise ValueError(f"dataset frame has duplicate item_id values {duplicated}")
+    for row, units in zip(dataset["item_id"], dataset["knowledge_units"]):
+        if units is None or len(units) == 0:
+            raise ValueError(f"dataset item {row!r} has no knowledge unit")
+
+
+def _units(value: Any) -> list[str]:
+    return [str(unit) for unit in list(value)]
+
+
+def choose_exemplars(
+    dataset: pd.DataFrame, item_id: str, k: int, seed: int
+) -> list[str]:
+    """Up to ``k`` item ids sharing a knowledge unit with ``item_id``, never the item itself.
+
+    Deterministic: candidates are sorted by id and sampled with a generator seeded from
+    ``seed`` and the item id, so adding other items elsewhere does not reshuffle this choice
+    unless they are candidates.
+    """
+    if k <= 0:
+        return []
+    row = dataset.loc[dataset["item_id"] == item_id]
+    if row.empty:
+        raise KeyError(f"item {item_id!r} not in the dataset")
+    own_units = set(_units(row["knowledge_units"].iloc[0]))
+    candidates = sorted(
+        other
+        for other, units in zip(dataset["item_id"], dataset["knowledge_units"])
+        if other != item_id and own_units & set(_units(units))
+    )
+    if len(candidates) <= k:
+        return candidates
+    rng = random.Random(f"{seed}:{item_id}")
+    return sorted(rng.sample(candidates, k))
+
+
+def _format_exemplars(exemplars: pd.DataFrame) -> str:
+    if exemplars.empty:
+        return "- (none available)"
+    lines = []
+    for question, level in zip(exemplars["question"], exemplars["bloom_level"]):
+        level_note = f" (Bloom level: {level})" if level else ""
+        lines.append(f"- {' '.join(str(question).split())}{level_note}")
+    return "\n".join(lines)
+
+
+def build_prompts(
+    dataset: pd.DataFrame,
+    strategy: str,
+    *,
+    template_path: str | Path,
+    k_exemplars: int,
+    seed: int,
+    domain: str,
+    system_path: str | Path | None = None,
+) -> pd.DataFrame:
+    """One prompt row per dataset item, with exactly the columns of :data:`bloomqg.schemas.PROMPTS`.
+
+    ``strategy`` "cot" asks the model to identify the original's knowledge unit (from the
+    dataset's list) and Bloom level, then write a new question; "fgp" gives it the original's
+    units and level as the target.  ``system_path`` adds a system message.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy {strategy!r} is not one of {STRATEGIES}")
+    _check_dataset(dataset)
+    template = load_template(template_path)
+    system = load_template(system_path) if system_path is not None else None
+    hash_ = prompt_hash(template_path, system_path)
+    unit_list = sorted({unit for units in dataset["knowledge_units"] for unit in _units(units)})
+    by_id = dataset.set_index("item_id", drop=False)
+    rows: list[dict[str, Any]] = []
+    for item in dataset.itertuples(index=False):
+        units = _units(item.knowledge_units)
+        level = normalize_level(item.bloom_level)
+        exemplar_ids = choose_exemplars(dataset, item.item_id, k_exemplars, seed)
+        values = {
+            "domain": domain,
+            "exemplars": _format_exemplars(by_id.loc[exemplar_ids]),
+            "original_question": " ".join(str(item.question).split()),
+            "knowledge_unit_list": ", ".join(unit_list),
+            "bloom_level_list": ", ".join(BLOOM_LEVELS),
+            "target_knowledge_units": ", ".join(units),
+            "target_bloom_level": level or UNSPECIFIED_LEVEL_TEXT,
+        }
+        messages: list[dict[str, str]] = []
+        if system is not None:
+            messages.append({"role": "system",
+                             "content": render_template(system, values, where=str(system_path))})
+        messages.append({"role": "user",
+                         "content": render_template(template, values, where=str(template_path))})
+        rows.append({
+            "prompt_id": f"{item.item_id}:{strategy}",
+            "item_id": item.item_id,
+            "dataset": item.dataset,
+            "strategy": strategy,
+            "original_question": item.question,
+            "original_bloom_level": level,
+            "original_knowledge_units": units,
+            "target_bloom_level": level if strategy == "fgp" else None,
+            "target_knowledge_units": units if strategy == "fgp" else None,
+            "exemplar_ids": exemplar_ids,
+            "messages_json": json.dumps(messages, ensure_ascii=False),
+            "prompt_hash": hash_,
+        })
+    frame = pd.DataFrame(rows, columns=PROMPTS.names)
+    logger.info("built %d %s prompts (template %s, hash %s)", len(frame), strategy,
+                template_path, hash_)
+    return frame
+
+
+def messages_from_json(messages_json: str, *, prompt_id: str = "?") -> tuple[dict[str, str], ...]:
+    """Chat messages stored in a prompts row, checked for the role/content shape."""
+    try:
+        messages = json.loads(messages_json)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"prompt {prompt_id}: messages_json is not JSON: {err}") from err
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    ):
+        raise ValueError(f"prompt {prompt_id}: messages_json must be a list of {{role, content}}")
+    return tuple({"role": m["role"], "content": m["content"]} for m in messages)
+
+
+def default_template_paths(strategy: str, root: str | Path = ".") -> Sequence[Path]:
+    """``(template, system)`` paths of the shipped templates under ``root``."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy {strategy!r} is not one of {STRATEGIES}")
+    base = Path(root) / "prompts" / "generation"
+    return (base / f"{strategy}.md", base / "system.md")

@@ -1,0 +1,175 @@
+"""Prompt rendering: schema, exemplar choice (same unit, never the item, deterministic), hashes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bloomqg.parquet_io import to_table
+from bloomqg.prompts import (
+    TemplateError,
+    build_prompts,
+    choose_exemplars,
+    load_template,
+    messages_from_json,
+    prompt_hash,
+    render_template,
+    template_hash,
+)
+from bloomqg.schemas import PROMPTS
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATES = REPO / "prompts" / "generation"
+
+
+def make_dataset() -> pd.DataFrame:
+    """Seven hand-written items: four on Stack, two on Queue, one alone on Hashing."""
+    rows = [
+        ("Stack", "Define a stack.", "Remember"),
+        ("Stack", "Explain why recursion uses a stack.", "Understand"),
+        ("Stack", "Use a stack to reverse the string ABC.", "Apply"),
+        ("Stack", "Design a stack with a max operation.", "Create"),
+        ("Queue", "What does FIFO mean?", "Remember"),
+        ("Queue", "Compare a deque with a queue.", None),
+        ("Hashing", "Evaluate linear probing for a full table.", "Evaluate"),
+    ]
+    return pd.DataFrame({
+        "item_id": [f"cs-{i:04d}" for i in range(1, len(rows) + 1)],
+        "dataset": "cs",
+        "source_row": range(1, len(rows) + 1),
+        "question": [q for _, q, _ in rows],
+        "bloom_level": [level for _, _, level in rows],
+        "bloom_source": "label",
+        "knowledge_units": [[unit] for unit, _, _ in rows],
+    })
+
+
+def build(strategy: str, dataset: pd.DataFrame | None = None, **kwargs) -> pd.DataFrame:
+    options = dict(template_path=TEMPLATES / f"{strategy}.md", k_exemplars=2, seed=3,
+                   domain="computer science", system_path=TEMPLATES / "system.md")
+    options.update(kwargs)
+    return build_prompts(make_dataset() if dataset is None else dataset, strategy, **options)
+
+
+@pytest.mark.parametrize("strategy", ["cot", "fgp"])
+def test_prompts_fit_the_schema(strategy):
+    frame = build(strategy)
+    assert list(frame.columns) == PROMPTS.names
+    to_table(frame, PROMPTS)  # raises on a missing column or a null in a non-null column
+    assert frame["prompt_id"].tolist() == [f"cs-{i:04d}:{strategy}" for i in range(1, 8)]
+    assert set(frame["strategy"]) == {strategy}
+
+
+def test_exemplars_share_the_unit_and_never_include_the_item():
+    dataset = make_dataset()
+    units = dict(zip(dataset["item_id"], dataset["knowledge_units"]))
+    frame = build("cot", dataset)
+    for item_id, exemplar_ids in zip(frame["item_id"], frame["exemplar_ids"]):
+        assert item_id not in exemplar_ids
+        for other in exemplar_ids:
+            assert set(units[other]) & set(units[item_id])
+    by_item = dict(zip(frame["item_id"], frame["exemplar_ids"]))
+    assert len(by_item["cs-0001"]) == 2  # three candidates, k = 2
+    assert by_item["cs-0005"] == ["cs-0006"]  # only one other Queue item
+    assert by_item["cs-0007"] == []  # alone on its unit
+
+
+def test_exemplar_choice_is_deterministic_and_depends_on_the_seed():
+    dataset = make_dataset()
+    first = [choose_exemplars(dataset, "cs-0001", 2, seed) for seed in range(20)]
+    again = [choose_exemplars(dataset, "cs-0001", 2, seed) for seed in range(20)]
+    assert first == again
+    assert len({tuple(choice) for choice in first}) > 1  # the seed matters
+
+
+def test_exemplars_appear_in_the_prompt_and_the_original_is_shown_once():
+    frame = build("fgp")
+    dataset = make_dataset().set_index("item_id")
+    row = frame.iloc[0]
+    messages = messages_from_json(row["messages_json"])
+    assert [m["role"] for m in messages] == ["system", "user"]
+    user = messages[1]["content"]
+    for exemplar in row["exemplar_ids"]:
+        assert dataset.loc[exemplar, "question"] in user
+    assert user.count("Define a stack.") == 1
+    assert '"Stack"' in user and '"Remember"' in user  # FGP targets
+    assert '{"question": "<your new question>"}' in user  # JSON example kept verbatim
+    assert "computer science" in messages[0]["content"]
+    assert "<!--" not in user  # the documentation comment is stripped
+
+
+def test_cot_lists_the_datasets_units_and_leaves_targets_null():
+    frame = build("cot")
+    user = messages_from_json(frame.iloc[0]["messages_json"])[-1]["content"]
+    assert "Hashing, Queue, Stack" in user
+    assert frame["target_bloom_level"].isna().all()
+    assert frame["target_knowledge_units"].isna().all()
+
+
+def test_fgp_targets_are_the_originals_and_a_missing_level_is_stated():
+    frame = build("fgp").set_index("item_id")
+    assert frame.loc["cs-0003", "target_bloom_level"] == "Apply"
+    assert frame.loc["cs-0003", "target_knowledge_units"] == ["Stack"]
+    assert pd.isna(frame.loc["cs-0006", "target_bloom_level"])
+    user = messages_from_json(frame.loc["cs-0006", "messages_json"])[-1]["content"]
+    assert "the same as the original question" in user
+
+
+def test_hash_changes_when_the_template_changes(tmp_path):
+    for name in ("fgp.md", "system.md"):
+        shutil.copy(TEMPLATES / name, tmp_path / name)
+    template = tmp_path / "fgp.md"
+    before = build("fgp", template_path=template, system_path=tmp_path / "system.md")
+    assert before["prompt_hash"].nunique() == 1
+    assert template_hash(template) == template_hash(TEMPLATES / "fgp.md")
+    template.write_text(template.read_text() + "\nKeep it short.\n")
+    after = build("fgp", template_path=template, system_path=tmp_path / "system.md")
+    assert after["prompt_hash"].iloc[0] != before["prompt_hash"].iloc[0]
+    assert "Keep it short." in messages_from_json(after["messages_json"].iloc[0])[-1]["content"]
+    (tmp_path / "system.md").write_text("You are terse about {domain}.")
+    changed_system = build("fgp", template_path=template, system_path=tmp_path / "system.md")
+    assert changed_system["prompt_hash"].iloc[0] != after["prompt_hash"].iloc[0]
+    assert len(template_hash(template)) == 16
+    assert prompt_hash(template) == template_hash(template)
+
+
+def test_unknown_placeholder_names_the_file(tmp_path):
+    template = tmp_path / "bad.md"
+    template.write_text("Write about {topic_name}.")
+    with pytest.raises(TemplateError, match=r"bad\.md.*\{topic_name\}"):
+        build("fgp", template_path=template, system_path=None)
+
+
+def test_render_leaves_json_braces_alone():
+    assert render_template('{"a": 1} {x}', {"x": "y"}) == '{"a": 1} y'
+
+
+def test_empty_or_missing_template_is_an_error(tmp_path):
+    empty = tmp_path / "empty.md"
+    empty.write_text("<!-- only a comment -->\n")
+    with pytest.raises(TemplateError, match="empty"):
+        load_template(empty)
+    with pytest.raises(TemplateError, match="does not exist"):
+        load_template(tmp_path / "missing.md")
+
+
+def test_bad_input_is_reported():
+    dataset = make_dataset()
+    with pytest.raises(ValueError, match="strategy"):
+        build("zero-shot")
+    with pytest.raises(ValueError, match="knowledge_units"):
+        build("cot", dataset.drop(columns=["knowledge_units"]))
+    dataset.at[2, "knowledge_units"] = []
+    with pytest.raises(ValueError, match="cs-0003"):
+        build("cot", dataset)
+
+
+def test_messages_json_is_validated():
+    with pytest.raises(ValueError, match="p1"):
+        messages_from_json("not json", prompt_id="p1")
+    with pytest.raises(ValueError, match="role, content"):
+        messages_from_json(json.dumps([{"role": "user"}]), prompt_id="p1")
