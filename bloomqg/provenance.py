@@ -79,10 +79,14 @@ def code_fingerprint(*modules: str) -> str:
     digest = hashlib.sha256()
     for module in sorted(modules):
         spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None:
+        if spec is None:
             raise ModuleNotFoundError(f"cannot fingerprint {module!r}: module not found")
-        origin = Path(spec.origin)
-        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        if spec.submodule_search_locations:  # a package, regular or namespace: all its files
+            files = sorted(
+                path for folder in spec.submodule_search_locations for path in Path(folder).rglob("*.py")
+            )
+        else:
+            files = [Path(spec.origin)]
         for path in files:
             digest.update(str(path.relative_to(PACKAGE_ROOT.parent)).encode())
             digest.update(path.read_bytes())
