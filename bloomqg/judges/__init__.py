@@ -1,0 +1,13 @@
+"""The judge panel: offline judges (``rules``, ``embedding``) and LLM judges on one rubric.
+
+- :mod:`bloomqg.judges.stage` — :func:`~bloomqg.judges.stage.judge_questions`, the stage entry
+  point: one judge's verdicts on a cell's generated questions, five rows per question.
+- :mod:`bloomqg.judges.verdict` — :class:`~bloomqg.judges.verdict.Verdict`, the verdict JSON
+  schema and the pure parser :func:`~bloomqg.judges.verdict.parse_verdict`.
+- :mod:`bloomqg.judges.rules` — transparent heuristics (verb list, lexical similarity, …).
+- :mod:`bloomqg.judges.embedding` — sentence-embedding similarities (MiniLM by default).
+- :mod:`bloomqg.judges.llm` — the rubric prompt and the LLM judge over any TextGenerator.
+
+Heavy dependencies (sentence-transformers, torch) are imported only by the backend that needs
+them, so importing this package is cheap.
+"""

