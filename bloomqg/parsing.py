@@ -1,0 +1,255 @@
+"""Parsing a generator's answer into a new question (and, under CoT, its identifications).
+
+Pure functions, no I/O.  Accepted answer shapes, tried in this order:
+
+1. a JSON object, bare, inside a ```json fence, or embedded in prose (the first object holding
+   a usable question wins);
+2. JSON-like ``"key": "value"`` pairs whose object is broken (truncated or unbalanced), as
+   small models often write;
+3. labelled lines: ``Question: ...``, ``New question: ...``, ``Bloom level: ...``,
+   ``Knowledge unit: ...`` / ``Topic: ...`` (any case, optional markdown bullets/bold, the value
+   may sit on the next line).
+
+Keys and labels match case-insensitively, with spaces, hyphens and underscores treated alike.
+
+Outcome rules:
+
+- no question found, or the question is empty or the template's own placeholder
+  (``<your new question>``) -> ``parse_status="failed"`` and the reason in ``parse_error``;
+  the caller keeps the raw text;
+- a question found -> ``"ok"``.  Under CoT the model also names the original's Bloom level and
+  knowledge unit; when either is missing or not recognisable (a level
+  :func:`bloomqg.bloom.normalize_level` rejects, a unit not in the dataset's list) that
+  identification is null and ``parse_error`` carries a note saying why, while the status stays
+  "ok": the question itself is still judged, only the auxiliary identification task counts it
+  as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from bloomqg.bloom import UnknownBloomLevel, normalize_level
+
+_QUESTION_KEYS = {"question", "new_question", "generated_question", "newquestion"}
+_LEVEL_KEYS = {"bloom_level", "bloom", "level", "blooms_level", "bloom_s_level",
+               "cognitive_level", "bloom_taxonomy_level"}
+_UNIT_KEYS = {"knowledge_unit", "knowledge_units", "unit", "units", "topic", "topics",
+              "knowledge_point", "knowledge"}
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+# "key": "value" with a properly closed string value; used when the object as a whole is broken
+_KEY_VALUE = re.compile(r'"([A-Za-z][A-Za-z _\'-]*)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_LABEL = re.compile(
+    r"^[\s>*#\-\d.)]*\**\s*"
+    r"(new question|generated question|question|bloom'?s? (?:taxonomy )?level|bloom|level|"
+    r"cognitive level|knowledge units?|topic|unit)"
+    r"\s*\**\s*[:：]\s*\**\s*(.*)$",
+    re.IGNORECASE,
+)
+_PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
+_ENUMERATION = re.compile(r"^(?:\d{1,2}[.)]|[-*•])\s+")
+
+
+@dataclass(frozen=True)
+class ParsedGeneration:
+    """A parsed answer. ``parse_error`` is the failure reason, or a note on an "ok" CoT answer
+    whose identification of the original's level/unit is missing."""
+
+    new_question: str | None
+    identified_bloom_level: str | None
+    identified_knowledge_units: list[str] | None
+    parse_status: str  # "ok" | "failed"
+    parse_error: str | None
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s\-']+", "_", name.strip().lower()).strip("_")
+
+
+def _clean(value: Any) -> str | None:
+    """A scalar answer value as tidy text; None when empty or a template placeholder."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        parts = [part for part in (_clean(item) for item in value) if part]
+        return ", ".join(parts) if parts else None
+    text = " ".join(str(value).split()).strip().strip('"').strip("'").strip()
+    text = text.strip("*").strip()
+    text = _ENUMERATION.sub("", text)  # "1. What is ...?" -> "What is ...?"
+    if not text or _PLACEHOLDER.match(text) or text in ("...", "…"):
+        return None
+    return text
+
+
+def _json_objects(text: str) -> Iterator[dict[str, Any]]:
+    """Every JSON object in ``text``: fenced blocks first, then any ``{`` that starts one."""
+    decoder = json.JSONDecoder()
+    sources = [match.group(1) for match in _FENCE.finditer(text)] + [text]
+    for source in sources:
+        for start in (index for index, char in enumerate(source) if char == "{"):
+            try:
+                value, _end = decoder.raw_decode(source, start)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                yield value
+            elif isinstance(value, list):
+                yield from (item for item in value if isinstance(item, dict))
+
+
+def _fields_from_mapping(mapping: dict[str, Any]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for raw_key, value in mapping.items():
+        key = _key(str(raw_key))
+        if key in _QUESTION_KEYS and "question" not in fields:
+            fields["question"] = value
+        elif key in _LEVEL_KEYS and "level" not in fields:
+            fields["level"] = value
+        elif key in _UNIT_KEYS and "units" not in fields:
+            fields["units"] = value
+    return fields
+
+
+def _fields_from_json(text: str) -> dict[str, Any] | None:
+    for mapping in _json_objects(text):
+        fields = _fields_from_mapping(mapping)
+        if _clean(fields.get("question")):
+            return fields
+    return None
+
+
+def _fields_from_key_values(text: str) -> dict[str, Any] | None:
+    pairs: dict[str, Any] = {}
+    for key, value in _KEY_VALUE.findall(text):
+        try:
+            decoded = json.loads(f'"{value}"')
+        except json.JSONDecodeError:
+            decoded = value
+        pairs.setdefault(key, decoded)
+    fields = _fields_from_mapping(pairs)
+    return fields if _clean(fields.get("question")) else None
+
+
+def _label_kind(label: str) -> str:
+    label = label.lower()
+    if "question" in label:
+        return "question"
+    if "bloom" in label or "level" in label:
+        return "level"
+    return "units"
+
+
+def _fields_from_labels(text: str) -> dict[str, Any] | None:
+    lines = text.splitlines()
+    fields: dict[str, Any] = {}
+    for index, line in enumerate(lines):
+        match = _LABEL.match(line)
+        if not match:
+            continue
+        kind = _label_kind(match.group(1))
+        value = match.group(2).strip()
+        if not value:  # "Question:" alone on its line: the value is the next non-empty line
+            value = next((later.strip() for later in lines[index + 1 :] if later.strip()), "")
+            if _LABEL.match(value):
+                value = ""
+        if kind not in fields and _clean(value):
+            fields[kind] = value
+    return fields if _clean(fields.get("question")) else None
+
+
+def _match_units(value: Any, knowledge_units: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(matched canonical units, unmatched names) for a unit answer against the dataset list."""
+    canonical = {" ".join(unit.lower().split()): unit for unit in knowledge_units}
+    names = value if isinstance(value, (list, tuple)) else [value]
+    matched: list[str] = []
+    unmatched: list[str] = []
+    for name in names:
+        text = _clean(name)
+        if text is None:
+            continue
+        whole = " ".join(text.lower().split()).rstrip(".")
+        candidates = [whole] if whole in canonical else [
+            " ".join(part.lower().split()).rstrip(".") for part in re.split(r"[,;/]", text)
+        ]
+        for candidate in candidates:
+            if candidate in canonical:
+                if canonical[candidate] not in matched:
+                    matched.append(canonical[candidate])
+            elif candidate:
+                unmatched.append(candidate)
+    return matched, unmatched
+
+
+def _level(value: Any) -> tuple[str | None, str | None]:
+    """(canonical level, note) for a level answer; the note says why the level is missing."""
+    text = _clean(value)
+    if text is None:
+        return None, "no Bloom level given for the original"
+    try:
+        level = normalize_level(text, allow_uncategorized=False)
+    except UnknownBloomLevel:
+        # "Level 3: Apply", "Apply (level 3)": take the single level word a sentence names
+        words = {w for w in re.findall(r"[A-Za-z]+", text)}
+        found = set()
+        for word in words:
+            try:
+                if len(word) > 2:
+                    found.add(normalize_level(word, allow_uncategorized=False))
+            except UnknownBloomLevel:
+                continue
+        if len(found) == 1:
+            return found.pop(), None
+        return None, f"Bloom level {text!r} is not recognised"
+    if level is None:
+        return None, "no Bloom level given for the original"
+    return level, None
+
+
+def _failure_reason(text: str) -> str:
+    """Why no question was found: name the nearest miss, for the parse-failure report."""
+    has_question_key = any(
+        _key(str(key)) in _QUESTION_KEYS for mapping in _json_objects(text) for key in mapping
+    ) or any(_key(key) in _QUESTION_KEYS for key, _value in _KEY_VALUE.findall(text))
+    if has_question_key:
+        return "the question field is empty or still the template's placeholder"
+    if any(True for _ in _json_objects(text)):
+        return "JSON object(s) found, but none has a question field"
+    return "no JSON object with a question, no \"question\": \"...\" pair and no 'Question:' line"
+
+
+def parse_generation(
+    text: str | None, strategy: str, *, knowledge_units: Sequence[str]
+) -> ParsedGeneration:
+    """Parse a model's answer for ``strategy`` ("cot" or "fgp"); never raises on bad text."""
+    if strategy not in ("cot", "fgp"):
+        raise ValueError(f"strategy {strategy!r} is not 'cot' or 'fgp'")
+    if text is None or not text.strip():
+        return ParsedGeneration(None, None, None, "failed", "empty answer")
+    fields = (
+        _fields_from_json(text)
+        or _fields_from_key_values(text)
+        or _fields_from_labels(text)
+    )
+    if fields is None:
+        return ParsedGeneration(None, None, None, "failed", _failure_reason(text))
+    question = _clean(fields["question"])
+    if strategy == "fgp":
+        return ParsedGeneration(question, None, None, "ok", None)
+
+    notes: list[str] = []
+    level, level_note = _level(fields.get("level"))
+    if level_note:
+        notes.append(level_note)
+    units: list[str] | None = None
+    if _clean(fields.get("units")) is None:
+        notes.append("no knowledge unit given for the original")
+    else:
+        matched, unmatched = _match_units(fields["units"], knowledge_units)
+        units = matched or None
+        if unmatched:
+            notes.append(f"knowledge unit(s) {unmatched!r} not in the dataset's list")
+    return ParsedGeneration(question, level, units, "ok", "; ".join(notes) or None)

@@ -1,0 +1,140 @@
+"""parse_generation on hand-written edge cases and on real SmolLM2-135M outputs (fixtures).
+
+The fixture file holds answers SmolLM2-135M-Instruct actually wrote for the shipped CoT/FGP
+templates (hand-written sample questions, temperature 0.9, see the file's "produced_by"), with
+the parse result a reviewer checked by reading each answer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bloomqg.parsing import ParsedGeneration, parse_generation
+
+UNITS = ["Stack", "Queue", "Binary Tree", "Sorting"]
+FIXTURES = Path(__file__).parent / "fixtures" / "smollm2_generations.json"
+
+
+def cot(text):
+    return parse_generation(text, "cot", knowledge_units=UNITS)
+
+
+def fgp(text):
+    return parse_generation(text, "fgp", knowledge_units=UNITS)
+
+
+def test_plain_json_cot():
+    parsed = cot('{"knowledge_unit": "Stack", "bloom_level": "Apply", '
+                 '"question": "Use a stack to check the brackets in ((a)[b])."}')
+    assert parsed == ParsedGeneration("Use a stack to check the brackets in ((a)[b]).", "Apply",
+                                      ["Stack"], "ok", None)
+
+
+def test_fenced_json_with_prose_and_key_variants():
+    text = ("Sure! Here is my answer:\n```json\n{\n  \"Knowledge Unit\": \"binary tree\",\n"
+            "  \"Bloom Level\": \"analysis\",\n  \"New Question\": \"Why is a skewed BST slow?\"\n}\n```\n"
+            "Hope this helps.")
+    parsed = cot(text)
+    assert parsed.new_question == "Why is a skewed BST slow?"
+    assert parsed.identified_bloom_level == "Analyze"
+    assert parsed.identified_knowledge_units == ["Binary Tree"]
+    assert parsed.parse_status == "ok" and parsed.parse_error is None
+
+
+def test_json_embedded_in_prose_first_object_with_a_question_wins():
+    text = 'Step 1 {"note": "thinking"} then {"question": "What is a queue?"} and {"question": "x?"}'
+    assert fgp(text).new_question == "What is a queue?"
+
+
+def test_truncated_json_falls_back_to_key_value_pairs():
+    text = '```json\n{"knowledge_unit": "Queue", "bloom_level": "Remember", "question": "What is FIFO?", "expl'
+    parsed = cot(text)
+    assert (parsed.new_question, parsed.identified_bloom_level,
+            parsed.identified_knowledge_units) == ("What is FIFO?", "Remember", ["Queue"])
+
+
+def test_labelled_lines_with_markdown_and_next_line_values():
+    text = ("**Knowledge unit:** sorting\n**Bloom's level:** Level 5 - Evaluate\n"
+            "**Question:**\nIs merge sort better than heap sort for external data?\n")
+    parsed = cot(text)
+    assert parsed.new_question == "Is merge sort better than heap sort for external data?"
+    assert parsed.identified_bloom_level == "Evaluate"
+    assert parsed.identified_knowledge_units == ["Sorting"]
+
+
+def test_labelled_question_with_numbering_and_quotes():
+    assert fgp('Question: "1. Define a deque."').new_question == "Define a deque."
+    assert fgp("QUESTION :\n1. Define a deque.").new_question == "Define a deque."
+
+
+def test_several_units_are_matched_case_insensitively_in_list_order_of_the_answer():
+    parsed = cot('{"knowledge_unit": ["queue", "STACK"], "bloom_level": 3, "question": "Q?"}')
+    assert parsed.identified_knowledge_units == ["Queue", "Stack"]
+    assert parsed.identified_bloom_level == "Apply"
+    parsed = cot('{"knowledge_unit": "Queue, stack", "bloom_level": "apply", "question": "Q?"}')
+    assert parsed.identified_knowledge_units == ["Queue", "Stack"]
+
+
+def test_cot_unknown_level_and_unit_keep_the_question_with_a_note():
+    parsed = cot('{"knowledge_unit": "Graphs", "bloom_level": "Synthesize deeply", "question": "Q?"}')
+    assert parsed.parse_status == "ok" and parsed.new_question == "Q?"
+    assert parsed.identified_bloom_level is None and parsed.identified_knowledge_units is None
+    assert "Synthesize deeply" in parsed.parse_error and "graphs" in parsed.parse_error
+
+
+def test_cot_missing_identification_is_noted():
+    parsed = cot('{"question": "What is a heap?"}')
+    assert parsed.parse_status == "ok"
+    assert parsed.parse_error == ("no Bloom level given for the original; "
+                                  "no knowledge unit given for the original")
+
+
+def test_fgp_ignores_identification_fields():
+    parsed = fgp('{"knowledge_unit": "Stack", "bloom_level": "Apply", "question": "Q?"}')
+    assert parsed == ParsedGeneration("Q?", None, None, "ok", None)
+
+
+@pytest.mark.parametrize("text, reason", [
+    (None, "empty answer"),
+    ("   \n", "empty answer"),
+    ('{"question": "<your new question>"}', "placeholder"),
+    ('{"knowledge_unit": "...", "bloom_level": "...", "question": "..."}', "placeholder"),
+    ('{"name": "x", "message": "y"}', "none has a question field"),
+    ("A stack is a LIFO structure. I hope this answers your question.", "no JSON object"),
+    ('Here: {"question": ', "no JSON object"),
+])
+def test_failures_carry_a_reason(text, reason):
+    parsed = cot(text)
+    assert parsed.parse_status == "failed" and parsed.new_question is None
+    assert reason in parsed.parse_error
+
+
+def test_unknown_strategy_is_a_programming_error():
+    with pytest.raises(ValueError, match="strategy"):
+        parse_generation("{}", "zero-shot", knowledge_units=UNITS)
+
+
+def _fixture_cases():
+    data = json.loads(FIXTURES.read_text())
+    return [pytest.param(case, id=case["prompt_id"]) for case in data["cases"]]
+
+
+@pytest.mark.parametrize("case", _fixture_cases())
+def test_real_smollm2_outputs(case):
+    parsed = parse_generation(case["text"], case["strategy"], knowledge_units=UNITS)
+    expected = case["expected"]
+    assert parsed.parse_status == expected["parse_status"]
+    assert parsed.new_question == expected["new_question"]
+    assert parsed.identified_bloom_level == expected.get("identified_bloom_level")
+    assert parsed.identified_knowledge_units == expected.get("identified_knowledge_units")
+    if parsed.parse_status == "failed":
+        assert parsed.parse_error
+
+
+def test_fixtures_cover_both_outcomes_and_strategies():
+    cases = json.loads(FIXTURES.read_text())["cases"]
+    outcomes = {(c["strategy"], c["expected"]["parse_status"]) for c in cases}
+    assert {("cot", "ok"), ("cot", "failed"), ("fgp", "ok"), ("fgp", "failed")} <= outcomes
