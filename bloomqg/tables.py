@@ -730,9 +730,8 @@ def render_markdown(table: Table) -> str:
     lines.append("| " + " | ".join(align) + " |")
     for row in table.rows:
         lines.append("| " + " | ".join(_md_escape(c.text) + (DAGGER if c.gated else "") for c in row) + " |")
-    if table.notes:
-        lines.append("")
-        lines += [_md_escape(note) for note in table.notes]
+    for note in table.notes:  # one paragraph per footnote
+        lines += ["", _md_escape(note)]
     return "\n".join(lines) + "\n"
 
 
@@ -746,6 +745,7 @@ class ParsedTable:
     header: list[str]
     rows: list[list[str]]
     notes: list[str]
+    align: list[str] = field(default_factory=list)  # "left" | "right" per column
 
 
 def _md_split(line: str) -> list[str]:
@@ -785,10 +785,12 @@ def read_markdown_table(path: Path) -> ParsedTable:
             groups[-1] = (group, groups[-1][1] + 1)
         else:
             groups.append((group, 1))
+    align = ["right" if cell.endswith(":") and not cell.startswith(":") else "left"
+             for cell in _md_split(table_lines[1])]
     rows = [_md_split(line) for line in table_lines[2:]]
     last_table_line = max(i for i, line in enumerate(lines) if line.startswith("|"))
     notes = [line.replace("\\|", "|").replace("\\\\", "\\") for line in lines[last_table_line + 1:] if line.strip()]
-    return ParsedTable(match.group(1), caption, groups, header, rows, notes)
+    return ParsedTable(match.group(1), caption, groups, header, rows, notes, align)
 
 
 # --------------------------------------------------------------------------- LaTeX

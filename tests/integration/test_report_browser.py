@@ -1,0 +1,242 @@
+"""The HTML report in a real browser: headless Chromium, driven over the DevTools protocol.
+
+Builds a report from synthetic frames (or checks the one named by ``BLOOMQG_REPORT``), opens it
+in headless Chromium and fails on a broken or missing image, a console error, an uncaught
+exception, a script, or any request that leaves the file (the report must be self-contained).
+Screenshots are written to ``BLOOMQG_SCREENSHOT_DIR`` when set (else the test's temp dir).
+
+The DevTools client is stdlib only: Chromium's ``--remote-debugging-pipe`` speaks
+NUL-separated JSON on file descriptors 3 (commands in) and 4 (replies out).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class DevToolsPipe:
+    """A minimal Chrome DevTools Protocol session over ``--remote-debugging-pipe``."""
+
+    def __init__(self, executable: str, profile_dir: Path, timeout: float = 60.0) -> None:
+        self.timeout = timeout
+        self.events: list[dict] = []
+        self._replies: "queue.Queue[dict]" = queue.Queue()
+        self._next_id = 0
+        # Move our pipe ends well above 4 so the child's dup2 onto 3 and 4 cannot clobber them.
+        cmd_read, cmd_write = (self._high(fd) for fd in os.pipe())
+        res_read, res_write = (self._high(fd) for fd in os.pipe())
+
+        def child_fds() -> None:
+            os.dup2(cmd_read, 3)
+            os.dup2(res_write, 4)
+
+        self.process = subprocess.Popen(
+            [
+                executable, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
+                "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                "--disable-background-networking", "--disable-dev-shm-usage", "--hide-scrollbars",
+                f"--user-data-dir={profile_dir}", "about:blank",
+            ],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            pass_fds=(3, 4), preexec_fn=child_fds,
+        )
+        os.close(cmd_read)
+        os.close(res_write)
+        self._write = os.fdopen(cmd_write, "wb", buffering=0)
+        self._read = os.fdopen(res_read, "rb", buffering=0)
+        self._stderr: list[bytes] = []
+        threading.Thread(target=self._reader, daemon=True).start()
+        threading.Thread(target=lambda: self._stderr.extend(self.process.stderr), daemon=True).start()
+
+    @staticmethod
+    def _high(fd: int) -> int:
+        import fcntl
+
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(fd)
+        return high
+
+    def _reader(self) -> None:
+        buffer = b""
+        while chunk := self._read.read(65536):
+            buffer += chunk
+            while b"\0" in buffer:
+                raw, buffer = buffer.split(b"\0", 1)
+                message = json.loads(raw)
+                if "id" in message:
+                    self._replies.put(message)
+                else:
+                    self.events.append(message)
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        self._next_id += 1
+        message = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        self._write.write(json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                reply = self._replies.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no reply to {method} within {self.timeout} s; stderr: {self.stderr()[-2000:]}")
+            if reply["id"] == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method} failed: {reply['error']}")
+                return reply.get("result", {})
+
+    def wait_for_event(self, method: str, session: str) -> dict:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            for event in self.events:
+                if event.get("method") == method and event.get("sessionId") == session:
+                    return event
+            time.sleep(0.05)
+        raise TimeoutError(f"no {method} event within {self.timeout} s")
+
+    def stderr(self) -> str:
+        return b"".join(self._stderr).decode(errors="replace")
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close")
+        except (OSError, TimeoutError, RuntimeError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def report_path(tmp_path_factory) -> Path:
+    given = os.environ.get("BLOOMQG_REPORT")
+    if given:
+        path = Path(given)
+        if not path.is_file():
+            pytest.fail(f"BLOOMQG_REPORT={given} is not a file")
+        return path
+    from bloomqg.figures import write_figures
+    from bloomqg.report import build_report
+    from bloomqg.tables import human_agreement, write_tables
+    from tests.support.synthetic import synthetic_study
+
+    out = tmp_path_factory.mktemp("report")
+    study = synthetic_study(n_models=3, n_items=18)
+    tables = write_tables(study.metrics, study.datasets, study.reliability, out / "tables", paired=study.paired,
+                          human=human_agreement(study.votes, study.human_annotations))
+    figures = write_figures(study.metrics, study.votes, study.reliability, study.correlations, out / "figures")
+    path = out / "report.html"
+    build_report(
+        path, config=study.config, all_metrics=study.metrics, votes=study.votes, reliability=study.reliability,
+        generations=study.generations, generation_provenance=study.generation_provenance,
+        judgment_provenance=study.judgment_provenance, ledger=study.ledger, table_paths=tables,
+        figure_paths=figures, correlations=study.correlations, paired=study.paired, git_commit="0" * 40,
+        package_versions={"pandas": "3.0.0"},
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def rendered(report_path, tmp_path_factory) -> dict:
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip(f"no headless Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); "
+                    "install it with `apt-get install chromium` or `make test-browser-deps`")
+    browser = DevToolsPipe(executable, tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Emulation.setDeviceMetricsOverride",
+                     {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)
+        browser.send("Page.navigate", {"url": report_path.resolve().as_uri()}, session)
+        browser.wait_for_event("Page.loadEventFired", session)
+        state = browser.send("Runtime.evaluate", {"returnByValue": True, "expression": """(() => ({
+            images: Array.from(document.images).map(i => ({alt: i.alt, complete: i.complete,
+                                                            width: i.naturalWidth, height: i.naturalHeight})),
+            scripts: document.scripts.length,
+            tables: document.querySelectorAll('table').length,
+            details: document.querySelectorAll('details').length,
+            height: document.documentElement.scrollHeight,
+            figuresTop: document.getElementById('figures').getBoundingClientRect().top + window.scrollY,
+            tablesTop: document.getElementById('tables').getBoundingClientRect().top + window.scrollY,
+            title: document.title,
+        }))()"""}, session)["result"]["value"]
+        shots_dir = Path(os.environ.get("BLOOMQG_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+        shots_dir.mkdir(parents=True, exist_ok=True)
+        shots = {}
+        for name, top in (("top", 0), ("figures", state["figuresTop"]), ("tables", state["tablesTop"])):
+            clip = {"x": 0, "y": top, "width": 1280, "height": 1800, "scale": 1}
+            data = browser.send("Page.captureScreenshot",
+                                {"format": "png", "captureBeyondViewport": True, "clip": clip}, session)["data"]
+            shots[name] = shots_dir / f"report_{name}.png"
+            shots[name].write_bytes(base64.b64decode(data))
+        time.sleep(0.3)  # let late console/log events arrive
+        events = list(browser.events)
+    finally:
+        browser.close()
+    return {"state": state, "events": events, "screenshots": shots}
+
+
+def test_every_image_loads(rendered):
+    images = rendered["state"]["images"]
+    assert images, "the report has no <img>"
+    broken = [i["alt"] for i in images if not (i["complete"] and i["width"] > 0 and i["height"] > 0)]
+    assert not broken, f"images that did not load: {broken}"
+
+
+def test_no_console_errors_or_exceptions(rendered):
+    errors = []
+    for event in rendered["events"]:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            errors.append(params["exceptionDetails"].get("text"))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            errors.append(json.dumps(params.get("args"))[:300])
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            errors.append(params["entry"].get("text"))
+    assert not errors, f"console errors: {errors}"
+
+
+def test_report_is_self_contained(rendered):
+    assert rendered["state"]["scripts"] == 0, "the report must not carry scripts"
+    external = [
+        e["params"]["request"]["url"][:120] for e in rendered["events"]
+        if e.get("method") == "Network.requestWillBeSent"
+        and not e["params"]["request"]["url"].startswith(("file:", "data:", "about:"))
+    ]
+    assert not external, f"the report requested external resources: {external}"
+
+
+def test_report_structure_and_screenshots(rendered):
+    state = rendered["state"]
+    assert state["tables"] >= 5 and state["details"] >= 3, state
+    assert state["height"] > 2000, "the page is suspiciously short"
+    for path in rendered["screenshots"].values():
+        # A blank or failed capture is tiny; a rendered page with text and figures is not.
+        assert path.stat().st_size > 20_000, f"{path} looks empty"

@@ -1,0 +1,151 @@
+"""Figures: the fixed file set, honest no-data panels, legible fonts and correct drawings."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from bloomqg import figures
+from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.figures import FIGURE_FILES, FIGURE_STEMS, OKABE_ITO, write_figures
+from tests.support.synthetic import synthetic_study
+
+MIN_FONT_PT = 7
+
+
+@pytest.fixture(scope="module")
+def study():
+    return synthetic_study(n_models=3, n_items=12)
+
+
+@pytest.fixture(scope="module")
+def written(study, tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    return out, write_figures(study.metrics, study.votes, study.reliability, study.correlations, out)
+
+
+def _texts(fig):
+    return [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip() and t.get_visible()]
+
+
+def _all_text(fig) -> str:
+    return "\n".join(t.get_text() for t in _texts(fig))
+
+
+def test_writes_exactly_the_declared_files(written):
+    out, paths = written
+    assert [p.name for p in paths] == list(FIGURE_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(FIGURE_FILES)
+
+
+def test_png_is_200_dpi_and_svg_is_xml(written):
+    out, _ = written
+    for stem in FIGURE_STEMS:
+        with Image.open(out / f"{stem}.png") as image:
+            assert round(image.info["dpi"][0]) == figures.DPI
+            assert image.width >= 600 and image.height >= 300
+        root = ElementTree.parse(out / f"{stem}.svg").getroot()
+        assert root.tag.endswith("svg")
+
+
+def test_every_text_is_at_least_7_pt(study):
+    with matplotlib.rc_context(figures.STYLE):
+        for stem, build in figures._BUILDERS.items():
+            fig = build(study.metrics, study.votes, study.reliability, study.correlations)
+            small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < MIN_FONT_PT]
+            assert not small, f"{stem}: text below {MIN_FONT_PT} pt: {small[:5]}"
+
+
+def test_single_model_gets_explicit_no_data_panels(tmp_path):
+    single = synthetic_study(n_models=1, n_items=8, cells={"cs": ("cot", "fgp")})
+    paths = write_figures(single.metrics, single.votes, single.reliability, None, tmp_path)
+    assert [p.name for p in paths] == list(FIGURE_FILES)
+    with matplotlib.rc_context(figures.STYLE):
+        fig = figures.plot_correlations(single.metrics, None)
+    text = _all_text(fig)
+    assert text.count("No data for this view") == 2 and "needs ≥ 3 models" in text
+
+
+def test_empty_inputs_draw_no_data_panels(study):
+    empty_votes = study.votes.iloc[0:0]
+    no_shift = study.metrics[~study.metrics["metric"].str.endswith("_mean")]
+    no_reliability = study.reliability.iloc[0:0]
+    with matplotlib.rc_context(figures.STYLE):
+        for fig in (figures.plot_transitions(empty_votes), figures.plot_confusion(empty_votes),
+                    figures.plot_shift_scores(no_shift), figures.plot_reliability(no_reliability),
+                    figures.plot_knowledge_id(study.metrics[study.metrics["metric"] != "knowledge_id_acc"])):
+            assert "No data for this view" in _all_text(fig)
+
+
+def test_cells_that_were_not_run_are_labelled(study):
+    with matplotlib.rc_context(figures.STYLE):
+        fig = figures.plot_shift_scores(study.metrics)
+    assert "math, CoT was not run" in _all_text(fig)  # math runs under FGP only
+
+
+def test_alluvial_band_heights_follow_the_counts():
+    from matplotlib.figure import Figure
+    from matplotlib.patches import PathPatch, Rectangle
+
+    counts = pd.DataFrame({
+        "original_level": ["Remember", "Remember", "Apply", "Create"],
+        "other_level": ["Remember", "Analyze", "Understand", "Create"],
+        "count": [6, 2, 4, 8],
+    })
+    ax = Figure().subplots()
+    figures.draw_alluvial(ax, counts)
+    bands = [p for p in ax.patches if isinstance(p, PathPatch)]
+    nodes = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(bands) == 4
+    assert len(nodes) == 3 + 4  # left: R, Ap, C; right: R, U, An, C
+    left = sorted((n for n in nodes if n.get_x() == 0.0), key=lambda n: n.get_y())
+    heights = np.array([n.get_height() for n in left])
+    np.testing.assert_allclose(heights / heights.sum(), np.array([8, 4, 8]) / 20)  # R, Ap, C from the bottom
+    # The Remember → Analyze band rises: its right end is higher than its left end.
+    rising = [b for b in bands if b.get_facecolor()[:3] == matplotlib.colors.to_rgb(figures.LEVEL_COLOR["Remember"])]
+    ends = [(b.get_path().vertices[0][1], b.get_path().vertices[3][1]) for b in rising]
+    assert any(right > left_y for left_y, right in ends)
+
+
+def test_confusion_rows_sum_to_100():
+    counts = pd.DataFrame({
+        "original_level": ["Apply", "Apply", "Create", "Uncategorized"],
+        "other_level": ["Apply", "Understand", "Create", "Apply"],
+        "count": [3, 1, 2, 5],
+    })
+    matrix = figures.confusion_matrix(counts)
+    assert list(matrix.index) == list(BLOOM_LEVELS)
+    assert matrix.loc["Apply", "Apply"] == 75.0 and matrix.loc["Apply", "Understand"] == 25.0
+    assert matrix.loc["Create"].sum() == 100.0
+    assert matrix.loc["Remember"].isna().all()  # no item: no percentage, not zero
+
+
+def test_palette_is_okabe_ito():
+    palette = set(OKABE_ITO.values())
+    assert set(figures.SHIFT_COLOR.values()) <= palette
+    assert set(figures.STRATEGY_COLOR.values()) <= palette
+    assert {c for level, c in figures.LEVEL_COLOR.items() if level in BLOOM_LEVELS} <= palette
+
+
+def test_scatter_labels_do_not_overlap(study):
+    with matplotlib.rc_context(figures.STYLE):
+        fig = figures.plot_correlations(study.metrics, study.correlations)
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            boxes = [t.get_window_extent(renderer) for t in ax.texts]
+            assert len(boxes) == study.metrics.query("metric == 'catcons' and strategy == 'cot'").shape[0]
+            for i, a in enumerate(boxes):
+                for b in boxes[i + 1:]:
+                    assert not a.overlaps(b), "two model labels overlap"
+
+
+def test_svg_is_reproducible(study, tmp_path):
+    with matplotlib.rc_context(figures.STYLE):
+        first = figures.save_figure(figures.plot_knowledge_id(study.metrics), tmp_path / "a", "fig")
+        second = figures.save_figure(figures.plot_knowledge_id(study.metrics), tmp_path / "b", "fig")
+    assert first[1].read_bytes() == second[1].read_bytes()

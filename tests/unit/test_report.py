@@ -1,0 +1,175 @@
+"""The HTML report: self-contained, escaped, complete; readings computed from the data."""
+
+from __future__ import annotations
+
+import html.parser
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from bloomqg import report
+from bloomqg.figures import FIGURE_STEMS
+from bloomqg.parquet_io import to_table
+from bloomqg.report import ReportInputError, build_report
+from bloomqg.schemas import METRICS
+from bloomqg.tables import TABLE_STEMS, write_tables
+from tests.support.synthetic import synthetic_study
+
+HOSTILE = "<script>alert('x')</script> & <img src=http://example.com/x.png>"
+
+
+class _Collector(html.parser.HTMLParser):
+    """Tags and attributes of a page, to check what a browser would load."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _tiny_pngs(out: Path) -> list[Path]:
+    """Stand-in figure files (the report only inlines them; figures have their own tests)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for stem in FIGURE_STEMS:
+        buffer = io.BytesIO()
+        Image.new("RGB", (40, 30), "white").save(buffer, format="PNG")
+        (out / f"{stem}.png").write_bytes(buffer.getvalue())
+        (out / f"{stem}.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+        paths += [out / f"{stem}.png", out / f"{stem}.svg"]
+    return paths
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    study = synthetic_study(n_models=3, n_items=16)  # ≥ 15 items: cs then has an Uncategorized original
+    votes = study.votes.copy()
+    first = votes.index[votes["new_question"].notna()][0]
+    votes.loc[first, "new_question"] = HOSTILE
+    votes.loc[first, "original_question"] = HOSTILE
+    out = tmp_path_factory.mktemp("report")
+    table_paths = write_tables(study.metrics, study.datasets, study.reliability, out / "tables", paired=study.paired)
+    figure_paths = _tiny_pngs(out / "figures")
+    path = out / "report.html"
+    build_report(
+        path, config=study.config, all_metrics=study.metrics, votes=votes, reliability=study.reliability,
+        generations=study.generations, generation_provenance=study.generation_provenance,
+        judgment_provenance=study.judgment_provenance, ledger=study.ledger, table_paths=table_paths,
+        figure_paths=figure_paths, correlations=study.correlations, paired=study.paired,
+        git_commit="c0ffee", package_versions={"pandas": "3.0.0", "snakemake": "9.1"},
+    )
+    page = path.read_text(encoding="utf-8")
+    collector = _Collector()
+    collector.feed(page)
+    return {"study": study, "page": page, "tags": collector.tags, "text": "".join(collector.text)}
+
+
+def test_report_is_self_contained(built):
+    tags = built["tags"]
+    assert not [t for t, _ in tags if t in ("script", "link", "iframe", "object")]
+    images = [attrs["src"] for tag, attrs in tags if tag == "img"]
+    assert len(images) == len(FIGURE_STEMS)
+    assert all(src.startswith("data:image/png;base64,") for src in images)
+    hrefs = [attrs.get("href", "") for _, attrs in tags if "href" in attrs]
+    assert all(h.startswith("#") for h in hrefs), hrefs
+
+
+def test_model_text_is_escaped(built):
+    assert HOSTILE not in built["page"]
+    assert "&lt;script&gt;alert(" in built["page"]
+    assert HOSTILE in built["text"]  # shown to the reader as text
+
+
+def test_every_table_and_figure_is_present_with_a_reading(built):
+    page = built["page"]
+    for stem in TABLE_STEMS:
+        assert f'id="table-{stem}"' in page, stem
+    for stem in FIGURE_STEMS:
+        assert f'id="figure-{stem}"' in page, stem
+    assert page.count('class="reading"') >= len(FIGURE_STEMS) + 5
+
+
+def test_config_provenance_and_ledger_are_shown(built):
+    text = built["text"]
+    assert "gate:" in text and "alpha: 0.7" in text  # the config as YAML
+    assert "c0ffee" in text and "snakemake" in text
+    assert "example/glm-4-9b" in text  # a generation's model id
+    cost = built["study"].ledger["cost_usd"].sum()
+    assert f"{cost:,.4f}" in text
+
+
+def test_gate_failures_are_listed(built):
+    assert "fell below the gate" in built["text"]
+    assert "qwen2.5-7b" in built["text"]
+
+
+def test_strategy_effect_sentence():
+    frame = pd.DataFrame([
+        {"model": m, "dataset": "cs", "strategy": s, "metric": "catcons", "value": v, "ci_low": None,
+         "ci_high": None, "n": 10, "alpha_gated": False}
+        for m, s, v in [("a", "cot", 30.0), ("a", "fgp", 35.0), ("b", "cot", 40.0), ("b", "fgp", 38.0),
+                        ("c", "fgp", 50.0)]
+    ])
+    to_table(frame, METRICS)
+    assert report.strategy_effect(frame, "catcons") == (
+        "On cs, FGP raised CatCons for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp)."
+    )
+    same = frame.assign(value=10.0)
+    assert report.strategy_effect(same, "catcons") == "On cs, FGP left CatCons unchanged for all 2 models."
+    assert report.strategy_effect(frame[frame["strategy"] == "fgp"], "catcons") is None
+
+
+def test_gate_summary_states_the_action():
+    study = synthetic_study(n_models=2, n_items=6, cells={"cs": ("cot",)})
+    flagged = report.gate_summary(study.reliability)
+    assert len(flagged["failures"]) == 1 and "marked †" in flagged["effect"]
+    dropped = report.gate_summary(study.reliability.assign(gate_action="drop"))
+    assert "set to null" in dropped["effect"]
+    passed = report.gate_summary(study.reliability.assign(gate_passed=True))
+    assert passed["failures"] == [] and "passed the gate" in passed["effect"]
+
+
+def test_examples_one_per_model_level_strategy(built):
+    study = built["study"]
+    examples = report.question_examples(study.votes, study.generations)
+    assert [m["model"] for m in examples] == list(dict.fromkeys(study.votes["model"]))
+    for model in examples:
+        for level in model["levels"]:
+            strategies = [e["strategy"] for e in level["examples"]]
+            assert len(strategies) == len(set(strategies)) <= 2
+    levels = {level["level"] for level in examples[0]["levels"]}
+    assert "Uncategorized" in levels  # cs has originals the verb list could not place
+    failures = [f for m in examples for f in m["failures"]]
+    assert failures and all(f["raw_text"] for f in failures)
+
+
+def test_ledger_totals():
+    ledger = pd.DataFrame({
+        "judge": ["a", "a", None], "model": "m", "dataset": "d", "strategy": "cot", "requests": [1, 2, 3],
+        "cached": [0, 1, 0], "prompt_tokens": [10, 20, 30], "completion_tokens": [1, 2, 3],
+        "cost_usd": [0.5, 0.25, 0.0],
+    })
+    view = report.ledger_view(ledger)
+    assert view["total"]["requests"] == 6 and view["total"]["cost_usd"] == 0.75
+    assert [row["judge"] for row in view["per_judge"]] == ["a", "(generation)"]
+
+
+def test_missing_figure_file_is_a_clear_error(built, tmp_path):
+    study = built["study"]
+    with pytest.raises(ReportInputError, match="nowhere.png does not exist"):
+        build_report(
+            tmp_path / "r.html", config={}, all_metrics=study.metrics, votes=study.votes,
+            reliability=study.reliability, generations=study.generations, generation_provenance=[],
+            judgment_provenance=[], ledger=study.ledger, table_paths=[], figure_paths=[tmp_path / "nowhere.png"],
+            git_commit=None, package_versions={},
+        )
+    assert not (tmp_path / "r.html").exists()

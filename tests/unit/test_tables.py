@@ -1,0 +1,265 @@
+"""Tables: content, formatting, gating marks and well-formed CSV / Markdown / LaTeX."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bloomqg import tables
+from bloomqg.parquet_io import to_table
+from bloomqg.schemas import METRICS
+from bloomqg.tables import (
+    HUMAN_TABLE_FILES,
+    TABLE_FILES,
+    TableInputError,
+    build_tables,
+    format_value,
+    human_agreement,
+    latex_escape,
+    read_markdown_table,
+    render_latex,
+    render_markdown,
+    write_tables,
+)
+from tests.support.synthetic import synthetic_study
+
+ODD_MODEL = "my_model&co 50%#1"  # characters that LaTeX and Markdown must escape
+
+
+def metric_rows(rows: list[tuple]) -> pd.DataFrame:
+    """METRICS frame from (model, dataset, strategy, metric, value, low, high, gated) tuples."""
+    frame = pd.DataFrame(
+        [{"model": m, "dataset": d, "strategy": s, "metric": k, "value": v, "ci_low": lo, "ci_high": hi,
+          "n": 100, "alpha_gated": g} for m, d, s, k, v, lo, hi, g in rows]
+    )
+    to_table(frame, METRICS)  # the hand-made frame must fit the real schema
+    return frame
+
+
+@pytest.fixture(scope="module")
+def study():
+    return synthetic_study(n_models=3, n_items=12)
+
+
+@pytest.fixture(scope="module")
+def written(study, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tables")
+    agreement = human_agreement(study.votes, study.human_annotations)
+    paths = write_tables(study.metrics, study.datasets, study.reliability, out, paired=study.paired, human=agreement)
+    return out, paths
+
+
+def test_writes_exactly_the_declared_files(written):
+    out, paths = written
+    names = sorted(p.name for p in paths)
+    assert names == sorted(TABLE_FILES + HUMAN_TABLE_FILES)
+    assert sorted(p.name for p in out.iterdir()) == names  # no temp files left behind
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_without_optional_inputs_still_writes_every_declared_file(study, tmp_path):
+    paths = write_tables(study.metrics, study.datasets, study.reliability, tmp_path)
+    assert sorted(p.name for p in paths) == sorted(TABLE_FILES)
+    paired = read_markdown_table(tmp_path / "table_paired.md")
+    assert paired.rows == [] and any("No paired comparison" in note for note in paired.notes)
+
+
+def test_value_with_interval_and_separate_csv_columns(tmp_path):
+    metrics = metric_rows([
+        ("glm", "cs", "cot", "usability", 90.4, 88.1, 92.3, False),
+        ("glm", "cs", "cot", "catcons", 37.17, 33.0, 41.0, True),
+    ])
+    table = tables.metric_table(metrics, ("usability", "catcons"), name="t", caption="c")
+    assert table.rows[0][1].text == "90.40 [88.1, 92.3]"
+    assert table.rows[0][2].gated and not table.rows[0][1].gated
+    row = table.data.iloc[0]
+    assert (row["usability"], row["usability_ci_low"], row["usability_ci_high"]) == (90.4, 88.1, 92.3)
+    assert bool(row["catcons_alpha_gated"]) is True
+    markdown = render_markdown(table)
+    assert "| glm | 90.40 [88.1, 92.3] | 37.17 [33.0, 41.0]† |" in markdown
+    assert tables.GATED_NOTE in markdown
+    assert r"37.17 [33.0, 41.0]$^{\dagger}$" in render_latex(table)
+
+
+def test_wide_tables_leave_intervals_to_the_csv():
+    study = synthetic_study(n_models=2, n_items=6)
+    table4 = next(t for t in build_tables(study.metrics, study.datasets, study.reliability) if t.name == "table4_quality")
+    assert len(table4.columns) > tables.MAX_COLUMNS_WITH_CI
+    assert not any("[" in cell.text for row in table4.rows for cell in row[1:])
+    assert tables.NO_CI_NOTE in table4.notes
+    assert {"unique_ci_low", "unique_ci_high"} <= set(table4.data.columns)
+
+
+def test_missing_value_is_a_dash_not_a_number():
+    assert format_value(None) == "–"
+    assert format_value(float("nan"), 1.0, 2.0) == "–"
+    assert format_value(5, None, 7) == "5.00"
+
+
+def test_table1_counts_levels_uncategorized_and_units():
+    frame = pd.DataFrame({
+        "item_id": ["a-1", "a-2", "a-3", "a-4"],
+        "bloom_level": ["Remember", "Remember", None, "Create"],
+        "knowledge_units": [["stack"], ["queue", "stack"], ["heap"], ["stack"]],
+    })
+    table = tables.dataset_table({"a": frame})
+    record = table.data.iloc[0]
+    assert (record["total"], record["Remember"], record["Create"], record["Apply"]) == (4, 2, 1, 0)
+    assert (record["uncategorized"], record["knowledge_units"]) == (1, 3)
+    assert [c.text for c in table.rows[0]][:4] == ["a", "4", "2", "–"]
+
+
+def test_table1_names_the_item_with_an_unknown_level():
+    frame = pd.DataFrame({"item_id": ["a-7"], "bloom_level": ["Memorise"], "knowledge_units": [["x"]]})
+    with pytest.raises(TableInputError, match=r"datasets\['a'\]: item a-7"):
+        tables.dataset_table({"a": frame})
+
+
+def test_bad_inputs_name_the_frame_and_column(study, tmp_path):
+    with pytest.raises(TableInputError, match=r"all_metrics: missing column\(s\) \['alpha_gated'\]"):
+        write_tables(study.metrics.drop(columns="alpha_gated"), study.datasets, study.reliability, tmp_path)
+    duplicated = pd.concat([study.metrics, study.metrics.head(1)])
+    with pytest.raises(TableInputError, match="duplicate rows"):
+        write_tables(duplicated, study.datasets, study.reliability, tmp_path)
+
+
+def test_per_dataset_views_cover_every_dataset(written, study):
+    out, _ = written
+    view = read_markdown_table(out / "table7_quality_by_dataset.md")
+    assert [label for label, _ in view.groups if label] == ["CoT", "FGP"]
+    datasets = {row[0] for row in view.rows}
+    assert datasets == set(study.datasets)
+    math_rows = [row for row in view.rows if row[0] == "math"]  # math runs under FGP only
+    assert all(cell == "–" for row in math_rows for cell in row[2:5])
+    assert all(cell != "–" for row in math_rows for cell in row[5:])
+
+
+def test_reliability_table_marks_and_lists_failed_gates(study):
+    table = tables.reliability_table(study.reliability)
+    failing = study.reliability[(study.reliability["judge"].isna()) & (~study.reliability["gate_passed"].astype(bool))]
+    assert len(failing) >= 1
+    marked = sum(cell.gated for row in table.rows for cell in row)
+    assert marked == len(failing)
+    assert any("failed the gate" in note for note in table.notes)
+
+
+def test_human_agreement_is_exact_on_hand_made_labels():
+    votes = pd.DataFrame({
+        "prompt_id": ["p1", "p2", "p3"], "model": "m", "dataset": "social", "strategy": "cot",
+        "unique": [True, False, None], "readable": True, "answerable": True,
+        "bloom_level": ["Apply", "Create", "Remember"],
+    })
+    annotations = pd.DataFrame({
+        "prompt_id": ["p1", "p2", "p3", "p1", "p2"], "model": "m", "dataset": "social", "strategy": "cot",
+        "criterion": ["unique", "unique", "unique", "bloom_level", "bloom_level"],
+        "value": ["yes", "1", "0", "apply", "Evaluate"],
+    })
+    result = human_agreement(votes, annotations).set_index("criterion")
+    assert result.loc["unique", "agreement"] == 50.0 and result.loc["unique", "n"] == 2  # p3 has no majority
+    assert result.loc["bloom_level", "agreement"] == 50.0
+    bad = annotations.assign(value=["maybe", "1", "0", "apply", "Evaluate"])
+    with pytest.raises(TableInputError, match="row 0: 'maybe' is not a yes/no label"):
+        human_agreement(votes, bad)
+
+
+def test_table9_has_an_average_row(written):
+    out, _ = written
+    table9 = read_markdown_table(out / "table9_human_agreement.md")
+    assert table9.header == ["Model", "Dataset", "Prompt", "Bloom", "Unique", "Readable", "Answerable"]
+    assert table9.rows[-1][0] == "Average"
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _unescaped_pipes(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+def test_markdown_rows_have_the_header_width_and_round_trip(written):
+    out, _ = written
+    for path in sorted(out.glob("*.md")):
+        lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
+        widths = {_unescaped_pipes(line) for line in lines}
+        assert len(widths) == 1, f"{path.name}: rows differ in cell count"
+        parsed = read_markdown_table(path)
+        assert len(parsed.header) == len(parsed.align) == _unescaped_pipes(lines[0]) - 1
+        assert all(len(row) == len(parsed.header) for row in parsed.rows), path.name
+
+
+def test_markdown_renders_as_a_table_when_a_renderer_is_installed(written):
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py is not installed")
+    out, _ = written
+    path = out / "table5_usability.md"
+    html = markdown_it.MarkdownIt("commonmark").enable("table").render(path.read_text())
+    assert html.count("<table>") == 1
+    assert html.count("<tr>") == len(read_markdown_table(path).rows) + 1
+    assert html.count("<p>") >= 3  # caption and one paragraph per footnote
+
+
+def test_special_characters_are_escaped(tmp_path):
+    metrics = metric_rows([(ODD_MODEL, "cs", "cot", "unique", 50.0, 40.0, 60.0, False)])
+    table = tables.metric_table(metrics, ("unique",), name="t", caption="c")
+    tex = render_latex(table)
+    assert r"my\_model\&co 50\%\#1" in tex
+    markdown = render_markdown(table.__class__(
+        "t", "a | b", ["Model"], ["x"], [[tables.Cell("a|b"), tables.Cell("1")]], pd.DataFrame()))
+    (tmp_path / "t.md").write_text(markdown)
+    parsed = read_markdown_table(tmp_path / "t.md")
+    assert parsed.caption == "a | b" and parsed.rows == [["a|b", "1"]]
+    assert latex_escape("α ≥ 0.7 – x_1 {y} ~^\\") == (
+        r"$\alpha$ $\geq$ 0.7 -- x\_1 \{y\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
+    )
+
+
+# --------------------------------------------------------------------------- LaTeX
+
+
+def _strip_escapes(text: str) -> str:
+    return re.sub(r"\\[{}&%$#_]", "", text)
+
+
+def check_latex_structure(text: str, name: str) -> None:
+    """Balanced braces, booktabs rules, and the same number of cells in every row."""
+    body = _strip_escapes(text)
+    depth = 0
+    for char in body:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        assert depth >= 0, f"{name}: '}}' before its '{{'"
+    assert depth == 0, f"{name}: unbalanced braces"
+    for rule in (r"\toprule", r"\midrule", r"\bottomrule"):
+        assert text.count(rule) == 1, f"{name}: {rule} missing or repeated"
+    spec = re.search(r"\\begin\{tabular\}\{([lrc]+)\}", text).group(1)
+    rows = re.findall(r"^(.*)\\\\$", body, flags=re.M)
+    assert rows, f"{name}: no rows"
+    for row in rows:
+        spans = [int(n) for n in re.findall(r"\\multicolumn\{(\d+)\}", row)]
+        cells = row.count("&") + 1 - len(spans) + sum(spans)
+        assert cells == len(spec), f"{name}: row has {cells} cells, tabular has {len(spec)}: {row[:80]}"
+
+
+def test_latex_tables_are_well_formed(written):
+    out, _ = written
+    for path in sorted(out.glob("*.tex")):
+        check_latex_structure(path.read_text(), path.name)
+
+
+def test_latex_tables_compile_when_an_engine_is_installed(written, tmp_path):
+    engine = shutil.which("pdflatex") or shutil.which("tectonic")
+    if engine is None:
+        pytest.skip("no LaTeX engine (pdflatex or tectonic) installed; structure is checked by "
+                    "test_latex_tables_are_well_formed")
+    out, _ = written
+    inputs = "\n".join(f"\\input{{{p}}}\\clearpage" for p in sorted(out.glob("*.tex")))
+    document = tmp_path / "all.tex"
+    document.write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+                        "\\usepackage[margin=1cm,landscape]{geometry}\n\\begin{document}\n" + inputs + "\n\\end{document}\n")
+    command = [engine, "-interaction=nonstopmode", "-halt-on-error", document.name] if engine.endswith("pdflatex") \
+        else [engine, document.name]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
