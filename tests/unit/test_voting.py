@@ -245,3 +245,22 @@ def test_judgments_frame_fits_schema():
     gens, judgments = panel()
     for frame in judgments:
         to_table(frame, JUDGMENTS)
+
+
+def test_votes_from_judgments_read_back_from_parquet(tmp_path):
+    from bloomqg.parquet_io import read_frame, write_frame
+
+    gens, judgments = panel()
+    paths = []
+    for frame in judgments:
+        path = tmp_path / f"{frame['judge'].iloc[0]}.parquet"
+        write_frame(frame, path, JUDGMENTS)
+        paths.append(path)
+    direct, direct_rel = vote_cell(gens, judgments, n_resamples=50)
+    votes, reliability = vote_cell(gens, [read_frame(p, JUDGMENTS) for p in paths], n_resamples=50)
+    write_frame(votes, tmp_path / "votes.parquet", VOTES)
+    write_frame(reliability, tmp_path / "votes.reliability.parquet", RELIABILITY)
+    back = read_frame(tmp_path / "votes.parquet", VOTES)
+    assert back["knowledge_units_votes"].iloc[0] == ['["Stacks"]'] * 3
+    assert back["useful"].tolist() == direct["useful"].tolist()
+    pd.testing.assert_series_equal(reliability["alpha"], direct_rel["alpha"])
