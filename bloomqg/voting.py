@@ -50,14 +50,22 @@ import logging
 import math
 import warnings
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT, normalize_level
-from bloomqg.schemas import BINARY_CRITERIA, CRITERIA, GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.schemas import (
+    BINARY_CRITERIA,
+    CRITERIA,
+    GENERATIONS,
+    JUDGMENTS,
+    RELIABILITY,
+    VOTES,
+)
 
 logger = logging.getLogger(__name__)
 

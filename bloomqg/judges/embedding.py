@@ -27,8 +27,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def resolve_model_dir(judge_name: str, model_spec: Mapping[str, Any]) -> Path:
     may import things that are not installed).
     """
     if not isinstance(model_spec, Mapping):
-        raise ValueError(f"judge {judge_name!r}: 'model' must be a mapping with 'path' or 'package'")
+        raise TypeError(f"judge {judge_name!r}: 'model' must be a mapping with 'path' or 'package'")
     unknown = set(model_spec) - {"path", "package", "subdir"}
     if unknown:
         raise ValueError(f"judge {judge_name!r}: unknown key(s) in 'model': {sorted(unknown)}")
@@ -70,7 +71,7 @@ def resolve_model_dir(judge_name: str, model_spec: Mapping[str, Any]) -> Path:
                 f"judge {judge_name!r}: model package {model_spec['package']!r} is not installed "
                 "(pip install it, or set model.path to a local sentence-transformers folder)"
             )
-        folder = Path(list(spec.submodule_search_locations)[0]) / str(model_spec.get("subdir", ""))
+        folder = Path(next(iter(spec.submodule_search_locations))) / str(model_spec.get("subdir", ""))
     else:
         raise ValueError(f"judge {judge_name!r}: 'model' needs 'path' or 'package'")
     if not folder.is_dir():

@@ -18,12 +18,23 @@ from __future__ import annotations
 import logging
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from bloomqg.generation.base import ChatRequest, Completion, DecodingParams, TextGenerator
-from bloomqg.judges.verdict import CriterionVerdict, Verdict, parse_verdict, verdict_schema
+from bloomqg.generation.base import (
+    ChatRequest,
+    Completion,
+    DecodingParams,
+    TextGenerator,
+)
+from bloomqg.judges.verdict import (
+    CriterionVerdict,
+    Verdict,
+    parse_verdict,
+    verdict_schema,
+)
 from bloomqg.provenance import sha256_file
 
 logger = logging.getLogger(__name__)

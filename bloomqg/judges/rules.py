@@ -42,9 +42,10 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bloomqg.bloom import normalize_level
 from bloomqg.judges.verdict import CriterionVerdict, Verdict
@@ -68,29 +69,23 @@ DEFAULT_VERB_LIST = Path(__file__).resolve().parents[2] / "data" / "bloom_verbs.
 
 # A short English stop-word list: function words that say nothing about the question's content.
 STOP_WORDS: frozenset[str] = frozenset(
-    """a an the and or but if then else of in on at to for from by with without into onto about
-    as is are was were be been being am do does did doing done have has had having can could
-    shall should will would may might must it its it's this that these those there here what
-    which who whom whose when where why how i you he she we they me him her us them my your his
-    our their not no nor so than too very just also any all each every some such only own same
-    other more most much many few one two both either neither between among within up down out
-    over under again further once""".split()
+    ["a", "an", "the", "and", "or", "but", "if", "then", "else", "of", "in", "on", "at", "to", "for", "from", "by", "with", "without", "into", "onto", "about", "as", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing", "done", "have", "has", "had", "having", "can", "could", "shall", "should", "will", "would", "may", "might", "must", "it", "its", "it's", "this", "that", "these", "those", "there", "here", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "i", "you", "he", "she", "we", "they", "me", "him", "her", "us", "them", "my", "your", "his", "our", "their", "not", "no", "nor", "so", "than", "too", "very", "just", "also", "any", "all", "each", "every", "some", "such", "only", "own", "same", "other", "more", "most", "much", "many", "few", "one", "two", "both", "either", "neither", "between", "among", "within", "up", "down", "out", "over", "under", "again", "further", "once"]
 )
 
 #: Question-word heuristic used when no Bloom verb occurs: (pattern, level), first match wins.
 QUESTION_WORD_LEVELS: tuple[tuple[str, str], ...] = (
     (r"\b(design|propose|invent|devise|write (a|an) (program|function|algorithm|code))\b", "Create"),
-    (r"\b(which is better|is it better|justify|should (you|we|one)|would you recommend|"
-     r"pros and cons|worth)\b", "Evaluate"),
-    (r"\b(difference between|differ|trade-?offs?|advantages?|disadvantages?|versus|vs\.?|"
-     r"compared? (to|with))\b", "Analyze"),
-    (r"\b(how (would|could|can|do) (you|we|one) (use|implement|apply|solve|find|compute)|"
+    ((r"\b(which is better|is it better|justify|should (you|we|one)|would you recommend|"
+     r"pros and cons|worth)\b"), "Evaluate"),
+    ((r"\b(difference between|differ|trade-?offs?|advantages?|disadvantages?|versus|vs\.?|"
+     r"compared? (to|with))\b"), "Analyze"),
+    ((r"\b(how (would|could|can|do) (you|we|one) (use|implement|apply|solve|find|compute)|"
      r"calculate|compute|how (much|many|long|far|tall|high|wide|big|large)|"
      r"what (is|are|was|will be) the (output|result|value|area|volume|perimeter|length|probability|"
-     r"sum|product|total|cost|price|speed|ratio|percentage|share|mean|median))\b", "Apply"),
+     r"sum|product|total|cost|price|speed|ratio|percentage|share|mean|median))\b"), "Apply"),
     (r"^\s*(why|how (does|do|is|are|can|would))\b|\bexplain\b|\bwhat happens\b", "Understand"),
-    (r"^\s*(what (is|are|was|were|does)|define|list|name|which|who|when|where|state|"
-     r"is|are|can|does|do)\b", "Remember"),
+    ((r"^\s*(what (is|are|was|were|does)|define|list|name|which|who|when|where|state|"
+     r"is|are|can|does|do)\b"), "Remember"),
 )
 
 # A question or an imperative ends with '?' or '.' (maybe inside a closing quote/bracket); a
@@ -177,9 +172,8 @@ def _balanced(text: str) -> bool:
     for char in text:
         if char in "([{":
             stack.append(char)
-        elif char in _BRACKET_PAIRS:
-            if not stack or stack.pop() != _BRACKET_PAIRS[char]:
-                return False
+        elif char in _BRACKET_PAIRS and (not stack or stack.pop() != _BRACKET_PAIRS[char]):
+            return False
     return not stack
 
 
@@ -212,16 +206,19 @@ class RulesJudge:
     def from_spec(
         cls, judge_name: str, spec: Mapping[str, Any], dataset_items: Sequence[tuple[str, str, Sequence[str]]],
         knowledge_units: Sequence[str],
-    ) -> "RulesJudge":
+    ) -> RulesJudge:
         """Build from a validated judge entry and the dataset's (item_id, question, units)."""
-        from bloomqg.verbs import VerbAnnotator, load_verb_list  # the paper's verb rule (Table 1)
+        from bloomqg.verbs import (  # the paper's verb rule (Table 1)
+            VerbAnnotator,
+            load_verb_list,
+        )
 
         verb_path = Path(spec.get("verb_list", DEFAULT_VERB_LIST))
         if not verb_path.is_file():
             raise FileNotFoundError(f"judge {judge_name!r}: verb list {verb_path} not found")
         aliases = spec.get("unit_aliases", {}) or {}
         if not isinstance(aliases, Mapping):
-            raise ValueError(f"judge {judge_name!r}: unit_aliases must map unit -> list of aliases")
+            raise TypeError(f"judge {judge_name!r}: unit_aliases must map unit -> list of aliases")
         for unit, alias_list in aliases.items():
             if unit not in knowledge_units:
                 raise ValueError(
@@ -312,7 +309,7 @@ class RulesJudge:
         return [frozenset(light_stem(w) for w in words(n)) for n in names if words(n)]
 
     def judge_units(self, question: str, original_item_id: str | None) -> CriterionVerdict:
-        stems = set(light_stem(w) for w in words(question))
+        stems = {light_stem(w) for w in words(question)}
         full: dict[str, frozenset[str]] = {}
         for unit in self.knowledge_units:
             matches = [name for name in self._name_stems(unit) if name <= stems]

@@ -13,8 +13,9 @@ are repeated on each of the five rows for audit.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -53,7 +54,7 @@ def allowed_spec_keys(backend: str) -> frozenset[str]:
 def validate_judge_spec(judge_name: str, judge_spec: Mapping[str, Any]) -> str:
     """Check a judge entry; return its backend. Errors name the judge and the offending key."""
     if not isinstance(judge_spec, Mapping):
-        raise ValueError(f"judge {judge_name!r}: the entry must be a mapping, got {type(judge_spec).__name__}")
+        raise TypeError(f"judge {judge_name!r}: the entry must be a mapping, got {type(judge_spec).__name__}")
     backend = judge_spec.get("backend")
     if backend not in BACKENDS:
         raise ValueError(f"judge {judge_name!r}: backend {backend!r} is not one of {list(BACKENDS)}")
@@ -141,7 +142,11 @@ def _verdicts_embedding(
     judge_name: str, judge_spec: Mapping[str, Any], questions: pd.DataFrame, dataset: pd.DataFrame,
     knowledge_units: list[str],
 ) -> list[Verdict]:
-    from bloomqg.judges.embedding import DEFAULT_MODEL_SPEC, EmbeddingJudge, resolve_model_dir
+    from bloomqg.judges.embedding import (
+        DEFAULT_MODEL_SPEC,
+        EmbeddingJudge,
+        resolve_model_dir,
+    )
 
     model_dir = resolve_model_dir(
         judge_name, judge_spec.get("model", DEFAULT_MODEL_SPEC)

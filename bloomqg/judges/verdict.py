@@ -14,8 +14,9 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
 from bloomqg.schemas import BINARY_CRITERIA, CRITERIA
@@ -76,19 +77,19 @@ class CriterionVerdict:
             )
 
     @classmethod
-    def ok(cls, value: bool | str | Sequence[str], reason: str | None = None) -> "CriterionVerdict":
+    def ok(cls, value: bool | str | Sequence[str], reason: str | None = None) -> CriterionVerdict:
         """A real answer (lists of units are frozen into tuples)."""
         if isinstance(value, (list, tuple)):
             value = tuple(value)
         return cls(value, STATUS_OK, reason)
 
     @classmethod
-    def failed(cls, reason: str) -> "CriterionVerdict":
+    def failed(cls, reason: str) -> CriterionVerdict:
         """An answer that could not be read (LLM output did not give a valid value)."""
         return cls(None, STATUS_PARSE_FAILED, reason)
 
     @classmethod
-    def error(cls, reason: str) -> "CriterionVerdict":
+    def error(cls, reason: str) -> CriterionVerdict:
         """No answer: the call failed, or the backend does not judge this criterion."""
         return cls(None, STATUS_ERROR, reason)
 
@@ -110,7 +111,7 @@ class Verdict:
         return self.criteria[criterion]
 
     @classmethod
-    def uniform(cls, criterion_verdict: CriterionVerdict, raw_text: str | None = None) -> "Verdict":
+    def uniform(cls, criterion_verdict: CriterionVerdict, raw_text: str | None = None) -> Verdict:
         """The same answer (typically a failure) for every criterion."""
         return cls({name: criterion_verdict for name in CRITERIA}, raw_text)
 

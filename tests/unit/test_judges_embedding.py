@@ -7,7 +7,12 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from bloomqg.judges.embedding import DEFAULT_MODEL_SPEC, NOT_JUDGED, EmbeddingJudge, resolve_model_dir
+from bloomqg.judges.embedding import (
+    DEFAULT_MODEL_SPEC,
+    NOT_JUDGED,
+    EmbeddingJudge,
+    resolve_model_dir,
+)
 from bloomqg.judges.stage import judge_questions
 from bloomqg.parquet_io import to_table
 from bloomqg.schemas import JUDGMENTS

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from bloomqg.judges.rules import DEFAULT_VERB_LIST, RulesJudge, char_ratio, light_stem, token_jaccard
+from bloomqg.judges.rules import (
+    DEFAULT_VERB_LIST,
+    RulesJudge,
+    char_ratio,
+    light_stem,
+    token_jaccard,
+)
 
 UNITS = ["Binary Search Tree", "Lists", "Queues", "Singly Linked List", "Stacks", "Hashing"]
 ITEMS = [

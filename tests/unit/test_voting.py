@@ -10,7 +10,14 @@ import pytest
 
 from bloomqg.parquet_io import to_table
 from bloomqg.schemas import CRITERIA, JUDGMENTS, RELIABILITY, VOTES
-from bloomqg.voting import alpha_from_votes, alpha_with_ci, encode_votes, majority, useful_from, vote_cell
+from bloomqg.voting import (
+    alpha_from_votes,
+    alpha_with_ci,
+    encode_votes,
+    majority,
+    useful_from,
+    vote_cell,
+)
 
 nan = None
 
@@ -199,7 +206,7 @@ def test_vote_cell_columns_values_and_reasons():
 def test_gate_flag_keeps_votes_and_drop_nulls_the_failing_criterion():
     gens, judgments = panel()
     flagged, rel_flag = vote_cell(gens, judgments, gate_alpha=0.7, gate_action="flag", n_resamples=50)
-    dropped, rel_drop = vote_cell(gens, judgments, gate_alpha=0.7, gate_action="drop", n_resamples=50)
+    dropped, _rel_drop = vote_cell(gens, judgments, gate_alpha=0.7, gate_action="drop", n_resamples=50)
     alphas = rel_flag[rel_flag["judge"].isna()].set_index("criterion")
     # unique disagrees on two of five items (α < 0.7); answerable is unanimous but varies (α = 1).
     assert alphas.loc["unique", "alpha"] < 0.7 and not alphas.loc["unique", "gate_passed"]
@@ -242,7 +249,7 @@ def test_vote_cell_rejects_a_judge_that_misses_questions():
 
 
 def test_judgments_frame_fits_schema():
-    gens, judgments = panel()
+    _gens, judgments = panel()
     for frame in judgments:
         to_table(frame, JUDGMENTS)
 
