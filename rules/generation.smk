@@ -24,7 +24,8 @@ rule generate_questions:
         "logs/generate_questions/{dataset}/{strategy}/{model}/shard-{shard}.log",
     benchmark:
         "logs/benchmarks/generate_questions/{dataset}/{strategy}/{model}/shard-{shard}.tsv"
-    threads: lambda wc: 1 if CFG["models"][wc.model]["backend"] == "openai" else max(1, workflow.cores or 1)
+    # Capped by --cores / --max-threads; an API generator mostly waits on the network.
+    threads: lambda wc: 1 if CFG["models"][wc.model]["backend"] == "openai" else 8
     resources:
         gpu=lambda wc: CFG["models"][wc.model].get("gpus", 0),
         mem_mb=lambda wc: CFG["models"][wc.model].get("mem_mb", 4000),

@@ -35,7 +35,7 @@ rule judge_questions:
         "logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
     benchmark:
         "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
-    threads: lambda wc: max(1, workflow.cores or 1) if CFG["judges"][wc.judge]["backend"] in ("hf", "embedding") else 1
+    threads: lambda wc: 8 if CFG["judges"][wc.judge]["backend"] in ("hf", "embedding") else 1
     resources:
         gpu=lambda wc: CFG["models"][STUDY.judge_model(wc.judge)].get("gpus", 0) if STUDY.judge_model(wc.judge) else 0,
         mem_mb=4000,
