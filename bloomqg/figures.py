@@ -206,14 +206,40 @@ def draw_alluvial(ax: "Axes", counts: pd.DataFrame) -> None:
         (left_bottom, left_totals, 0.0, -0.03, "right"),
         (right_bottom, right_totals, x1, 1.03, "left"),
     ):
+        centres = []
         for level, bottom in bottoms.items():
             height = totals[level] * scale
             ax.add_patch(Rectangle((x, bottom), node_width, height, facecolor=LEVEL_COLOR.get(level, GREY),
                                    edgecolor="white", linewidth=0.4))
-            ax.text(label_x, bottom + height / 2, level_abbreviation(level), ha=align, va="center", fontsize=7)
+            centres.append(bottom + height / 2)
+        for level, y in zip(bottoms, spread_labels(centres, min_gap=LABEL_GAP)):
+            ax.text(label_x, y, level_abbreviation(level), ha=align, va="center", fontsize=7)
     ax.set_xlim(-0.28, 1.28)
     ax.set_ylim(-0.02, 1.02)
     ax.set_axis_off()
+
+
+#: Smallest vertical distance between two node labels, in axes units (7 pt text in a ~1.4 in panel).
+LABEL_GAP = 0.085
+
+
+def spread_labels(positions: Sequence[float], min_gap: float, low: float = 0.0, high: float = 1.0) -> list[float]:
+    """Move sorted label positions apart to at least ``min_gap``, staying within [low, high] if possible.
+
+    Labels of thin nodes would otherwise print on top of each other; each label moves as little
+    as the gap requires (a forward sweep pushes up, a backward sweep pulls down from the top).
+    """
+    spread = list(positions)
+    for i in range(1, len(spread)):
+        spread[i] = max(spread[i], spread[i - 1] + min_gap)
+    if spread and spread[-1] > high:
+        spread[-1] = high
+        for i in range(len(spread) - 2, -1, -1):
+            spread[i] = min(spread[i], spread[i + 1] - min_gap)
+    if spread and spread[0] < low:  # too many labels for the room: keep order and even spacing
+        step = (high - low) / max(len(spread) - 1, 1)
+        spread = [low + i * step for i in range(len(spread))]
+    return spread
 
 
 def _stack(totals: pd.Series, scale: float, gap: float) -> dict[str, float]:
@@ -297,8 +323,13 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> "Figure":
         for j, dataset in enumerate(datasets):
             ax = axes[i][j]
             title = f"{dataset}, {strategy_label(strategy)}"
-            if not any((m, dataset, strategy, k) in lookup for m in models for k in _SHIFT_MEAN_METRICS):
+            rows = [lookup.get((m, dataset, strategy, k)) for m in models for k in _SHIFT_MEAN_METRICS]
+            if all(row is None for row in rows):
                 no_data(ax, f"{title} was not run")
+                continue
+            if not any(row is not None and _finite(row["value"]) for row in rows):
+                ax.set_title(title)
+                no_data(ax, "no shift score: no useful question\nwith both levels known and a mismatch")
                 continue
             for k, metric in enumerate(_SHIFT_MEAN_METRICS):
                 values, lower, upper = [], [], []
@@ -383,8 +414,8 @@ MIN_POINTS_FOR_CORRELATION = 3
 def plot_correlations(all_metrics: pd.DataFrame, correlations: pd.DataFrame | None) -> "Figure":
     """Figure 5: (a) classification accuracy vs CatCons, (b) knowledge-ID accuracy vs KnowCov (CoT).
 
-    One point per model and dataset; a least-squares line and r per dataset. r comes from
-    ``correlations`` (the metrics stage's estimate) when it has the pair; otherwise Pearson's r is
+    One point per model and dataset; a least-squares line and Pearson's r per dataset. r comes
+    from ``correlations`` (the metrics stage's Pearson row) when it has the pair; otherwise it is
     computed here from the points, and the legend says so.
     """
     from scipy import stats
@@ -507,6 +538,8 @@ def _correlation(correlations, dataset, x_metric, y_metric, subset, stats) -> tu
             (correlations["dataset"] == dataset) & (correlations["strategy"] == "cot")
             & (correlations["x_metric"] == x_metric) & (correlations["y_metric"] == y_metric)
         ]
+        if "method" in match:  # the fitted line is least squares, so Pearson's r goes with it
+            match = match[match["method"] == "pearson"]
         if not match.empty and _finite(match.iloc[0]["r"]):
             return float(match.iloc[0]["r"]), float(match.iloc[0]["p_value"]), True
     if subset[x_metric].nunique() < 2 or subset[y_metric].nunique() < 2:

@@ -57,7 +57,7 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "parse_failures": "Parse failures of generations and of judges' answers (%).",
 }
 
-#: How many examples are shown per model × original level × strategy.
+#: How many examples are shown per model × original level × dataset × strategy.
 EXAMPLES_PER_GROUP = 1
 #: How many unparsed generations are shown per model.
 FAILURES_PER_MODEL = 3
@@ -195,12 +195,17 @@ def correlation_summary(all_metrics: pd.DataFrame, correlations: pd.DataFrame | 
     for x_metric, y_metric in FIG5_PAIRS:
         rows = correlations[(correlations["x_metric"] == x_metric) & (correlations["y_metric"] == y_metric)
                             & (correlations["strategy"] == "cot")]
-        for row in rows.itertuples(index=False):
-            if _finite(row.r):
-                parts.append(
-                    f"r({METRIC_LABEL[x_metric]}, {METRIC_LABEL[y_metric]}) = {row.r:+.2f} on {row.dataset} "
-                    f"(p = {row.p_value:.2g}, n = {row.n})"
-                )
+        methods = rows["method"] if "method" in rows else pd.Series("pearson", index=rows.index)
+        for dataset in ordered_unique(rows["dataset"]):
+            estimates = {m: r for m, r in zip(methods[rows["dataset"] == dataset], rows[rows["dataset"] == dataset].itertuples(index=False))}
+            pearson, spearman = estimates.get("pearson"), estimates.get("spearman")
+            if pearson is None or not _finite(pearson.r):
+                continue
+            text = (f"r({METRIC_LABEL[x_metric]}, {METRIC_LABEL[y_metric]}) = {pearson.r:+.2f} on {dataset} "
+                    f"(p = {pearson.p_value:.2g}, n = {pearson.n}")
+            if spearman is not None and _finite(spearman.r):
+                text += f"; Spearman ρ = {spearman.r:+.2f}"
+            parts.append(text + ")")
     return ("Across models under CoT: " + "; ".join(parts) + ".") if parts else \
         "The correlations frame has no CoT rows for these metric pairs."
 
@@ -368,8 +373,8 @@ def question_examples(
 ) -> list[dict[str, Any]]:
     """Examples per model → original Bloom level, with verdicts and the original; plus parse failures.
 
-    Deterministic: per (model, level, strategy) the first ``per_group`` generated questions in
-    (dataset, item) order. Texts are returned raw; the template escapes them.
+    Deterministic: per (model, level, dataset, strategy) the first ``per_group`` generated
+    questions in item order. Texts are returned raw; the template escapes them.
     """
     require_columns(votes, ["prompt_id", "model", "dataset", "strategy", "original_question",
                             "original_bloom_level", "new_question", "bloom_level", "unique", "readable",
@@ -386,7 +391,7 @@ def question_examples(
             at_level = frame[frame["original_bloom_level"].isna()] if level is None else \
                 frame[frame["original_bloom_level"] == level]
             with_question = at_level[at_level["new_question"].notna()]
-            chosen = with_question.groupby("strategy", sort=False).head(per_group)
+            chosen = with_question.groupby(["dataset", "strategy"], sort=False).head(per_group)
             if chosen.empty:
                 continue
             levels.append({
@@ -507,6 +512,18 @@ def generation_usage(generations: pd.DataFrame) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- assembling
 
 
+#: Display size of a figure on screen relative to its 200-dpi pixels: 130 CSS px per inch, so
+#: 7-pt text shows at about 12.6 px and the PNG stays sharp on high-density screens.
+SCREEN_SCALE = 130 / 200
+
+
+def png_size(data: bytes, where: Path) -> tuple[int, int]:
+    """(width, height) in pixels from a PNG's IHDR chunk."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ReportInputError(f"figure file {where} is not a PNG image")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
 def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, str]]:
     entries = []
     for path in figure_paths:
@@ -515,9 +532,12 @@ def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -
             continue
         if not path.is_file():
             raise ReportInputError(f"figure file {path} does not exist")
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        raw = path.read_bytes()
+        width, height = png_size(raw, path)
+        data = base64.b64encode(raw).decode("ascii")
         entries.append({
             "stem": path.stem, "data_uri": f"data:image/png;base64,{data}",
+            "width": round(width * SCREEN_SCALE), "height": round(height * SCREEN_SCALE),
             "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "reading": readings.get(path.stem, ""),
         })
     return entries

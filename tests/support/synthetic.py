@@ -368,7 +368,7 @@ def synthetic_metrics(
 
 
 def synthetic_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Pearson correlations across models per (dataset, CoT): the paper's Figure 5 pairs."""
+    """Pearson and Spearman correlations across models per (dataset, strategy): Figure 5's pairs."""
     from scipy import stats
 
     rows = []
@@ -377,13 +377,16 @@ def synthetic_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
         for x, y in (("classification_acc", "catcons"), ("knowledge_id_acc", "knowcov")):
             if x not in frame or frame[x].isna().all() or len(frame) < 3:
                 continue
-            result = stats.pearsonr(frame[x], frame[y])
-            ci = result.confidence_interval()
-            rows.append({
-                "dataset": dataset, "strategy": strategy, "x_metric": x, "y_metric": y,
-                "method": "pearson", "r": float(result.statistic), "p_value": float(result.pvalue),
-                "n": len(frame), "ci_low": float(ci.low), "ci_high": float(ci.high),
-            })
+            pearson = stats.pearsonr(frame[x], frame[y])
+            spearman = stats.spearmanr(frame[x], frame[y])
+            ci = pearson.confidence_interval()
+            for method, result, low, high in (("pearson", pearson, ci.low, ci.high),
+                                              ("spearman", spearman, None, None)):
+                rows.append({
+                    "dataset": dataset, "strategy": strategy, "x_metric": x, "y_metric": y,
+                    "method": method, "r": float(result.statistic), "p_value": float(result.pvalue),
+                    "n": len(frame), "ci_low": low, "ci_high": high,
+                })
     columns = ["dataset", "strategy", "x_metric", "y_metric", "method", "r", "p_value", "n", "ci_low", "ci_high"]
     return pd.DataFrame(rows, columns=columns)
 

@@ -86,6 +86,11 @@ def test_cells_that_were_not_run_are_labelled(study):
     with matplotlib.rc_context(figures.STYLE):
         fig = figures.plot_shift_scores(study.metrics)
     assert "math, CoT was not run" in _all_text(fig)  # math runs under FGP only
+    undefined = study.metrics.copy()
+    undefined.loc[undefined["dataset"] == "math", "value"] = float("nan")
+    with matplotlib.rc_context(figures.STYLE):
+        fig = figures.plot_shift_scores(undefined)
+    assert "no shift score" in _all_text(fig)  # run, but every value undefined: said so, not blank
 
 
 def test_alluvial_band_heights_follow_the_counts():
@@ -110,6 +115,13 @@ def test_alluvial_band_heights_follow_the_counts():
     rising = [b for b in bands if b.get_facecolor()[:3] == matplotlib.colors.to_rgb(figures.LEVEL_COLOR["Remember"])]
     ends = [(b.get_path().vertices[0][1], b.get_path().vertices[3][1]) for b in rising]
     assert any(right > left_y for left_y, right in ends)
+
+
+def test_node_labels_are_spread_apart():
+    spread = figures.spread_labels([0.05, 0.9, 0.95, 0.99], 0.1)
+    assert spread[0] == 0.05 and spread[-1] == 1.0
+    assert all(b - a >= 0.1 - 1e-9 for a, b in zip(spread, spread[1:]))
+    assert figures.spread_labels([0.1, 0.5, 0.9], 0.1) == [0.1, 0.5, 0.9]  # already apart: unchanged
 
 
 def test_confusion_rows_sum_to_100():

@@ -138,14 +138,17 @@ def test_gate_summary_states_the_action():
     assert passed["failures"] == [] and "passed the gate" in passed["effect"]
 
 
-def test_examples_one_per_model_level_strategy(built):
+def test_examples_one_per_model_level_dataset_strategy(built):
     study = built["study"]
     examples = report.question_examples(study.votes, study.generations)
     assert [m["model"] for m in examples] == list(dict.fromkeys(study.votes["model"]))
     for model in examples:
         for level in model["levels"]:
-            strategies = [e["strategy"] for e in level["examples"]]
-            assert len(strategies) == len(set(strategies)) <= 2
+            cells = [(e["dataset"], e["strategy"]) for e in level["examples"]]
+            assert len(cells) == len(set(cells)) <= 5  # one per dataset × strategy
+    apply_cells = {(e["dataset"], e["strategy"]) for level in examples[0]["levels"] if level["level"] == "Apply"
+                   for e in level["examples"]}
+    assert ("math", "FGP") in apply_cells and ("cs", "CoT") in apply_cells
     levels = {level["level"] for level in examples[0]["levels"]}
     assert "Uncategorized" in levels  # cs has originals the verb list could not place
     failures = [f for m in examples for f in m["failures"]]
@@ -161,6 +164,18 @@ def test_ledger_totals():
     view = report.ledger_view(ledger)
     assert view["total"]["requests"] == 6 and view["total"]["cost_usd"] == 0.75
     assert [row["judge"] for row in view["per_judge"]] == ["a", "(generation)"]
+
+
+def test_figures_are_sized_for_the_screen(built):
+    sizes = [(attrs["width"], attrs["height"]) for tag, attrs in built["tags"] if tag == "img"]
+    assert sizes and all((w, h) == (str(round(40 * report.SCREEN_SCALE)), str(round(30 * report.SCREEN_SCALE)))
+                         for w, h in sizes)
+
+
+def test_a_figure_that_is_not_a_png_is_a_clear_error(tmp_path):
+    (tmp_path / "fig.png").write_text("not an image")
+    with pytest.raises(ReportInputError, match="fig.png is not a PNG image"):
+        report._figure_entries([tmp_path / "fig.png"], {})
 
 
 def test_missing_figure_file_is_a_clear_error(built, tmp_path):
