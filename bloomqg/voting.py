@@ -93,7 +93,7 @@ def vote_string(criterion: str, value: Any) -> str:
         return "1" if bool(value) else "0"
     if criterion == "bloom_level":
         return str(value)
-    return json.dumps(sorted(str(unit) for unit in value))
+    return json.dumps(sorted(str(unit) for unit in value), ensure_ascii=False)
 
 
 def _vote_value(criterion: str, vote: str) -> Any:
@@ -175,7 +175,8 @@ def encode_votes(votes_lists: Sequence[Sequence[Any]], level: str) -> CodedVotes
     """Code items × judges votes for :mod:`krippendorff`.
 
     ``level``: ``"nominal"`` (any labels, compared as strings), ``"ordinal"`` (Bloom level names
-    or 1..6, domain Remember..Create) or ``"jaccard"`` (JSON lists of units, or Python sequences).
+    or 1..6, domain Remember..Create) or ``"jaccard"`` (JSON lists of units, Python sequences, or
+    a plain unit name such as the release's ``topic_votes``, read as a one-unit set).
     """
     rows = _pad(votes_lists)
     n_items, n_judges = len(rows), (len(rows[0]) if rows else 0)
@@ -197,9 +198,15 @@ def encode_votes(votes_lists: Sequence[Sequence[Any]], level: str) -> CodedVotes
         return CodedVotes(codes, np.arange(len(labels), dtype=float), level, "nominal")
     if level == "jaccard":
         def as_set(vote: Any) -> frozenset[str]:
-            units = json.loads(vote) if isinstance(vote, str) else vote
-            if isinstance(units, str) or not isinstance(units, (list, tuple, set, frozenset)):
-                units = [units]
+            """A JSON list (our *_votes format), a sequence, or a plain unit name (one unit)."""
+            units: Any = vote
+            if isinstance(vote, str):
+                try:
+                    units = json.loads(vote)
+                except json.JSONDecodeError:
+                    units = [vote]
+            if not isinstance(units, (list, tuple, set, frozenset)):
+                units = [vote]
             return frozenset(str(unit) for unit in units)
 
         sets = sorted({as_set(v) for row in rows for v in row if not _is_missing(v)}, key=sorted)

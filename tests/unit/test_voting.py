@@ -71,6 +71,8 @@ def test_jaccard_alpha_counts_overlapping_unit_sets_as_partial_disagreement():
     singles = [['["A"]', '["B"]'], ['["A"]', '["A"]'], ['["B"]', '["B"]'], ['["C"]', '["A"]']]
     plain = [[json.loads(v)[0] for v in unit] for unit in singles]
     assert alpha_from_votes(singles, "jaccard") == pytest.approx(alpha_from_votes(plain, "nominal"))
+    # Plain unit names (the release's topic_votes) are one-unit sets.
+    assert alpha_from_votes(plain, "jaccard") == pytest.approx(alpha_from_votes(plain, "nominal"))
 
 
 def test_bootstrap_interval_brackets_alpha_and_is_reproducible():
