@@ -41,9 +41,9 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -612,8 +612,8 @@ def build_tables(
     tables.append(metric_table(
         all_metrics, USABILITY_METRICS, name="table5_usability", cells=cells,
         caption="Table 5. Usability, Bloom-level consistency (CatCons) and knowledge coverage (KnowCov) (%).",
-        notes=["Usability: share of judged questions voted unique, readable and answerable; "
-               "CatCons and KnowCov over useful questions."],
+        notes=[("Usability: share of judged questions voted unique, readable and answerable; "
+                "CatCons and KnowCov over useful questions.")],
     ))
     tables.append(metric_table(
         all_metrics, SHIFT_METRICS, name="table6_cognitive_shift", cells=cells,
@@ -717,13 +717,11 @@ def _md_escape(text: str) -> str:
 def render_markdown(table: Table) -> str:
     """Caption in bold, a GitHub pipe table (grouped headers as ``group<br>column``), footnotes."""
     header = [_md_escape(c) for c in table.stub_columns]
-    position = 0
     group_of = []
     for label, span in table.groups or [("", len(table.columns))]:
         group_of += [label] * span
     for column, group in zip(table.columns, group_of):
         header.append(f"{_md_escape(group)}<br>{_md_escape(column)}" if group else _md_escape(column))
-        position += 1
     align = [":---"] * len(table.stub_columns) + ["---:"] * len(table.columns)
     lines = [f"<!-- bloomqg table: {table.name} -->", f"**{_md_escape(table.caption)}**", ""]
     lines.append("| " + " | ".join(header) + " |")

@@ -16,7 +16,7 @@ import json
 import os
 import queue
 import shutil
-import subprocess
+import signal
 import threading
 import time
 from pathlib import Path
@@ -42,33 +42,34 @@ class DevToolsPipe:
     def __init__(self, executable: str, profile_dir: Path, timeout: float = 60.0) -> None:
         self.timeout = timeout
         self.events: list[dict] = []
-        self._replies: "queue.Queue[dict]" = queue.Queue()
+        self._replies: queue.Queue[dict] = queue.Queue()
         self._next_id = 0
-        # Move our pipe ends well above 4 so the child's dup2 onto 3 and 4 cannot clobber them.
+        # Our pipe ends sit above 9 and close on exec; posix_spawn copies them onto the child's
+        # descriptors 3 and 4 (thread-safe, unlike a preexec_fn).
         cmd_read, cmd_write = (self._high(fd) for fd in os.pipe())
         res_read, res_write = (self._high(fd) for fd in os.pipe())
-
-        def child_fds() -> None:
-            os.dup2(cmd_read, 3)
-            os.dup2(res_write, 4)
-
-        self.process = subprocess.Popen(
-            [
-                executable, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
-                "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-                "--disable-background-networking", "--disable-dev-shm-usage", "--hide-scrollbars",
-                f"--user-data-dir={profile_dir}", "about:blank",
-            ],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            pass_fds=(3, 4), preexec_fn=child_fds,
-        )
-        os.close(cmd_read)
-        os.close(res_write)
+        err_read, err_write = (self._high(fd) for fd in os.pipe())
+        argv = [
+            executable, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
+            "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+            "--disable-background-networking", "--disable-dev-shm-usage", "--hide-scrollbars",
+            f"--user-data-dir={profile_dir}", "about:blank",
+        ]
+        self.pid = os.posix_spawn(executable, argv, dict(os.environ), file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_DUP2, err_write, 2),
+            (os.POSIX_SPAWN_DUP2, cmd_read, 3),
+            (os.POSIX_SPAWN_DUP2, res_write, 4),
+        ])
+        for fd in (cmd_read, res_write, err_write):
+            os.close(fd)
         self._write = os.fdopen(cmd_write, "wb", buffering=0)
         self._read = os.fdopen(res_read, "rb", buffering=0)
         self._stderr: list[bytes] = []
+        stderr = os.fdopen(err_read, "rb")
         threading.Thread(target=self._reader, daemon=True).start()
-        threading.Thread(target=lambda: self._stderr.extend(self.process.stderr), daemon=True).start()
+        threading.Thread(target=lambda: self._stderr.extend(stderr), daemon=True).start()
 
     @staticmethod
     def _high(fd: int) -> int:
@@ -124,11 +125,13 @@ class DevToolsPipe:
             self.send("Browser.close")
         except (OSError, TimeoutError, RuntimeError):
             pass
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if os.waitpid(self.pid, os.WNOHANG) != (0, 0):
+                return
+            time.sleep(0.1)
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
 
 
 @pytest.fixture(scope="module")

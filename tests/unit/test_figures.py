@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ElementTree
+import itertools
+from xml.etree import ElementTree
 
 import matplotlib
 import numpy as np
@@ -120,7 +121,7 @@ def test_alluvial_band_heights_follow_the_counts():
 def test_node_labels_are_spread_apart():
     spread = figures.spread_labels([0.05, 0.9, 0.95, 0.99], 0.1)
     assert spread[0] == 0.05 and spread[-1] == 1.0
-    assert all(b - a >= 0.1 - 1e-9 for a, b in zip(spread, spread[1:]))
+    assert all(b - a >= 0.1 - 1e-9 for a, b in itertools.pairwise(spread))
     assert figures.spread_labels([0.1, 0.5, 0.9], 0.1) == [0.1, 0.5, 0.9]  # already apart: unchanged
 
 
