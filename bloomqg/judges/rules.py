@@ -17,16 +17,20 @@ judge's config entry, see :data:`RULES_SPEC_KEYS`):
   (:data:`QUESTION_WORD_LEVELS`, first match wins, e.g. "what is" / "define" -> Remember,
   "why" / "how does" -> Understand) answers, and the reason says so. When neither finds
   anything the judge does not guess: the criterion gets status ``error``.
-- **readable** — all of: ``min_words``..``max_words`` words (4..80); ends as a question or a
-  sentence ("?" or ".", so imperatives such as "Explain … ." pass; a generation cut off
-  mid-sentence does not); balanced brackets; no JSON/markup debris; no word or 3-word phrase
-  repeated three times in a row; at least ``min_alpha_share`` (0.6) of non-space characters are
-  letters. The reason lists every failed check.
+- **readable** — all of: ``min_words``..``max_words`` words (4..80; a CJK character counts as
+  half a word); ends as a question or a sentence ("?" or "." — so imperatives such as "Explain
+  … ." pass — optionally followed by a short parenthesised note, or with a fill-in blank, or
+  with multiple-choice options; a generation cut off mid-sentence does not); balanced brackets
+  (option labels "A)" aside); no JSON/markup debris; no word or 3-word phrase repeated three
+  times in a row; at least ``min_alnum_share`` (0.6) of non-space characters (fill-in blanks
+  "_____" aside) are letters or digits. The reason lists every failed check.
 - **answerable** — all of: at least two content words; no placeholder (``[insert…]``, ``<topic>``,
   ``XXX``, ``{unit}``); no reference to material that is not there ("the above code", "this
   figure", "the given table" … unless the question itself carries the material: text after a
-  colon or line break, a literal list such as [4, 8, 15], or a `code span`); no "complexity of the/this algorithm" without naming one (the paper's example of
-  an unanswerable question).
+  colon or line break, a literal list such as [4, 8, 15], or a `code span`); no "complexity of
+  the/this algorithm" unless the question itself introduces one before ("Design an algorithm
+  … and give the complexity of the algorithm") — the paper's example of an unanswerable
+  question is "the time and space complexity of unspecified algorithms".
 - **knowledge_units** — the unit names (plus configured ``unit_aliases``) matched against the
   question's stemmed words: every unit whose whole name or an alias occurs is chosen, except a
   unit whose name is contained in another chosen unit's name ("Lists" inside "Singly Linked
@@ -60,7 +64,7 @@ RULES_SPEC_KEYS: frozenset[str] = frozenset(
         "max_char_ratio",
         "min_words",
         "max_words",
-        "min_alpha_share",
+        "min_alnum_share",
         "unit_aliases",  # {unit name: [alias, ...]}
     }
 )
@@ -88,11 +92,26 @@ QUESTION_WORD_LEVELS: tuple[tuple[str, str], ...] = (
      r"is|are|can|does|do)\b"), "Remember"),
 )
 
-# A question or an imperative ends with '?' or '.' (maybe inside a closing quote/bracket); a
-# generation cut mid-sentence does not.
-_SENTENCE_END = re.compile(r"[?.!][\"')\]`]*$")
+# A question or an imperative ends with '?' or '.' (maybe inside a closing quote/bracket, maybe
+# followed by a short parenthesised note), a fill-in-the-blank item may end with its blank
+# ("… costs ______ yuan"), a multiple-choice item with its options; a generation cut
+# mid-sentence does none of these.
+_SENTENCE_END = re.compile(
+    r"([?.!？。！．][\"'”’)）\]」』`]*|_{3,}[^\W\d_]{0,3}[.。．]?)"
+    r"(\s*[（(][^()（）]{0,40}[)）][.。．]?)?$"  # a closing note: "…？（用比例解答）"
+    r"|[?？:：]\s*(\(?[A-Ea-e][).]\s*\S.*?){2,}$",  # a multiple-choice stem and its options
+    re.DOTALL,
+)
+# Option labels ("A)", or "1)" at a line start) and LaTeX math delimiters \( \) \[ \] close no
+# bracket; code spans may hold any symbols.
+_NOT_BRACKETS = re.compile(r"(?<!\S)[A-Ea-e]\)|^\s*[1-9]\)|\\[()\[\]]|`[^`]*`", re.MULTILINE)
+_CODE_SPAN = re.compile(r"`[^`]*`")
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'+#-]*")
+# Chinese/Japanese ideographs: written without spaces, so a run of them is one token here and is
+# compared by character bigrams (the usual unit for Chinese text matching).
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD = re.compile(f"[{_CJK}]+|[^\\W\\d_{_CJK}][^\\W{_CJK}]*(?:['+#-][^\\W{_CJK}]+)*[+#]*")
 _DEBRIS = re.compile(r'(\{\s*"|"\s*:\s*["{\[\d]|```|<\|[^>]*\|>|</?s>|\[/?INST\]|\\n|'
                      r"#{2,}|\*\*)")
 _PLACEHOLDER = re.compile(
@@ -121,7 +140,13 @@ _UNSPECIFIED_ALGORITHM = re.compile(
 _CARRIED_MATERIAL = re.compile(
     r"(:|\n)\s*\S.{15,}|\[[^\]]*,[^\]]*\]|\{[^}]*,[^}]*\}|\([^)]*\d[^)]*,[^)]*\)|`[^`]+`", re.DOTALL
 )
+_INTRODUCES_ALGORITHM = re.compile(
+    r"\b(algorithm|function|method|solution|approach|program|code|procedure|design|write|"
+    r"implement|develop|propose|devise|create|describe|explain)s?\b",
+    re.IGNORECASE,
+)
 _BRACKET_PAIRS = {")": "(", "]": "[", "}": "{"}
+_BLANK = re.compile(r"_{3,}")
 
 
 def light_stem(word: str) -> str:
@@ -144,13 +169,36 @@ def light_stem(word: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """The words of ``text`` in order (letters, digits and a few code characters)."""
+    """The words of ``text`` in order: letter-initial words (any script; digits and a few code
+    characters such as "C++" inside) and, as one token each, runs of CJK ideographs."""
     return _WORD.findall(text)
 
 
+def word_count(tokens: Sequence[str]) -> float:
+    """Length in words; a CJK character counts as half a word (Chinese words average about
+    two characters), so length bounds mean the same in both scripts."""
+    return sum(len(t) / 2 if _CJK_RUN.fullmatch(t) else 1 for t in tokens)
+
+
+def _cjk_bigrams(run: str) -> list[str]:
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def match_stems(text: str, *, drop_stop_words: bool) -> list[str]:
+    """Comparable tokens of ``text``: light stems of words (optionally without stop words) and
+    character bigrams of CJK runs."""
+    out: list[str] = []
+    for word in words(text):
+        if _CJK_RUN.fullmatch(word):
+            out.extend(_cjk_bigrams(word))
+        elif not (drop_stop_words and word.lower() in STOP_WORDS):
+            out.append(light_stem(word))
+    return out
+
+
 def content_stems(text: str) -> list[str]:
-    """Stems of the non-stop-words of ``text``, in order."""
-    return [light_stem(w) for w in words(text) if w.lower() not in STOP_WORDS]
+    """Stems of the non-stop-words of ``text`` (and CJK bigrams), in order."""
+    return match_stems(text, drop_stop_words=True)
 
 
 def token_jaccard(a: str, b: str) -> float:
@@ -182,6 +230,8 @@ def _has_repetition(tokens: Sequence[str]) -> bool:
     for n in (1, 2, 3):
         for start in range(len(lowered) - 3 * n + 1):
             gram = lowered[start : start + n]
+            if n == 1 and len(gram[0]) < 2:
+                continue  # "°C, °C and °C": one-letter unit symbols repeat legitimately
             if gram == lowered[start + n : start + 2 * n] == lowered[start + 2 * n : start + 3 * n]:
                 return True
     return False
@@ -197,7 +247,7 @@ class RulesJudge:
     max_char_ratio: float = 0.85
     min_words: int = 4
     max_words: int = 80
-    min_alpha_share: float = 0.6
+    min_alnum_share: float = 0.6
     unit_aliases: Mapping[str, Sequence[str]] = field(default_factory=dict)
     #: per unit: item_id -> set of content stems of that labelled dataset item
     unit_item_stems: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
@@ -233,7 +283,7 @@ class RulesJudge:
             for unit in units:
                 unit_item_stems.setdefault(unit, {})[item_id] = stems
         numeric = {k: spec[k] for k in ("max_token_jaccard", "max_char_ratio", "min_words",
-                                        "max_words", "min_alpha_share") if k in spec}
+                                        "max_words", "min_alnum_share") if k in spec}
         return cls(
             knowledge_units=list(knowledge_units),
             annotator=VerbAnnotator(load_verb_list(verb_path)),
@@ -266,21 +316,25 @@ class RulesJudge:
         tokens = words(question)
         stripped = question.strip()
         problems: list[str] = []
-        if not self.min_words <= len(tokens) <= self.max_words:
-            problems.append(f"{len(tokens)} words (allowed {self.min_words}..{self.max_words})")
+        length = word_count(tokens)
+        if not self.min_words <= length <= self.max_words:
+            problems.append(f"{length:g} words (allowed {self.min_words}..{self.max_words})")
         if not _SENTENCE_END.search(stripped):
             problems.append("does not end as a question or sentence ('?' or '.')")
-        if not _balanced(stripped):
+        if not _balanced(_NOT_BRACKETS.sub("", stripped)):
             problems.append("unbalanced brackets")
-        debris = _DEBRIS.search(stripped)
+        debris = _DEBRIS.search(_CODE_SPAN.sub("", stripped))
         if debris:
             problems.append(f"markup/JSON debris {debris.group(0)!r}")
         if _has_repetition(tokens):
             problems.append("a word or phrase repeated three times in a row")
-        visible = [c for c in stripped if not c.isspace()]
-        alpha_share = sum(c.isalpha() for c in visible) / len(visible) if visible else 0.0
-        if alpha_share < self.min_alpha_share:
-            problems.append(f"only {alpha_share:.0%} letters (min {self.min_alpha_share:.0%})")
+        # Blanks of fill-in items are content, not noise; letters and digits are the text.
+        visible = [c for c in _BLANK.sub("", stripped) if not c.isspace()]
+        alnum_share = sum(c.isalnum() for c in visible) / len(visible) if visible else 0.0
+        if alnum_share < self.min_alnum_share:
+            problems.append(
+                f"only {alnum_share:.0%} letters or digits (min {self.min_alnum_share:.0%})"
+            )
         if problems:
             return CriterionVerdict.ok(False, "; ".join(problems))
         return CriterionVerdict.ok(True, "all readability checks passed")
@@ -298,6 +352,9 @@ class RulesJudge:
         if missing and not carries_material:
             problems.append(f"refers to material that is not given ({missing.group(0)!r})")
         unspecified = _UNSPECIFIED_ALGORITHM.search(question)
+        # "Design an algorithm … and give the complexity of the algorithm" names what it means.
+        if unspecified and _INTRODUCES_ALGORITHM.search(question[: unspecified.start()]):
+            unspecified = None
         if unspecified and not carries_material:
             problems.append(f"asks about an unspecified algorithm ({unspecified.group(0)!r})")
         if problems:
@@ -306,10 +363,10 @@ class RulesJudge:
 
     def _name_stems(self, unit: str) -> list[frozenset[str]]:
         names = [unit, *self.unit_aliases.get(unit, [])]
-        return [frozenset(light_stem(w) for w in words(n)) for n in names if words(n)]
+        return [frozenset(match_stems(n, drop_stop_words=False)) for n in names if words(n)]
 
     def judge_units(self, question: str, original_item_id: str | None) -> CriterionVerdict:
-        stems = {light_stem(w) for w in words(question)}
+        stems = set(match_stems(question, drop_stop_words=False))
         full: dict[str, frozenset[str]] = {}
         for unit in self.knowledge_units:
             matches = [name for name in self._name_stems(unit) if name <= stems]

@@ -63,7 +63,7 @@ def test_bloom_level_verb_rule_then_question_words_then_no_guess(judge):
         ("Stack?", "words"),
         ("Explain how a stack (LIFO works?", "unbalanced"),
         ("Explain how a hash table resolves collisions by", "does not end"),
-        ("Is 12 + 34 = 46; 56 * 78 = 4368; 90 / 45 = 2 so?", "letters"),
+        ("Is {[(<>)]} + {[(<>)]} = ** so?", "letters or digits"),
     ],
 )
 def test_unreadable_questions_name_the_failed_check(judge, question, problem):
@@ -76,6 +76,11 @@ def test_readable_questions_and_imperatives(judge):
         "How does a stack reverse the order of its elements?",
         "In your own words, explain what a node of a linked list holds.",
         "A team replaces recursion with an explicit stack. Weigh the benefits and the costs.",
+        "Which traversal visits the root first? A) Preorder B) Inorder C) Postorder",
+        "Evaluate the expression \"3 + (2 * 4)\" and show each step.",
+        "Which operators does Python use for powers, `**` or `^`?",
+        "一盒铅笔12支，3盒一共_______支。",
+        "一根绳子长(8±0.2)米，最长是多少米？（填小数）",
     ):
         assert judge.judge_readable(question).value is True, question
 
@@ -104,6 +109,11 @@ def test_unanswerable_questions(judge, question):
     ],
 )
 def test_answerable_questions(judge, question):
+    assert judge.judge_answerable(question).value is True
+
+
+def test_an_algorithm_introduced_by_the_question_is_not_unspecified(judge):
+    question = "Design an algorithm that merges two sorted queues and state the time complexity of the algorithm."
     assert judge.judge_answerable(question).value is True
 
 
@@ -136,3 +146,21 @@ def test_judge_returns_all_five_criteria(judge):
     verdict = judge.judge("Explain how a stack reverses a word.", "What is a stack?", "cs-0003")
     assert verdict["unique"].value is True and verdict["readable"].value is True
     assert verdict["knowledge_units"].value == ("Stacks",)
+
+
+def test_chinese_questions_are_measured_by_characters():
+    """The paper's K-12 math items are Chinese: no spaces, full-width punctuation."""
+    units = ["总价问题--一步", "方砖铺地"]
+    items = [("m-1", "每支铅笔3元，买5支铅笔一共要多少元？", ["总价问题--一步"]),
+             ("m-2", "用边长0.3米的方砖铺地，需要多少块方砖？", ["方砖铺地"])]
+    if not DEFAULT_VERB_LIST.is_file():
+        pytest.skip(f"the project's verb list {DEFAULT_VERB_LIST} is missing")
+    judge = RulesJudge.from_spec("rules", {}, items, units)
+    question = "如果每瓶苹果汁的价格是18元，那么购买60瓶苹果汁的总费用是多少元？"
+    assert judge.judge_readable(question).value is True
+    assert judge.judge_answerable(question).value is True
+    assert judge.judge_readable("如果每瓶苹果汁的价格是18元，那么购买60瓶").value is False  # cut off
+    assert judge.judge_units("教室地面用方砖铺地，一共需要多少块？", None).value == ("方砖铺地",)
+    fallback = judge.judge_units("买3本书一共要多少元？", None)
+    assert fallback.value == ("总价问题--一步",) and "no unit name" in fallback.reason
+    assert judge.judge_unique("每支铅笔3元，买5支铅笔一共需要多少元？", items[0][1]).value is False
