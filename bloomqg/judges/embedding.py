@@ -17,6 +17,9 @@ What it judges, and how (defaults overridable in the judge's entry, see
 - **knowledge_units** — the unit whose descriptor is nearest by cosine; a descriptor is the
   normalised mean of the unit name's embedding and the mean embedding of the unit's items (the
   question's original item excluded, as above). One unit is chosen.
+- Language: all-MiniLM-L6-v2 is an English model. For a Chinese dataset (the paper's K-12 math
+  items) point ``model.path`` at a multilingual sentence-transformers folder; with MiniLM its
+  similarities on Chinese text are weak and the reliability table will show it.
 - **readable**, **answerable** — not judged: a sentence embedding carries no grammar signal and
   no sign of whether the needed information is given. These criteria get status ``error`` with
   reason :data:`NOT_JUDGED`, which the vote treats as a missing vote (not as a parse failure).

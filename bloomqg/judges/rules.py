@@ -14,8 +14,9 @@ judge's config entry, see :data:`RULES_SPEC_KEYS`):
   known blind spot, covered by the embedding and LLM judges.
 - **bloom_level** — the paper's verb rule (:class:`bloomqg.verbs.VerbAnnotator`: the highest
   level any of whose verbs occurs as a word). When no verb occurs, a question-word heuristic
-  (:data:`QUESTION_WORD_LEVELS`, first match wins, e.g. "what is" / "define" -> Remember,
-  "why" / "how does" -> Understand) answers, and the reason says so. When neither finds
+  (:data:`QUESTION_WORD_LEVELS`, then :data:`CJK_QUESTION_WORD_LEVELS` for Chinese; first match
+  wins, e.g. "what is" / "define" -> Remember, "why" / "how does" -> Understand, "how many" /
+  "多少" -> Apply) answers, and the reason says so. When neither finds
   anything the judge does not guess: the criterion gets status ``error``.
 - **readable** — all of: ``min_words``..``max_words`` words (4..80; a CJK character counts as
   half a word); ends as a question or a sentence ("?" or "." — so imperatives such as "Explain
@@ -90,6 +91,16 @@ QUESTION_WORD_LEVELS: tuple[tuple[str, str], ...] = (
     (r"^\s*(why|how (does|do|is|are|can|would))\b|\bexplain\b|\bwhat happens\b", "Understand"),
     ((r"^\s*(what (is|are|was|were|does)|define|list|name|which|who|when|where|state|"
      r"is|are|can|does|do)\b"), "Remember"),
+)
+
+#: The same heuristic for Chinese questions (no word boundaries in CJK text), highest level first.
+CJK_QUESTION_WORD_LEVELS: tuple[tuple[str, str], ...] = (
+    ("设计|编写|创作|构造", "Create"),
+    ("判断.{0,12}(是否|合理|正确)|评价|评估", "Evaluate"),
+    ("比较|区别|异同|分析", "Analyze"),
+    ("多少|几[个支本块米元]|求|计算|算出|列式|解答", "Apply"),
+    ("为什么|说明|解释", "Understand"),
+    ("什么是|是什么|哪[个些种]|写出", "Remember"),
 )
 
 # A question or an imperative ends with '?' or '.' (maybe inside a closing quote/bracket, maybe
@@ -304,7 +315,7 @@ class RulesJudge:
         level = normalize_level(self.annotator.annotate(question))
         if level is not None:
             return CriterionVerdict.ok(level, "verb list")
-        for pattern, fallback in QUESTION_WORD_LEVELS:
+        for pattern, fallback in QUESTION_WORD_LEVELS + CJK_QUESTION_WORD_LEVELS:
             match = re.search(pattern, question, re.IGNORECASE)
             if match:
                 return CriterionVerdict.ok(

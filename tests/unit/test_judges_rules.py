@@ -164,3 +164,8 @@ def test_chinese_questions_are_measured_by_characters():
     fallback = judge.judge_units("买3本书一共要多少元？", None)
     assert fallback.value == ("总价问题--一步",) and "no unit name" in fallback.reason
     assert judge.judge_unique("每支铅笔3元，买5支铅笔一共需要多少元？", items[0][1]).value is False
+
+
+def test_chinese_question_words_give_a_level(judge):
+    verdict = judge.judge_level("一盒铅笔12支，买3盒一共多少支？")
+    assert verdict.value == "Apply" and "question-word heuristic" in verdict.reason
