@@ -94,9 +94,10 @@ class EmbeddingJudge:
         unique_threshold: float = 0.95,
         k_neighbors: int = 5,
         batch_size: int = 32,
+        model: Any | None = None,
     ) -> None:
-        """``dataset_items``: (item_id, question, bloom_level or None, units) per labelled item."""
-        from sentence_transformers import SentenceTransformer
+        """``dataset_items``: (item_id, question, bloom_level or None, units) per labelled item;
+        ``model``: an already loaded SentenceTransformer from ``model_dir`` (else loaded here)."""
 
         if k_neighbors < 1:
             raise ValueError(f"k_neighbors must be at least 1, got {k_neighbors}")
@@ -105,9 +106,14 @@ class EmbeddingJudge:
         self.k_neighbors = int(k_neighbors)
         self.batch_size = int(batch_size)
         self.knowledge_units = list(knowledge_units)
-        self.model = SentenceTransformer(str(self.model_dir), device="cpu")
+        if model is None:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(str(self.model_dir), device="cpu")
+        self.model = model
         self.item_ids = [item[0] for item in dataset_items]
-        self.item_levels = [item[2] for item in dataset_items]
+        # An Uncategorized item (null level; NaN once pandas has read it) is no neighbour for levels.
+        self.item_levels = [item[2] if isinstance(item[2], str) and item[2] else None for item in dataset_items]
         self.item_units = [list(item[3]) for item in dataset_items]
         self.item_vectors = self.encode([item[1] for item in dataset_items])
         self.unit_name_vectors = self.encode(self.knowledge_units)

@@ -75,6 +75,13 @@ def test_own_item_is_left_out_of_the_neighbours(judge):
     assert left_out.value != "Create"
 
 
+def test_uncategorized_items_are_no_level_neighbours(judge):
+    items = [*ITEMS, ("cs-0010", "Insert 7 and 2 into an empty binary search tree.", float("nan"), ["Binary Search Tree"])]
+    judge = EmbeddingJudge(judge.model_dir, items, UNITS, k_neighbors=1, model=judge.model)
+    verdict = judge.judge_batch(["Insert 7 and 2 into an empty binary search tree."], ["Define a queue."], ["cs-0006"])[0]
+    assert verdict["bloom_level"].value == "Apply"
+
+
 def test_readable_and_answerable_are_not_judged(judge):
     verdict = judge.judge_batch(["What is a queue?"], ["Define a queue."], ["cs-0006"])[0]
     for criterion in ("readable", "answerable"):
