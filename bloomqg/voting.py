@@ -40,7 +40,9 @@ reason ``"alpha gate"`` and ``useful`` is recomputed; ``"flag"`` keeps them.
 The reliability table has one panel row per criterion (``judge`` null: α, CI, gate) and one row
 per judge and criterion: ``agreement_with_majority`` (share of the items with a majority and a
 valid vote from the judge where the judge voted with the majority) and ``parse_failure_rate``
-(share of the judge's rows for items with a question whose status is ``parse_failed``).
+(share of the judge's rows for items with a question whose status is ``parse_failed``; call
+errors and abstentions are not parse failures); their ``n_items`` counts the items with a
+question, their α columns and ``gate_passed`` are null.
 """
 
 from __future__ import annotations
