@@ -214,7 +214,13 @@ def prepare_study(
                 files.append(resolved)
         study.dataset_files[name] = files
 
+    from bloomqg.judges.stage import validate_judge_spec
+
     for name, spec in cfg["judges"].items():
+        try:
+            validate_judge_spec(name, spec)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"judges.{name} ({_describe_sources(sources)}): {error}") from error
         ref = spec.get("model_ref")
         if spec["backend"] == "hf":
             if not ref:

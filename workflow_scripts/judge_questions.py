@@ -33,7 +33,8 @@ try:
 finally:
     if text_generator is not None:
         text_generator.close()
-provenance = {"judge": snakemake.wildcards.judge, "judge_spec": spec}
+# The judge's own provenance: rubric hash, code fingerprint, model folder, text generator.
+provenance = {"judge": snakemake.wildcards.judge, "judge_spec": spec, **judgments.attrs.get("provenance", {})}
 if text_generator is not None:
     provenance["text_generator"] = text_generator.provenance
 write_frame(judgments, snakemake.output[0], JUDGMENTS, provenance)

@@ -64,3 +64,10 @@ def test_paths_resolve_in_workdir_before_repo(tmp_path):
     assert resolve_path("Snakefile", workdir=tmp_path, where="k") == (REPO / "Snakefile").resolve()
     with pytest.raises(ConfigError, match="k: file not found"):
         resolve_path("missing.csv", workdir=tmp_path, where="k")
+
+
+def test_unknown_judge_key_is_named(tmp_path):
+    config = default_config()
+    config["judges"]["rules"]["temperature"] = 0.2
+    with pytest.raises(ConfigError, match=r"judges\.rules.*temperature"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False, sources=["c.yaml"])
