@@ -1,0 +1,86 @@
+"""A :class:`~bloomqg.generation.base.TextGenerator` for models behind an OpenAI-compatible API.
+
+Used for API-only question generators (the paper's Spark3.5-Max) and for LLM judges
+(gpt-4o-mini, gpt-4.1-mini). All transport — caching, concurrency, rate limits, retries,
+structured outputs, the cost ledger — lives in :mod:`bloomqg.llm_client`; this class maps a
+config entry onto it and records provenance without secrets.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.llm_client import ClientSettings, OpenAICompatibleClient
+
+log = logging.getLogger(__name__)
+
+#: Keys a config entry (a ``models.<name>`` or ``judges.<name>`` mapping) may carry that are about
+#: the workflow, not the client: they are accepted and ignored here.
+WORKFLOW_KEYS = frozenset({"backend", "generation", "note", "gpus", "mem_mb", "runtime_min", "shards"})
+
+#: Keys that only make sense for in-process models; naming one for an API model is a mistake.
+IN_PROCESS_ONLY_KEYS = frozenset(
+    {"gguf", "revision", "dtype", "trust_remote_code", "batch_size", "device", "model_ref"}
+)
+
+
+def client_settings_from_entry(spec: Mapping[str, Any]) -> ClientSettings:
+    """The client settings of a config entry, dropping workflow-only keys.
+
+    Raises ValueError naming a key that cannot apply to an API model or is unknown.
+    """
+    misplaced = sorted(k for k in spec if k in IN_PROCESS_ONLY_KEYS and spec[k] is not None)
+    if misplaced:
+        raise ValueError(
+            f"key(s) {', '.join(map(repr, misplaced))} apply to in-process (hf) models only, "
+            f"not to an OpenAI-compatible API model ({spec.get('model')!r})"
+        )
+    backend = spec.get("backend", "openai")
+    if backend != "openai":
+        raise ValueError(f"OpenAITextGenerator needs backend 'openai', got {backend!r}")
+    client_keys = {k: v for k, v in spec.items() if k not in WORKFLOW_KEYS and k not in IN_PROCESS_ONLY_KEYS}
+    return ClientSettings.from_spec(client_keys)
+
+
+class OpenAITextGenerator:
+    """Chat completions from an OpenAI-compatible endpoint, cached under ``<cache_dir>``.
+
+    ``spec`` is the config entry (``model``, ``base_url``, ``api_key_env``, ``concurrency``,
+    ``rpm``, ``tpm``, prices, ``structured_outputs``, ...); ``cache_dir`` is the call cache's
+    directory (the workflow passes ``<cache_dir>/calls``, outside ``results/``).
+    """
+
+    def __init__(self, spec: Mapping[str, Any], *, cache_dir: str | Path) -> None:
+        self.settings = client_settings_from_entry(spec)
+        self.cache_dir = Path(cache_dir)
+        self.client = OpenAICompatibleClient(self.settings, cache=self.cache_dir)
+        base_url = self.settings.base_url or "https://api.openai.com/v1"
+        #: recorded with every output; the key's variable NAME only, never its value
+        self.provenance: dict[str, Any] = {
+            "backend": "openai",
+            "model": self.settings.model,
+            "base_url_host": urlsplit(base_url).hostname,
+            "settings": self.settings.public_dict(),
+        }
+
+    def complete(
+        self,
+        requests: Sequence[ChatRequest],
+        params: DecodingParams,
+        on_batch: BatchCallback | None = None,
+    ) -> list[Completion]:
+        """One Completion per request, in order; failures are Completions with an error."""
+        completions = self.client.complete(requests, params, on_batch)
+        log.info("%s ledger: %s", self.settings.model, self.client.ledger())
+        return completions
+
+    def ledger(self) -> dict[str, Any]:
+        """Calls, cache hits, retries, tokens and cost so far (see OpenAICompatibleClient.ledger)."""
+        return self.client.ledger()
+
+    def close(self) -> None:
+        self.client.close()
