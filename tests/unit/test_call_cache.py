@@ -12,7 +12,10 @@ import pytest
 
 from bloomqg.call_cache import CachedResponse, CallCache, call_cache_key
 
-MESSAGES = ({"role": "system", "content": "You judge questions."}, {"role": "user", "content": "Is 2+2=4 clear?"})
+MESSAGES = (
+    {"role": "system", "content": "You judge questions."},
+    {"role": "user", "content": "Is 2+2=4 clear?"},
+)
 BASE = dict(temperature=0.0, top_p=1.0, max_tokens=64, seed=7, response_schema={"type": "object"})
 
 
@@ -31,9 +34,11 @@ def test_key_is_stable_across_equivalent_inputs() -> None:
     assert key(temperature=0, top_p=1) == reference
     assert key(messages=[dict(reversed(list(m.items()))) for m in MESSAGES]) == reference
     # A pinned value: the key format must not drift silently between versions.
-    assert call_cache_key("m", [{"role": "user", "content": "hi"}], temperature=0.5, top_p=1.0,
-                          max_tokens=8, seed=None) == call_cache_key(
-        "m", ({"content": "hi", "role": "user"},), temperature=0.5, top_p=1, max_tokens=8, seed=None)
+    assert call_cache_key(
+        "m", [{"role": "user", "content": "hi"}], temperature=0.5, top_p=1.0, max_tokens=8, seed=None
+    ) == call_cache_key(
+        "m", ({"content": "hi", "role": "user"},), temperature=0.5, top_p=1, max_tokens=8, seed=None
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,7 +64,7 @@ def test_roundtrip_and_misses(tmp_path: Path) -> None:
     cache = CallCache(tmp_path / "calls")
     k = key()
     assert cache.get(k) is None
-    response = CachedResponse("{\"unique\": \"yes\"}", "stop", 31, 9, "gpt-4o-mini-2024-07-18")
+    response = CachedResponse('{"unique": "yes"}', "stop", 31, 9, "gpt-4o-mini-2024-07-18")
     path = cache.put(k, response)
     assert path == tmp_path / "calls" / k[:2] / f"{k}.json"
     assert cache.get(k) == response
@@ -91,7 +96,9 @@ def test_bad_key_is_rejected(tmp_path: Path) -> None:
         b' "response": {"text": "x", "finish_reason": "stop"}}',  # an entry under the wrong name
     ],
 )
-def test_corrupt_entry_is_a_logged_miss(tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture) -> None:
+def test_corrupt_entry_is_a_logged_miss(
+    tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = CallCache(tmp_path)
     k = key()
     path = cache.path_for(k)
@@ -131,10 +138,14 @@ def _reader(directory: str, keys: list[str], rounds: int, queue: multiprocessing
     queue.put((torn, whole))
 
 
-def test_parallel_writers_and_readers_never_see_a_torn_entry(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_parallel_writers_and_readers_never_see_a_torn_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Separate processes (like parallel Snakemake jobs) write the same keys at once."""
     keys = [key(seed=s) for s in range(12)]
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    context = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    )
     queue = context.Queue()
     writers = [context.Process(target=_writer, args=(str(tmp_path), w, keys, 15)) for w in range(4)]
     reader = context.Process(target=_reader, args=(str(tmp_path), keys, 40, queue))

@@ -1,0 +1,126 @@
+"""A minimal OpenAI-compatible chat endpoint with a fixed latency, for throughput benchmarks.
+
+``POST /v1/chat/completions`` waits ``latency`` seconds, then answers a fixed JSON verdict (the
+shape an LLM judge returns). ``GET /stats`` reports how many completions were requested;
+``GET /health`` answers ok. Plain asyncio with HTTP/1.1 keep-alive, so the server itself costs
+far less than the latency it simulates and the client is what gets measured.
+
+Run: ``python tests/support/fixed_latency_server.py --port 0 --latency 0.2``; it prints
+``READY <port>`` on stdout once listening. Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+
+log = logging.getLogger(__name__)
+
+VERDICT = {
+    "unique": "yes",
+    "readable": "yes",
+    "answerable": "yes",
+    "bloom_level": "Apply",
+    "knowledge_units": ["binary search tree"],
+}
+
+
+class FixedLatencyServer:
+    """Answers every chat completion with :data:`VERDICT` after ``latency_s`` seconds."""
+
+    def __init__(self, latency_s: float) -> None:
+        self.latency_s = latency_s
+        self.completions = 0
+        self._body = json.dumps(
+            {
+                "id": "chatcmpl-fixed",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "fixed-latency",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": json.dumps(VERDICT)},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
+            }
+        ).encode()
+
+    @staticmethod
+    def _response(status: str, body: bytes, keep_alive: bool) -> bytes:
+        head = (
+            f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+        )
+        return head.encode() + body
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                length, keep_alive = 0, True
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                    elif name.strip().lower() == "connection" and value.strip().lower() == "close":
+                        keep_alive = False
+                if length:
+                    await reader.readexactly(length)
+                if method == "POST" and path.endswith("/chat/completions"):
+                    self.completions += 1
+                    await asyncio.sleep(self.latency_s)
+                    writer.write(self._response("200 OK", self._body, keep_alive))
+                elif path == "/stats":
+                    writer.write(
+                        self._response(
+                            "200 OK", json.dumps({"completions": self.completions}).encode(), keep_alive
+                        )
+                    )
+                elif path == "/health":
+                    writer.write(self._response("200 OK", b'{"status":"ok"}', keep_alive))
+                else:
+                    writer.write(
+                        self._response("404 Not Found", b'{"error":{"message":"not found"}}', keep_alive)
+                    )
+                await writer.drain()
+                if not keep_alive:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            writer.close()
+
+
+async def serve(port: int, latency_s: float) -> None:
+    server_state = FixedLatencyServer(latency_s)
+    server = await asyncio.start_server(server_state.handle, "127.0.0.1", port, backlog=1024)
+    bound = server.sockets[0].getsockname()[1]
+    print(f"READY {bound}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds per completion")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(serve(args.port, args.latency))
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
