@@ -19,8 +19,9 @@ import logging
 import math
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -244,7 +245,7 @@ def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
     if len(undefined):
         effect += f" α was undefined (no variation in the votes) for {len(undefined)} criterion × cell pairs."
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
-            "n_panel": int(len(panel))}
+            "n_panel": len(panel)}
 
 
 def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> str:
@@ -396,7 +397,7 @@ def question_examples(
                 continue
             levels.append({
                 "level": level or UNCATEGORIZED,
-                "n_total": int(len(with_question)),
+                "n_total": len(with_question),
                 "examples": [_example(row) for _, row in chosen.iterrows()],
             })
         failed = frame[frame["new_question"].isna()].head(failures_per_model)
@@ -470,9 +471,28 @@ def provenance_entries(entries: Sequence[Mapping[str, Any]], *, skip: Sequence[s
         if key in seen:
             seen[key]["count"] += 1
             continue
-        title_parts = [str(entry[k]) for k in ("judge", "model", "dataset", "strategy") if k in entry and not isinstance(entry[k], Mapping)]
-        seen[key] = {"title": " · ".join(title_parts) or "entry", "items": flatten(shown), "count": 1}
+        seen[key] = {"title": provenance_title(entry), "items": flatten(shown), "count": 1}
     return list(seen.values())
+
+
+#: Provenance fields that name what an entry describes, in the order they are shown.
+_TITLE_KEYS: tuple[str, ...] = (
+    "judge", "model_name", "model", "generator.model", "dataset", "strategy", "stage", "prompt_hashes", "prompt_hash",
+)
+
+
+def provenance_title(entry: Mapping[str, Any]) -> str:
+    """A short label for a provenance entry from whichever naming fields it has."""
+    values = dict(flatten(entry))
+    parts = []
+    for key in _TITLE_KEYS:
+        value = values.get(key)
+        if value in (None, "null", "[]") or value in parts:
+            continue
+        if key.startswith("prompt_hash"):
+            value = "prompt " + value.strip('[]"').split('"')[0][:12]
+        parts.append(value)
+    return " · ".join(parts) or "entry"
 
 
 def ledger_view(ledger: pd.DataFrame) -> dict[str, Any]:
@@ -581,7 +601,7 @@ def overview(all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFram
         "strategies": [strategy_label(s) for s in ordered_unique(all_metrics["strategy"])],
         "n_cells": int(all_metrics[["model", "dataset", "strategy"]].drop_duplicates().shape[0]),
         "n_generated": int(votes["new_question"].notna().sum()) if len(votes) else 0,
-        "n_prompts": int(len(votes)),
+        "n_prompts": len(votes),
         "n_useful": int(useful.sum()),
         "cost_usd": cost,
     }
@@ -638,7 +658,7 @@ def build_report(
     t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths))
     context = {
         "title": "bloomqg report",
-        "generated_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": overview(all_metrics, votes, ledger),
         "config_yaml": yaml.safe_dump(plain(dict(config)), sort_keys=False, allow_unicode=True),
         "git_commit": git_commit or "unknown (not a git checkout)",

@@ -155,6 +155,17 @@ def test_examples_one_per_model_level_dataset_strategy(built):
     assert failures and all(f["raw_text"] for f in failures)
 
 
+def test_provenance_entries_are_named_and_merged():
+    generation = {"model_name": "smollm2", "generator": {"model": "HF/SmolLM2"}, "prompt_hashes": ["25b398aea49a8619"],
+                  "stage": "generate_questions", "package_versions": {"torch": "2"}}
+    entries = report.provenance_entries([generation, dict(generation), {"judge": "rules"}])
+    assert [e["title"] for e in entries] == [
+        "smollm2 · HF/SmolLM2 · generate_questions · prompt 25b398aea49a", "rules"]
+    assert entries[0]["count"] == 2
+    assert ("generator.model", "HF/SmolLM2") in entries[0]["items"]
+    assert not any(key.startswith("package_versions") for key, _ in entries[0]["items"])  # shown once, globally
+
+
 def test_ledger_totals():
     ledger = pd.DataFrame({
         "judge": ["a", "a", None], "model": "m", "dataset": "d", "strategy": "cot", "requests": [1, 2, 3],
