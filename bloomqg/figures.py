@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, LEVEL_ABBREVIATION, UNCATEGORIZED
-from bloomqg.tables import METRIC_LABEL, CRITERION_LABEL, ordered_unique, strategy_label
+from bloomqg.tables import CRITERION_LABEL, METRIC_LABEL, ordered_unique, strategy_label
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -118,13 +119,13 @@ def level_abbreviation(level: str) -> str:
     return LEVEL_ABBREVIATION.get(level, "Unc" if level == UNCATEGORIZED else level)
 
 
-def _new_figure(width: float, height: float) -> "Figure":
+def _new_figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def no_data(ax: "Axes", message: str) -> None:
+def no_data(ax: Axes, message: str) -> None:
     """Turn ``ax`` into an explicit "no data for this view" panel with the reason."""
     ax.set_axis_off()
     ax.text(0.5, 0.5, f"No data for this view:\n{message}", ha="center", va="center",
@@ -152,7 +153,7 @@ def _finite(value: object) -> bool:
 # --------------------------------------------------------------------------- Figure 2
 
 
-def draw_alluvial(ax: "Axes", counts: pd.DataFrame) -> None:
+def draw_alluvial(ax: Axes, counts: pd.DataFrame) -> None:
     """Bands from original (left) to judged (right) level; band height = count, colour = original.
 
     ``counts`` has columns original_level, other_level, count (as
@@ -251,7 +252,7 @@ def _stack(totals: pd.Series, scale: float, gap: float) -> dict[str, float]:
     return positions
 
 
-def plot_transitions(votes: pd.DataFrame) -> "Figure":
+def plot_transitions(votes: pd.DataFrame) -> Figure:
     """Figure 2: one alluvial panel per model (rows) × dataset/strategy cell (columns)."""
     from bloomqg.metrics import transition_counts
 
@@ -285,7 +286,7 @@ def plot_transitions(votes: pd.DataFrame) -> "Figure":
     return fig
 
 
-def _level_legend(fig: "Figure", votes: pd.DataFrame) -> None:
+def _level_legend(fig: Figure, votes: pd.DataFrame) -> None:
     from matplotlib.patches import Patch
 
     levels = list(BLOOM_LEVELS)
@@ -302,7 +303,7 @@ def _level_legend(fig: "Figure", votes: pd.DataFrame) -> None:
 # --------------------------------------------------------------------------- Figure 3
 
 
-def plot_shift_scores(all_metrics: pd.DataFrame) -> "Figure":
+def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
     """Figure 3: mean shift score per model; rows CoT / FGP, columns datasets, bars = shift type."""
     frame = all_metrics[all_metrics["metric"].isin(_SHIFT_MEAN_METRICS)]
     if frame.empty:
@@ -367,7 +368,7 @@ def _bar_handle(color: str, label: str):
 # --------------------------------------------------------------------------- Figure 4
 
 
-def plot_knowledge_id(all_metrics: pd.DataFrame) -> "Figure":
+def plot_knowledge_id(all_metrics: pd.DataFrame) -> Figure:
     """Figure 4: knowledge-identification accuracy per model (horizontal bars, 95% CI), per dataset."""
     frame = all_metrics[(all_metrics["metric"] == "knowledge_id_acc") & all_metrics["value"].notna()]
     if frame.empty:
@@ -411,7 +412,7 @@ FIG5_PAIRS: tuple[tuple[str, str], ...] = (("classification_acc", "catcons"), ("
 MIN_POINTS_FOR_CORRELATION = 3
 
 
-def plot_correlations(all_metrics: pd.DataFrame, correlations: pd.DataFrame | None) -> "Figure":
+def plot_correlations(all_metrics: pd.DataFrame, correlations: pd.DataFrame | None) -> Figure:
     """Figure 5: (a) classification accuracy vs CatCons, (b) knowledge-ID accuracy vs KnowCov (CoT).
 
     One point per model and dataset; a least-squares line and Pearson's r per dataset. r comes
@@ -474,7 +475,7 @@ _LABEL_OFFSETS: tuple[tuple[float, float, str, str], ...] = tuple(
 )
 
 
-def place_point_labels(fig: "Figure", ax: "Axes", points: Sequence[tuple[float, float, str]]) -> None:
+def place_point_labels(fig: Figure, ax: Axes, points: Sequence[tuple[float, float, str]]) -> None:
     """Label scatter points without overlaps: greedy choice among offsets around each marker.
 
     Each label takes the first candidate offset whose box overlaps neither a marker nor an
@@ -562,7 +563,7 @@ def confusion_matrix(counts: pd.DataFrame) -> pd.DataFrame:
     return matrix.div(totals.where(totals > 0), axis=0) * 100
 
 
-def plot_confusion(votes: pd.DataFrame) -> "Figure":
+def plot_confusion(votes: pd.DataFrame) -> Figure:
     """Figure 6: per model, heat maps of original vs classified (CoT) and original vs judged level.
 
     Pooled over datasets; each row is normalised to 100% of that original level's items.
@@ -608,7 +609,7 @@ def plot_confusion(votes: pd.DataFrame) -> "Figure":
     return fig
 
 
-def _heatmap(ax: "Axes", matrix: pd.DataFrame):
+def _heatmap(ax: Axes, matrix: pd.DataFrame):
     from matplotlib import colormaps
 
     cmap = colormaps["cividis"]
@@ -636,7 +637,7 @@ def _heatmap(ax: "Axes", matrix: pd.DataFrame):
 # --------------------------------------------------------------------------- reliability
 
 
-def plot_reliability(reliability: pd.DataFrame) -> "Figure":
+def plot_reliability(reliability: pd.DataFrame) -> Figure:
     """Krippendorff's α (dot, 95% CI) per criterion (panels) and cell (rows); dashed line = gate."""
     panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability.iloc[0:0]
     if panel.empty:
@@ -691,7 +692,7 @@ def plot_reliability(reliability: pd.DataFrame) -> "Figure":
 # --------------------------------------------------------------------------- parse failures
 
 
-def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> "Figure":
+def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> Figure:
     """(a) generation parse-failure rate per model × cell; (b) each judge's parse-failure rate per cell."""
     generation = all_metrics[(all_metrics["metric"] == "parse_failure_rate")]
     judges = (
@@ -719,7 +720,7 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) ->
     return fig
 
 
-def _rate_heatmap(ax: "Axes", matrix: pd.DataFrame, title: str) -> None:
+def _rate_heatmap(ax: Axes, matrix: pd.DataFrame, title: str) -> None:
     from matplotlib import colormaps
 
     cmap = colormaps["Oranges"]
@@ -743,7 +744,7 @@ def _rate_heatmap(ax: "Axes", matrix: pd.DataFrame, title: str) -> None:
 # --------------------------------------------------------------------------- writing
 
 
-def save_figure(fig: "Figure", out_dir: Path, stem: str) -> list[Path]:
+def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
     """Save ``fig`` as ``<stem>.png`` (200 dpi) and ``<stem>.svg``; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []

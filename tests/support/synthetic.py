@@ -14,8 +14,8 @@ Every frame passes :func:`bloomqg.parquet_io.to_table` with its schema.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
