@@ -1,0 +1,267 @@
+"""The question-generation stage: prompts in, a GENERATIONS Parquet file out, resumable.
+
+Checkpoint format: a JSON-lines file.  Line 1 is a header identifying the run (model, decoding
+settings, prompt ids and hashes); every further line is one finished batch,
+``{"batch": <n>, "rows": [<GENERATIONS row>, ...]}``, written with a single ``write`` and
+flushed + fsynced before the next batch starts.  A SIGKILL can therefore only leave a torn last
+line, which is discarded on load, so earlier batches survive intact and a rerun redoes at most
+the batch that was in flight.  A checkpoint whose header does not match the current run (other
+model, settings or prompts) is discarded with a warning rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from bloomqg.generation.base import ChatRequest, Completion, DecodingParams, TextGenerator
+from bloomqg.parquet_io import write_frame
+from bloomqg.parsing import parse_generation
+from bloomqg.prompts import messages_from_json
+from bloomqg.provenance import sha256_text
+from bloomqg.schemas import GENERATIONS, PROMPTS
+
+logger = logging.getLogger(__name__)
+
+#: tqdm refresh interval: often enough to watch, rare enough to keep log files short.
+PROGRESS_MIN_INTERVAL_S = 5.0
+
+
+def _check_prompts(prompts: pd.DataFrame) -> None:
+    missing = [name for name in PROMPTS.names if name not in prompts.columns]
+    if missing:
+        raise ValueError(f"prompts frame lacks columns {missing}")
+    duplicated = prompts.loc[prompts["prompt_id"].duplicated(), "prompt_id"].tolist()
+    if duplicated:
+        raise ValueError(f"prompts frame has duplicate prompt_id values {duplicated[:5]}")
+
+
+def _run_key(prompts: pd.DataFrame, model_name: str, params: DecodingParams) -> dict[str, Any]:
+    """What a checkpoint must match to be reused."""
+    identity = "\n".join(f"{pid}\t{h}" for pid, h in zip(prompts["prompt_id"], prompts["prompt_hash"]))
+    return {"model": model_name, "params": asdict(params), "prompts_sha256": sha256_text(identity)}
+
+
+def load_checkpoint(path: str | Path, run_key: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """Rows and number of batches from a checkpoint; ([], 0) when absent, torn-empty or stale."""
+    path = Path(path)
+    if not path.exists():
+        return [], 0
+    lines = path.read_bytes().split(b"\n")
+    try:
+        header = json.loads(lines[0])
+    except (json.JSONDecodeError, IndexError):
+        logger.warning("checkpoint %s has no readable header; starting afresh", path)
+        path.unlink()
+        return [], 0
+    if header.get("run") != run_key:
+        logger.warning("checkpoint %s belongs to another run (model/settings/prompts changed); "
+                       "discarding it", path)
+        path.unlink()
+        return [], 0
+    rows: list[dict[str, Any]] = []
+    batches = 0
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            # only the last line can be torn (killed mid-write); anything else is corruption
+            if any(later.strip() for later in lines[number:]):
+                raise ValueError(f"checkpoint {path}: line {number} is not JSON") from None
+            logger.warning("checkpoint %s: dropping a torn last line (batch in flight)", path)
+            break
+        rows.extend(record["rows"])
+        batches += 1
+    return rows, batches
+
+
+class _CheckpointWriter:
+    """Appends one line per finished batch, durably."""
+
+    def __init__(self, path: Path, run_key: dict[str, Any], fresh: bool) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            self._rewrite(path, [json.dumps({"run": run_key})])
+        else:
+            self._truncate_torn_tail(path)
+        self.handle = open(path, "a", encoding="utf-8")
+
+    @staticmethod
+    def _rewrite(path: Path, lines: Sequence[str]) -> None:
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
+    @staticmethod
+    def _truncate_torn_tail(path: Path) -> None:
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(path, "r+b") as handle:
+                handle.truncate(data.rfind(b"\n") + 1)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def append(self, batch: int, rows: list[dict[str, Any]]) -> None:
+        self.handle.write(json.dumps({"batch": batch, "rows": rows}, ensure_ascii=False) + "\n")
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def completion_row(
+    prompt: dict[str, Any],
+    completion: Completion,
+    model_name: str,
+    seed: int,
+    knowledge_units: Sequence[str],
+) -> dict[str, Any]:
+    """One GENERATIONS row from a prompt row and what the generator returned for it."""
+    if completion.text is None:
+        parsed_values = {
+            "new_question": None, "identified_bloom_level": None,
+            "identified_knowledge_units": None, "parse_status": "error",
+            "parse_error": completion.error or "generation failed",
+        }
+    else:
+        parsed = parse_generation(completion.text, prompt["strategy"],
+                                  knowledge_units=knowledge_units)
+        parsed_values = {
+            "new_question": parsed.new_question,
+            "identified_bloom_level": parsed.identified_bloom_level,
+            "identified_knowledge_units": parsed.identified_knowledge_units,
+            "parse_status": parsed.parse_status,
+            "parse_error": parsed.parse_error,
+        }
+    return {
+        "prompt_id": prompt["prompt_id"],
+        "item_id": prompt["item_id"],
+        "dataset": prompt["dataset"],
+        "strategy": prompt["strategy"],
+        "model": model_name,
+        "original_question": prompt["original_question"],
+        "original_bloom_level": prompt["original_bloom_level"],
+        "original_knowledge_units": list(prompt["original_knowledge_units"]),
+        "raw_text": completion.text,
+        **parsed_values,
+        "finish_reason": completion.finish_reason,
+        "n_prompt_tokens": completion.n_prompt_tokens,
+        "n_completion_tokens": completion.n_completion_tokens,
+        "latency_s": completion.latency_s,
+        "batch_index": completion.batch_index,
+        "seed": seed,
+        "prompt_hash": prompt["prompt_hash"],
+    }
+
+
+def generate_questions(
+    prompts: pd.DataFrame,
+    model_name: str,
+    generator: TextGenerator,
+    params: DecodingParams,
+    *,
+    knowledge_units: Sequence[str],
+    out_path: str | Path,
+    checkpoint_path: str | Path,
+) -> pd.DataFrame:
+    """Generate and parse one question per prompt row; write ``out_path`` (GENERATIONS).
+
+    Resumable: finished batches are appended to ``checkpoint_path``; a rerun after a crash
+    skips the prompt ids found there.  On success ``out_path`` is written atomically with
+    provenance and the checkpoint is deleted.  Returns the written frame, in prompt order.
+    """
+    from tqdm import tqdm
+
+    _check_prompts(prompts)
+    out_path, checkpoint_path = Path(out_path), Path(checkpoint_path)
+    run_key = _run_key(prompts, model_name, params)
+    done_rows, done_batches = load_checkpoint(checkpoint_path, run_key)
+    done_ids = {row["prompt_id"] for row in done_rows}
+    prompt_rows = {row["prompt_id"]: row for row in prompts.to_dict("records")}
+    stray = done_ids - set(prompt_rows)
+    if stray or len(done_ids) != len(done_rows):
+        raise ValueError(f"checkpoint {checkpoint_path} holds unknown or duplicate prompt ids "
+                         f"{sorted(stray)[:5]}; delete it to start afresh")
+    pending = [row for pid, row in prompt_rows.items() if pid not in done_ids]
+    if done_rows:
+        logger.info("resuming from %s: %d of %d prompts already done in %d batches",
+                    checkpoint_path, len(done_rows), len(prompt_rows), done_batches)
+    logger.info("generating %d questions with %s", len(pending), model_name)
+
+    writer = _CheckpointWriter(checkpoint_path, run_key, fresh=not done_rows)
+    progress = tqdm(total=len(prompt_rows), initial=len(done_rows), desc=f"generate {model_name}",
+                    unit="q", mininterval=PROGRESS_MIN_INTERVAL_S, file=sys.stderr)
+    started = time.perf_counter()
+    counters = {"tokens": 0, "batches": 0}
+
+    def on_batch(completions: list[Completion]) -> None:
+        rows = [completion_row(prompt_rows[c.request_id], c, model_name, params.seed,
+                               knowledge_units) for c in completions]
+        # number batches as an uninterrupted run would: resumption skips whole leading batches
+        for row in rows:
+            if row["batch_index"] is not None:
+                row["batch_index"] += done_batches
+        batch_number = done_batches + counters["batches"]
+        writer.append(batch_number, rows)
+        counters["batches"] += 1
+        counters["tokens"] += sum(c.n_completion_tokens or 0 for c in completions)
+        elapsed = time.perf_counter() - started
+        rate = counters["tokens"] / elapsed if elapsed else 0.0
+        failed = sum(row["parse_status"] != "ok" for row in rows)
+        progress.update(len(rows))
+        progress.set_postfix(tok_s=f"{rate:.1f}")
+        logger.info("checkpointed batch %d: %d items (%d not parsed), %d/%d done, %.1f tok/s",
+                    batch_number, len(rows), failed, progress.n, len(prompt_rows), rate)
+
+    requests = [
+        ChatRequest(row["prompt_id"], messages_from_json(row["messages_json"],
+                                                         prompt_id=row["prompt_id"]))
+        for row in pending
+    ]
+    try:
+        completions = generator.complete(requests, params, on_batch=on_batch)
+    finally:
+        progress.close()
+        writer.close()
+    if len(completions) != len(requests):
+        raise RuntimeError(f"generator returned {len(completions)} completions for "
+                           f"{len(requests)} requests")
+
+    final_rows, _ = load_checkpoint(checkpoint_path, run_key)
+    by_id = {row["prompt_id"]: row for row in final_rows}
+    missing = [pid for pid in prompt_rows if pid not in by_id]
+    if missing or len(by_id) != len(final_rows):
+        raise RuntimeError(f"checkpoint {checkpoint_path} lacks prompts {missing[:5]} or holds "
+                           "duplicates after generation")
+    frame = pd.DataFrame([by_id[pid] for pid in prompt_rows], columns=GENERATIONS.names)
+    status_counts = frame["parse_status"].value_counts().to_dict()
+    provenance = {
+        "stage": "generate_questions",
+        "model_name": model_name,
+        "generator": dict(getattr(generator, "provenance", {})),
+        "decoding": asdict(params),
+        "prompt_hashes": sorted(set(prompts["prompt_hash"])),
+        "n_prompts": len(prompt_rows),
+        "resumed_from_batches": done_batches,
+        "parse_status_counts": status_counts,
+    }
+    write_frame(frame, out_path, GENERATIONS, provenance)
+    checkpoint_path.unlink(missing_ok=True)
+    elapsed = time.perf_counter() - started
+    logger.info("wrote %s: %d rows %s, %d new tokens in %.1f s", out_path, len(frame),
+                status_counts, counters["tokens"], elapsed)
+    return frame

