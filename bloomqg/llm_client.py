@@ -195,6 +195,17 @@ def backoff_delay(attempt: int, *, base_s: float, max_s: float, rng: random.Rand
     return rng.uniform(0.0, min(max_s, base_s * (2.0 ** min(attempt, 60))))
 
 
+def env_proxy_for(url: str) -> str | None:
+    """The proxy HTTPS_PROXY/HTTP_PROXY/NO_PROXY name for ``url``, as the openai package would
+    use. Looked up once per run: aiohttp's ``trust_env`` does it in a thread on every request."""
+    import urllib.request
+
+    parts = urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
+
+
 def estimate_tokens(messages: Sequence[Mapping[str, str]], max_tokens: int) -> int:
     """Tokens a call may use, for pacing: prompt characters / 4 plus the completion budget."""
     chars = sum(len(str(m.get("content", ""))) for m in messages)
@@ -456,16 +467,17 @@ class OpenAICompatibleClient:
                 **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
             },
             timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
-            trust_env=True,  # honour HTTPS_PROXY & co., as the openai package does
             raise_for_status=False,
         )
         limits = [
             (TokenBucket(settings.rpm), lambda call: 1.0) if settings.rpm else None,
             (TokenBucket(settings.tpm), lambda call: float(call.estimated_tokens)) if settings.tpm else None,
         ]
+        url = (settings.base_url or OPENAI_BASE_URL).rstrip("/") + "/chat/completions"
         state = _RunState(
             session=session,
-            url=(settings.base_url or OPENAI_BASE_URL).rstrip("/") + "/chat/completions",
+            url=url,
+            proxy=env_proxy_for(url),
             api_key=api_key,
             decoding=decoding,
             buckets=[limit for limit in limits if limit is not None],
@@ -473,16 +485,15 @@ class OpenAICompatibleClient:
         queue: asyncio.Queue[_Call] = asyncio.Queue()
         for call in calls:
             queue.put_nowait(call)
-        finished: asyncio.Queue[tuple[_Call, Completion, asyncio.Future | None] | BaseException] = (
-            asyncio.Queue()
-        )
-        loop = asyncio.get_running_loop()
-        # Cache writes go to threads: file creation can take milliseconds on a busy disk, and a
-        # worker should be sending its next call meanwhile. The collector awaits each write
-        # before it hands the completion back, so whatever a caller receives is already cached.
+        finished: asyncio.Queue[tuple[_Call, Completion] | BaseException] = asyncio.Queue()
+        # Cache writes go to one writer thread: creating a file can take milliseconds on a busy
+        # disk, and the loop should be sending calls meanwhile. Writes run in submission order,
+        # so waiting for the latest one before each hand-over (_flush_writes) guarantees that
+        # whatever a caller receives is already cached. One thread: more only fight for the GIL.
         cache_writer = concurrent.futures.ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix="bloomqg-cache"
+            max_workers=1, thread_name_prefix="bloomqg-cache"
         )
+        pending_writes: list[tuple[_Call, concurrent.futures.Future]] = []
 
         async def worker() -> None:
             while True:
@@ -495,10 +506,9 @@ class OpenAICompatibleClient:
                 except Exception as error:  # FatalAPIError or a bug: hand it to the collector
                     finished.put_nowait(error)
                     return
-                stored = None
                 if to_cache is not None and self.cache is not None:
-                    stored = loop.run_in_executor(cache_writer, self.cache.put, call.key, to_cache)
-                finished.put_nowait((call, completion, stored))
+                    pending_writes.append((call, cache_writer.submit(self.cache.put, call.key, to_cache)))
+                finished.put_nowait((call, completion))
 
         workers = [asyncio.create_task(worker()) for _ in range(min(settings.concurrency, len(calls)))]
         group: list[Completion] = []
@@ -509,11 +519,10 @@ class OpenAICompatibleClient:
                 item = await finished.get()
                 if isinstance(item, BaseException):
                     if group and on_batch is not None:  # let the caller keep what finished
+                        await self._flush_writes(cache_writer, pending_writes)
                         on_batch(group)
                     raise item
-                call, completion, stored = item
-                if stored is not None:
-                    await self._stored(stored, call)
+                call, completion = item
                 for position, index in enumerate(call.request_indices):
                     row = completion if position == 0 else self._duplicate(completion, requests[index])
                     results[index] = row
@@ -522,8 +531,10 @@ class OpenAICompatibleClient:
                 if on_batch is not None and (
                     len(group) >= group_size or time.monotonic() - last_flush >= CALLBACK_INTERVAL_S
                 ):
+                    await self._flush_writes(cache_writer, pending_writes)
                     on_batch(group)
                     group, batch_index, last_flush = [], batch_index + 1, time.monotonic()
+            await self._flush_writes(cache_writer, pending_writes)
             if group and on_batch is not None:
                 on_batch(group)
         finally:
@@ -533,13 +544,25 @@ class OpenAICompatibleClient:
             await session.close()
             cache_writer.shutdown(wait=True)  # writes already started still land
 
-    async def _stored(self, write: asyncio.Future, call: _Call) -> None:
-        """Wait for a cache write; a failed write is logged and counted, the answer still used."""
-        try:
-            await write
-        except OSError as error:
+    async def _flush_writes(
+        self,
+        cache_writer: concurrent.futures.ThreadPoolExecutor,
+        pending: list[tuple[_Call, concurrent.futures.Future]],
+    ) -> None:
+        """Wait until every submitted cache write landed (the writer runs them in order, so one
+        no-op behind them suffices); a failed write is logged and counted, the answer kept."""
+        if not pending:
+            return
+        await asyncio.wrap_future(cache_writer.submit(lambda: None))
+        for call, write in pending:
+            error = write.exception()
+            if error is None:
+                continue
+            if not isinstance(error, OSError):
+                raise error
             self._ledger.cache_write_errors += 1
             log.warning("call cache: could not store %s (%s): a rerun will pay for it again", call.key, error)
+        pending.clear()
 
     def _duplicate(self, completion: Completion, request: ChatRequest) -> Completion:
         """The answer of an identical call in the same batch, for another request id (not paid)."""
@@ -672,12 +695,12 @@ class OpenAICompatibleClient:
         self._ledger.http_requests_sent += 1
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         try:
-            # asyncio.timeout bounds the whole call, even a server that trickles bytes forever.
-            async with asyncio.timeout(self.settings.timeout_s):
-                async with state.session.post(state.url, data=payload) as response:
-                    status = response.status
-                    headers = dict(response.headers)
-                    raw = await response.read()
+            # The session's total timeout bounds the whole call, body included: even a server
+            # that trickles bytes forever.
+            async with state.session.post(state.url, data=payload, proxy=state.proxy) as response:
+                status = response.status
+                headers = dict(response.headers)
+                raw = await response.read()
         except TimeoutError:  # asyncio.TimeoutError and aiohttp's ServerTimeoutError alike
             raise _RetryableError("timeout", f"no answer within {self.settings.timeout_s} s") from None
         except aiohttp.ClientError as error:
@@ -821,6 +844,7 @@ class _RunState:
 
     session: Any  # aiohttp.ClientSession
     url: str
+    proxy: str | None
     api_key: str | None
     decoding: dict[str, Any]
     buckets: list[tuple[TokenBucket, Any]]

@@ -37,8 +37,10 @@ from bloomqg.llm_client import (
     TokenBucket,
     backoff_delay,
     estimate_tokens,
+    json_schema_response_format,
     parse_retry_after,
     redact,
+    with_schema_instruction,
 )
 from bloomqg.provenance import sha256_file
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
@@ -104,6 +106,20 @@ def test_redact_and_token_estimate() -> None:
     assert SECRET not in redact(f"Incorrect API key provided: {SECRET}.", SECRET)
     assert "sk-proj-abcdef123456" not in redact("key sk-proj-abcdef123456 bad", None)
     assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 150
+
+
+def test_structured_output_request_shapes() -> None:
+    strict = {"title": "judge verdict", "type": "object", "properties": {}, "additionalProperties": False}
+    loose = {"type": "object"}
+    assert json_schema_response_format(strict) == {
+        "type": "json_schema",
+        "json_schema": {"name": "judge_verdict", "schema": strict, "strict": True},
+    }
+    assert json_schema_response_format(loose)["json_schema"]["strict"] is False  # strict mode would reject it
+    messages = [{"role": "system", "content": "Judge."}, {"role": "user", "content": "Q?"}]
+    prompted = with_schema_instruction(messages, loose)
+    assert prompted[0] == messages[0] and prompted[1]["content"].startswith("Q?\n\n")
+    assert json.dumps(loose) in prompted[1]["content"] and messages[1]["content"] == "Q?"  # input untouched
 
 
 def test_token_bucket_paces_and_never_deadlocks() -> None:
