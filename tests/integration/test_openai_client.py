@@ -172,7 +172,11 @@ def _post_json(url: str, payload: dict, timeout_s: float) -> dict:
 @pytest.fixture(scope="session")
 def smollm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """``transformers serve`` on 127.0.0.1:<free port>, pinned to SmolLM2; stopped at the end."""
-    model_dir = _converted_model(Path(request.config.cache.mkdir("bloomqg-smollm2")))
+    # pytest's cache dir keeps the converted model between runs; without it (-p no:cacheprovider)
+    # the session converts into a temporary directory.
+    pytest_cache = getattr(request.config, "cache", None)
+    cache_root = pytest_cache.mkdir("bloomqg-smollm2") if pytest_cache else tmp_path_factory.mktemp("models")
+    model_dir = _converted_model(Path(cache_root))
     port = _free_port()
     log_path = tmp_path_factory.mktemp("serve") / "transformers-serve.log"
     launcher = "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())"
