@@ -107,20 +107,30 @@ class ClientSettings:
             fail("base_url", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
         if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
             fail("api_key_env", "must be the NAME of an environment variable, not a key")
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+        if (
+            isinstance(self.concurrency, bool)
+            or not isinstance(self.concurrency, int)
+            or self.concurrency < 1
+        ):
             fail("concurrency", "must be an integer >= 1")
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or self.max_retries < 0
+        ):
             fail("max_retries", "must be an integer >= 0")
         for key in ("rpm", "tpm", "price_per_million_input", "price_per_million_output"):
             value = getattr(self, key)
-            if value is not None and (not isinstance(value, (int, float)) or value < 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+            ):
                 fail(key, "must be a non-negative number or null")
         for key in ("rpm", "tpm"):
             if getattr(self, key) == 0:
                 fail(key, "must be > 0 (use null for no limit)")
         for key in ("timeout_s", "backoff_base_s", "backoff_max_s"):
             value = getattr(self, key)
-            if not isinstance(value, (int, float)) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 fail(key, "must be a positive number")
         if self.structured_outputs not in STRUCTURED_OUTPUT_MODES:
             fail("structured_outputs", f"must be one of {', '.join(STRUCTURED_OUTPUT_MODES)}")
