@@ -29,6 +29,7 @@ from typing import Iterator
 
 import pytest
 
+from bloomqg.call_cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
 from bloomqg.llm_client import (
     ClientSettings,
@@ -489,6 +490,17 @@ def test_missing_key_variable_fails_before_any_request(
         with pytest.raises(FatalAPIError, match="BLOOMQG_TEST_API_KEY is not set"):
             OpenAICompatibleClient(settings, cache=tmp_path).complete(_requests(3, "nokey"), PARAMS)
         assert proxy.received == 0
+
+        # A batch answered entirely from the cache needs no key (reproducing a finished study).
+        cache = CallCache(tmp_path)
+        for request in _requests(3, "nokey"):
+            key = call_cache_key(
+                "gpt-4o-mini", request.messages, temperature=0.0, top_p=1.0, max_tokens=6, seed=11
+            )
+            cache.put(key, CachedResponse(f"answer to {request.request_id}", "stop", 10, 3))
+        completions = OpenAICompatibleClient(settings, cache=cache).complete(_requests(3, "nokey"), PARAMS)
+        assert [c.text for c in completions] == [f"answer to nokey-{i}" for i in range(3)]
+        assert all(c.cached for c in completions) and proxy.received == 0
 
 
 @pytest.mark.integration
