@@ -12,6 +12,8 @@ are repeated on each of the five rows for audit.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,8 +21,10 @@ from typing import Any
 
 import pandas as pd
 
+from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.base import TextGenerator
 from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
+from bloomqg.llm_client import ClientSettings
 from bloomqg.provenance import code_fingerprint
 from bloomqg.schemas import CRITERIA, DATASET, GENERATIONS, JUDGMENTS
 
@@ -31,10 +35,7 @@ BACKENDS: tuple[str, ...] = ("rules", "embedding", "hf", "openai")
 #: Keys any judge entry may carry.
 _COMMON_KEYS = frozenset({"backend", "note"})
 #: Keys an openai judge entry may carry for its endpoint (consumed by the text generator).
-_API_KEYS = frozenset(
-    {"model", "base_url", "api_key_env", "concurrency", "rpm", "tpm", "timeout_s", "max_retries",
-     "price_per_million_input", "price_per_million_output", "structured_outputs"}
-)
+_API_KEYS = frozenset(field.name for field in dataclasses.fields(ClientSettings))
 
 
 def allowed_spec_keys(backend: str) -> frozenset[str]:
@@ -71,18 +72,6 @@ def _check_columns(frame: pd.DataFrame, names: Sequence[str], what: str) -> None
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ValueError(f"judge_questions: {what} frame lacks columns {missing}")
-
-
-def dataset_knowledge_units(dataset: pd.DataFrame) -> list[str]:
-    """The dataset's knowledge units, sorted (the list a judge chooses from)."""
-    units: set[str] = set()
-    for row, value in zip(dataset.index, dataset["knowledge_units"]):
-        if value is None or isinstance(value, str) or len(value) == 0:
-            raise ValueError(f"dataset row {row}: knowledge_units must be a non-empty list, got {value!r}")
-        units.update(str(unit) for unit in value)
-    if not units:
-        raise ValueError("judge_questions: the dataset has no knowledge units")
-    return sorted(units)
 
 
 def _has_question(value: Any) -> bool:
