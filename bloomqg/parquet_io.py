@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -12,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bloomqg.atomic import atomic_target
 from bloomqg.provenance import base_provenance
 
 PROVENANCE_KEY = b"bloomqg.provenance"
@@ -54,15 +53,8 @@ def write_frame(
     table = table.replace_schema_metadata(
         {PROVENANCE_KEY: json.dumps(meta, sort_keys=True, default=str).encode()}
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_target(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_frame(path: str | Path, schema: pa.Schema | None = None) -> pd.DataFrame:

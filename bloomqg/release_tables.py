@@ -15,15 +15,14 @@ all six models; :func:`compare_with_paper` lines a written table up against them
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from bloomqg.atomic import write_text_atomic
 from bloomqg.metrics import METRIC_LABELS
 
 KEY_COLUMNS: tuple[str, ...] = ("model", "dataset", "strategy")
@@ -172,18 +171,6 @@ def _format(value: object) -> str:
     return f"{float(value):.2f}"  # type: ignore[arg-type]
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Atomic write (temp file + rename), as for the Parquet files."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _markdown(frame: pd.DataFrame, metrics: tuple[str, ...]) -> str:
     headers = ["Model", "Dataset", "Strategy"] + [f"{METRIC_LABELS[name]} (%)" for name in metrics]
     lines = [
@@ -219,8 +206,8 @@ def release_tables(all_metrics: pd.DataFrame, out_dir: Path) -> list[Path]:
         frame = wide.reindex(columns=list(metrics)).map(_format).reset_index()
         frame.columns = [*KEY_COLUMNS, *metrics]
         csv_path, md_path = out_dir / f"{table}.csv", out_dir / f"{table}.md"
-        _write_text(csv_path, frame.to_csv(index=False, lineterminator="\n"))
-        _write_text(md_path, _markdown(frame, metrics))
+        write_text_atomic(csv_path, frame.to_csv(index=False, lineterminator="\n"))
+        write_text_atomic(md_path, _markdown(frame, metrics))
         written += [csv_path, md_path]
     return written
 

@@ -17,14 +17,13 @@ import datetime as _dt
 import json
 import logging
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from bloomqg.atomic import write_text_atomic
 from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT, UNCATEGORIZED
 from bloomqg.tables import (
     CRITERION_LABEL,
@@ -674,13 +673,5 @@ def build_report(
     }
     html = render_report(context)
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(html)
-        os.replace(tmp, out_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(out_path, html)
     log.info("wrote report %s (%.1f MB)", out_path, out_path.stat().st_size / 1e6)

@@ -38,15 +38,15 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from bloomqg.atomic import write_text_atomic
+from bloomqg.metrics import METRIC_LABELS
 from bloomqg.bloom import BLOOM_LEVELS, normalize_level
 from bloomqg.schemas import METRICS
 
@@ -55,29 +55,10 @@ log = logging.getLogger(__name__)
 #: How strategies are written in tables and figures.
 STRATEGY_LABEL: dict[str, str] = {"cot": "CoT", "fgp": "FGP"}
 
-#: Display names of the metrics of :mod:`bloomqg.metrics`.
+#: Display names of the metrics of :mod:`bloomqg.metrics`, without the "|Δ|" of the shift
+#: totals and means (kept ASCII so the LaTeX tables compile with pdflatex).
 METRIC_LABEL: dict[str, str] = {
-    "unique": "Unique",
-    "readable": "Readable",
-    "answerable": "Answerable",
-    "usability": "Usability",
-    "catcons": "CatCons",
-    "cogshift": "CogShift",
-    "cogreg": "CogReg",
-    "cogdrift": "CogDrift",
-    "cogleap": "CogLeap",
-    "cogreg_total": "CogReg total",
-    "cogdrift_total": "CogDrift total",
-    "cogleap_total": "CogLeap total",
-    "cogreg_mean": "CogReg mean",
-    "cogdrift_mean": "CogDrift mean",
-    "cogleap_mean": "CogLeap mean",
-    "knowcov": "KnowCov",
-    "classification_acc": "Classification acc.",
-    "knowledge_id_acc": "Knowledge-ID acc.",
-    "parse_failure_rate": "Parse failures",
-    "n_generated": "Generated",
-    "n_useful": "Useful",
+    metric: label.replace(" |Δ|", "") for metric, label in METRIC_LABELS.items()
 }
 
 CRITERION_LABEL: dict[str, str] = {
@@ -689,22 +670,10 @@ def write_tables(
             ("tex", render_latex(table)),
         ):
             path = out_dir / f"{table.name}.{suffix}"
-            _write_text(path, text)
+            write_text_atomic(path, text)
             paths.append(path)
     log.info("wrote %d table files to %s", len(paths), out_dir)
     return paths
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Write atomically so a killed job never leaves a half table behind."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------- Markdown
