@@ -31,7 +31,7 @@ VERDICT = {
 class FixedLatencyServer:
     """Answers every chat completion with :data:`VERDICT` after ``latency_s`` seconds."""
 
-    def __init__(self, latency_s: float) -> None:
+    def __init__(self, latency_s: float, content: str | None = None) -> None:
         self.latency_s = latency_s
         self.completions = 0
         self._body = json.dumps(
@@ -43,7 +43,7 @@ class FixedLatencyServer:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": json.dumps(VERDICT)},
+                        "message": {"role": "assistant", "content": content or json.dumps(VERDICT)},
                         "finish_reason": "stop",
                     }
                 ],
@@ -102,8 +102,8 @@ class FixedLatencyServer:
             writer.close()
 
 
-async def serve(port: int, latency_s: float) -> None:
-    server_state = FixedLatencyServer(latency_s)
+async def serve(port: int, latency_s: float, content: str | None = None) -> None:
+    server_state = FixedLatencyServer(latency_s, content)
     server = await asyncio.start_server(server_state.handle, "127.0.0.1", port, backlog=1024)
     bound = server.sockets[0].getsockname()[1]
     print(f"READY {bound}", flush=True)
@@ -115,9 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per completion")
+    parser.add_argument("--content", default=None, help="the assistant's answer (default: a verdict)")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.port, args.latency))
+        asyncio.run(serve(args.port, args.latency, args.content))
     except KeyboardInterrupt:
         sys.exit(0)
 

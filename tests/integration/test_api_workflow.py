@@ -1,0 +1,125 @@
+"""The workflow with API models only, against loopback servers, through a fault-injecting proxy.
+
+A generator endpoint answers every prompt with a fixed question; three judges sit behind a proxy
+that fails about a third of requests (429 with Retry-After, 500, 503, dropped connections) and
+demands an API key. The study must complete with exactly one verdict row per question and
+criterion, a forced rerun of judging must send no request, and a wrong key must fail fast
+without the key appearing anywhere in the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from bloomqg.parquet_io import read_frame
+from bloomqg.schemas import CRITERIA, JUDGMENTS, VOTES
+from tests.conftest import REPO
+from tests.support.fault_proxy import FaultProxy, FaultSchedule
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-test-0123456789abcdefSECRET"
+WRONG_KEY = "sk-wrong-9876543210fedcbaLEAKED"
+N_ITEMS = 6
+JUDGES = ("judge-a", "judge-b", "judge-c")
+
+
+def start_server(content: str | None) -> tuple[subprocess.Popen, int]:
+    command = [sys.executable, str(REPO / "tests" / "support" / "fixed_latency_server.py"),
+               "--port", "0", "--latency", "0.02"]
+    if content is not None:
+        command += ["--content", content]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    assert line.startswith("READY"), line
+    return process, int(line.split()[1])
+
+
+@pytest.fixture(scope="module")
+def servers():
+    question = json.dumps({"question": "How would you design a stack that also returns its minimum in O(1)?"})
+    generator, generator_port = start_server(question)
+    judge, judge_port = start_server(None)
+    schedule = FaultSchedule(seed=3, fault_rate=0.34, max_faults_per_body=2,
+                             weights={"rate_limit": 1.0, "server_error": 1.0, "unavailable": 1.0, "drop": 1.0})
+    proxy = FaultProxy(judge_port, schedule, required_api_key=KEY).start()
+    try:
+        yield generator_port, proxy
+    finally:
+        proxy.stop()
+        for process in (generator, judge):
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def api_config(workdir: Path, generator_port: int, proxy: FaultProxy) -> Path:
+    api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 6, "backoff_base_s": 0.05,
+           "backoff_max_s": 1.5, "timeout_s": 5, "concurrency": 4}
+    config = {
+        "seed": 7, "limit_items": N_ITEMS, "exemplars": 1, "strategies": ["fgp"],
+        "cache_dir": str(workdir / "cache"),
+        "datasets": {"cs": {"loader": "embedded", "path": str(REPO / "data" / "cs" / "questions.csv"),
+                            "domain": "computer science"}},
+        "models": {"api-gen": {"backend": "openai", "model": "fixed-generator",
+                               "base_url": f"http://127.0.0.1:{generator_port}/v1", **api}},
+        "judges": {name: {"backend": "openai", "model": f"fixed-{name}", "base_url": proxy.base_url, **api}
+                   for name in JUDGES},
+        "bootstrap": {"n_resamples": 100, "confidence": 0.95},
+    }
+    path = workdir / "api.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def snakemake(workdir: Path, config: Path, key: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BLOOMQG_TEST_KEY": key}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+         "--configfile", str(config), "--cores", "2", *args],
+        capture_output=True, text=True, timeout=900, env=env,
+    )
+
+
+def test_faulty_endpoint_loses_nothing_and_a_rerun_pays_nothing(tmp_path, servers):
+    generator_port, proxy = servers
+    config = api_config(tmp_path, generator_port, proxy)
+    proxy.reset_counters()
+    first = snakemake(tmp_path, config, KEY)
+    assert first.returncode == 0, first.stderr[-5000:]
+    assert sum(proxy.faults.values()) >= 1, "the proxy should have injected faults"
+    assert proxy.forwarded == N_ITEMS * len(JUDGES)  # each question reached each judge once
+    for judge in JUDGES:
+        verdicts = read_frame(tmp_path / "results" / "judgments" / "cs" / "fgp" / "api-gen" / f"{judge}.parquet", JUDGMENTS)
+        assert len(verdicts) == N_ITEMS * len(CRITERIA)
+        assert not verdicts.duplicated(["prompt_id", "criterion"]).any()
+        assert (verdicts["status"] == "ok").all()
+    votes = read_frame(tmp_path / "results" / "votes" / "cs" / "fgp" / "api-gen.parquet", VOTES)
+    assert len(votes) == N_ITEMS and votes["readable"].all()
+
+    proxy.reset_counters()
+    rerun = snakemake(tmp_path, config, KEY, "--forcerun", "judge_questions")
+    assert rerun.returncode == 0, rerun.stderr[-5000:]
+    assert proxy.received == 0, "a rerun must be answered from the call cache"
+
+
+def test_wrong_key_fails_fast_and_never_leaks(tmp_path, servers):
+    generator_port, proxy = servers
+    config = api_config(tmp_path, generator_port, proxy)
+    proxy.reset_counters()
+    result = snakemake(tmp_path, config, WRONG_KEY)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "BLOOMQG_TEST_KEY" in output
+    assert proxy.received <= len(JUDGES) * 4, "authentication errors must not be retried"
+    assert WRONG_KEY not in output
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert WRONG_KEY.encode() not in path.read_bytes(), f"the key leaked into {path}"
