@@ -28,9 +28,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bloomqg.generation.base import ChatRequest, DecodingParams  # noqa: E402
-from bloomqg.generation.batching import padding_efficiency, plan_batches  # noqa: E402
-from bloomqg.prompts import build_prompts, messages_from_json  # noqa: E402
+from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.generation.batching import padding_efficiency, plan_batches
+from bloomqg.prompts import build_prompts, messages_from_json
 
 SYNTHETIC = [
     ("Stack", "Define a stack and list its two main operations."),
@@ -133,6 +133,16 @@ def main() -> None:
     chosen = batched_generator.batch_size_for(lengths, params.max_new_tokens)
     batched = run(batched_generator, requests, params)
 
+    # Prefill cost, measured apart (max_new_tokens=1): batching cannot shrink it, so it bounds
+    # the end-to-end speed-up; decode-only figures show what the batching itself achieves.
+    prefill_params = DecodingParams(temperature=0.9, top_p=0.95, max_new_tokens=1, seed=args.seed)
+    batched_generator.batch_size_policy = 1
+    prefill1 = run(batched_generator, subset, prefill_params)["wall_s"]
+    batched_generator.batch_size_policy = batch_size
+    prefillb = run(batched_generator, requests, prefill_params)["wall_s"]
+    decode1 = batch1["useful_tokens"] / max(batch1["wall_s"] - prefill1, 1e-9)
+    decodeb = batched["useful_tokens"] / max(batched["wall_s"] - prefillb, 1e-9)
+
     # what generate() would compute: each batch decodes until its longest row stops
     completion_steps = [min(c.n_completion_tokens + (c.finish_reason == "stop"),
                             params.max_new_tokens) for c in batched["completions"]]
@@ -159,6 +169,11 @@ def main() -> None:
                     "finish_reasons": pd.Series([c.finish_reason for c in batched["completions"]])
                     .value_counts().to_dict()},
         "speedup_batched_over_batch1": round(tpsb / tps1, 2),
+        "prefill": {"prompt_tokens_batched": sum(lengths),
+                    "batch1_prefill_s": round(prefill1, 2), "batched_prefill_s": round(prefillb, 2),
+                    "batch1_decode_only_tokens_per_s": round(decode1, 2),
+                    "batched_decode_only_tokens_per_s": round(decodeb, 2),
+                    "decode_only_speedup": round(decodeb / decode1, 2)},
         "padding_efficiency": round(padding_efficiency(batched["useful_tokens"],
                                                        batched["computed_decode_steps"]), 4),
         "padding_efficiency_static_batches_estimate": round(

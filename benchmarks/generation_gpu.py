@@ -33,12 +33,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bloomqg.generation.batching import auto_batch_size_gpu, kv_cache_bytes_per_token  # noqa: E402
+from bloomqg.generation.batching import auto_batch_size_gpu, kv_cache_bytes_per_token
 
-QWEN25_7B_SHAPES = dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28,
-                        num_key_value_heads=4, intermediate_size=18944, vocab_size=152064)
-TINY_SHAPES = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, intermediate_size=128, vocab_size=512)
+QWEN25_7B_SHAPES = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+                        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064}
+TINY_SHAPES = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512}
 
 
 def build_model(shapes: dict, device, dtype):
@@ -76,8 +76,8 @@ def timed_generate(model, batch: int, prompt_tokens: int, new_tokens: int, cache
     generator = torch.Generator(device="cpu").manual_seed(batch)
     input_ids = torch.randint(1, model.config.vocab_size, (batch, prompt_tokens),
                               generator=generator).to(device)
-    kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                  attention_mask=torch.ones_like(input_ids))
+    kwargs = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False,
+                  "attention_mask": torch.ones_like(input_ids)}
     if cache == "static":
         kwargs["cache_implementation"] = "static"
         kwargs["max_cache_len"] = cache_tokens or prompt_tokens + new_tokens

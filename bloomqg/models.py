@@ -19,8 +19,9 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from bloomqg.provenance import package_versions, sha256_file
 
@@ -59,7 +60,7 @@ def _package_dir(package: str) -> Path:
         raise ModelFileError(
             f"model package {package!r} is not installed; install it with: {hint}"
         )
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def resolve_gguf(spec_gguf: Mapping[str, Any]) -> Path:

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from bloomqg.generation.base import DecodingParams, TextGenerator
 
@@ -53,8 +54,10 @@ def decoding_params(spec_generation: Mapping[str, Any] | None, seed: int) -> Dec
     if not 0 < top_p <= 1:
         raise ValueError(f"generation.top_p must be in (0, 1], got {top_p}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"generation.max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        raise ValueError(
+            f"generation.max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     if not isinstance(do_sample, bool):
-        raise ValueError(f"generation.do_sample must be true or false, got {do_sample!r}")
+        raise ValueError(  # noqa: TRY004 - a config value error, reported like the others
+            f"generation.do_sample must be true or false, got {do_sample!r}")
     return DecodingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                           do_sample=do_sample, seed=int(seed))

@@ -16,13 +16,19 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
-from bloomqg.generation.base import ChatRequest, Completion, DecodingParams, TextGenerator
+from bloomqg.generation.base import (
+    ChatRequest,
+    Completion,
+    DecodingParams,
+    TextGenerator,
+)
 from bloomqg.parquet_io import write_frame
 from bloomqg.parsing import parse_generation
 from bloomqg.prompts import messages_from_json
@@ -94,7 +100,8 @@ class _CheckpointWriter:
             self._rewrite(path, [json.dumps({"run": run_key})])
         else:
             self._truncate_torn_tail(path)
-        self.handle = open(path, "a", encoding="utf-8")
+        # kept open across batches and closed by close(): one append per batch
+        self.handle = open(path, "a", encoding="utf-8")  # noqa: SIM115
 
     @staticmethod
     def _rewrite(path: Path, lines: Sequence[str]) -> None:

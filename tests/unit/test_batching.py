@@ -118,3 +118,29 @@ def test_request_seed_is_stable_and_distinct():
 def test_padding_efficiency():
     assert padding_efficiency(90, 100) == 0.9
     assert padding_efficiency(0, 0) == 1.0
+
+
+def test_checkpoint_keeps_whole_batches_and_drops_a_torn_last_line(tmp_path):
+    """The stage's checkpoint: one JSON line per batch; a kill mid-write tears only the last."""
+    import json
+
+    from bloomqg.generation.stage import load_checkpoint
+
+    key = {"model": "m", "params": {"seed": 1}, "prompts_sha256": "abc"}
+    path = tmp_path / "ckpt.jsonl"
+    batch0 = {"batch": 0, "rows": [{"prompt_id": "a"}, {"prompt_id": "b"}]}
+    batch1 = {"batch": 1, "rows": [{"prompt_id": "c"}]}
+    lines = [json.dumps({"run": key}), json.dumps(batch0), json.dumps(batch1)]
+    path.write_text("\n".join(lines) + "\n" + '{"batch": 2, "rows": [{"prompt_')
+    rows, batches = load_checkpoint(path, key)
+    assert [row["prompt_id"] for row in rows] == ["a", "b", "c"] and batches == 2
+
+    # a torn line that is not the last means corruption, not a kill: refuse to guess
+    path.write_text("\n".join([lines[0], '{"batch": 0, "ro', lines[2]]) + "\n")
+    with pytest.raises(ValueError, match="line 2"):
+        load_checkpoint(path, key)
+
+    # another run's checkpoint is discarded, not mixed in
+    path.write_text("\n".join(lines) + "\n")
+    assert load_checkpoint(path, dict(key, model="other")) == ([], 0)
+    assert not path.exists()

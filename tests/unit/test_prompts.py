@@ -49,8 +49,8 @@ def make_dataset() -> pd.DataFrame:
 
 
 def build(strategy: str, dataset: pd.DataFrame | None = None, **kwargs) -> pd.DataFrame:
-    options = dict(template_path=TEMPLATES / f"{strategy}.md", k_exemplars=2, seed=3,
-                   domain="computer science", system_path=TEMPLATES / "system.md")
+    options = {"template_path": TEMPLATES / f"{strategy}.md", "k_exemplars": 2, "seed": 3,
+                   "domain": "computer science", "system_path": TEMPLATES / "system.md"}
     options.update(kwargs)
     return build_prompts(make_dataset() if dataset is None else dataset, strategy, **options)
 
