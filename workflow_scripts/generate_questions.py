@@ -13,7 +13,10 @@ params = snakemake.params
 prompts = shard_rows(read_frame(snakemake.input.prompts, PROMPTS), int(snakemake.wildcards.shard), params.n_shards)
 spec = dict(params.spec)
 generator = make_text_generator(
-    spec, model_dir=snakemake.input.model[0] if snakemake.input.model else None, cache_dir=params.cache_dir
+    spec,
+    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    cache_dir=params.cache_dir,
+    num_threads=snakemake.threads,
 )
 try:
     generate_questions(

@@ -18,6 +18,7 @@ if spec["backend"] in ("hf", "openai"):
         generator_spec,
         model_dir=snakemake.input.model[0] if snakemake.input.model else None,
         cache_dir=params.cache_dir,
+        num_threads=snakemake.threads,
     )
 try:
     judgments = judge_questions(

@@ -15,19 +15,26 @@ _DECODING_KEYS = {"temperature", "top_p", "max_new_tokens", "do_sample"}
 
 
 def make_text_generator(
-    spec: Mapping[str, Any], *, model_dir: str | Path | None, cache_dir: str | Path
+    spec: Mapping[str, Any],
+    *,
+    model_dir: str | Path | None,
+    cache_dir: str | Path,
+    num_threads: int | None = None,
 ) -> TextGenerator:
     """A loaded generator for a ``models.<name>`` (or LLM judge) config entry.
 
     ``backend: hf`` -> :class:`bloomqg.generation.hf.HFTextGenerator` (``model_dir`` is the
     directory ``materialize_model`` prepared; it holds the converted weights of a GGUF entry);
     ``backend: openai`` -> ``bloomqg.generation.openai_api.OpenAITextGenerator`` with the call
-    cache under ``cache_dir``.
+    cache under ``cache_dir``. ``num_threads`` (the job's thread count) sets torch's CPU threads
+    for in-process models unless the entry pins its own.
     """
     backend = spec.get("backend")
     if backend == "hf":
         from bloomqg.generation.hf import HFTextGenerator
 
+        if num_threads is not None and "num_threads" not in spec:
+            spec = {**spec, "num_threads": num_threads}
         return HFTextGenerator.from_spec(spec, model_dir)
     if backend == "openai":
         from bloomqg.generation.openai_api import OpenAITextGenerator
