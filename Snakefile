@@ -8,6 +8,10 @@ if not workflow.overwrite_configfiles:
     workflow.configfile(os.path.join(workflow.basedir, "config.yaml"))
 
 
+# `snakemake --report report.zip`: this description, plus every output marked with report().
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/datasets.smk"
 include: "rules/generation.smk"

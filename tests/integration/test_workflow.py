@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,15 @@ def test_runs_from_another_directory(finished_study, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_snakemake_report_bundles_outputs(finished_study):
+    workdir, config = finished_study
+    snakemake(workdir, config, "--report", str(workdir / "report.zip"))
+    with zipfile.ZipFile(workdir / "report.zip") as bundle:
+        names = bundle.namelist()
+    assert any(name.endswith("report.html") for name in names)
+    assert any(name.endswith("fig2_transitions.png") for name in names)
 
 
 def test_editing_the_fgp_template_reruns_only_fgp_work(finished_study):
