@@ -76,7 +76,7 @@ GENERATIONS = _schema(
     f("identified_bloom_level", _str),  # CoT: the model's level for the original
     f("identified_knowledge_units", _units),  # CoT: the model's units for the original
     f("parse_status", _str, False),  # "ok" | "failed" | "error" (generation call failed)
-    f("parse_error", _str),  # reason when parse_status != "ok"
+    f("parse_error", _str),  # why parsing failed; on "ok" rows, a note (e.g. CoT level not recognised)
     f("finish_reason", _str),  # "stop" | "length" | "error" | "imported"
     f("n_prompt_tokens", pa.int64()),
     f("n_completion_tokens", pa.int64()),
@@ -102,7 +102,7 @@ JUDGMENTS = _schema(
     f("value_bool", pa.bool_()),  # unique / readable / answerable
     f("value_level", _str),  # bloom_level
     f("value_units", _units),  # knowledge_units (one or more, from the dataset's list)
-    f("status", _str, False),  # "ok" | "parse_failed" | "error" | "no_question"
+    f("status", _str, False),  # "ok" | "parse_failed" | "error" (incl. abstained) | "no_question"
     f("reason", _str),  # why a value is missing
     f("raw_text", _str),  # the judge's raw answer (LLM judges), for audit
     f("cached", pa.bool_()),  # answered from the call cache
@@ -149,7 +149,7 @@ VOTES = _schema(
     f("answerable_null_reason", _str),
     f("bloom_level_null_reason", _str),
     f("knowledge_units_null_reason", _str),
-    f("useful", pa.bool_()),  # unique ∧ readable ∧ answerable; null when any is null
+    f("useful", pa.bool_()),  # unique ∧ readable ∧ answerable (3-valued: one False is False)
     f("alpha_gated", pa.bool_(), False),  # some criterion of this cell failed the α gate
 )
 
@@ -163,7 +163,7 @@ RELIABILITY = _schema(
     f("alpha", pa.float64()),  # panel rows only
     f("alpha_ci_low", pa.float64()),
     f("alpha_ci_high", pa.float64()),
-    f("level_of_measurement", _str),  # "nominal" | "ordinal"
+    f("level_of_measurement", _str),  # "nominal" | "ordinal" (Bloom) | "jaccard" (unit sets)
     f("n_items", pa.int64()),
     f("n_judges", pa.int64()),
     f("gate_threshold", pa.float64()),
