@@ -7,6 +7,13 @@ alone, so a template needs no escaping.  An unknown placeholder is an error nami
 
 Each prompt shows ``k`` exemplars: other items of the same dataset sharing a knowledge unit with
 the item (never the item itself), drawn deterministically from the seed and the item id.
+
+Response prefill (opt-in per in-process model, see :func:`with_response_prefill`): the
+assistant turn is started with the opening of the JSON answer the prompt asks for, e.g.
+``{"question": "``.  The prefix is not declared separately; it is read off the prompt's own
+JSON example -- the last line that starts with ``{"key":`` -- so a user who edits a template's
+example (another first key, other spacing) changes the prefix with it, and the prompt hash,
+which covers the template file, covers the prefix too.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ STRATEGIES: tuple[str, ...] = ("cot", "fgp")
 UNSPECIFIED_LEVEL_TEXT = "the same as the original question"
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+# A JSON example's opening at the start of a line: `{"key": "` (string value) or `{"key": `.
+_JSON_EXAMPLE_OPENING = re.compile(r'^[ \t]*(\{[ \t]*"[^"\n]+"[ \t]*:[ \t]*"?)', re.MULTILINE)
 _LEADING_COMMENT = re.compile(r"\A\s*<!--.*?-->\s*", re.DOTALL)
 _DATASET_COLUMNS = ("item_id", "dataset", "question", "bloom_level", "knowledge_units")
 
@@ -216,3 +225,44 @@ def default_template_paths(strategy: str, root: str | Path = ".") -> Sequence[Pa
         raise ValueError(f"strategy {strategy!r} is not one of {STRATEGIES}")
     base = Path(root) / "prompts" / "generation"
     return (base / f"{strategy}.md", base / "system.md")
+
+
+def response_prefix(prompt_text: str) -> str | None:
+    """The opening of the JSON answer a prompt shows as its example, up to its first value.
+
+    The example is the *last* line of ``prompt_text`` that starts with ``{"key":`` (templates
+    end with their "Reply with JSON only, in this form:" example; an original question or an
+    exemplar quoted earlier in the prompt sits on a ``- `` bullet or mid-line and cannot match
+    a later line).  The prefix keeps the example's own spacing and ends with the opening quote
+    of the first value when that value is a string: ``{"question": "``.  None when the prompt
+    shows no such example.
+    """
+    openings = _JSON_EXAMPLE_OPENING.findall(prompt_text)
+    return openings[-1].lstrip() if openings else None
+
+
+def with_response_prefill(
+    messages: Sequence[Mapping[str, str]], *, prompt_id: str = "?"
+) -> tuple[tuple[dict[str, str], ...], str]:
+    """``messages`` plus an assistant message holding the response prefix, and that prefix.
+
+    The prefix comes from the last user message (:func:`response_prefix`).  A backend that
+    continues a final assistant message (transformers' ``continue_final_message``) then writes
+    the rest of the JSON answer.  Raises ValueError naming the prompt when the conversation
+    already ends with an assistant turn or its last user message shows no JSON example:
+    prefill was asked for, so generating without it would be a silent fallback.
+    """
+    if not messages:
+        raise ValueError(f"prompt {prompt_id}: no messages to prefill")
+    if messages[-1].get("role") == "assistant":
+        raise ValueError(f"prompt {prompt_id}: the conversation already ends with an assistant "
+                         "message; cannot add a response prefill")
+    user_texts = [m["content"] for m in messages if m.get("role") == "user"]
+    prefix = response_prefix(user_texts[-1]) if user_texts else None
+    if prefix is None:
+        raise ValueError(
+            f"prompt {prompt_id}: response prefill is on but the prompt shows no JSON example "
+            'line starting with {"key": ...} to take the answer\'s opening from (check the '
+            "generation template, or turn response_prefill off for this model)")
+    prefilled = tuple({"role": m["role"], "content": m["content"]} for m in messages)
+    return (*prefilled, {"role": "assistant", "content": prefix}), prefix

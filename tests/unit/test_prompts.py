@@ -18,7 +18,9 @@ from bloomqg.prompts import (
     messages_from_json,
     prompt_hash,
     render_template,
+    response_prefix,
     template_hash,
+    with_response_prefill,
 )
 from bloomqg.schemas import PROMPTS
 
@@ -173,3 +175,47 @@ def test_messages_json_is_validated():
         messages_from_json("not json", prompt_id="p1")
     with pytest.raises(ValueError, match="role, content"):
         messages_from_json(json.dumps([{"role": "user"}]), prompt_id="p1")
+
+
+@pytest.mark.parametrize(("strategy", "prefix"), [
+    ("cot", '{"knowledge_unit": "'),
+    ("fgp", '{"question": "'),
+])
+def test_response_prefix_is_the_opening_of_the_templates_json_example(strategy, prefix):
+    assert response_prefix(load_template(TEMPLATES / f"{strategy}.md")) == prefix
+    # the rendered prompt yields the same prefix as its template
+    user = json.loads(build(strategy)["messages_json"].iloc[0])[-1]["content"]
+    assert response_prefix(user) == prefix
+
+
+def test_response_prefix_follows_an_edited_example_and_its_spacing():
+    assert response_prefix('Reply in JSON:\n{ "new_question" :  "<q>"}') == '{ "new_question" :  "'
+    # a non-string first value: the prefix stops before the value
+    assert response_prefix('Answer:\n{"score": 3, "why": "<text>"}') == '{"score": '
+    # the last example line wins; a quoted object mid-line or on a bullet is not the example
+    text = ('Original question:\nParse {"a": "b"} in Python.\n- {"x": "y"} as an exemplar\n'
+            'Form:\n  {"question": "<q>", "bloom_level": "<l>"}')
+    assert response_prefix(text) == '{"question": "'
+    assert response_prefix("Reply with the question only.") is None
+    assert response_prefix("Reply as {} please") is None
+
+
+def test_with_response_prefill_appends_an_assistant_message():
+    messages = ({"role": "system", "content": "Be brief."},
+                {"role": "user", "content": 'Write a question.\n{"question": "<q>"}'})
+    prefilled, prefix = with_response_prefill(messages, prompt_id="cs-0001:fgp")
+    assert prefix == '{"question": "'
+    assert prefilled[:2] == messages
+    assert prefilled[-1] == {"role": "assistant", "content": prefix}
+    assert len(messages) == 2  # the input is left as it was
+
+
+def test_with_response_prefill_refuses_prompts_it_cannot_prefill():
+    with pytest.raises(ValueError, match=r"cs-0009:fgp.*no JSON example"):
+        with_response_prefill([{"role": "user", "content": "Write a question."}],
+                              prompt_id="cs-0009:fgp")
+    with pytest.raises(ValueError, match=r"cs-0009:fgp.*already ends with an assistant"):
+        with_response_prefill([{"role": "user", "content": '{"question": "<q>"}'},
+                               {"role": "assistant", "content": "{"}], prompt_id="cs-0009:fgp")
+    with pytest.raises(ValueError, match="no messages"):
+        with_response_prefill([], prompt_id="x")
