@@ -7,6 +7,13 @@ until the longest one stops, so with answers of very different lengths most of t
 tokens are padding.  Here a sequence leaves the batch (and its KV cache rows are dropped) the
 step it emits a stop token, so the work done tracks the useful tokens.
 
+Response prefill: a request whose last message is from the assistant is *continued*
+(transformers' ``apply_chat_template(..., continue_final_message=True)``) instead of answered in
+a new turn, and the completion text is that message's content followed by the continuation, so
+parsers and audits see the whole answer.  :func:`bloomqg.prompts.with_response_prefill` builds
+such requests; the generation stage adds them when a model entry sets ``response_prefill: true``
+(:attr:`HFTextGenerator.response_prefill`).
+
 Reproducibility: every sequence samples from its own ``torch.Generator`` seeded from the study
 seed and its request id (:func:`~bloomqg.generation.batching.request_seed`), so a batch rerun
 after a crash produces the same text as the uninterrupted run (same batch, same device and
@@ -61,6 +68,13 @@ END_OF_TURN_TOKENS: tuple[str, ...] = (
 TOP_P_CANDIDATES = 512
 
 
+def response_prefix_of(request: ChatRequest) -> str:
+    """The assistant message a request ends with (its prefill), or "" when it ends otherwise."""
+    if request.messages and request.messages[-1].get("role") == "assistant":
+        return request.messages[-1].get("content", "")
+    return ""
+
+
 def _resolve_dtype(name: str | None, on_gpu: bool) -> Any:
     """torch dtype for a spec's dtype: "auto" = bf16 (fp16 without bf16 support) on GPU, fp32 on CPU."""
     import torch
@@ -106,7 +120,14 @@ class HFTextGenerator:
     ``source`` is a local model directory (e.g. a converted GGUF), a directory holding a GGUF
     file (with ``gguf_file``), or a hub id (pinned with ``revision``).  The model loads once,
     in the constructor.
+
+    ``response_prefill`` records the model entry's choice to start the assistant turn of
+    generation requests with the opening of the expected JSON answer; the generation stage
+    reads it and adds the prefix (LLM judges borrowing the same weights do not).
     """
+
+    #: This backend continues a final assistant message (see the module docstring).
+    supports_response_prefill = True
 
     def __init__(
         self,
@@ -120,6 +141,7 @@ class HFTextGenerator:
         batch_size: int | str | None = "auto",
         num_threads: int | None = None,
         extra_provenance: Mapping[str, Any] | None = None,
+        response_prefill: bool = False,
     ) -> None:
         import torch
         import transformers
@@ -131,6 +153,11 @@ class HFTextGenerator:
         self.device = torch.device("cuda" if self.on_gpu else "cpu")
         self.dtype = _resolve_dtype(dtype, self.on_gpu)
         self.batch_size_policy = batch_size if batch_size is not None else "auto"
+        if not isinstance(response_prefill, bool):
+            raise ValueError(  # noqa: TRY004 - a config value error, reported like the others
+                f"model {model_id or source!r}: response_prefill must be true or "
+                f"false, got {response_prefill!r}")
+        self.response_prefill = response_prefill
         attn = "sdpa"
         if (
             self.on_gpu
@@ -182,6 +209,7 @@ class HFTextGenerator:
             "sampling_seed": "per request: sha256(seed, request_id) -> torch.Generator",
             "transformers_version": transformers.__version__,
             "torch_version": torch.__version__,
+            "response_prefill": response_prefill,
         }
         self.provenance.update(dict(extra_provenance or {}))
 
@@ -215,6 +243,7 @@ class HFTextGenerator:
             num_threads=spec.get("num_threads"),
             extra_provenance={f"weights_{k}": v for k, v in materialised.items()
                               if k in ("kind", "source_gguf_sha256", "dtype")},
+            response_prefill=spec.get("response_prefill", False),
         )
 
     # -- tokens --------------------------------------------------------------------------
@@ -236,10 +265,20 @@ class HFTextGenerator:
         return ids
 
     def encode(self, request: ChatRequest) -> list[int]:
-        """Token ids of a request rendered with the chat template plus the assistant prompt."""
-        text = self.tokenizer.apply_chat_template(
-            list(request.messages), tokenize=False, add_generation_prompt=True
-        )
+        """Token ids of a request rendered with the chat template plus the assistant prompt.
+
+        A request ending with an assistant message is rendered open-ended, so the model
+        continues that message (response prefill) rather than starting a new turn.
+        """
+        messages = list(request.messages)
+        if response_prefix_of(request):
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, continue_final_message=True
+            )
+        else:
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # -- batch size ----------------------------------------------------------------------
@@ -441,14 +480,19 @@ class HFTextGenerator:
         for row, request in enumerate(requests):
             kept, finish = trim_completion(generated[row], self.stop_ids)
             useful += len(kept)
+            continuation = self.tokenizer.decode(kept, skip_special_tokens=True)
+            prefix = response_prefix_of(request)
+            # a prefilled answer is the prefix plus its continuation, verbatim at the seam
+            text = (prefix + continuation).rstrip() if prefix else continuation.strip()
             completions.append(Completion(
                 request_id=request.request_id,
-                text=self.tokenizer.decode(kept, skip_special_tokens=True).strip(),
+                text=text,
                 finish_reason=finish,
                 n_prompt_tokens=len(encoded[row]),
                 n_completion_tokens=len(kept),
                 latency_s=latency,
                 batch_index=batch_index,
+                extra={"response_prefix": prefix} if prefix else {},
             ))
         self.stats["useful_tokens"] += useful
         self.stats["computed_decode_steps"] += computed

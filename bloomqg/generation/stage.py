@@ -7,6 +7,12 @@ flushed + fsynced before the next batch starts.  A SIGKILL can therefore only le
 line, which is discarded on load, so earlier batches survive intact and a rerun redoes at most
 the batch that was in flight.  A checkpoint whose header does not match the current run (other
 model, settings or prompts) is discarded with a warning rather than mixed in.
+
+Response prefill: when on (the model entry's ``response_prefill``, carried by an in-process
+generator), each request gets a final assistant message with the opening of the JSON answer its
+prompt shows (:func:`bloomqg.prompts.with_response_prefill`), and the generator records the
+prefix + continuation as ``raw_text``.  The prefixes are part of the checkpoint's run key and
+of the output's provenance; they derive from the template files the ``prompt_hash`` covers.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -31,7 +38,7 @@ from bloomqg.generation.base import (
 )
 from bloomqg.parquet_io import write_frame
 from bloomqg.parsing import parse_generation
-from bloomqg.prompts import messages_from_json
+from bloomqg.prompts import messages_from_json, with_response_prefill
 from bloomqg.provenance import sha256_text
 from bloomqg.schemas import GENERATIONS, PROMPTS
 
@@ -50,10 +57,32 @@ def _check_prompts(prompts: pd.DataFrame) -> None:
         raise ValueError(f"prompts frame has duplicate prompt_id values {duplicated[:5]}")
 
 
-def _run_key(prompts: pd.DataFrame, model_name: str, params: DecodingParams) -> dict[str, Any]:
-    """What a checkpoint must match to be reused."""
+def _run_key(
+    prompts: pd.DataFrame,
+    model_name: str,
+    params: DecodingParams,
+    prefixes: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """What a checkpoint must match to be reused; ``prefixes`` maps prompt ids to prefills."""
     identity = "\n".join(f"{pid}\t{h}" for pid, h in zip(prompts["prompt_id"], prompts["prompt_hash"]))
-    return {"model": model_name, "params": asdict(params), "prompts_sha256": sha256_text(identity)}
+    key: dict[str, Any] = {"model": model_name, "params": asdict(params),
+                           "prompts_sha256": sha256_text(identity)}
+    if prefixes:  # absent when off, so checkpoints written before prefill existed stay valid
+        key["response_prefill_sha256"] = sha256_text(json.dumps(prefixes, sort_keys=True))
+    return key
+
+
+def prefill_enabled(generator: TextGenerator, requested: bool | None, model_name: str) -> bool:
+    """Whether to prefill: ``requested``, or the generator's ``response_prefill`` when None.
+
+    Raises ValueError when prefill is requested from a backend that cannot continue an
+    assistant message (OpenAI-compatible APIs reject or mishandle a trailing one).
+    """
+    enabled = bool(getattr(generator, "response_prefill", False)) if requested is None else requested
+    if enabled and not getattr(generator, "supports_response_prefill", False):
+        raise ValueError(f"model {model_name!r}: response_prefill is only supported by in-process "
+                         f"(hf) models, not by {type(generator).__name__}")
+    return enabled
 
 
 def load_checkpoint(path: str | Path, run_key: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
@@ -184,18 +213,32 @@ def generate_questions(
     knowledge_units: Sequence[str],
     out_path: str | Path,
     checkpoint_path: str | Path,
+    response_prefill: bool | None = None,
 ) -> pd.DataFrame:
     """Generate and parse one question per prompt row; write ``out_path`` (GENERATIONS).
 
     Resumable: finished batches are appended to ``checkpoint_path``; a rerun after a crash
     skips the prompt ids found there.  On success ``out_path`` is written atomically with
     provenance and the checkpoint is deleted.  Returns the written frame, in prompt order.
+
+    ``response_prefill`` starts each answer with the opening of the prompt's JSON example;
+    None (the default) takes the generator's own setting (``response_prefill`` of an hf model
+    entry), False/True override it.
     """
     from tqdm import tqdm
 
     _check_prompts(prompts)
     out_path, checkpoint_path = Path(out_path), Path(checkpoint_path)
-    run_key = _run_key(prompts, model_name, params)
+    messages = {
+        pid: messages_from_json(text, prompt_id=pid)
+        for pid, text in zip(prompts["prompt_id"], prompts["messages_json"])
+    }
+    prefixes: dict[str, str] = {}
+    prefill = prefill_enabled(generator, response_prefill, model_name)
+    if prefill:
+        for pid, chat in list(messages.items()):
+            messages[pid], prefixes[pid] = with_response_prefill(chat, prompt_id=pid)
+    run_key = _run_key(prompts, model_name, params, prefixes)
     done_rows, done_batches = load_checkpoint(checkpoint_path, run_key)
     done_ids = {row["prompt_id"] for row in done_rows}
     prompt_rows = {row["prompt_id"]: row for row in prompts.to_dict("records")}
@@ -234,11 +277,7 @@ def generate_questions(
         logger.info("checkpointed batch %d: %d items (%d not parsed), %d/%d done, %.1f tok/s",
                     batch_number, len(rows), failed, progress.n, len(prompt_rows), rate)
 
-    requests = [
-        ChatRequest(row["prompt_id"], messages_from_json(row["messages_json"],
-                                                         prompt_id=row["prompt_id"]))
-        for row in pending
-    ]
+    requests = [ChatRequest(row["prompt_id"], messages[row["prompt_id"]]) for row in pending]
     try:
         completions = generator.complete(requests, params, on_batch=on_batch)
     finally:
@@ -265,6 +304,9 @@ def generate_questions(
         "n_prompts": len(prompt_rows),
         "resumed_from_batches": done_batches,
         "parse_status_counts": status_counts,
+        # distinct prefixes and how many prompts each started; {} when prefill is off
+        "response_prefill": {"enabled": prefill,
+                             "prefixes": dict(sorted(Counter(prefixes.values()).items()))},
     }
     write_frame(frame, out_path, GENERATIONS, provenance)
     checkpoint_path.unlink(missing_ok=True)
