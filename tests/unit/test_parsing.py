@@ -138,3 +138,18 @@ def test_fixtures_cover_both_outcomes_and_strategies():
     cases = json.loads(FIXTURES.read_text())["cases"]
     outcomes = {(c["strategy"], c["expected"]["parse_status"]) for c in cases}
     assert {("cot", "ok"), ("cot", "failed"), ("fgp", "ok"), ("fgp", "failed")} <= outcomes
+
+
+def test_prefilled_answers_real_smollm2():
+    """Answers SmolLM2-135M wrote after an assistant-turn prefill (benchmarks/parse_rate.py):
+    raw text = prefix + continuation.  An FGP object is read; a CoT object the model closed
+    after its first key carries no question, and the failure says so."""
+    assert fgp('{"question": "Appreciate the new question!"}').new_question == (
+        "Appreciate the new question!")
+    early_close = ('{"knowledge_unit": "remainder"}\n\nYour code needs to pass the following '
+                   "test:\n```python\ndef is_binary_search_tree(lst):\n    for index, value in")
+    parsed = cot(early_close)
+    assert parsed.parse_status == "failed"
+    assert parsed.parse_error == "JSON object(s) found, but none has a question field"
+    # cut off at max_new_tokens inside the question's string: no closed value, no guess
+    assert fgp('{"question": "Explain how a stack differs from a').parse_status == "failed"
