@@ -271,7 +271,7 @@ class HFTextGenerator:
         continues that message (response prefill) rather than starting a new turn.
         """
         messages = list(request.messages)
-        if response_prefix_of(request):
+        if messages and messages[-1].get("role") == "assistant":
             text = self.tokenizer.apply_chat_template(
                 messages, tokenize=False, continue_final_message=True
             )

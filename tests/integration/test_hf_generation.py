@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from bloomqg.generation.base import ChatRequest, DecodingParams
-from bloomqg.generation.stage import generate_questions
+from bloomqg.generation.stage import generate_questions, prefill_enabled
 from bloomqg.models import (
     PROVENANCE_FILE,
     ModelFileError,
@@ -29,7 +29,7 @@ from bloomqg.models import (
     resolve_gguf,
 )
 from bloomqg.parquet_io import read_frame, read_provenance, write_frame
-from bloomqg.prompts import build_prompts, messages_from_json
+from bloomqg.prompts import build_prompts, messages_from_json, with_response_prefill
 from bloomqg.schemas import GENERATIONS, PROMPTS
 
 pytestmark = pytest.mark.integration
@@ -167,6 +167,63 @@ def test_stage_writes_generations_with_provenance(generator, tmp_path):
     assert provenance["generator"]["model"] == SMOLLM2["model"]
     assert provenance["prompt_hashes"] == sorted(set(frame["prompt_hash"]))
     assert provenance["decoding"]["seed"] == PARAMS.seed and provenance["package_versions"]
+
+
+def test_prefilled_requests_continue_the_json_answer(generator):
+    frame = prompts("fgp").head(4)
+    prefilled = []
+    for r in frame.itertuples():
+        messages, prefix = with_response_prefill(messages_from_json(r.messages_json),
+                                                 prompt_id=r.prompt_id)
+        prefilled.append(ChatRequest(r.prompt_id, messages))
+    assert prefix == '{"question": "'
+    # the rendered prompt ends inside the open assistant turn, right after the prefix
+    rendered = generator.tokenizer.decode(generator.encode(prefilled[0]))
+    assert rendered.endswith('<|im_start|>assistant\n{"question": "')
+    plain = generator.encode(requests(frame.head(1))[0])
+    assert generator.tokenizer.decode(plain).endswith("<|im_start|>assistant\n")
+    completions = generator.complete(prefilled, PARAMS)
+    for c in completions:
+        assert c.text.startswith(prefix) and len(c.text) > len(prefix)
+        assert c.extra == {"response_prefix": prefix}
+        assert 0 < c.n_completion_tokens <= PARAMS.max_new_tokens  # the prefix is not counted
+        assert "<|im_end|>" not in c.text and "<|im_start|>" not in c.text
+    # the same prompts without prefill give other answers (the prefix does steer the model)
+    assert [c.text for c in completions] != [c.text for c in generator.complete(
+        requests(frame), PARAMS)]
+
+
+def test_stage_with_prefill_from_the_model_entry(model_dir, tmp_path):
+    from bloomqg.generation.hf import HFTextGenerator
+
+    generator = HFTextGenerator.from_spec({**SMOLLM2, "response_prefill": True}, model_dir)
+    try:
+        assert generator.response_prefill and generator.provenance["response_prefill"] is True
+        frame = pd.concat([prompts("cot").head(2), prompts("fgp").head(2)], ignore_index=True)
+        out = tmp_path / "gen.parquet"
+        generate_questions(frame, "smollm2-135m", generator, PARAMS, knowledge_units=UNITS,
+                           out_path=out, checkpoint_path=tmp_path / "gen.ckpt")
+    finally:
+        generator.close()
+    written = read_frame(out, GENERATIONS)
+    expected = {"cot": '{"knowledge_unit": "', "fgp": '{"question": "'}
+    for strategy, raw_text in zip(written["strategy"], written["raw_text"]):
+        assert raw_text.startswith(expected[strategy])  # raw_text is prefix + continuation
+    provenance = read_provenance(out)
+    assert provenance["response_prefill"] == {
+        "enabled": True, "prefixes": {expected["cot"]: 2, expected["fgp"]: 2}}
+    assert provenance["generator"]["response_prefill"] is True
+
+
+def test_prefill_is_refused_for_backends_that_cannot_continue_a_message(generator):
+    class ApiLike:  # what the stage sees of an OpenAI-compatible generator: no prefill support
+        response_prefill = True
+
+    with pytest.raises(ValueError, match=r"'gpt'.*only supported by in-process \(hf\)"):
+        prefill_enabled(ApiLike(), None, "gpt")
+    assert prefill_enabled(ApiLike(), False, "gpt") is False
+    assert prefill_enabled(generator, None, "smollm2") is False  # off unless the entry says so
+    assert prefill_enabled(generator, True, "smollm2") is True
 
 
 CHILD = textwrap.dedent("""
