@@ -27,6 +27,7 @@ try:
         knowledge_units=dataset_knowledge_units(read_frame(snakemake.input.dataset, DATASET)),
         out_path=snakemake.output[0],
         checkpoint_path=params.checkpoint,
+        response_prefill=spec.get("response_prefill"),
     )
 finally:
     generator.close()
