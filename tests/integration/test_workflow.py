@@ -71,7 +71,7 @@ def planned_jobs(dry_run_output: str) -> dict[str, int]:
             if len(parts) == 2 and parts[1].isdigit():
                 if parts[0] != "total":
                     counts[parts[0]] = int(parts[1])
-            elif parts and not set(line.strip()) <= {"-"}:
+            elif parts and not set(line.strip()) <= {"-", " "}:  # the rule under the header
                 in_table = False
     return counts
 
