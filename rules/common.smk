@@ -26,17 +26,20 @@ wildcard_constraints:
 
 
 # Library code each stage runs: a change reruns that stage (and what follows), nothing else.
-CODE = {
-    "datasets": code_fingerprint("bloomqg.datasets", "bloomqg.verbs", "bloomqg.bloom"),
-    "models": code_fingerprint("bloomqg.models"),
-    "prompts": code_fingerprint("bloomqg.prompts"),
-    "generation": code_fingerprint("bloomqg.generation", "bloomqg.parsing", "bloomqg.llm_client", "bloomqg.call_cache", "bloomqg.sharding"),
-    "judging": code_fingerprint("bloomqg.judges", "bloomqg.verbs", "bloomqg.llm_client", "bloomqg.call_cache"),
-    "voting": code_fingerprint("bloomqg.voting"),
-    "metrics": code_fingerprint("bloomqg.metrics"),
-    "release": code_fingerprint("bloomqg.release", "bloomqg.voting"),
-    "report": code_fingerprint("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release_tables"),
+# Every stage also depends on the file contracts and how files are written.
+CONTRACTS = ("bloomqg.schemas", "bloomqg.parquet_io", "bloomqg.atomic")
+STAGE_MODULES = {
+    "datasets": ("bloomqg.datasets", "bloomqg.verbs", "bloomqg.bloom"),
+    "models": ("bloomqg.models",),
+    "prompts": ("bloomqg.prompts",),
+    "generation": ("bloomqg.generation", "bloomqg.prompts", "bloomqg.parsing", "bloomqg.llm_client", "bloomqg.call_cache", "bloomqg.sharding"),
+    "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.llm_client", "bloomqg.call_cache"),
+    "voting": ("bloomqg.voting",),
+    "metrics": ("bloomqg.metrics",),
+    "release": ("bloomqg.release", "bloomqg.release_reliability", "bloomqg.voting"),
+    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release_tables", "bloomqg.ledger"),
 }
+CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
 
 
 def model_dir(model):
@@ -44,9 +47,5 @@ def model_dir(model):
     return [f"resources/models/{model}"] if STUDY.model_needs_materializing(model) else []
 
 
-def cells_where(**fixed):
-    return [c for c in CELLS if all(getattr(c, k) == v for k, v in fixed.items())]
-
-
 def cell_paths(pattern, cells=None):
-    return [pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model) for c in (cells or CELLS)]
+    return [pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model) for c in (CELLS if cells is None else cells)]
