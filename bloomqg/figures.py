@@ -303,6 +303,12 @@ def _level_legend(fig: Figure, votes: pd.DataFrame) -> None:
 # --------------------------------------------------------------------------- Figure 3
 
 
+def _strategies_in_order(values: pd.Series) -> list[str]:
+    """CoT before FGP (the paper's order), then any other strategy as first seen."""
+    present = ordered_unique(values)
+    return [s for s in ("cot", "fgp") if s in present] + [s for s in present if s not in ("cot", "fgp")]
+
+
 def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
     """Figure 3: mean shift score per model; rows CoT / FGP, columns datasets, bars = shift type."""
     frame = all_metrics[all_metrics["metric"].isin(_SHIFT_MEAN_METRICS)]
@@ -311,8 +317,7 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
         no_data(fig.subplots(), "no mean shift scores (cogreg_mean, cogdrift_mean, cogleap_mean)")
         return fig
     datasets = ordered_unique(frame["dataset"])
-    strategies = [s for s in ("cot", "fgp") if s in set(frame["strategy"])]
-    strategies += [s for s in ordered_unique(frame["strategy"]) if s not in strategies]
+    strategies = _strategies_in_order(frame["strategy"])
     models = ordered_unique(frame["model"])
     lookup = _metric_lookup(frame)
     width = COLUMN_WIDTH_IN if len(datasets) == 1 else PAGE_WIDTH_IN
@@ -575,8 +580,7 @@ def plot_confusion(votes: pd.DataFrame) -> Figure:
         no_data(fig.subplots(), "no votes were given")
         return fig
     models = ordered_unique(votes["model"])
-    strategies = [s for s in ("cot", "fgp") if s in set(votes["strategy"])]
-    strategies += [s for s in ordered_unique(votes["strategy"]) if s not in strategies]
+    strategies = _strategies_in_order(votes["strategy"])
     views = [("classified", "cot")] + [("judged", s) for s in strategies]
     width = min(PAGE_WIDTH_IN, 0.5 + 2.1 * len(views))
     fig = _new_figure(max(width, COLUMN_WIDTH_IN), 1.1 + 1.95 * len(models))
