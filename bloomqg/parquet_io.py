@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 import pyarrow as pa
@@ -71,6 +71,11 @@ def read_frame(path: str | Path, schema: pa.Schema | None = None) -> pd.DataFram
                 None if value is None else list(value) for value in frame[field.name]
             ]
     return frame
+
+
+def read_frames(paths: Iterable[str | Path], schema: pa.Schema | None = None) -> pd.DataFrame:
+    """Several files of one schema (e.g. every cell's votes) as one frame, in the given order."""
+    return pd.concat([read_frame(path, schema) for path in paths], ignore_index=True)
 
 
 def read_provenance(path: str | Path) -> dict[str, Any]:

@@ -5,7 +5,7 @@ import pandas as pd
 
 from bloomqg.ledger import ledger_from_judgments
 from bloomqg.logs import configure_job_logging
-from bloomqg.parquet_io import read_frame, read_provenance
+from bloomqg.parquet_io import read_frame, read_frames, read_provenance
 from bloomqg.provenance import git_commit, package_versions
 from bloomqg.report import build_report
 from bloomqg.schemas import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
@@ -15,20 +15,16 @@ configure_job_logging(snakemake.log[0])
 inputs = snakemake.input
 
 
-def concat(paths, schema):
-    return pd.concat([read_frame(p, schema) for p in paths], ignore_index=True)
-
-
 build_report(
     Path(snakemake.output[0]),
     config=snakemake.params.config,
     all_metrics=read_frame(inputs.metrics, METRICS),
-    votes=concat(inputs.votes, VOTES),
-    reliability=concat(inputs.reliability, RELIABILITY),
-    generations=concat(inputs.generations, GENERATIONS),
+    votes=read_frames(inputs.votes, VOTES),
+    reliability=read_frames(inputs.reliability, RELIABILITY),
+    generations=read_frames(inputs.generations, GENERATIONS),
     generation_provenance=[read_provenance(p) for p in inputs.generations],
     judgment_provenance=[read_provenance(p) for p in inputs.judgments],
-    ledger=ledger_from_judgments(concat(inputs.judgments, JUDGMENTS)),
+    ledger=ledger_from_judgments(read_frames(inputs.judgments, JUDGMENTS)),
     table_paths=[Path(p) for p in inputs.tables],
     figure_paths=[Path(p) for p in inputs.figures],
     correlations=pd.read_parquet(inputs.correlations),

@@ -4,14 +4,14 @@ from pathlib import Path
 import pandas as pd
 
 from bloomqg.logs import configure_job_logging
-from bloomqg.parquet_io import read_frame
+from bloomqg.parquet_io import read_frame, read_frames
 from bloomqg.schemas import DATASET, METRICS, RELIABILITY
 from bloomqg.tables import write_tables
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
 datasets = {Path(p).stem: read_frame(p, DATASET) for p in snakemake.input.datasets}
-reliability = pd.concat([read_frame(p, RELIABILITY) for p in snakemake.input.reliability], ignore_index=True)
+reliability = read_frames(snakemake.input.reliability, RELIABILITY)
 write_tables(
     read_frame(snakemake.input.metrics, METRICS),
     datasets,

@@ -5,15 +5,15 @@ import pandas as pd
 
 from bloomqg.figures import write_figures
 from bloomqg.logs import configure_job_logging
-from bloomqg.parquet_io import read_frame
+from bloomqg.parquet_io import read_frame, read_frames
 from bloomqg.schemas import METRICS, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
 write_figures(
     read_frame(snakemake.input.metrics, METRICS),
-    pd.concat([read_frame(p, VOTES) for p in snakemake.input.votes], ignore_index=True),
-    pd.concat([read_frame(p, RELIABILITY) for p in snakemake.input.reliability], ignore_index=True),
+    read_frames(snakemake.input.votes, VOTES),
+    read_frames(snakemake.input.reliability, RELIABILITY),
     pd.read_parquet(snakemake.input.correlations),
     Path(snakemake.output[0]).parent,
 )
