@@ -283,8 +283,11 @@ class FaultProxy:
         elif fault == "drop":
             return
         else:
-            writer.write(await self._forward(head, body))
+            response = await self._forward(head, body)
+            # Count before writing: the client runs in another thread and may read the counters
+            # as soon as the answer's bytes leave, before this thread runs again.
             self.forwarded += 1
+            writer.write(response)
         await writer.drain()
 
     async def _forward(self, head: bytes, body: bytes) -> bytes:
