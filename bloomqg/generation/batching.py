@@ -21,12 +21,20 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-#: Batch size for "auto" on a CPU.  Measured with benchmarks/generation_cpu.py (SmolLM2-135M
-#: fp32, 2 threads, 32 real CoT prompts, 128 new tokens, other jobs on the machine): batch 32
-#: decodes ~161 tok/s against ~16 tok/s at batch 1 (10x, decode only; 6x end to end, where the
-#: un-batchable prefill of ~220-token prompts takes ~45% of the batched run).  Not tuned above
-#: 32: a larger batch also delays the first checkpoint and lengthens the few-row tail.
-CPU_AUTO_BATCH_SIZE = 32
+#: Batch size for "auto" on a CPU.  Measured with SmolLM2-135M fp32, 2 threads, 64 real CoT
+#: prompts with response prefill, 128 new tokens: batch 64 generated 124-139 tok/s against
+#: 114-119 at batch 32 (same run, alternating; the decode step reads the weights once per step
+#: whatever the batch, so more rows amortise them further).  Above 64 the KV cache the step
+#: reads grows as fast as the rows and the gain flattens (random-token decode: 225-256 tok/s
+#: at 128 against 220-233 at 64); a larger batch also delays the first checkpoint.
+CPU_AUTO_BATCH_SIZE = 64
+#: Prompt tokens per prefill forward pass (rows x columns).  On a CPU a pass over a whole
+#: batch of 32 x 220 tokens ran at ~570 tok/s and passes of 1-2k tokens at ~670-700 tok/s
+#: (SmolLM2-135M fp32, 2 threads: their activations stay in the caches).
+CPU_PREFILL_CHUNK_TOKENS = 2048
+#: On a GPU the chunk bounds the prefill's transient activations, so the batch size is set by
+#: the KV cache; 16k tokens keep the matrix multiplications large.
+GPU_PREFILL_CHUNK_TOKENS = 16384
 #: Upper bound for "auto" on a GPU: beyond this the decode step is compute bound for 7-9B
 #: models and a bigger batch only delays checkpoints.
 GPU_MAX_BATCH_SIZE = 256
@@ -82,25 +90,29 @@ def auto_batch_size_gpu(
     max_new_tokens: int,
     activation_bytes_per_prompt_token: int = 0,
     logits_bytes_per_sequence: int = 0,
+    prefill_chunk_tokens: int | None = None,
     memory_fraction: float = GPU_MEMORY_FRACTION,
     max_batch_size: int = GPU_MAX_BATCH_SIZE,
 ) -> int:
     """Largest batch whose KV cache and prefill activations fit in the free GPU memory.
 
-    Per sequence: ``kv_bytes_per_token × (prompt + max_new_tokens)`` for the cache, plus the
-    prefill's transient activations (``activation_bytes_per_prompt_token × prompt``) and the
-    last-position logits.  It is an estimate; an out-of-memory batch is halved and retried.
+    Per sequence: ``kv_bytes_per_token × (prompt + max_new_tokens)`` for the cache and the
+    last-position logits.  The prefill's transient activations
+    (``activation_bytes_per_prompt_token`` per token in flight) are a fixed reserve of
+    ``prefill_chunk_tokens`` tokens when the prefill is chunked, else per sequence.  It is an
+    estimate; an out-of-memory batch is halved and retried.
     """
-    if free_bytes <= 0:
+    per_sequence = kv_bytes_per_token * (max_prompt_tokens + max_new_tokens) + logits_bytes_per_sequence
+    budget = free_bytes * memory_fraction
+    if prefill_chunk_tokens is None:
+        per_sequence += activation_bytes_per_prompt_token * max_prompt_tokens
+    else:
+        budget -= activation_bytes_per_prompt_token * prefill_chunk_tokens
+    if budget <= 0:
         return 1
-    per_sequence = (
-        kv_bytes_per_token * (max_prompt_tokens + max_new_tokens)
-        + activation_bytes_per_prompt_token * max_prompt_tokens
-        + logits_bytes_per_sequence
-    )
     if per_sequence <= 0:
         return max_batch_size
-    return max(1, min(max_batch_size, math.floor(free_bytes * memory_fraction / per_sequence)))
+    return max(1, min(max_batch_size, math.floor(budget / per_sequence)))
 
 
 def resolve_batch_size(

@@ -7,6 +7,14 @@ until the longest one stops, so with answers of very different lengths most of t
 tokens are padding.  Here a sequence leaves the batch (and its KV cache rows are dropped) the
 step it emits a stop token, so the work done tracks the useful tokens.
 
+Prefill and cache (:mod:`bloomqg.generation.kv_cache`): the tokens all prompts of a batch start
+with (chat template, system message, the strategy's instructions: 159 of ~220 CoT tokens with
+the shipped templates) are computed once per batch and copied into every row's cache; the rest
+is prefilled in column chunks of about ``prefill_chunk_tokens`` tokens; the cache is
+preallocated for the prompt plus ``max_new_tokens`` instead of growing by concatenation.  The
+shared prefix is a function of the batch's own prompts, and batches replan identically on
+resume, so a rerun batch computes exactly what the uninterrupted run did.
+
 Response prefill: a request whose last message is from the assistant is *continued*
 (transformers' ``apply_chat_template(..., continue_final_message=True)``) instead of answered in
 a new turn, and the completion text is that message's content followed by the continuation, so
@@ -36,6 +44,8 @@ from bloomqg.generation.base import (
     DecodingParams,
 )
 from bloomqg.generation.batching import (
+    CPU_PREFILL_CHUNK_TOKENS,
+    GPU_PREFILL_CHUNK_TOKENS,
     PlannedBatch,
     auto_batch_size_gpu,
     kv_cache_bytes_per_token,
@@ -142,6 +152,7 @@ class HFTextGenerator:
         num_threads: int | None = None,
         extra_provenance: Mapping[str, Any] | None = None,
         response_prefill: bool = False,
+        share_prompt_prefix: bool = True,
     ) -> None:
         import torch
         import transformers
@@ -158,6 +169,7 @@ class HFTextGenerator:
                 f"model {model_id or source!r}: response_prefill must be true or "
                 f"false, got {response_prefill!r}")
         self.response_prefill = response_prefill
+        self.prefill_chunk_tokens = GPU_PREFILL_CHUNK_TOKENS if self.on_gpu else CPU_PREFILL_CHUNK_TOKENS
         attn = "sdpa"
         if (
             self.on_gpu
@@ -186,6 +198,11 @@ class HFTextGenerator:
         if self.tokenizer.chat_template is None:
             raise ValueError(f"model {source!r}: its tokenizer has no chat template")
         self.stop_ids = self._stop_token_ids()
+        from bloomqg.generation import kv_cache
+
+        # a shared prefix seeds every layer's cache, so it needs full attention in all of them
+        self.share_prompt_prefix = bool(share_prompt_prefix) and kv_cache.all_layers_preallocated(
+            kv_cache.decode_cache(self.model.config, 1))
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.stop_ids)
         logger.info(
@@ -193,7 +210,8 @@ class HFTextGenerator:
             model_id or source, self.device, self.dtype, attn,
             time.perf_counter() - started, sorted(self.stop_ids),
         )
-        self.stats = {"useful_tokens": 0, "computed_decode_steps": 0, "batches": 0, "oom_splits": 0}
+        self.stats = {"useful_tokens": 0, "computed_decode_steps": 0, "batches": 0, "oom_splits": 0,
+                      "prefill_tokens": 0, "shared_prefix_tokens_saved": 0}
         self.provenance: dict[str, Any] = {
             "backend": "hf",
             "model": model_id or source,
@@ -210,6 +228,9 @@ class HFTextGenerator:
             "transformers_version": transformers.__version__,
             "torch_version": torch.__version__,
             "response_prefill": response_prefill,
+            "kv_cache": "preallocated per batch (prompt + max_new_tokens)",
+            "shared_prompt_prefix": self.share_prompt_prefix,
+            "prefill_chunk_tokens": self.prefill_chunk_tokens,
         }
         self.provenance.update(dict(extra_provenance or {}))
 
@@ -244,6 +265,7 @@ class HFTextGenerator:
             extra_provenance={f"weights_{k}": v for k, v in materialised.items()
                               if k in ("kind", "source_gguf_sha256", "dtype")},
             response_prefill=spec.get("response_prefill", False),
+            share_prompt_prefix=bool(spec.get("share_prompt_prefix", True)),
         )
 
     # -- tokens --------------------------------------------------------------------------
@@ -305,6 +327,7 @@ class HFTextGenerator:
             activation_bytes_per_prompt_token=(2 * config.intermediate_size
                                                + 4 * config.hidden_size) * dtype_bytes,
             logits_bytes_per_sequence=config.vocab_size * 4,
+            prefill_chunk_tokens=self.prefill_chunk_tokens,
         )
 
     def batch_size_for(self, prompt_lengths: Sequence[int], max_new_tokens: int) -> int:
@@ -422,18 +445,26 @@ class HFTextGenerator:
     ) -> list[Completion]:
         """Prefill one left-padded batch, then decode, dropping rows as they stop."""
         import torch
-        from transformers import DynamicCache
+
+        from bloomqg.generation import kv_cache
 
         started = time.perf_counter()
         rows = len(encoded)
-        width = max(len(tokens) for tokens in encoded)
+        shared = kv_cache.shared_prefix_length(encoded) if self.share_prompt_prefix else 0
+        if shared < kv_cache.MIN_SHARED_PREFIX_TOKENS:
+            shared = 0
+        suffixes = [tokens[shared:] for tokens in encoded]
+        width = max(len(tokens) for tokens in suffixes)
         input_ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((rows, width), dtype=torch.long)
-        for row, tokens in enumerate(encoded):
+        suffix_mask = torch.zeros((rows, width), dtype=torch.long)
+        for row, tokens in enumerate(suffixes):
             input_ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
-            attention[row, width - len(tokens):] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(dim=-1) - 1).clamp(min=0)
+            suffix_mask[row, width - len(tokens):] = 1
+        input_ids, suffix_mask = input_ids.to(self.device), suffix_mask.to(self.device)
+        # [shared prefix][left padding][own suffix]: positions continue from the prefix
+        positions = shared + (suffix_mask.cumsum(dim=-1) - 1).clamp(min=0)
+        attention = torch.cat([suffix_mask.new_ones((rows, shared)), suffix_mask], dim=-1)
+        capacity = shared + width + params.max_new_tokens
         generators = [
             torch.Generator(device=self.device).manual_seed(request_seed(params.seed, r.request_id))
             for r in requests
@@ -442,11 +473,22 @@ class HFTextGenerator:
         active = list(range(rows))  # original row of each current batch row
         computed = 0
         with torch.inference_mode():
-            cache = DynamicCache(config=self.model.config)
-            logits = self.model(
-                input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                cache=cache, use_cache=True, logits_to_keep=1,
-            ).logits[:, -1, :].float()
+            if shared:
+                prefix_states = kv_cache.prefill_shared_prefix(self.model, encoded[0][:shared], shared)
+                cache = kv_cache.seeded_cache(self.model.config, prefix_states, rows, capacity)
+            else:
+                cache = kv_cache.decode_cache(self.model.config, capacity)
+            # Prefill in column chunks of about prefill_chunk_tokens: one huge forward pass is
+            # slower on a CPU (its activations spill out of the caches) and on a GPU its
+            # transients, not the KV cache, would cap the batch size.
+            columns = max(1, self.prefill_chunk_tokens // rows)
+            for start in range(0, width, columns):
+                end = min(width, start + columns)
+                logits = self.model(
+                    input_ids=input_ids[:, start:end], attention_mask=attention[:, : shared + end],
+                    position_ids=positions[:, start:end], cache=cache, use_cache=True,
+                    logits_to_keep=1,
+                ).logits[:, -1, :].float()
             next_position = positions[:, -1] + 1
             for step in range(params.max_new_tokens):
                 tokens = self._sample(logits, [generators[r] for r in active], params)
@@ -495,6 +537,8 @@ class HFTextGenerator:
                 extra={"response_prefix": prefix} if prefix else {},
             ))
         self.stats["useful_tokens"] += useful
+        self.stats["prefill_tokens"] += rows * width + shared
+        self.stats["shared_prefix_tokens_saved"] += max(rows - 1, 0) * shared
         self.stats["computed_decode_steps"] += computed
         self.stats["batches"] += 1
         logger.info("batch %d: %d items, %d tokens in %.1f s (%.1f tok/s)",

@@ -77,6 +77,16 @@ def test_auto_batch_size_gpu_from_free_memory():
                                   activation_bytes_per_prompt_token=50_000,
                                   logits_bytes_per_sequence=600_000)
     assert smaller < 79
+    # a chunked prefill reserves its activations once, not per sequence
+    chunked = auto_batch_size_gpu(free_bytes=4 * 2**30, kv_bytes_per_token=per_token,
+                                  max_prompt_tokens=300, max_new_tokens=500,
+                                  activation_bytes_per_prompt_token=50_000,
+                                  logits_bytes_per_sequence=600_000, prefill_chunk_tokens=16384)
+    # floor((0.85 * 4 GiB - 50,000 * 16,384) / (57,344 * 800 + 600,000)) = 60
+    assert smaller < chunked == 60
+    assert auto_batch_size_gpu(free_bytes=2**20, kv_bytes_per_token=per_token, max_prompt_tokens=300,
+                               max_new_tokens=500, activation_bytes_per_prompt_token=50_000,
+                               prefill_chunk_tokens=16384) == 1
     assert auto_batch_size_gpu(free_bytes=10, kv_bytes_per_token=per_token,
                                max_prompt_tokens=300, max_new_tokens=500) == 1
 
