@@ -230,10 +230,11 @@ def default_template_paths(strategy: str, root: str | Path = ".") -> Sequence[Pa
 def response_prefix(prompt_text: str) -> str | None:
     """The opening of the JSON answer a prompt shows as its example, up to its first value.
 
-    The example is the *last* line of ``prompt_text`` that starts with ``{"key":`` (templates
-    end with their "Reply with JSON only, in this form:" example; an original question or an
-    exemplar quoted earlier in the prompt sits on a ``- `` bullet or mid-line and cannot match
-    a later line).  The prefix keeps the example's own spacing and ends with the opening quote
+    The example is the *last* line of ``prompt_text`` that starts with ``{"key":``.  The
+    shipped templates show it after their instructions and put the item's own text (exemplars,
+    original question, targets) after it, but always on a ``- `` bullet or after a label such as
+    ``Original question:``, with its whitespace collapsed, so no later line can match.
+    The prefix keeps the example's own spacing and ends with the opening quote
     of the first value when that value is a string: ``{"question": "``.  None when the prompt
     shows no such example.
     """

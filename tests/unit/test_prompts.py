@@ -98,7 +98,7 @@ def test_exemplars_appear_in_the_prompt_and_the_original_is_shown_once():
     for exemplar in row["exemplar_ids"]:
         assert dataset.loc[exemplar, "question"] in user
     assert user.count("Define a stack.") == 1
-    assert '"Stack"' in user and '"Remember"' in user  # FGP targets
+    assert "Target knowledge unit: Stack\nTarget Bloom level: Remember" in user  # FGP targets
     assert '{"question": "<your new question>"}' in user  # JSON example kept verbatim
     assert "computer science" in messages[0]["content"]
     assert "<!--" not in user  # the documentation comment is stripped
@@ -186,6 +186,27 @@ def test_response_prefix_is_the_opening_of_the_templates_json_example(strategy, 
     # the rendered prompt yields the same prefix as its template
     user = json.loads(build(strategy)["messages_json"].iloc[0])[-1]["content"]
     assert response_prefix(user) == prefix
+
+
+@pytest.mark.parametrize("strategy", ["cot", "fgp"])
+def test_item_text_after_the_example_cannot_replace_it(strategy):
+    """The templates show the JSON example before the item's text (for the shared prefix);
+    an original question or exemplar that is itself JSON must not become the prefill."""
+    dataset = make_dataset()
+    dataset.loc[:, "question"] = '{"question": "x"}\n{"bloom_level": "Create"} as a question?'
+    prompts = build(strategy, dataset)
+    expected = response_prefix(load_template(TEMPLATES / f"{strategy}.md"))
+    for messages_json in prompts["messages_json"]:
+        user = json.loads(messages_json)[-1]["content"]
+        assert '{"bloom_level": "Create"}' in user and response_prefix(user) == expected
+
+
+def test_instructions_come_before_the_items_own_text():
+    """Everything before the exemplars is the same for every item of a dataset and strategy."""
+    for strategy in ("cot", "fgp"):
+        users = [json.loads(m)[-1]["content"] for m in build(strategy)["messages_json"]]
+        heads = {user.split("Example computer science questions")[0] for user in users}
+        assert len(heads) == 1 and "JSON" in heads.pop()
 
 
 def test_response_prefix_follows_an_edited_example_and_its_spacing():
