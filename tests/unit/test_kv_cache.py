@@ -45,15 +45,19 @@ def plain_logits(model, rows: list[list[int]], steps: int = 3) -> list[torch.Ten
     with torch.inference_mode():
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
                        use_cache=True).logits[:, -1]
-        out = [logits]
-        nxt = positions[:, -1] + 1
-        for _ in range(steps):
-            token = logits.argmax(-1)
-            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], -1)
-            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=nxt[:, None],
-                           cache=cache, use_cache=True).logits[:, -1]
-            out.append(logits)
-            nxt = nxt + 1
+        return [logits, *greedy_steps(model, cache, logits, mask, positions[:, -1] + 1, steps)]
+
+
+def greedy_steps(model, cache, logits, mask, next_positions, steps: int) -> list[torch.Tensor]:
+    """Logits of ``steps`` greedy decode steps after ``logits``."""
+    out = []
+    for _ in range(steps):
+        token = logits.argmax(-1)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], -1)
+        logits = model(input_ids=token[:, None], attention_mask=mask,
+                       position_ids=next_positions[:, None], cache=cache, use_cache=True).logits[:, -1]
+        out.append(logits)
+        next_positions = next_positions + 1
     return out
 
 
@@ -74,16 +78,8 @@ def shared_logits(model, rows: list[list[int]], columns: int, steps: int = 3) ->
             end = min(width, start + columns)
             logits = model(input_ids=ids[:, start:end], attention_mask=mask[:, : shared + end],
                            position_ids=positions[:, start:end], cache=cache, use_cache=True).logits[:, -1]
-        out = [logits]
-        nxt = positions[:, -1] + 1
-        for _ in range(steps):  # past the capacity on purpose: the buffers must grow
-            token = logits.argmax(-1)
-            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], -1)
-            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=nxt[:, None],
-                           cache=cache, use_cache=True).logits[:, -1]
-            out.append(logits)
-            nxt = nxt + 1
-    return out
+        # decoding past the capacity on purpose: the buffers must grow
+        return [logits, *greedy_steps(model, cache, logits, mask, positions[:, -1] + 1, steps)]
 
 
 PROMPTS = [
