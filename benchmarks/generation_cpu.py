@@ -170,9 +170,8 @@ def main() -> None:
         batched_runs.append(run(generator, requests, params))
     batch1 = merge_runs(batch1_runs)
     batch1["completions"] = sorted(batch1["completions"], key=lambda c: c.request_id)
-    batched = batched_runs[0] | {key: value for key, value in merge_runs(batched_runs).items()
-                                 if key == "wall_s"}
-    batched["wall_s"] /= args.rounds  # every round runs the same requests
+    # every round runs the same requests: one round's counts, the mean round's time
+    batched = dict(batched_runs[0], wall_s=sum(r["wall_s"] for r in batched_runs) / args.rounds)
     same_every_round = all([c.text for c in run_["completions"]] ==
                            [c.text for c in batched_runs[0]["completions"]] for run_ in batched_runs)
     batched_generator = generator
