@@ -115,6 +115,74 @@ def auto_batch_size_gpu(
     return max(1, min(max_batch_size, math.floor(budget / per_sequence)))
 
 
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One GPU of a (possibly sharded) model, for :func:`auto_batch_size_devices`."""
+
+    free_bytes: int
+    #: decoder layers whose KV cache lives on this device
+    num_layers: int
+    #: whether the output head (logits and the sampling path) runs on this device
+    holds_logits: bool
+
+
+#: Bytes per vocabulary entry and row the sampling path holds at its peak: the model's logits
+#: (2, bf16), their float32 copy (4), the temperature-scaled copy (4), softmax (4) and its
+#: cumulative sum (4).  Top-p adds a full sort when the nucleus is wider than the top-k
+#: candidates: sorted probabilities (4), their int64 ids (8), the nucleus mask (1), the masked
+#: product (4) and its cumulative sum (4).
+SAMPLING_BYTES_PER_LOGIT = 18
+TOP_P_SAMPLING_BYTES_PER_LOGIT = SAMPLING_BYTES_PER_LOGIT + 21
+
+
+def auto_batch_size_devices(
+    devices: Sequence[DeviceMemory],
+    *,
+    kv_bytes_per_token_per_layer: int,
+    max_prompt_tokens: int,
+    max_new_tokens: int,
+    activation_bytes_per_prompt_token: int,
+    logits_bytes_per_sequence: int,
+    prefill_chunk_tokens: int | None,
+    memory_fraction: float = GPU_MEMORY_FRACTION,
+    max_batch_size: int = GPU_MAX_BATCH_SIZE,
+) -> int:
+    """The largest batch that fits on every device of a model split across GPUs.
+
+    Each device holds the KV cache of its own layers, a prefill reserve when it holds layers,
+    and the logits and sampling path when it holds the output head; the batch is the smallest
+    of the per-device answers of :func:`auto_batch_size_gpu`.
+    """
+    if not devices:
+        raise ValueError("no GPU device to plan a batch for")
+    sizes = [
+        auto_batch_size_gpu(
+            free_bytes=device.free_bytes,
+            kv_bytes_per_token=kv_bytes_per_token_per_layer * device.num_layers,
+            max_prompt_tokens=max_prompt_tokens,
+            max_new_tokens=max_new_tokens,
+            activation_bytes_per_prompt_token=activation_bytes_per_prompt_token if device.num_layers else 0,
+            logits_bytes_per_sequence=logits_bytes_per_sequence if device.holds_logits else 0,
+            prefill_chunk_tokens=prefill_chunk_tokens,
+            memory_fraction=memory_fraction,
+            max_batch_size=max_batch_size,
+        )
+        for device in devices
+    ]
+    return min(sizes)
+
+
+def split_to_cap(positions: Sequence[int], cap: int | None) -> list[tuple[int, ...]]:
+    """A planned batch cut into consecutive pieces of at most ``cap`` (None: left whole).
+
+    After an out-of-memory halving the generator learns a cap, so later (longer) batches run
+    at the size that fitted instead of failing once each at the planned size.
+    """
+    if cap is None or len(positions) <= cap:
+        return [tuple(positions)]
+    return [tuple(positions[start : start + cap]) for start in range(0, len(positions), cap)]
+
+
 def resolve_batch_size(
     batch_size: int | str | None, *, n_requests: int, on_gpu: bool, gpu_estimate: int | None = None
 ) -> int:

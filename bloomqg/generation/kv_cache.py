@@ -25,6 +25,9 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from bloomqg.generation.model_support import cache_keyword as forward_cache_keyword
+from bloomqg.generation.model_support import cache_not_filled_error
+
 #: Below this many shared tokens a separate prefix pass is not worth its overhead.
 MIN_SHARED_PREFIX_TOKENS = 8
 
@@ -99,6 +102,7 @@ class PreallocatedLayer(DynamicLayer):
         if not self.is_initialized:
             return
         assert self._key_buffer is not None and self._value_buffer is not None
+        indices = indices.to(self._key_buffer.device)  # a split model's layers live on several GPUs
         self._key_buffer = self._key_buffer[indices]
         self._value_buffer = self._value_buffer[indices]
         self._publish()
@@ -152,11 +156,35 @@ def shared_prefix_length(encoded: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def prefill_shared_prefix(model: Any, prefix: Sequence[int], capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Keys and values, per layer, of ``prefix`` run through ``model`` as a single row."""
+def select_rows(cache: DynamicCache, indices: torch.Tensor) -> None:
+    """Keep only the cache rows ``indices`` in every layer, each on its own device.
+
+    transformers' own layer classes (sliding window) index with the tensor as given, so the
+    indices are moved to each layer's device here.
+    """
+    for layer in cache.layers:
+        if isinstance(layer, PreallocatedLayer):
+            layer.batch_select_indices(indices)
+        elif getattr(layer, "is_initialized", False):
+            layer.batch_select_indices(indices.to(layer.keys.device))
+
+
+def prefill_shared_prefix(
+    model: Any, prefix: Sequence[int], capacity: int, *, cache_keyword: str | None = None,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Keys and values, per layer, of ``prefix`` run through ``model`` as a single row.
+
+    ``cache_keyword`` is the name ``forward`` takes the cache under (read from its signature
+    when not given); a model that leaves the cache unfilled is an error, not a silent
+    recomputation.
+    """
+    keyword = cache_keyword or forward_cache_keyword(type(model))
     cache = decode_cache(model.config, capacity)
-    input_ids = torch.tensor([list(prefix)], dtype=torch.long, device=model.device)
-    model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1)
+    input_ids = torch.tensor([list(prefix)], dtype=torch.long,
+                             device=model.get_input_embeddings().weight.device)
+    model(input_ids=input_ids, **{keyword: cache}, use_cache=True, logits_to_keep=1)
+    if cache.get_seq_length() != len(prefix):
+        raise cache_not_filled_error(model, keyword, cache.get_seq_length(), len(prefix))
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 

@@ -6,7 +6,10 @@ settings, prompt ids and hashes); every further line is one finished batch,
 flushed + fsynced before the next batch starts.  A SIGKILL can therefore only leave a torn last
 line, which is discarded on load, so earlier batches survive intact and a rerun redoes at most
 the batch that was in flight.  A checkpoint whose header does not match the current run (other
-model, settings or prompts) is discarded with a warning rather than mixed in.
+model, settings or prompts) is discarded with a warning rather than mixed in.  The header also
+records the batch size an in-process generator resolved for the whole job (``batch_size``): a
+resumed job, possibly on another node with other free memory, plans its remaining batches with
+it, so they are the batches the uninterrupted job would have run.
 
 Response prefill: when on (the model entry's ``response_prefill``, carried by an in-process
 generator), each request gets a final assistant message with the opening of the JSON answer its
@@ -120,13 +123,31 @@ def load_checkpoint(path: str | Path, run_key: dict[str, Any]) -> tuple[list[dic
     return rows, batches
 
 
+def checkpoint_batch_size(path: str | Path) -> int | None:
+    """The batch size a checkpoint's header records (None: absent, or written before it was)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    with open(path, "rb") as handle:
+        try:
+            header = json.loads(handle.readline())
+        except json.JSONDecodeError:
+            return None
+    size = header.get("batch_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
 class _CheckpointWriter:
     """Appends one line per finished batch, durably."""
 
-    def __init__(self, path: Path, run_key: dict[str, Any], fresh: bool) -> None:
+    def __init__(self, path: Path, run_key: dict[str, Any], fresh: bool,
+                 batch_size: int | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if fresh:
-            self._rewrite(path, [json.dumps({"run": run_key})])
+            header: dict[str, Any] = {"run": run_key}
+            if batch_size is not None:
+                header["batch_size"] = batch_size
+            self._rewrite(path, [json.dumps(header)])
         else:
             self._truncate_torn_tail(path)
         # kept open across batches and closed by close(): one append per batch
@@ -251,8 +272,16 @@ def generate_questions(
         logger.info("resuming from %s: %d of %d prompts already done in %d batches",
                     checkpoint_path, len(done_rows), len(prompt_rows), done_batches)
     logger.info("generating %d questions with %s", len(pending), model_name)
+    requests = [ChatRequest(row["prompt_id"], messages[row["prompt_id"]]) for row in pending]
+    # in-process generators resolve one batch size for the job, kept across a resume
+    resolve = getattr(generator, "resolve_batch_size", None)
+    batch_size = checkpoint_batch_size(checkpoint_path) if done_rows else None
+    if batch_size is None and resolve is not None and requests:
+        batch_size = int(resolve(requests, params))
+    if done_rows and batch_size is not None:
+        logger.info("resuming with the batch size of the first run: %d", batch_size)
 
-    writer = _CheckpointWriter(checkpoint_path, run_key, fresh=not done_rows)
+    writer = _CheckpointWriter(checkpoint_path, run_key, fresh=not done_rows, batch_size=batch_size)
     progress = tqdm(total=len(prompt_rows), initial=len(done_rows), desc=f"generate {model_name}",
                     unit="q", mininterval=PROGRESS_MIN_INTERVAL_S, file=sys.stderr)
     started = time.perf_counter()
@@ -277,9 +306,9 @@ def generate_questions(
         logger.info("checkpointed batch %d: %d items (%d not parsed), %d/%d done, %.1f tok/s",
                     batch_number, len(rows), failed, progress.n, len(prompt_rows), rate)
 
-    requests = [ChatRequest(row["prompt_id"], messages[row["prompt_id"]]) for row in pending]
+    extra = {"batch_size": batch_size} if batch_size is not None and resolve is not None else {}
     try:
-        completions = generator.complete(requests, params, on_batch=on_batch)
+        completions = generator.complete(requests, params, on_batch=on_batch, **extra)
     finally:
         progress.close()
         writer.close()
@@ -303,6 +332,7 @@ def generate_questions(
         "prompt_hashes": sorted(set(prompts["prompt_hash"])),
         "n_prompts": len(prompt_rows),
         "resumed_from_batches": done_batches,
+        "batch_size": batch_size,
         "parse_status_counts": status_counts,
         # distinct prefixes and how many prompts each started; {} when prefill is off
         "response_prefill": {"enabled": prefill,

@@ -15,6 +15,7 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 from transformers.cache_utils import DynamicLayer
 
 from bloomqg.generation import kv_cache
+from bloomqg.generation.model_support import cache_keyword
 
 PAD = 0
 
@@ -43,8 +44,8 @@ def plain_logits(model, rows: list[list[int]], steps: int = 3) -> list[torch.Ten
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
     with torch.inference_mode():
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
-                       use_cache=True).logits[:, -1]
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                       **{cache_keyword(type(model)): cache}, use_cache=True).logits[:, -1]
         return [logits, *greedy_steps(model, cache, logits, mask, positions[:, -1] + 1, steps)]
 
 
@@ -55,7 +56,8 @@ def greedy_steps(model, cache, logits, mask, next_positions, steps: int) -> list
         token = logits.argmax(-1)
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], -1)
         logits = model(input_ids=token[:, None], attention_mask=mask,
-                       position_ids=next_positions[:, None], cache=cache, use_cache=True).logits[:, -1]
+                       position_ids=next_positions[:, None], **{cache_keyword(type(model)): cache},
+                       use_cache=True).logits[:, -1]
         out.append(logits)
         next_positions = next_positions + 1
     return out
@@ -77,7 +79,8 @@ def shared_logits(model, rows: list[list[int]], columns: int, steps: int = 3) ->
         for start in range(0, width, columns):
             end = min(width, start + columns)
             logits = model(input_ids=ids[:, start:end], attention_mask=mask[:, : shared + end],
-                           position_ids=positions[:, start:end], cache=cache, use_cache=True).logits[:, -1]
+                           position_ids=positions[:, start:end], **{cache_keyword(type(model)): cache},
+                           use_cache=True).logits[:, -1]
         # decoding past the capacity on purpose: the buffers must grow
         return [logits, *greedy_steps(model, cache, logits, mask, positions[:, -1] + 1, steps)]
 

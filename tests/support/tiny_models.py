@@ -1,0 +1,132 @@
+"""Tiny random-weight models of the paper's architectures, and a word-level chat tokenizer.
+
+Nothing is downloaded: each model is built from a config with random weights, the tokenizer
+from a word list, so equivalence tests of the decode loop run on any transformers version the
+project supports, in seconds, on a CPU.  ``LEGACY_MODEL_CODE`` is a remote-code model written
+the way pre-Cache repositories are (Baichuan2), loaded from disk with ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+LEGACY_MODEL_CODE = Path(__file__).parent / "legacy_remote_model"
+SPECIAL_TOKENS = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>", "system", "user", "assistant"]
+WORDS = [f"w{i}" for i in range(120)]
+VOCAB_SIZE = len(SPECIAL_TOKENS) + len(WORDS)
+CHATML_TEMPLATE = (
+    "{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|> assistant {% endif %}"
+)
+
+#: Shapes every tiny model shares: two layers, grouped-query attention, head_dim 16.
+SMALL = {"vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
+         "pad_token_id": 0, "bos_token_id": None, "eos_token_id": 3}
+
+
+def chat_tokenizer(*, with_template: bool = True) -> Any:
+    """A whitespace word-level tokenizer over :data:`WORDS` with a ChatML-like template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS + WORDS)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                        eos_token="<|im_end|>", additional_special_tokens=["<|im_start|>"])
+    if with_template:
+        tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+def _config(name: str, **extra: Any) -> Callable[[], Any]:
+    def build() -> Any:
+        import transformers
+
+        return getattr(transformers, name)(**{**SMALL, "head_dim": 16, **extra})
+    return build
+
+
+#: The model types ``configs/paper.yaml`` runs natively, as tiny configs. ``qwen2-sliding`` is
+#: Qwen2 with its sliding-window layers on (above layer 1, a window of 6 tokens).
+ARCHITECTURES: dict[str, Callable[[], Any]] = {
+    "llama": _config("LlamaConfig"),
+    "qwen2": _config("Qwen2Config"),
+    "qwen2-sliding": _config("Qwen2Config", use_sliding_window=True, sliding_window=6, max_window_layers=1),
+    "glm": _config("GlmConfig", partial_rotary_factor=0.5),
+    "glm4": _config("Glm4Config", partial_rotary_factor=0.5),
+    "internlm3": _config("InternLM3Config"),
+}
+
+
+def available_architectures() -> list[str]:
+    """Architectures the installed transformers implements (InternLM3 is native from 5.23)."""
+    import transformers
+
+    names = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "qwen2-sliding": "Qwen2Config",
+             "glm": "GlmConfig", "glm4": "Glm4Config", "internlm3": "InternLM3Config"}
+    return [arch for arch in ARCHITECTURES if hasattr(transformers, names[arch])]
+
+
+def tiny_model(architecture: str, *, seed: int = 0, dtype: Any = None) -> Any:
+    """A random-weight causal LM of ``architecture`` in eval mode (fp32 unless ``dtype``)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(ARCHITECTURES[architecture](), attn_implementation="sdpa",
+                                             dtype=dtype or torch.float32)
+    # random weights are near uniform; a wider init gives decisive argmaxes (no float ties)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                parameter.normal_(0.0, 0.3)
+    return model.eval()
+
+
+def save_standin(architecture: str, folder: Path, *, seed: int = 0) -> Path:
+    """A loadable model folder (config, random weights, tokenizer with template) of ``architecture``."""
+    model = tiny_model(architecture, seed=seed)
+    model.save_pretrained(folder)
+    chat_tokenizer().save_pretrained(folder)
+    return folder
+
+
+def save_legacy_remote_model(folder: Path, *, seed: int = 0) -> Path:
+    """A remote-code model folder: its own code files, tuple caches, no SDPA, no chat template."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in LEGACY_MODEL_CODE.glob("*.py"):
+        shutil.copy(source, folder / source.name)
+    # import the copied code as the package transformers will (relative import inside)
+    package = f"tinylegacy_build_{abs(hash(str(folder)))}"
+    spec = importlib.util.spec_from_file_location(package, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    (folder / "__init__.py").write_text("")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    modeling = importlib.import_module(f"{package}.modeling_tinylegacy")
+    configuration = importlib.import_module(f"{package}.configuration_tinylegacy")
+    (folder / "__init__.py").unlink()
+    config = configuration.TinyLegacyConfig(vocab_size=VOCAB_SIZE, pad_token_id=0, eos_token_id=3)
+    config.auto_map = {"AutoConfig": "configuration_tinylegacy.TinyLegacyConfig",
+                       "AutoModelForCausalLM": "modeling_tinylegacy.TinyLegacyForCausalLM"}
+    torch.manual_seed(seed)
+    model = modeling.TinyLegacyForCausalLM(config).eval()
+    model.save_pretrained(folder)
+    chat_tokenizer(with_template=False).save_pretrained(folder)
+    config_path = folder / "config.json"
+    saved = json.loads(config_path.read_text())
+    saved["auto_map"] = config.auto_map
+    config_path.write_text(json.dumps(saved, indent=2))
+    return folder
