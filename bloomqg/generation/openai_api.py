@@ -24,7 +24,8 @@ WORKFLOW_KEYS = frozenset({"backend", "generation", "note", "gpus", "mem_mb", "r
 
 #: Keys that only make sense for in-process models; naming one for an API model is a mistake.
 IN_PROCESS_ONLY_KEYS = frozenset(
-    {"gguf", "revision", "dtype", "trust_remote_code", "batch_size", "device", "model_ref"}
+    {"gguf", "revision", "dtype", "trust_remote_code", "batch_size", "device", "model_ref",
+     "attn_implementation", "chat_template", "decode_loop"}
 )
 
 
