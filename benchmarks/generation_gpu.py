@@ -1,31 +1,36 @@
-"""GPU decode throughput for a 7B-shaped model: batch 1 versus a large batch, against the roofline.
+"""GPU generation through our own path (HFTextGenerator) on a 7B-shaped model: figures as JSON.
 
-For a machine with one NVIDIA GPU and no network: the model has Qwen2.5-7B-Instruct's shapes
-(hidden 3584, 28 layers, 28 heads, 4 KV heads, intermediate 18944, vocab 152064) with random
-bf16 weights allocated directly on the GPU, so nothing is downloaded.  Output lengths are fixed
-(``min_new_tokens = max_new_tokens``, no EOS) so every run decodes the same number of tokens.
+For a machine with one NVIDIA GPU, torch and transformers, and no network: the model has
+Qwen2.5-7B-Instruct's shapes (hidden 3584, 28 layers, 28 heads, 4 KV heads, intermediate 18944,
+vocab 152064) with random bf16 weights allocated on the GPU; the tokenizer is a word-level one
+built in memory (tests/support/tiny_models.py).  Every request shares a ~160-token prefix
+(system message) and has its own ~60-token suffix, as the paper's prompts do; decoding uses the
+paper's settings (temperature 0.9, top-p 1.0, 500 new tokens) with stop tokens disabled, so
+every row decodes the same number of tokens.
 
-Prints one JSON document: prefill and decode times, decode tokens/s at batch 1 and at the
-chosen batch, their ratio, and batch 1's share of the HBM roofline, where one decode step must
-read all weights plus the KV cache so far::
+It measures, in one run (< 8 minutes on an H200):
 
-    roofline tokens/s (batch 1) = bandwidth / (weight bytes + mean KV-cache bytes per step)
+- tokens/s at batch 1 and at ``batch_size: auto`` (one batch of the size the memory estimate
+  allows), their ratio (goal >= 20), and batch 1's share of the HBM roofline, weights only,
+  embedding excluded: ``bandwidth / (non-embedding weight bytes)`` tokens/s (goal >= 0.5);
+- peak memory of the batched run beyond the weights against
+  :meth:`HFTextGenerator.estimated_batch_bytes` (goal: within 10%);
+- an fp32 equivalence check on the GPU: greedy texts of a tiny Llama through our loop (shared
+  prefix, early-stopping rows) against ``model.generate``;
+- a forced oversized batch: memory capped with ``torch.cuda.set_per_process_memory_fraction``
+  so the planned batch cannot fit; it must halve and return every item.
 
-Goals: batched ÷ batch 1 >= 20; batch 1 >= 0.5 of the roofline.
+    python benchmarks/generation_gpu.py            # needs CUDA
+    python benchmarks/generation_gpu.py --tiny     # CPU smoke test of the script
 
-    python benchmarks/generation_gpu.py                # needs CUDA; a few minutes
-    python benchmarks/generation_gpu.py --tiny         # smoke test of the script on a CPU
-    python benchmarks/generation_gpu.py --cache dynamic  # eager decoding, no CUDA graphs
-
-``--cache static`` (default) makes ``generate`` use a static KV cache, which transformers
-compiles with ``torch.compile(mode="reduce-overhead")`` (CUDA graphs) on a GPU: this removes the
-per-step Python/launch overhead that otherwise dominates batch-1 decoding.
+Writes the JSON to stdout and to ``$OUT/generation_gpu.json`` when ``OUT`` is set.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,12 +38,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bloomqg.generation.batching import auto_batch_size_gpu, kv_cache_bytes_per_token
-
 QWEN25_7B_SHAPES = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
-                        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064}
+                    "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064}
 TINY_SHAPES = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                   "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512}
+               "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512}
 
 
 def build_model(shapes: dict, device, dtype):
@@ -47,83 +50,101 @@ def build_model(shapes: dict, device, dtype):
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     config = Qwen2Config(**shapes, max_position_embeddings=32768, tie_word_embeddings=False,
-                         bos_token_id=0, eos_token_id=None, pad_token_id=0)
+                         bos_token_id=None, eos_token_id=3, pad_token_id=0)
     with torch.device(device):
         # allocating on the device skips a CPU init and a host-to-device copy of 15 GB
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
-    model.eval()
-    model.generation_config.eos_token_id = None
-    model.generation_config.pad_token_id = 0
-    return model
+    return model.eval()
 
 
-def synchronize(device) -> None:
+def requests(count: int, shared_words: int, own_words: int, vocab: int):
+    """Chat requests with a common system prefix and a distinct suffix each."""
+    import random
+
+    from bloomqg.generation.base import ChatRequest
+
+    rng = random.Random(7)
+    words = min(vocab - 10, 20000)
+    system = " ".join(f"w{rng.randrange(words)}" for _ in range(shared_words))
+    return [ChatRequest(f"q{i}", ({"role": "system", "content": system},
+                                  {"role": "user", "content": " ".join(f"w{rng.randrange(words)}"
+                                                                       for _ in range(own_words))}))
+            for i in range(count)]
+
+
+def synchronize(on_gpu: bool) -> None:
     import torch
 
-    if device.type == "cuda":
+    if on_gpu:
         torch.cuda.synchronize()
 
 
-def timed_generate(model, batch: int, prompt_tokens: int, new_tokens: int, cache: str, device,
-                   cache_tokens: int | None = None):
-    """Wall time of one fixed-length greedy generate() call.
+def timed(generator, reqs, params, on_gpu, batch_size=None) -> dict:
+    synchronize(on_gpu)
+    before = dict(generator.stats)
+    started = time.perf_counter()
+    completions = generator.complete(reqs, params, batch_size=batch_size)
+    synchronize(on_gpu)
+    wall = time.perf_counter() - started
+    tokens = sum(c.n_completion_tokens or 0 for c in completions)
+    delta = {key: generator.stats[key] - before[key] for key in generator.stats}
+    return {"requests": len(reqs), "wall_s": round(wall, 3), "tokens": tokens,
+            "tokens_per_s": round(tokens / wall, 2), "errors": sum(c.text is None for c in completions),
+            "stats": delta}
 
-    ``cache_tokens`` fixes the static cache length, so the 1-token (prefill-only) calls reuse
-    the graphs compiled for the full-length calls instead of compiling new shapes.
-    """
+
+def equivalence_check(device) -> dict:
+    """Greedy fp32 texts of a tiny Llama through our loop against model.generate, on ``device``."""
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(batch)
-    input_ids = torch.randint(1, model.config.vocab_size, (batch, prompt_tokens),
-                              generator=generator).to(device)
-    kwargs = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False,
-                  "attention_mask": torch.ones_like(input_ids)}
-    if cache == "static":
-        kwargs["cache_implementation"] = "static"
-        kwargs["max_cache_len"] = cache_tokens or prompt_tokens + new_tokens
-    synchronize(device)
-    started = time.perf_counter()
-    with torch.inference_mode():
-        output = model.generate(input_ids, **kwargs)
-    synchronize(device)
-    wall = time.perf_counter() - started
-    produced = output.shape[1] - prompt_tokens
-    if produced != new_tokens:
-        raise RuntimeError(f"expected {new_tokens} new tokens, generate returned {produced}")
-    return wall
+    from bloomqg.generation.base import ChatRequest, DecodingParams
+    from bloomqg.generation.hf import HFTextGenerator
+    from tests.support.tiny_models import chat_tokenizer, tiny_model
 
-
-def measure(model, batch, prompt_tokens, new_tokens, cache, device, repeats) -> dict:
-    """Decode time = time(prompt + N new tokens) - time(prompt + 1 new token), best of repeats."""
-    length = prompt_tokens + new_tokens
-    timed_generate(model, batch, prompt_tokens, new_tokens, cache, device)  # warm-up / compile
-    timed_generate(model, batch, prompt_tokens, 1, cache, device, length)
-    full = min(timed_generate(model, batch, prompt_tokens, new_tokens, cache, device)
-               for _ in range(repeats))
-    prefill = min(timed_generate(model, batch, prompt_tokens, 1, cache, device, length)
-                  for _ in range(repeats))
-    decode = max(full - prefill, 1e-9)
-    return {"batch": batch, "wall_s": round(full, 4), "prefill_s": round(prefill, 4),
-            "decode_s": round(decode, 4),
-            "decode_tokens_per_s": round(batch * (new_tokens - 1) / decode, 2),
-            "end_to_end_tokens_per_s": round(batch * new_tokens / full, 2)}
+    model = tiny_model("llama").to(device)
+    generator = HFTextGenerator.from_model(model, chat_tokenizer(), batch_size=4)
+    system = " ".join(f"w{i}" for i in range(10, 30))
+    reqs = [ChatRequest(f"r{i}", ({"role": "system", "content": system},
+                                  {"role": "user", "content": " ".join(f"w{40 + i + j}" for j in range(i + 1))}))
+            for i in range(6)]
+    encoded = [generator.encode(r) for r in reqs]
+    width = max(map(len, encoded))
+    ids = torch.full((len(reqs), width), generator.pad_id)
+    mask = torch.zeros_like(ids)
+    for row, tokens in enumerate(encoded):
+        ids[row, width - len(tokens):] = torch.tensor(tokens)
+        mask[row, width - len(tokens):] = 1
+    out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                         max_new_tokens=12, eos_token_id=sorted(generator.stop_ids),
+                         pad_token_id=generator.pad_id)
+    want = []
+    for row in out[:, width:].tolist():
+        kept = []
+        for token in row:
+            if token in generator.stop_ids:
+                break
+            kept.append(token)
+        want.append(generator.tokenizer.decode(kept, skip_special_tokens=True).strip())
+    got = [c.text for c in generator.complete(reqs, DecodingParams(do_sample=False, max_new_tokens=12))]
+    return {"requests": len(reqs), "identical": sum(a == b for a, b in zip(got, want)),
+            "shared_prefix_tokens_saved": generator.stats["shared_prefix_tokens_saved"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true",
-                        help="tiny config, runs on a CPU: checks the script, not the GPU")
-    parser.add_argument("--prompt-tokens", type=int, default=256)
-    parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--batch-size", default="auto",
-                        help="'auto' (from free memory, bloomqg's policy) or an integer")
+    parser.add_argument("--tiny", action="store_true", help="tiny model on a CPU: checks the script")
+    parser.add_argument("--new-tokens", type=int, default=500)
+    parser.add_argument("--shared-words", type=int, default=150, help="system-prefix words (~160 tokens)")
+    parser.add_argument("--own-words", type=int, default=60)
     parser.add_argument("--bandwidth-tbps", type=float, default=4.8,
                         help="HBM bandwidth in TB/s (H200 4.8, H100 SXM 3.35, A100 80GB 2.0)")
-    parser.add_argument("--cache", choices=["static", "dynamic"], default="static")
-    parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
 
     import torch
+
+    from bloomqg.generation.base import DecodingParams
+    from bloomqg.generation.hf import HFTextGenerator
+    from tests.support.tiny_models import chat_tokenizer
 
     on_gpu = torch.cuda.is_available()
     if not on_gpu and not args.tiny:
@@ -134,60 +155,74 @@ def main() -> None:
     dtype = torch.bfloat16 if on_gpu else torch.float32
     shapes = TINY_SHAPES if args.tiny else QWEN25_7B_SHAPES
     if args.tiny:
-        args.prompt_tokens, args.new_tokens = min(args.prompt_tokens, 16), min(args.new_tokens, 8)
+        args.new_tokens, args.shared_words, args.own_words = min(args.new_tokens, 8), 20, 6
+    report: dict = {"benchmark": "generation_gpu", "path": "bloomqg HFTextGenerator",
+                    "device": torch.cuda.get_device_name(0) if on_gpu else "cpu (--tiny smoke test)",
+                    "torch": torch.__version__, "transformers": __import__("transformers").__version__,
+                    "model_shapes": shapes, "dtype": str(dtype).removeprefix("torch."),
+                    "new_tokens": args.new_tokens}
     started = time.perf_counter()
+    report["equivalence_fp32"] = equivalence_check(device)
+
     model = build_model(shapes, device, dtype)
-    build_s = time.perf_counter() - started
+    report["build_s"] = round(time.perf_counter() - started, 2)
+    generator = HFTextGenerator.from_model(model, chat_tokenizer(vocab_size=shapes["vocab_size"]),
+                                           model_id="qwen2.5-7b-shaped-random", batch_size="auto")
+    generator.stop_ids = {shapes["vocab_size"] + 1}  # no id stops: every row decodes new_tokens
+    params = DecodingParams(temperature=0.9, top_p=1.0, max_new_tokens=args.new_tokens, do_sample=True, seed=1)
     dtype_bytes = torch.tensor([], dtype=dtype).element_size()
-    weight_bytes = sum(p.numel() for p in model.parameters()) * dtype_bytes
-    kv_per_token = kv_cache_bytes_per_token(
-        num_layers=shapes["num_hidden_layers"], num_kv_heads=shapes["num_key_value_heads"],
-        head_dim=shapes["hidden_size"] // shapes["num_attention_heads"], dtype_bytes=dtype_bytes)
+    embedding = model.get_input_embeddings().weight.numel()
+    weight_bytes = (sum(p.numel() for p in model.parameters()) - embedding) * dtype_bytes
+    report["weight_gb_without_embedding"] = round(weight_bytes / 1e9, 3)
 
-    if args.batch_size == "auto":
-        if on_gpu:
-            free, _total = torch.cuda.mem_get_info()
-            batch = auto_batch_size_gpu(
-                free_bytes=free, kv_bytes_per_token=kv_per_token,
-                max_prompt_tokens=args.prompt_tokens, max_new_tokens=args.new_tokens,
-                activation_bytes_per_prompt_token=(2 * shapes["intermediate_size"]
-                                                   + 4 * shapes["hidden_size"]) * dtype_bytes,
-                logits_bytes_per_sequence=shapes["vocab_size"] * 4)
-        else:
-            batch = 8
-    else:
-        batch = int(args.batch_size)
-
-    single = measure(model, 1, args.prompt_tokens, args.new_tokens, args.cache, device, args.repeats)
-    batched = measure(model, batch, args.prompt_tokens, args.new_tokens, args.cache, device,
-                      args.repeats)
-    mean_context = args.prompt_tokens + args.new_tokens / 2
-    bytes_per_step = weight_bytes + kv_per_token * mean_context
-    roofline_tps = args.bandwidth_tbps * 1e12 / bytes_per_step
-    report = {
-        "benchmark": "generation_gpu",
-        "device": torch.cuda.get_device_name(0) if on_gpu else "cpu (--tiny smoke test)",
-        "model_shapes": shapes,
-        "dtype": str(dtype).removeprefix("torch."),
-        "weight_gb": round(weight_bytes / 1e9, 3),
-        "kv_cache_bytes_per_token": kv_per_token,
-        "build_s": round(build_s, 2),
-        "cache": args.cache,
-        "prompt_tokens": args.prompt_tokens,
-        "new_tokens": args.new_tokens,
-        "batch1": single,
-        "batched": batched,
-        "speedup_batched_over_batch1": round(
-            batched["decode_tokens_per_s"] / single["decode_tokens_per_s"], 2),
-        "roofline": {"bandwidth_tbps": args.bandwidth_tbps,
-                     "bytes_per_decode_step_batch1": int(bytes_per_step),
-                     "batch1_tokens_per_s": round(roofline_tps, 2),
-                     "batch1_share": round(single["decode_tokens_per_s"] / roofline_tps, 4)},
-        "goals": {"speedup_min": 20.0, "batch1_roofline_share_min": 0.5},
-    }
+    timed(generator, requests(2, args.shared_words, args.own_words, shapes["vocab_size"]),
+          DecodingParams(max_new_tokens=4), on_gpu)  # warm-up: kernels, allocator
+    single = timed(generator, requests(1, args.shared_words, args.own_words, shapes["vocab_size"]), params, on_gpu)
+    probe = requests(1024, args.shared_words, args.own_words, shapes["vocab_size"])
+    auto = generator.resolve_batch_size(probe, params)
+    batch_reqs = probe[:auto]
+    prompt_tokens = max(len(generator.encode(r)) for r in batch_reqs)
     if on_gpu:
-        report["max_memory_allocated_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
-    print(json.dumps(report, indent=2))
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+    batched = timed(generator, batch_reqs, params, on_gpu, batch_size=auto)
+    estimate = generator.estimated_batch_bytes(auto, prompt_tokens, params)
+    report.update({
+        "batch1": single, "batched": batched, "auto_batch_size": auto, "prompt_tokens_max": prompt_tokens,
+        "speedup_batched_over_batch1": round(batched["tokens_per_s"] / single["tokens_per_s"], 2),
+        "roofline": {"bandwidth_tbps": args.bandwidth_tbps,
+                     "batch1_tokens_per_s": round(args.bandwidth_tbps * 1e12 / weight_bytes, 2),
+                     "batch1_share": round(single["tokens_per_s"] * weight_bytes / (args.bandwidth_tbps * 1e12), 4)},
+    })
+    if on_gpu:
+        peak = torch.cuda.max_memory_allocated() - base
+        report["memory"] = {"peak_beyond_weights_gb": round(peak / 1e9, 3),
+                            "estimate_gb": round(estimate / 1e9, 3),
+                            "peak_over_estimate": round(peak / estimate, 3)}
+        # forced oversized batch: leave room for about half the planned batch, then run it
+        oversized = min(auto, 256)
+        room = generator.estimated_batch_bytes(oversized // 2, prompt_tokens, DecodingParams(max_new_tokens=8))
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.empty_cache()
+        torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_allocated() + room) / total)
+        try:
+            before_splits = generator.stats["oom_splits"]
+            forced = timed(generator, probe[:oversized], DecodingParams(max_new_tokens=8, seed=2), on_gpu,
+                           batch_size=oversized)
+        finally:
+            torch.cuda.set_per_process_memory_fraction(1.0)
+        report["forced_oom"] = {"planned_batch": oversized, "returned": forced["requests"],
+                                "errors": forced["errors"],
+                                "oom_splits": generator.stats["oom_splits"] - before_splits,
+                                "learned_batch_cap": generator.batch_cap}
+    report["goals"] = {"speedup_min": 20.0, "batch1_roofline_share_min": 0.5, "peak_within": 0.10,
+                       "equivalence": "all identical", "forced_oom": "halves, no item lost"}
+    report["total_s"] = round(time.perf_counter() - started, 1)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "generation_gpu.json").write_text(text)
 
 
 if __name__ == "__main__":

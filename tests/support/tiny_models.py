@@ -29,12 +29,17 @@ SMALL = {"vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 128, 
          "pad_token_id": 0, "bos_token_id": None, "eos_token_id": 3}
 
 
-def chat_tokenizer(*, with_template: bool = True) -> Any:
-    """A whitespace word-level tokenizer over :data:`WORDS` with a ChatML-like template."""
+def chat_tokenizer(*, with_template: bool = True, vocab_size: int | None = None) -> Any:
+    """A whitespace word-level tokenizer over :data:`WORDS` with a ChatML-like template.
+
+    ``vocab_size`` extends the word list so every id a model of that vocabulary can emit
+    decodes (benchmarks with 7B-shaped random models).
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS + WORDS)}
+    words = WORDS if vocab_size is None else [f"w{i}" for i in range(vocab_size - len(SPECIAL_TOKENS))]
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS + words)}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
