@@ -154,3 +154,67 @@ def test_checkpoint_keeps_whole_batches_and_drops_a_torn_last_line(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     assert load_checkpoint(path, dict(key, model="other")) == ([], 0)
     assert not path.exists()
+
+
+def test_batch_for_a_model_split_over_gpus_is_the_tightest_device():
+    from bloomqg.generation.batching import DeviceMemory, auto_batch_size_devices
+
+    common = {"kv_bytes_per_token_per_layer": 2 * 4 * 128 * 2, "max_prompt_tokens": 200,
+              "max_new_tokens": 300, "activation_bytes_per_prompt_token": 0,
+              "logits_bytes_per_sequence": 152064 * 18, "prefill_chunk_tokens": None,
+              "memory_fraction": 1.0, "max_batch_size": 10_000}
+    gib = 2**30
+    even = [DeviceMemory(8 * gib, 14, False), DeviceMemory(8 * gib, 14, True)]
+    # the device with the output head also holds every row's logits and sampling buffers
+    per_row_first = 2 * 4 * 128 * 2 * 14 * 500
+    per_row_second = per_row_first + 152064 * 18
+    assert auto_batch_size_devices(even, **common) == (8 * gib) // per_row_second
+    # one device with more layers and less memory sets the batch for all
+    skewed = [DeviceMemory(2 * gib, 20, False), DeviceMemory(30 * gib, 8, True)]
+    assert auto_batch_size_devices(skewed, **common) == (2 * gib) // (2 * 4 * 128 * 2 * 20 * 500)
+    with pytest.raises(ValueError, match="no GPU"):
+        auto_batch_size_devices([], **common)
+
+
+def test_split_to_cap_keeps_order_and_every_position():
+    from bloomqg.generation.batching import split_to_cap
+
+    assert split_to_cap((5, 1, 7, 2, 9), 2) == [(5, 1), (7, 2), (9,)]
+    assert split_to_cap((5, 1), None) == [(5, 1)] and split_to_cap((5, 1), 4) == [(5, 1)]
+
+
+def test_layer_devices_read_from_the_device_map():
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from bloomqg.generation.hf import _layer_devices
+
+    config = SimpleNamespace(num_hidden_layers=4)
+    config.get_text_config = lambda: config
+    split = SimpleNamespace(config=config, hf_device_map={
+        "model.embed_tokens": 0, "model.layers.0": 0, "model.layers.1": 0, "model.layers.2": 1,
+        "model.layers.3": 1, "model.norm": 1, "lm_head": 1})
+    assert _layer_devices(split, torch.device("cpu")) == {torch.device("cuda", 0): 2, torch.device("cuda", 1): 2}
+    whole = SimpleNamespace(config=config)
+    assert _layer_devices(whole, torch.device("cuda", 0)) == {torch.device("cuda", 0): 4}
+
+
+def test_row_selection_moves_indices_to_each_layers_device():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from bloomqg.generation import kv_cache
+
+    seen = []
+
+    class OtherLayer:  # transformers' own layer classes index with the tensor they are given
+        is_initialized = True
+        keys = torch.empty(3, 1, 2, 2, device="meta")
+
+        def batch_select_indices(self, indices):
+            seen.append(indices.device)
+
+    cache = SimpleNamespace(layers=[OtherLayer(), OtherLayer()])
+    kv_cache.select_rows(cache, torch.tensor([0, 2]))
+    assert seen == [torch.device("meta")] * 2
