@@ -76,6 +76,7 @@ from bloomqg.generation.batching import (
     trim_completion,
 )
 from bloomqg.generation.model_support import (
+    NATIVE_SINCE,
     TRANSFORMERS_TESTED,
     LoadPlan,
     ModelSupportError,
@@ -323,9 +324,11 @@ class HFTextGenerator:
                     f"transformers {transformers.__version__}; it ships its own code: set "
                     "trust_remote_code: true to run it, or upgrade transformers where a native "
                     "port exists") from error
+            since = NATIVE_SINCE.get(str(model_type))
             raise ModelSupportError(
                 f"model {source!r}: transformers {transformers.__version__} does not know model "
-                f"type {model_type!r}; upgrade transformers (tested: {' '.join(TRANSFORMERS_TESTED)})"
+                f"type {model_type!r}" + (f" (native from transformers {since})" if since else "")
+                + f"; upgrade transformers (tested: {' '.join(TRANSFORMERS_TESTED)})"
             ) from error
 
     def _setup(

@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: The lowest supported transformers and the companions its metadata requires.
 LOWEST = ["transformers==5.2.0", "huggingface-hub>=1.3,<2", "tokenizers>=0.22,<=0.23.0"]
 TESTS = ["tests/unit/test_decode_equivalence.py", "tests/unit/test_model_support.py",
-         "tests/unit/test_kv_cache.py"]
+         "tests/unit/test_kv_cache.py", "tests/unit/test_hf_batches.py",
+         "tests/integration/test_paper_models.py"]
 
 
 def test_supported_range_is_stated_once_everywhere():
