@@ -1,10 +1,13 @@
 # Validated config, the job matrix, wildcard constraints and input helpers shared by all rules.
+# Small jobs (datasets, prompts, merges, votes, metrics, tables, figures, report) are localrules:
+# on a cluster they run on the submit host; only model conversion, generation and judging are sent.
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from bloomqg.config import ConfigError, prepare_study
 from bloomqg.provenance import code_fingerprint
+from bloomqg.resources import ResourceError, judge_resources, model_resources
 
 try:
     STUDY = prepare_study(config, workdir=Path.cwd(), sources=workflow.configfiles)
@@ -14,6 +17,14 @@ except ConfigError as error:
 CFG = STUDY.config
 CELLS = STUDY.cells
 JUDGES = list(CFG["judges"])
+
+# What each model's and judge's jobs ask the scheduler for (gpu, mem_mb, runtime, api), worked out
+# here so that an entry whose needs cannot be told stops the run before any job.
+try:
+    MODEL_RESOURCES = {name: model_resources(name, spec) for name, spec in CFG["models"].items()}
+    JUDGE_RESOURCES = {name: judge_resources(name, spec, CFG["models"]) for name, spec in CFG["judges"].items()}
+except ResourceError as error:
+    raise WorkflowError(str(error)) from None
 
 
 wildcard_constraints:

@@ -18,6 +18,7 @@ rule score_metrics:
         code=CODE["metrics"],
     log:
         "logs/score_metrics/{root}/{dataset}/{strategy}/{model}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -38,6 +39,7 @@ rule aggregate_metrics:
         code=CODE["metrics"],
     log:
         "logs/aggregate_metrics/{root}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

@@ -26,6 +26,7 @@ rule make_tables:
         code=CODE["report"],
     log:
         "logs/make_tables.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -44,6 +45,7 @@ rule plot_figures:
         code=CODE["report"],
     log:
         "logs/plot_figures/{root}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -71,6 +73,7 @@ rule build_report:
         code=CODE["report"],
     log:
         "logs/build_report.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
