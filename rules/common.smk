@@ -60,3 +60,17 @@ def model_dir(model):
 
 def cell_paths(pattern, cells=None):
     return [pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model) for c in (CELLS if cells is None else cells)]
+
+
+def root_cells(root):
+    """{root} is results (this study) or results/release (imported published runs)."""
+    return RELEASE_CELLS if root == "results/release" else CELLS
+
+
+def root_cell_paths(root, pattern):
+    return [f"{root}/{path}" for path in cell_paths(pattern, root_cells(root))]
+
+
+def figure_caption(name):
+    stem = name.rsplit(".", 1)[0]
+    return f"../report/captions/{stem}.rst"

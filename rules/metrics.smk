@@ -2,10 +2,6 @@
 # {root} is results (this study) or results/release (imported published runs): same rules.
 
 
-def root_cells(root):
-    return RELEASE_CELLS if root == "results/release" else CELLS
-
-
 rule score_metrics:
     input:
         votes="{root}/votes/{dataset}/{strategy}/{model}.parquet",
@@ -27,8 +23,8 @@ rule score_metrics:
 
 rule aggregate_metrics:
     input:
-        metrics=lambda wc: cell_paths(wc.root + "/metrics/{dataset}/{strategy}/{model}.parquet", root_cells(wc.root)),
-        votes=lambda wc: cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.parquet", root_cells(wc.root)),
+        metrics=lambda wc: root_cell_paths(wc.root, "metrics/{dataset}/{strategy}/{model}.parquet"),
+        votes=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.parquet"),
     output:
         all="{root}/metrics/all.parquet",
         correlations="{root}/metrics/correlations.parquet",
