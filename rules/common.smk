@@ -6,6 +6,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from bloomqg.config import ConfigError, prepare_study
+from bloomqg.models import weight_spec
 from bloomqg.provenance import code_fingerprint
 from bloomqg.resources import ResourceError, judge_resources, model_resources
 

@@ -6,7 +6,7 @@ rule prepare_model:
     output:
         directory("resources/models/{model}"),
     params:
-        spec=lambda wc: CFG["models"][wc.model],
+        spec=lambda wc: weight_spec(CFG["models"][wc.model]),
         code=CODE["models"],
     log:
         "logs/prepare_model/{model}.log",
