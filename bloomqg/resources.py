@@ -97,7 +97,7 @@ def judge_resources(name: str, spec: Mapping[str, Any], models: Mapping[str, Map
     backend = spec["backend"]
     if backend == "hf":
         return model_resources(spec["model_ref"], models[spec["model_ref"]])
-    if backend == "openai":
+    if backend.startswith("openai"):  # any OpenAI-compatible mode, live or batched
         return JobResources(0, API_MEM_MB, API_RUNTIME_MIN, 1)
     if backend in _LOCAL_JUDGE:
         return _LOCAL_JUDGE[backend]
