@@ -194,6 +194,16 @@ def _write_pointer(out_dir: Path, pointer: Mapping[str, Any]) -> dict[str, Any]:
     return dict(pointer)
 
 
+#: The keys of a model entry that decide its converted weights; decoding, batching and job
+#: resources do not, so changing those must not redo the conversion.
+WEIGHT_KEYS = ("model", "revision", "gguf", "dtype", "trust_remote_code")
+
+
+def weight_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a model entry :func:`materialize_model` reads (the rule's params)."""
+    return {key: spec[key] for key in WEIGHT_KEYS if key in spec}
+
+
 def materialize_model(spec: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     """Make a model entry's weights ready for generation under ``out_dir``; return provenance.
 

@@ -1,10 +1,14 @@
 # Validated config, the job matrix, wildcard constraints and input helpers shared by all rules.
+# Small jobs (datasets, prompts, merges, votes, metrics, tables, figures, report) are localrules:
+# on a cluster they run on the submit host; only model conversion, generation and judging are sent.
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from bloomqg.config import ConfigError, prepare_study
+from bloomqg.models import weight_spec
 from bloomqg.provenance import code_fingerprint
+from bloomqg.resources import ResourceError, judge_resources, model_resources
 
 try:
     STUDY = prepare_study(config, workdir=Path.cwd(), sources=workflow.configfiles)
@@ -14,6 +18,14 @@ except ConfigError as error:
 CFG = STUDY.config
 CELLS = STUDY.cells
 JUDGES = list(CFG["judges"])
+
+# What each model's and judge's jobs ask the scheduler for (gpu, mem_mb, runtime, api), worked out
+# here so that an entry whose needs cannot be told stops the run before any job.
+try:
+    MODEL_RESOURCES = {name: model_resources(name, spec) for name, spec in CFG["models"].items()}
+    JUDGE_RESOURCES = {name: judge_resources(name, spec, CFG["models"]) for name, spec in CFG["judges"].items()}
+except ResourceError as error:
+    raise WorkflowError(str(error)) from None
 
 
 wildcard_constraints:
@@ -49,3 +61,17 @@ def model_dir(model):
 
 def cell_paths(pattern, cells=None):
     return [pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model) for c in (CELLS if cells is None else cells)]
+
+
+def root_cells(root):
+    """{root} is results (this study) or results/release (imported published runs)."""
+    return RELEASE_CELLS if root == "results/release" else CELLS
+
+
+def root_cell_paths(root, pattern):
+    return [f"{root}/{path}" for path in cell_paths(pattern, root_cells(root))]
+
+
+def figure_caption(name):
+    stem = name.rsplit(".", 1)[0]
+    return f"../report/captions/{stem}.rst"

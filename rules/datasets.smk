@@ -6,7 +6,7 @@ rule prepare_model:
     output:
         directory("resources/models/{model}"),
     params:
-        spec=lambda wc: CFG["models"][wc.model],
+        spec=lambda wc: weight_spec(CFG["models"][wc.model]),
         code=CODE["models"],
     log:
         "logs/prepare_model/{model}.log",
@@ -14,6 +14,7 @@ rule prepare_model:
         "logs/benchmarks/prepare_model/{model}.tsv"
     resources:
         mem_mb=4000,
+        runtime=30,
     conda:
         "../envs/generation.yaml"
     script:
@@ -32,6 +33,7 @@ rule prepare_dataset:
         "logs/prepare_dataset/{dataset}.log",
     benchmark:
         "logs/benchmarks/prepare_dataset/{dataset}.tsv"
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -53,6 +55,7 @@ rule build_prompts:
         code=CODE["prompts"],
     log:
         "logs/build_prompts/{dataset}/{strategy}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

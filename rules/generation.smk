@@ -1,10 +1,6 @@
 # Generation: one job per model × dataset × strategy × shard; the model loads once per job.
 
 
-def generation_resources(wc):
-    return CFG["models"][wc.model]
-
-
 rule generate_questions:
     input:
         prompts="results/prompts/{dataset}/{strategy}.parquet",
@@ -26,10 +22,12 @@ rule generate_questions:
         "logs/benchmarks/generate_questions/{dataset}/{strategy}/{model}/shard-{shard}.tsv"
     # Capped by --cores / --max-threads; an API generator mostly waits on the network.
     threads: lambda wc: 1 if CFG["models"][wc.model]["backend"] == "openai" else 8
+    # gpu: the local --resources cap and the SLURM plugin's --gpus; api: capped by the profiles.
     resources:
-        gpu=lambda wc: CFG["models"][wc.model].get("gpus", 0),
-        mem_mb=lambda wc: CFG["models"][wc.model].get("mem_mb", 4000),
-        runtime=lambda wc: CFG["models"][wc.model].get("runtime_min", 120),
+        gpu=lambda wc: MODEL_RESOURCES[wc.model].gpu,
+        mem_mb=lambda wc: MODEL_RESOURCES[wc.model].mem_mb,
+        runtime=lambda wc: MODEL_RESOURCES[wc.model].runtime,
+        api=lambda wc: MODEL_RESOURCES[wc.model].api,
     conda:
         "../envs/generation.yaml"
     script:

@@ -37,8 +37,10 @@ rule judge_questions:
         "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
     threads: lambda wc: 8 if CFG["judges"][wc.judge]["backend"] in ("hf", "embedding") else 1
     resources:
-        gpu=lambda wc: CFG["models"][STUDY.judge_model(wc.judge)].get("gpus", 0) if STUDY.judge_model(wc.judge) else 0,
-        mem_mb=4000,
+        gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
+        mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
+        runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
+        api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
     conda:
         "../envs/generation.yaml"
     script:
@@ -59,6 +61,7 @@ rule vote_judgments:
         code=CODE["voting"],
     log:
         "logs/vote_judgments/{dataset}/{strategy}/{model}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

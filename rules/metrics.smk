@@ -2,10 +2,6 @@
 # {root} is results (this study) or results/release (imported published runs): same rules.
 
 
-def root_cells(root):
-    return RELEASE_CELLS if root == "results/release" else CELLS
-
-
 rule score_metrics:
     input:
         votes="{root}/votes/{dataset}/{strategy}/{model}.parquet",
@@ -18,6 +14,7 @@ rule score_metrics:
         code=CODE["metrics"],
     log:
         "logs/score_metrics/{root}/{dataset}/{strategy}/{model}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -26,8 +23,8 @@ rule score_metrics:
 
 rule aggregate_metrics:
     input:
-        metrics=lambda wc: cell_paths(wc.root + "/metrics/{dataset}/{strategy}/{model}.parquet", root_cells(wc.root)),
-        votes=lambda wc: cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.parquet", root_cells(wc.root)),
+        metrics=lambda wc: root_cell_paths(wc.root, "metrics/{dataset}/{strategy}/{model}.parquet"),
+        votes=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.parquet"),
     output:
         all="{root}/metrics/all.parquet",
         correlations="{root}/metrics/correlations.parquet",
@@ -38,6 +35,7 @@ rule aggregate_metrics:
         code=CODE["metrics"],
     log:
         "logs/aggregate_metrics/{root}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

@@ -62,6 +62,7 @@ rule import_release_run:
         code=CODE["release"],
     log:
         "logs/import_release_run/{dataset}/{strategy}/{model}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -77,6 +78,7 @@ rule release_tables:
         code=CODE["report"],
     log:
         "logs/release_tables.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

@@ -9,11 +9,6 @@ RELEASE_TABLE_OUTPUTS = [f"results/release/{name}" for name in RELEASE_TABLE_FIL
 RELEASE_FIGURE_OUTPUTS = [f"results/release/figures/{name}" for name in FIGURE_FILES]
 
 
-def figure_caption(name):
-    stem = name.rsplit(".", 1)[0]
-    return f"../report/captions/{stem}.rst"
-
-
 rule make_tables:
     input:
         metrics="results/metrics/all.parquet",
@@ -26,6 +21,7 @@ rule make_tables:
         code=CODE["report"],
     log:
         "logs/make_tables.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -36,14 +32,15 @@ rule plot_figures:
     input:
         metrics="{root}/metrics/all.parquet",
         correlations="{root}/metrics/correlations.parquet",
-        votes=lambda wc: cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.parquet", root_cells(wc.root)),
-        reliability=lambda wc: cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.reliability.parquet", root_cells(wc.root)),
+        votes=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.parquet"),
+        reliability=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.reliability.parquet"),
     output:
-        [report("{root}/figures/" + name, caption=figure_caption(name), category="Figures") for name in FIGURE_FILES],
+        [report(f"{{root}}/figures/{name}", caption=figure_caption(name), category="Figures") for name in FIGURE_FILES],
     params:
         code=CODE["report"],
     log:
         "logs/plot_figures/{root}.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
@@ -71,6 +68,7 @@ rule build_report:
         code=CODE["report"],
     log:
         "logs/build_report.log",
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

@@ -85,7 +85,11 @@ def finished_study(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_every_stage_writes_its_schema(finished_study):
-    workdir, config = finished_study
+    check_study_outputs(*finished_study)
+
+
+def check_study_outputs(workdir: Path, config: Path) -> None:
+    """Schemas and row counts of every stage of a finished tiny study (also the SLURM test's)."""
     cfg = yaml.safe_load(config.read_text())
     results = workdir / "results"
     judges = list(cfg["judges"])
@@ -147,6 +151,20 @@ def test_snakemake_report_bundles_outputs(finished_study):
         names = bundle.namelist()
     assert any(name.endswith("report.html") for name in names)
     assert any(name.endswith("fig2_transitions.png") for name in names)
+
+
+def test_changing_decoding_or_batching_reruns_generation_not_the_conversion(finished_study, tmp_path):
+    workdir, config = finished_study
+    cfg = yaml.safe_load(config.read_text())
+    model = cfg["models"]["smollm2-135m"]
+    model["generation"]["temperature"] = 0.5
+    model["batch_size"] = 4
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    jobs = planned_jobs(snakemake(workdir, edited, "-n").stdout)
+    n_cells = sum(len(s["strategies"]) for s in cfg["datasets"].values())
+    assert jobs.get("generate_questions") == n_cells
+    assert "prepare_model" not in jobs and "build_prompts" not in jobs and "prepare_dataset" not in jobs
 
 
 def test_editing_the_fgp_template_reruns_only_fgp_work(finished_study):
