@@ -6,7 +6,7 @@ from bloomqg.config import Cell
 
 RELEASE_RUNS = {}
 if CFG.get("release_manifest"):
-    from bloomqg.release import ReleaseError, load_manifest
+    from bloomqg.release.runs import ReleaseError, load_manifest
 
     try:
         for run in load_manifest(CFG["release_manifest"]):
@@ -27,7 +27,7 @@ def release_run(wc):
 
 
 if STUDY.release_to_download is not None:
-    from bloomqg.release_download import load_pins
+    from bloomqg.release.download import load_pins
 
     RELEASE_PINS = os.path.join(workflow.basedir, "configs", "llm-eval-release.yaml")
 

@@ -1,7 +1,7 @@
 # Tables, figures and the self-contained HTML report (plus Snakemake's own --report).
 from bloomqg.figures import FIGURE_FILES
 from bloomqg.tables import TABLE_FILES
-from bloomqg.release_tables import RELEASE_TABLE_FILES
+from bloomqg.release.tables import RELEASE_TABLE_FILES
 
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]
 FIGURE_OUTPUTS = [f"results/figures/{name}" for name in FIGURE_FILES]

@@ -4,8 +4,8 @@ from pathlib import Path
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import write_frame
 from bloomqg.provenance import sha256_file
-from bloomqg.release import ReleaseRun, import_run
-from bloomqg.release_reliability import release_reliability
+from bloomqg.release.runs import ReleaseRun, import_run
+from bloomqg.release.reliability import release_reliability
 from bloomqg.schemas import GENERATIONS, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]

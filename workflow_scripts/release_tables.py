@@ -3,7 +3,7 @@ from pathlib import Path
 
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
-from bloomqg.release_tables import release_tables
+from bloomqg.release.tables import release_tables
 from bloomqg.schemas import METRICS
 
 snakemake = globals()["snakemake"]

@@ -14,7 +14,7 @@ import yaml
 
 from bloomqg.metrics import JUDGED_UNCATEGORIZED, score_cell
 from bloomqg.parquet_io import to_table
-from bloomqg.release import (
+from bloomqg.release.runs import (
     NO_QUESTION,
     NOT_JUDGED,
     ReleaseError,
@@ -23,7 +23,7 @@ from bloomqg.release import (
     load_manifest,
     split_knowledge_units,
 )
-from bloomqg.release_tables import (
+from bloomqg.release.tables import (
     PAPER_MODELS,
     PAPER_TABLES,
     RELEASE_TABLE_FILES,

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from bloomqg.release_download import ReleaseDownloadError, extract_release, load_pins
+from bloomqg.release.download import ReleaseDownloadError, extract_release, load_pins
 from tests.conftest import REPO
 
 
