@@ -55,6 +55,7 @@ rule import_release_run:
         generations="results/release/generations/{dataset}/{strategy}/{model}.parquet",
         votes="results/release/votes/{dataset}/{strategy}/{model}.parquet",
         reliability="results/release/votes/{dataset}/{strategy}/{model}.reliability.parquet",
+        lines="results/release/votes/{dataset}/{strategy}/{model}.lines.parquet",
     params:
         gate=CFG["gate"],
         bootstrap=CFG["bootstrap"],

@@ -4,9 +4,9 @@ from pathlib import Path
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import write_frame
 from bloomqg.provenance import sha256_file
-from bloomqg.release.runs import ReleaseRun, import_run
-from bloomqg.release.reliability import release_reliability
-from bloomqg.schemas import GENERATIONS, RELIABILITY, VOTES
+from bloomqg.release.runs import ReleaseRun, import_run, published_vote_lines
+from bloomqg.release.reliability import gate_published_lines, release_reliability
+from bloomqg.schemas import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
@@ -28,3 +28,5 @@ provenance = {
 write_frame(generations, snakemake.output.generations, GENERATIONS, provenance)
 write_frame(votes, snakemake.output.votes, VOTES, provenance)
 write_frame(reliability, snakemake.output.reliability, RELIABILITY, provenance)
+lines = gate_published_lines(published_vote_lines(run), reliability)
+write_frame(lines, snakemake.output.lines, PUBLISHED_VOTE_LINES, provenance)

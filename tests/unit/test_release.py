@@ -21,6 +21,7 @@ from bloomqg.release.runs import (
     ReleaseRun,
     import_run,
     load_manifest,
+    published_vote_lines,
     split_knowledge_units,
 )
 from bloomqg.release.tables import (
@@ -31,7 +32,7 @@ from bloomqg.release.tables import (
     paper_model_name,
     release_tables,
 )
-from bloomqg.schemas import GENERATIONS, METRICS, VOTES
+from bloomqg.schemas import GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"
 
@@ -122,6 +123,29 @@ def test_imported_votes_score_with_uncategorized_matching(tmp_path):
     assert result.loc["catcons", ["value", "n"]].tolist() == [pytest.approx(100 / 3), 3]
     assert result.loc["knowledge_id_acc", ["value", "n"]].tolist() == [60.0, 5]
     assert result.loc["unique", "n"] == 3
+
+
+def test_table4_counts_every_published_line_the_other_metrics_keep_the_join(tmp_path):
+    # "Design a stack." is judged on lines 1 (unique) and 3 (not unique); two originals wrote it.
+    xlsx, jsonl = write_cs_cot(tmp_path)
+    run = ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+    _, votes = import_run(run)
+    lines = published_vote_lines(run)
+    to_table(lines, PUBLISHED_VOTE_LINES)
+    assert lines["line"].tolist() == [1, 2, 3] and lines["unique"].tolist() == [True, True, False]
+    by_join = score_cell(votes, None, n_resamples=50).set_index("metric")
+    by_lines = score_cell(votes, None, n_resamples=50, published_lines=lines).set_index("metric")
+    # The join: three judged originals, each "Design a stack." taking line 1 -> 3 of 3 unique.
+    assert by_join.loc["unique", ["value", "n"]].tolist() == [100.0, 3]
+    # The paper's rule: 2 of the 3 lines as published.
+    assert by_lines.loc["unique", ["value", "n"]].tolist() == [pytest.approx(200 / 3), 3]
+    assert by_lines.loc["unique", "ci_low"] <= by_lines.loc["unique", "value"] <= by_lines.loc["unique", "ci_high"]
+    assert by_lines.loc["readable", "value"] == 100.0
+    # Everything past Table 4 is the join's.
+    others = [name for name in by_join.index if name not in ("unique", "readable", "answerable")]
+    pd.testing.assert_frame_equal(by_join.loc[others], by_lines.loc[others])
+    with pytest.raises(ValueError, match="published_lines are of cell"):
+        score_cell(votes, None, n_resamples=50, published_lines=lines.assign(model="other"))
 
 
 def test_import_reports_a_missing_column_and_a_bad_vote_line(tmp_path):
@@ -243,8 +267,10 @@ def glm_manifest(tmp_path_factory, release_dir) -> Path:
 def glm(glm_manifest, tmp_path_factory) -> dict:
     runs = load_manifest(glm_manifest)
     imported = {(run.dataset, run.strategy): import_run(run) for run in runs}
+    lines = {(run.dataset, run.strategy): published_vote_lines(run) for run in runs}
     all_metrics = pd.concat(
-        [score_cell(votes, None, n_resamples=100) for _, votes in imported.values()], ignore_index=True
+        [score_cell(votes, None, n_resamples=100, published_lines=lines[cell]) for cell, (_, votes) in imported.items()],
+        ignore_index=True,
     )
     out = tmp_path_factory.mktemp("tables")
     written = release_tables(all_metrics, out)
