@@ -24,8 +24,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# bloomqg.run_lock: one run per directory (a second refuses), and a lock left by a killed run is
+# removed only once no run is alive, so the same command works again after `kill -9`.
 study: setup
-	$(BIN)/snakemake --cores $(CORES) --profile profiles/default
+	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default
 
 # Headless Chromium for the report test; Debian's package, installed when missing and root.
 test-browser-deps:
