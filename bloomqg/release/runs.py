@@ -5,13 +5,18 @@ question, and a ``.jsonl`` with one line per judged new question (three judges' 
 majority). A manifest names them, because the release names files irregularly::
 
     release_root: ../shared/data/llm-eval-release   # optional; default: the manifest's folder
+    pins: llm-eval-release.yaml                      # optional: the files' pinned sha256
     runs:
       - {model: glm-4-9b, dataset: cs, strategy: cot,
          generations: generated/glm/glm_generated_questions.xlsx,
          votes: generated/glm/glm_gen_voted.jsonl}
 
 Relative ``release_root`` resolves against the manifest's folder, relative run paths against
-``release_root``.
+``release_root``; ``release_root: "{release_dir}"`` takes the config's ``release_dir`` (how
+``configs/llm-eval-release-manifest.yaml`` lists all 18 published runs). ``pins`` names a pin
+file (:func:`bloomqg.release.download.load_pins`) that gives each run file's sha256: a file
+that differs is refused on import (:func:`verify_run_files`), and the imported frames' provenance
+names the release's repository, commit and every file's hash.
 
 How the join works (and reproduces the paper's GLM-4-9B figures, see tests/unit/test_release.py):
 the xlsx is joined to the jsonl on the generated text (``New Question``/``新问题`` =
@@ -46,7 +51,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -58,7 +63,8 @@ logger = logging.getLogger(__name__)
 
 DATASETS: tuple[str, ...] = ("cs", "math")
 STRATEGIES: tuple[str, ...] = ("cot", "fgp")
-_MANIFEST_KEYS = frozenset({"release_root", "runs"})
+_MANIFEST_KEYS = frozenset({"release_root", "pins", "runs"})
+RELEASE_DIR_PLACEHOLDER = "{release_dir}"
 _RUN_KEYS = ("model", "dataset", "strategy", "generations", "votes")
 
 #: Separator of several knowledge units in one cell, as in :mod:`bloomqg.datasets`. Not "、"
@@ -98,6 +104,11 @@ class ReleaseRun:
     generations: Path
     votes: Path
     manifest: Path | None = None
+    #: from the manifest's pins: {"repository", "commit", "generations", "votes"} (sha256 of each)
+    pinned: Mapping[str, str] | None = None
+
+    def files(self) -> dict[str, Path]:
+        return {"generations": self.generations, "votes": self.votes}
 
 
 def split_knowledge_units(value: object, separators: str | re.Pattern[str] = UNIT_SEPARATOR) -> list[str]:
@@ -123,8 +134,13 @@ def split_knowledge_units(value: object, separators: str | re.Pattern[str] = UNI
 # Manifest
 
 
-def load_manifest(path: str | Path) -> list[ReleaseRun]:
-    """Read and check a release manifest; raise :class:`ReleaseError` naming what is wrong."""
+def load_manifest(path: str | Path, *, release_dir: str | Path | None = None, check_files: bool = True) -> list[ReleaseRun]:
+    """Read and check a release manifest; raise :class:`ReleaseError` naming what is wrong.
+
+    ``release_dir`` replaces ``{release_dir}`` in ``release_root``. With ``check_files`` every
+    run file must exist (all missing ones are named at once); without, the files may still be on
+    their way (a download) or be reported later by :func:`missing_runs`.
+    """
     import yaml
 
     path = Path(path).resolve()
@@ -143,16 +159,24 @@ def load_manifest(path: str | Path) -> list[ReleaseRun]:
     if root_value is None:
         root = path.parent
     elif isinstance(root_value, str) and root_value.strip():
+        if RELEASE_DIR_PLACEHOLDER in root_value:
+            if not release_dir:
+                raise ReleaseError(
+                    f"{path}: release_root {root_value!r} needs release_dir (pass --config release_dir=PATH)"
+                )
+            root_value = root_value.replace(RELEASE_DIR_PLACEHOLDER, str(release_dir))
         root = (path.parent / root_value).resolve()
     else:
         raise ReleaseError(f"{path}: key 'release_root' must be a non-empty path string")
-    if not root.is_dir():
+    if check_files and not root.is_dir():
         raise ReleaseError(f"{path}: release_root {root} is not a directory")
+    pins = _manifest_pins(path, document.get("pins"))
     runs_value = document.get("runs")
     if not isinstance(runs_value, list) or not runs_value:
         raise ReleaseError(f"{path}: key 'runs' must be a non-empty list")
 
     runs: list[ReleaseRun] = []
+    missing: list[str] = []
     seen: dict[tuple[str, str, str], int] = {}
     for index, entry in enumerate(runs_value):
         where = f"{path}: runs[{index}]"
@@ -174,15 +198,66 @@ def load_manifest(path: str | Path) -> list[ReleaseRun]:
             raise ReleaseError(f"{where}: run {cell} repeats runs[{seen[cell]}]")
         seen[cell] = index
         files = {}
+        pinned: dict[str, str] | None = None if pins is None else {
+            "repository": str(pins.get("repository", "")), "commit": str(pins["commit"])}
         for key, suffix in (("generations", ".xlsx"), ("votes", ".jsonl")):
             file = (root / entry[key]).resolve()
             if file.suffix.lower() != suffix:
                 raise ReleaseError(f"{where}: key {key!r} must name a {suffix} file, got {entry[key]!r}")
-            if not file.is_file():
-                raise ReleaseError(f"{where}: key {key!r}: file {file} not found")
+            if check_files and not file.is_file():
+                missing.append(f"{where}: key {key!r}: file {file} not found")
+            if pinned is not None:
+                pin = pins["files"].get(entry[key])
+                if pin is None:
+                    raise ReleaseError(f"{where}: key {key!r}: {entry[key]!r} is not among the pinned files of {pins['_path']}")
+                pinned[key] = str(pin["sha256"])
             files[key] = file
-        runs.append(ReleaseRun(*cell, files["generations"], files["votes"], manifest=path))
+        runs.append(ReleaseRun(*cell, files["generations"], files["votes"], manifest=path, pinned=pinned))
+    if missing:
+        raise ReleaseError("; ".join(missing))
     return runs
+
+
+def _manifest_pins(manifest: Path, value: object) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ReleaseError(f"{manifest}: key 'pins' must be the path of a pin file")
+    from bloomqg.release.download import ReleaseDownloadError, load_pins
+
+    pin_path = (manifest.parent / value).resolve()
+    try:
+        pins = load_pins(pin_path)
+    except (OSError, ReleaseDownloadError) as error:
+        raise ReleaseError(f"{manifest}: key 'pins': {error}") from error
+    return {**pins, "_path": pin_path}
+
+
+def missing_runs(runs: list[ReleaseRun]) -> list[tuple[ReleaseRun, list[Path]]]:
+    """The runs whose files are not (all) there, each with the missing files."""
+    found = []
+    for run in runs:
+        absent = [file for file in run.files().values() if not file.is_file()]
+        if absent:
+            found.append((run, absent))
+    return found
+
+
+def verify_run_files(run: ReleaseRun) -> dict[str, str]:
+    """sha256 of the run's two files by key; :class:`ReleaseError` naming the file when one
+    differs from its pin (the manifest's ``pins``)."""
+    from bloomqg.provenance import sha256_file
+
+    hashes = {key: sha256_file(file) for key, file in run.files().items()}
+    for key, actual in hashes.items():
+        expected = (run.pinned or {}).get(key)
+        if expected is not None and actual != expected:
+            raise ReleaseError(
+                f"{run.files()[key]}: sha256 {actual} differs from the {expected} pinned for "
+                f"{run.pinned.get('repository')} at {run.pinned.get('commit')} ({run.manifest}); this is not "
+                "the published file: fetch the release again, or import it through a manifest without pins"
+            )
+    return hashes
 
 
 # --------------------------------------------------------------------------------------------
