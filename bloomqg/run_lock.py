@@ -132,8 +132,9 @@ def clear_stale_lock(command: Sequence[str], directory: Path) -> bool:
     Raises :class:`RunBusy` if a Snakemake process started without the run lock still works in
     ``directory`` (its lock is not stale).
     """
+    at = _snakemake_position(command)
     locks = stale_locks(directory)
-    if not locks:
+    if at is None or not locks:  # only a Snakemake run needs (and can remove) Snakemake's lock
         return False
     others = other_snakemake_processes(directory)
     if others:
@@ -148,8 +149,6 @@ def clear_stale_lock(command: Sequence[str], directory: Path) -> bool:
         file=sys.stderr,
     )
     # --unlock right after "snakemake": a trailing --config would swallow it as a value.
-    at = _snakemake_position(command)
-    at = 0 if at is None else at
     subprocess.run([*command[: at + 1], "--unlock", *command[at + 1 :]], check=True, stdout=subprocess.DEVNULL)
     return True
 
