@@ -15,6 +15,11 @@ exits, however it exits: the kernel drops the lock when the process dies, ``kill
 
 Incomplete outputs of the killed run are Snakemake's to handle (``rerun-incomplete`` in the
 default profile).
+
+A plain ``snakemake`` command (the README's, through the default profile) gets the stale-lock
+half of this from the workflow itself: ``rules/common.smk`` calls :func:`clear_locks_of_dead_runs`
+in Snakemake's main process before it checks its lock. Two runs there are kept apart by
+Snakemake's own lock, as always.
 """
 
 from __future__ import annotations
@@ -126,6 +131,14 @@ def _snakemake_position(argv: Sequence[str]) -> int | None:
     return None
 
 
+def _say_stale(directory: Path) -> None:
+    print(
+        f"bloomqg: removing Snakemake's lock left in {directory / SNAKEMAKE_LOCKS} by a run that is no "
+        "longer alive (killed or crashed); its incomplete outputs are rerun",
+        file=sys.stderr,
+    )
+
+
 def clear_stale_lock(command: Sequence[str], directory: Path) -> bool:
     """With the run lock held: remove Snakemake's lock left by a dead run; True if there was one.
 
@@ -143,13 +156,43 @@ def clear_stale_lock(command: Sequence[str], directory: Path) -> bool:
             f"Snakemake's lock in {directory / SNAKEMAKE_LOCKS} belongs to a run still alive ({listed}); "
             "not removing it. Wait for that run, or stop it and run again."
         )
-    print(
-        f"bloomqg: removing Snakemake's lock left in {directory / SNAKEMAKE_LOCKS} by a run that is no "
-        "longer alive (killed or crashed); its incomplete outputs are rerun",
-        file=sys.stderr,
-    )
+    _say_stale(directory)
     # --unlock right after "snakemake": a trailing --config would swallow it as a value.
     subprocess.run([*command[: at + 1], "--unlock", *command[at + 1 :]], check=True, stdout=subprocess.DEVNULL)
+    return True
+
+
+def _run_lock_free(directory: Path) -> bool:
+    """Whether no live process holds ``directory``'s run lock (this process included)."""
+    path = directory / RUN_LOCK
+    if not path.exists():
+        return True
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return True
+
+
+def clear_locks_of_dead_runs(directory: Path) -> bool:
+    """Remove Snakemake's lock in ``directory`` when no run that could own it is alive: nobody
+    holds the run lock and no other Snakemake process works there. True if one was removed.
+
+    Called from the workflow in Snakemake's main process, before Snakemake checks its lock.
+    Without ``/proc`` (not Linux) nothing can be told apart and nothing is removed.
+    """
+    directory = directory.resolve()
+    locks = stale_locks(directory)
+    if not locks or not Path("/proc").is_dir():
+        return False
+    if not _run_lock_free(directory) or other_snakemake_processes(directory):
+        return False
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+    _say_stale(directory)
     return True
 
 

@@ -6,6 +6,12 @@ from snakemake.exceptions import WorkflowError
 from bloomqg.config import ConfigError, prepare_study
 from bloomqg.provenance import code_fingerprint
 
+if workflow.is_main_process:  # not in job subprocesses: their parent holds the lock
+    from bloomqg.run_lock import clear_locks_of_dead_runs
+
+    # A run killed with -9 leaves Snakemake's lock: gone when no run that could own it is alive.
+    clear_locks_of_dead_runs(Path.cwd())
+
 try:
     STUDY = prepare_study(config, workdir=Path.cwd(), sources=workflow.configfiles)
 except ConfigError as error:

@@ -19,7 +19,16 @@ import pytest
 import yaml
 
 from bloomqg.parquet_io import read_frame
-from bloomqg.run_lock import EXIT_BUSY, RUN_LOCK, SNAKEMAKE_LOCKS, clear_stale_lock, run_directory, stale_locks, RunBusy
+from bloomqg.run_lock import (
+    EXIT_BUSY,
+    RUN_LOCK,
+    SNAKEMAKE_LOCKS,
+    RunBusy,
+    clear_locks_of_dead_runs,
+    clear_stale_lock,
+    run_directory,
+    stale_locks,
+)
 from bloomqg.schemas import GENERATIONS, METRICS, PROMPTS, VOTES
 from tests.conftest import REPO
 from tests.integration.test_workflow import LIMIT, tiny_config
@@ -73,6 +82,25 @@ def test_a_lock_of_a_live_snakemake_without_the_run_lock_is_kept(tmp_path):
         other.kill()
         other.wait()
     assert stale_locks(tmp_path)
+
+
+def test_the_workflow_clears_a_lock_only_when_no_run_can_own_it(tmp_path):
+    """What rules/common.smk does for a plain `snakemake` command."""
+    (tmp_path / SNAKEMAKE_LOCKS).mkdir(parents=True)
+    lock = tmp_path / SNAKEMAKE_LOCKS / "0.input.lock"
+    lock.write_text("results/x\n")
+    other = subprocess.Popen(["bash", "-c", "exec -a snakemake sleep 30"], cwd=tmp_path)
+    try:
+        time.sleep(0.2)
+        assert not clear_locks_of_dead_runs(tmp_path) and lock.exists()  # a Snakemake is alive there
+    finally:
+        other.kill()
+        other.wait()
+    with open(tmp_path / RUN_LOCK, "w") as holder:  # a run started through bloomqg.run_lock
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        assert not clear_locks_of_dead_runs(tmp_path) and lock.exists()
+    assert clear_locks_of_dead_runs(tmp_path) and not lock.exists()  # nobody: stale
+    assert not clear_locks_of_dead_runs(tmp_path)
 
 
 def small_study(workdir: Path) -> Path:
