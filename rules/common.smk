@@ -42,8 +42,8 @@ STAGE_MODULES = {
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.llm_client", "bloomqg.call_cache"),
     "voting": ("bloomqg.voting",),
     "metrics": ("bloomqg.metrics",),
-    "release": ("bloomqg.release.runs", "bloomqg.release.reliability", "bloomqg.voting"),
-    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release.tables", "bloomqg.ledger"),
+    "release": ("bloomqg.release.runs", "bloomqg.release.download", "bloomqg.release.reliability", "bloomqg.voting"),
+    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release.tables", "bloomqg.release.paper", "bloomqg.ledger"),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
 

@@ -71,3 +71,22 @@ def test_pins_cover_every_file_of_the_full_manifest():
     run_files = {run[key] for run in manifest["runs"] for key in ("generations", "votes")}
     assert run_files <= set(pins["files"]) and len(run_files) == 36
     assert all(len(pin["sha256"]) == 64 for pin in pins["files"].values())
+
+
+def test_download_fetches_the_pinned_archive_and_checks_it(tmp_path):
+    """The whole download path on a local archive (a file:// URL stands in for GitHub's)."""
+    import yaml
+
+    from bloomqg.release.download import download_release
+
+    files = {"generated/glm/votes.jsonl": b"{}\n", "dataset/a.csv": b"cs"}
+    (tmp_path / "abc.zip").write_bytes(archive(files))
+    pins = pins_for(files) | {"archive_url": f"file://{tmp_path}/{{commit}}.zip"}
+    pin_path = tmp_path / "pins.yaml"
+    pin_path.write_text(yaml.safe_dump(pins))
+    written = download_release(pin_path, tmp_path / "release")
+    assert sorted(p.read_bytes() for p in written) == [b"cs", b"{}\n"]
+    pins["archive_url"] = f"file://{tmp_path}/missing-{{commit}}.zip"
+    pin_path.write_text(yaml.safe_dump(pins))
+    with pytest.raises(ReleaseDownloadError, match="could not download the release .* RELEASE_DIR=PATH"):
+        download_release(pin_path, tmp_path / "elsewhere")
