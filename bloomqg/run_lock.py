@@ -102,8 +102,8 @@ def _ancestors() -> set[int]:
 
 
 def other_snakemake_processes(directory: Path) -> list[tuple[int, str]]:
-    """(pid, command line) of live Snakemake processes working in ``directory`` other than this
-    one and its ancestors. Linux only (``/proc``); elsewhere an empty list."""
+    """(pid, command line) of live Snakemake processes and job scripts working in ``directory``
+    other than this one and its ancestors. Linux only (``/proc``); elsewhere an empty list."""
     proc = Path("/proc")
     if not proc.is_dir():
         return []
@@ -118,7 +118,7 @@ def other_snakemake_processes(directory: Path) -> list[tuple[int, str]]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
         except OSError:  # gone, or another user's
             continue
-        if _snakemake_position(cmdline.split()) is not None:
+        if _is_snakemake_work(cmdline.split()):
             found.append((int(entry.name), cmdline))
     return sorted(found)
 
@@ -129,6 +129,12 @@ def _snakemake_position(argv: Sequence[str]) -> int | None:
         if Path(word).name == "snakemake":
             return position
     return None
+
+
+def _is_snakemake_work(argv: Sequence[str]) -> bool:
+    """Snakemake itself, or a job's ``script:`` it started (``.snakemake/scripts/…``), which
+    outlives a Snakemake killed alone and still writes outputs."""
+    return _snakemake_position(argv) is not None or any(".snakemake/scripts/" in word for word in argv)
 
 
 def _say_stale(directory: Path) -> None:

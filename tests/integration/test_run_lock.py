@@ -99,6 +99,17 @@ def test_the_workflow_clears_a_lock_only_when_no_run_can_own_it(tmp_path):
     with open(tmp_path / RUN_LOCK, "w") as holder:  # a run started through bloomqg.run_lock
         fcntl.flock(holder, fcntl.LOCK_EX)
         assert not clear_locks_of_dead_runs(tmp_path) and lock.exists()
+    # A job's script that outlived its Snakemake (killed alone) still writes outputs.
+    (tmp_path / ".snakemake" / "scripts").mkdir()
+    script = tmp_path / ".snakemake" / "scripts" / "tmpab12.generate_questions.py"
+    script.write_text("import time\ntime.sleep(30)\n")
+    orphan = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
+    try:
+        time.sleep(0.2)
+        assert not clear_locks_of_dead_runs(tmp_path) and lock.exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
     assert clear_locks_of_dead_runs(tmp_path) and not lock.exists()  # nobody: stale
     assert not clear_locks_of_dead_runs(tmp_path)
 
