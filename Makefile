@@ -1,5 +1,6 @@
 # Two entry points, each doing its own set-up on a fresh machine (Python 3.11, package index only):
 #   make study   run the default study (results/report.html)
+#   make reproduce [RELEASE_DIR=PATH]   the paper's Tables 4-6, figures and report from its release
 #   make test    run the test suite
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -8,7 +9,7 @@ CORES  ?= 2
 # CPU build of torch, pinned: a looser range pulls a multi-GB CUDA build. GPU users: see README.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup study test test-browser-deps clean
+.PHONY: setup study reproduce test test-browser-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +25,18 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# bloomqg.run_lock: one run per directory (a second refuses), and a lock left by a killed run is
+# removed only once no run is alive, so the same command works again after `kill -9`.
 study: setup
-	$(BIN)/snakemake --cores $(CORES) --profile profiles/default
+	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default
+
+# The paper's 18 published runs (configs/llm-eval-release-manifest.yaml) -> results/release/.
+# RELEASE_DIR: a copy of the release; unset, it is downloaded at the pinned commit into
+# resources/llm-eval-release (configs/paper.yaml), every file's sha256 checked.
+RELEASE_DIR ?=
+reproduce: setup
+	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default \
+	  reproduce_release --configfile configs/paper.yaml $(if $(RELEASE_DIR),--config release_dir=$(RELEASE_DIR))
 
 # Headless Chromium for the report test; Debian's package, installed when missing and root.
 test-browser-deps:

@@ -23,7 +23,11 @@ log = logging.getLogger(__name__)
 
 SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
 
+#: Top-level keys a config may leave out (schemas/config.schema.yaml documents each default).
 DEFAULTS: dict[str, Any] = {
+    "seed": 20240611,
+    "exemplars": 2,
+    "strategies": ["cot", "fgp"],
     "limit_items": None,
     "cache_dir": ".cache/bloomqg",
     "release_dir": None,
@@ -166,7 +170,7 @@ def _merge_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(default, dict):
             merged[key] = {**default, **(merged.get(key) or {})}
         else:
-            merged.setdefault(key, default)
+            merged.setdefault(key, copy.deepcopy(default))
     return merged
 
 

@@ -8,6 +8,12 @@ The definitions follow the paper as pinned down against its release (``DESIGN.md
 Denominators (``n`` in the metrics frame) — "useful" means ``useful`` is True:
 
 - ``unique`` / ``readable`` / ``answerable``: questions with a non-null majority vote for it.
+  For an imported published run, :func:`score_cell` is given the run's votes file line by line
+  (``published_lines``) and these three are taken over *every line as published* instead: a
+  question text judged on several lines counts on each. That is the paper's Table 4 rule and it
+  reproduces all six models' printed figures; the one-row-per-original join (duplicate texts
+  take the first judged line) gives the same for GLM-4-9B only, and stays the basis of every
+  other metric (usability, CatCons, shifts, KnowCov, the auxiliary accuracies).
 - ``usability``: questions with a non-null ``useful``.
 - ``catcons``: useful questions with a judged level. A judged level is either one of the six
   levels or *judged Uncategorized* (``bloom_level`` null with ``bloom_level_null_reason ==``
@@ -363,6 +369,7 @@ def score_cell(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    published_lines: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """All :data:`METRIC_NAMES` for the one (model, dataset, strategy) cell in ``votes``.
 
@@ -372,6 +379,10 @@ def score_cell(
     ``alpha_gated`` is True when a criterion in :data:`METRIC_CRITERIA` failed the α gate in
     ``reliability``; without a reliability frame, the votes' own cell-level ``alpha_gated``
     flag marks every metric that depends on a judged criterion.
+
+    ``published_lines`` (columns of :data:`bloomqg.schemas.PUBLISHED_VOTE_LINES`, the same cell):
+    an imported run's votes file line by line; unique, readable and answerable are then the
+    share of its lines (non-null) voted yes, with a bootstrap over lines and ``n`` = lines.
     """
     _require_columns(votes, _REQUIRED_VOTE_COLUMNS, "votes")
     if votes.empty:
@@ -415,6 +426,8 @@ def score_cell(
     results = {
         name: (values[i], low[i], high[i], int(sizes[i])) for i, name in enumerate(ratio_names)
     }
+    if published_lines is not None:
+        results.update(_line_rates(published_lines, cell, n_resamples, confidence, seed))
     useful_rows = int(per_row["usability"][0].sum())
     results["n_generated"] = (float(len(votes)), np.nan, np.nan, len(votes))
     results["n_useful"] = (float(useful_rows), np.nan, np.nan, int(per_row["usability"][1].sum()))
@@ -445,6 +458,35 @@ def score_cell(
             }
         )
     return pd.DataFrame.from_records(records, columns=METRICS.names)
+
+
+def _line_rates(
+    lines: pd.DataFrame, cell: tuple[str, str, str], n_resamples: int, confidence: float, seed: int
+) -> dict[str, tuple[float, float, float, int]]:
+    """Table 4's unique / readable / answerable over every published line: (value, CI, n)."""
+    _require_columns(lines, ("model", "dataset", "strategy", *BINARY_CRITERIA), "published_lines")
+    if lines.empty:
+        raise ValueError(f"published_lines of {cell}: no lines")
+    if _cell_key(lines) != cell:
+        raise ValueError(f"published_lines are of cell {_cell_key(lines)}, votes of {cell}")
+    numerators = np.column_stack([_true(lines[c]) for c in BINARY_CRITERIA]).astype(np.float64)
+    members = np.column_stack([_not_null(lines[c]) for c in BINARY_CRITERIA]).astype(np.float64)
+
+    def rate(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan) * 100.0
+
+    sizes = members.sum(axis=0)
+    values = rate(numerators.sum(axis=0), sizes)
+    rng = np.random.default_rng(seed)
+    estimates = np.concatenate(
+        [rate(counts @ numerators, counts @ members) for counts in _resample_counts(rng, len(lines), n_resamples)]
+    )
+    low, high = _percentile_interval(estimates, confidence)
+    return {
+        name: (float(values[i]), float(low[i]), float(high[i]), int(sizes[i]))
+        for i, name in enumerate(BINARY_CRITERIA)
+    }
 
 
 def _level_label(value: object) -> str:

@@ -66,10 +66,12 @@ def package_dir(package: str) -> Path:
 def resolve_gguf(spec_gguf: Mapping[str, Any]) -> Path:
     """Path of the GGUF file a ``gguf: {package, file, sha256}`` entry names, checksum verified.
 
-    Raises :class:`ModelFileError` naming the package (and how to install it) when it is absent,
-    the file when it is missing, and the expected and actual digests when they differ.
+    ``sha256`` is optional: without it the file is used as installed and its digest is only
+    recorded (the converted model's provenance, ``source_gguf_sha256``). Raises
+    :class:`ModelFileError` naming the package (and how to install it) when it is absent, the
+    file when it is missing, and the expected and actual digests when they differ.
     """
-    for key in ("package", "file", "sha256"):
+    for key in ("package", "file"):
         if not spec_gguf.get(key):
             raise ModelFileError(f"gguf entry {dict(spec_gguf)!r} lacks the key {key!r}")
     path = package_dir(str(spec_gguf["package"])) / str(spec_gguf["file"])
@@ -78,8 +80,11 @@ def resolve_gguf(spec_gguf: Mapping[str, Any]) -> Path:
             f"GGUF file {spec_gguf['file']!r} not found in package {spec_gguf['package']!r} "
             f"(looked at {path})"
         )
-    expected = str(spec_gguf["sha256"]).lower()
     actual = sha256_file(path)
+    if not spec_gguf.get("sha256"):
+        logger.info("GGUF file %s: no sha256 in the config; its sha256 is %s (recorded in provenance)", path, actual)
+        return path
+    expected = str(spec_gguf["sha256"]).lower()
     if actual != expected:
         raise ModelFileError(
             f"GGUF file {path} has sha256 {actual}, expected {expected}: the file is corrupt or "

@@ -644,6 +644,7 @@ def build_report(
     paired: pd.DataFrame | None = None,
     git_commit: str | None,
     package_versions: Mapping,
+    title: str = "bloomqg report",
 ) -> None:
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
 
@@ -656,7 +657,7 @@ def build_report(
     readings = figure_readings(all_metrics, votes, reliability, correlations)
     t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths))
     context = {
-        "title": "bloomqg report",
+        "title": title,
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": overview(all_metrics, votes, ledger),
         "config_yaml": yaml.safe_dump(plain(dict(config)), sort_keys=False, allow_unicode=True),
@@ -675,3 +676,48 @@ def build_report(
     out_path = Path(out_path)
     write_text_atomic(out_path, html)
     log.info("wrote report %s (%.1f MB)", out_path, out_path.stat().st_size / 1e6)
+
+
+def build_report_from_files(
+    out_path: Path,
+    *,
+    config: Mapping,
+    metrics: Path,
+    correlations: Path,
+    paired: Path,
+    votes: Sequence[Path],
+    reliability: Sequence[Path],
+    generations: Sequence[Path],
+    judgments: Sequence[Path],
+    tables: Sequence[Path],
+    figures: Sequence[Path],
+    title: str = "bloomqg report",
+) -> None:
+    """:func:`build_report` from the workflow's files (what the report rules hand over).
+
+    ``judgments`` may be empty (an imported release publishes votes, not the judges' calls):
+    the judgments provenance and the cost ledger are then empty too.
+    """
+    from bloomqg.ledger import LEDGER_COLUMNS, ledger_from_judgments
+    from bloomqg.parquet_io import read_frame, read_frames, read_provenance
+    from bloomqg.provenance import git_commit, package_versions
+    from bloomqg.schemas import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+
+    build_report(
+        Path(out_path),
+        config=config,
+        all_metrics=read_frame(metrics, METRICS),
+        votes=read_frames(votes, VOTES),
+        reliability=read_frames(reliability, RELIABILITY),
+        generations=read_frames(generations, GENERATIONS),
+        generation_provenance=[read_provenance(p) for p in generations],
+        judgment_provenance=[read_provenance(p) for p in judgments],
+        ledger=ledger_from_judgments(read_frames(judgments, JUDGMENTS)) if judgments else pd.DataFrame(columns=LEDGER_COLUMNS),
+        table_paths=[Path(p) for p in tables],
+        figure_paths=[Path(p) for p in figures],
+        correlations=pd.read_parquet(correlations),
+        paired=pd.read_parquet(paired),
+        git_commit=git_commit(),
+        package_versions=package_versions(),
+        title=title,
+    )

@@ -12,6 +12,7 @@ File contracts (paths relative to the working directory):
 - ``results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet`` -> :data:`JUDGMENTS`
 - ``results/votes/{dataset}/{strategy}/{model}.parquet`` -> :data:`VOTES`
 - ``results/votes/{dataset}/{strategy}/{model}.reliability.parquet`` -> :data:`RELIABILITY`
+- ``results/release/votes/{dataset}/{strategy}/{model}.lines.parquet`` -> :data:`PUBLISHED_VOTE_LINES`
 - ``results/metrics/{dataset}/{strategy}/{model}.parquet`` and ``results/metrics/all.parquet``
   -> :data:`METRICS`
 """
@@ -151,6 +152,19 @@ VOTES = _schema(
     f("knowledge_units_null_reason", _str),
     f("useful", pa.bool_()),  # unique ∧ readable ∧ answerable (3-valued: one False is False)
     f("alpha_gated", pa.bool_(), False),  # some criterion of this cell failed the α gate
+)
+
+#: One row per line of an imported run's published votes file, as published: a question text
+#: judged on several lines is here several times (the rows Table 4 is computed over).
+PUBLISHED_VOTE_LINES = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("line", pa.int64(), False),  # 1-based line number in the votes file
+    f("question", _str, False),
+    f("unique", pa.bool_()),  # the published majority; null only when the α gate dropped it
+    f("readable", pa.bool_()),
+    f("answerable", pa.bool_()),
 )
 
 #: Krippendorff's α and judge diagnostics per criterion of one cell (model×dataset×strategy).

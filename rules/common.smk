@@ -10,6 +10,12 @@ from bloomqg.models import weight_spec
 from bloomqg.provenance import code_fingerprint
 from bloomqg.resources import ResourceError, judge_resources, model_resources
 
+if workflow.is_main_process:  # not in job subprocesses: their parent holds the lock
+    from bloomqg.run_lock import clear_locks_of_dead_runs
+
+    # A run killed with -9 leaves Snakemake's lock: gone when no run that could own it is alive.
+    clear_locks_of_dead_runs(Path.cwd())
+
 try:
     STUDY = prepare_study(config, workdir=Path.cwd(), sources=workflow.configfiles)
 except ConfigError as error:
@@ -48,8 +54,8 @@ STAGE_MODULES = {
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.llm_client", "bloomqg.call_cache"),
     "voting": ("bloomqg.voting",),
     "metrics": ("bloomqg.metrics",),
-    "release": ("bloomqg.release", "bloomqg.release_reliability", "bloomqg.voting"),
-    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release_tables", "bloomqg.ledger"),
+    "release": ("bloomqg.release.runs", "bloomqg.release.download", "bloomqg.release.reliability", "bloomqg.voting"),
+    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release.tables", "bloomqg.release.paper", "bloomqg.ledger"),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
 

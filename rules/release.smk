@@ -5,15 +5,41 @@ import os
 from bloomqg.config import Cell
 
 RELEASE_RUNS = {}
+RELEASE_MISSING = []  # runs whose files are neither here nor to be downloaded
 if CFG.get("release_manifest"):
-    from bloomqg.release import ReleaseError, load_manifest
+    from bloomqg.release.runs import ReleaseError, load_manifest, missing_runs
 
     try:
-        for run in load_manifest(CFG["release_manifest"]):
+        # Files are checked when a target needs them: a study with this manifest in its config
+        # must still plan when only part of the release is at hand.
+        for run in load_manifest(CFG["release_manifest"], release_dir=CFG.get("release_dir"), check_files=False):
             RELEASE_RUNS[(run.dataset, run.strategy, run.model)] = run
     except ReleaseError as error:
         raise WorkflowError(str(error)) from None
+    if STUDY.release_to_download is None:
+        RELEASE_MISSING = missing_runs(list(RELEASE_RUNS.values()))
 RELEASE_CELLS = [Cell(d, s, m) for (d, s, m) in RELEASE_RUNS]
+
+
+def release_ready(outputs):
+    """``outputs`` once every run of the manifest is at hand; else a message naming what is not."""
+    if not RELEASE_RUNS:
+        raise WorkflowError(
+            "reproduce_release needs release_manifest: configs/paper.yaml names the full release's "
+            "(configs/llm-eval-release-manifest.yaml), or pass --config release_manifest=PATH"
+        )
+    if RELEASE_MISSING:
+        listed = "\n  ".join(
+            f"{run.model} {run.dataset}/{run.strategy}: {', '.join(str(f) for f in files)}"
+            for run, files in RELEASE_MISSING
+        )
+        raise WorkflowError(
+            f"{len(RELEASE_MISSING)} of the {len(RELEASE_RUNS)} runs of {CFG['release_manifest']} are not in "
+            f"release_dir {CFG.get('release_dir')}:\n  {listed}\nPoint release_dir at a complete copy of "
+            "the release, leave it at a folder that does not exist yet to download it, or import the runs "
+            "at hand through a manifest that lists only them (release_manifest=PATH)."
+        )
+    return outputs
 
 
 def release_run(wc):
@@ -27,7 +53,7 @@ def release_run(wc):
 
 
 if STUDY.release_to_download is not None:
-    from bloomqg.release_download import load_pins
+    from bloomqg.release.download import load_pins
 
     RELEASE_PINS = os.path.join(workflow.basedir, "configs", "llm-eval-release.yaml")
 
@@ -55,7 +81,9 @@ rule import_release_run:
         generations="results/release/generations/{dataset}/{strategy}/{model}.parquet",
         votes="results/release/votes/{dataset}/{strategy}/{model}.parquet",
         reliability="results/release/votes/{dataset}/{strategy}/{model}.reliability.parquet",
+        lines="results/release/votes/{dataset}/{strategy}/{model}.lines.parquet",
     params:
+        pinned=lambda wc: dict(release_run(wc).pinned or {}) or None,
         gate=CFG["gate"],
         bootstrap=CFG["bootstrap"],
         seed=CFG["seed"],
@@ -71,7 +99,8 @@ rule import_release_run:
 
 rule release_tables:
     input:
-        "results/release/metrics/all.parquet",
+        metrics="results/release/metrics/all.parquet",
+        paper_figures=os.path.join(workflow.basedir, "configs", "paper-figures.yaml"),
     output:
         RELEASE_TABLE_OUTPUTS,
     params:
@@ -86,8 +115,7 @@ rule release_tables:
 
 
 rule reproduce_release:
-    """Target: the paper's tables and figures recomputed from a published release."""
+    """Target: the paper's tables, figures and a report recomputed from a published release."""
     input:
-        RELEASE_TABLE_OUTPUTS,
-        RELEASE_FIGURE_OUTPUTS,
+        lambda wc: release_ready([*RELEASE_TABLE_OUTPUTS, *RELEASE_FIGURE_OUTPUTS, "results/release/report.html"]),
     localrule: True

@@ -1,7 +1,7 @@
 # Tables, figures and the self-contained HTML report (plus Snakemake's own --report).
 from bloomqg.figures import FIGURE_FILES
 from bloomqg.tables import TABLE_FILES
-from bloomqg.release_tables import RELEASE_TABLE_FILES
+from bloomqg.release.tables import RELEASE_TABLE_FILES
 
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]
 FIGURE_OUTPUTS = [f"results/figures/{name}" for name in FIGURE_FILES]
@@ -47,27 +47,37 @@ rule plot_figures:
         "../workflow_scripts/plot_figures.py"
 
 
+def report_inputs(wc):
+    """This study's files, or (root results/release) the imported release's: no judgments
+    there, the release publishes votes, and its own tables."""
+    release = wc.root == "results/release"
+    cells = root_cells(wc.root)
+    return {
+        "votes": cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.parquet", cells),
+        "reliability": cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.reliability.parquet", cells),
+        "generations": cell_paths(wc.root + "/generations/{dataset}/{strategy}/{model}.parquet", cells),
+        "judgments": [] if release else [
+            f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet" for c in CELLS for judge in JUDGES
+        ],
+        "tables": RELEASE_TABLE_OUTPUTS if release else TABLE_OUTPUTS,
+        "figures": RELEASE_FIGURE_OUTPUTS if release else FIGURE_OUTPUTS,
+    }
+
+
 rule build_report:
     input:
-        metrics="results/metrics/all.parquet",
-        correlations="results/metrics/correlations.parquet",
-        paired="results/metrics/paired.parquet",
-        votes=cell_paths("results/votes/{dataset}/{strategy}/{model}.parquet"),
-        reliability=cell_paths("results/votes/{dataset}/{strategy}/{model}.reliability.parquet"),
-        generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
-        judgments=[
-            f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet"
-            for c in CELLS for judge in JUDGES
-        ],
-        tables=TABLE_OUTPUTS,
-        figures=FIGURE_OUTPUTS,
+        unpack(report_inputs),
+        metrics="{root}/metrics/all.parquet",
+        correlations="{root}/metrics/correlations.parquet",
+        paired="{root}/metrics/paired.parquet",
     output:
-        report("results/report.html", caption="../report/captions/report.rst", category="Report"),
+        report("{root}/report.html", caption="../report/captions/report.rst", category="Report"),
     params:
         config=CFG,
+        title=lambda wc: "bloomqg: the paper's release reproduced" if wc.root == "results/release" else "bloomqg report",
         code=CODE["report"],
     log:
-        "logs/build_report.log",
+        "logs/build_report/{root}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"

@@ -3,15 +3,16 @@ from pathlib import Path
 
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import write_frame
-from bloomqg.provenance import sha256_file
-from bloomqg.release import ReleaseRun, import_run
-from bloomqg.release_reliability import release_reliability
-from bloomqg.schemas import GENERATIONS, RELIABILITY, VOTES
+from bloomqg.release.reliability import gate_published_lines, release_reliability
+from bloomqg.release.runs import ReleaseRun, import_run, published_vote_lines, verify_run_files
+from bloomqg.schemas import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
-wc, params = snakemake.wildcards, snakemake.params
-run = ReleaseRun(wc.model, wc.dataset, wc.strategy, Path(snakemake.input.generations), Path(snakemake.input.votes))
+wc, params, inputs = snakemake.wildcards, snakemake.params, snakemake.input
+run = ReleaseRun(wc.model, wc.dataset, wc.strategy, Path(inputs.generations), Path(inputs.votes),
+                 pinned=params.pinned)
+hashes = verify_run_files(run)
 generations, votes = import_run(run)
 votes, reliability = release_reliability(
     votes,
@@ -21,10 +22,15 @@ votes, reliability = release_reliability(
     confidence=params.bootstrap["confidence"],
     seed=params.seed,
 )
+lines = gate_published_lines(published_vote_lines(run), reliability)
 provenance = {
-    "imported_from": {p: sha256_file(p) for p in (snakemake.input.generations, snakemake.input.votes)},
-    "manifest": snakemake.input.manifest,
+    "model": wc.model, "dataset": wc.dataset, "strategy": wc.strategy,
+    # The release's repository and commit when the manifest pins its files (hashes checked above).
+    "release": {key: params.pinned[key] for key in ("repository", "commit")} if params.pinned else None,
+    "imported_from": {str(run.files()[key]): sha for key, sha in hashes.items()},
+    "manifest": inputs.manifest,
 }
 write_frame(generations, snakemake.output.generations, GENERATIONS, provenance)
 write_frame(votes, snakemake.output.votes, VOTES, provenance)
 write_frame(reliability, snakemake.output.reliability, RELIABILITY, provenance)
+write_frame(lines, snakemake.output.lines, PUBLISHED_VOTE_LINES, provenance)

@@ -1,11 +1,17 @@
-"""Rule release_tables: the paper's Tables 4–6 and the auxiliary tasks for imported runs."""
+"""Rule release_tables: the paper's Tables 4–6, the auxiliary tasks and the comparison with the
+paper's published figures, for imported runs."""
 from pathlib import Path
 
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
-from bloomqg.release_tables import release_tables
+from bloomqg.release.paper import load_paper_figures
+from bloomqg.release.tables import release_tables
 from bloomqg.schemas import METRICS
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
-release_tables(read_frame(snakemake.input[0], METRICS), Path(snakemake.output[0]).parent)
+release_tables(
+    read_frame(snakemake.input.metrics, METRICS),
+    Path(snakemake.output[0]).parent,
+    load_paper_figures(snakemake.input.paper_figures),
+)

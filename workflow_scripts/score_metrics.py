@@ -2,16 +2,19 @@
 from bloomqg.logs import configure_job_logging
 from bloomqg.metrics import score_cell
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.schemas import METRICS, RELIABILITY, VOTES
+from bloomqg.schemas import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
 params = snakemake.params
+# An imported release run also has its votes file line by line: Table 4 is computed over it.
+lines = snakemake.input.get("lines")
 metrics = score_cell(
     read_frame(snakemake.input.votes, VOTES),
     read_frame(snakemake.input.reliability, RELIABILITY),
     n_resamples=params.bootstrap["n_resamples"],
     confidence=params.bootstrap["confidence"],
     seed=params.seed,
+    published_lines=read_frame(lines, PUBLISHED_VOTE_LINES) if lines else None,
 )
 write_frame(metrics, snakemake.output[0], METRICS, {"bootstrap": dict(params.bootstrap)})

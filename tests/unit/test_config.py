@@ -71,3 +71,34 @@ def test_unknown_judge_key_is_named(tmp_path):
     config["judges"]["rules"]["temperature"] = 0.2
     with pytest.raises(ConfigError, match=r"judges\.rules.*temperature"):
         prepare_study(config, workdir=tmp_path, load_datasets=False, sources=["c.yaml"])
+
+
+def test_keys_with_a_default_may_be_left_out(tmp_path):
+    config = default_config()
+    for key in ("seed", "exemplars", "strategies", "limit_items", "cache_dir", "gate", "bootstrap"):
+        config.pop(key)
+    del config["models"]["smollm2-135m"]["gguf"]["sha256"]
+    study = prepare_study(config, workdir=tmp_path, load_datasets=False)
+    assert (study.config["seed"], study.config["exemplars"], study.config["strategies"]) == (20240611, 2, ["cot", "fgp"])
+    assert study.config["gate"] == {"alpha": 0.7, "action": "flag"}
+    # The schema states each of those defaults, and they are the ones applied.
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    for key in ("seed", "exemplars", "strategies", "limit_items", "cache_dir"):
+        assert schema["properties"][key]["default"] == study.config[key], key
+    for block in ("gate", "bootstrap"):
+        for key, spec in schema["properties"][block]["properties"].items():
+            assert spec["default"] == study.config[block][key], f"{block}.{key}"
+
+
+def test_a_gguf_without_sha256_is_hashed_and_one_with_it_is_checked(tmp_path, monkeypatch):
+    from bloomqg import models
+    from bloomqg.models import ModelFileError, resolve_gguf
+    from bloomqg.provenance import sha256_file
+
+    (tmp_path / "weights.gguf").write_bytes(b"GGUF weights")
+    monkeypatch.setattr(models, "package_dir", lambda package: tmp_path)
+    assert resolve_gguf({"package": "p", "file": "weights.gguf"}) == tmp_path / "weights.gguf"
+    actual = sha256_file(tmp_path / "weights.gguf")
+    assert resolve_gguf({"package": "p", "file": "weights.gguf", "sha256": actual}) == tmp_path / "weights.gguf"
+    with pytest.raises(ModelFileError, match=f"has sha256 {actual}, expected 0{{64}}"):
+        resolve_gguf({"package": "p", "file": "weights.gguf", "sha256": "0" * 64})

@@ -14,24 +14,29 @@ import yaml
 
 from bloomqg.metrics import JUDGED_UNCATEGORIZED, score_cell
 from bloomqg.parquet_io import to_table
-from bloomqg.release import (
+from bloomqg.release.runs import (
     NO_QUESTION,
     NOT_JUDGED,
     ReleaseError,
     ReleaseRun,
     import_run,
     load_manifest,
+    missing_runs,
+    published_vote_lines,
     split_knowledge_units,
+    verify_run_files,
 )
-from bloomqg.release_tables import (
-    PAPER_MODELS,
-    PAPER_TABLES,
-    RELEASE_TABLE_FILES,
+from bloomqg.provenance import sha256_file
+from bloomqg.release.paper import (
+    PaperFiguresError,
     compare_with_paper,
+    load_paper_figures,
+    paper_figures,
     paper_model_name,
-    release_tables,
+    reproduced_counts,
 )
-from bloomqg.schemas import GENERATIONS, METRICS, VOTES
+from bloomqg.release.tables import RELEASE_TABLE_FILES, release_tables
+from bloomqg.schemas import GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"
 
@@ -124,6 +129,29 @@ def test_imported_votes_score_with_uncategorized_matching(tmp_path):
     assert result.loc["unique", "n"] == 3
 
 
+def test_table4_counts_every_published_line_the_other_metrics_keep_the_join(tmp_path):
+    # "Design a stack." is judged on lines 1 (unique) and 3 (not unique); two originals wrote it.
+    xlsx, jsonl = write_cs_cot(tmp_path)
+    run = ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+    _, votes = import_run(run)
+    lines = published_vote_lines(run)
+    to_table(lines, PUBLISHED_VOTE_LINES)
+    assert lines["line"].tolist() == [1, 2, 3] and lines["unique"].tolist() == [True, True, False]
+    by_join = score_cell(votes, None, n_resamples=50).set_index("metric")
+    by_lines = score_cell(votes, None, n_resamples=50, published_lines=lines).set_index("metric")
+    # The join: three judged originals, each "Design a stack." taking line 1 -> 3 of 3 unique.
+    assert by_join.loc["unique", ["value", "n"]].tolist() == [100.0, 3]
+    # The paper's rule: 2 of the 3 lines as published.
+    assert by_lines.loc["unique", ["value", "n"]].tolist() == [pytest.approx(200 / 3), 3]
+    assert by_lines.loc["unique", "ci_low"] <= by_lines.loc["unique", "value"] <= by_lines.loc["unique", "ci_high"]
+    assert by_lines.loc["readable", "value"] == 100.0
+    # Everything past Table 4 is the join's.
+    others = [name for name in by_join.index if name not in ("unique", "readable", "answerable")]
+    pd.testing.assert_frame_equal(by_join.loc[others], by_lines.loc[others])
+    with pytest.raises(ValueError, match="published_lines are of cell"):
+        score_cell(votes, None, n_resamples=50, published_lines=lines.assign(model="other"))
+
+
 def test_import_reports_a_missing_column_and_a_bad_vote_line(tmp_path):
     xlsx, jsonl = write_cs_cot(tmp_path, drop=("COT_Bloom",))
     with pytest.raises(ReleaseError, match=r"gen\.xlsx: missing columns \['COT_Bloom'\]"):
@@ -213,6 +241,7 @@ def test_manifest_that_is_not_yaml_or_missing(tmp_path):
 
 
 def test_paper_tables_hold_all_six_models():
+    PAPER_TABLES, PAPER_MODELS = paper_figures().tables, paper_figures().models
     sizes = {name: len(figures) for name, figures in PAPER_TABLES.items()}
     assert sizes == {"table4": 54, "table5": 48, "table6": 36, "table7": 36, "table8": 36}
     glm = {(f.dataset, f.strategy, f.metric): f.value for f in PAPER_TABLES["table6"] if f.model == "GLM-4-9B"}
@@ -243,8 +272,10 @@ def glm_manifest(tmp_path_factory, release_dir) -> Path:
 def glm(glm_manifest, tmp_path_factory) -> dict:
     runs = load_manifest(glm_manifest)
     imported = {(run.dataset, run.strategy): import_run(run) for run in runs}
+    lines = {(run.dataset, run.strategy): published_vote_lines(run) for run in runs}
     all_metrics = pd.concat(
-        [score_cell(votes, None, n_resamples=100) for _, votes in imported.values()], ignore_index=True
+        [score_cell(votes, None, n_resamples=100, published_lines=lines[cell]) for cell, (_, votes) in imported.items()],
+        ignore_index=True,
     )
     out = tmp_path_factory.mktemp("tables")
     written = release_tables(all_metrics, out)
@@ -336,3 +367,78 @@ def test_glm_release_tables_write_csv_and_markdown(glm):
     assert "| glm-4-9b | cs | cot | 90.70 | 37.17 | 85.45 |" in markdown
     assert "| glm-4-9b | math | fgp | 97.71 |  |" in markdown
     to_table(glm["metrics"], METRICS)
+
+
+# --- the full manifest, pins and the paper's figures ------------------------------------------
+
+FULL_MANIFEST = Path(__file__).resolve().parents[2] / "configs" / "llm-eval-release-manifest.yaml"
+
+
+def test_full_manifest_takes_release_dir_and_pins_every_file(tmp_path, release_dir):
+    with pytest.raises(ReleaseError, match=r"release_root '\{release_dir\}' needs release_dir"):
+        load_manifest(FULL_MANIFEST, check_files=False)
+    runs = load_manifest(FULL_MANIFEST, release_dir=release_dir, check_files=False)
+    assert len(runs) == 18 and {run.model for run in runs} == {
+        "glm-4-9b", "qwen25-7b", "baichuan2-7b", "llama3-8b-chinese", "internlm3-8b", "spark35-max"}
+    assert all(run.pinned["commit"] == "7635ce2b72c262e3d9ad5b014875896598471afe" for run in runs)
+    missing = {(run.model, run.dataset, run.strategy) for run, _ in missing_runs(runs)}
+    glm = [run for run in runs if run.model == "glm-4-9b"]
+    assert not missing & {(run.model, run.dataset, run.strategy) for run in glm}
+    for run in glm:  # the shared files are the pinned ones
+        assert verify_run_files(run) == {key: run.pinned[key] for key in ("generations", "votes")}
+    if missing:  # the shared copy holds GLM-4-9B only: every other run is named at once
+        with pytest.raises(ReleaseError) as error:
+            load_manifest(FULL_MANIFEST, release_dir=release_dir)
+        assert str(error.value).count("not found") == 2 * len(missing)
+
+
+def test_a_file_that_is_not_the_pinned_one_is_refused(tmp_path):
+    xlsx, jsonl = write_cs_cot(tmp_path)
+    pinned = {"repository": "wmm228/LLM-Eval", "commit": "abc", "generations": sha256_file(xlsx), "votes": "0" * 64}
+    run = ReleaseRun("m", "cs", "cot", xlsx, jsonl, pinned=pinned)
+    with pytest.raises(ReleaseError, match=rf"{jsonl}: sha256 {sha256_file(jsonl)} differs from the 0{{64}} pinned for wmm228/LLM-Eval at abc"):
+        verify_run_files(run)
+    assert verify_run_files(ReleaseRun("m", "cs", "cot", xlsx, jsonl)) == {
+        "generations": sha256_file(xlsx), "votes": sha256_file(jsonl)}
+
+
+def test_manifest_pins_must_list_each_run_file(tmp_path):
+    path = _manifest(tmp_path, {"release_root": "data", "pins": "pins.yaml", "runs": [RUN]})
+    (tmp_path / "pins.yaml").write_text(yaml.safe_dump(
+        {"commit": "abc", "archive_url": "x", "files": {"a.xlsx": {"source": "a.xlsx", "sha256": "1" * 64}}}))
+    with pytest.raises(ReleaseError, match=r"runs\[0\]: key 'votes': 'a.jsonl' is not among the pinned files"):
+        load_manifest(path)
+
+
+def test_the_comparison_keeps_printed_slips_and_shows_what_they_read_as():
+    figures = paper_figures()
+    # Baichuan2-7B's CS CoT and FGP rows of Table 4 are printed swapped: a reproduction that
+    # gives CoT the printed FGP figures matches what the table reads as, not as printed.
+    table4 = pd.DataFrame([
+        {"model": "baichuan2-7b", "dataset": "cs", "strategy": "cot", "unique": 88.89, "readable": 99.74, "answerable": 99.47},
+        {"model": "baichuan2-7b", "dataset": "cs", "strategy": "fgp", "unique": 85.31, "readable": 99.15, "answerable": 96.68},
+        {"model": "baichuan2-7b", "dataset": "math", "strategy": "fgp", "unique": 97.03, "readable": 100.0, "answerable": 98.63},
+    ])
+    compared = compare_with_paper(table4, "table4", figures=figures).set_index(["dataset", "strategy", "metric"])
+    assert compared.loc[("cs", "cot", "unique"), ["paper", "paper_reads", "difference"]].tolist() == [85.31, 88.89, 0.0]
+    assert "swapped" in compared.loc[("cs", "cot", "unique"), "note"]
+    assert compared["difference"].abs().max() < 1e-9
+    assert pd.isna(compared.loc[("math", "fgp", "unique"), "note"])
+    # InternLM3-8B's CoT CogLeap: printed 53.63, the release (and its row's sum) 52.63.
+    table6 = pd.DataFrame([{"model": "internlm3-8b", "dataset": "cs", "strategy": "cot",
+                            "cogreg": 15.99, "cogdrift": 31.39, "cogleap": 52.63}])
+    leap = compare_with_paper(table6, "table6", figures=figures).set_index("metric").loc["cogleap"]
+    assert (leap["paper"], leap["paper_reads"], leap["difference"]) == (53.63, 52.63, 0.0)
+    assert "101.01" in leap["note"]
+    assert reproduced_counts(compare_with_paper(table6, "table6", figures=figures)) == {"table6": (3, 3)}
+
+
+def test_a_malformed_figures_file_names_the_key(tmp_path):
+    path = tmp_path / "figures.yaml"
+    path.write_text(yaml.safe_dump({"tables": {"table4": {"cites": "T4", "columns": ["cs/cot/unique"], "rows": {"A": [1, 2]}}}}))
+    with pytest.raises(PaperFiguresError, match=rf"{path}: tables.table4.rows.A: expected 1 numbers"):
+        load_paper_figures(path)
+    path.write_text(yaml.safe_dump({"tables": {"table4": {"cites": "T4", "columns": ["cs/cot/unique"], "rows": {"A": [1]}}},
+                                    "slips": [{"table": "table4", "model": "A", "cell": "cs/cot/unique", "printed": 2, "reads": 1, "note": "n"}]}))
+    with pytest.raises(PaperFiguresError, match=r"slips\[0\]: 'printed' 2 is not the table's 1.0"):
+        load_paper_figures(path)

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from bloomqg.release_download import ReleaseDownloadError, extract_release, load_pins
+from bloomqg.release.download import ReleaseDownloadError, extract_release, load_pins
 from tests.conftest import REPO
 
 
@@ -54,5 +54,39 @@ def test_missing_member_is_named(tmp_path):
 
 
 def test_pins_match_the_shared_release(release_dir):
-    for local, pin in load_pins(REPO / "configs" / "llm-eval-release.yaml")["files"].items():
-        assert hashlib.sha256((release_dir / local).read_bytes()).hexdigest() == pin["sha256"]
+    pins = load_pins(REPO / "configs" / "llm-eval-release.yaml")["files"]
+    present = {local: pin for local, pin in pins.items() if (release_dir / local).is_file()}
+    # The shared copy holds the datasets and GLM-4-9B's runs; a full copy holds all 39 files.
+    assert {"dataset/computer/Data_Structure.csv", "generated/glm/glm_gen_voted.jsonl"} <= set(present)
+    for local, pin in present.items():
+        assert hashlib.sha256((release_dir / local).read_bytes()).hexdigest() == pin["sha256"], local
+
+
+def test_pins_cover_every_file_of_the_full_manifest():
+    import yaml
+
+    pins = load_pins(REPO / "configs" / "llm-eval-release.yaml")
+    manifest = yaml.safe_load((REPO / "configs" / "llm-eval-release-manifest.yaml").read_text())
+    assert len(manifest["runs"]) == 18 and len({r["model"] for r in manifest["runs"]}) == 6
+    run_files = {run[key] for run in manifest["runs"] for key in ("generations", "votes")}
+    assert run_files <= set(pins["files"]) and len(run_files) == 36
+    assert all(len(pin["sha256"]) == 64 for pin in pins["files"].values())
+
+
+def test_download_fetches_the_pinned_archive_and_checks_it(tmp_path):
+    """The whole download path on a local archive (a file:// URL stands in for GitHub's)."""
+    import yaml
+
+    from bloomqg.release.download import download_release
+
+    files = {"generated/glm/votes.jsonl": b"{}\n", "dataset/a.csv": b"cs"}
+    (tmp_path / "abc.zip").write_bytes(archive(files))
+    pins = pins_for(files) | {"archive_url": f"file://{tmp_path}/{{commit}}.zip"}
+    pin_path = tmp_path / "pins.yaml"
+    pin_path.write_text(yaml.safe_dump(pins))
+    written = download_release(pin_path, tmp_path / "release")
+    assert sorted(p.read_bytes() for p in written) == [b"cs", b"{}\n"]
+    pins["archive_url"] = f"file://{tmp_path}/missing-{{commit}}.zip"
+    pin_path.write_text(yaml.safe_dump(pins))
+    with pytest.raises(ReleaseDownloadError, match="could not download the release .* RELEASE_DIR=PATH"):
+        download_release(pin_path, tmp_path / "elsewhere")

@@ -81,6 +81,6 @@ def download_release(pins_path: str | Path, release_dir: str | Path, *, timeout_
         raise ReleaseDownloadError(
             f"could not download the release from {url}: {error}. Without network access, fetch "
             f"{pins.get('repository')} at commit {pins['commit']} elsewhere and pass "
-            "--config release_dir=PATH"
+            "--config release_dir=PATH (make reproduce RELEASE_DIR=PATH)"
         ) from error
     return extract_release(archive, pins, release_dir)

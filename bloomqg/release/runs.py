@@ -5,13 +5,18 @@ question, and a ``.jsonl`` with one line per judged new question (three judges' 
 majority). A manifest names them, because the release names files irregularly::
 
     release_root: ../shared/data/llm-eval-release   # optional; default: the manifest's folder
+    pins: llm-eval-release.yaml                      # optional: the files' pinned sha256
     runs:
       - {model: glm-4-9b, dataset: cs, strategy: cot,
          generations: generated/glm/glm_generated_questions.xlsx,
          votes: generated/glm/glm_gen_voted.jsonl}
 
 Relative ``release_root`` resolves against the manifest's folder, relative run paths against
-``release_root``.
+``release_root``; ``release_root: "{release_dir}"`` takes the config's ``release_dir`` (how
+``configs/llm-eval-release-manifest.yaml`` lists all 18 published runs). ``pins`` names a pin
+file (:func:`bloomqg.release.download.load_pins`) that gives each run file's sha256: a file
+that differs is refused on import (:func:`verify_run_files`), and the imported frames' provenance
+names the release's repository, commit and every file's hash.
 
 How the join works (and reproduces the paper's GLM-4-9B figures, see tests/unit/test_release.py):
 the xlsx is joined to the jsonl on the generated text (``New Question``/``新问题`` =
@@ -22,6 +27,13 @@ jsonl line with its text — one row per original/new pair, which is what reprod
 CatCons, KnowCov and shift figures (pairing by order of occurrence does not: FGP KnowCov 92.75
 instead of 92.82). Rows with no new question, or whose question was never judged, stay in the
 frame with null votes (their reasons say so), so the auxiliary accuracies use every original.
+
+Table 4 is the exception to the join: its unique / readable / answerable are the means of the
+published majority columns over *every line* of the votes file, a text judged on several lines
+counting on each (:func:`published_vote_lines`; :func:`bloomqg.metrics.score_cell`'s
+``published_lines``). That is what reproduces the printed Table 4 for all six models; the join's
+first-line rule agrees for GLM-4-9B only (InternLM3-8B, CS, CoT unique: 98.79 by the join,
+94.81 printed and over the lines).
 
 The released majority ``topic`` is kept as the voted knowledge unit even where the three unit
 votes all differ (the release then takes the first judge's unit); its agreement column shows
@@ -39,19 +51,20 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 from bloomqg.metrics import JUDGED_UNCATEGORIZED
-from bloomqg.schemas import BINARY_CRITERIA, GENERATIONS, VOTES
+from bloomqg.schemas import BINARY_CRITERIA, GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
 
 logger = logging.getLogger(__name__)
 
 DATASETS: tuple[str, ...] = ("cs", "math")
 STRATEGIES: tuple[str, ...] = ("cot", "fgp")
-_MANIFEST_KEYS = frozenset({"release_root", "runs"})
+_MANIFEST_KEYS = frozenset({"release_root", "pins", "runs"})
+RELEASE_DIR_PLACEHOLDER = "{release_dir}"
 _RUN_KEYS = ("model", "dataset", "strategy", "generations", "votes")
 
 #: Separator of several knowledge units in one cell, as in :mod:`bloomqg.datasets`. Not "、"
@@ -91,6 +104,11 @@ class ReleaseRun:
     generations: Path
     votes: Path
     manifest: Path | None = None
+    #: from the manifest's pins: {"repository", "commit", "generations", "votes"} (sha256 of each)
+    pinned: Mapping[str, str] | None = None
+
+    def files(self) -> dict[str, Path]:
+        return {"generations": self.generations, "votes": self.votes}
 
 
 def split_knowledge_units(value: object, separators: str | re.Pattern[str] = UNIT_SEPARATOR) -> list[str]:
@@ -116,8 +134,13 @@ def split_knowledge_units(value: object, separators: str | re.Pattern[str] = UNI
 # Manifest
 
 
-def load_manifest(path: str | Path) -> list[ReleaseRun]:
-    """Read and check a release manifest; raise :class:`ReleaseError` naming what is wrong."""
+def load_manifest(path: str | Path, *, release_dir: str | Path | None = None, check_files: bool = True) -> list[ReleaseRun]:
+    """Read and check a release manifest; raise :class:`ReleaseError` naming what is wrong.
+
+    ``release_dir`` replaces ``{release_dir}`` in ``release_root``. With ``check_files`` every
+    run file must exist (all missing ones are named at once); without, the files may still be on
+    their way (a download) or be reported later by :func:`missing_runs`.
+    """
     import yaml
 
     path = Path(path).resolve()
@@ -136,16 +159,24 @@ def load_manifest(path: str | Path) -> list[ReleaseRun]:
     if root_value is None:
         root = path.parent
     elif isinstance(root_value, str) and root_value.strip():
+        if RELEASE_DIR_PLACEHOLDER in root_value:
+            if not release_dir:
+                raise ReleaseError(
+                    f"{path}: release_root {root_value!r} needs release_dir (pass --config release_dir=PATH)"
+                )
+            root_value = root_value.replace(RELEASE_DIR_PLACEHOLDER, str(release_dir))
         root = (path.parent / root_value).resolve()
     else:
         raise ReleaseError(f"{path}: key 'release_root' must be a non-empty path string")
-    if not root.is_dir():
+    if check_files and not root.is_dir():
         raise ReleaseError(f"{path}: release_root {root} is not a directory")
+    pins = _manifest_pins(path, document.get("pins"))
     runs_value = document.get("runs")
     if not isinstance(runs_value, list) or not runs_value:
         raise ReleaseError(f"{path}: key 'runs' must be a non-empty list")
 
     runs: list[ReleaseRun] = []
+    missing: list[str] = []
     seen: dict[tuple[str, str, str], int] = {}
     for index, entry in enumerate(runs_value):
         where = f"{path}: runs[{index}]"
@@ -167,15 +198,66 @@ def load_manifest(path: str | Path) -> list[ReleaseRun]:
             raise ReleaseError(f"{where}: run {cell} repeats runs[{seen[cell]}]")
         seen[cell] = index
         files = {}
+        pinned: dict[str, str] | None = None if pins is None else {
+            "repository": str(pins.get("repository", "")), "commit": str(pins["commit"])}
         for key, suffix in (("generations", ".xlsx"), ("votes", ".jsonl")):
             file = (root / entry[key]).resolve()
             if file.suffix.lower() != suffix:
                 raise ReleaseError(f"{where}: key {key!r} must name a {suffix} file, got {entry[key]!r}")
-            if not file.is_file():
-                raise ReleaseError(f"{where}: key {key!r}: file {file} not found")
+            if check_files and not file.is_file():
+                missing.append(f"{where}: key {key!r}: file {file} not found")
+            if pinned is not None:
+                pin = pins["files"].get(entry[key])
+                if pin is None:
+                    raise ReleaseError(f"{where}: key {key!r}: {entry[key]!r} is not among the pinned files of {pins['_path']}")
+                pinned[key] = str(pin["sha256"])
             files[key] = file
-        runs.append(ReleaseRun(*cell, files["generations"], files["votes"], manifest=path))
+        runs.append(ReleaseRun(*cell, files["generations"], files["votes"], manifest=path, pinned=pinned))
+    if missing:
+        raise ReleaseError("; ".join(missing))
     return runs
+
+
+def _manifest_pins(manifest: Path, value: object) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ReleaseError(f"{manifest}: key 'pins' must be the path of a pin file")
+    from bloomqg.release.download import ReleaseDownloadError, load_pins
+
+    pin_path = (manifest.parent / value).resolve()
+    try:
+        pins = load_pins(pin_path)
+    except (OSError, ReleaseDownloadError) as error:
+        raise ReleaseError(f"{manifest}: key 'pins': {error}") from error
+    return {**pins, "_path": pin_path}
+
+
+def missing_runs(runs: list[ReleaseRun]) -> list[tuple[ReleaseRun, list[Path]]]:
+    """The runs whose files are not (all) there, each with the missing files."""
+    found = []
+    for run in runs:
+        absent = [file for file in run.files().values() if not file.is_file()]
+        if absent:
+            found.append((run, absent))
+    return found
+
+
+def verify_run_files(run: ReleaseRun) -> dict[str, str]:
+    """sha256 of the run's two files by key; :class:`ReleaseError` naming the file when one
+    differs from its pin (the manifest's ``pins``)."""
+    from bloomqg.provenance import sha256_file
+
+    hashes = {key: sha256_file(file) for key, file in run.files().items()}
+    for key, actual in hashes.items():
+        expected = (run.pinned or {}).get(key)
+        if expected is not None and actual != expected:
+            raise ReleaseError(
+                f"{run.files()[key]}: sha256 {actual} differs from the {expected} pinned for "
+                f"{run.pinned.get('repository')} at {run.pinned.get('commit')} ({run.manifest}); this is not "
+                "the published file: fetch the release again, or import it through a manifest without pins"
+            )
+    return hashes
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,6 +508,20 @@ def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
         pd.DataFrame.from_records(generations, columns=GENERATIONS.names),
         pd.DataFrame.from_records(votes, columns=VOTES.names),
     )
+
+
+def published_vote_lines(run: ReleaseRun) -> pd.DataFrame:
+    """Every line of the run's votes file as published, with the columns of
+    :data:`bloomqg.schemas.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over."""
+    records = [
+        {
+            "dataset": run.dataset, "strategy": run.strategy, "model": run.model,
+            "line": record["_line"], "question": record["question"].strip(),
+            **{criterion: bool(record[field]) for field, criterion in _VOTE_FIELDS.items()},
+        }
+        for record in _read_votes(run)
+    ]
+    return pd.DataFrame.from_records(records, columns=PUBLISHED_VOTE_LINES.names)
 
 
 def _judged_level_columns(row: dict[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None) -> dict[str, Any]:

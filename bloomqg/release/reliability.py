@@ -72,3 +72,15 @@ def release_reliability(
             ]
     votes["alpha_gated"] = bool(failed)
     return votes, pd.DataFrame.from_records(rows, columns=RELIABILITY.names)
+
+
+def gate_published_lines(lines: pd.DataFrame, reliability: pd.DataFrame) -> pd.DataFrame:
+    """The published lines with each criterion the gate dropped (``gate_action`` drop, panel
+    row failed) set to null, as :func:`release_reliability` does to the votes."""
+    lines = lines.copy()
+    panel = reliability[reliability["judge"].isna()]
+    dropped = panel[(panel["gate_action"] == "drop") & (panel["gate_passed"] == False)]  # noqa: E712 (null is not a failure)
+    for criterion in dropped["criterion"]:
+        if criterion in lines.columns:
+            lines[criterion] = None
+    return lines

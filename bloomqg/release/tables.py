@@ -1,0 +1,152 @@
+"""The paper's result tables from a tidy metrics frame, and the comparison with the paper.
+
+:func:`release_tables` writes, one row per run (model × dataset × strategy), percentages with two
+decimals and an empty cell where a metric does not apply:
+
+- ``table4``: unique, readable, answerable (the paper's Tables 4 and 7)
+- ``table5``: usability, catcons, knowcov (Table 5)
+- ``table6``: cogreg, cogdrift, cogleap (Tables 6 and 8)
+- ``aux_tasks``: classification_acc, knowledge_id_acc (Figures 4–6)
+- ``paper_comparison``: every cell of Tables 4–6 the paper prints for these runs, reproduced
+  beside published, with the difference and the notes of :mod:`bloomqg.release.paper`
+
+each as ``.csv`` and ``.md`` (the Markdown is :func:`bloomqg.tables.render_markdown`'s, so the
+report reads it back).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from bloomqg.atomic import write_text_atomic
+from bloomqg.metrics import METRIC_LABELS
+from bloomqg.release.paper import (
+    REPRODUCED_WITHIN,
+    PaperFigures,
+    compare_with_paper,
+    paper_figures,
+    paper_model_name,
+    reproduced_counts,
+)
+from bloomqg.tables import Cell, Table, render_markdown
+
+KEY_COLUMNS: tuple[str, ...] = ("model", "dataset", "strategy")
+
+#: Output table name -> its metric columns.
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "table4": ("unique", "readable", "answerable"),
+    "table5": ("usability", "catcons", "knowcov"),
+    "table6": ("cogreg", "cogdrift", "cogleap"),
+    "aux_tasks": ("classification_acc", "knowledge_id_acc"),
+}
+
+_CAPTIONS = {
+    "table4": "Table 4 from the release. Unique, readable and answerable questions (%), over every line of each run's votes file as published.",
+    "table5": "Table 5 from the release. Usability, Bloom-level consistency (CatCons) and knowledge coverage (KnowCov) (%).",
+    "table6": "Table 6 from the release. Cognitive shift among useful questions whose judged level differs from the original's (%).",
+    "aux_tasks": "Auxiliary tasks under CoT from the release: question classification and knowledge identification accuracy (%).",
+}
+#: The paper's tables the comparison covers (Tables 7 and 8 are of a subset not in the release).
+COMPARED_TABLES: tuple[str, ...] = ("table4", "table5", "table6")
+COMPARISON = "paper_comparison"
+
+#: The files :func:`release_tables` writes, relative to its ``out_dir``.
+RELEASE_TABLE_FILES: tuple[str, ...] = tuple(
+    f"{table}.{suffix}" for table in (*TABLE_COLUMNS, COMPARISON) for suffix in ("csv", "md")
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def _format(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{float(value):.2f}"  # type: ignore[arg-type]
+
+
+def _run_order(frame: pd.DataFrame, figures: PaperFigures) -> pd.DataFrame:
+    """Runs in the paper's model order (others after, by name), then dataset and strategy."""
+    rank = {name: i for i, name in enumerate(figures.models)}
+    key = frame["model"].map(lambda m: rank.get(paper_model_name(str(m)) or "", len(rank)))
+    return frame.assign(_rank=key).sort_values(["_rank", *KEY_COLUMNS], kind="stable").drop(columns="_rank")
+
+
+def _write(out_dir: Path, name: str, table: Table, csv_frame: pd.DataFrame) -> list[Path]:
+    csv_path, md_path = out_dir / f"{name}.csv", out_dir / f"{name}.md"
+    write_text_atomic(csv_path, csv_frame.to_csv(index=False, lineterminator="\n"))
+    write_text_atomic(md_path, render_markdown(table))
+    return [csv_path, md_path]
+
+
+def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
+    """The side-by-side table of reproduced vs published cells, a count per table in its notes."""
+    rows = []
+    for record in comparison.to_dict("records"):
+        reads = "" if record["paper_reads"] == record["paper"] else _format(record["paper_reads"])
+        difference = "" if math.isnan(record["difference"]) else f"{record['difference']:+.2f}"
+        rows.append([Cell(text) for text in (
+            record["table"].replace("table", "Table "), str(record["model"]), record["dataset"], record["strategy"],
+            METRIC_LABELS.get(record["metric"], record["metric"]), _format(record["ours"]), _format(record["paper"]),
+            reads, difference, record["note"] if isinstance(record["note"], str) else "",
+        )])
+    counts = reproduced_counts(comparison)
+    notes = [
+        "Reproduced within " + f"{REPRODUCED_WITHIN} points of what the paper's figure reads: "
+        + "; ".join(f"{table.replace('table', 'Table ')} {close} of {total} cells" for table, (close, total) in counts.items())
+        + ".",
+        "Published: as printed; reads as: what a printed slip stands for (empty where there is none); "
+        "difference: reproduced − what it reads as.",
+        *(f"Cited: {figures.cites[table]}" for table in counts),
+    ]
+    return Table(
+        COMPARISON,
+        "The paper's Tables 4–6 reproduced from its release, beside the published figures.",
+        ["Table", "Model", "Dataset", "Strategy", "Metric"],
+        ["Reproduced", "Published", "Reads as", "Difference", "Note"],
+        rows, comparison, notes=notes,
+    )
+
+
+def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigures | None = None) -> list[Path]:
+    """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv`` and ``.md`` into
+    ``out_dir``, comparing with ``figures`` (default: ``configs/paper-figures.yaml``).
+
+    ``all_metrics`` has the columns of :data:`bloomqg.schemas.METRICS` (at least model,
+    dataset, strategy, metric, value). Returns the written paths, csv before md per table.
+    """
+    figures = figures or paper_figures()
+    missing = [name for name in (*KEY_COLUMNS, "metric", "value") if name not in all_metrics.columns]
+    if missing:
+        raise ValueError(f"all_metrics: missing columns {missing}")
+    repeated = all_metrics.duplicated([*KEY_COLUMNS, "metric"])
+    if repeated.any():
+        first = all_metrics.loc[repeated, [*KEY_COLUMNS, "metric"]].iloc[0].tolist()
+        raise ValueError(f"all_metrics: more than one value for (model, dataset, strategy, metric) {first}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wide = all_metrics.pivot(index=list(KEY_COLUMNS), columns="metric", values="value")
+
+    written: list[Path] = []
+    comparisons = []
+    for table, metrics in TABLE_COLUMNS.items():
+        # A metric absent from all_metrics is an empty column, like a metric that does not apply.
+        values = _run_order(wide.reindex(columns=list(metrics)).reset_index(), figures)
+        values.columns = [*KEY_COLUMNS, *metrics]
+        if table in COMPARED_TABLES:  # as printed here: two decimals
+            comparisons.append(compare_with_paper(values.round(2), table, figures=figures))
+        frame = values.copy()
+        frame[list(metrics)] = frame[list(metrics)].map(_format)
+        rendered = Table(
+            table, _CAPTIONS[table], ["Model", "Dataset", "Strategy"],
+            [f"{METRIC_LABELS[name]} (%)" for name in metrics],
+            [[Cell(str(cell)) for cell in row] for row in frame.itertuples(index=False)], frame,
+        )
+        written += _write(out_dir, table, rendered, frame)
+    comparison = pd.concat(comparisons, ignore_index=True)
+    written += _write(out_dir, COMPARISON, comparison_table(comparison, figures), comparison)
+    return written
