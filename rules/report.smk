@@ -64,6 +64,7 @@ rule build_report:
         ],
         tables=TABLE_OUTPUTS,
         figures=FIGURE_OUTPUTS,
+        annotation=lambda wc: annotation_report_inputs(),  # Table 9 + figure (rules/annotation.smk)
     output:
         report("results/report.html", caption="../report/captions/report.rst", category="Report"),
     params:

@@ -310,3 +310,33 @@ def test_settings_name_an_unknown_cell_or_judge():
         annotation_settings({**config, "annotation": {"source": "release"}}, cells, [])
     settings = annotation_settings({**config, "annotation": {}}, cells, [])
     assert settings.cells == cells and settings.seed == 1 and settings.root == "results"
+
+
+def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path):
+    from bloomqg.annotation.reporting import plot_human_agreement, write_table
+    from bloomqg.report import build_report
+    from tests.support.synthetic import synthetic_study
+
+    study = synthetic_study(n_models=1, n_items=6)
+    html = {}
+    for case, ratings in (("none", _ratings({})),
+                          ("some", _ratings({"x": {"unique": [bool(v) for v in BINARY_A]}}))):
+        agreement = human_panel_agreement(_hand_key(), ratings, n_resamples=0)
+        folder = tmp_path / case
+        folder.mkdir()
+        table, figure = folder / "table9_human_agreement.md", folder / "human_agreement.png"
+        write_table(table9(agreement, annotations_dir="annotations", n_sheets=int(case == "some"),
+                           n_annotators=int(case == "some")), [table])
+        plot_human_agreement(agreement, figure, annotations_dir="annotations")
+        build_report(
+            folder / "report.html", config=study.config, all_metrics=study.metrics, votes=study.votes,
+            reliability=study.reliability, generations=study.generations, generation_provenance=[],
+            judgment_provenance=[], ledger=study.ledger, table_paths=[table], figure_paths=[figure],
+            git_commit=None, package_versions={},
+        )
+        html[case] = (folder / "report.html").read_text(encoding="utf-8")
+    assert "No annotations yet: no filled sheet (*.csv) in annotations" in html["none"]
+    assert "Table 9" in html["some"] and "No annotations yet" not in html["some"]
+    assert "60.00" in html["some"]  # unique: 6 of 10 items agree with the panel
+    for page in html.values():
+        assert "Table 9 as a figure" in page and "data:image/png;base64," in page
