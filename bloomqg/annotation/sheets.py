@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.annotation.form import ANSWER_COLUMNS, ITEM_COLUMNS, NO, SHEET_COLUMNS, UNIT_SEPARATOR, YES
+from bloomqg.annotation.form import ANSWER_COLUMNS, NO, SHEET_COLUMNS, UNIT_SEPARATOR, YES
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 
 _YES = {YES, "y", "1", "true"}
@@ -146,5 +146,3 @@ def read_sheets(paths: Sequence[str | Path], items: pd.DataFrame) -> pd.DataFram
                 })
     return pd.DataFrame.from_records(records, columns=list(RATING_COLUMNS))
 
-
-__all__ = ["AnnotationError", "ITEM_COLUMNS", "RATING_COLUMNS", "read_sheets"]

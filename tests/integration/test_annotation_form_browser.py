@@ -5,7 +5,6 @@ reads it back to the same values and the agreement with the panel is what the an
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
