@@ -131,5 +131,7 @@ def validation_summary(agreement: pd.DataFrame, confusion: pd.DataFrame, through
     parts.append(render_markdown(Table(
         "judge_validation_throughput", "Time and cost per 1,000 questions (job wall time, model loading included).",
         ["Judge", "Run"], ["Questions", "Seconds / 1,000", "USD / 1,000"], rows, throughput,
+        notes=["Each job's fixed cost (loading a model; the embedding judge also embeds the dataset's "
+               "originals) is spread over its sample, so small samples overstate the cost per question."],
     )))
     return "\n".join(parts)
