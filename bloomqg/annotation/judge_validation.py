@@ -60,26 +60,29 @@ def validation_sample(
     return generations[generations["prompt_id"].isin(chosen)].reset_index(drop=True)
 
 
-def judge_ratings(judgments: pd.DataFrame) -> dict[tuple[str, str], Any]:
-    """(prompt_id, criterion) -> the judge's rating, for rows with status ``ok``."""
-    ratings: dict[tuple[str, str], Any] = {}
+def judge_ratings(judgments: pd.DataFrame) -> dict[tuple[str, str, str], Any]:
+    """(model, prompt_id, criterion) -> the judge's rating, for rows with status ``ok``. The
+    model is part of the key: every model of a release has a prompt ``cs-0001:cot``."""
+    ratings: dict[tuple[str, str, str], Any] = {}
     for row in judgments[judgments["status"] == "ok"].itertuples(index=False):
         value = getattr(row, _VALUE_COLUMN.get(row.criterion, "value_bool"))
-        ratings[(row.prompt_id, row.criterion)] = panel_rating(row.criterion, value)
+        ratings[(row.model, row.prompt_id, row.criterion)] = panel_rating(row.criterion, value)
     return ratings
 
 
 def _pair_frame(votes: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per judged item: cell keys, and per criterion the panel's and the judge's rating."""
     ratings = judge_ratings(judgments)
-    judged = votes[votes["prompt_id"].isin(set(judgments["prompt_id"]))]
+    asked = set(zip(judgments["model"], judgments["prompt_id"]))
+    judged = votes[[key in asked for key in zip(votes["model"], votes["prompt_id"])]]
     frame = judged[["prompt_id", "dataset", "strategy", "model"]].copy()
     for criterion in CRITERIA:
         # object columns: pandas would turn None among strings into NaN
         frame[f"panel_{criterion}"] = pd.Series([panel_rating(criterion, v) for v in judged[criterion]],
                                                 index=frame.index, dtype=object)
-        frame[f"judge_{criterion}"] = pd.Series([ratings.get((p, criterion)) for p in judged["prompt_id"]],
-                                                index=frame.index, dtype=object)
+        frame[f"judge_{criterion}"] = pd.Series(
+            [ratings.get((m, p, criterion)) for m, p in zip(judged["model"], judged["prompt_id"])],
+            index=frame.index, dtype=object)
     return frame.reset_index(drop=True)
 
 

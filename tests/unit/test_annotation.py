@@ -340,3 +340,39 @@ def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path)
     assert "60.00" in html["some"]  # unique: 6 of 10 items agree with the panel
     for page in html.values():
         assert "Table 9 as a figure" in page and "data:image/png;base64," in page
+
+
+def _judgments(votes: pd.DataFrame, judge: str, unique: list[bool]) -> pd.DataFrame:
+    from bloomqg.schemas import CRITERIA, JUDGMENTS
+
+    rows = []
+    for (row, value) in zip(votes.itertuples(index=False), unique):
+        for criterion in CRITERIA:
+            rows.append({
+                "prompt_id": row.prompt_id, "item_id": row.item_id, "dataset": row.dataset, "strategy": row.strategy,
+                "model": row.model, "judge": judge, "criterion": criterion,
+                "value_bool": value if criterion == "unique" else (True if criterion in ("readable", "answerable") else None),
+                "value_level": "Create" if criterion == "bloom_level" else None,
+                "value_units": ["Stacks"] if criterion == "knowledge_units" else None,
+                "status": "ok", "reason": None, "raw_text": None, "cached": None,
+                "n_prompt_tokens": None, "n_completion_tokens": None, "cost_usd": None,
+            })
+    return pd.DataFrame(rows, columns=JUDGMENTS.names)
+
+
+def test_judge_agreement_keeps_models_apart_and_counts_the_confusion():
+    from bloomqg.annotation.judge_validation import judge_agreement
+
+    one, two = _votes("m1", "cot").iloc[1:], _votes("m2", "cot").iloc[1:]  # same prompt ids
+    judged = pd.concat([_judgments(one, "j", list(one["unique"])),  # agrees with m1's panel everywhere
+                        _judgments(two, "j", [not v for v in two["unique"]])], ignore_index=True)
+    agreement, confusion = judge_agreement(pd.concat([one, two]), judged, n_resamples=50)
+    share = agreement[(agreement["criterion"] == "unique") & (agreement["statistic"] == "percent_agreement")]
+    by_model = share.set_index("model")["value"]
+    assert by_model["m1"] == pytest.approx(100.0) and by_model["m2"] == pytest.approx(0.0)
+    assert by_model["all"] == pytest.approx(50.0) and share.set_index("model")["n"]["all"] == 22
+    kappa = agreement[(agreement["criterion"] == "unique") & (agreement["statistic"] == "cohen_kappa")]
+    assert kappa.set_index("model")["value"]["m1"] == pytest.approx(1.0)
+    pooled = confusion[confusion["model"] == "all"].set_index(["panel_level", "judge_level"])["count"]
+    # The judge says Create everywhere; the panels say Create on odd items, Apply on even ones.
+    assert pooled[("Create", "Create")] == 12 and pooled[("Apply", "Create")] == 10 and pooled.sum() == 22
