@@ -19,6 +19,7 @@ include: "rules/judging.smk"
 include: "rules/metrics.smk"
 include: "rules/report.smk"
 include: "rules/release.smk"
+include: "rules/annotation.smk"
 
 
 rule all:

@@ -55,6 +55,8 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "level of its question, pooled over datasets; rows sum to 100%.",
     "reliability": "Judge reliability: Krippendorff's α per criterion and cell with 95% CI; dashed line = gate.",
     "parse_failures": "Parse failures of generations and of judges' answers (%).",
+    "human_agreement": "Table 9 as a figure: agreement (%) of the annotators' majority with the panel's per "
+    "criterion and cell, with 95% bootstrap CIs (only when the study configures annotation).",
 }
 
 #: How many examples are shown per model × original level × dataset × strategy.

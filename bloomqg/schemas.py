@@ -199,3 +199,68 @@ METRICS = _schema(
     f("n", pa.int64()),  # the denominator the value was computed over
     f("alpha_gated", pa.bool_(), False),  # a criterion feeding this metric failed the α gate
 )
+
+# -- validating the raters (bloomqg.annotation) --------------------------------------------------
+# results/annotation/items.parquet -> ANNOTATION_ITEMS; results/annotation/agreement.parquet ->
+# RATER_AGREEMENT; results/judge_validation/agreement.parquet -> RATER_AGREEMENT;
+# results/judge_validation/confusion.parquet -> LEVEL_CONFUSION.
+
+#: The annotation key: one row per sampled generated question, with the panel's majorities
+#: (never shown to annotators).
+ANNOTATION_ITEMS = _schema(
+    f("annotation_id", _str, False),  # "A0001", … in the annotators' (shuffled) order
+    f("prompt_id", _str, False),
+    f("item_id", _str, False),
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("original_question", _str, False),
+    f("original_bloom_level", _str),  # the target level shown to annotators; null = Uncategorized
+    f("original_knowledge_units", _units, False),
+    f("new_question", _str, False),
+    f("unit_choices", _units, False),  # the dataset's knowledge units, offered to annotators
+    f("panel_unique", pa.bool_()),  # the panel's majority; null = no majority
+    f("panel_readable", pa.bool_()),
+    f("panel_answerable", pa.bool_()),
+    f("panel_bloom_level", _str),
+    f("panel_knowledge_units", _units),
+)
+
+#: Agreement between raters, per cell (or pooled: dataset/strategy/model "all") and criterion.
+RATER_AGREEMENT = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("criterion", _str, False),  # one of CRITERIA
+    f("rater", _str, False),  # "human majority", an annotator's id, "annotators", a judge's name
+    f("reference", _str, False),  # what it is compared with: "panel", or "panel + annotators"
+    f("statistic", _str, False),  # "percent_agreement" (0..100) | "cohen_kappa" | "krippendorff_alpha"
+    f("value", pa.float64()),  # NaN/null when undefined (no variation, too few items)
+    f("ci_low", pa.float64()),
+    f("ci_high", pa.float64()),
+    f("n", pa.int64(), False),  # items the statistic was computed over
+)
+
+#: Bloom-level confusion of a judge against the panel: one row per (panel level, judge level).
+LEVEL_CONFUSION = _schema(
+    f("judge", _str, False),
+    f("dataset", _str, False),  # "all" for the pooled matrix
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("panel_level", _str, False),
+    f("judge_level", _str, False),
+    f("count", pa.int64(), False),
+)
+
+#: Time and cost of a judge per 1,000 questions (results/judge_validation/throughput.parquet).
+JUDGE_THROUGHPUT = _schema(
+    f("judge", _str, False),
+    f("dataset", _str, False),  # "all" for the judge's pooled row
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("n_questions", pa.int64(), False),
+    f("seconds", pa.float64(), False),  # the job's wall time, model loading included
+    f("seconds_per_1000", pa.float64()),
+    f("cost_usd", pa.float64(), False),  # API cost from the judgments' ledger; 0 offline
+    f("cost_per_1000_usd", pa.float64()),
+)

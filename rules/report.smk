@@ -70,6 +70,8 @@ rule build_report:
         metrics="{root}/metrics/all.parquet",
         correlations="{root}/metrics/correlations.parquet",
         paired="{root}/metrics/paired.parquet",
+        # Table 9 + figure (rules/annotation.smk), in the report of the root it sampled
+        annotation=lambda wc: annotation_report_inputs() if ANNOTATION and wc.root == {"study": "results", "release": "results/release"}[ANNOTATION.source] else [],
     output:
         report("{root}/report.html", caption="../report/captions/report.rst", category="Report"),
     params:

@@ -16,7 +16,7 @@ build_report_from_files(
     reliability=inputs.reliability,
     generations=inputs.generations,  # an imported run's provenance: the release's commit and hashes
     judgments=inputs.judgments,
-    tables=inputs.tables,
-    figures=inputs.figures,
+    tables=[*inputs.tables, *inputs.annotation],  # Table 9 when annotation is configured
+    figures=[*inputs.figures, *inputs.annotation],
     title=snakemake.params.title,
 )

@@ -1,0 +1,177 @@
+"""Agreement statistics between raters: percent agreement, Cohen's κ, Krippendorff's α, each with
+a percentile bootstrap interval over items, and a confusion matrix.
+
+A *rating* here is a hashable label (``True``/``False``, a Bloom level name, a frozenset of
+knowledge units); ``None`` is a missing rating and such an item is left out of any pairwise
+figure. Knowledge-unit sets count as agreeing only when equal in percent agreement and κ (a set is
+one nominal label there); α on them uses the Jaccard distance of :func:`bloomqg.voting.encode_votes`.
+
+Cohen's κ (Cohen 1960) is written out here rather than imported: it is four lines, and a
+dependency only for it is not worth it. κ = (p_o − p_e) / (1 − p_e), with p_o the observed share
+of agreement and p_e = Σ_k p_A(k)·p_B(k) the agreement expected from each rater's own marginals.
+When p_e = 1 (both raters gave one and the same label to every item) κ is undefined (NaN),
+never 1 or 0: there is no variation to agree on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bloomqg.voting import alpha_with_ci, encode_votes
+
+Rating = Hashable | None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic with its bootstrap interval and the number of items it was computed over."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+
+def is_missing(rating: object) -> bool:
+    """None, or a float NaN (what pandas puts in place of None in some columns)."""
+    return rating is None or (isinstance(rating, float) and math.isnan(rating))
+
+
+def _paired(a: Sequence[Rating], b: Sequence[Rating]) -> tuple[list[Hashable], list[Hashable]]:
+    if len(a) != len(b):
+        raise ValueError(f"rating lists differ in length: {len(a)} vs {len(b)}")
+    pairs = [(x, y) for x, y in zip(a, b) if not is_missing(x) and not is_missing(y)]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def percent_agreement(a: Sequence[Rating], b: Sequence[Rating]) -> float:
+    """Share (%) of items rated by both on which the two ratings are equal; NaN with none."""
+    x, y = _paired(a, b)
+    if not x:
+        return math.nan
+    return 100.0 * sum(p == q for p, q in zip(x, y)) / len(x)
+
+
+def cohen_kappa(a: Sequence[Rating], b: Sequence[Rating]) -> float:
+    """Cohen's unweighted κ of two raters over the items both rated; NaN when undefined."""
+    x, y = _paired(a, b)
+    n = len(x)
+    if n == 0:
+        return math.nan
+    observed = sum(p == q for p, q in zip(x, y)) / n
+    count_a, count_b = Counter(x), Counter(y)
+    expected = sum(count_a[label] * count_b[label] for label in count_a) / (n * n)
+    if math.isclose(expected, 1.0):
+        return math.nan
+    return (observed - expected) / (1.0 - expected)
+
+
+def bootstrap(
+    statistic: Callable[[np.ndarray], float],
+    n_items: int,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of ``statistic(indices)`` over item indices resampled with replacement.
+
+    Resamples where the statistic is undefined (NaN) are dropped; (NaN, NaN) when all are, or
+    when there are no items.
+    """
+    if n_items == 0 or n_resamples <= 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    samples = np.array([statistic(rng.integers(0, n_items, n_items)) for _ in range(n_resamples)])
+    samples = samples[~np.isnan(samples)]
+    if samples.size == 0:
+        return math.nan, math.nan
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(samples, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _pairwise_estimate(
+    function: Callable[[Sequence[Rating], Sequence[Rating]], float],
+    a: Sequence[Rating],
+    b: Sequence[Rating],
+    **bootstrap_options: float | int,
+) -> Estimate:
+    x, y = _paired(a, b)
+    point = function(x, y)
+
+    def resampled(indices: np.ndarray) -> float:
+        return function([x[i] for i in indices], [y[i] for i in indices])
+
+    low, high = bootstrap(resampled, len(x), **bootstrap_options) if not math.isnan(point) else (math.nan, math.nan)
+    return Estimate(point, low, high, len(x))
+
+
+def percent_agreement_with_ci(a: Sequence[Rating], b: Sequence[Rating], **bootstrap_options: float | int) -> Estimate:
+    """:func:`percent_agreement` with a bootstrap CI; ``n`` = items rated by both."""
+    return _pairwise_estimate(percent_agreement, a, b, **bootstrap_options)
+
+
+def cohen_kappa_with_ci(a: Sequence[Rating], b: Sequence[Rating], **bootstrap_options: float | int) -> Estimate:
+    """:func:`cohen_kappa` with a bootstrap CI; ``n`` = items rated by both."""
+    return _pairwise_estimate(cohen_kappa, a, b, **bootstrap_options)
+
+
+def _alpha_code(rating: Rating, level: str) -> object:
+    """A rating as :func:`bloomqg.voting.encode_votes` reads it."""
+    if is_missing(rating):
+        return None
+    if level == "jaccard":
+        return sorted(rating)  # type: ignore[arg-type]
+    if isinstance(rating, bool):
+        return "1" if rating else "0"
+    return rating
+
+
+def krippendorff_alpha_with_ci(
+    ratings: Sequence[Sequence[Rating]],
+    level: str,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Estimate:
+    """Krippendorff's α of items × raters ``ratings`` (None = missing) with a bootstrap CI.
+
+    ``level``: ``"nominal"``, ``"ordinal"`` (Bloom level names) or ``"jaccard"`` (unit sets), as
+    in :mod:`bloomqg.voting`, whose coding and bootstrap this reuses. ``n`` counts the items with
+    at least two ratings.
+    """
+    coded = encode_votes([[_alpha_code(r, level) for r in row] for row in ratings], level)
+    result = alpha_with_ci(coded, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    return Estimate(result.alpha, result.ci_low, result.ci_high, result.n_items)
+
+
+def confusion_counts(
+    reference: Sequence[Rating], predicted: Sequence[Rating], labels: Sequence[Hashable]
+) -> np.ndarray:
+    """``labels × labels`` counts: row = the reference's label, column = the prediction's, over
+    items where both are known. A label outside ``labels`` is an error, not a silent drop."""
+    index = {label: position for position, label in enumerate(labels)}
+    matrix = np.zeros((len(labels), len(labels)), dtype=np.int64)
+    for ref, pred in zip(*_paired(reference, predicted)):
+        for value in (ref, pred):
+            if value not in index:
+                raise ValueError(f"label {value!r} is not one of {list(labels)}")
+        matrix[index[ref], index[pred]] += 1
+    return matrix
+
+
+def strict_majority(ratings: Sequence[Rating]) -> Rating:
+    """The label more than half of the given (non-missing) ratings share; None on a tie, with
+    no ratings, or when no label has a majority. One rating is its own majority."""
+    given = [r for r in ratings if not is_missing(r)]
+    if not given:
+        return None
+    label, count = Counter(given).most_common(1)[0]
+    return label if count * 2 > len(given) else None

@@ -1,0 +1,111 @@
+"""What annotators receive: a blank CSV sheet and a self-contained HTML form, both without any
+judge's verdict, the model or the strategy.
+
+The form (``bloomqg/report_templates/annotation_form.html.j2``) is one file: the items travel as
+JSON inside it, its script and styles are inline, it loads nothing and sends nothing. It asks
+for the annotator's id once, keeps every answer in the browser's local storage (keyed by the
+form's content hash, so a new sample never inherits an old one's answers) and writes a CSV with
+:data:`SHEET_COLUMNS` through its "Download CSV" button — the same columns as the blank sheet,
+so a spreadsheet user and a form user hand back the same file. Only complete items go into the
+downloaded CSV; the form says how many are left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from bloomqg.atomic import write_text_atomic
+from bloomqg.bloom import BLOOM_LEVELS
+
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report_templates"
+FORM_TEMPLATE = "annotation_form.html.j2"
+
+#: What an annotator judges, in the form's order (the paper's rubric, Table 3).
+ANSWER_COLUMNS: tuple[str, ...] = ("unique", "readable", "answerable", "bloom_level", "knowledge_units")
+#: The item as shown to the annotator.
+ITEM_COLUMNS: tuple[str, ...] = (
+    "annotation_id", "dataset", "original_question", "original_knowledge_units", "target_bloom_level",
+    "new_question",
+)
+#: Columns of the blank sheet, of the form's download, and of a filled sheet.
+SHEET_COLUMNS: tuple[str, ...] = ITEM_COLUMNS + ("annotator",) + ANSWER_COLUMNS + ("notes",)
+#: Separator of several knowledge units in a sheet cell.
+UNIT_SEPARATOR = "; "
+YES, NO = "yes", "no"
+
+
+def blank_sheet(items: pd.DataFrame) -> pd.DataFrame:
+    """The sheet annotators fill: the items' display columns, empty answer columns."""
+    sheet = pd.DataFrame({
+        "annotation_id": items["annotation_id"],
+        "dataset": items["dataset"],
+        "original_question": items["original_question"],
+        "original_knowledge_units": [UNIT_SEPARATOR.join(units) for units in items["original_knowledge_units"]],
+        "target_bloom_level": items["original_bloom_level"].fillna("Uncategorized"),
+        "new_question": items["new_question"],
+    })
+    for column in ("annotator",) + ANSWER_COLUMNS + ("notes",):
+        sheet[column] = ""
+    return sheet[list(SHEET_COLUMNS)]
+
+
+def write_blank_sheet(items: pd.DataFrame, path: str | Path) -> None:
+    """The blank sheet as UTF-8 CSV with a byte-order mark (so spreadsheets read Chinese text)."""
+    text = blank_sheet(items).to_csv(index=False, lineterminator="\n")
+    write_text_atomic(Path(path), "\ufeff" + text)
+
+
+def form_items(items: pd.DataFrame) -> tuple[list[dict[str, object]], dict[str, list[str]]]:
+    """(items as the form shows them, each dataset's unit choices) — no verdicts in either."""
+    shown = []
+    units: dict[str, list[str]] = {}
+    for row in items.itertuples(index=False):
+        units.setdefault(row.dataset, list(row.unit_choices))
+        shown.append({
+            "id": row.annotation_id,
+            "dataset": row.dataset,
+            "original": row.original_question,
+            "original_units": list(row.original_knowledge_units),
+            "target_level": row.original_bloom_level or "Uncategorized",
+            "question": row.new_question,
+        })
+    return shown, units
+
+
+def _script_json(value: object) -> str:
+    """JSON safe inside a <script> element: no "</" can close it early."""
+    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def render_form(items: pd.DataFrame, *, title: str) -> str:
+    """The self-contained annotation form for the annotation key ``items``."""
+    import jinja2
+
+    shown, units = form_items(items)
+    payload = {"items": shown, "units": units}
+    form_id = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    meta = {
+        "form_id": form_id,
+        "title": title,
+        "levels": list(BLOOM_LEVELS),
+        "columns": list(SHEET_COLUMNS),
+        "unit_separator": UNIT_SEPARATOR,
+        "yes": YES,
+        "no": NO,
+    }
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "j2"), default=True),
+        undefined=jinja2.StrictUndefined,
+    )
+    return environment.get_template(FORM_TEMPLATE).render(
+        title=title, n_items=len(shown), items_json=_script_json(payload), meta_json=_script_json(meta),
+    )
+
+
+def write_form(items: pd.DataFrame, path: str | Path, *, title: str) -> None:
+    write_text_atomic(Path(path), render_form(items, title=title))

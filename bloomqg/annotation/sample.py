@@ -1,0 +1,125 @@
+"""Stratified samples of judged questions: the items experts annotate, and the items a judge
+is validated on.
+
+A sample takes up to ``items_per_cell`` generated questions from each model × dataset × strategy
+cell, drawn without replacement by a generator seeded with the seed *and* the cell's name, so a
+cell's sample does not change when another cell is added or removed. Rows without a generated
+question are never drawn (there is nothing to rate).
+
+The annotation key (:data:`bloomqg.schemas.ANNOTATION_ITEMS`) pools the cells' samples, shuffles
+them with the seed and numbers them ``A0001``, ``A0002``, …: annotators see opaque ids in mixed
+order, never the model, the strategy or any judge's verdict; the key holds the panel's verdicts
+for the import.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.schemas import ANNOTATION_ITEMS
+
+logger = logging.getLogger(__name__)
+
+CELL_KEYS: tuple[str, ...] = ("dataset", "strategy", "model")
+
+
+def cell_name(dataset: str, strategy: str, model: str) -> str:
+    """How a cell is written in configs and messages: ``dataset/strategy/model``."""
+    return f"{dataset}/{strategy}/{model}"
+
+
+def _has_question(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def sample_cell(frame: pd.DataFrame, items_per_cell: int | None, seed: int) -> pd.DataFrame:
+    """Up to ``items_per_cell`` rows of one cell's frame that have a ``new_question`` (all of
+    them when None), in the frame's order. The draw depends on the seed and the cell only."""
+    cells = frame[list(CELL_KEYS)].drop_duplicates()
+    if len(cells) != 1:
+        raise ValueError(f"sample_cell: expected the rows of one cell, got {len(cells)} cells")
+    candidates = frame[frame["new_question"].map(_has_question)]
+    if items_per_cell is None or len(candidates) <= items_per_cell:
+        if items_per_cell is not None and len(candidates) < items_per_cell:
+            logger.warning(
+                "%s: only %d generated questions, fewer than the %d asked for; taking all",
+                cell_name(*cells.iloc[0]), len(candidates), items_per_cell,
+            )
+        return candidates.reset_index(drop=True)
+    stream = zlib.crc32(cell_name(*cells.iloc[0]).encode("utf-8"))
+    rng = np.random.default_rng([seed, stream])
+    chosen = np.sort(rng.choice(len(candidates), size=items_per_cell, replace=False))
+    return candidates.iloc[chosen].reset_index(drop=True)
+
+
+def annotation_items(
+    votes: Sequence[pd.DataFrame],
+    *,
+    items_per_cell: int,
+    seed: int,
+    knowledge_units: Mapping[str, Sequence[str]],
+) -> pd.DataFrame:
+    """The annotation key: a stratified sample of the cells' votes frames (one frame per cell,
+    ``schemas.VOTES`` columns) with the panel's majorities, in the annotators' (shuffled) order.
+
+    ``knowledge_units`` maps each dataset to the unit list annotators choose from; an original
+    unit missing from it is an error, since an annotator could not pick it.
+    """
+    parts = []
+    for frame in votes:
+        if frame.empty:
+            continue
+        picked = sample_cell(frame, items_per_cell, seed)
+        parts.append(picked)
+    if not parts:
+        raise ValueError("annotation_items: the cells hold no generated question to annotate")
+    pooled = pd.concat(parts, ignore_index=True)
+    order = np.random.default_rng(seed).permutation(len(pooled))
+    pooled = pooled.iloc[order].reset_index(drop=True)
+    records = []
+    for position, row in enumerate(pooled.itertuples(index=False), start=1):
+        choices = knowledge_units.get(row.dataset)
+        if choices is None:
+            raise ValueError(f"annotation_items: no knowledge-unit list for dataset {row.dataset!r}")
+        outside = [unit for unit in row.original_knowledge_units if unit not in choices]
+        if outside:
+            raise ValueError(
+                f"annotation_items: {row.prompt_id}: original units {outside} are not in dataset "
+                f"{row.dataset!r}'s list"
+            )
+        records.append({
+            "annotation_id": f"A{position:04d}",
+            "prompt_id": row.prompt_id,
+            "item_id": row.item_id,
+            "dataset": row.dataset,
+            "strategy": row.strategy,
+            "model": row.model,
+            "original_question": row.original_question,
+            "original_bloom_level": row.original_bloom_level,
+            "original_knowledge_units": list(row.original_knowledge_units),
+            "new_question": row.new_question,
+            "unit_choices": list(choices),
+            "panel_unique": row.unique,
+            "panel_readable": row.readable,
+            "panel_answerable": row.answerable,
+            "panel_bloom_level": row.bloom_level,
+            "panel_knowledge_units": None if row.knowledge_units is None else list(row.knowledge_units),
+        })
+    logger.info("annotation sample: %d items from %d cells (seed %d)", len(records), len(parts), seed)
+    return pd.DataFrame.from_records(records, columns=ANNOTATION_ITEMS.names)
+
+
+def knowledge_units_by_dataset(votes: Sequence[pd.DataFrame]) -> dict[str, list[str]]:
+    """Each dataset's unit list as the votes frames show it: every original's units, in order of
+    first appearance (the votes hold one row per original, so this is the dataset's list)."""
+    units: dict[str, list[str]] = {}
+    for frame in votes:
+        for dataset, row_units in zip(frame["dataset"], frame["original_knowledge_units"]):
+            listed = units.setdefault(dataset, [])
+            listed.extend(unit for unit in row_units if unit not in listed)
+    return units

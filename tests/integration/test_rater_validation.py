@@ -1,0 +1,123 @@
+"""The rater-validation targets on the GLM-4-9B slice of the paper's release (../shared/data):
+judge_validation with the rules judge, then export_annotation, two filled sheets, and
+import_annotations; every figure is checked against a computation made here from the files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from bloomqg.parquet_io import read_frame
+from bloomqg.schemas import ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT, VOTES
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+ITEMS_PER_RUN = 20
+ANNOTATED_PER_RUN = 3
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, release_dir) -> Path:
+    if not (release_dir / "generated" / "glm").is_dir():
+        pytest.skip(f"the GLM-4-9B run of the paper's release is not at {release_dir / 'generated' / 'glm'}")
+    workdir = tmp_path_factory.mktemp("raters")
+    manifest = yaml.safe_load((REPO / "tests" / "release_glm.yaml").read_text(encoding="utf-8"))
+    manifest["release_root"] = str(release_dir)
+    (workdir / "release_glm.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    config = yaml.safe_load((REPO / "configs" / "rater-validation.yaml").read_text(encoding="utf-8"))
+    config.update({
+        "release_dir": str(release_dir), "release_manifest": str(workdir / "release_glm.yaml"),
+        "bootstrap": {"n_resamples": 100, "confidence": 0.95},
+    })
+    config["judge_validation"].update({"judges": ["rules"], "items_per_cell": ITEMS_PER_RUN})
+    config["annotation"]["items_per_cell"] = ANNOTATED_PER_RUN
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    return workdir
+
+
+def snakemake(workdir: Path, *targets: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+         "--configfile", str(workdir / "config.yaml"), "--cores", "2", "--", *targets],
+        capture_output=True, text=True, env=env, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+def test_judge_validation_agrees_with_a_direct_count(workdir):
+    snakemake(workdir, "judge_validation")
+    out = workdir / "results" / "judge_validation"
+    agreement = read_frame(out / "agreement.parquet", RATER_AGREEMENT)
+    for run in ("cs/cot", "cs/fgp", "math/fgp"):
+        dataset, strategy = run.split("/")
+        judgments = read_frame(out / dataset / strategy / "glm-4-9b" / "rules.parquet", JUDGMENTS)
+        votes = read_frame(workdir / "results" / "release" / "votes" / dataset / strategy / "glm-4-9b.parquet", VOTES)
+        assert judgments["prompt_id"].nunique() == ITEMS_PER_RUN
+        for criterion, column in (("unique", "value_bool"), ("bloom_level", "value_level")):
+            mine = judgments[(judgments["criterion"] == criterion) & (judgments["status"] == "ok")]
+            joined = mine.merge(votes[["prompt_id", criterion]], on="prompt_id").dropna(subset=[criterion])
+            row = agreement[(agreement["dataset"] == dataset) & (agreement["strategy"] == strategy)
+                            & (agreement["criterion"] == criterion) & (agreement["statistic"] == "percent_agreement")]
+            assert len(row) == 1
+            row = row.iloc[0]
+            assert row["n"] == len(joined)
+            if len(joined):
+                expected = 100.0 * (joined[column] == joined[criterion]).mean()
+                assert row["value"] == pytest.approx(expected)
+                assert row["ci_low"] <= row["value"] <= row["ci_high"]
+        if dataset == "math":  # the math release holds no judged Bloom level
+            assert row["n"] == 0
+    pooled = agreement[(agreement["model"] == "all") & (agreement["criterion"] == "unique")
+                       & (agreement["statistic"] == "percent_agreement")].iloc[0]
+    assert pooled["n"] == 3 * ITEMS_PER_RUN
+    throughput = pd.read_parquet(out / "throughput.parquet")
+    assert (throughput["seconds_per_1000"] > 0).all() and (throughput["cost_usd"] == 0).all()
+    confusion = pd.read_parquet(out / "confusion.parquet")
+    bloom = agreement[(agreement["model"] == "all") & (agreement["criterion"] == "bloom_level")
+                      & (agreement["statistic"] == "percent_agreement")].iloc[0]
+    pooled_confusion = confusion[confusion["model"] == "all"]
+    assert pooled_confusion["count"].sum() == bloom["n"]
+    diagonal = pooled_confusion[pooled_confusion["panel_level"] == pooled_confusion["judge_level"]]["count"].sum()
+    assert 100.0 * diagonal / bloom["n"] == pytest.approx(bloom["value"])
+    assert "Judge rules" in (out / "summary.md").read_text(encoding="utf-8")
+
+
+def test_export_fill_and_import_annotations(workdir):
+    snakemake(workdir, "export_annotation", "import_annotations")
+    folder = workdir / "results" / "annotation"
+    table = (folder / "table9_human_agreement.md").read_text(encoding="utf-8")
+    assert "No annotations yet" in table
+    items = read_frame(folder / "items.parquet", ANNOTATION_ITEMS)
+    assert len(items) == 3 * ANNOTATED_PER_RUN
+    assert items.groupby(["dataset", "strategy"]).size().eq(ANNOTATED_PER_RUN).all()
+    assert "Download CSV" in (folder / "form.html").read_text(encoding="utf-8")
+
+    # Two annotators fill the blank sheet: "a" says yes/Apply/original units everywhere, "b" the same
+    # but "no" to unique on every item.
+    sheet = pd.read_csv(folder / "sheet.csv", encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    (workdir / "annotations").mkdir()
+    for who, unique in (("a", "yes"), ("b", "no")):
+        filled = sheet.assign(annotator=who, unique=unique, readable="yes", answerable="yes", bloom_level="Apply",
+                              knowledge_units=sheet["original_knowledge_units"])
+        filled.to_csv(workdir / "annotations" / f"{who}.csv", index=False)
+    snakemake(workdir, "import_annotations")
+    agreement = read_frame(folder / "agreement.parquet", RATER_AGREEMENT)
+    cells = agreement[agreement["model"] != "all"]
+    for (dataset, strategy), group in items.groupby(["dataset", "strategy"]):
+        rows = cells[(cells["dataset"] == dataset) & (cells["strategy"] == strategy)].set_index(
+            ["criterion", "rater", "statistic"])
+        readable = rows.loc[("readable", "human majority", "percent_agreement")]
+        assert readable["value"] == pytest.approx(100.0 * group["panel_readable"].mean())
+        # a and b split on unique: no human majority on any item.
+        assert rows.loc[("unique", "human majority", "percent_agreement")]["n"] == 0
+        assert {"a", "b"} <= set(rows.xs("cohen_kappa", level="statistic").index.get_level_values("rater"))
+    table = (folder / "table9_human_agreement.md").read_text(encoding="utf-8")
+    assert "No annotations yet" not in table and "2 annotator(s), 2 sheet(s)" in table

@@ -1,0 +1,38 @@
+"""Rule validate_judge: one judge's verdicts on a sample of one release run, timed."""
+import time
+
+from bloomqg.annotation.judge_validation import RELEASE_DOMAINS, release_dataset, validation_sample
+from bloomqg.judges.stage import judge_questions
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.schemas import GENERATIONS, JUDGMENTS, VOTES
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+params, wc = snakemake.params, snakemake.wildcards
+spec = dict(params.spec)
+generations = read_frame(snakemake.input.generations, GENERATIONS)
+sample = validation_sample(generations, read_frame(snakemake.input.votes, VOTES), params.items_per_cell, params.seed)
+started = time.perf_counter()  # from here on: what a user of this judge pays per question
+text_generator = None
+if spec["backend"] in ("hf", "openai"):
+    from bloomqg.generation.factory import make_text_generator
+
+    text_generator = make_text_generator(
+        dict(params.model_spec) if params.model_spec else spec,
+        model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+        cache_dir=params.cache_dir, num_threads=snakemake.threads,
+    )
+try:
+    judgments = judge_questions(
+        sample, wc.judge, spec, dataset=release_dataset(generations), domain=RELEASE_DOMAINS[wc.dataset],
+        prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
+        text_generator=text_generator, seed=params.seed,
+    )
+finally:
+    if text_generator is not None:
+        text_generator.close()
+elapsed = time.perf_counter() - started
+provenance = {**judgments.attrs.get("provenance", {}), "elapsed_s": elapsed, "sample_size": len(sample),
+              "items_per_cell": params.items_per_cell, "seed": params.seed}
+write_frame(judgments, snakemake.output[0], JUDGMENTS, provenance)
