@@ -2,7 +2,7 @@
 
 Starts ``tests/support/fixed_latency_server.py`` on 127.0.0.1 (every completion takes exactly
 ``--latency`` seconds), then for each concurrency level sends ``max(32, 8 × concurrency)``
-distinct judge-like requests through :class:`bloomqg.llm_client.OpenAICompatibleClient` with a
+distinct judge-like requests through :class:`bloomqg.api.client.OpenAICompatibleClient` with a
 fresh call cache, and reports
 
 * ``requests_per_s`` achieved and ``goal_ratio`` = achieved ÷ (concurrency ÷ latency), the
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from a checkout, installed or not
 
 from bloomqg.generation.base import ChatRequest, DecodingParams
-from bloomqg.llm_client import ClientSettings, OpenAICompatibleClient
+from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
 
 SERVER = REPO / "tests" / "support" / "fixed_latency_server.py"
 VERDICT_SCHEMA = {

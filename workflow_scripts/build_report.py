@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.ledger import ledger_from_judgments
+from bloomqg.api.ledger import ledger_from_judgments
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, read_frames, read_provenance
 from bloomqg.provenance import git_commit, package_versions

@@ -5,7 +5,7 @@ into one :class:`~bloomqg.generation.base.Completion` per request, in request or
 built for long, paid runs:
 
 * **Never paid twice.** Every successful answer is stored in a content-addressed
-  :class:`~bloomqg.call_cache.CallCache` before it is handed back; a rerun (or a duplicate
+  :class:`~bloomqg.api.cache.CallCache` before it is handed back; a rerun (or a duplicate
   request in the same batch) costs no call.
 * **Fast.** Up to ``concurrency`` calls in flight (``asyncio`` + ``aiohttp``), paced by token
   buckets for requests/min and tokens/min.
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from bloomqg.call_cache import CachedResponse, CallCache, call_cache_key
+from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams
 
 log = logging.getLogger(__name__)
