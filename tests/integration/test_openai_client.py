@@ -106,7 +106,7 @@ def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
 def test_redact_and_token_estimate() -> None:
     assert SECRET not in redact(f"Incorrect API key provided: {SECRET}.", SECRET)
     assert "sk-proj-abcdef123456" not in redact("key sk-proj-abcdef123456 bad", None)
-    assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 150
+    assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 100 + 3 + 3 + 50
 
 
 def test_structured_output_request_shapes() -> None:
