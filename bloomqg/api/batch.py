@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,7 +164,7 @@ class BatchRunner:
         delay = self.settings.batch_poll_s
         while unfinished:
             for part in list(unfinished):
-                batch = await sdk.batches.retrieve(part.state["batch_id"])
+                batch = await self._control("retrieve batch", lambda: sdk.batches.retrieve(part.state["batch_id"]))
                 self._log_progress(part, batch)
                 if batch.status not in TERMINAL_STATUSES:
                     continue
@@ -275,18 +275,19 @@ class BatchRunner:
                 log.info("found batch %s of a killed job by its metadata", found)
                 return
         else:
-            uploaded = await sdk.files.create(file=(f"bloomqg-{part.digest[:16]}.jsonl", part.jsonl), purpose="batch")
+            uploaded = await self._control("upload the batch file", lambda: sdk.files.create(
+                file=(f"bloomqg-{part.digest[:16]}.jsonl", part.jsonl), purpose="batch"))
             part.state = {
                 "input_file_id": uploaded.id, "model": self.settings.model, "endpoint": self.settings.endpoint,
                 "requests": len(part.calls), "created_at": round(time.time(), 3),
             }
             self._save(part)  # before the batch exists: a kill from here on is resumed, not repaid
-        batch = await sdk.batches.create(
+        batch = await self._control("create the batch", lambda: sdk.batches.create(
             input_file_id=part.state["input_file_id"],
             endpoint=CHAT_ENDPOINT,
             completion_window=self.settings.batch_completion_window,
             metadata={"bloomqg_digest": part.digest[:64]},
-        )
+        ))
         part.state["batch_id"] = batch.id
         self._save(part)
         client._ledger.batches_created += 1
@@ -296,14 +297,40 @@ class BatchRunner:
 
     async def _find_batch(self, sdk: Any, digest: str) -> str | None:
         """The id of a recent batch carrying ``digest`` in its metadata, if any."""
-        seen = 0
-        async for batch in sdk.batches.list(limit=min(RESUME_SEARCH_LIMIT, 100)):
+        page = await self._control("list batches", lambda: sdk.batches.list(limit=RESUME_SEARCH_LIMIT))
+        for batch in page.data:
             if (batch.metadata or {}).get("bloomqg_digest") == digest[:64]:
                 return batch.id
-            seen += 1
-            if seen >= RESUME_SEARCH_LIMIT:
-                break
         return None
+
+    async def _control(self, what: str, send: Callable[[], Awaitable[Any]]) -> Any:
+        """One files/batches call, retried like a chat call on 429, 5xx, timeouts and dropped
+        connections; fatal answers (bad key, unknown path) stop the job, naming what failed."""
+        import openai
+
+        from bloomqg.api.client import FatalAPIError, _RetryableError, backoff_delay
+
+        settings = self.settings
+        for attempt in range(settings.max_retries + 1):
+            try:
+                async with asyncio.timeout(settings.timeout_s):
+                    return await send()
+            except openai.APIStatusError as error:
+                problem = self.client.status_error(
+                    error.status_code, error.message, error.code, error.response.headers, self.api_key
+                )
+            except (TimeoutError, openai.APIConnectionError) as error:
+                problem = _RetryableError("connection", f"{type(error).__name__}")
+            if isinstance(problem, FatalAPIError):
+                raise problem
+            if not isinstance(problem, _RetryableError) or attempt >= settings.max_retries:
+                raise FatalAPIError(f"could not {what} at {settings.endpoint}: {problem}")
+            delay = problem.retry_after_s if problem.retry_after_s is not None else backoff_delay(
+                attempt, base_s=settings.backoff_base_s, max_s=settings.backoff_max_s, rng=self.client._rng
+            )
+            log.info("%s: %s; retry %d/%d in %.2f s", what, problem, attempt + 1, settings.max_retries, delay)
+            await asyncio.sleep(min(delay, settings.backoff_max_s))
+        raise AssertionError("unreachable")
 
     def _log_progress(self, part: _Part, batch: Any) -> None:
         counts = batch.request_counts
@@ -324,7 +351,7 @@ class BatchRunner:
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
                 continue
-            content = await sdk.files.content(file_id)
+            content = await self._control(f"download file {file_id}", lambda: sdk.files.content(file_id))
             for number, line in enumerate(content.content.splitlines(), start=1):
                 if not line.strip():
                     continue

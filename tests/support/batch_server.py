@@ -55,13 +55,18 @@ def chat_completion(body: dict[str, Any], content: str) -> dict[str, Any]:
     messages = body.get("messages") or []
     prompt_tokens = sum(count_tokens(str(m.get("content", ""))) + 3 for m in messages) + 3
     completion_tokens = count_tokens(content)
+    finish_reason = "stop"
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if isinstance(limit, int) and completion_tokens > limit:  # cut at the limit, as a real server
+        content = "".join(m.group(0) + " " for m in list(_PIECE.finditer(content))[:limit]).strip()
+        completion_tokens, finish_reason = limit, "length"
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": str(body.get("model")),
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
         ],
         "usage": {
             "prompt_tokens": prompt_tokens,
