@@ -147,3 +147,28 @@ class Budget:
     def release(self, amount_usd: float) -> None:
         """A reserved call ended (its real cost, if any, is in the ledger by now)."""
         self.reserved = max(0.0, self.reserved - amount_usd)
+
+
+def with_study_budget(entry: Mapping[str, Any], budget_usd: float | None) -> dict[str, Any]:
+    """An API config entry with the study's ``budget_usd`` unless it sets its own; other
+    backends unchanged. The cap is not a ``params:`` value of any rule: raising it must not
+    rerun the jobs that finished within it."""
+    entry = dict(entry)
+    if entry.get("backend") == "openai" and budget_usd is not None and entry.get("budget_usd") is None:
+        entry["budget_usd"] = budget_usd
+    return entry
+
+
+def check_budget_prices(config: Mapping[str, Any]) -> list[str]:
+    """``models.X`` / ``judges.X`` API entries that a budget applies to but that lack prices
+    (their spend could not be counted)."""
+    problems = []
+    for section in ("models", "judges"):
+        for name, entry in (config.get(section) or {}).items():
+            if entry.get("backend") != "openai":
+                continue
+            budget = entry.get("budget_usd", config.get("budget_usd"))
+            priced = entry.get("price_per_million_input") is not None and entry.get("price_per_million_output") is not None
+            if budget is not None and not priced:
+                problems.append(f"{section}.{name}")
+    return problems
