@@ -375,8 +375,6 @@ class BatchRunner:
 
     def _outcome(self, call: "_Call", structured: str | None, record: dict[str, Any]) -> _Outcome:
         """One output or error line → a success, a final failure, or a reason to retry."""
-        from openai.types.chat import ChatCompletion
-
         from bloomqg.api.client import FatalAPIError, _ItemError, _RejectedRequest, _RetryableError
 
         client = self.client
@@ -386,11 +384,7 @@ class BatchRunner:
         body = response.get("body")
         try:
             if status == 200 and isinstance(body, dict):
-                try:
-                    completion = ChatCompletion.model_validate(body)
-                except ValueError as invalid:
-                    raise _RetryableError("invalid_response", f"answer is not a chat completion ({invalid})") from None
-                cached, done = client.parse(call, completion, structured, batch=True)
+                cached, done = client.parse(call, body, structured, batch=True)
                 assert client.cache is not None
                 client.cache.put(call.key, cached)  # before the caller sees it, as in sync mode
                 client._ledger.succeeded += 1
