@@ -14,12 +14,13 @@ all from an expired, cancelled or failed batch) go into a new batch, at most
 ``batch_max_rounds`` more times, or into sync calls once ``batch_sync_below`` or fewer remain;
 what is still failing then is a recorded failure, never a lost row.
 
-Never paid twice: ``<cache_dir>/batches/<sha256 of the JSONL>.json`` records the uploaded file
-and the batch id before and after each is created, and the batch carries that digest in its
-metadata. A killed job, rerun, finds the same calls not yet cached, hence the same JSONL and
-digest, and resumes polling that batch (or, killed between upload and creation, finds the batch
-by its metadata) instead of creating another. A batch whose results were all taken is marked
-done, so a later round with the same calls creates a new one.
+Never paid twice: ``<cache_dir>/batches/<digest>.json`` records the uploaded file, the batch id
+and the batch's ``custom_id`` list, saved before and after each is created; the batch carries
+the digest in its metadata. A killed job, rerun, first takes up every unfinished batch that
+holds any of its calls not yet cached, resuming its polling (or, killed between upload and
+creation, finding the batch by its metadata), and submits new batches only for the calls no
+unfinished batch holds. A batch whose results were all taken is renamed ``<digest>.done.json``,
+so a later round with the same calls creates a new one.
 """
 
 from __future__ import annotations
@@ -155,7 +156,9 @@ class BatchRunner:
                 client.deliver(call, client.budget_failure(call), requests, results, stopped, batch_index)
                 continue
             admitted.append(call)
-        parts = self._parts(admitted, decoding)
+        parts = self._unfinished_parts(admitted, decoding)
+        taken = {call.key for part in parts for call in part.calls}
+        parts += self._parts([call for call in admitted if call.key not in taken], decoding)
         for part in parts:
             part.reserved_usd = sum(client.reservation_usd(call, batch=True) for call in part.calls) if budget else 0.0
             await self._submit(sdk, part)
@@ -183,8 +186,7 @@ class BatchRunner:
                     outcome.completion.extra["attempts"] = attempts[call.key]
                     outcome.completion.extra["batch_id"] = part.state["batch_id"]
                     client.deliver(call, outcome.completion, requests, results, group, batch_index)
-                part.state["done"] = True
-                self._save(part)
+                self._mark_done(part)
                 if budget is not None:
                     budget.release(part.reserved_usd)
                 if on_batch is not None and group:
@@ -243,25 +245,46 @@ class BatchRunner:
         return parts
 
     # ------------------------------------------------------------------ submit / resume
-    def _load(self, part: _Part) -> dict[str, Any]:
-        try:
-            state = json.loads(part.state_path.read_text())
-        except FileNotFoundError:
-            return {}
-        except ValueError as error:
-            raise ValueError(
-                f"batch state {part.state_path} is unreadable ({error}); it may name a batch already paid "
-                "for: look it up in the provider's dashboard before deleting the file"
-            ) from None
-        return {} if state.get("done") else state
+    def _unfinished_parts(self, calls: list["_Call"], decoding: dict[str, Any]) -> list[_Part]:
+        """Batches a killed job left unfinished that hold some of ``calls``: each becomes a part
+        with those calls, to be resumed rather than paid for again."""
+        by_key = {call.key: call for call in calls}
+        parts: list[_Part] = []
+        for path in sorted(self.state_dir.glob("*.json")):
+            if path.name.endswith(".done.json"):
+                continue
+            try:
+                state = json.loads(path.read_text())
+                keys = state["custom_ids"]
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(
+                    f"batch state {path} is unreadable ({error}); it may name a batch already paid for: "
+                    "look it up in the provider's dashboard before deleting the file"
+                ) from None
+            if state.get("endpoint") != self.settings.endpoint or state.get("model") != self.settings.model:
+                continue
+            mine = [by_key.pop(key) for key in keys if key in by_key]
+            if not mine:
+                continue
+            structured = {
+                call.key: self.client.request_body(call, decoding, text_mode=bool(state.get("text_mode")))[1]
+                for call in mine
+            }
+            parts.append(_Part(mine, b"", structured, path.stem, path, state))
+        return parts
 
     def _save(self, part: _Part) -> None:
-        write_text_atomic(part.state_path, json.dumps(part.state, indent=1))
+        write_text_atomic(part.state_path, json.dumps(part.state))
+
+    def _mark_done(self, part: _Part) -> None:
+        """All results taken: keep the record (it names a paid batch), out of the resume scan."""
+        part.state["done"] = True
+        self._save(part)
+        os.replace(part.state_path, part.state_path.with_suffix(".done.json"))
 
     async def _submit(self, sdk: Any, part: _Part) -> None:
         """Resume the part's batch if a previous job made it; else upload and create it."""
         client = self.client
-        part.state = self._load(part)
         if part.state.get("batch_id"):
             client._ledger.batches_resumed += 1
             log.info("resuming batch %s (%d requests) from %s", part.state["batch_id"], len(part.calls), part.state_path)
@@ -280,6 +303,8 @@ class BatchRunner:
             part.state = {
                 "input_file_id": uploaded.id, "model": self.settings.model, "endpoint": self.settings.endpoint,
                 "requests": len(part.calls), "created_at": round(time.time(), 3),
+                "text_mode": self.client._text_mode_for_schemas,
+                "custom_ids": [call.key for call in part.calls],
             }
             self._save(part)  # before the batch exists: a kill from here on is resumed, not repaid
         batch = await self._control("create the batch", lambda: sdk.batches.create(
@@ -362,10 +387,12 @@ class BatchRunner:
                     log.warning("batch %s file %s line %d is not a batch result; skipped", batch.id, file_id, number)
                     continue
                 call = calls.get(key)
-                if call is None or key in outcomes:
-                    log.warning("batch %s: unexpected or repeated custom_id %s; skipped", batch.id, key)
+                if call is None:  # a resumed batch's call answered (and cached) since, or foreign
                     continue
-                outcomes[key] = self._outcome(call, part.structured[key], record)
+                if key in outcomes:
+                    log.warning("batch %s: custom_id %s repeated; the first line kept", batch.id, key)
+                    continue
+                outcomes[key] = self._outcome(call, part.structured[key], record, batch.id)
         why = f"batch {batch.id} ended {batch.status} without a result for it"
         if batch.status == "failed" and batch.errors is not None and batch.errors.data:
             why += ": " + "; ".join(f"{e.code}: {e.message}" for e in batch.errors.data[:3])
@@ -373,7 +400,7 @@ class BatchRunner:
             outcomes.setdefault(key, _Outcome(retry_reason=why))
         return outcomes
 
-    def _outcome(self, call: "_Call", structured: str | None, record: dict[str, Any]) -> _Outcome:
+    def _outcome(self, call: "_Call", structured: str | None, record: dict[str, Any], batch_id: str) -> _Outcome:
         """One output or error line → a success, a final failure, or a reason to retry."""
         from bloomqg.api.client import FatalAPIError, _ItemError, _RejectedRequest, _RetryableError
 
@@ -388,7 +415,7 @@ class BatchRunner:
                 assert client.cache is not None
                 client.cache.put(call.key, cached)  # before the caller sees it, as in sync mode
                 client._ledger.succeeded += 1
-                client.record_spend(call, done, batch=True)
+                client.record_spend(call, done, batch_id=batch_id)
                 return _Outcome(completion=done)
             if isinstance(status, int):
                 detail = (body or {}).get("error") if isinstance(body, dict) else None
@@ -424,5 +451,5 @@ def _cause(reason: str) -> str:
 
 
 def batch_state_files(cache_dir: str | os.PathLike) -> list[Path]:
-    """The batch state files under a cache directory (for tests and clean-ups)."""
+    """The batch state files under a cache directory, finished ones (``*.done.json``) included."""
     return sorted((Path(cache_dir) / "batches").glob("*.json"))

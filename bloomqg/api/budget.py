@@ -50,6 +50,9 @@ class SpendLedger:
         self._offset = 0
         self._total = 0.0
         self._partial = b""
+        #: (cache key, batch id) of batch answers recorded: a resumed batch's answers taken
+        #: again after a kill were paid once and are recorded once
+        self._batch_answers: set[tuple[str, str]] = set()
 
     def record(
         self,
@@ -61,13 +64,19 @@ class SpendLedger:
         completion_tokens: int | None,
         cost_usd: float,
         prompt_estimate: int | None = None,
+        batch_id: str | None = None,
     ) -> None:
         """Append one paid answer (one ``write``, so concurrent writers never interleave)."""
+        if batch_id is not None:
+            self.total()  # reads the lines other processes appended
+            if (key, batch_id) in self._batch_answers:
+                return
+            self._batch_answers.add((key, batch_id))
         line = json.dumps(
             {
                 "time": round(time.time(), 3), "key": key, "model": model, "mode": mode,
                 "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                "prompt_estimate": prompt_estimate, "cost_usd": cost_usd,
+                "prompt_estimate": prompt_estimate, "cost_usd": cost_usd, "batch_id": batch_id,
             },
             separators=(",", ":"),
         ).encode("utf-8") + b"\n"
@@ -109,7 +118,10 @@ class SpendLedger:
         self._partial = lines.pop()  # an unfinished last line waits for its end
         for line in lines:
             try:
-                self._total += float(json.loads(line)["cost_usd"])
+                entry = json.loads(line)
+                self._total += float(entry["cost_usd"])
+                if entry.get("batch_id"):
+                    self._batch_answers.add((entry["key"], entry["batch_id"]))
             except (ValueError, KeyError, TypeError):
                 log.warning("spend ledger %s: a line is not a spend record; skipped", self.path)
         return self._total

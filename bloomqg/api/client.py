@@ -7,8 +7,8 @@ built for long, paid runs:
 * **Never paid twice.** Every successful answer is stored in a content-addressed
   :class:`~bloomqg.api.cache.CallCache` before it is handed back; a rerun (or a duplicate
   request in the same batch) costs no call.
-* **Fast.** Up to ``concurrency`` calls in flight (``asyncio`` + ``aiohttp``), paced by token
-  buckets for requests/min and tokens/min.
+* **Fast.** Up to ``concurrency`` calls in flight (``asyncio``, one keep-alive connection per
+  worker), paced by token buckets for requests/min and tokens/min.
 * **Robust.** 408/429/5xx answers, timeouts, dropped connections and malformed answers are
   retried with exponential back-off and full jitter, honouring ``Retry-After`` /
   ``retry-after-ms``; a 429 also pauses every worker until the server's retry time. After
@@ -26,7 +26,10 @@ Transport is the official ``openai`` SDK (``AsyncOpenAI`` over its aiohttp HTTP 
 ``DefaultAioHttpClient``), with the SDK's own retries off: its typed errors
 (``RateLimitError``, ``APIStatusError``, ``APITimeoutError``, ``APIConnectionError``, ...) are
 mapped here to retry or fail-fast, because pacing, the shared 429 cool-down, the ledger and the
-budget need to see every try. ``mode: batch`` sends the same calls through the Batch API instead
+budget need to see every try. Chat calls go through the SDK's generic ``post`` (same transport,
+headers and errors as ``chat.completions.create``) with the answer read as JSON: the typed
+method's parameter transform and answer model cost ~1 ms of CPU per call, which at 256 calls
+in flight per second is what two cores cannot spare (``benchmarks/judging.py``). ``mode: batch`` sends the same calls through the Batch API instead
 (:mod:`bloomqg.api.batch`); answers land in the same cache, so everything downstream is the same.
 ``budget_usd`` caps the spend recorded under the cache directory (:mod:`bloomqg.api.budget`).
 """
@@ -580,17 +583,18 @@ class OpenAICompatibleClient:
         """What a call may cost at most: the prompt estimate and the whole completion budget."""
         return self.settings.cost(call.prompt_estimate, call.max_tokens, batch=batch) or 0.0
 
-    def record_spend(self, call: _Call, completion: Completion, *, batch: bool) -> None:
-        """Add a paid answer to the run's ledger and to the spend file under the cache."""
+    def record_spend(self, call: _Call, completion: Completion, *, batch_id: str | None = None) -> None:
+        """Add a paid answer to the run's ledger and to the spend file under the cache (a batch
+        answer once per batch, however often its output is taken)."""
         self._ledger.prompt_tokens += completion.n_prompt_tokens or 0
         self._ledger.completion_tokens += completion.n_completion_tokens or 0
         if completion.cost_usd is not None:
             self._ledger.cost_usd += completion.cost_usd
         if self.spend is not None and completion.cost_usd is not None:
             self.spend.record(
-                key=call.key, model=self.settings.model, mode="batch" if batch else "sync",
+                key=call.key, model=self.settings.model, mode="sync" if batch_id is None else "batch",
                 prompt_tokens=completion.n_prompt_tokens, completion_tokens=completion.n_completion_tokens,
-                cost_usd=completion.cost_usd, prompt_estimate=call.prompt_estimate,
+                cost_usd=completion.cost_usd, prompt_estimate=call.prompt_estimate, batch_id=batch_id,
             )
 
     async def _run_calls(
@@ -788,7 +792,7 @@ class OpenAICompatibleClient:
             completion.latency_s = time.monotonic() - started
             completion.extra["attempts"] = attempt + 1
             self._ledger.succeeded += 1
-            self.record_spend(call, completion, batch=False)
+            self.record_spend(call, completion)
             return completion, to_cache
 
     def _failure(self, call: _Call, message: str, attempts: int, started: float) -> Completion:

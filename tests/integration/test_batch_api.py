@@ -143,7 +143,9 @@ def test_a_job_killed_while_polling_resumes_the_same_batch(tmp_path: Path) -> No
             job.wait(timeout=10)
         assert server.batches_created == 1 and not server.answered
 
-        client = OpenAICompatibleClient(ClientSettings(**settings), cache=tmp_path)
+        # The rerun splits differently (3 requests a batch): it still takes up the killed
+        # job's batch, which holds all of its calls, instead of submitting new ones.
+        client = OpenAICompatibleClient(ClientSettings(**settings, batch_max_requests=3), cache=tmp_path)
         requests = _requests(8, "killed")
         completions = client.complete(requests, PARAMS)
         assert all(c.finish_reason == "stop" for c in completions)
@@ -160,10 +162,12 @@ def test_killed_between_upload_and_batch_creation_finds_the_batch_by_metadata(tm
         OpenAICompatibleClient(settings, cache=tmp_path).complete(requests, PARAMS)
         # Forget the batch id as if the job died right after creating the batch, before saving it;
         # and forget the answers, as if nothing had been downloaded.
-        (state_path,) = batch_state_files(tmp_path)
-        state = json.loads(state_path.read_text())
+        (done_path,) = batch_state_files(tmp_path)
+        assert done_path.name.endswith(".done.json")
+        state = json.loads(done_path.read_text())
         del state["batch_id"], state["done"]
-        state_path.write_text(json.dumps(state))
+        done_path.unlink()
+        (tmp_path / "batches" / done_path.name.replace(".done.json", ".json")).write_text(json.dumps(state))
         for path in tmp_path.glob("??/*.json"):
             path.unlink()
         client = OpenAICompatibleClient(settings, cache=tmp_path)
@@ -171,6 +175,30 @@ def test_killed_between_upload_and_batch_creation_finds_the_batch_by_metadata(tm
         assert all(c.finish_reason == "stop" for c in completions)
         assert server.batches_created == 1 and client.ledger()["batches_resumed"] == 1
         _paid_once(server, client, requests)
+
+
+def test_killed_while_taking_results_finishes_from_the_same_batch(tmp_path: Path) -> None:
+    """Killed after caching part of a finished batch's answers: the rest come from that batch's
+    output, not from a new batch of the calls still missing."""
+    with BatchServer(step_s=0.05) as server:
+        settings = _settings(server)
+        requests = _requests(6, "half")
+        first = OpenAICompatibleClient(settings, cache=tmp_path).complete(requests, PARAMS)
+        (done_path,) = batch_state_files(tmp_path)
+        state = json.loads(done_path.read_text())
+        del state["done"]
+        done_path.unlink()
+        (tmp_path / "batches" / done_path.name.replace(".done.json", ".json")).write_text(json.dumps(state))
+        client = OpenAICompatibleClient(settings, cache=tmp_path)
+        for request in requests[:3]:
+            CallCache(tmp_path).path_for(client.cache_key(request, PARAMS)).unlink()
+        again = client.complete(requests, PARAMS)
+        assert [c.text for c in again] == [c.text for c in first]
+        assert [c.cached for c in again] == [False] * 3 + [True] * 3
+        assert server.batches_created == 1 and client.ledger()["batches_resumed"] == 1
+        _paid_once(server, client, requests)
+        spent = SpendLedger(tmp_path / "spend.jsonl").entries()
+        assert len(spent) == len(requests), "answers taken again are recorded once"
 
 
 def test_batches_split_at_the_request_and_byte_limits(tmp_path: Path) -> None:
