@@ -256,6 +256,8 @@ class BatchRunner:
             try:
                 state = json.loads(path.read_text())
                 keys = state["custom_ids"]
+            except FileNotFoundError:  # another job finished that batch just now
+                continue
             except (ValueError, KeyError, TypeError) as error:
                 raise ValueError(
                     f"batch state {path} is unreadable ({error}); it may name a batch already paid for: "
