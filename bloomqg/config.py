@@ -237,6 +237,15 @@ def prepare_study(
         elif ref:
             raise ConfigError(f"judges.{name}.model_ref: only hf judges borrow a model's weights")
 
+    from bloomqg.api.budget import check_budget_prices
+
+    unpriced = check_budget_prices(cfg)
+    if unpriced:
+        raise ConfigError(
+            f"budget_usd is set but {', '.join(unpriced)} give no price_per_million_input/output: "
+            "their spend could not be counted against the cap"
+        )
+
     if cfg.get("release_manifest"):
         cfg["release_manifest"] = str(
             resolve_path(cfg["release_manifest"], workdir=workdir, where="release_manifest")

@@ -700,7 +700,7 @@ def build_report_from_files(
     ``judgments`` may be empty (an imported release publishes votes, not the judges' calls):
     the judgments provenance and the cost ledger are then empty too.
     """
-    from bloomqg.ledger import LEDGER_COLUMNS, ledger_from_judgments
+    from bloomqg.api.ledger import LEDGER_COLUMNS, ledger_from_judgments
     from bloomqg.parquet_io import read_frame, read_frames, read_provenance
     from bloomqg.provenance import git_commit, package_versions
     from bloomqg.schemas import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES

@@ -50,12 +50,12 @@ STAGE_MODULES = {
     "datasets": ("bloomqg.datasets", "bloomqg.verbs", "bloomqg.bloom"),
     "models": ("bloomqg.models",),
     "prompts": ("bloomqg.prompts",),
-    "generation": ("bloomqg.generation", "bloomqg.prompts", "bloomqg.parsing", "bloomqg.llm_client", "bloomqg.call_cache", "bloomqg.sharding"),
-    "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.llm_client", "bloomqg.call_cache"),
+    "generation": ("bloomqg.generation", "bloomqg.prompts", "bloomqg.parsing", "bloomqg.api", "bloomqg.sharding"),
+    "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
     "voting": ("bloomqg.voting",),
     "metrics": ("bloomqg.metrics",),
     "release": ("bloomqg.release.runs", "bloomqg.release.download", "bloomqg.release.reliability", "bloomqg.voting"),
-    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release.tables", "bloomqg.release.paper", "bloomqg.ledger"),
+    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release.tables", "bloomqg.release.paper", "bloomqg.api.ledger"),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
 

@@ -66,3 +66,26 @@ rule vote_judgments:
         "../envs/analysis.yaml"
     script:
         "../workflow_scripts/vote_judgments.py"
+
+
+rule estimate_cost:
+    """Print per API judge and generator the calls not yet cached, their estimated tokens and
+    cost, before any call: `snakemake estimate_cost` runs only the local data and prompt steps."""
+    input:
+        prompts=sorted({f"results/prompts/{c.dataset}/{c.strategy}.parquet" for c in CELLS}),
+        datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
+        rubric=[CFG["prompts"]["judge"]] if any(s.get("backend") == "openai" for s in CFG["judges"].values()) else [],
+    params:
+        config=CFG,
+        cells=[(c.dataset, c.strategy, c.model) for c in CELLS],
+        # Read when they exist (exact judge requests), never required: estimating sends nothing.
+        generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
+        cache_dir=CFG["cache_dir"],
+    log:
+        text="logs/estimate_cost.log",
+        table="logs/estimate_cost.tsv",
+    localrule: True
+    conda:
+        "../envs/generation.yaml"
+    script:
+        "../workflow_scripts/estimate_cost.py"

@@ -1,4 +1,5 @@
 """Rule generate_questions: one shard of one model × dataset × strategy."""
+from bloomqg.api.budget import with_study_budget
 from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
@@ -13,7 +14,8 @@ params = snakemake.params
 prompts = shard_rows(read_frame(snakemake.input.prompts, PROMPTS), int(snakemake.wildcards.shard), params.n_shards)
 spec = dict(params.spec)
 generator = make_text_generator(
-    spec,
+    # The cap comes from the config, not params: raising it must not rerun finished jobs.
+    with_study_budget(spec, snakemake.config.get("budget_usd")),
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     cache_dir=params.cache_dir,
     num_threads=snakemake.threads,

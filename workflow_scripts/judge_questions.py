@@ -10,10 +10,13 @@ params = snakemake.params
 spec = dict(params.spec)
 text_generator = None
 if spec["backend"] in ("hf", "openai"):
+    from bloomqg.api.budget import with_study_budget
     from bloomqg.generation.factory import make_text_generator
 
     # An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec.
     generator_spec = dict(params.model_spec) if params.model_spec else spec
+    # The cap comes from the config, not params: raising it must not rerun finished jobs.
+    generator_spec = with_study_budget(generator_spec, snakemake.config.get("budget_usd"))
     text_generator = make_text_generator(
         generator_spec,
         model_dir=snakemake.input.model[0] if snakemake.input.model else None,

@@ -2,7 +2,7 @@
 
 Used for API-only question generators (the paper's Spark3.5-Max) and for LLM judges
 (gpt-4o-mini, gpt-4.1-mini). All transport — caching, concurrency, rate limits, retries,
-structured outputs, the cost ledger — lives in :mod:`bloomqg.llm_client`; this class maps a
+structured outputs, the cost ledger — lives in :mod:`bloomqg.api.client`; this class maps a
 config entry onto it and records provenance without secrets.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams
-from bloomqg.llm_client import ClientSettings, OpenAICompatibleClient
+from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
 
 log = logging.getLogger(__name__)
 

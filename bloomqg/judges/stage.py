@@ -24,7 +24,7 @@ import pandas as pd
 from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.base import TextGenerator
 from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
-from bloomqg.llm_client import ClientSettings
+from bloomqg.api.client import ClientSettings
 from bloomqg.provenance import code_fingerprint
 from bloomqg.schemas import CRITERIA, DATASET, GENERATIONS, JUDGMENTS
 

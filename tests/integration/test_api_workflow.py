@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -123,3 +125,97 @@ def test_wrong_key_fails_fast_and_never_leaks(tmp_path, servers):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert WRONG_KEY.encode() not in path.read_bytes(), f"the key leaked into {path}"
+
+
+# ------------------------------------------------------------------ batch mode and the estimate
+
+BATCH_JUDGES = ("batch-a", "batch-b")
+VOTES_TARGET = "results/votes/cs/fgp/api-gen.parquet"
+
+
+def batch_config(workdir: Path, generator_port: int, server) -> Path:
+    prices = {"price_per_million_input": 0.15, "price_per_million_output": 0.60,
+              "batch_price_per_million_input": 0.075, "batch_price_per_million_output": 0.30}
+    config = yaml.safe_load(api_config(workdir, generator_port, server).read_text())
+    config["models"]["api-gen"].update(prices)
+    config["judges"] = {
+        name: {"backend": "openai", "model": f"fixed-{name}", "base_url": server.base_url,
+               "api_key_env": "BLOOMQG_TEST_KEY", "mode": "batch", "batch_poll_s": 0.2,
+               "batch_poll_max_s": 0.5, **prices}
+        for name in BATCH_JUDGES
+    }
+    path = workdir / "batch.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_batch_study_killed_while_polling_pays_each_request_once(tmp_path):
+    """Estimate, run in batch mode, kill Snakemake while its judge jobs poll, rerun: every
+    request is answered once, the ledger matches the estimate within 10%, a forced rerun sends
+    nothing."""
+    from bloomqg.api.batch import batch_state_files
+    from bloomqg.api.budget import SpendLedger
+    from tests.support.batch_server import BatchServer
+
+    question = json.dumps({"question": "How would you design a stack that also returns its minimum in O(1)?"})
+    generator, generator_port = start_server(question)
+    server = BatchServer(step_s=3.0, required_api_key=KEY).start()
+    try:
+        config = batch_config(tmp_path, generator_port, server)
+        estimate = snakemake(tmp_path, config, KEY, "estimate_cost")
+        assert estimate.returncode == 0, estimate.stderr[-5000:]
+        assert server.batches_created == 0 and not server.answered, "estimating sends nothing"
+        report = (tmp_path / "logs" / "estimate_cost.log").read_text()
+        assert "api-gen" in report and all(name in report for name in BATCH_JUDGES)
+
+        # Generate first (sync), so the estimate is exact about the questions to judge.
+        generated = snakemake(tmp_path, config, KEY, "results/generations/cs/fgp/api-gen.parquet")
+        assert generated.returncode == 0, generated.stderr[-5000:]
+        estimate = snakemake(tmp_path, config, KEY, "estimate_cost")
+        assert estimate.returncode == 0, estimate.stderr[-5000:]
+        table = pd.read_csv(tmp_path / "logs" / "estimate_cost.tsv", sep="\t")
+        judged = table[table["role"] == "judge"]
+        assert set(judged["name"]) == set(BATCH_JUDGES) and (judged["to_call"] == N_ITEMS).all()
+        assert (table.loc[table["role"] == "generator", "to_call"] == 0).all(), "generations are cached"
+        estimated_usd = float(judged["cost_usd"].sum())
+
+        env = {**os.environ, "BLOOMQG_TEST_KEY": KEY}
+        run = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+             "--configfile", str(config), "--cores", "2", VOTES_TARGET],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while sum("batch_id" in json.loads(p.read_text()) for p in batch_state_files(tmp_path / "cache")) < 2:
+                assert run.poll() is None, "Snakemake ended before both judge jobs created their batch"
+                assert time.monotonic() < deadline, "no batches created"
+                time.sleep(0.1)
+            os.killpg(run.pid, signal.SIGKILL)  # both judge jobs are polling
+        finally:
+            run.wait(timeout=30)
+        assert server.batches_created == len(BATCH_JUDGES) and not server.answered
+
+        snakemake(tmp_path, config, KEY, "--unlock")
+        rerun = snakemake(tmp_path, config, KEY, "--rerun-incomplete", VOTES_TARGET)
+        assert rerun.returncode == 0, rerun.stderr[-5000:]
+        assert server.batches_created == len(BATCH_JUDGES), "the rerun resumed the killed jobs' batches"
+        assert len(server.answered) == N_ITEMS * len(BATCH_JUDGES)
+        assert all(count == 1 for count in server.answered.values()), "each request paid once"
+        for judge in BATCH_JUDGES:
+            verdicts = read_frame(tmp_path / "results" / "judgments" / "cs" / "fgp" / "api-gen" / f"{judge}.parquet", JUDGMENTS)
+            assert len(verdicts) == N_ITEMS * len(CRITERIA) and (verdicts["status"] == "ok").all()
+
+        spent = [e for e in SpendLedger(tmp_path / "cache" / "spend.jsonl").entries() if e["mode"] == "batch"]
+        paid_usd = sum(e["cost_usd"] for e in spent)
+        assert len(spent) == N_ITEMS * len(BATCH_JUDGES)
+        assert abs(estimated_usd - paid_usd) <= 0.10 * paid_usd, (estimated_usd, paid_usd)
+
+        answered = sum(server.answered.values())
+        forced = snakemake(tmp_path, config, KEY, "--forcerun", "judge_questions", VOTES_TARGET)
+        assert forced.returncode == 0, forced.stderr[-5000:]
+        assert server.batches_created == len(BATCH_JUDGES) and sum(server.answered.values()) == answered
+    finally:
+        server.stop()
+        generator.terminate()
+        generator.wait(timeout=10)

@@ -29,9 +29,9 @@ from typing import Iterator
 import pytest
 import yaml
 
-from bloomqg.call_cache import CachedResponse, CallCache, call_cache_key
+from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
-from bloomqg.llm_client import (
+from bloomqg.api.client import (
     ClientSettings,
     FatalAPIError,
     OpenAICompatibleClient,
@@ -106,7 +106,7 @@ def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
 def test_redact_and_token_estimate() -> None:
     assert SECRET not in redact(f"Incorrect API key provided: {SECRET}.", SECRET)
     assert "sk-proj-abcdef123456" not in redact("key sk-proj-abcdef123456 bad", None)
-    assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 150
+    assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 100 + 3 + 3 + 50
 
 
 def test_structured_output_request_shapes() -> None:
@@ -386,7 +386,7 @@ def test_timeouts_are_retried(fixed_latency_port: int, tmp_path: Path) -> None:
 def test_requests_per_minute_limit_paces_the_client(
     fixed_latency_port: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("bloomqg.llm_client.RATE_LIMIT_BURST_WINDOW_S", 0.5)
+    monkeypatch.setattr("bloomqg.api.client.RATE_LIMIT_BURST_WINDOW_S", 0.5)
     settings = ClientSettings(
         model="fixed-latency",
         base_url=f"http://127.0.0.1:{fixed_latency_port}/v1",
@@ -516,7 +516,7 @@ def test_structured_outputs_fall_back_to_text_once(
         client = OpenAICompatibleClient(
             _settings(smollm_server, proxy.base_url, concurrency=1), cache=tmp_path
         )
-        with caplog.at_level(logging.WARNING, logger="bloomqg.llm_client"):
+        with caplog.at_level(logging.WARNING, logger="bloomqg.api.client"):
             completions = client.complete(_requests(3, "json", schema=schema), PARAMS)
         assert all(c.finish_reason != "error" for c in completions)
         assert [c.extra["structured_output"] for c in completions] == ["text"] * 3

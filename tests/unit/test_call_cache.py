@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.call_cache import CachedResponse, CallCache, call_cache_key
+from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 
 MESSAGES = (
     {"role": "system", "content": "You judge questions."},
@@ -103,7 +103,7 @@ def test_corrupt_entry_is_a_logged_miss(
     k = key()
     path = cache.path_for(k)
     path.write_bytes(content.replace(b"KEY", k.encode()))
-    with caplog.at_level(logging.WARNING, logger="bloomqg.call_cache"):
+    with caplog.at_level(logging.WARNING, logger="bloomqg.api.cache"):
         assert cache.get(k) is None
     assert str(path) in caplog.text and "miss" in caplog.text
     # The next successful call repairs the entry.
@@ -157,7 +157,7 @@ def test_parallel_writers_and_readers_never_see_a_torn_entry(
     torn, whole = queue.get(timeout=10)
     assert torn == 0 and whole > 0, (torn, whole)
     cache = CallCache(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="bloomqg.call_cache"):
+    with caplog.at_level(logging.WARNING, logger="bloomqg.api.cache"):
         entries = [cache.get(k) for k in keys]
     assert all(e is not None for e in entries), "every key must end with a whole entry"
     assert "corrupt" not in caplog.text

@@ -5,10 +5,10 @@ into one :class:`~bloomqg.generation.base.Completion` per request, in request or
 built for long, paid runs:
 
 * **Never paid twice.** Every successful answer is stored in a content-addressed
-  :class:`~bloomqg.call_cache.CallCache` before it is handed back; a rerun (or a duplicate
+  :class:`~bloomqg.api.cache.CallCache` before it is handed back; a rerun (or a duplicate
   request in the same batch) costs no call.
-* **Fast.** Up to ``concurrency`` calls in flight (``asyncio`` + ``aiohttp``), paced by token
-  buckets for requests/min and tokens/min.
+* **Fast.** Up to ``concurrency`` calls in flight (``asyncio``, one keep-alive connection per
+  worker), paced by token buckets for requests/min and tokens/min.
 * **Robust.** 408/429/5xx answers, timeouts, dropped connections and malformed answers are
   retried with exponential back-off and full jitter, honouring ``Retry-After`` /
   ``retry-after-ms``; a 429 also pauses every worker until the server's retry time. After
@@ -22,12 +22,16 @@ built for long, paid runs:
   while the same request without it succeeds, the client switches to JSON-in-text once (logged)
   for the rest of its life.
 
-Transport is a plain ``aiohttp`` POST of the chat-completions JSON rather than the ``openai``
-package: measured on a 2-core machine at 64 calls in flight, ``AsyncOpenAI`` spent ~1.5-3 ms
-of CPU per call (request transformation, pydantic models, its HTTP pool; plain ``httpx`` ~10 ms,
-its pool scales badly) against ~0.2 ms for bare ``aiohttp`` and ~0.5-0.8 ms for this whole
-client, which is what lets it approach ``concurrency ÷ latency`` (``benchmarks/judging.py``).
-Retries, back-off and the ledger are this module's own either way.
+Transport is the official ``openai`` SDK (``AsyncOpenAI`` over its aiohttp HTTP client,
+``DefaultAioHttpClient``), with the SDK's own retries off: its typed errors
+(``RateLimitError``, ``APIStatusError``, ``APITimeoutError``, ``APIConnectionError``, ...) are
+mapped here to retry or fail-fast, because pacing, the shared 429 cool-down, the ledger and the
+budget need to see every try. Chat calls go through the SDK's generic ``post`` (same transport,
+headers and errors as ``chat.completions.create``) with the answer read as JSON: the typed
+method's parameter transform and answer model cost ~1 ms of CPU per call, which at 256 calls
+in flight per second is what two cores cannot spare (``benchmarks/judging.py``). ``mode: batch`` sends the same calls through the Batch API instead
+(:mod:`bloomqg.api.batch`); answers land in the same cache, so everything downstream is the same.
+``budget_usd`` caps the spend recorded under the cache directory (:mod:`bloomqg.api.budget`).
 """
 
 from __future__ import annotations
@@ -45,18 +49,29 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from bloomqg.call_cache import CachedResponse, CallCache, call_cache_key
+from bloomqg.api.budget import Budget, BudgetExceededError, SpendLedger, estimate_prompt_tokens
+from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams
 
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
 log = logging.getLogger(__name__)
+# The SDK's HTTP library logs every request at INFO: 60,000 lines per judge job. Keep its
+# warnings; a user who wants the requests sets the level back.
+for _name in ("httpx", "httpx2"):
+    if logging.getLogger(_name).level == logging.NOTSET:
+        logging.getLogger(_name).setLevel(logging.WARNING)
 
 #: The endpoint used when ``base_url`` is None (explicit, so OPENAI_BASE_URL never redirects calls).
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 STRUCTURED_OUTPUT_MODES = ("auto", "json_schema", "json_object", "none")
+#: ``sync``: one chat call per request; ``batch``: the OpenAI Batch API (half price, hours).
+CLIENT_MODES = ("sync", "batch")
 
 #: HTTP statuses worth another try: request timeout, rate limit, transient server errors.
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -96,6 +111,22 @@ class ClientSettings:
     price_per_million_input: float | None = None
     price_per_million_output: float | None = None
     structured_outputs: str = "auto"
+    mode: str = "sync"
+    #: Batch API prices; None: the sync prices (an upper bound: OpenAI charges half)
+    batch_price_per_million_input: float | None = None
+    batch_price_per_million_output: float | None = None
+    batch_completion_window: str = "24h"
+    batch_poll_s: float = 30.0
+    batch_poll_max_s: float = 600.0
+    #: the Batch API's limits per batch: requests and input file bytes (split above them)
+    batch_max_requests: int = 50_000
+    batch_max_bytes: int = 200_000_000
+    #: new batches for failed or expired items, after the first
+    batch_max_rounds: int = 2
+    #: this many failed items or fewer are retried as sync calls instead of a new batch
+    batch_sync_below: int = 20
+    #: stop calls once the spend recorded under the cache directory would pass this (USD)
+    budget_usd: float | None = None
 
     def __post_init__(self) -> None:
         def fail(key: str, why: str) -> None:
@@ -119,7 +150,14 @@ class ClientSettings:
             or self.max_retries < 0
         ):
             fail("max_retries", "must be an integer >= 0")
-        for key in ("rpm", "tpm", "price_per_million_input", "price_per_million_output"):
+        for key in ("batch_max_requests", "batch_max_bytes", "batch_max_rounds", "batch_sync_below"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if "round" in key or "below" in key else 1):
+                fail(key, "must be a non-negative integer" if "round" in key or "below" in key else "must be an integer >= 1")
+        for key in (
+            "rpm", "tpm", "price_per_million_input", "price_per_million_output",
+            "batch_price_per_million_input", "batch_price_per_million_output", "budget_usd",
+        ):
             value = getattr(self, key)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
@@ -128,12 +166,41 @@ class ClientSettings:
         for key in ("rpm", "tpm"):
             if getattr(self, key) == 0:
                 fail(key, "must be > 0 (use null for no limit)")
-        for key in ("timeout_s", "backoff_base_s", "backoff_max_s"):
+        for key in ("timeout_s", "backoff_base_s", "backoff_max_s", "batch_poll_s", "batch_poll_max_s"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 fail(key, "must be a positive number")
         if self.structured_outputs not in STRUCTURED_OUTPUT_MODES:
             fail("structured_outputs", f"must be one of {', '.join(STRUCTURED_OUTPUT_MODES)}")
+        if self.mode not in CLIENT_MODES:
+            fail("mode", f"must be one of {', '.join(CLIENT_MODES)}")
+        if self.budget_usd is not None and not self.prices_known:
+            fail("budget_usd", "needs price_per_million_input and price_per_million_output: "
+                 "without prices the spend cannot be counted")
+
+    @property
+    def prices_known(self) -> bool:
+        return self.price_per_million_input is not None and self.price_per_million_output is not None
+
+    def prices(self, *, batch: bool) -> tuple[float, float] | None:
+        """USD per million (input, output) tokens for sync or batch calls; None when unknown."""
+        if not self.prices_known:
+            return None
+        if batch:
+            return (
+                self.price_per_million_input if self.batch_price_per_million_input is None
+                else self.batch_price_per_million_input,
+                self.price_per_million_output if self.batch_price_per_million_output is None
+                else self.batch_price_per_million_output,
+            )  # type: ignore[return-value]
+        return self.price_per_million_input, self.price_per_million_output  # type: ignore[return-value]
+
+    def cost(self, prompt_tokens: int | None, completion_tokens: int | None, *, batch: bool) -> float | None:
+        """USD of one call at the configured prices; None when prices or usage are unknown."""
+        prices = self.prices(batch=batch)
+        if prices is None or prompt_tokens is None or completion_tokens is None:
+            return None
+        return (prompt_tokens * prices[0] + completion_tokens * prices[1]) / 1e6
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> "ClientSettings":
@@ -206,21 +273,9 @@ def backoff_delay(attempt: int, *, base_s: float, max_s: float, rng: random.Rand
     return rng.uniform(0.0, min(max_s, base_s * (2.0 ** min(attempt, 60))))
 
 
-def env_proxy_for(url: str) -> str | None:
-    """The proxy HTTPS_PROXY/HTTP_PROXY/NO_PROXY name for ``url``, as the openai package would
-    use. Looked up once per run: aiohttp's ``trust_env`` does it in a thread on every request."""
-    import urllib.request
-
-    parts = urlsplit(url)
-    if urllib.request.proxy_bypass(parts.hostname or ""):
-        return None
-    return urllib.request.getproxies().get(parts.scheme)
-
-
 def estimate_tokens(messages: Sequence[Mapping[str, str]], max_tokens: int) -> int:
-    """Tokens a call may use, for pacing: prompt characters / 4 plus the completion budget."""
-    chars = sum(len(str(m.get("content", ""))) for m in messages)
-    return math.ceil(chars / 4) + int(max_tokens)
+    """Tokens a call may use, for pacing: the prompt estimate plus the completion budget."""
+    return estimate_prompt_tokens(messages) + int(max_tokens)
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -284,7 +339,13 @@ class _Call:
     key: str
     request: ChatRequest
     request_indices: list[int]
-    estimated_tokens: int
+    prompt_estimate: int
+    max_tokens: int
+
+    @property
+    def estimated_tokens(self) -> int:
+        """Tokens the call may use: the prompt estimate plus the whole completion budget."""
+        return self.prompt_estimate + self.max_tokens
 
 
 @dataclass
@@ -301,18 +362,30 @@ class _Ledger:
     cost_usd: float = 0.0
     structured_outputs_fallback: bool = False
     cache_write_errors: int = 0
+    batches_created: int = 0
+    batches_resumed: int = 0
+    batch_items_sent: int = 0
+    budget_stopped: int = 0
 
 
 class OpenAICompatibleClient:
     """Concurrent, cached, rate-limited, retrying chat completions against one model."""
 
     def __init__(self, settings: ClientSettings, *, cache: CallCache | str | os.PathLike | None) -> None:
-        """``cache``: a :class:`CallCache`, a directory for one, or None (no caching: tests only)."""
+        """``cache``: a :class:`CallCache`, a directory for one, or None (no caching: tests only).
+
+        With a cache, every paid call is also appended to ``<cache>/spend.jsonl`` (what
+        ``budget_usd`` is checked against) and batch jobs are remembered in ``<cache>/batches``.
+        """
         self.settings = settings
         self.cache = cache if (cache is None or isinstance(cache, CallCache)) else CallCache(cache)
         self._ledger = _Ledger()
         self._text_mode_for_schemas = settings.structured_outputs in ("none", "json_object")
         self._rng = random.Random()
+        self.spend = SpendLedger(self.cache.directory / "spend.jsonl") if self.cache is not None else None
+        if settings.budget_usd is not None and self.spend is None:
+            raise ValueError("budget_usd needs a call cache: the spend is recorded beside it")
+        self.budget = Budget(settings.budget_usd, self.spend) if settings.budget_usd is not None else None
 
     # ----------------------------------------------------------------------------- public API
     def complete(
@@ -331,17 +404,26 @@ class OpenAICompatibleClient:
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, coroutine).result()
 
+    def cache_key(self, request: ChatRequest, params: DecodingParams) -> str:
+        """The call-cache key of ``request`` under ``params`` (also the batch ``custom_id``)."""
+        return call_cache_key(
+            self.settings.model, request.messages, response_schema=request.response_schema,
+            **self._decoding(params),
+        )
+
     async def acomplete(
         self,
         requests: Sequence[ChatRequest],
         params: DecodingParams,
         on_batch: BatchCallback | None = None,
     ) -> list[Completion]:
-        """Cache lookups first, then the misses over the network; ``on_batch`` receives finished
-        completions in groups (cache hits first) so a caller can checkpoint a long run.
+        """Cache lookups first, then the misses over the network (or the Batch API); ``on_batch``
+        receives finished completions in groups (cache hits first) so a caller can checkpoint.
 
-        Raises :class:`FatalAPIError` when no request can succeed; every other failure is a
-        Completion with ``finish_reason="error"``.
+        Raises :class:`FatalAPIError` when no request can succeed, and
+        :class:`~bloomqg.api.budget.BudgetExceededError` after the calls within ``budget_usd``
+        when some were not made (those are never handed to ``on_batch``, so a rerun with a
+        higher cap makes them). Every other failure is a Completion with ``finish_reason="error"``.
         """
         decoding = self._decoding(params)
         results: list[Completion | None] = [None] * len(requests)
@@ -365,9 +447,7 @@ class OpenAICompatibleClient:
                 hits.append(results[index])
                 self._ledger.cache_hits += 1
                 continue
-            calls[key] = _Call(
-                key, request, [index], estimate_tokens(request.messages, decoding["max_tokens"])
-            )
+            calls[key] = _Call(key, request, [index], estimate_prompt_tokens(request.messages), decoding["max_tokens"])
 
         batch_index = 0
         if hits and on_batch is not None:
@@ -377,17 +457,24 @@ class OpenAICompatibleClient:
             batch_index += 1
         if calls:
             log.info(
-                "%s @ %s: %d cache hits, %d calls to make (%d concurrent)",
+                "%s @ %s: %d cache hits, %d calls to make (%s mode, %d concurrent)",
                 self.settings.model,
                 self.settings.endpoint,
                 len(hits),
                 len(calls),
+                self.settings.mode,
                 self.settings.concurrency,
             )
-            await self._run_calls(list(calls.values()), requests, decoding, results, on_batch, batch_index)
+            if self.settings.mode == "batch":
+                from bloomqg.api.batch import BatchRunner
+
+                await BatchRunner(self).run(list(calls.values()), requests, decoding, results, on_batch, batch_index)
+            else:
+                await self._run_calls(list(calls.values()), requests, decoding, results, on_batch, batch_index)
         missing = [requests[i].request_id for i, c in enumerate(results) if c is None]
         if missing:  # a bug, not an API failure: never return fewer rows than asked for
             raise RuntimeError(f"no completion for request(s) {missing[:5]}")
+        self._raise_if_budget_stopped(results)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
 
     def ledger(self) -> dict[str, Any]:
@@ -395,30 +482,16 @@ class OpenAICompatibleClient:
         data = dataclasses.asdict(self._ledger)
         data["retries"] = dict(sorted(self._ledger.retries.items()))
         data["retries_total"] = sum(self._ledger.retries.values())
-        data["cost_usd"] = self._ledger.cost_usd if self._prices_known else None
+        data["cost_usd"] = self._ledger.cost_usd if self.settings.prices_known else None
         data["model"] = self.settings.model
         data["endpoint"] = self.settings.endpoint
+        data["mode"] = self.settings.mode
         return data
 
     def close(self) -> None:
         """Nothing to release: each :meth:`complete` opens and closes its own connections."""
 
     # ------------------------------------------------------------------------------ internals
-    @property
-    def _prices_known(self) -> bool:
-        return (
-            self.settings.price_per_million_input is not None
-            and self.settings.price_per_million_output is not None
-        )
-
-    def _cost(self, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
-        if not self._prices_known or prompt_tokens is None or completion_tokens is None:
-            return None
-        return (
-            prompt_tokens * self.settings.price_per_million_input  # type: ignore[operator]
-            + completion_tokens * self.settings.price_per_million_output  # type: ignore[operator]
-        ) / 1e6
-
     @staticmethod
     def _decoding(params: DecodingParams) -> dict[str, Any]:
         """The decoding fields sent (and keyed): greedy decoding is temperature 0, top_p 1."""
@@ -440,7 +513,7 @@ class OpenAICompatibleClient:
             n_completion_tokens=cached.n_completion_tokens,
             latency_s=None,
             cached=True,
-            cost_usd=0.0 if self._prices_known else None,
+            cost_usd=0.0 if self.settings.prices_known else None,
             extra={"cache_key": key, "response_model": cached.response_model},
         )
 
@@ -457,6 +530,73 @@ class OpenAICompatibleClient:
             )
         return key
 
+    def sdk_client(self, api_key: str | None) -> "AsyncOpenAI":
+        """``AsyncOpenAI`` over the SDK's aiohttp HTTP client, its own retries off (ours see
+        every try), one keep-alive connection per worker."""
+        import httpx2
+        from openai import AsyncOpenAI, DefaultAioHttpClient
+
+        settings = self.settings
+        slots = max(settings.concurrency, 1)
+        return AsyncOpenAI(
+            # A keyless local server still gets a placeholder: the SDK would otherwise read
+            # OPENAI_API_KEY from the environment and send the real key to it.
+            api_key=api_key or "no-key",
+            base_url=settings.base_url or OPENAI_BASE_URL,
+            max_retries=0,
+            timeout=settings.timeout_s,
+            http_client=DefaultAioHttpClient(
+                limits=httpx2.Limits(max_connections=slots, max_keepalive_connections=slots),
+                timeout=settings.timeout_s,
+            ),
+        )
+
+    def _raise_if_budget_stopped(self, results: Sequence[Completion]) -> None:
+        stopped = [c for c in results if c.extra.get("failure_reason") == "budget"]
+        if not stopped or self.budget is None:
+            return
+        for completion in stopped:
+            log.warning("%s: not called (reason budget)", completion.request_id)
+        raise BudgetExceededError(
+            f"budget_usd cap reached for {self.settings.model}: spent ${self.budget.spent():.4f} of the "
+            f"${self.budget.cap_usd:g} cap (spend recorded in {self.budget.ledger.path}); "
+            f"{len(stopped)} of {len(results)} calls were not made (reason budget, listed in the log). "
+            "Raise budget_usd and rerun: answered calls are cached, only the missing ones are paid."
+        )
+
+    def budget_failure(self, call: _Call) -> Completion:
+        """The recorded failure of a call the budget stopped."""
+        assert self.budget is not None
+        self._ledger.budget_stopped += 1
+        return Completion(
+            request_id=call.request.request_id,
+            text=None,
+            finish_reason="error",
+            error=(
+                f"budget: not called, the spend would pass budget_usd ${self.budget.cap_usd:g} "
+                f"(spent ${self.budget.spent():.4f})"
+            ),
+            extra={"cache_key": call.key, "attempts": 0, "failure_reason": "budget"},
+        )
+
+    def reservation_usd(self, call: _Call, *, batch: bool) -> float:
+        """What a call may cost at most: the prompt estimate and the whole completion budget."""
+        return self.settings.cost(call.prompt_estimate, call.max_tokens, batch=batch) or 0.0
+
+    def record_spend(self, call: _Call, completion: Completion, *, batch_id: str | None = None) -> None:
+        """Add a paid answer to the run's ledger and to the spend file under the cache (a batch
+        answer once per batch, however often its output is taken)."""
+        self._ledger.prompt_tokens += completion.n_prompt_tokens or 0
+        self._ledger.completion_tokens += completion.n_completion_tokens or 0
+        if completion.cost_usd is not None:
+            self._ledger.cost_usd += completion.cost_usd
+        if self.spend is not None and completion.cost_usd is not None:
+            self.spend.record(
+                key=call.key, model=self.settings.model, mode="sync" if batch_id is None else "batch",
+                prompt_tokens=completion.n_prompt_tokens, completion_tokens=completion.n_completion_tokens,
+                cost_usd=completion.cost_usd, prompt_estimate=call.prompt_estimate, batch_id=batch_id,
+            )
+
     async def _run_calls(
         self,
         calls: list[_Call],
@@ -465,30 +605,18 @@ class OpenAICompatibleClient:
         results: list[Completion | None],
         on_batch: BatchCallback | None,
         batch_index: int,
-    ) -> None:
-        """Send ``calls`` with ``concurrency`` workers; fill ``results``; fire ``on_batch``."""
-        import aiohttp
-
+    ) -> int:
+        """Send ``calls`` with ``concurrency`` workers; fill ``results``; fire ``on_batch``.
+        Returns the next batch index."""
         api_key = self._api_key()  # before any request: a missing key fails the job at once
         settings = self.settings
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=settings.concurrency),
-            headers={
-                "Content-Type": "application/json",
-                **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
-            },
-            timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
-            raise_for_status=False,
-        )
+        sdk = self.sdk_client(api_key)
         limits = [
             (TokenBucket(settings.rpm), lambda call: 1.0) if settings.rpm else None,
             (TokenBucket(settings.tpm), lambda call: float(call.estimated_tokens)) if settings.tpm else None,
         ]
-        url = (settings.base_url or OPENAI_BASE_URL).rstrip("/") + "/chat/completions"
         state = _RunState(
-            session=session,
-            url=url,
-            proxy=env_proxy_for(url),
+            sdk=sdk,
             api_key=api_key,
             decoding=decoding,
             buckets=[limit for limit in limits if limit is not None],
@@ -534,12 +662,8 @@ class OpenAICompatibleClient:
                         on_batch(group)
                     raise item
                 call, completion = item
-                for position, index in enumerate(call.request_indices):
-                    row = completion if position == 0 else self._duplicate(completion, requests[index])
-                    results[index] = row
-                    row.batch_index = batch_index
-                    group.append(row)
-                if on_batch is not None and (
+                self.deliver(call, completion, requests, results, group, batch_index)
+                if on_batch is not None and group and (
                     len(group) >= group_size or time.monotonic() - last_flush >= CALLBACK_INTERVAL_S
                 ):
                     await self._flush_writes(cache_writer, pending_writes)
@@ -548,12 +672,32 @@ class OpenAICompatibleClient:
             await self._flush_writes(cache_writer, pending_writes)
             if group and on_batch is not None:
                 on_batch(group)
+                batch_index += 1
         finally:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            await session.close()
+            await sdk.close()
             cache_writer.shutdown(wait=True)  # writes already started still land
+        return batch_index
+
+    def deliver(
+        self,
+        call: _Call,
+        completion: Completion,
+        requests: Sequence[ChatRequest],
+        results: list[Completion | None],
+        group: list[Completion],
+        batch_index: int,
+    ) -> None:
+        """Put a call's completion (and its duplicates') into ``results`` and, unless the budget
+        stopped it, into the ``group`` for the next callback."""
+        for position, index in enumerate(call.request_indices):
+            row = completion if position == 0 else self._duplicate(completion, requests[index])
+            results[index] = row
+            row.batch_index = batch_index
+            if completion.extra.get("failure_reason") != "budget":
+                group.append(row)
 
     async def _flush_writes(
         self,
@@ -590,6 +734,20 @@ class OpenAICompatibleClient:
     ) -> tuple[Completion, CachedResponse | None]:
         """Try one call until it succeeds, fails for good, or runs out of retries; return the
         Completion and, for a success, what to cache."""
+        reserved = 0.0
+        if self.budget is not None:
+            reserved = self.reservation_usd(call, batch=False)
+            if not self.budget.try_reserve(reserved):
+                return self.budget_failure(call), None
+        try:
+            return await self._call_reserved(call, state)
+        finally:
+            if self.budget is not None:
+                self.budget.release(reserved)
+
+    async def _call_reserved(
+        self, call: _Call, state: _RunState
+    ) -> tuple[Completion, CachedResponse | None]:
         settings = self.settings
         self._ledger.requests += 1
         attempt = 0
@@ -634,6 +792,7 @@ class OpenAICompatibleClient:
             completion.latency_s = time.monotonic() - started
             completion.extra["attempts"] = attempt + 1
             self._ledger.succeeded += 1
+            self.record_spend(call, completion)
             return completion, to_cache
 
     def _failure(self, call: _Call, message: str, attempts: int, started: float) -> Completion:
@@ -648,13 +807,14 @@ class OpenAICompatibleClient:
             extra={"cache_key": call.key, "attempts": attempts},
         )
 
-    def _request_body(
-        self, call: _Call, state: _RunState, *, text_mode: bool
+    def request_body(
+        self, call: _Call, decoding: Mapping[str, Any], *, text_mode: bool
     ) -> tuple[dict[str, Any], str | None]:
-        """Keyword arguments for ``chat.completions.create`` and how JSON was asked for."""
+        """Keyword arguments for ``chat.completions.create`` (also a batch line's ``body``) and
+        how JSON was asked for."""
         schema = call.request.response_schema
         messages = [dict(m) for m in call.request.messages]
-        body: dict[str, Any] = {"model": self.settings.model, **state.decoding}
+        body: dict[str, Any] = {"model": self.settings.model, **decoding}
         if body["seed"] is None:
             del body["seed"]
         structured: str | None = None
@@ -671,92 +831,125 @@ class OpenAICompatibleClient:
         body["messages"] = messages
         return body, structured
 
+    def fall_back_to_text(self, reason: str) -> None:
+        """The endpoint rejects ``response_format=json_schema``: ask for JSON in the text from
+        now on (logged once)."""
+        if self._text_mode_for_schemas:
+            return
+        self._text_mode_for_schemas = True
+        self._ledger.structured_outputs_fallback = True
+        log.warning(
+            "%s rejected response_format=json_schema (%s); asking for JSON in the prompt text from now on",
+            self.settings.endpoint,
+            reason,
+        )
+
     async def _attempt(self, call: _Call, state: _RunState) -> tuple[Completion, CachedResponse]:
-        """One HTTP request (plus, at most once per client, a structured-output fallback probe)."""
-        body, structured = self._request_body(call, state, text_mode=self._text_mode_for_schemas)
+        """One request (plus, at most once per client, a structured-output fallback probe)."""
+        body, structured = self.request_body(call, state.decoding, text_mode=self._text_mode_for_schemas)
         try:
-            response = await self._send(body, state)
+            response = await self._send(body, state, call.key)
         except _RejectedRequest as error:
             if structured != "json_schema" or self.settings.structured_outputs != "auto":
                 raise _ItemError(str(error)) from None
             # Does the endpoint reject response_format, or this request? Ask without it.
-            body, structured = self._request_body(call, state, text_mode=True)
+            body, structured = self.request_body(call, state.decoding, text_mode=True)
             try:
-                response = await self._send(body, state)
+                response = await self._send(body, state, call.key + "-text")
             except _RejectedRequest as second:
                 raise _ItemError(str(second)) from None
-            if not self._text_mode_for_schemas:
-                self._text_mode_for_schemas = True
-                self._ledger.structured_outputs_fallback = True
-                log.warning(
-                    "%s rejected response_format=json_schema (%s); asking for JSON in the prompt "
-                    "text from now on",
-                    self.settings.endpoint,
-                    error,
-                )
-        cached, completion = self._parse(call, response, structured)
+            self.fall_back_to_text(str(error))
+        cached, completion = self.parse(call, response, structured, batch=False)
         return completion, cached
 
-    async def _send(self, body: dict[str, Any], state: _RunState) -> Mapping[str, Any]:
-        """POST once; return the decoded JSON of a 200 answer, or raise the matching error:
-        :class:`_RetryableError`, :class:`_RejectedRequest` (400/422), :class:`_ItemError` or
-        :class:`FatalAPIError`."""
-        import aiohttp
+    async def _send(
+        self, body: dict[str, Any], state: _RunState, idempotency_key: str | None = None
+    ) -> Mapping[str, Any]:
+        """One chat-completions POST through the SDK; return the decoded answer. The SDK's typed
+        errors become :class:`_RetryableError`, :class:`_RejectedRequest` (400/422),
+        :class:`_ItemError` or :class:`FatalAPIError`."""
+        import httpx2
+        import openai
 
         self._ledger.http_requests_sent += 1
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         try:
-            # The session's total timeout bounds the whole call, body included: even a server
+            # The SDK's timeout bounds each read; this one bounds the whole call, even a server
             # that trickles bytes forever.
-            async with state.session.post(state.url, data=payload, proxy=state.proxy) as response:
-                status = response.status
-                headers = dict(response.headers)
-                raw = await response.read()
-        except TimeoutError:  # asyncio.TimeoutError and aiohttp's ServerTimeoutError alike
+            async with asyncio.timeout(self.settings.timeout_s):
+                # The SDK's generic POST: its transport, headers and typed errors, as
+                # ``chat.completions.create`` has, without the recursive transform of the
+                # parameters (messages, the verdict schema) and the pydantic model of the answer:
+                # those cost ~2 ms of CPU per call, most of what 256 calls per second leave on
+                # two cores. The answer is read as JSON here, like a batch output line.
+                response = await state.sdk.post(
+                    "/chat/completions", cast_to=_raw_response_type(), body=body,
+                    # the call's own identity, rather than a fresh uuid4 per request
+                    options={"idempotency_key": idempotency_key} if idempotency_key else {},
+                )
+                raw = await response.aread()
+        except TimeoutError:
             raise _RetryableError("timeout", f"no answer within {self.settings.timeout_s} s") from None
-        except aiohttp.ClientError as error:
+        except openai.APIConnectionError as error:  # APITimeoutError included
+            root = _root_cause(error)
+            if isinstance(root, TimeoutError) or (
+                isinstance(error, openai.APITimeoutError) and not isinstance(root, ConnectionError)
+                and "Disconnected" not in type(root).__name__
+            ):
+                raise _RetryableError("timeout", f"no answer within {self.settings.timeout_s} s") from None
+            raise _RetryableError("connection", f"connection failed ({type(root).__name__})") from None
+        except openai.APIStatusError as error:
+            raise self.status_error(error.status_code, error.message, error.code, error.response.headers,
+                                    state.api_key) from None
+        except httpx2.HTTPError as error:  # the body broke off after the status line
             raise _RetryableError("connection", f"connection failed ({type(error).__name__})") from None
+        try:
+            decoded = json.loads(raw)
+            if not isinstance(decoded, Mapping):
+                raise ValueError("not a JSON object")
+        except ValueError as error:
+            raise _RetryableError("invalid_response", f"HTTP 200 with a body that is not JSON ({error})") from None
+        return decoded
 
-        if status == 200:
-            try:
-                decoded = json.loads(raw)
-                if not isinstance(decoded, Mapping):
-                    raise ValueError("not a JSON object")
-            except ValueError as error:
-                raise _RetryableError(
-                    "invalid_response", f"HTTP 200 with a body that is not JSON ({error})"
-                ) from None
-            return decoded
-        message, code = _error_detail(raw)
-        detail = redact(f"HTTP {status}: {message}"[:500], state.api_key)
+    def status_error(
+        self,
+        status: int,
+        message: str,
+        code: str | None,
+        headers: Mapping[str, str] | None,
+        api_key: str | None,
+    ) -> Exception:
+        """The error to raise for an HTTP error answer (sync call or batch item): fatal for
+        401/403/404/insufficient quota, retryable for 408/409/429/5xx, otherwise an item error."""
+        detail = redact(f"HTTP {status}: {message}"[:500], api_key)
         if status in (401, 403):
-            raise FatalAPIError(
+            return FatalAPIError(
                 f"HTTP {status} from {self.settings.endpoint} (model {self.settings.model}): the endpoint "
                 f"refused the API key in environment variable {self.settings.api_key_env}. Check that "
                 f"variable. Server said: {detail}"
             )
         if status == 404:
-            raise FatalAPIError(
+            return FatalAPIError(
                 f"HTTP 404 from {self.settings.endpoint}: unknown model {self.settings.model!r} or wrong "
                 f"base_url. Server said: {detail}"
             )
         if status == 429 and code == "insufficient_quota":
-            raise FatalAPIError(
+            return FatalAPIError(
                 f"HTTP 429 insufficient_quota from {self.settings.endpoint} (model {self.settings.model}): "
                 f"the account behind the key in environment variable {self.settings.api_key_env} has no "
                 "credit left; retrying cannot help."
             )
         if status in RETRYABLE_STATUSES:
             cause = "rate_limit" if status == 429 else "server_error"
-            raise _RetryableError(cause, detail, parse_retry_after(headers))
+            return _RetryableError(cause, detail, parse_retry_after(headers))
         if status in (400, 422):
-            raise _RejectedRequest(detail)
-        raise _ItemError(detail)
+            return _RejectedRequest(detail)
+        return _ItemError(detail)
 
-    def _parse(
-        self, call: _Call, response: Mapping[str, Any], structured: str | None
+    def parse(
+        self, call: _Call, response: Mapping[str, Any], structured: str | None, *, batch: bool
     ) -> tuple[CachedResponse, Completion]:
-        """A successful response → (what to cache, Completion). A response without text is retried."""
+        """A successful chat completion (decoded JSON, from a sync answer or a batch output line)
+        → (what to cache, Completion). A response without text is retried."""
         try:
             choice = response["choices"][0]
             message = choice["message"]
@@ -774,11 +967,7 @@ class OpenAICompatibleClient:
         usage = response.get("usage") if isinstance(response.get("usage"), Mapping) else {}
         prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
         completion_tokens = _int_or_none(usage.get("completion_tokens"))
-        self._ledger.prompt_tokens += prompt_tokens or 0
-        self._ledger.completion_tokens += completion_tokens or 0
-        cost = self._cost(prompt_tokens, completion_tokens)
-        if cost is not None:
-            self._ledger.cost_usd += cost
+        cost = self.settings.cost(prompt_tokens, completion_tokens, batch=batch)
         response_model = response.get("model") if isinstance(response.get("model"), str) else None
         cached = CachedResponse(text, finish_reason, prompt_tokens, completion_tokens, response_model)
         return cached, Completion(
@@ -794,28 +983,31 @@ class OpenAICompatibleClient:
                 "response_model": response_model,
                 "api_finish_reason": api_finish,
                 "structured_output": structured,
+                "mode": "batch" if batch else "sync",
             },
         )
 
 
+def _raw_response_type() -> type:
+    """The SDK's HTTP response class (``httpx2.Response`` in openai 3): ``cast_to`` it to get
+    the answer unparsed."""
+    import httpx2
+
+    return httpx2.Response
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The innermost exception behind ``error``: the aiohttp transport maps a dropped
+    connection to a *timeout* error, so the cause tells what really happened."""
+    seen = {id(error)}
+    while error.__cause__ is not None and id(error.__cause__) not in seen:
+        error = error.__cause__
+        seen.add(id(error))
+    return error
+
+
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _error_detail(raw: bytes) -> tuple[str, str | None]:
-    """(message, code) of an error body: OpenAI's ``{"error": {...}}``, FastAPI's
-    ``{"detail": ...}`` or plain text."""
-    text = raw.decode("utf-8", errors="replace").strip()
-    try:
-        decoded = json.loads(text)
-    except ValueError:
-        return (text[:300] or "(empty body)"), None
-    error = decoded.get("error", decoded) if isinstance(decoded, Mapping) else decoded
-    if isinstance(error, Mapping):
-        code = error.get("code") or error.get("type")
-        message = error.get("message") or error.get("detail") or json.dumps(error)[:300]
-        return str(message), (str(code) if code is not None else None)
-    return str(error)[:300], None
 
 
 def json_schema_response_format(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -853,9 +1045,7 @@ def with_schema_instruction(
 class _RunState:
     """What the workers of one :meth:`OpenAICompatibleClient.acomplete` share."""
 
-    session: Any  # aiohttp.ClientSession
-    url: str
-    proxy: str | None
+    sdk: Any  # openai.AsyncOpenAI
     api_key: str | None
     decoding: dict[str, Any]
     buckets: list[tuple[TokenBucket, Any]]

@@ -1,0 +1,457 @@
+"""Calls through the OpenAI Batch API (``mode: batch``): half the price, answers within hours.
+
+One :class:`BatchRunner` serves one :meth:`~bloomqg.api.client.OpenAICompatibleClient.acomplete`
+of a client in batch mode (one judge job). Its calls are written as JSONL, one line per call
+with ``custom_id`` = the call-cache key, uploaded with the files API and submitted as batches
+(split at ``batch_max_requests`` lines and ``batch_max_bytes`` bytes, the API's limits per
+batch), then polled with back-off; each poll logs ``completed / failed / total``. When a batch
+ends (``completed``, ``expired``, ``cancelled`` or ``failed``), its output and error files are
+downloaded and mapped back by ``custom_id``; every answer is parsed like a sync answer and
+written to the call cache, so everything downstream is identical to sync mode.
+
+Items that failed in a way another try may fix (a 429/5xx line, ``batch_expired``, no line at
+all from an expired, cancelled or failed batch) go into a new batch, at most
+``batch_max_rounds`` more times, or into sync calls once ``batch_sync_below`` or fewer remain;
+what is still failing then is a recorded failure, never a lost row.
+
+Never paid twice: ``<cache_dir>/batches/<digest>.json`` records the uploaded file, the batch id
+and the batch's ``custom_id`` list, saved before and after each is created; the batch carries
+the digest in its metadata. A killed job, rerun, first takes up every unfinished batch that
+holds any of its calls not yet cached, resuming its polling (or, killed between upload and
+creation, finding the batch by its metadata), and submits new batches only for the calls no
+unfinished batch holds. A batch whose results were all taken is renamed ``<digest>.done.json``,
+so a later round with the same calls creates a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bloomqg.api.cache import canonical_json
+from bloomqg.atomic import write_text_atomic
+from bloomqg.generation.base import BatchCallback, ChatRequest, Completion
+
+if TYPE_CHECKING:
+    from bloomqg.api.client import OpenAICompatibleClient, _Call
+
+log = logging.getLogger(__name__)
+
+CHAT_ENDPOINT = "/v1/chat/completions"
+#: Statuses after which a batch changes no more.
+TERMINAL_STATUSES = frozenset({"completed", "expired", "cancelled", "failed"})
+#: Each poll waits this much longer than the last, up to ``batch_poll_max_s``.
+POLL_GROWTH = 1.5
+#: How many recent batches to search for one created by a killed job (by its metadata).
+RESUME_SEARCH_LIMIT = 100
+
+
+@dataclass
+class _Part:
+    """One batch: its calls, their request bodies and how JSON was asked for."""
+
+    calls: list["_Call"]
+    jsonl: bytes
+    structured: dict[str, str | None]
+    digest: str
+    state_path: Path
+    state: dict[str, Any] = field(default_factory=dict)
+    reserved_usd: float = 0.0
+    last_progress: tuple[int, int, int] | None = None
+
+
+@dataclass
+class _Outcome:
+    """What became of one call in one round."""
+
+    completion: Completion | None = None  # a success or a final failure
+    retry_reason: str | None = None  # another round may fix it
+
+
+class BatchRunner:
+    """Runs one client's uncached calls through the Batch API (see the module docstring)."""
+
+    def __init__(self, client: "OpenAICompatibleClient") -> None:
+        if client.cache is None:
+            raise ValueError("mode: batch needs a call cache: the batch ids are kept beside it")
+        self.client = client
+        self.settings = client.settings
+        self.state_dir = client.cache.directory / "batches"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._started = time.monotonic()
+
+    async def run(
+        self,
+        calls: list["_Call"],
+        requests: Sequence[ChatRequest],
+        decoding: dict[str, Any],
+        results: list[Completion | None],
+        on_batch: BatchCallback | None,
+        batch_index: int,
+    ) -> int:
+        """Fill ``results`` for ``calls``; fire ``on_batch`` per finished batch. Returns the
+        next batch index."""
+        client, settings = self.client, self.settings
+        api_key = client._api_key()  # before any request: a missing key fails the job at once
+        sdk = client.sdk_client(api_key)
+        self.api_key = api_key
+        pending = list(calls)
+        attempts: dict[str, int] = {call.key: 0 for call in calls}
+        last_error: dict[str, str] = {}
+        try:
+            round_number = 0
+            while pending:
+                if round_number > 0 and len(pending) <= settings.batch_sync_below:
+                    log.info("%d items left after %d batch round(s): retrying them as sync calls",
+                             len(pending), round_number)
+                    return await client._run_calls(pending, requests, decoding, results, on_batch, batch_index)
+                if round_number > settings.batch_max_rounds:
+                    group: list[Completion] = []
+                    for call in pending:
+                        client._ledger.failed += 1
+                        message = f"gave up after {attempts[call.key]} batch tries: {last_error[call.key]}"
+                        log.warning("%s: %s", call.request.request_id, message)
+                        client.deliver(call, client._failure(call, message, attempts[call.key], self._started),
+                                       requests, results, group, batch_index)
+                    if on_batch is not None and group:
+                        on_batch(group)
+                    return batch_index + 1
+                pending, batch_index = await self._round(
+                    sdk, pending, requests, decoding, results, on_batch, batch_index, attempts, last_error
+                )
+                round_number += 1
+            return batch_index
+        finally:
+            await sdk.close()
+
+    # ------------------------------------------------------------------ one round
+    async def _round(
+        self,
+        sdk: Any,
+        calls: list["_Call"],
+        requests: Sequence[ChatRequest],
+        decoding: dict[str, Any],
+        results: list[Completion | None],
+        on_batch: BatchCallback | None,
+        batch_index: int,
+        attempts: dict[str, int],
+        last_error: dict[str, str],
+    ) -> tuple[list["_Call"], int]:
+        """Submit (or resume) the batches for ``calls``, wait for them, take their results.
+        Returns the calls to try again and the next batch index."""
+        client = self.client
+        admitted: list[_Call] = []
+        stopped: list[Completion] = []
+        budget = client.budget
+        for call in calls:
+            if budget is not None and not budget.try_reserve(client.reservation_usd(call, batch=True)):
+                client.deliver(call, client.budget_failure(call), requests, results, stopped, batch_index)
+                continue
+            admitted.append(call)
+        parts = self._unfinished_parts(admitted, decoding)
+        taken = {call.key for part in parts for call in part.calls}
+        parts += self._parts([call for call in admitted if call.key not in taken], decoding)
+        for part in parts:
+            part.reserved_usd = sum(client.reservation_usd(call, batch=True) for call in part.calls) if budget else 0.0
+            await self._submit(sdk, part)
+        retry: list[_Call] = []
+        unfinished = list(parts)
+        delay = self.settings.batch_poll_s
+        while unfinished:
+            for part in list(unfinished):
+                batch = await self._control("retrieve batch", lambda: sdk.batches.retrieve(part.state["batch_id"]))
+                self._log_progress(part, batch)
+                if batch.status not in TERMINAL_STATUSES:
+                    continue
+                unfinished.remove(part)
+                outcomes = await self._collect(sdk, part, batch)
+                group: list[Completion] = []
+                for call in part.calls:
+                    attempts[call.key] += 1
+                    outcome = outcomes[call.key]
+                    if outcome.completion is None:
+                        assert outcome.retry_reason is not None
+                        last_error[call.key] = outcome.retry_reason
+                        client._ledger.retries[_cause(outcome.retry_reason)] += 1
+                        retry.append(call)
+                        continue
+                    outcome.completion.extra["attempts"] = attempts[call.key]
+                    outcome.completion.extra["batch_id"] = part.state["batch_id"]
+                    client.deliver(call, outcome.completion, requests, results, group, batch_index)
+                self._mark_done(part)
+                if budget is not None:
+                    budget.release(part.reserved_usd)
+                if on_batch is not None and group:
+                    on_batch(group)
+                batch_index += 1
+            if unfinished:
+                await asyncio.sleep(delay)
+                delay = min(delay * POLL_GROWTH, self.settings.batch_poll_max_s)
+        return retry, batch_index
+
+    def _parts(self, calls: list["_Call"], decoding: dict[str, Any]) -> list[_Part]:
+        """The JSONL lines of ``calls``, split at the per-batch request and byte limits."""
+        settings = self.settings
+        parts: list[_Part] = []
+        lines: list[bytes] = []
+        part_calls: list[_Call] = []
+        structured: dict[str, str | None] = {}
+        size = 0
+
+        def close() -> None:
+            if not part_calls:
+                return
+            jsonl = b"".join(lines)
+            digest = hashlib.sha256(
+                canonical_json({"endpoint": settings.endpoint, "jsonl": hashlib.sha256(jsonl).hexdigest()}).encode()
+            ).hexdigest()
+            parts.append(_Part(list(part_calls), jsonl, dict(structured), digest, self.state_dir / f"{digest}.json"))
+            lines.clear()
+            part_calls.clear()
+            structured.clear()
+
+        for call in calls:
+            body, how = self.client.request_body(call, decoding, text_mode=self.client._text_mode_for_schemas)
+            line = (
+                json.dumps(
+                    {"custom_id": call.key, "method": "POST", "url": CHAT_ENDPOINT, "body": body},
+                    ensure_ascii=False, separators=(",", ":"),
+                ).encode("utf-8")
+                + b"\n"
+            )
+            if len(line) > settings.batch_max_bytes:
+                raise ValueError(
+                    f"request {call.request.request_id} is {len(line)} bytes as a batch line, over "
+                    f"batch_max_bytes={settings.batch_max_bytes}"
+                )
+            if part_calls and (
+                len(part_calls) >= settings.batch_max_requests or size + len(line) > settings.batch_max_bytes
+            ):
+                close()
+                size = 0
+            lines.append(line)
+            part_calls.append(call)
+            structured[call.key] = how
+            size += len(line)
+        close()
+        return parts
+
+    # ------------------------------------------------------------------ submit / resume
+    def _unfinished_parts(self, calls: list["_Call"], decoding: dict[str, Any]) -> list[_Part]:
+        """Batches a killed job left unfinished that hold some of ``calls``: each becomes a part
+        with those calls, to be resumed rather than paid for again."""
+        by_key = {call.key: call for call in calls}
+        parts: list[_Part] = []
+        for path in sorted(self.state_dir.glob("*.json")):
+            if path.name.endswith(".done.json"):
+                continue
+            try:
+                state = json.loads(path.read_text())
+                keys = state["custom_ids"]
+            except FileNotFoundError:  # another job finished that batch just now
+                continue
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(
+                    f"batch state {path} is unreadable ({error}); it may name a batch already paid for: "
+                    "look it up in the provider's dashboard before deleting the file"
+                ) from None
+            if state.get("endpoint") != self.settings.endpoint or state.get("model") != self.settings.model:
+                continue
+            mine = [by_key.pop(key) for key in keys if key in by_key]
+            if not mine:
+                continue
+            structured = {
+                call.key: self.client.request_body(call, decoding, text_mode=bool(state.get("text_mode")))[1]
+                for call in mine
+            }
+            parts.append(_Part(mine, b"", structured, path.stem, path, state))
+        return parts
+
+    def _save(self, part: _Part) -> None:
+        write_text_atomic(part.state_path, json.dumps(part.state))
+
+    def _mark_done(self, part: _Part) -> None:
+        """All results taken: keep the record (it names a paid batch), out of the resume scan."""
+        part.state["done"] = True
+        self._save(part)
+        os.replace(part.state_path, part.state_path.with_suffix(".done.json"))
+
+    async def _submit(self, sdk: Any, part: _Part) -> None:
+        """Resume the part's batch if a previous job made it; else upload and create it."""
+        client = self.client
+        if part.state.get("batch_id"):
+            client._ledger.batches_resumed += 1
+            log.info("resuming batch %s (%d requests) from %s", part.state["batch_id"], len(part.calls), part.state_path)
+            return
+        if part.state.get("input_file_id"):
+            found = await self._find_batch(sdk, part.digest)
+            if found is not None:
+                part.state["batch_id"] = found
+                self._save(part)
+                client._ledger.batches_resumed += 1
+                log.info("found batch %s of a killed job by its metadata", found)
+                return
+        else:
+            uploaded = await self._control("upload the batch file", lambda: sdk.files.create(
+                file=(f"bloomqg-{part.digest[:16]}.jsonl", part.jsonl), purpose="batch"))
+            part.state = {
+                "input_file_id": uploaded.id, "model": self.settings.model, "endpoint": self.settings.endpoint,
+                "requests": len(part.calls), "created_at": round(time.time(), 3),
+                "text_mode": self.client._text_mode_for_schemas,
+                "custom_ids": [call.key for call in part.calls],
+            }
+            self._save(part)  # before the batch exists: a kill from here on is resumed, not repaid
+        batch = await self._control("create the batch", lambda: sdk.batches.create(
+            input_file_id=part.state["input_file_id"],
+            endpoint=CHAT_ENDPOINT,
+            completion_window=self.settings.batch_completion_window,
+            metadata={"bloomqg_digest": part.digest[:64]},
+        ))
+        part.state["batch_id"] = batch.id
+        self._save(part)
+        client._ledger.batches_created += 1
+        client._ledger.batch_items_sent += len(part.calls)
+        client._ledger.requests += len(part.calls)
+        log.info("created batch %s: %d requests, %d bytes", batch.id, len(part.calls), len(part.jsonl))
+
+    async def _find_batch(self, sdk: Any, digest: str) -> str | None:
+        """The id of a recent batch carrying ``digest`` in its metadata, if any."""
+        page = await self._control("list batches", lambda: sdk.batches.list(limit=RESUME_SEARCH_LIMIT))
+        for batch in page.data:
+            if (batch.metadata or {}).get("bloomqg_digest") == digest[:64]:
+                return batch.id
+        return None
+
+    async def _control(self, what: str, send: Callable[[], Awaitable[Any]]) -> Any:
+        """One files/batches call, retried like a chat call on 429, 5xx, timeouts and dropped
+        connections; fatal answers (bad key, unknown path) stop the job, naming what failed."""
+        import openai
+
+        from bloomqg.api.client import FatalAPIError, _RetryableError, backoff_delay
+
+        settings = self.settings
+        for attempt in range(settings.max_retries + 1):
+            try:
+                async with asyncio.timeout(settings.timeout_s):
+                    return await send()
+            except openai.APIStatusError as error:
+                problem = self.client.status_error(
+                    error.status_code, error.message, error.code, error.response.headers, self.api_key
+                )
+            except (TimeoutError, openai.APIConnectionError) as error:
+                problem = _RetryableError("connection", f"{type(error).__name__}")
+            if isinstance(problem, FatalAPIError):
+                raise problem
+            if not isinstance(problem, _RetryableError) or attempt >= settings.max_retries:
+                raise FatalAPIError(f"could not {what} at {settings.endpoint}: {problem}")
+            delay = problem.retry_after_s if problem.retry_after_s is not None else backoff_delay(
+                attempt, base_s=settings.backoff_base_s, max_s=settings.backoff_max_s, rng=self.client._rng
+            )
+            log.info("%s: %s; retry %d/%d in %.2f s", what, problem, attempt + 1, settings.max_retries, delay)
+            await asyncio.sleep(min(delay, settings.backoff_max_s))
+        raise AssertionError("unreachable")
+
+    def _log_progress(self, part: _Part, batch: Any) -> None:
+        counts = batch.request_counts
+        progress = (
+            (counts.completed, counts.failed, counts.total) if counts is not None else (0, 0, len(part.calls))
+        )
+        if (progress, batch.status) == (part.last_progress, part.state.get("last_status")):
+            return
+        part.last_progress = progress
+        part.state["last_status"] = batch.status
+        log.info("batch %s %s: %d completed / %d failed / %d total", batch.id, batch.status, *progress)
+
+    # ------------------------------------------------------------------ results
+    async def _collect(self, sdk: Any, part: _Part, batch: Any) -> dict[str, _Outcome]:
+        """Map a finished batch's output and error lines back to its calls by ``custom_id``."""
+        calls = {call.key: call for call in part.calls}
+        outcomes: dict[str, _Outcome] = {}
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            content = await self._control(f"download file {file_id}", lambda: sdk.files.content(file_id))
+            for number, line in enumerate(content.content.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    key = record["custom_id"]
+                except (ValueError, KeyError, TypeError):
+                    log.warning("batch %s file %s line %d is not a batch result; skipped", batch.id, file_id, number)
+                    continue
+                call = calls.get(key)
+                if call is None:  # a resumed batch's call answered (and cached) since, or foreign
+                    continue
+                if key in outcomes:
+                    log.warning("batch %s: custom_id %s repeated; the first line kept", batch.id, key)
+                    continue
+                outcomes[key] = self._outcome(call, part.structured[key], record, batch.id)
+        why = f"batch {batch.id} ended {batch.status} without a result for it"
+        if batch.status == "failed" and batch.errors is not None and batch.errors.data:
+            why += ": " + "; ".join(f"{e.code}: {e.message}" for e in batch.errors.data[:3])
+        for key in calls:
+            outcomes.setdefault(key, _Outcome(retry_reason=why))
+        return outcomes
+
+    def _outcome(self, call: "_Call", structured: str | None, record: dict[str, Any], batch_id: str) -> _Outcome:
+        """One output or error line → a success, a final failure, or a reason to retry."""
+        from bloomqg.api.client import FatalAPIError, _ItemError, _RejectedRequest, _RetryableError
+
+        client = self.client
+        response = record.get("response") or {}
+        error = record.get("error")
+        status = response.get("status_code")
+        body = response.get("body")
+        try:
+            if status == 200 and isinstance(body, dict):
+                cached, done = client.parse(call, body, structured, batch=True)
+                assert client.cache is not None
+                client.cache.put(call.key, cached)  # before the caller sees it, as in sync mode
+                client._ledger.succeeded += 1
+                client.record_spend(call, done, batch_id=batch_id)
+                return _Outcome(completion=done)
+            if isinstance(status, int):
+                detail = (body or {}).get("error") if isinstance(body, dict) else None
+                detail = detail if isinstance(detail, dict) else {}
+                raise client.status_error(
+                    status, str(detail.get("message") or body)[:300], detail.get("code"), None, self.api_key
+                )
+            code = (error or {}).get("code") if isinstance(error, dict) else None
+            message = (error or {}).get("message") if isinstance(error, dict) else None
+            raise _RetryableError(code or "batch_error", f"{code}: {message}")
+        except FatalAPIError:
+            raise
+        except _RetryableError as retryable:
+            return _Outcome(retry_reason=str(retryable))
+        except _RejectedRequest as rejected:
+            if structured == "json_schema" and self.settings.structured_outputs == "auto":
+                client.fall_back_to_text(str(rejected))
+                return _Outcome(retry_reason=f"rejected response_format: {rejected}")
+            return self._final_failure(call, str(rejected))
+        except _ItemError as item_error:
+            return self._final_failure(call, str(item_error))
+
+    def _final_failure(self, call: "_Call", message: str) -> _Outcome:
+        self.client._ledger.failed += 1
+        log.warning("%s: %s", call.request.request_id, message)
+        return _Outcome(completion=self.client._failure(call, message, 1, self._started))
+
+
+def _cause(reason: str) -> str:
+    """A short retry cause for the ledger (``batch_expired``, ``HTTP 500``, ...)."""
+    head = reason.split(":", 1)[0].strip()
+    return head.replace(" ", "_").lower()[:40] or "error"
+
+
+def batch_state_files(cache_dir: str | os.PathLike) -> list[Path]:
+    """The batch state files under a cache directory, finished ones (``*.done.json``) included."""
+    return sorted((Path(cache_dir) / "batches").glob("*.json"))

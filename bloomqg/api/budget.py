@@ -1,0 +1,186 @@
+"""What calls cost: the prompt-token estimate, the spend ledger under the cache and the cap.
+
+* :func:`estimate_prompt_tokens` counts characters, not tokens: a tokenizer for the paid models
+  would have to be downloaded at run time. OpenAI's rule of thumb is ~4 characters of English
+  per token, and each chat message adds ~3 tokens of framing plus ~3 to prime the reply.
+  :mod:`bloomqg.api.estimate` calibrates it with the spend ledger of finished runs.
+* :class:`SpendLedger` is ``<cache_dir>/spend.jsonl``: one JSON line per paid answer (cache key,
+  model, sync or batch, tokens, the estimate it had, USD), appended with ``O_APPEND`` so the
+  parallel jobs of one study can share it (a line is one ``write`` well under ``PIPE_BUF``).
+* :class:`Budget` refuses a call when what was spent, plus what calls in flight may still cost,
+  plus this call's most (its prompt estimate and its whole ``max_tokens``) would pass the cap.
+  Jobs running at the same time see each other's spend but not each other's reservations, so
+  parallel jobs may pass the cap by at most what their calls in flight cost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+#: Characters per token of English text for OpenAI's tokenizers (their documented rule of thumb).
+CHARS_PER_TOKEN = 4.0
+#: Tokens of chat framing per message, and to prime the assistant's reply (OpenAI's cookbook).
+TOKENS_PER_MESSAGE = 3
+TOKENS_REPLY_PRIMING = 3
+
+
+class BudgetExceededError(RuntimeError):
+    """``budget_usd`` stopped calls: the job fails, what was answered is cached."""
+
+
+def estimate_prompt_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Prompt tokens of a chat request, from its characters (see the module docstring)."""
+    chars = sum(len(str(message.get("content", ""))) for message in messages)
+    return math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages) + TOKENS_REPLY_PRIMING
+
+
+class SpendLedger:
+    """``spend.jsonl``: every paid answer through one cache directory, shared by processes."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._offset = 0
+        self._total = 0.0
+        self._partial = b""
+        #: (cache key, batch id) of batch answers recorded: a resumed batch's answers taken
+        #: again after a kill were paid once and are recorded once
+        self._batch_answers: set[tuple[str, str]] = set()
+
+    def record(
+        self,
+        *,
+        key: str,
+        model: str,
+        mode: str,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        cost_usd: float,
+        prompt_estimate: int | None = None,
+        batch_id: str | None = None,
+    ) -> None:
+        """Append one paid answer (one ``write``, so concurrent writers never interleave)."""
+        if batch_id is not None:
+            self.total()  # reads the lines other processes appended
+            if (key, batch_id) in self._batch_answers:
+                return
+            self._batch_answers.add((key, batch_id))
+        line = json.dumps(
+            {
+                "time": round(time.time(), 3), "key": key, "model": model, "mode": mode,
+                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "prompt_estimate": prompt_estimate, "cost_usd": cost_usd, "batch_id": batch_id,
+            },
+            separators=(",", ":"),
+        ).encode("utf-8") + b"\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every readable line (a torn or foreign line is skipped with a warning)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        out = []
+        for number, line in enumerate(raw.splitlines(), start=1):
+            try:
+                entry = json.loads(line)
+                float(entry["cost_usd"])
+            except (ValueError, KeyError, TypeError):
+                log.warning("spend ledger %s line %d is not a spend record; skipped", self.path, number)
+                continue
+            out.append(entry)
+        return out
+
+    def total(self) -> float:
+        """USD recorded so far, by every process (reads only what was appended since last time)."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return self._total
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # an unfinished last line waits for its end
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                self._total += float(entry["cost_usd"])
+                if entry.get("batch_id"):
+                    self._batch_answers.add((entry["key"], entry["batch_id"]))
+            except (ValueError, KeyError, TypeError):
+                log.warning("spend ledger %s: a line is not a spend record; skipped", self.path)
+        return self._total
+
+
+class Budget:
+    """A spending cap in USD over a :class:`SpendLedger`, with reservations for calls in flight."""
+
+    def __init__(self, cap_usd: float, ledger: SpendLedger) -> None:
+        if cap_usd < 0:
+            raise ValueError(f"budget_usd must be >= 0, got {cap_usd}")
+        self.cap_usd = float(cap_usd)
+        self.ledger = ledger
+        self.reserved = 0.0
+        #: once a call was refused, every later one is too: the cap stops calls, it does not
+        #: pick the cheapest ones to squeeze in
+        self.exhausted = False
+
+    def spent(self) -> float:
+        return self.ledger.total()
+
+    def try_reserve(self, amount_usd: float) -> bool:
+        """Hold ``amount_usd`` for a call about to be made; False (and no call) past the cap."""
+        if self.exhausted or self.spent() + self.reserved + amount_usd > self.cap_usd:
+            if not self.exhausted:
+                log.warning(
+                    "budget_usd $%g reached: spent $%.4f, $%.4f held by calls in flight, next call "
+                    "up to $%.4f; no further calls", self.cap_usd, self.spent(), self.reserved, amount_usd,
+                )
+            self.exhausted = True
+            return False
+        self.reserved += amount_usd
+        return True
+
+    def release(self, amount_usd: float) -> None:
+        """A reserved call ended (its real cost, if any, is in the ledger by now)."""
+        self.reserved = max(0.0, self.reserved - amount_usd)
+
+
+def with_study_budget(entry: Mapping[str, Any], budget_usd: float | None) -> dict[str, Any]:
+    """An API config entry with the study's ``budget_usd`` unless it sets its own; other
+    backends unchanged. The cap is not a ``params:`` value of any rule: raising it must not
+    rerun the jobs that finished within it."""
+    entry = dict(entry)
+    if entry.get("backend") == "openai" and budget_usd is not None and entry.get("budget_usd") is None:
+        entry["budget_usd"] = budget_usd
+    return entry
+
+
+def check_budget_prices(config: Mapping[str, Any]) -> list[str]:
+    """``models.X`` / ``judges.X`` API entries that a budget applies to but that lack prices
+    (their spend could not be counted)."""
+    problems = []
+    for section in ("models", "judges"):
+        for name, entry in (config.get(section) or {}).items():
+            if entry.get("backend") != "openai":
+                continue
+            budget = entry.get("budget_usd", config.get("budget_usd"))
+            priced = entry.get("price_per_million_input") is not None and entry.get("price_per_million_output") is not None
+            if budget is not None and not priced:
+                problems.append(f"{section}.{name}")
+    return problems

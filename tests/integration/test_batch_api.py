@@ -1,0 +1,256 @@
+"""Batch mode and the budget against loopback servers: the Batch API test server
+(tests/support/batch_server.py) with partial errors, expired, cancelled and failed batches and a
+job killed while polling; the spend cap in sync and batch mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bloomqg.api.batch import batch_state_files
+from bloomqg.api.budget import BudgetExceededError, SpendLedger
+from bloomqg.api.cache import CallCache
+from bloomqg.api.client import ClientSettings, FatalAPIError, OpenAICompatibleClient
+from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
+from tests.conftest import REPO
+from tests.support.batch_server import BatchServer
+
+PARAMS = DecodingParams(temperature=0.0, top_p=1.0, max_new_tokens=64, do_sample=False, seed=5)
+PRICES = dict(price_per_million_input=2.0, price_per_million_output=8.0)
+
+
+def _requests(n: int, tag: str = "q") -> list[ChatRequest]:
+    return [
+        ChatRequest(
+            f"{tag}-{i}",
+            (
+                {"role": "system", "content": "You judge educational questions. Answer in JSON."},
+                {"role": "user", "content": f"Judge question {tag}-{i}: how does a heap keep its order?"},
+            ),
+        )
+        for i in range(n)
+    ]
+
+
+def _settings(server: BatchServer, **overrides) -> ClientSettings:
+    values = dict(
+        model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
+        batch_poll_s=0.05, batch_poll_max_s=0.2, batch_sync_below=0, batch_max_rounds=3, **PRICES,
+    )
+    values.update(overrides)
+    return ClientSettings(**values)
+
+
+def _paid_once(server: BatchServer, client: OpenAICompatibleClient, requests: list[ChatRequest]) -> None:
+    keys = {client.cache_key(r, PARAMS) for r in requests}
+    batch_answers = {k: v for k, v in server.answered.items() if not k.startswith("sync:")}
+    assert set(batch_answers) <= keys
+    assert all(count == 1 for count in server.answered.values()), server.answered
+
+
+def test_partial_errors_and_an_expired_batch_end_in_one_answer_each(tmp_path: Path) -> None:
+    requests = _requests(24)
+    with BatchServer(step_s=0.1, item_error_rate=0.3, expire_batches=1) as server:
+        client = OpenAICompatibleClient(_settings(server), cache=tmp_path)
+        groups: list[list[Completion]] = []
+        completions = client.complete(requests, PARAMS, on_batch=groups.append)
+        assert [c.request_id for c in completions] == [r.request_id for r in requests]
+        assert all(c.finish_reason == "stop" and c.text for c in completions), [c.error for c in completions]
+        assert sorted(c.request_id for g in groups for c in g) == sorted(r.request_id for r in requests)
+        assert {"validating", "in_progress", "finalizing", "completed", "expired"} <= set(server.statuses_seen)
+        ledger = client.ledger()
+        assert ledger["retries"].get("batch_expired", 0) >= 1 and ledger["retries"].get("http_500", 0) >= 1
+        assert len(server.answered) == len(requests)
+        _paid_once(server, client, requests)
+        # The ledger charges batch prices (the sync ones here: no batch price configured).
+        expected = sum(c.n_prompt_tokens * 2.0 + c.n_completion_tokens * 8.0 for c in completions) / 1e6
+        assert ledger["cost_usd"] == pytest.approx(expected)
+        assert SpendLedger(tmp_path / "spend.jsonl").total() == pytest.approx(expected)
+
+        # Everything is cached like a sync answer: a rerun creates no batch.
+        created = server.batches_created
+        again = OpenAICompatibleClient(_settings(server), cache=tmp_path).complete(requests, PARAMS)
+        assert [c.text for c in again] == [c.text for c in completions] and all(c.cached for c in again)
+        assert server.batches_created == created
+
+
+def test_cancelled_and_failed_batches_are_retried_and_batch_prices_apply(tmp_path: Path) -> None:
+    requests = _requests(10, "cf")
+    with BatchServer(step_s=0.1, cancel_batches=1, fail_batches=1) as server:
+        settings = _settings(server, batch_price_per_million_input=1.0, batch_price_per_million_output=4.0)
+        client = OpenAICompatibleClient(settings, cache=tmp_path)
+        completions = client.complete(requests, PARAMS)
+        assert all(c.finish_reason == "stop" for c in completions), [c.error for c in completions]
+        assert {"cancelled", "failed", "completed"} <= set(server.statuses_seen)
+        assert server.batches_created == 3
+        _paid_once(server, client, requests)
+        for completion in completions:
+            assert completion.cost_usd == pytest.approx(
+                (completion.n_prompt_tokens * 1.0 + completion.n_completion_tokens * 4.0) / 1e6
+            )
+
+
+def test_failures_past_the_last_round_are_recorded_and_few_go_sync(tmp_path: Path) -> None:
+    with BatchServer(step_s=0.05, fail_batches=10) as server:
+        client = OpenAICompatibleClient(_settings(server, batch_max_rounds=1), cache=tmp_path)
+        completions = client.complete(_requests(4, "doomed"), PARAMS)
+        assert all(c.finish_reason == "error" and "gave up after 2 batch tries" in c.error for c in completions)
+        assert "injected validation failure" in completions[0].error
+        assert len(CallCache(tmp_path)) == 0, "failures are never cached"
+    with BatchServer(step_s=0.05, item_error_rate=0.5, seed=1) as server:
+        client = OpenAICompatibleClient(_settings(server, batch_sync_below=50), cache=tmp_path / "sync")
+        requests = _requests(12, "few")
+        completions = client.complete(requests, PARAMS)
+        assert all(c.finish_reason == "stop" for c in completions)
+        failed_first = len(server.failed_once)
+        assert failed_first >= 1 and server.sync_calls == failed_first and server.batches_created == 1
+
+
+KILLED_JOB = """
+import sys
+sys.path.insert(0, {repo!r})
+import logging
+logging.basicConfig(level=logging.INFO)
+from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from tests.integration.test_batch_api import PARAMS, _requests
+settings = ClientSettings(**{settings!r})
+OpenAICompatibleClient(settings, cache={cache!r}).complete(_requests(8, "killed"), PARAMS)
+"""
+
+
+def test_a_job_killed_while_polling_resumes_the_same_batch(tmp_path: Path) -> None:
+    with BatchServer(step_s=1.5) as server:
+        settings = dict(model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
+                        batch_poll_s=0.1, batch_poll_max_s=0.2, **PRICES)
+        script = KILLED_JOB.format(repo=str(REPO), settings=settings, cache=str(tmp_path))
+        job = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not any("batch_id" in json.loads(p.read_text()) for p in batch_state_files(tmp_path)):
+                assert job.poll() is None, job.stdout.read() if job.stdout else ""
+                assert time.monotonic() < deadline, "the job never created its batch"
+                time.sleep(0.05)
+            os.killpg(job.pid, signal.SIGKILL)  # while it polls: the batch is still validating
+        finally:
+            job.wait(timeout=10)
+        assert server.batches_created == 1 and not server.answered
+
+        # The rerun splits differently (3 requests a batch): it still takes up the killed
+        # job's batch, which holds all of its calls, instead of submitting new ones.
+        client = OpenAICompatibleClient(ClientSettings(**settings, batch_max_requests=3), cache=tmp_path)
+        requests = _requests(8, "killed")
+        completions = client.complete(requests, PARAMS)
+        assert all(c.finish_reason == "stop" for c in completions)
+        assert server.batches_created == 1, "the rerun polled the killed job's batch"
+        assert client.ledger()["batches_resumed"] == 1 and client.ledger()["batches_created"] == 0
+        _paid_once(server, client, requests)
+        assert len(server.answered) == len(requests)
+
+
+def test_killed_between_upload_and_batch_creation_finds_the_batch_by_metadata(tmp_path: Path) -> None:
+    with BatchServer(step_s=0.05) as server:
+        settings = _settings(server)
+        requests = _requests(5, "meta")
+        OpenAICompatibleClient(settings, cache=tmp_path).complete(requests, PARAMS)
+        # Forget the batch id as if the job died right after creating the batch, before saving it;
+        # and forget the answers, as if nothing had been downloaded.
+        (done_path,) = batch_state_files(tmp_path)
+        assert done_path.name.endswith(".done.json")
+        state = json.loads(done_path.read_text())
+        del state["batch_id"], state["done"]
+        done_path.unlink()
+        (tmp_path / "batches" / done_path.name.replace(".done.json", ".json")).write_text(json.dumps(state))
+        for path in tmp_path.glob("??/*.json"):
+            path.unlink()
+        client = OpenAICompatibleClient(settings, cache=tmp_path)
+        completions = client.complete(requests, PARAMS)
+        assert all(c.finish_reason == "stop" for c in completions)
+        assert server.batches_created == 1 and client.ledger()["batches_resumed"] == 1
+        _paid_once(server, client, requests)
+
+
+def test_killed_while_taking_results_finishes_from_the_same_batch(tmp_path: Path) -> None:
+    """Killed after caching part of a finished batch's answers: the rest come from that batch's
+    output, not from a new batch of the calls still missing."""
+    with BatchServer(step_s=0.05) as server:
+        settings = _settings(server)
+        requests = _requests(6, "half")
+        first = OpenAICompatibleClient(settings, cache=tmp_path).complete(requests, PARAMS)
+        (done_path,) = batch_state_files(tmp_path)
+        state = json.loads(done_path.read_text())
+        del state["done"]
+        done_path.unlink()
+        (tmp_path / "batches" / done_path.name.replace(".done.json", ".json")).write_text(json.dumps(state))
+        client = OpenAICompatibleClient(settings, cache=tmp_path)
+        for request in requests[:3]:
+            CallCache(tmp_path).path_for(client.cache_key(request, PARAMS)).unlink()
+        again = client.complete(requests, PARAMS)
+        assert [c.text for c in again] == [c.text for c in first]
+        assert [c.cached for c in again] == [False] * 3 + [True] * 3
+        assert server.batches_created == 1 and client.ledger()["batches_resumed"] == 1
+        _paid_once(server, client, requests)
+        spent = SpendLedger(tmp_path / "spend.jsonl").entries()
+        assert len(spent) == len(requests), "answers taken again are recorded once"
+
+
+def test_batches_split_at_the_request_and_byte_limits(tmp_path: Path) -> None:
+    with BatchServer(step_s=0.05) as server:
+        client = OpenAICompatibleClient(_settings(server, batch_max_requests=4, batch_max_bytes=1400), cache=tmp_path)
+        completions = client.complete(_requests(10, "split"), PARAMS)
+        assert all(c.finish_reason == "stop" for c in completions)
+        sizes = [len(batch["lines"]) for batch in server.batches.values()]
+        assert sum(sizes) == 10 and max(sizes) <= 4 and len(sizes) >= 3
+        for file_id, data in server.file_bytes.items():
+            if server.files[file_id]["purpose"] == "batch":
+                assert len(data) <= 1400
+
+
+def test_a_rejected_key_fails_the_batch_job_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BLOOMQG_TEST_API_KEY", "sk-wrong-0123456789")
+    with BatchServer(required_api_key="sk-right") as server:
+        client = OpenAICompatibleClient(_settings(server, api_key_env="BLOOMQG_TEST_API_KEY"), cache=tmp_path)
+        with pytest.raises(FatalAPIError, match="BLOOMQG_TEST_API_KEY") as raised:
+            client.complete(_requests(3, "key"), PARAMS)
+        assert "sk-wrong-0123456789" not in str(raised.value)
+        assert server.batches_created == 0
+
+
+# ------------------------------------------------------------------------------- budget
+
+
+@pytest.mark.parametrize("mode", ["sync", "batch"])
+def test_budget_stops_at_the_cap_and_a_higher_cap_pays_only_the_rest(tmp_path: Path, mode: str) -> None:
+    requests = _requests(20, f"budget-{mode}")
+    with BatchServer(step_s=0.05) as server:
+        probe = OpenAICompatibleClient(_settings(server, mode=mode), cache=tmp_path / "probe")
+        one = probe.complete(requests[:1], PARAMS)[0]
+        server.answered.clear()
+        server.sync_calls = 0
+        # A cap for about half the calls, counting each at its prompt and its whole max_tokens.
+        worst = ClientSettings(model="m", **PRICES).cost(one.n_prompt_tokens, PARAMS.max_new_tokens, batch=False)
+        cap = 10.5 * worst
+        settings = _settings(server, mode=mode, budget_usd=cap, concurrency=4)
+        delivered: list[Completion] = []
+        with pytest.raises(BudgetExceededError, match=r"spent \$[0-9.]+ of the \$[0-9.e-]+ cap") as raised:
+            OpenAICompatibleClient(settings, cache=tmp_path / "calls").complete(requests, PARAMS, delivered.extend)
+        spent = SpendLedger(tmp_path / "calls" / "spend.jsonl").total()
+        assert 0 < spent <= cap
+        paid_first = len(server.answered)
+        assert 5 <= paid_first < len(requests), paid_first
+        assert "calls were not made (reason budget" in str(raised.value)
+        assert all(c.finish_reason != "error" for c in delivered) and len(delivered) == paid_first
+
+        bigger = _settings(server, mode=mode, budget_usd=100 * cap, concurrency=4)
+        client = OpenAICompatibleClient(bigger, cache=tmp_path / "calls")
+        completions = client.complete(requests, PARAMS)
+        assert all(c.finish_reason == "stop" for c in completions)
+        assert sum(c.cached for c in completions) == paid_first
+        assert len(server.answered) == len(requests) and all(n == 1 for n in server.answered.values())

@@ -1,0 +1,29 @@
+"""Rule estimate_cost: what the study's API calls will cost, printed before any call."""
+from pathlib import Path
+
+from bloomqg.api.estimate import estimate_study, format_estimate
+from bloomqg.config import Cell
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame
+from bloomqg.schemas import DATASET, GENERATIONS, PROMPTS
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log.text)
+params = snakemake.params
+cells = [Cell(*cell) for cell in params.cells]
+prompts = {(p.parent.name, p.stem): read_frame(p, PROMPTS) for p in map(Path, snakemake.input.prompts)}
+datasets = {p.stem: read_frame(p, DATASET) for p in map(Path, snakemake.input.datasets)}
+generations = {
+    (cell.dataset, cell.strategy, cell.model): read_frame(path, GENERATIONS)
+    for cell, path in zip(cells, map(Path, params.generations))
+    if path.exists()
+}
+estimate = estimate_study(
+    params.config, cells, prompts=prompts, datasets=datasets, generations=generations,
+    cache_dir=params.cache_dir, rubric_path=snakemake.input.rubric[0] if snakemake.input.rubric else None,
+)
+estimate.to_csv(snakemake.log.table, sep="\t", index=False)
+report = format_estimate(estimate, params.config.get("budget_usd"))
+with open(snakemake.log.text, "a", encoding="utf-8") as log_file:
+    log_file.write(report + "\n")
+print(report, flush=True)
