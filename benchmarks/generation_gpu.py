@@ -95,11 +95,9 @@ def timed(generator, reqs, params, on_gpu, batch_size=None) -> dict:
 
 def equivalence_check(device) -> dict:
     """Greedy fp32 texts of a tiny Llama through our loop against model.generate, on ``device``."""
-    import torch
-
     from bloomqg.generation.base import ChatRequest, DecodingParams
     from bloomqg.generation.hf import HFTextGenerator
-    from tests.support.tiny_models import chat_tokenizer, tiny_model
+    from tests.support.tiny_models import chat_tokenizer, generate_reference, tiny_model
 
     model = tiny_model("llama").to(device)
     generator = HFTextGenerator.from_model(model, chat_tokenizer(), batch_size=4)
@@ -107,24 +105,8 @@ def equivalence_check(device) -> dict:
     reqs = [ChatRequest(f"r{i}", ({"role": "system", "content": system},
                                   {"role": "user", "content": " ".join(f"w{40 + i + j}" for j in range(i + 1))}))
             for i in range(6)]
-    encoded = [generator.encode(r) for r in reqs]
-    width = max(map(len, encoded))
-    ids = torch.full((len(reqs), width), generator.pad_id)
-    mask = torch.zeros_like(ids)
-    for row, tokens in enumerate(encoded):
-        ids[row, width - len(tokens):] = torch.tensor(tokens)
-        mask[row, width - len(tokens):] = 1
-    out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
-                         max_new_tokens=12, eos_token_id=sorted(generator.stop_ids),
-                         pad_token_id=generator.pad_id)
-    want = []
-    for row in out[:, width:].tolist():
-        kept = []
-        for token in row:
-            if token in generator.stop_ids:
-                break
-            kept.append(token)
-        want.append(generator.tokenizer.decode(kept, skip_special_tokens=True).strip())
+    want = [generator.tokenizer.decode(kept, skip_special_tokens=True).strip()
+            for kept in generate_reference(generator, reqs, 12)]
     got = [c.text for c in generator.complete(reqs, DecodingParams(do_sample=False, max_new_tokens=12))]
     return {"requests": len(reqs), "identical": sum(a == b for a, b in zip(got, want)),
             "shared_prefix_tokens_saved": generator.stats["shared_prefix_tokens_saved"]}

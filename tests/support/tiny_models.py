@@ -135,3 +135,33 @@ def save_legacy_remote_model(folder: Path, *, seed: int = 0) -> Path:
     saved["auto_map"] = config.auto_map
     config_path.write_text(json.dumps(saved, indent=2))
     return folder
+
+
+def generate_reference(generator: Any, requests: Any, max_new_tokens: int) -> list[list[int]]:
+    """Greedy continuations from ``model.generate`` over the left-padded batch of all requests.
+
+    ``generator`` is an :class:`~bloomqg.generation.hf.HFTextGenerator` (its tokenisation, stop
+    and pad ids); each continuation is cut before its first stop token, as our loop cuts it.
+    """
+    import torch
+
+    encoded = [generator.encode(r) for r in requests]
+    width = max(len(e) for e in encoded)
+    ids = torch.full((len(encoded), width), generator.pad_id)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, tokens in enumerate(encoded):
+        ids[row, width - len(tokens):] = torch.tensor(tokens)
+        mask[row, width - len(tokens):] = 1
+    device = generator.input_device
+    out = generator.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                                   max_new_tokens=max_new_tokens, eos_token_id=sorted(generator.stop_ids),
+                                   pad_token_id=generator.pad_id)
+    continuations = []
+    for row in out[:, width:].tolist():
+        kept = []
+        for token in row:
+            if token in generator.stop_ids:
+                break
+            kept.append(token)
+        continuations.append(kept)
+    return continuations

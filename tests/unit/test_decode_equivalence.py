@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 from bloomqg.generation.base import ChatRequest, DecodingParams
 from bloomqg.generation.hf import HFTextGenerator
 from bloomqg.generation.model_support import ModelSupportError
-from tests.support.tiny_models import available_architectures, chat_tokenizer, tiny_model
+from tests.support.tiny_models import available_architectures, chat_tokenizer, generate_reference, tiny_model
 
 MAX_NEW = 12
 SYSTEM = " ".join(f"w{i}" for i in range(10, 30))  # shared by every prompt: a long common prefix
@@ -36,25 +36,7 @@ def requests(prefill: bool = False) -> list[ChatRequest]:
 
 
 def reference(generator: HFTextGenerator, reqs: list[ChatRequest], max_new: int = MAX_NEW) -> list[list[int]]:
-    """Greedy continuations from ``model.generate`` over the left-padded batch of all requests."""
-    encoded = [generator.encode(r) for r in reqs]
-    width = max(len(e) for e in encoded)
-    ids = torch.full((len(encoded), width), generator.pad_id)
-    mask = torch.zeros((len(encoded), width), dtype=torch.long)
-    for row, tokens in enumerate(encoded):
-        ids[row, width - len(tokens):] = torch.tensor(tokens)
-        mask[row, width - len(tokens):] = 1
-    out = generator.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=max_new,
-                                   eos_token_id=sorted(generator.stop_ids), pad_token_id=generator.pad_id)
-    continuations = []
-    for row in out[:, width:].tolist():
-        kept = []
-        for token in row:
-            if token in generator.stop_ids:
-                break
-            kept.append(token)
-        continuations.append(kept)
-    return continuations
+    return generate_reference(generator, reqs, max_new)
 
 
 def reference_texts(generator, reqs, continuations):
