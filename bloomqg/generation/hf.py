@@ -296,7 +296,7 @@ class HFTextGenerator:
             raise ModelSupportError(f"model {model_id!r}: its tokenizer has no chat template")
         generator = cls.__new__(cls)
         generator._setup(
-            model.eval(), tokenizer, plan_for_model(model, decode_loop=decode_loop),
+            model, tokenizer, plan_for_model(model, decode_loop=decode_loop),
             model_id=model_id, batch_size=batch_size, response_prefill=response_prefill,
             share_prompt_prefix=share_prompt_prefix, provenance={"source": "in-memory"},
         )

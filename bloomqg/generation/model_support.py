@@ -173,6 +173,16 @@ def _native_since_hint(model_type: str) -> str:
     return f" (transformers has it natively from {since})" if since else ""
 
 
+def _decode_loop(requested: str | None, code: str, source: str) -> DecodeLoop:
+    """The entry's decode loop; "auto" (or none) is cached for native code, legacy for remote code."""
+    loop = requested or "auto"
+    if loop == "auto":
+        return "legacy" if code == "remote" else "cached"
+    if loop not in ("cached", "legacy"):
+        raise ModelSupportError(f"model {source!r}: decode_loop {requested!r} is not auto, cached or legacy")
+    return loop  # type: ignore[return-value]
+
+
 def plan_loading(
     config: Any,
     *,
@@ -214,15 +224,10 @@ def plan_loading(
         raise ModelSupportError(
             f"model {source!r}: transformers {transformers.__version__} has no causal-LM class for "
             f"model type {model_type!r}{_native_since_hint(model_type)}")
-    loop = decode_loop or "auto"
-    if loop == "auto":
-        loop = "legacy" if code == "remote" else "cached"
-    if loop not in ("cached", "legacy"):
-        raise ModelSupportError(f"model {source!r}: decode_loop {decode_loop!r} is not auto, cached or legacy")
-    keyword = cache_keyword(model_class)
     return LoadPlan(
-        model_type=model_type, code=code, model_class=model_class.__name__, decode_loop=loop,  # type: ignore[arg-type]
-        cache_keyword=keyword,
+        model_type=model_type, code=code, model_class=model_class.__name__,
+        decode_loop=_decode_loop(decode_loop, code, source),
+        cache_keyword=cache_keyword(model_class),
         attn_implementation=choose_attention(model_class, attn_implementation, on_gpu=on_gpu,
                                              half_precision=half_precision),
         takes_position_ids="position_ids" in forward_parameters(model_class),
@@ -235,12 +240,9 @@ def plan_for_model(model: Any, *, decode_loop: str | None = None) -> LoadPlan:
     model_class = type(model)
     auto_map = getattr(config, "auto_map", None) or {}
     code: Literal["native", "remote"] = "remote" if "AutoModelForCausalLM" in auto_map else "native"
-    loop = decode_loop or "auto"
-    if loop == "auto":
-        loop = "legacy" if code == "remote" else "cached"
     return LoadPlan(
         model_type=getattr(config, "model_type", ""), code=code, model_class=model_class.__name__,
-        decode_loop=loop,  # type: ignore[arg-type]
+        decode_loop=_decode_loop(decode_loop, code, model_class.__name__),
         cache_keyword=cache_keyword(model_class),
         attn_implementation=str(getattr(config, "_attn_implementation", None) or "eager"),
         takes_position_ids="position_ids" in forward_parameters(model_class),
