@@ -9,6 +9,7 @@ missing column or an unknown Bloom level stops the run with a message naming the
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -22,27 +23,6 @@ from bloomqg.provenance import REPO_ROOT
 log = logging.getLogger(__name__)
 
 SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
-
-#: Top-level keys a config may leave out (schemas/config.schema.yaml documents each default).
-DEFAULTS: dict[str, Any] = {
-    "seed": 20240611,
-    "exemplars": 2,
-    "strategies": ["cot", "fgp"],
-    "limit_items": None,
-    "cache_dir": ".cache/bloomqg",
-    "release_dir": None,
-    "release_manifest": None,
-    "gate": {"alpha": 0.7, "action": "flag"},
-    "bootstrap": {"n_resamples": 1000, "confidence": 0.95},
-}
-
-DEFAULT_PROMPTS: dict[str, str | None] = {
-    "cot": "prompts/generation/cot.md",
-    "fgp": "prompts/generation/fgp.md",
-    "system": "prompts/generation/system.md",
-    "judge": "prompts/judge/rubric.md",
-}
-
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the file and key."""
@@ -60,28 +40,91 @@ def _key_path(parts: Iterable[Any]) -> str:
     return text or "(top level)"
 
 
+@functools.cache
+def _schema() -> dict[str, Any]:
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    from bloomqg.judges.registry import judge_schema_defs
+
+    # The judges entry has one branch per backend, each declared by the backend's own module.
+    schema["$defs"].update(judge_schema_defs())
+    return schema
+
+
+def load_schema() -> dict[str, Any]:
+    """The config schema: ``schemas/config.schema.yaml`` plus the judge backends' branches."""
+    return copy.deepcopy(_schema())
+
+
+@functools.cache
+def _validator(ref: str | None) -> Any:
+    import jsonschema
+
+    schema = _schema()
+    return jsonschema.Draft202012Validator(schema if ref is None else {"$defs": schema["$defs"], "$ref": ref})
+
+
+def _declared_keys(schema: Mapping[str, Any]) -> set[str]:
+    """Keys a schema node declares, those of the ``$defs`` it includes with allOf/$ref too."""
+    keys = set(schema.get("properties", {}))
+    for part in schema.get("allOf", []):
+        if "$ref" in part:
+            keys |= _declared_keys(_schema()["$defs"][part["$ref"].rsplit("/", 1)[-1]])
+    return keys
+
+
+def schema_errors(instance: Any, ref: str | None = None) -> list[tuple[list[Any], str]]:
+    """Every way ``instance`` breaks the config schema (or its ``$defs`` node ``ref``, e.g.
+    ``#/$defs/generation``): (key path, message) per error, in key-path order."""
+    errors = []
+    for error in sorted(_validator(ref).iter_errors(instance), key=lambda e: list(map(str, e.path))):
+        if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(error.instance, Mapping):
+            extra = sorted(set(error.instance) - _declared_keys(error.schema))
+            message = f"unknown key(s) {', '.join(map(repr, extra))}"
+        elif error.validator == "not" and "description" in error.schema:
+            message = error.schema["description"]
+        elif error.validator == "if":
+            continue  # the failing "then" branch reports the error itself
+        else:
+            message = error.message
+        errors.append((list(error.absolute_path), message))
+    return errors
+
+
+def schema_problems(instance: Any, ref: str | None = None, *, prefix: Iterable[Any] = ()) -> list[str]:
+    """:func:`schema_errors` as ``key.path: message`` lines (``prefix`` leads every path)."""
+    return [f"{_key_path([*prefix, *path])}: {message}" for path, message in schema_errors(instance, ref)]
+
+
 def validate_schema(config: Mapping[str, Any], *, sources: Iterable[str | Path] = ()) -> None:
     """Validate ``config`` against the JSON schema; raise :class:`ConfigError` listing each error
     with its key path (e.g. ``models.smollm2.dtype``) and the config file(s) it came from."""
-    import jsonschema
-
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(dict(config)), key=lambda e: list(map(str, e.path))):
-        where = _key_path(error.absolute_path)
-        if error.validator == "additionalProperties":
-            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            message = f"unknown key(s) {', '.join(map(repr, extra))} under {where}"
-        elif error.validator == "required":
-            message = f"{where}: {error.message}"
-        else:
-            message = f"{where}: {error.message}"
-        problems.append(message)
+    problems = schema_problems(dict(config))
     if problems:
         raise ConfigError(
             f"invalid configuration ({_describe_sources(sources)}):\n  - " + "\n  - ".join(problems)
         )
+
+
+def apply_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` with the schema's ``default:`` of every top-level key it leaves out,
+    and of the keys of top-level objects (``gate``, ``bootstrap``, ``prompts``).
+
+    Deliberately two levels, not every ``default:`` of the schema (as a jsonschema validator
+    extended to fill defaults would): entries of ``datasets``, ``models`` and ``judges`` keep
+    only what the user wrote, because each is a rule parameter and its backend applies its own
+    defaults; filling them in would change every job's parameters, and so rerun them.
+    """
+    merged = copy.deepcopy(dict(config))
+    for key, prop in _schema()["properties"].items():
+        if "default" in prop:
+            merged.setdefault(key, copy.deepcopy(prop["default"]))
+        elif prop.get("type") == "object" and any("default" in p for p in prop.get("properties", {}).values()):
+            given = merged.get(key) or {}
+            merged[key] = {
+                **{k: copy.deepcopy(p["default"]) for k, p in prop["properties"].items() if "default" in p},
+                **given,
+            }
+    return merged
 
 
 @dataclass(frozen=True)
@@ -130,6 +173,12 @@ class Study:
     def model_needs_materializing(self, model: str) -> bool:
         return bool(self.models[model].get("gguf"))
 
+    def judge_backend(self, judge: str) -> Any:
+        """The :class:`~bloomqg.judges.registry.JudgeBackend` of judges entry ``judge``."""
+        from bloomqg.judges.registry import judge_backend
+
+        return judge_backend(self.judges[judge]["backend"])
+
     def judge_model(self, judge: str) -> str | None:
         """The models entry an hf judge borrows its weights from."""
         return self.judges[judge].get("model_ref")
@@ -164,16 +213,6 @@ def _substitute(value: Any, release_dir: str | None, where: str) -> Any:
     return value
 
 
-def _merge_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(dict(config))
-    for key, default in DEFAULTS.items():
-        if isinstance(default, dict):
-            merged[key] = {**default, **(merged.get(key) or {})}
-        else:
-            merged.setdefault(key, copy.deepcopy(default))
-    return merged
-
-
 def prepare_study(
     config: Mapping[str, Any],
     *,
@@ -185,7 +224,7 @@ def prepare_study(
     that bad data fails here, before any job."""
     sources = list(sources)
     validate_schema(config, sources=sources)
-    cfg = _merge_defaults(config)
+    cfg = apply_defaults(config)
     workdir = Path(workdir).resolve()
     study = Study(config=cfg, workdir=workdir)
     if cfg.get("release_dir"):
@@ -197,8 +236,7 @@ def prepare_study(
     cfg = _substitute(cfg, cfg.get("release_dir"), "config")
     study.config = cfg
 
-    prompts = {**DEFAULT_PROMPTS, **(cfg.get("prompts") or {})}
-    for name, value in prompts.items():
+    for name, value in cfg["prompts"].items():
         if value is None:
             continue
         study.prompt_files[name] = resolve_path(value, workdir=workdir, where=f"prompts.{name}")
@@ -218,24 +256,14 @@ def prepare_study(
                 files.append(resolved)
         study.dataset_files[name] = files
 
-    from bloomqg.judges.stage import validate_judge_spec
-
     for name, spec in cfg["judges"].items():
-        try:
-            validate_judge_spec(name, spec)
-        except (TypeError, ValueError) as error:
-            raise ConfigError(f"judges.{name} ({_describe_sources(sources)}): {error}") from error
+        # The schema's branch for the backend allows model_ref only where it borrows a model.
         ref = spec.get("model_ref")
-        if spec["backend"] == "hf":
-            if not ref:
-                raise ConfigError(f"judges.{name}: an hf judge needs model_ref (a models entry)")
-            if ref not in cfg["models"]:
-                raise ConfigError(
-                    f"judges.{name}.model_ref: {ref!r} is not a models entry "
-                    f"(known: {', '.join(cfg['models'])})"
-                )
-        elif ref:
-            raise ConfigError(f"judges.{name}.model_ref: only hf judges borrow a model's weights")
+        if ref is not None and ref not in cfg["models"]:
+            raise ConfigError(
+                f"judges.{name}.model_ref: {ref!r} is not a models entry "
+                f"(known: {', '.join(cfg['models'])})"
+            )
 
     from bloomqg.api.budget import check_budget_prices
 

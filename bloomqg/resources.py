@@ -87,18 +87,13 @@ def model_resources(name: str, spec: Mapping[str, Any]) -> JobResources:
     return JobResources(gpus, mem_mb, runtime, 0)
 
 
-#: Judges that run no model entry: the verb-list rules and MiniLM embeddings (CPU, small).
-_LOCAL_JUDGE = {"rules": JobResources(0, 2000, 30, 0), "embedding": JobResources(0, 4000, 60, 0)}
-
-
 def judge_resources(name: str, spec: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> JobResources:
-    """Resources of a judge_questions job: an hf judge takes its model entry's, an openai judge
-    one ``api`` slot, the rules and embedding judges a small CPU job."""
-    backend = spec["backend"]
-    if backend == "hf":
-        return model_resources(spec["model_ref"], models[spec["model_ref"]])
-    if backend.startswith("openai"):  # any OpenAI-compatible mode, live or batched
-        return JobResources(0, API_MEM_MB, API_RUNTIME_MIN, 1)
-    if backend in _LOCAL_JUDGE:
-        return _LOCAL_JUDGE[backend]
-    raise ResourceError(f"judges.{name}.backend: unknown backend {backend!r}")
+    """Resources of a judge_questions job, as the judge's backend declares them (an hf judge
+    takes its model entry's, an openai judge one ``api`` slot, rules and embedding a small CPU job)."""
+    from bloomqg.judges.registry import judge_backend
+
+    try:
+        backend = judge_backend(spec["backend"])
+    except ValueError as error:
+        raise ResourceError(f"judges.{name}.backend: {error}") from None
+    return backend.resources(name, spec, models)

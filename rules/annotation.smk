@@ -104,7 +104,7 @@ if JUDGE_VALIDATION:
             f"logs/validate_judge/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.log",
         benchmark:
             f"logs/benchmarks/validate_judge/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.tsv"
-        threads: lambda wc: 8 if CFG["judges"][wc.judge]["backend"] in ("hf", "embedding") else 1
+        threads: lambda wc: STUDY.judge_backend(wc.judge).threads
         resources:
             gpu=lambda wc: CFG["models"][STUDY.judge_model(wc.judge)].get("gpus", 0) if STUDY.judge_model(wc.judge) else 0,
             mem_mb=4000,

@@ -7,7 +7,7 @@ def judge_model_dir(wc):
 
 
 def judge_prompt(wc):
-    return [CFG["prompts"]["judge"]] if CFG["judges"][wc.judge]["backend"] in ("hf", "openai") else []
+    return [CFG["prompts"]["judge"]] if STUDY.judge_backend(wc.judge).needs_rubric else []
 
 
 def judge_model_spec(wc):
@@ -35,7 +35,7 @@ rule judge_questions:
         "logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
     benchmark:
         "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
-    threads: lambda wc: 8 if CFG["judges"][wc.judge]["backend"] in ("hf", "embedding") else 1
+    threads: lambda wc: STUDY.judge_backend(wc.judge).threads
     resources:
         gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
         mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
@@ -74,7 +74,7 @@ rule estimate_cost:
     input:
         prompts=sorted({f"results/prompts/{c.dataset}/{c.strategy}.parquet" for c in CELLS}),
         datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
-        rubric=[CFG["prompts"]["judge"]] if any(s.get("backend") == "openai" for s in CFG["judges"].values()) else [],
+        rubric=[CFG["prompts"]["judge"]] if any(STUDY.judge_backend(j).api_entry for j in JUDGES) else [],
     params:
         config=CFG,
         cells=[(c.dataset, c.strategy, c.model) for c in CELLS],

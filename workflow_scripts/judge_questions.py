@@ -1,4 +1,5 @@
 """Rule judge_questions: one judge's verdicts on one cell's generated questions."""
+from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
@@ -8,21 +9,13 @@ snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
 params = snakemake.params
 spec = dict(params.spec)
-text_generator = None
-if spec["backend"] in ("hf", "openai"):
-    from bloomqg.api.budget import with_study_budget
-    from bloomqg.generation.factory import make_text_generator
-
-    # An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec.
-    generator_spec = dict(params.model_spec) if params.model_spec else spec
-    # The cap comes from the config, not params: raising it must not rerun finished jobs.
-    generator_spec = with_study_budget(generator_spec, snakemake.config.get("budget_usd"))
-    text_generator = make_text_generator(
-        generator_spec,
-        model_dir=snakemake.input.model[0] if snakemake.input.model else None,
-        cache_dir=params.cache_dir,
-        num_threads=snakemake.threads,
-    )
+# An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec. The cap
+# comes from the config, not params: raising it must not rerun finished jobs.
+text_generator = make_judge_text_generator(
+    snakemake.wildcards.judge, spec, model_spec=params.model_spec,
+    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=snakemake.config.get("budget_usd"),
+)
 try:
     judgments = judge_questions(
         read_frame(snakemake.input.generations, GENERATIONS),

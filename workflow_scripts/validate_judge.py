@@ -2,6 +2,7 @@
 import time
 
 from bloomqg.annotation.judge_validation import RELEASE_DOMAINS, release_dataset, validation_sample
+from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
@@ -14,15 +15,11 @@ spec = dict(params.spec)
 generations = read_frame(snakemake.input.generations, GENERATIONS)
 sample = validation_sample(generations, read_frame(snakemake.input.votes, VOTES), params.items_per_cell, params.seed)
 started = time.perf_counter()  # from here on: what a user of this judge pays per question
-text_generator = None
-if spec["backend"] in ("hf", "openai"):
-    from bloomqg.generation.factory import make_text_generator
-
-    text_generator = make_text_generator(
-        dict(params.model_spec) if params.model_spec else spec,
-        model_dir=snakemake.input.model[0] if snakemake.input.model else None,
-        cache_dir=params.cache_dir, num_threads=snakemake.threads,
-    )
+text_generator = make_judge_text_generator(
+    wc.judge, spec, model_spec=params.model_spec,
+    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    cache_dir=params.cache_dir, num_threads=snakemake.threads,
+)
 try:
     judgments = judge_questions(
         sample, wc.judge, spec, dataset=release_dataset(generations), domain=RELEASE_DOMAINS[wc.dataset],

@@ -126,14 +126,16 @@ def estimate_study(
     from bloomqg.datasets import dataset_knowledge_units
     from bloomqg.generation.factory import decoding_params
     from bloomqg.generation.openai_api import client_settings_from_entry
-    from bloomqg.judges.llm import LLMJudge, decoding_from_spec, load_rubric
+    from bloomqg.judges.base import JudgeItem
+    from bloomqg.judges.llm import LLMJudge, load_rubric
+    from bloomqg.judges.registry import judge_backend
     from bloomqg.prompts import messages_from_json
 
     cache = CallCache(cache_dir) if Path(cache_dir).is_dir() else None
     measured = calibrations(SpendLedger(Path(cache_dir) / "spend.jsonl"))
     seed = config["seed"]
     rows: list[dict[str, Any]] = []
-    api_judges = {n: s for n, s in config["judges"].items() if s.get("backend") == "openai"}
+    api_judges = {n: s for n, s in config["judges"].items() if judge_backend(s["backend"]).api_entry}
     rubric = load_rubric(rubric_path) if api_judges else None
     generated_models = set()
     for cell in cells:
@@ -162,8 +164,8 @@ def estimate_study(
         for name, spec in api_judges.items():
             settings = client_settings_from_entry(with_study_budget(spec, config.get("budget_usd")))
             judge = LLMJudge(None, units, config["datasets"][cell.dataset]["domain"], template=rubric,  # type: ignore[arg-type]
-                             decoding=decoding_from_spec(name, spec.get("generation"), seed))
-            requests = judge.requests(list(ids), list(questions), list(originals))
+                             decoding=decoding_params(spec.get("generation"), seed, where=f"judges.{name}.generation"))
+            requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(ids, questions, originals)])
             row = estimate_calls(settings, requests, judge.decoding, cache, measured.get(settings.model))
             if generated is None:
                 row["basis"] += "; questions not generated yet"

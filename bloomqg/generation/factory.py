@@ -11,8 +11,6 @@ from bloomqg.generation.base import DecodingParams, TextGenerator
 
 logger = logging.getLogger(__name__)
 
-_DECODING_KEYS = {"temperature", "top_p", "max_new_tokens", "do_sample"}
-
 
 def make_text_generator(
     spec: Mapping[str, Any],
@@ -44,27 +42,23 @@ def make_text_generator(
                      "(expected 'hf' or 'openai')")
 
 
-def decoding_params(spec_generation: Mapping[str, Any] | None, seed: int) -> DecodingParams:
-    """:class:`DecodingParams` from a ``generation:`` block; unknown keys are an error."""
+def decoding_params(
+    spec_generation: Mapping[str, Any] | None, seed: int, *, where: str = "generation"
+) -> DecodingParams:
+    """:class:`DecodingParams` from a ``generation:`` block (a model's or an LLM judge's).
+
+    The one decoding validator: the block is checked against the config schema's
+    ``$defs/generation`` (unknown keys and bad values are errors naming ``where``), and the
+    keys it leaves out take that schema's ``default:``.
+    """
+    from bloomqg.config import load_schema, schema_problems
+
     spec_generation = dict(spec_generation or {})
-    unknown = sorted(set(spec_generation) - _DECODING_KEYS)
-    if unknown:
-        raise ValueError(f"generation settings: unknown keys {unknown}; "
-                         f"allowed: {sorted(_DECODING_KEYS)}")
-    defaults = DecodingParams()
-    temperature = float(spec_generation.get("temperature", defaults.temperature))
-    top_p = float(spec_generation.get("top_p", defaults.top_p))
-    max_new_tokens = spec_generation.get("max_new_tokens", defaults.max_new_tokens)
-    do_sample = spec_generation.get("do_sample", defaults.do_sample)
-    if temperature < 0:
-        raise ValueError(f"generation.temperature must be >= 0, got {temperature}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"generation.top_p must be in (0, 1], got {top_p}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(
-            f"generation.max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-    if not isinstance(do_sample, bool):
-        raise ValueError(  # noqa: TRY004 - a config value error, reported like the others
-            f"generation.do_sample must be true or false, got {do_sample!r}")
-    return DecodingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                          do_sample=do_sample, seed=int(seed))
+    problems = schema_problems(spec_generation, "#/$defs/generation", prefix=where.split("."))
+    if problems:
+        raise ValueError("generation settings: " + "; ".join(problems))
+    properties = load_schema()["$defs"]["generation"]["properties"]
+    values = {key: spec_generation.get(key, prop["default"]) for key, prop in properties.items()}
+    return DecodingParams(temperature=float(values["temperature"]), top_p=float(values["top_p"]),
+                          max_new_tokens=int(values["max_new_tokens"]), do_sample=bool(values["do_sample"]),
+                          seed=int(seed))

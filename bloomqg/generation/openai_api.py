@@ -18,33 +18,18 @@ from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
 
 log = logging.getLogger(__name__)
 
-#: Keys a config entry (a ``models.<name>`` or ``judges.<name>`` mapping) may carry that are about
-#: the workflow, not the client: they are accepted and ignored here.
-WORKFLOW_KEYS = frozenset({"backend", "generation", "note", "gpus", "mem_mb", "runtime_min", "shards"})
-
-#: Keys that only make sense for in-process models; naming one for an API model is a mistake.
-IN_PROCESS_ONLY_KEYS = frozenset(
-    {"gguf", "revision", "dtype", "trust_remote_code", "batch_size", "device", "model_ref",
-     "attn_implementation", "chat_template", "decode_loop"}
-)
-
-
 def client_settings_from_entry(spec: Mapping[str, Any]) -> ClientSettings:
-    """The client settings of a config entry, dropping workflow-only keys.
-
-    Raises ValueError naming a key that cannot apply to an API model or is unknown.
+    """The client settings of a config entry: its ``model`` and the keys of the config schema's
+    ``$defs/api_settings``; the rest (workflow keys such as ``generation`` or ``gpus``) is not
+    the client's. Which keys an entry may carry at all, the schema checks.
     """
-    misplaced = sorted(k for k in spec if k in IN_PROCESS_ONLY_KEYS and spec[k] is not None)
-    if misplaced:
-        raise ValueError(
-            f"key(s) {', '.join(map(repr, misplaced))} apply to in-process (hf) models only, "
-            f"not to an OpenAI-compatible API model ({spec.get('model')!r})"
-        )
+    from bloomqg.config import load_schema
+
     backend = spec.get("backend", "openai")
     if backend != "openai":
         raise ValueError(f"OpenAITextGenerator needs backend 'openai', got {backend!r}")
-    client_keys = {k: v for k, v in spec.items() if k not in WORKFLOW_KEYS and k not in IN_PROCESS_ONLY_KEYS}
-    return ClientSettings.from_spec(client_keys)
+    client_keys = {"model", *load_schema()["$defs"]["api_settings"]["properties"]}
+    return ClientSettings.from_spec({k: v for k, v in spec.items() if k in client_keys})
 
 
 class OpenAITextGenerator:

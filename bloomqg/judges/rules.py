@@ -2,7 +2,7 @@
 
 No model, no randomness: each answer comes with a reason naming the rule that produced it, so a
 reader can audit it. The heuristics, and their default thresholds (all overridable in the
-judge's config entry, see :data:`RULES_SPEC_KEYS`):
+judge's config entry, see :mod:`bloomqg.judges.backends.rules`):
 
 - **unique** — lexical similarity to the original question: the Jaccard similarity of the two
   sets of (lightly stemmed, stop-word-free) content words, and difflib's character ratio of the
@@ -53,22 +53,10 @@ from pathlib import Path
 from typing import Any
 
 from bloomqg.bloom import normalize_level
+from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.verdict import CriterionVerdict, Verdict
 
 logger = logging.getLogger(__name__)
-
-#: Keys a ``rules`` judge entry may carry besides ``backend``.
-RULES_SPEC_KEYS: frozenset[str] = frozenset(
-    {
-        "verb_list",  # path of the Bloom verb list (default: the project's data/bloom_verbs.csv)
-        "max_token_jaccard",
-        "max_char_ratio",
-        "min_words",
-        "max_words",
-        "min_alnum_share",
-        "unit_aliases",  # {unit name: [alias, ...]}
-    }
-)
 
 DEFAULT_VERB_LIST = Path(__file__).resolve().parents[2] / "data" / "bloom_verbs.csv"
 
@@ -416,6 +404,10 @@ class RulesJudge:
         return CriterionVerdict.ok(
             [best], f"no unit name in the question; most shared words with the unit's items (score {scores[best]:.2f})"
         )
+
+    def judge_batch(self, items: Sequence[JudgeItem]) -> list[JudgedItem]:
+        """The :class:`~bloomqg.judges.base.Judge` call: :meth:`judge` on each item."""
+        return [JudgedItem(self.judge(item.question, item.original_question, item.item_id)) for item in items]
 
     def judge(self, question: str, original_question: str, original_item_id: str | None = None) -> Verdict:
         """All five criteria for one generated question."""

@@ -12,8 +12,6 @@ are repeated on each of the five rows for audit.
 
 from __future__ import annotations
 
-import dataclasses
-
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,48 +21,33 @@ import pandas as pd
 
 from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.base import TextGenerator
+from bloomqg.judges.base import JudgedItem, JudgeItem
+from bloomqg.judges.registry import JudgeBackend, JudgeContext, judge_backend
 from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
-from bloomqg.api.client import ClientSettings
 from bloomqg.provenance import code_fingerprint
 from bloomqg.schemas import CRITERIA, DATASET, GENERATIONS, JUDGMENTS
 
 logger = logging.getLogger(__name__)
 
-BACKENDS: tuple[str, ...] = ("rules", "embedding", "hf", "openai")
 
-#: Keys any judge entry may carry.
-_COMMON_KEYS = frozenset({"backend", "note"})
-#: Keys an openai judge entry may carry for its endpoint (consumed by the text generator).
-_API_KEYS = frozenset(field.name for field in dataclasses.fields(ClientSettings))
+def validate_judge_spec(judge_name: str, judge_spec: Mapping[str, Any]) -> JudgeBackend:
+    """Check a judge entry against its backend's branch of the config schema; return the
+    backend. Errors name the judge and the offending key."""
+    from bloomqg.config import schema_errors
 
-
-def allowed_spec_keys(backend: str) -> frozenset[str]:
-    """The keys a judge entry with this backend may carry."""
-    from bloomqg.judges.embedding import EMBEDDING_SPEC_KEYS
-    from bloomqg.judges.rules import RULES_SPEC_KEYS
-
-    by_backend = {
-        "rules": RULES_SPEC_KEYS,
-        "embedding": EMBEDDING_SPEC_KEYS,
-        "hf": frozenset({"model_ref", "model", "generation"}),
-        "openai": _API_KEYS | {"generation"},
-    }
-    return _COMMON_KEYS | by_backend[backend]
-
-
-def validate_judge_spec(judge_name: str, judge_spec: Mapping[str, Any]) -> str:
-    """Check a judge entry; return its backend. Errors name the judge and the offending key."""
     if not isinstance(judge_spec, Mapping):
         raise TypeError(f"judge {judge_name!r}: the entry must be a mapping, got {type(judge_spec).__name__}")
-    backend = judge_spec.get("backend")
-    if backend not in BACKENDS:
-        raise ValueError(f"judge {judge_name!r}: backend {backend!r} is not one of {list(BACKENDS)}")
-    unknown = sorted(set(judge_spec) - allowed_spec_keys(backend))
-    if unknown:
-        raise ValueError(
-            f"judge {judge_name!r}: unknown key(s) {unknown} for backend {backend!r} "
-            f"(allowed: {sorted(allowed_spec_keys(backend))})"
-        )
+    try:
+        backend = judge_backend(judge_spec.get("backend"))
+    except ValueError as error:
+        raise ValueError(f"judge {judge_name!r}: {error}") from None
+    errors = schema_errors(dict(judge_spec), f"#/$defs/judge_{backend.name}")
+    if errors:
+        raise ValueError("; ".join(
+            f"judge {judge_name!r}: {message}{' in ' + '.'.join(map(str, path)) if path else ''} "
+            f"(backend {backend.name!r})"
+            for path, message in errors
+        ))
     return backend
 
 
@@ -89,63 +72,22 @@ def judge_provenance(
     backend = validate_judge_spec(judge_name, judge_spec)
     provenance: dict[str, Any] = {
         "judge": judge_name,
-        "judge_backend": backend,
+        "judge_backend": backend.name,
         "judge_spec": dict(judge_spec),
         "judge_code": code_fingerprint("bloomqg.judges"),
     }
-    if backend in ("hf", "openai"):
+    if backend.needs_rubric:
         from bloomqg.judges.llm import load_rubric
 
         rubric = load_rubric(prompt_path)
         provenance["judge_prompt_path"] = str(rubric.path)
         provenance["judge_prompt_sha256"] = rubric.sha256
         provenance["judge_prompt_hash"] = rubric.prompt_hash
-        if text_generator is not None:
-            provenance["text_generator"] = dict(getattr(text_generator, "provenance", {}) or {})
-    elif backend == "embedding":
-        from bloomqg.judges.embedding import DEFAULT_MODEL_SPEC, resolve_model_dir
-
-        provenance["embedding_model_dir"] = str(
-            resolve_model_dir(judge_name, judge_spec.get("model", DEFAULT_MODEL_SPEC))
-        )
+    if text_generator is not None:
+        provenance["text_generator"] = dict(getattr(text_generator, "provenance", {}) or {})
+    if backend.provenance is not None:
+        provenance.update(backend.provenance(judge_name, judge_spec))
     return provenance
-
-
-def _verdicts_rules(
-    judge_name: str, judge_spec: Mapping[str, Any], questions: pd.DataFrame, dataset: pd.DataFrame,
-    knowledge_units: list[str],
-) -> list[Verdict]:
-    from bloomqg.judges.rules import RulesJudge
-
-    items = list(zip(dataset["item_id"], dataset["question"], dataset["knowledge_units"]))
-    judge = RulesJudge.from_spec(judge_name, judge_spec, items, knowledge_units)
-    return [
-        judge.judge(question, original, item_id)
-        for question, original, item_id in zip(
-            questions["new_question"], questions["original_question"], questions["item_id"]
-        )
-    ]
-
-
-def _verdicts_embedding(
-    judge_name: str, judge_spec: Mapping[str, Any], questions: pd.DataFrame, dataset: pd.DataFrame,
-    knowledge_units: list[str],
-) -> list[Verdict]:
-    from bloomqg.judges.embedding import (
-        DEFAULT_MODEL_SPEC,
-        EmbeddingJudge,
-        resolve_model_dir,
-    )
-
-    model_dir = resolve_model_dir(
-        judge_name, judge_spec.get("model", DEFAULT_MODEL_SPEC)
-    )
-    options = {k: judge_spec[k] for k in ("unique_threshold", "k_neighbors", "batch_size") if k in judge_spec}
-    items = list(zip(dataset["item_id"], dataset["question"], dataset["bloom_level"], dataset["knowledge_units"]))
-    judge = EmbeddingJudge(model_dir, items, knowledge_units, **options)
-    return judge.judge_batch(
-        list(questions["new_question"]), list(questions["original_question"]), list(questions["item_id"])
-    )
 
 
 def judge_questions(
@@ -161,10 +103,11 @@ def judge_questions(
 ) -> pd.DataFrame:
     """One judge's verdicts: a JUDGMENTS frame with five rows per generated question.
 
-    ``judge_spec["backend"]`` picks the judge: ``rules`` and ``embedding`` run here; ``hf`` and
-    ``openai`` ask ``text_generator`` (required for them) with the rubric at ``prompt_path``
-    (default ``prompts/judge/rubric.md``) and the decoding settings of ``judge_spec["generation"]``
-    plus ``seed``. The frame's ``attrs["provenance"]`` holds :func:`judge_provenance`.
+    ``judge_spec["backend"]`` names the backend (:mod:`bloomqg.judges.registry`) that builds the
+    judge; a backend with a text generator (``hf``, ``openai``) needs ``text_generator``, one with
+    ``needs_rubric`` renders the rubric at ``prompt_path`` (default ``prompts/judge/rubric.md``);
+    ``seed`` joins an LLM judge's decoding settings. The frame's ``attrs["provenance"]`` holds
+    :func:`judge_provenance`.
     """
     backend = validate_judge_spec(judge_name, judge_spec)
     _check_columns(generations, GENERATIONS.names, "generations")
@@ -172,8 +115,8 @@ def judge_questions(
     if generations["prompt_id"].duplicated().any():
         duplicated = generations.loc[generations["prompt_id"].duplicated(), "prompt_id"].tolist()[:5]
         raise ValueError(f"judge_questions: generations repeat prompt_id {duplicated}")
-    if backend in ("hf", "openai") and text_generator is None:
-        raise ValueError(f"judge {judge_name!r}: backend {backend!r} needs a text_generator")
+    if backend.text_generator is not None and text_generator is None:
+        raise ValueError(f"judge {judge_name!r}: backend {backend.name!r} needs a text_generator")
     knowledge_units = dataset_knowledge_units(dataset)
 
     generations = generations.reset_index(drop=True)
@@ -181,44 +124,35 @@ def judge_questions(
     to_judge = generations[has_question]
     logger.info(
         "judge %s (%s): %d generated questions, %d without a question",
-        judge_name, backend, len(generations), int((~has_question).sum()),
+        judge_name, backend.name, len(generations), int((~has_question).sum()),
     )
+    items = [
+        JudgeItem(row.prompt_id, row.item_id, row.new_question, row.original_question)
+        for row in to_judge.itertuples(index=False)
+    ]
+    judged: list[JudgedItem] = []
+    if items:  # a cell with no question to judge loads no model
+        rubric = None
+        if backend.needs_rubric:
+            from bloomqg.judges.llm import load_rubric
 
-    calls: list[dict[str, Any]] = [{} for _ in range(len(to_judge))]
-    if to_judge.empty:
-        verdicts: list[Verdict] = []
-    elif backend == "rules":
-        verdicts = _verdicts_rules(judge_name, judge_spec, to_judge, dataset, knowledge_units)
-    elif backend == "embedding":
-        verdicts = _verdicts_embedding(judge_name, judge_spec, to_judge, dataset, knowledge_units)
-    else:
-        from bloomqg.judges.llm import LLMJudge, decoding_from_spec, load_rubric
+            rubric = load_rubric(prompt_path)
+        judge = backend.build(JudgeContext(
+            judge_name, backend.with_defaults(judge_spec), dataset, knowledge_units, domain, rubric,
+            text_generator, seed,
+        ))
+        judged = judge.judge_batch(items)
+    if len(judged) != len(items):
+        raise RuntimeError(f"judge {judge_name!r} returned {len(judged)} verdicts for {len(items)} questions")
 
-        assert text_generator is not None  # checked above
-        judge = LLMJudge(
-            text_generator, knowledge_units, domain,
-            template=load_rubric(prompt_path),
-            decoding=decoding_from_spec(judge_name, judge_spec.get("generation"), seed),
-        )
-        judged = judge.judge_batch(
-            list(to_judge["prompt_id"]), list(to_judge["new_question"]), list(to_judge["original_question"])
-        )
-        verdicts = [call.verdict for call in judged]
-        calls = [
-            {"cached": c.cached, "n_prompt_tokens": c.n_prompt_tokens,
-             "n_completion_tokens": c.n_completion_tokens, "cost_usd": c.cost_usd}
-            for c in judged
-        ]
-    if len(verdicts) != len(to_judge):
-        raise RuntimeError(f"judge {judge_name!r} returned {len(verdicts)} verdicts for {len(to_judge)} questions")
-
-    by_row = dict(zip(to_judge.index, zip(verdicts, calls)))
-    no_question = Verdict.uniform(
+    by_row = dict(zip(to_judge.index, judged))
+    no_question = JudgedItem(Verdict.uniform(
         CriterionVerdict(None, STATUS_NO_QUESTION, "generation produced no question")
-    )
+    ))
     records: list[dict[str, Any]] = []
     for row in generations.itertuples(index=True):
-        verdict, call = by_row.get(row.Index, (no_question, {}))
+        call = by_row.get(row.Index, no_question)
+        verdict = call.verdict
         for position, criterion in enumerate(CRITERIA):
             answer = verdict[criterion]
             value = answer.value
@@ -237,11 +171,11 @@ def judge_questions(
                     "status": answer.status,
                     "reason": answer.reason,
                     "raw_text": verdict.raw_text,
-                    "cached": call.get("cached"),
+                    "cached": call.cached,
                     # call-level numbers once per question, so column sums count each call once
-                    "n_prompt_tokens": call.get("n_prompt_tokens") if position == 0 else None,
-                    "n_completion_tokens": call.get("n_completion_tokens") if position == 0 else None,
-                    "cost_usd": call.get("cost_usd") if position == 0 else None,
+                    "n_prompt_tokens": call.n_prompt_tokens if position == 0 else None,
+                    "n_completion_tokens": call.n_completion_tokens if position == 0 else None,
+                    "cost_usd": call.cost_usd if position == 0 else None,
                 }
             )
     frame = pd.DataFrame.from_records(records, columns=JUDGMENTS.names)

@@ -7,15 +7,15 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from bloomqg.judges.embedding import (
-    DEFAULT_MODEL_SPEC,
-    NOT_JUDGED,
-    EmbeddingJudge,
-    resolve_model_dir,
-)
+from bloomqg.judges.base import JudgeItem
+from bloomqg.judges.embedding import NOT_JUDGED, EmbeddingJudge, resolve_model_dir
+from bloomqg.judges.registry import judge_backend
 from bloomqg.judges.stage import judge_questions
 from bloomqg.parquet_io import to_table
 from bloomqg.schemas import JUDGMENTS
+
+#: The model an embedding judge entry that names none uses (its schema default).
+DEFAULT_MODEL_SPEC = judge_backend("embedding").properties["model"]["default"]
 
 pytestmark = [
     pytest.mark.integration,  # loads a real model: about 5 s per load on a laptop CPU
@@ -39,14 +39,20 @@ ITEMS = [
 ]
 
 
+def verdicts_of(judge, questions, originals, item_ids):
+    """The Judge protocol's batch call on aligned lists; the verdicts only."""
+    items = [JudgeItem(f"p{n}", i, q, o) for n, (q, o, i) in enumerate(zip(questions, originals, item_ids))]
+    return [judged.verdict for judged in judge.judge_batch(items)]
+
+
 @pytest.fixture(scope="module")
 def judge() -> EmbeddingJudge:
     return EmbeddingJudge(resolve_model_dir("minilm", DEFAULT_MODEL_SPEC), ITEMS, UNITS, k_neighbors=2)
 
 
 def test_unique_separates_paraphrase_from_a_new_question(judge):
-    verdicts = judge.judge_batch(
-        ["Can you tell me what a binary search tree is?",
+    verdicts = verdicts_of(
+        judge, ["Can you tell me what a binary search tree is?",
          "Explain the concept of a binary search tree and provide an example"],
         ["What is a binary search tree?"] * 2,
         ["cs-0001", "cs-0001"],
@@ -58,10 +64,10 @@ def test_unique_separates_paraphrase_from_a_new_question(judge):
 
 def test_level_by_neighbours_without_the_own_item_and_units_by_descriptor(judge):
     question = "Insert 7, 2 and 9 into an empty binary search tree and show the tree."
-    verdict = judge.judge_batch([question], ["What is a binary search tree?"], ["cs-0001"])[0]
+    verdict = verdicts_of(judge, [question], ["What is a binary search tree?"], ["cs-0001"])[0]
     assert verdict["bloom_level"].value == "Apply"  # the two nearest items are Apply
     assert verdict["knowledge_units"].value == ("Binary Search Tree",)
-    hashing = judge.judge_batch(["How are keys spread over the buckets of a hash table?"],
+    hashing = verdicts_of(judge, ["How are keys spread over the buckets of a hash table?"],
                                 ["Define a queue."], ["cs-0006"])[0]
     assert hashing["knowledge_units"].value == ("Hashing",)
 
@@ -69,8 +75,8 @@ def test_level_by_neighbours_without_the_own_item_and_units_by_descriptor(judge)
 def test_own_item_is_left_out_of_the_neighbours(judge):
     # Asked about its own original's near-copy, the judge must not just return that item's label.
     copy = "Design a stack that also returns its minimum in constant time."
-    left_out = judge.judge_batch([copy], [copy], ["cs-0009"])[0]["bloom_level"]
-    kept_in = judge.judge_batch([copy], [copy], [None])[0]["bloom_level"]
+    left_out = verdicts_of(judge, [copy], [copy], ["cs-0009"])[0]["bloom_level"]
+    kept_in = verdicts_of(judge, [copy], [copy], [None])[0]["bloom_level"]
     assert kept_in.value == "Create"
     assert left_out.value != "Create"
 
@@ -78,12 +84,12 @@ def test_own_item_is_left_out_of_the_neighbours(judge):
 def test_uncategorized_items_are_no_level_neighbours(judge):
     items = [*ITEMS, ("cs-0010", "Insert 7 and 2 into an empty binary search tree.", float("nan"), ["Binary Search Tree"])]
     judge = EmbeddingJudge(judge.model_dir, items, UNITS, k_neighbors=1, model=judge.model)
-    verdict = judge.judge_batch(["Insert 7 and 2 into an empty binary search tree."], ["Define a queue."], ["cs-0006"])[0]
+    verdict = verdicts_of(judge, ["Insert 7 and 2 into an empty binary search tree."], ["Define a queue."], ["cs-0006"])[0]
     assert verdict["bloom_level"].value == "Apply"
 
 
 def test_readable_and_answerable_are_not_judged(judge):
-    verdict = judge.judge_batch(["What is a queue?"], ["Define a queue."], ["cs-0006"])[0]
+    verdict = verdicts_of(judge, ["What is a queue?"], ["Define a queue."], ["cs-0006"])[0]
     for criterion in ("readable", "answerable"):
         assert verdict[criterion].status == "error" and verdict[criterion].reason == NOT_JUDGED
 

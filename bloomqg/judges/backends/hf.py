@@ -1,0 +1,52 @@
+"""Backend ``hf``: an LLM run in-process on a models entry's weights, asked with the rubric.
+
+Its answers go through :class:`bloomqg.generation.cached.CachedTextGenerator`, so a rerun of a
+judge_questions job (``--forcerun``) reads them back from the call cache instead of generating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bloomqg.judges.llm import build_llm_judge
+from bloomqg.judges.registry import GeneratorSource, JudgeBackend
+from bloomqg.resources import JobResources, model_resources
+
+#: Provenance keys of an in-process generator that say how it was scheduled, not what it
+#: answers: left out of the cache key, so another thread or batch count still reuses answers.
+SCHEDULING_KEYS = frozenset({"num_threads", "batch_size", "batch_size_policy", "learned_batch_cap"})
+
+
+def _text_generator(source: GeneratorSource) -> Any:
+    from bloomqg.generation.cached import CachedTextGenerator
+    from bloomqg.generation.factory import make_text_generator
+
+    if source.model_spec is None:
+        raise ValueError(f"judge {source.judge_name!r}: an hf judge needs the models entry named by model_ref")
+    inner = make_text_generator(
+        source.model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir, num_threads=source.num_threads,
+    )
+    identity = {key: value for key, value in inner.provenance.items() if key not in SCHEDULING_KEYS}
+    return CachedTextGenerator(inner, cache_dir=source.cache_dir, identity=identity)
+
+
+def _resources(name: str, spec: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> JobResources:
+    return model_resources(spec["model_ref"], models[spec["model_ref"]])
+
+
+BACKEND = JudgeBackend(
+    name="hf",
+    description="an LLM in-process",
+    build=build_llm_judge,
+    resources=_resources,
+    threads=8,
+    needs_rubric=True,
+    text_generator=_text_generator,
+    borrows_model=True,
+    required=("model_ref",),
+    properties={
+        "model_ref": {"type": "string", "description": "The models entry whose weights to use (an hf model)."},
+        "generation": {"$ref": "#/$defs/generation"},
+    },
+)

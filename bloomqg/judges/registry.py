@@ -1,0 +1,199 @@
+"""Judge backends, found by looking: every module of :mod:`bloomqg.judges.backends` declares one.
+
+A backend module defines ``BACKEND = JudgeBackend(...)``: its name (the ``backend:`` of a judges
+entry), its config keys as a JSON-schema fragment, whether it needs the rubric prompt or a text
+generator (and how to build one), its threads and job resources, its provenance, and a factory
+for its :class:`~bloomqg.judges.base.Judge`. The stage, the rules, the scripts and config
+validation look a backend up here instead of branching on its name, so adding a backend is
+adding one file to ``bloomqg/judges/backends/``.
+
+Why a folder and not an entry-point group: a new module in the folder is picked up as it is,
+while an entry point needs a pyproject.toml edit and a reinstall (two places and a step that is
+easy to forget); the workflow ships as a repository, not as a library others extend from outside.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # heavy or circular at import time; only the annotations need them
+    import pandas as pd
+
+    from bloomqg.generation.base import TextGenerator
+    from bloomqg.judges.base import Judge
+    from bloomqg.judges.llm import RubricTemplate
+    from bloomqg.resources import JobResources
+
+#: Keys every judges entry may carry, whatever its backend.
+COMMON_PROPERTIES: dict[str, Any] = {
+    "note": {"type": "string", "description": "Free text for humans."},
+}
+
+
+@dataclass(frozen=True)
+class JudgeContext:
+    """What a backend's factory gets to build a judge for one cell."""
+
+    judge_name: str
+    #: the judges entry, with the defaults of the backend's own keys filled in
+    spec: Mapping[str, Any]
+    #: the dataset (columns of :data:`bloomqg.schemas.DATASET`) the questions were written from
+    dataset: "pd.DataFrame"
+    knowledge_units: list[str]
+    domain: str
+    #: the rubric prompt, for backends with ``needs_rubric``
+    rubric: "RubricTemplate | None"
+    #: the loaded text generator, for backends with a ``text_generator`` factory
+    text_generator: "TextGenerator | None"
+    seed: int
+
+
+@dataclass(frozen=True)
+class GeneratorSource:
+    """What a backend's ``text_generator`` factory gets to build the generator a job uses."""
+
+    judge_name: str
+    spec: Mapping[str, Any]
+    #: the models entry named by ``model_ref`` (backends with ``borrows_model``), else None
+    model_spec: Mapping[str, Any] | None
+    #: the converted weights folder of that models entry, when it needs one
+    model_dir: str | Path | None
+    cache_dir: str | Path
+    num_threads: int | None
+    #: the study's budget_usd (applies to API entries that set none of their own)
+    budget_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class JudgeBackend:
+    """One judge backend, as its module declares it."""
+
+    name: str
+    #: one line for the schema's ``backend`` description and the README
+    description: str
+    #: builds the judge for one cell
+    build: Callable[[JudgeContext], "Judge"]
+    #: resources of one judge_questions job: ``(judge name, entry, models section) -> JobResources``
+    resources: Callable[[str, Mapping[str, Any], Mapping[str, Mapping[str, Any]]], "JobResources"]
+    #: JSON-schema ``properties`` of the entry's own keys (``backend`` and ``note`` are added)
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    #: keys the entry must give besides ``backend``
+    required: tuple[str, ...] = ()
+    #: schemas (``$ref`` to ``#/$defs/...``) whose properties the entry also accepts
+    includes: tuple[str, ...] = ()
+    #: threads a judge_questions job asks for
+    threads: int = 1
+    #: whether the judge renders the rubric prompt (``prompts.judge``)
+    needs_rubric: bool = False
+    #: builds the text generator a job hands the judge (None: the judge needs none)
+    text_generator: Callable[[GeneratorSource], "TextGenerator"] | None = None
+    #: whether ``model_ref`` names a models entry whose weights the judge runs
+    borrows_model: bool = False
+    #: whether the entry is itself an API endpoint: estimate_cost prices its calls
+    api_entry: bool = False
+    #: extra provenance of a judgments file: ``(judge name, entry) -> dict``
+    provenance: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None
+
+    def entry_schema(self) -> dict[str, Any]:
+        """This backend's branch of the judges-entry schema: its keys and nothing else."""
+        schema: dict[str, Any] = {
+            "type": "object",
+            "required": ["backend", *self.required],
+            "properties": {"backend": {"const": self.name}, **COMMON_PROPERTIES, **copy.deepcopy(dict(self.properties))},
+        }
+        if self.includes:
+            # Properties declared in $ref'd schemas count as known only with unevaluatedProperties.
+            schema["allOf"] = [{"$ref": ref} for ref in self.includes]
+            schema["unevaluatedProperties"] = False
+        else:
+            schema["additionalProperties"] = False
+        return schema
+
+    def with_defaults(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """``spec`` with the ``default:`` of each of this backend's own keys it leaves out."""
+        filled = dict(spec)
+        for key, prop in self.properties.items():
+            if "default" in prop and key not in filled:
+                filled[key] = copy.deepcopy(prop["default"])
+        return filled
+
+
+BACKENDS_PACKAGE = "bloomqg.judges.backends"
+
+
+@functools.cache
+def judge_backends() -> dict[str, JudgeBackend]:
+    """Every backend of :mod:`bloomqg.judges.backends`, by name (modules named ``_*`` skipped)."""
+    package = importlib.import_module(BACKENDS_PACKAGE)
+    found: dict[str, JudgeBackend] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{BACKENDS_PACKAGE}.{info.name}")
+        backend = getattr(module, "BACKEND", None)
+        if not isinstance(backend, JudgeBackend):
+            raise TypeError(f"{module.__file__}: a judge backend module must define BACKEND = JudgeBackend(...)")
+        if backend.name in found:
+            raise ValueError(f"{module.__file__}: judge backend {backend.name!r} is declared twice")
+        found[backend.name] = backend
+    return found
+
+
+def judge_backend(name: str) -> JudgeBackend:
+    """The backend called ``name``; an unknown name is a ValueError listing the known ones."""
+    backends = judge_backends()
+    if name not in backends:
+        raise ValueError(f"backend {name!r} is not one of {sorted(backends)}")
+    return backends[name]
+
+
+def judge_schema_defs() -> dict[str, Any]:
+    """``$defs`` for the config schema: ``judge`` (any entry) and ``judge_<name>`` per backend."""
+    backends = judge_backends()
+    defs: dict[str, Any] = {
+        "judge": {
+            "type": "object",
+            "required": ["backend"],
+            "description": "One judge of the panel; its backend decides which keys it takes.",
+            "properties": {
+                "backend": {
+                    "enum": list(backends),
+                    "description": "; ".join(f"{b.name}: {b.description}" for b in backends.values()),
+                }
+            },
+            "allOf": [
+                {"if": {"properties": {"backend": {"const": name}}, "required": ["backend"]},
+                 "then": {"$ref": f"#/$defs/judge_{name}"}}
+                for name in backends
+            ],
+        }
+    }
+    for name, backend in backends.items():
+        defs[f"judge_{name}"] = backend.entry_schema()
+    return defs
+
+
+def make_judge_text_generator(
+    judge_name: str,
+    spec: Mapping[str, Any],
+    *,
+    model_spec: Mapping[str, Any] | None,
+    model_dir: str | Path | None,
+    cache_dir: str | Path,
+    num_threads: int | None,
+    budget_usd: float | None = None,
+) -> "TextGenerator | None":
+    """The text generator a judge_questions job hands this judge; None when it needs none."""
+    backend = judge_backend(spec["backend"])
+    if backend.text_generator is None:
+        return None
+    return backend.text_generator(
+        GeneratorSource(judge_name, spec, model_spec, model_dir, cache_dir, num_threads, budget_usd)
+    )
