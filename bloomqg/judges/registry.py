@@ -165,8 +165,9 @@ def judge_schema_defs() -> dict[str, Any]:
             "properties": {
                 "backend": {
                     "enum": list(backends),
-                    "description": "; ".join(f"{b.name}: {b.description}" for b in backends.values()),
-                }
+                    "description": "; ".join(f"{b.name}: {b.description}" for b in backends.values()) + ".",
+                },
+                **COMMON_PROPERTIES,
             },
             "allOf": [
                 {"if": {"properties": {"backend": {"const": name}}, "required": ["backend"]},

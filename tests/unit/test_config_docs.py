@@ -1,0 +1,36 @@
+"""The README's config table is the schema's: every key, judge backends' keys included."""
+
+from __future__ import annotations
+
+from bloomqg.config import load_schema
+from bloomqg.config_docs import END, FIX_COMMAND, START, config_rows, config_table, readme_with_table
+from bloomqg.judges.registry import judge_backends
+from tests.conftest import REPO
+
+
+def test_readme_config_table_equals_the_schema():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert readme == readme_with_table(readme), (
+        f"README.md's config table differs from schemas/config.schema.yaml; run: {FIX_COMMAND}"
+    )
+
+
+def test_the_table_names_every_key_the_issue_found_missing_and_each_backends_keys():
+    keys = {key.split("`")[1] for key, *_ in config_rows()}
+    for key in ("<api_settings>.backoff_base_s", "<api_settings>.backoff_max_s", "models.<name>.mem_mb",
+                "models.<name>.runtime_min", "datasets.<name>.exclude_rows", "judges.<name>.model_ref",
+                "judges.<name>.unique_threshold", "judges.<name>.max_token_jaccard", "gate.alpha"):
+        assert key in keys, key
+    schema = load_schema()
+    for name, backend in judge_backends().items():
+        for key in backend.properties:
+            assert any(f"`judges.<name>.{key}` ({name})" == row[0] for row in config_rows()), (name, key)
+    for key in schema["$defs"]["api_settings"]["properties"]:
+        assert f"<api_settings>.{key}" in keys
+
+
+def test_a_drifted_readme_is_rewritten_between_the_markers():
+    drifted = f"intro\n{START}\n| `seed` | old |\n{END}\nrest\n"
+    fixed = readme_with_table(drifted)
+    assert fixed.startswith("intro\n") and fixed.endswith("\nrest\n")
+    assert config_table() in fixed and "| `seed` | old |" not in fixed
