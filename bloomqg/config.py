@@ -82,6 +82,8 @@ def schema_errors(instance: Any, ref: str | None = None) -> list[tuple[list[Any]
             message = f"unknown key(s) {', '.join(map(repr, extra))}"
         elif error.validator == "not" and "description" in error.schema:
             message = error.schema["description"]
+        elif error.validator == "pattern" and "description" in error.schema:
+            message = f"{error.instance!r} is not valid here: {error.schema['description']}"
         elif error.validator == "if":
             continue  # the failing "then" branch reports the error itself
         else:

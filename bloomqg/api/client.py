@@ -69,10 +69,6 @@ for _name in ("httpx", "httpx2"):
 #: The endpoint used when ``base_url`` is None (explicit, so OPENAI_BASE_URL never redirects calls).
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-STRUCTURED_OUTPUT_MODES = ("auto", "json_schema", "json_object", "none")
-#: ``sync``: one chat call per request; ``batch``: the OpenAI Batch API (half price, hours).
-CLIENT_MODES = ("sync", "batch")
-
 #: HTTP statuses worth another try: request timeout, rate limit, transient server errors.
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
@@ -129,54 +125,19 @@ class ClientSettings:
     budget_usd: float | None = None
 
     def __post_init__(self) -> None:
-        def fail(key: str, why: str) -> None:
-            raise ValueError(f"client settings: {key}={getattr(self, key)!r} {why}")
+        # The config schema's $defs/api_settings is the one definition of valid settings; code
+        # that builds settings itself (tests, benchmarks) is held to the same rules as a config.
+        from bloomqg.config import schema_problems
 
-        if not isinstance(self.model, str) or not self.model.strip():
-            fail("model", "must be a non-empty string")
-        if self.base_url is not None and urlsplit(self.base_url).scheme not in ("http", "https"):
-            fail("base_url", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
-        if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
-            fail("api_key_env", "must be the NAME of an environment variable, not a key")
-        if (
-            isinstance(self.concurrency, bool)
-            or not isinstance(self.concurrency, int)
-            or self.concurrency < 1
-        ):
-            fail("concurrency", "must be an integer >= 1")
-        if (
-            isinstance(self.max_retries, bool)
-            or not isinstance(self.max_retries, int)
-            or self.max_retries < 0
-        ):
-            fail("max_retries", "must be an integer >= 0")
-        for key in ("batch_max_requests", "batch_max_bytes", "batch_max_rounds", "batch_sync_below"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if "round" in key or "below" in key else 1):
-                fail(key, "must be a non-negative integer" if "round" in key or "below" in key else "must be an integer >= 1")
-        for key in (
-            "rpm", "tpm", "price_per_million_input", "price_per_million_output",
-            "batch_price_per_million_input", "batch_price_per_million_output", "budget_usd",
-        ):
-            value = getattr(self, key)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
-            ):
-                fail(key, "must be a non-negative number or null")
-        for key in ("rpm", "tpm"):
-            if getattr(self, key) == 0:
-                fail(key, "must be > 0 (use null for no limit)")
-        for key in ("timeout_s", "backoff_base_s", "backoff_max_s", "batch_poll_s", "batch_poll_max_s"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                fail(key, "must be a positive number")
-        if self.structured_outputs not in STRUCTURED_OUTPUT_MODES:
-            fail("structured_outputs", f"must be one of {', '.join(STRUCTURED_OUTPUT_MODES)}")
-        if self.mode not in CLIENT_MODES:
-            fail("mode", f"must be one of {', '.join(CLIENT_MODES)}")
+        problems = [] if isinstance(self.model, str) and self.model.strip() else [
+            f"model: {self.model!r} is not a non-empty string"]
+        settings = {key: value for key, value in dataclasses.asdict(self).items() if key != "model"}
+        problems += schema_problems(settings, "#/$defs/api_settings")
         if self.budget_usd is not None and not self.prices_known:
-            fail("budget_usd", "needs price_per_million_input and price_per_million_output: "
-                 "without prices the spend cannot be counted")
+            problems.append("budget_usd needs price_per_million_input and price_per_million_output: "
+                            "without prices the spend cannot be counted")
+        if problems:
+            raise ValueError("client settings: " + "; ".join(problems))
 
     @property
     def prices_known(self) -> bool:

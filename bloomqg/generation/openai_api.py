@@ -19,15 +19,21 @@ from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
 log = logging.getLogger(__name__)
 
 def client_settings_from_entry(spec: Mapping[str, Any]) -> ClientSettings:
-    """The client settings of a config entry: its ``model`` and the keys of the config schema's
-    ``$defs/api_settings``; the rest (workflow keys such as ``generation`` or ``gpus``) is not
-    the client's. Which keys an entry may carry at all, the schema checks.
+    """The client settings of a config entry (a ``models.<name>`` or an openai ``judges.<name>``).
+
+    The entry is checked against the config schema's ``$defs/model`` (a key of in-process models
+    or an unknown key is a ValueError naming it); the client takes its ``model`` and the keys of
+    ``$defs/api_settings``, the rest (``generation``, ``gpus``, ...) is the workflow's.
     """
-    from bloomqg.config import load_schema
+    from bloomqg.config import load_schema, schema_errors
 
     backend = spec.get("backend", "openai")
     if backend != "openai":
         raise ValueError(f"OpenAITextGenerator needs backend 'openai', got {backend!r}")
+    errors = schema_errors({**spec, "backend": backend}, "#/$defs/model")
+    if errors:
+        raise ValueError(f"API model entry {spec.get('model')!r}: " + "; ".join(
+            f"key {'.'.join(map(str, path))!r}: {message}" if path else message for path, message in errors))
     client_keys = {"model", *load_schema()["$defs"]["api_settings"]["properties"]}
     return ClientSettings.from_spec({k: v for k, v in spec.items() if k in client_keys})
 

@@ -34,3 +34,17 @@ def test_a_drifted_readme_is_rewritten_between_the_markers():
     fixed = readme_with_table(drifted)
     assert fixed.startswith("intro\n") and fixed.endswith("\nrest\n")
     assert config_table() in fixed and "| `seed` | old |" not in fixed
+
+
+def test_client_settings_defaults_are_the_schemas():
+    """ClientSettings keeps dataclass defaults for callers in code; they must be the schema's."""
+    import dataclasses
+
+    from bloomqg.api.client import ClientSettings
+
+    properties = load_schema()["$defs"]["api_settings"]["properties"]
+    for field in dataclasses.fields(ClientSettings):
+        if field.name == "model":
+            continue
+        assert field.name in properties, f"ClientSettings.{field.name} is not in $defs/api_settings"
+        assert field.default == properties[field.name]["default"], field.name
