@@ -182,8 +182,8 @@ class Study:
         return judge_backend(self.judges[judge]["backend"])
 
     def judge_model(self, judge: str) -> str | None:
-        """The models entry an hf judge borrows its weights from."""
-        return self.judges[judge].get("model_ref")
+        """The models entry (``model_ref``) a judge whose backend borrows a model runs."""
+        return self.judges[judge]["model_ref"] if self.judge_backend(judge).borrows_model else None
 
 
 def resolve_path(value: str, *, workdir: Path, where: str, must_exist: bool = True) -> Path:
@@ -258,9 +258,9 @@ def prepare_study(
                 files.append(resolved)
         study.dataset_files[name] = files
 
-    for name, spec in cfg["judges"].items():
-        # The schema's branch for the backend allows model_ref only where it borrows a model.
-        ref = spec.get("model_ref")
+    for name in cfg["judges"]:
+        # The schema's branch of a backend that borrows a model requires model_ref; others refuse it.
+        ref = study.judge_model(name)
         if ref is not None and ref not in cfg["models"]:
             raise ConfigError(
                 f"judges.{name}.model_ref: {ref!r} is not a models entry "

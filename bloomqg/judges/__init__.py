@@ -1,5 +1,11 @@
 """The judge panel: offline judges (``rules``, ``embedding``) and LLM judges on one rubric.
 
+- :mod:`bloomqg.judges.base` — the :class:`~bloomqg.judges.base.Judge` protocol: one batch
+  call over :class:`~bloomqg.judges.base.JudgeItem` s, one
+  :class:`~bloomqg.judges.base.JudgedItem` (verdict and call numbers) per item.
+- :mod:`bloomqg.judges.registry` — :class:`~bloomqg.judges.registry.JudgeBackend` and the
+  backends found in :mod:`bloomqg.judges.backends` (one module per backend: its config keys,
+  resources, threads, needs and factory).
 - :mod:`bloomqg.judges.stage` — :func:`~bloomqg.judges.stage.judge_questions`, the stage entry
   point: one judge's verdicts on a cell's generated questions, five rows per question.
 - :mod:`bloomqg.judges.verdict` — :class:`~bloomqg.judges.verdict.Verdict`, the verdict JSON

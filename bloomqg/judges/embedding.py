@@ -84,13 +84,19 @@ class EmbeddingJudge:
         dataset_items: Sequence[tuple[str, str, str | None, Sequence[str]]],
         knowledge_units: Sequence[str],
         *,
-        unique_threshold: float = 0.95,
-        k_neighbors: int = 5,
-        batch_size: int = 32,
+        unique_threshold: float | None = None,
+        k_neighbors: int | None = None,
+        batch_size: int | None = None,
         model: Any | None = None,
     ) -> None:
         """``dataset_items``: (item_id, question, bloom_level or None, units) per labelled item;
-        ``model``: an already loaded SentenceTransformer from ``model_dir`` (else loaded here)."""
+        ``model``: an already loaded SentenceTransformer from ``model_dir`` (else loaded here).
+        Options left None take the config schema's defaults (:mod:`bloomqg.judges.backends.embedding`)."""
+        from bloomqg.judges.registry import judge_backend
+
+        given = {"unique_threshold": unique_threshold, "k_neighbors": k_neighbors, "batch_size": batch_size}
+        options = judge_backend("embedding").with_defaults({k: v for k, v in given.items() if v is not None})
+        unique_threshold, k_neighbors, batch_size = (options[k] for k in given)
 
         if k_neighbors < 1:
             raise ValueError(f"k_neighbors must be at least 1, got {k_neighbors}")

@@ -238,15 +238,19 @@ def _has_repetition(tokens: Sequence[str]) -> bool:
 
 @dataclass
 class RulesJudge:
-    """The heuristic judge; build once per dataset with :meth:`from_spec`, then :meth:`judge`."""
+    """The heuristic judge; build once per dataset with :meth:`from_spec`, then :meth:`judge`.
+
+    The thresholds' defaults are the config schema's (:mod:`bloomqg.judges.backends.rules`),
+    which :meth:`from_spec` fills in.
+    """
 
     knowledge_units: Sequence[str]
     annotator: Any  # a bloomqg.verbs.VerbAnnotator (the verb rule, regexes compiled once)
-    max_token_jaccard: float = 0.7
-    max_char_ratio: float = 0.85
-    min_words: int = 4
-    max_words: int = 80
-    min_alnum_share: float = 0.6
+    max_token_jaccard: float
+    max_char_ratio: float
+    min_words: int
+    max_words: int
+    min_alnum_share: float
     unit_aliases: Mapping[str, Sequence[str]] = field(default_factory=dict)
     #: per unit: item_id -> set of content stems of that labelled dataset item
     unit_item_stems: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
@@ -256,11 +260,15 @@ class RulesJudge:
         cls, judge_name: str, spec: Mapping[str, Any], dataset_items: Sequence[tuple[str, str, Sequence[str]]],
         knowledge_units: Sequence[str],
     ) -> RulesJudge:
-        """Build from a validated judge entry and the dataset's (item_id, question, units)."""
+        """Build from a validated judge entry and the dataset's (item_id, question, units); keys
+        the entry leaves out take the schema's defaults."""
+        from bloomqg.judges.registry import judge_backend
         from bloomqg.verbs import (  # the paper's verb rule (Table 1)
             VerbAnnotator,
             load_verb_list,
         )
+
+        spec = judge_backend("rules").with_defaults(spec)
 
         verb_path = Path(spec.get("verb_list", DEFAULT_VERB_LIST))
         if not verb_path.is_file():
@@ -282,7 +290,7 @@ class RulesJudge:
             for unit in units:
                 unit_item_stems.setdefault(unit, {})[item_id] = stems
         numeric = {k: spec[k] for k in ("max_token_jaccard", "max_char_ratio", "min_words",
-                                        "max_words", "min_alnum_share") if k in spec}
+                                        "max_words", "min_alnum_share")}
         return cls(
             knowledge_units=list(knowledge_units),
             annotator=VerbAnnotator(load_verb_list(verb_path)),
