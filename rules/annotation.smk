@@ -17,7 +17,7 @@ except ConfigError as error:
 ANNOTATION_DIR = "results/annotation"
 ANNOTATION_TABLES = [f"{ANNOTATION_DIR}/table9_human_agreement.{ext}" for ext in ("md", "csv", "tex")]
 ANNOTATION_FIGURE = f"{ANNOTATION_DIR}/human_agreement.png"
-CODE_ANNOTATION = code_fingerprint("bloomqg.annotation", "bloomqg.tables", *CONTRACTS)
+CODE_ANNOTATION = code_fingerprint("bloomqg.annotation", "bloomqg.reporting.tables", "bloomqg.reporting.display", "bloomqg.metrics", *CONTRACTS)
 
 
 def annotation_report_inputs(wc=None):

@@ -1,6 +1,6 @@
 """Table 9 (human agreement), its figure, and the judge-validation summary, as files.
 
-Table 9 reuses :func:`bloomqg.tables.human_agreement_table` and the project's renderers, so it
+Table 9 reuses :func:`bloomqg.reporting.tables.human.human_agreement_table` and the project's renderers, so it
 reads like every other table in the report; without annotations it is written anyway, empty,
 with a note saying plainly that none were found and where to put them, and the figure says the
 same, so the report never implies a validation that did not happen.
@@ -16,16 +16,11 @@ import pandas as pd
 from bloomqg.annotation.panel_agreement import ALL, HUMAN_MAJORITY, table9_rows
 from bloomqg.atomic import write_text_atomic
 from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.tables import (
-    CRITERION_LABEL,
-    Cell,
-    Table,
-    format_value,
-    human_agreement_table,
-    render_latex,
-    render_markdown,
-    strategy_label,
-)
+from bloomqg.reporting.display import CRITERION_LABEL, strategy_label
+from bloomqg.reporting.tables.human import human_agreement_table
+from bloomqg.reporting.tables.latex import render_latex
+from bloomqg.reporting.tables.markdown import render_markdown
+from bloomqg.reporting.tables.model import Cell, Table, format_value
 
 TABLE9_STEM = "table9_human_agreement"
 

@@ -314,7 +314,7 @@ def test_settings_name_an_unknown_cell_or_judge():
 
 def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path):
     from bloomqg.annotation.reporting import plot_human_agreement, write_table
-    from bloomqg.report import build_report
+    from bloomqg.reporting.report import build_report
     from tests.support.synthetic import synthetic_study
 
     study = synthetic_study(n_models=1, n_items=6)

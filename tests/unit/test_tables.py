@@ -9,22 +9,21 @@ import subprocess
 import pandas as pd
 import pytest
 
-from bloomqg import tables
 from bloomqg.parquet_io import to_table
-from bloomqg.schemas import METRICS
-from bloomqg.tables import (
-    HUMAN_TABLE_FILES,
-    TABLE_FILES,
+from bloomqg.reporting.tables.builders import dataset_table, metric_table, reliability_table
+from bloomqg.reporting.tables.human import human_agreement
+from bloomqg.reporting.tables.latex import latex_escape, render_latex
+from bloomqg.reporting.tables.markdown import read_markdown_table, render_markdown
+from bloomqg.reporting.tables.model import (
+    GATED_NOTE,
+    MAX_COLUMNS_WITH_CI,
+    NO_CI_NOTE,
+    Cell,
     TableInputError,
-    build_tables,
     format_value,
-    human_agreement,
-    latex_escape,
-    read_markdown_table,
-    render_latex,
-    render_markdown,
-    write_tables,
 )
+from bloomqg.reporting.tables.write import HUMAN_TABLE_FILES, TABLE_FILES, build_tables, write_tables
+from bloomqg.schemas import METRICS
 from tests.support.synthetic import synthetic_study
 
 ODD_MODEL = "my_model&co 50%#1"  # characters that LaTeX and Markdown must escape
@@ -73,7 +72,7 @@ def test_value_with_interval_and_separate_csv_columns(tmp_path):
         ("glm", "cs", "cot", "usability", 90.4, 88.1, 92.3, False),
         ("glm", "cs", "cot", "catcons", 37.17, 33.0, 41.0, True),
     ])
-    table = tables.metric_table(metrics, ("usability", "catcons"), name="t", caption="c")
+    table = metric_table(metrics, ("usability", "catcons"), name="t", caption="c")
     assert table.rows[0][1].text == "90.40 [88.1, 92.3]"
     assert table.rows[0][2].gated and not table.rows[0][1].gated
     row = table.data.iloc[0]
@@ -81,16 +80,16 @@ def test_value_with_interval_and_separate_csv_columns(tmp_path):
     assert bool(row["catcons_alpha_gated"]) is True
     markdown = render_markdown(table)
     assert "| glm | 90.40 [88.1, 92.3] | 37.17 [33.0, 41.0]† |" in markdown
-    assert tables.GATED_NOTE in markdown
+    assert GATED_NOTE in markdown
     assert r"37.17 [33.0, 41.0]$^{\dagger}$" in render_latex(table)
 
 
 def test_wide_tables_leave_intervals_to_the_csv():
     study = synthetic_study(n_models=2, n_items=6)
     table4 = next(t for t in build_tables(study.metrics, study.datasets, study.reliability) if t.name == "table4_quality")
-    assert len(table4.columns) > tables.MAX_COLUMNS_WITH_CI
+    assert len(table4.columns) > MAX_COLUMNS_WITH_CI
     assert not any("[" in cell.text for row in table4.rows for cell in row[1:])
-    assert tables.NO_CI_NOTE in table4.notes
+    assert NO_CI_NOTE in table4.notes
     assert {"unique_ci_low", "unique_ci_high"} <= set(table4.data.columns)
 
 
@@ -106,7 +105,7 @@ def test_table1_counts_levels_uncategorized_and_units():
         "bloom_level": ["Remember", "Remember", None, "Create"],
         "knowledge_units": [["stack"], ["queue", "stack"], ["heap"], ["stack"]],
     })
-    table = tables.dataset_table({"a": frame})
+    table = dataset_table({"a": frame})
     record = table.data.iloc[0]
     assert (record["total"], record["Remember"], record["Create"], record["Apply"]) == (4, 2, 1, 0)
     assert (record["uncategorized"], record["knowledge_units"]) == (1, 3)
@@ -116,7 +115,7 @@ def test_table1_counts_levels_uncategorized_and_units():
 def test_table1_names_the_item_with_an_unknown_level():
     frame = pd.DataFrame({"item_id": ["a-7"], "bloom_level": ["Memorise"], "knowledge_units": [["x"]]})
     with pytest.raises(TableInputError, match=r"datasets\['a'\]: item a-7"):
-        tables.dataset_table({"a": frame})
+        dataset_table({"a": frame})
 
 
 def test_bad_inputs_name_the_frame_and_column(study, tmp_path):
@@ -139,7 +138,7 @@ def test_per_dataset_views_cover_every_dataset(written, study):
 
 
 def test_reliability_table_marks_and_lists_failed_gates(study):
-    table = tables.reliability_table(study.reliability)
+    table = reliability_table(study.reliability)
     failing = study.reliability[(study.reliability["judge"].isna()) & (~study.reliability["gate_passed"].astype(bool))]
     assert len(failing) >= 1
     marked = sum(cell.gated for row in table.rows for cell in row)
@@ -203,11 +202,11 @@ def test_markdown_renders_as_a_table_when_a_renderer_is_installed(written):
 
 def test_special_characters_are_escaped(tmp_path):
     metrics = metric_rows([(ODD_MODEL, "cs", "cot", "unique", 50.0, 40.0, 60.0, False)])
-    table = tables.metric_table(metrics, ("unique",), name="t", caption="c")
+    table = metric_table(metrics, ("unique",), name="t", caption="c")
     tex = render_latex(table)
     assert r"my\_model\&co 50\%\#1" in tex
     markdown = render_markdown(table.__class__(
-        "t", "a | b", ["Model"], ["x"], [[tables.Cell("a|b"), tables.Cell("1")]], pd.DataFrame()))
+        "t", "a | b", ["Model"], ["x"], [[Cell("a|b"), Cell("1")]], pd.DataFrame()))
     (tmp_path / "t.md").write_text(markdown)
     parsed = read_markdown_table(tmp_path / "t.md")
     assert parsed.caption == "a | b" and parsed.rows == [["a|b", "1"]]
