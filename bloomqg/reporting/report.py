@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import io
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -61,10 +62,16 @@ SCREEN_SCALE = 130 / 200
 
 
 def png_size(data: bytes, where: Path) -> tuple[int, int]:
-    """(width, height) in pixels from a PNG's IHDR chunk."""
-    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
-        raise ReportInputError(f"figure file {where} is not a PNG image")
-    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    """(width, height) in pixels of a PNG image (Pillow reads only its header)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.format == "PNG":
+                return image.size
+    except UnidentifiedImageError:
+        pass
+    raise ReportInputError(f"figure file {where} is not a PNG image")
 
 
 def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, str]]:

@@ -191,6 +191,12 @@ def test_a_figure_that_is_not_a_png_is_a_clear_error(tmp_path):
         _figure_entries([tmp_path / "fig.png"], {})
 
 
+def test_an_image_of_another_format_named_png_is_a_clear_error(tmp_path):
+    Image.new("RGB", (4, 3), "white").save(tmp_path / "fig.png", format="JPEG")
+    with pytest.raises(ReportInputError, match="fig.png is not a PNG image"):
+        _figure_entries([tmp_path / "fig.png"], {})
+
+
 def test_missing_figure_file_is_a_clear_error(built, tmp_path):
     study = built["study"]
     with pytest.raises(ReportInputError, match="nowhere.png does not exist"):
