@@ -21,6 +21,7 @@ from bloomqg.reporting.tables.human import human_agreement_table
 from bloomqg.reporting.tables.latex import render_latex
 from bloomqg.reporting.tables.markdown import render_markdown
 from bloomqg.reporting.tables.model import Cell, Table, format_value
+from bloomqg.reporting.tables.view import render_view
 
 TABLE9_STEM = "table9_human_agreement"
 
@@ -44,12 +45,13 @@ def table9(agreement: pd.DataFrame, *, annotations_dir: str, n_sheets: int, n_an
 
 
 def write_table(table: Table, paths: Sequence[str | Path]) -> None:
-    """Write ``table`` to each of ``paths`` by suffix (.md, .csv, .tex)."""
+    """Write ``table`` to each of ``paths`` by suffix (.md, .csv, .tex, .json)."""
     for path in map(Path, paths):
         text = {
             ".md": lambda: render_markdown(table),
             ".csv": lambda: table.data.to_csv(index=False, lineterminator="\n"),
             ".tex": lambda: render_latex(table),
+            ".json": lambda: render_view(table),
         }[path.suffix]()
         write_text_atomic(path, text)
 

@@ -10,8 +10,8 @@ decimals and an empty cell where a metric does not apply:
 - ``paper_comparison``: every cell of Tables 4–6 the paper prints for these runs, reproduced
   beside published, with the difference and the notes of :mod:`bloomqg.release.paper`
 
-each as ``.csv`` and ``.md`` (the Markdown is :func:`bloomqg.reporting.tables.markdown.render_markdown`'s, so the
-report reads it back).
+each as ``.csv``, ``.md`` and ``.json`` (the Markdown and the view the report reads back are
+:mod:`bloomqg.reporting.tables`'s).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from bloomqg.release.paper import (
 )
 from bloomqg.reporting.tables.markdown import render_markdown
 from bloomqg.reporting.tables.model import Cell, Table
+from bloomqg.reporting.tables.view import render_view
 
 KEY_COLUMNS: tuple[str, ...] = ("model", "dataset", "strategy")
 
@@ -57,7 +58,7 @@ COMPARISON = "paper_comparison"
 
 #: The files :func:`release_tables` writes, relative to its ``out_dir``.
 RELEASE_TABLE_FILES: tuple[str, ...] = tuple(
-    f"{table}.{suffix}" for table in (*TABLE_COLUMNS, COMPARISON) for suffix in ("csv", "md")
+    f"{table}.{suffix}" for table in (*TABLE_COLUMNS, COMPARISON) for suffix in ("csv", "md", "json")
 )
 
 
@@ -79,10 +80,11 @@ def _run_order(frame: pd.DataFrame, figures: PaperFigures) -> pd.DataFrame:
 
 
 def _write(out_dir: Path, name: str, table: Table, csv_frame: pd.DataFrame) -> list[Path]:
-    csv_path, md_path = out_dir / f"{name}.csv", out_dir / f"{name}.md"
+    csv_path, md_path, view_path = (out_dir / f"{name}.{suffix}" for suffix in ("csv", "md", "json"))
     write_text_atomic(csv_path, csv_frame.to_csv(index=False, lineterminator="\n"))
     write_text_atomic(md_path, render_markdown(table))
-    return [csv_path, md_path]
+    write_text_atomic(view_path, render_view(table))
+    return [csv_path, md_path, view_path]
 
 
 def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
@@ -115,11 +117,11 @@ def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
 
 
 def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigures | None = None) -> list[Path]:
-    """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv`` and ``.md`` into
+    """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv``, ``.md`` and ``.json`` into
     ``out_dir``, comparing with ``figures`` (default: ``configs/paper-figures.yaml``).
 
     ``all_metrics`` has the columns of :data:`bloomqg.schemas.METRICS` (at least model,
-    dataset, strategy, metric, value). Returns the written paths, csv before md per table.
+    dataset, strategy, metric, value). Returns the written paths, csv, md and json per table.
     """
     figures = figures or paper_figures()
     missing = [name for name in (*KEY_COLUMNS, "metric", "value") if name not in all_metrics.columns]

@@ -24,8 +24,8 @@ from bloomqg.reporting.display import is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.examples import question_examples
 from bloomqg.reporting.provenance_view import generation_usage, ledger_view, plain, provenance_entries
 from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
-from bloomqg.reporting.tables.markdown import read_markdown_table
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
+from bloomqg.reporting.tables.view import read_view
 
 
 log = logging.getLogger(__name__)
@@ -97,10 +97,10 @@ def _table_entries(table_paths: Sequence[Path], readings: Mapping[str, str]) -> 
     entries = []
     for path in table_paths:
         path = Path(path)
-        if path.suffix.lower() != ".md":
+        if path.suffix.lower() != ".json":
             continue
         try:
-            parsed = read_markdown_table(path)
+            parsed = read_view(path)
         except (OSError, TableInputError) as error:
             raise ReportInputError(f"table file {path}: {error}") from error
         entries.append({
@@ -179,8 +179,9 @@ def build_report(
 ) -> None:
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
 
-    Tables are read back from their Markdown files in ``table_paths`` (CSV/TeX paths are listed as
-    downloads but not parsed), figures are the PNG files of ``figure_paths`` inlined as base64.
+    Tables are read back from their view files (``.json``) in ``table_paths`` (CSV, Markdown and
+    LaTeX files are listed as downloads, not read); figures are the PNG files of ``figure_paths``
+    inlined as base64.
     """
     import yaml
 

@@ -1,15 +1,17 @@
-"""The paper's tables, written as CSV, Markdown (GitHub pipe tables) and LaTeX (booktabs).
+"""The paper's tables, written as CSV, Markdown (GitHub pipe tables), LaTeX (booktabs) and JSON.
 
 Every table is first built as a :class:`Table`: a caption, optional column groups (e.g.
-"cs, CoT"), the display cells, footnotes and a machine-readable frame. The three renderers then
-write the same content three ways:
+"cs, CoT"), the display cells, footnotes and a machine-readable frame. The renderers then
+write the same content four ways:
 
 - ``<name>.csv``: tidy-ish numbers with separate ``_ci_low``/``_ci_high``/``_alpha_gated``
   columns, for re-analysis;
 - ``<name>.md``: a bold caption line, a GitHub pipe table (a grouped header is written as
-  ``group<br>column``), footnotes; :func:`~bloomqg.reporting.tables.markdown.read_markdown_table` reads it back for the HTML report;
+  ``group<br>column``), footnotes;
 - ``<name>.tex``: a ``table`` environment with booktabs rules (needs ``\\usepackage{booktabs}``),
-  special characters escaped.
+  special characters escaped;
+- ``<name>.json``: the table's :class:`~bloomqg.reporting.tables.view.TableView` (caption, header,
+  cell texts, footnotes), which the HTML report reads back.
 
 Values carry their confidence interval where the table has room ("90.40 [88.1, 92.3]"); a value
 fed by a judging criterion that failed the α gate is marked with a dagger and a footnote.
@@ -33,7 +35,7 @@ Table files (:data:`~bloomqg.reporting.tables.write.TABLE_STEMS`):
 
 Modules: :mod:`~bloomqg.reporting.tables.model` (the :class:`~bloomqg.reporting.tables.model.Table`
 and formatting), :mod:`~bloomqg.reporting.tables.builders` and :mod:`~bloomqg.reporting.tables.human`
-(building), :mod:`~bloomqg.reporting.tables.markdown` and :mod:`~bloomqg.reporting.tables.latex`
-(rendering), :mod:`~bloomqg.reporting.tables.write` (every table of a run, :data:`TABLE_FILES` and
-the optional :data:`HUMAN_TABLE_FILES`).
+(building), :mod:`~bloomqg.reporting.tables.markdown`, :mod:`~bloomqg.reporting.tables.latex` and
+:mod:`~bloomqg.reporting.tables.view` (rendering), :mod:`~bloomqg.reporting.tables.write` (every
+table of a run, :data:`TABLE_FILES` and the optional :data:`HUMAN_TABLE_FILES`).
 """

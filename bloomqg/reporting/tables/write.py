@@ -1,4 +1,4 @@
-"""Every table of a run, in report order, written as CSV, Markdown and LaTeX."""
+"""Every table of a run, in report order, written as CSV, Markdown, LaTeX and its view (JSON)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from bloomqg.reporting.tables.human import human_agreement_table
 from bloomqg.reporting.tables.latex import render_latex
 from bloomqg.reporting.tables.markdown import render_markdown
 from bloomqg.reporting.tables.model import Table, TableInputError, check_metrics
+from bloomqg.reporting.tables.view import render_view
 
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def build_tables(
 
 
 def _file_names(stems: Iterable[str]) -> tuple[str, ...]:
-    return tuple(f"{stem}.{ext}" for stem in stems for ext in ("csv", "md", "tex"))
+    return tuple(f"{stem}.{ext}" for stem in stems for ext in ("csv", "md", "tex", "json"))
 
 
 #: Tables written on every run, in report order (the workflow declares these as outputs).
@@ -115,7 +116,7 @@ def write_tables(
     paired: pd.DataFrame | None = None,
     human: pd.DataFrame | None = None,
 ) -> list[Path]:
-    """Write every table as CSV, Markdown and LaTeX into ``out_dir``; return the paths written.
+    """Write every table as CSV, Markdown, LaTeX and JSON view into ``out_dir``; return the paths written.
 
     Always writes :data:`TABLE_FILES`; ``human`` is the output of :func:`human_agreement`
     (model, dataset, strategy, criterion, agreement, n) and adds :data:`HUMAN_TABLE_FILES`.
@@ -128,6 +129,7 @@ def write_tables(
             ("csv", table.data.to_csv(index=False, lineterminator="\n")),
             ("md", render_markdown(table)),
             ("tex", render_latex(table)),
+            ("json", render_view(table)),
         ):
             path = out_dir / f"{table.name}.{suffix}"
             write_text_atomic(path, text)
