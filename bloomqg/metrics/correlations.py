@@ -10,6 +10,10 @@ import pandas as pd
 
 from bloomqg.metrics.rows import require_columns
 
+#: The paper's Figure 5: does a model that classifies the original well also write at its level,
+#: and one that names the original's knowledge unit also keep it?
+FIGURE5_PAIRS: tuple[tuple[str, str], ...] = (("classification_acc", "catcons"), ("knowledge_id_acc", "knowcov"))
+
 
 def _fisher_interval(r: float, n: int, confidence: float, spearman: bool) -> tuple[float, float]:
     """Fisher-z interval; Spearman uses the Bonett–Wright (2000) standard error."""
@@ -26,7 +30,7 @@ def _fisher_interval(r: float, n: int, confidence: float, spearman: bool) -> tup
 
 def correlations(
     all_metrics: pd.DataFrame,
-    pairs: Sequence[tuple[str, str]] = (("classification_acc", "catcons"), ("knowledge_id_acc", "knowcov")),
+    pairs: Sequence[tuple[str, str]] = FIGURE5_PAIRS,
     *,
     confidence: float = 0.95,
 ) -> pd.DataFrame:

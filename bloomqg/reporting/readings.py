@@ -11,10 +11,12 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
-from bloomqg.metrics.registry import table_label
+from bloomqg.metrics.cognitive import SHIFT_TYPES
+from bloomqg.metrics.correlations import FIGURE5_PAIRS
+from bloomqg.metrics.registry import metric_spec, table_label
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
 from bloomqg.reporting.display import CRITERION_LABEL, cell_label, is_missing, ordered_unique, strategy_label
-from bloomqg.reporting.figures.correlations import FIG5_PAIRS, MIN_POINTS_FOR_CORRELATION
+from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION
 from bloomqg.reporting.tables.model import require_columns
 
 
@@ -34,7 +36,7 @@ def strategy_effect(all_metrics: pd.DataFrame, metric: str) -> str | None:
     """
     frame = _values(all_metrics, metric)
     label = table_label(metric)
-    unit = "" if metric in ("cogshift", "cogreg_mean", "cogdrift_mean", "cogleap_mean") else " pp"
+    unit = " pp" if metric_spec(metric).percent else ""  # a difference of percentages
     sentences = []
     for dataset in ordered_unique(frame["dataset"]):
         wide = frame[frame["dataset"] == dataset].pivot_table(index="model", columns="strategy", values="value")
@@ -56,12 +58,14 @@ def strategy_effect(all_metrics: pd.DataFrame, metric: str) -> str | None:
     return " ".join(sentences) if sentences else None
 
 
-def metric_range(all_metrics: pd.DataFrame, metric: str, *, unit: str = "%") -> str | None:
+def metric_range(all_metrics: pd.DataFrame, metric: str) -> str | None:
     """"Knowledge-ID acc. ranged from 58.0% (m, cs) to 87.6% (m2, social)." or None."""
     frame = _values(all_metrics, metric)
     if frame.empty:
         return None
     label = table_label(metric)
+    spec = metric_spec(metric)
+    unit = "%" if spec.percent else f" {spec.unit}"
     low = frame.loc[frame["value"].idxmin()]
     high = frame.loc[frame["value"].idxmax()]
 
@@ -126,7 +130,7 @@ def correlation_summary(all_metrics: pd.DataFrame, correlations: pd.DataFrame | 
     if correlations is None or correlations.empty:
         return "No correlations were computed for this run."
     parts = []
-    for x_metric, y_metric in FIG5_PAIRS:
+    for x_metric, y_metric in FIGURE5_PAIRS:
         rows = correlations[(correlations["x_metric"] == x_metric) & (correlations["y_metric"] == y_metric)
                             & (correlations["strategy"] == "cot")]
         methods = rows["method"] if "method" in rows else pd.Series("pearson", index=rows.index)
@@ -202,7 +206,7 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame) 
 
 def shift_score_summary(all_metrics: pd.DataFrame) -> str:
     """Mean shift scores per type and the largest single value."""
-    frames = {m: _values(all_metrics, f"{m}_mean") for m in ("cogreg", "cogdrift", "cogleap")}
+    frames = {m: _values(all_metrics, f"{m}_mean") for m in SHIFT_TYPES}
     present = {m: f for m, f in frames.items() if not f.empty}
     if not present:
         return "No mean shift scores were computed."

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
-from bloomqg.reporting.display import is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.display import MISSING, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.examples import question_examples
 from bloomqg.reporting.provenance_view import generation_usage, ledger_view, plain, provenance_entries
 from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
@@ -154,7 +154,7 @@ def render_report(context: Mapping[str, Any]) -> str:
 
 def _format_number(value: Any, decimals: int = 0) -> str:
     if is_missing(value):
-        return "–"
+        return MISSING
     return f"{float(value):,.{decimals}f}"
 
 

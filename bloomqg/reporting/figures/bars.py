@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from bloomqg.metrics.cognitive import SHIFT_TYPES
 from bloomqg.metrics.registry import table_label
 from bloomqg.reporting.display import is_missing, metric_index, ordered_cells, ordered_unique, strategy_label
 from bloomqg.reporting.figures.style import (
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-_SHIFT_MEAN_METRICS: tuple[str, ...] = ("cogreg_mean", "cogdrift_mean", "cogleap_mean")
+_SHIFT_MEAN_METRICS: tuple[str, ...] = tuple(f"{shift}_mean" for shift in SHIFT_TYPES)
 
 
 def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:

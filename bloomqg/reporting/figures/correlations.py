@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from bloomqg.metrics.registry import table_label
+from bloomqg.metrics.correlations import FIGURE5_PAIRS
+from bloomqg.metrics.registry import metric_spec, table_label
 from bloomqg.reporting.display import is_missing, ordered_unique
 from bloomqg.reporting.figures.style import PAGE_WIDTH_IN, SERIES_COLORS, new_figure, no_data
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-FIG5_PAIRS: tuple[tuple[str, str], ...] = (("classification_acc", "catcons"), ("knowledge_id_acc", "knowcov"))
 MIN_POINTS_FOR_CORRELATION = 3
 
 
@@ -35,7 +35,7 @@ def plot_correlations(all_metrics: pd.DataFrame, correlations: pd.DataFrame | No
     labels: dict = {ax: [] for ax in axes}
     cot = all_metrics[all_metrics["strategy"] == "cot"]
     wide = cot.pivot_table(index=["dataset", "model"], columns="metric", values="value", aggfunc="first")
-    for ax, (x_metric, y_metric), letter in zip(axes, FIG5_PAIRS, "ab"):
+    for ax, (x_metric, y_metric), letter in zip(axes, FIGURE5_PAIRS, "ab"):
         title = f"({letter}) {table_label(x_metric)} vs {table_label(y_metric)} (CoT)"
         if x_metric not in wide or y_metric not in wide:
             ax.set_title(title)
@@ -63,8 +63,8 @@ def plot_correlations(all_metrics: pd.DataFrame, correlations: pd.DataFrame | No
                        edgecolor="white", linewidth=0.4)
             labels[ax].extend((row[x_metric], row[y_metric], str(model)) for model, row in subset.iterrows())
         ax.set_title(title)
-        ax.set_xlabel(f"{table_label(x_metric)} (%)")
-        ax.set_ylabel(f"{table_label(y_metric)} (%)")
+        ax.set_xlabel(f"{table_label(x_metric)} ({metric_spec(x_metric).unit})")
+        ax.set_ylabel(f"{table_label(y_metric)} ({metric_spec(y_metric).unit})")
         ax.margins(x=0.25, y=0.2)
         ax.legend(frameon=True, framealpha=0.85, edgecolor="none", loc="best")
     for ax, points in labels.items():

@@ -10,6 +10,7 @@ import pandas as pd
 
 from bloomqg.reporting.display import (
     CRITERION_LABEL,
+    MISSING,
     is_missing,
     ordered_cells,
     ordered_unique,
@@ -122,7 +123,7 @@ def _rate_heatmap(ax: Axes, matrix: pd.DataFrame, title: str) -> None:
     for r in range(values.shape[0]):
         for c in range(values.shape[1]):
             value = values[r, c]
-            text = "–" if math.isnan(value) else f"{value:.1f}"
+            text = MISSING if math.isnan(value) else f"{value:.1f}"
             ax.text(c, r, text, ha="center", va="center", fontsize=7,
                     color="white" if not math.isnan(value) and value > 0.6 * top else "black")
     ax.set_title(title, fontsize=7.5)
