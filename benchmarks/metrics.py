@@ -1,4 +1,4 @@
-"""Time bloomqg.metrics.score_cell at the paper's scale; prints one JSON object.
+"""Time bloomqg.metrics.cell.score_cell at the paper's scale; prints one JSON object.
 
 20,700 synthetic questions (the paper's 16,872 + 2,628 + 1,200) split into 18 cells of
 model × dataset × strategy, each scored with 1,000 bootstrap resamples. Goal: ≤ 5 s in total.
@@ -20,7 +20,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.metrics import score_cell
+from bloomqg.metrics.cell import score_cell
 from bloomqg.schemas import VOTES
 
 UNITS = [f"unit-{i}" for i in range(12)]

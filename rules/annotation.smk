@@ -15,14 +15,14 @@ except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 ANNOTATION_DIR = "results/annotation"
-ANNOTATION_TABLES = [f"{ANNOTATION_DIR}/table9_human_agreement.{ext}" for ext in ("md", "csv", "tex")]
+ANNOTATION_TABLES = [f"{ANNOTATION_DIR}/table9_human_agreement.{ext}" for ext in ("md", "csv", "tex", "json")]
 ANNOTATION_FIGURE = f"{ANNOTATION_DIR}/human_agreement.png"
-CODE_ANNOTATION = code_fingerprint("bloomqg.annotation", "bloomqg.tables", *CONTRACTS)
+CODE_ANNOTATION = code_fingerprint("bloomqg.annotation", "bloomqg.reporting.tables", "bloomqg.reporting.display", "bloomqg.metrics", *CONTRACTS)
 
 
 def annotation_report_inputs(wc=None):
     """What the report adds when annotation is configured: Table 9 and its figure."""
-    return [ANNOTATION_TABLES[0], ANNOTATION_FIGURE] if ANNOTATION else []
+    return [f"{ANNOTATION_DIR}/table9_human_agreement.json", ANNOTATION_FIGURE] if ANNOTATION else []
 
 
 def filled_sheets():

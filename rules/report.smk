@@ -1,6 +1,6 @@
 # Tables, figures and the self-contained HTML report (plus Snakemake's own --report).
-from bloomqg.figures import FIGURE_FILES
-from bloomqg.tables import TABLE_FILES
+from bloomqg.reporting.figures.write import FIGURE_FILES
+from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
 
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]

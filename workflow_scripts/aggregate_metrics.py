@@ -1,6 +1,7 @@
 """Rule aggregate_metrics: all cells in one tidy table, RQ4/RQ5 correlations, CoT-vs-FGP pairs."""
 from bloomqg.logs import configure_job_logging
-from bloomqg.metrics import correlations, paired_comparisons
+from bloomqg.metrics.correlations import correlations
+from bloomqg.metrics.paired import paired_comparisons
 from bloomqg.parquet_io import read_frames, write_frame
 from bloomqg.schemas import METRICS, VOTES
 

@@ -1,7 +1,7 @@
 """Rule build_report: one self-contained HTML page explaining the run (this study's, or the
 runs imported from a published release: no judgments there, the release publishes votes)."""
 from bloomqg.logs import configure_job_logging
-from bloomqg.report import build_report_from_files
+from bloomqg.reporting.report import build_report_from_files
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

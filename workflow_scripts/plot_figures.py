@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.figures import write_figures
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, read_frames
+from bloomqg.reporting.figures.write import write_figures
 from bloomqg.schemas import METRICS, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]

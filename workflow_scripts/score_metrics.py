@@ -1,6 +1,6 @@
 """Rule score_metrics: the paper's metrics with bootstrap CIs for one cell."""
 from bloomqg.logs import configure_job_logging
-from bloomqg.metrics import score_cell
+from bloomqg.metrics.cell import score_cell
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.schemas import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 

@@ -112,7 +112,7 @@ def human_panel_agreement(
 
 def table9_rows(agreement: pd.DataFrame) -> pd.DataFrame:
     """The per-cell human-majority percent agreement in the shape
-    :func:`bloomqg.tables.human_agreement_table` draws Table 9 from."""
+    :func:`bloomqg.reporting.tables.human.human_agreement_table` draws Table 9 from."""
     chosen = agreement[
         (agreement["statistic"] == "percent_agreement") & (agreement["rater"] == HUMAN_MAJORITY)
         & (agreement["model"] != ALL) & (agreement["n"] > 0)

@@ -1,6 +1,6 @@
 """Table 9 (human agreement), its figure, and the judge-validation summary, as files.
 
-Table 9 reuses :func:`bloomqg.tables.human_agreement_table` and the project's renderers, so it
+Table 9 reuses :func:`bloomqg.reporting.tables.human.human_agreement_table` and the project's renderers, so it
 reads like every other table in the report; without annotations it is written anyway, empty,
 with a note saying plainly that none were found and where to put them, and the figure says the
 same, so the report never implies a validation that did not happen.
@@ -16,16 +16,12 @@ import pandas as pd
 from bloomqg.annotation.panel_agreement import ALL, HUMAN_MAJORITY, table9_rows
 from bloomqg.atomic import write_text_atomic
 from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.tables import (
-    CRITERION_LABEL,
-    Cell,
-    Table,
-    format_value,
-    human_agreement_table,
-    render_latex,
-    render_markdown,
-    strategy_label,
-)
+from bloomqg.reporting.display import CRITERION_LABEL, strategy_label
+from bloomqg.reporting.tables.human import human_agreement_table
+from bloomqg.reporting.tables.latex import render_latex
+from bloomqg.reporting.tables.markdown import render_markdown
+from bloomqg.reporting.tables.model import Cell, Table, format_value
+from bloomqg.reporting.tables.view import render_view
 
 TABLE9_STEM = "table9_human_agreement"
 
@@ -49,12 +45,13 @@ def table9(agreement: pd.DataFrame, *, annotations_dir: str, n_sheets: int, n_an
 
 
 def write_table(table: Table, paths: Sequence[str | Path]) -> None:
-    """Write ``table`` to each of ``paths`` by suffix (.md, .csv, .tex)."""
+    """Write ``table`` to each of ``paths`` by suffix (.md, .csv, .tex, .json)."""
     for path in map(Path, paths):
         text = {
             ".md": lambda: render_markdown(table),
             ".csv": lambda: table.data.to_csv(index=False, lineterminator="\n"),
             ".tex": lambda: render_latex(table),
+            ".json": lambda: render_view(table),
         }[path.suffix]()
         write_text_atomic(path, text)
 

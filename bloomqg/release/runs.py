@@ -30,7 +30,7 @@ frame with null votes (their reasons say so), so the auxiliary accuracies use ev
 
 Table 4 is the exception to the join: its unique / readable / answerable are the means of the
 published majority columns over *every line* of the votes file, a text judged on several lines
-counting on each (:func:`published_vote_lines`; :func:`bloomqg.metrics.score_cell`'s
+counting on each (:func:`published_vote_lines`; :func:`bloomqg.metrics.cell.score_cell`'s
 ``published_lines``). That is what reproduces the printed Table 4 for all six models; the join's
 first-line rule agrees for GLM-4-9B only (InternLM3-8B, CS, CoT unique: 98.79 by the join,
 94.81 printed and over the lines).
@@ -38,7 +38,7 @@ first-line rule agrees for GLM-4-9B only (InternLM3-8B, CS, CoT unique: 98.79 by
 The released majority ``topic`` is kept as the voted knowledge unit even where the three unit
 votes all differ (the release then takes the first judge's unit); its agreement column shows
 1/3 there. ``New Category`` is the judged level; ``Uncategorized`` there becomes a null level
-with reason :data:`bloomqg.metrics.JUDGED_UNCATEGORIZED`. The release has no per-judge level
+with reason :data:`bloomqg.metrics.rows.JUDGED_UNCATEGORIZED`. The release has no per-judge level
 votes, so ``bloom_level_votes``/``bloom_level_agreement`` are null.
 """
 
@@ -56,7 +56,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
-from bloomqg.metrics import JUDGED_UNCATEGORIZED
+from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.schemas import BINARY_CRITERIA, GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
 
 logger = logging.getLogger(__name__)

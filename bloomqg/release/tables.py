@@ -10,8 +10,8 @@ decimals and an empty cell where a metric does not apply:
 - ``paper_comparison``: every cell of Tables 4–6 the paper prints for these runs, reproduced
   beside published, with the difference and the notes of :mod:`bloomqg.release.paper`
 
-each as ``.csv`` and ``.md`` (the Markdown is :func:`bloomqg.tables.render_markdown`'s, so the
-report reads it back).
+each as ``.csv``, ``.md`` and ``.json`` (the Markdown and the view the report reads back are
+:mod:`bloomqg.reporting.tables`'s).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
-from bloomqg.metrics import METRIC_LABELS
+from bloomqg.metrics.registry import metric_spec, paper_table_metrics
 from bloomqg.release.paper import (
     REPRODUCED_WITHIN,
     PaperFigures,
@@ -31,16 +31,19 @@ from bloomqg.release.paper import (
     paper_model_name,
     reproduced_counts,
 )
-from bloomqg.tables import Cell, Table, render_markdown
+from bloomqg.reporting.tables.markdown import render_markdown
+from bloomqg.reporting.tables.model import Cell, Table
+from bloomqg.reporting.tables.view import render_view
 
 KEY_COLUMNS: tuple[str, ...] = ("model", "dataset", "strategy")
 
 #: Output table name -> its metric columns.
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "table4": ("unique", "readable", "answerable"),
-    "table5": ("usability", "catcons", "knowcov"),
-    "table6": ("cogreg", "cogdrift", "cogleap"),
-    "aux_tasks": ("classification_acc", "knowledge_id_acc"),
+    "table4": paper_table_metrics("table4"),
+    "table5": paper_table_metrics("table5"),
+    "table6": paper_table_metrics("table6"),
+    # the auxiliary tasks' accuracies, without CogShift and the counts
+    "aux_tasks": tuple(name for name in paper_table_metrics("auxiliary") if metric_spec(name).percent),
 }
 
 _CAPTIONS = {
@@ -55,7 +58,7 @@ COMPARISON = "paper_comparison"
 
 #: The files :func:`release_tables` writes, relative to its ``out_dir``.
 RELEASE_TABLE_FILES: tuple[str, ...] = tuple(
-    f"{table}.{suffix}" for table in (*TABLE_COLUMNS, COMPARISON) for suffix in ("csv", "md")
+    f"{table}.{suffix}" for table in (*TABLE_COLUMNS, COMPARISON) for suffix in ("csv", "md", "json")
 )
 
 
@@ -77,10 +80,11 @@ def _run_order(frame: pd.DataFrame, figures: PaperFigures) -> pd.DataFrame:
 
 
 def _write(out_dir: Path, name: str, table: Table, csv_frame: pd.DataFrame) -> list[Path]:
-    csv_path, md_path = out_dir / f"{name}.csv", out_dir / f"{name}.md"
+    csv_path, md_path, view_path = (out_dir / f"{name}.{suffix}" for suffix in ("csv", "md", "json"))
     write_text_atomic(csv_path, csv_frame.to_csv(index=False, lineterminator="\n"))
     write_text_atomic(md_path, render_markdown(table))
-    return [csv_path, md_path]
+    write_text_atomic(view_path, render_view(table))
+    return [csv_path, md_path, view_path]
 
 
 def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
@@ -91,7 +95,7 @@ def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
         difference = "" if math.isnan(record["difference"]) else f"{record['difference']:+.2f}"
         rows.append([Cell(text) for text in (
             record["table"].replace("table", "Table "), str(record["model"]), record["dataset"], record["strategy"],
-            METRIC_LABELS.get(record["metric"], record["metric"]), _format(record["ours"]), _format(record["paper"]),
+            metric_spec(record["metric"]).label, _format(record["ours"]), _format(record["paper"]),
             reads, difference, record["note"] if isinstance(record["note"], str) else "",
         )])
     counts = reproduced_counts(comparison)
@@ -113,11 +117,11 @@ def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
 
 
 def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigures | None = None) -> list[Path]:
-    """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv`` and ``.md`` into
+    """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv``, ``.md`` and ``.json`` into
     ``out_dir``, comparing with ``figures`` (default: ``configs/paper-figures.yaml``).
 
     ``all_metrics`` has the columns of :data:`bloomqg.schemas.METRICS` (at least model,
-    dataset, strategy, metric, value). Returns the written paths, csv before md per table.
+    dataset, strategy, metric, value). Returns the written paths, csv, md and json per table.
     """
     figures = figures or paper_figures()
     missing = [name for name in (*KEY_COLUMNS, "metric", "value") if name not in all_metrics.columns]
@@ -143,7 +147,7 @@ def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigur
         frame[list(metrics)] = frame[list(metrics)].map(_format)
         rendered = Table(
             table, _CAPTIONS[table], ["Model", "Dataset", "Strategy"],
-            [f"{METRIC_LABELS[name]} (%)" for name in metrics],
+            [f"{metric_spec(name).label} (%)" for name in metrics],
             [[Cell(str(cell)) for cell in row] for row in frame.itertuples(index=False)], frame,
         )
         written += _write(out_dir, table, rendered, frame)

@@ -142,9 +142,10 @@ def report_path(tmp_path_factory) -> Path:
         if not path.is_file():
             pytest.fail(f"BLOOMQG_REPORT={given} is not a file")
         return path
-    from bloomqg.figures import write_figures
-    from bloomqg.report import build_report
-    from bloomqg.tables import human_agreement, write_tables
+    from bloomqg.reporting.figures.write import write_figures
+    from bloomqg.reporting.report import build_report
+    from bloomqg.reporting.tables.human import human_agreement
+    from bloomqg.reporting.tables.write import write_tables
     from tests.support.synthetic import synthetic_study
 
     out = tmp_path_factory.mktemp("report")

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.metrics.registry import PERCENT_METRICS
 from bloomqg.schemas import CRITERIA
 
 #: Model names in the order of the paper's tables (up to six).
@@ -304,13 +305,6 @@ def synthetic_reliability(
     return pd.DataFrame(rows)
 
 
-#: Metrics that are percentages (0..100), as :mod:`bloomqg.metrics` writes them.
-PERCENT_METRICS: tuple[str, ...] = (
-    "unique", "readable", "answerable", "usability", "catcons", "cogreg", "cogdrift", "cogleap",
-    "knowcov", "classification_acc", "knowledge_id_acc", "parse_failure_rate",
-)
-
-
 def synthetic_metrics(
     models: Sequence[str],
     cells: Mapping[str, Sequence[str]] | None = None,
@@ -318,7 +312,7 @@ def synthetic_metrics(
     n_items: int = 30,
     gated_cells: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> pd.DataFrame:
-    """METRICS rows (all metric names of :mod:`bloomqg.metrics`) with bootstrap-like CIs."""
+    """METRICS rows (all metric names of :mod:`bloomqg.metrics.registry`) with bootstrap-like CIs."""
     rows = []
     for dataset, strategies in _cells(cells).items():
         for strategy in strategies:
@@ -444,7 +438,7 @@ def synthetic_ledger(
 def synthetic_human_annotations(votes: pd.DataFrame, seed: int = 0, per_cell: int = 10) -> pd.DataFrame:
     """Expert labels for the first ``per_cell`` judged questions of each social-science cell.
 
-    Columns as :func:`bloomqg.tables.human_agreement` expects: prompt_id, model, dataset, strategy,
+    Columns as :func:`bloomqg.reporting.tables.human.human_agreement` expects: prompt_id, model, dataset, strategy,
     criterion, value ("1"/"0" or a level name). Labels agree with the votes most of the time.
     """
     rng = np.random.default_rng([seed, 13])

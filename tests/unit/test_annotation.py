@@ -314,7 +314,7 @@ def test_settings_name_an_unknown_cell_or_judge():
 
 def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path):
     from bloomqg.annotation.reporting import plot_human_agreement, write_table
-    from bloomqg.report import build_report
+    from bloomqg.reporting.report import build_report
     from tests.support.synthetic import synthetic_study
 
     study = synthetic_study(n_models=1, n_items=6)
@@ -324,7 +324,7 @@ def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path)
         agreement = human_panel_agreement(_hand_key(), ratings, n_resamples=0)
         folder = tmp_path / case
         folder.mkdir()
-        table, figure = folder / "table9_human_agreement.md", folder / "human_agreement.png"
+        table, figure = folder / "table9_human_agreement.json", folder / "human_agreement.png"
         write_table(table9(agreement, annotations_dir="annotations", n_sheets=int(case == "some"),
                            n_annotators=int(case == "some")), [table])
         plot_human_agreement(agreement, figure, annotations_dir="annotations")

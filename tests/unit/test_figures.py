@@ -11,9 +11,14 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bloomqg import figures
 from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.figures import FIGURE_FILES, FIGURE_STEMS, OKABE_ITO, write_figures
+from bloomqg.reporting.figures.bars import plot_knowledge_id, plot_shift_scores
+from bloomqg.reporting.figures.confusion import confusion_matrix, plot_confusion
+from bloomqg.reporting.figures.correlations import plot_correlations
+from bloomqg.reporting.figures.diagnostics import plot_reliability
+from bloomqg.reporting.figures.style import DPI, LEVEL_COLOR, OKABE_ITO, SHIFT_COLOR, STRATEGY_COLOR, STYLE
+from bloomqg.reporting.figures.transitions import draw_alluvial, plot_transitions, spread_labels
+from bloomqg.reporting.figures.write import FIGURE_FILES, FIGURE_STEMS, _BUILDERS, save_figure, write_figures
 from tests.support.synthetic import synthetic_study
 
 MIN_FONT_PT = 7
@@ -48,15 +53,15 @@ def test_png_is_200_dpi_and_svg_is_xml(written):
     out, _ = written
     for stem in FIGURE_STEMS:
         with Image.open(out / f"{stem}.png") as image:
-            assert round(image.info["dpi"][0]) == figures.DPI
+            assert round(image.info["dpi"][0]) == DPI
             assert image.width >= 600 and image.height >= 300
         root = ElementTree.parse(out / f"{stem}.svg").getroot()
         assert root.tag.endswith("svg")
 
 
 def test_every_text_is_at_least_7_pt(study):
-    with matplotlib.rc_context(figures.STYLE):
-        for stem, build in figures._BUILDERS.items():
+    with matplotlib.rc_context(STYLE):
+        for stem, build in _BUILDERS.items():
             fig = build(study.metrics, study.votes, study.reliability, study.correlations)
             small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < MIN_FONT_PT]
             assert not small, f"{stem}: text below {MIN_FONT_PT} pt: {small[:5]}"
@@ -66,8 +71,8 @@ def test_single_model_gets_explicit_no_data_panels(tmp_path):
     single = synthetic_study(n_models=1, n_items=8, cells={"cs": ("cot", "fgp")})
     paths = write_figures(single.metrics, single.votes, single.reliability, None, tmp_path)
     assert [p.name for p in paths] == list(FIGURE_FILES)
-    with matplotlib.rc_context(figures.STYLE):
-        fig = figures.plot_correlations(single.metrics, None)
+    with matplotlib.rc_context(STYLE):
+        fig = plot_correlations(single.metrics, None)
     text = _all_text(fig)
     assert text.count("No data for this view") == 2 and "needs ≥ 3 models" in text
 
@@ -76,21 +81,21 @@ def test_empty_inputs_draw_no_data_panels(study):
     empty_votes = study.votes.iloc[0:0]
     no_shift = study.metrics[~study.metrics["metric"].str.endswith("_mean")]
     no_reliability = study.reliability.iloc[0:0]
-    with matplotlib.rc_context(figures.STYLE):
-        for fig in (figures.plot_transitions(empty_votes), figures.plot_confusion(empty_votes),
-                    figures.plot_shift_scores(no_shift), figures.plot_reliability(no_reliability),
-                    figures.plot_knowledge_id(study.metrics[study.metrics["metric"] != "knowledge_id_acc"])):
+    with matplotlib.rc_context(STYLE):
+        for fig in (plot_transitions(empty_votes), plot_confusion(empty_votes),
+                    plot_shift_scores(no_shift), plot_reliability(no_reliability),
+                    plot_knowledge_id(study.metrics[study.metrics["metric"] != "knowledge_id_acc"])):
             assert "No data for this view" in _all_text(fig)
 
 
 def test_cells_that_were_not_run_are_labelled(study):
-    with matplotlib.rc_context(figures.STYLE):
-        fig = figures.plot_shift_scores(study.metrics)
+    with matplotlib.rc_context(STYLE):
+        fig = plot_shift_scores(study.metrics)
     assert "math, CoT was not run" in _all_text(fig)  # math runs under FGP only
     undefined = study.metrics.copy()
     undefined.loc[undefined["dataset"] == "math", "value"] = float("nan")
-    with matplotlib.rc_context(figures.STYLE):
-        fig = figures.plot_shift_scores(undefined)
+    with matplotlib.rc_context(STYLE):
+        fig = plot_shift_scores(undefined)
     assert "no shift score" in _all_text(fig)  # run, but every value undefined: said so, not blank
 
 
@@ -104,7 +109,7 @@ def test_alluvial_band_heights_follow_the_counts():
         "count": [6, 2, 4, 8],
     })
     ax = Figure().subplots()
-    figures.draw_alluvial(ax, counts)
+    draw_alluvial(ax, counts)
     bands = [p for p in ax.patches if isinstance(p, PathPatch)]
     nodes = [p for p in ax.patches if isinstance(p, Rectangle)]
     assert len(bands) == 4
@@ -113,16 +118,16 @@ def test_alluvial_band_heights_follow_the_counts():
     heights = np.array([n.get_height() for n in left])
     np.testing.assert_allclose(heights / heights.sum(), np.array([8, 4, 8]) / 20)  # R, Ap, C from the bottom
     # The Remember → Analyze band rises: its right end is higher than its left end.
-    rising = [b for b in bands if b.get_facecolor()[:3] == matplotlib.colors.to_rgb(figures.LEVEL_COLOR["Remember"])]
+    rising = [b for b in bands if b.get_facecolor()[:3] == matplotlib.colors.to_rgb(LEVEL_COLOR["Remember"])]
     ends = [(b.get_path().vertices[0][1], b.get_path().vertices[3][1]) for b in rising]
     assert any(right > left_y for left_y, right in ends)
 
 
 def test_node_labels_are_spread_apart():
-    spread = figures.spread_labels([0.05, 0.9, 0.95, 0.99], 0.1)
+    spread = spread_labels([0.05, 0.9, 0.95, 0.99], 0.1)
     assert spread[0] == 0.05 and spread[-1] == 1.0
     assert all(b - a >= 0.1 - 1e-9 for a, b in itertools.pairwise(spread))
-    assert figures.spread_labels([0.1, 0.5, 0.9], 0.1) == [0.1, 0.5, 0.9]  # already apart: unchanged
+    assert spread_labels([0.1, 0.5, 0.9], 0.1) == [0.1, 0.5, 0.9]  # already apart: unchanged
 
 
 def test_confusion_rows_sum_to_100():
@@ -131,7 +136,7 @@ def test_confusion_rows_sum_to_100():
         "other_level": ["Apply", "Understand", "Create", "Apply"],
         "count": [3, 1, 2, 5],
     })
-    matrix = figures.confusion_matrix(counts)
+    matrix = confusion_matrix(counts)
     assert list(matrix.index) == list(BLOOM_LEVELS)
     assert matrix.loc["Apply", "Apply"] == 75.0 and matrix.loc["Apply", "Understand"] == 25.0
     assert matrix.loc["Create"].sum() == 100.0
@@ -140,14 +145,14 @@ def test_confusion_rows_sum_to_100():
 
 def test_palette_is_okabe_ito():
     palette = set(OKABE_ITO.values())
-    assert set(figures.SHIFT_COLOR.values()) <= palette
-    assert set(figures.STRATEGY_COLOR.values()) <= palette
-    assert {c for level, c in figures.LEVEL_COLOR.items() if level in BLOOM_LEVELS} <= palette
+    assert set(SHIFT_COLOR.values()) <= palette
+    assert set(STRATEGY_COLOR.values()) <= palette
+    assert {c for level, c in LEVEL_COLOR.items() if level in BLOOM_LEVELS} <= palette
 
 
 def test_scatter_labels_do_not_overlap(study):
-    with matplotlib.rc_context(figures.STYLE):
-        fig = figures.plot_correlations(study.metrics, study.correlations)
+    with matplotlib.rc_context(STYLE):
+        fig = plot_correlations(study.metrics, study.correlations)
         renderer = fig.canvas.get_renderer()
         for ax in fig.axes:
             boxes = [t.get_window_extent(renderer) for t in ax.texts]
@@ -158,7 +163,7 @@ def test_scatter_labels_do_not_overlap(study):
 
 
 def test_svg_is_reproducible(study, tmp_path):
-    with matplotlib.rc_context(figures.STYLE):
-        first = figures.save_figure(figures.plot_knowledge_id(study.metrics), tmp_path / "a", "fig")
-        second = figures.save_figure(figures.plot_knowledge_id(study.metrics), tmp_path / "b", "fig")
+    with matplotlib.rc_context(STYLE):
+        first = save_figure(plot_knowledge_id(study.metrics), tmp_path / "a", "fig")
+        second = save_figure(plot_knowledge_id(study.metrics), tmp_path / "b", "fig")
     assert first[1].read_bytes() == second[1].read_bytes()

@@ -9,19 +9,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bloomqg.metrics import (
-    JUDGED_UNCATEGORIZED,
-    METRIC_LABELS,
-    METRIC_NAMES,
-    PAIRED_COLUMNS,
-    PERCENT_METRICS,
-    correlations,
-    paired_comparison,
-    paired_comparisons,
-    per_level_accuracy,
-    score_cell,
-    transition_counts,
-)
+from bloomqg.metrics.cell import score_cell
+from bloomqg.metrics.correlations import correlations
+from bloomqg.metrics.paired import PAIRED_COLUMNS, paired_comparison, paired_comparisons
+from bloomqg.metrics.registry import METRIC_NAMES, METRIC_SPECS, PERCENT_METRICS, paper_table_metrics
+from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
+from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
 from bloomqg.parquet_io import read_frame, to_table, write_frame
 from bloomqg.schemas import METRICS, VOTES
 
@@ -78,10 +71,22 @@ def score(rows: list[dict], reliability: pd.DataFrame | None = None, **kwargs: o
 # --- names -------------------------------------------------------------------------------
 
 
-def test_every_metric_has_a_label_and_percent_metrics_are_known():
-    assert set(METRIC_LABELS) == set(METRIC_NAMES)
+def test_every_metric_has_one_spec_with_a_label_and_percent_metrics_are_known():
+    assert len(METRIC_NAMES) == len(METRIC_SPECS)  # no name declared by two modules
+    assert all(spec.label and spec.table_label.isascii() for spec in METRIC_SPECS)
     assert PERCENT_METRICS < set(METRIC_NAMES)
     assert {"cogshift", "cogreg_total", "cogleap_mean", "n_useful"}.isdisjoint(PERCENT_METRICS)
+
+
+def test_metric_specs_line_up_as_the_papers_tables():
+    assert paper_table_metrics("table4") == ("unique", "readable", "answerable")
+    assert paper_table_metrics("table5") == ("usability", "catcons", "knowcov")
+    assert paper_table_metrics("table6") == ("cogreg", "cogdrift", "cogleap")
+    counts = [spec for spec in METRIC_SPECS if spec.is_count]
+    assert [spec.name for spec in counts] == ["n_generated", "n_useful"]
+    assert all(spec.decimals == 0 and spec.unit == "questions" for spec in counts)
+    with pytest.raises(KeyError, match="no metric belongs to paper table 'table9'"):
+        paper_table_metrics("table9")
 
 
 def test_score_cell_gives_the_same_after_a_parquet_round_trip(tmp_path):

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.metrics import JUDGED_UNCATEGORIZED, score_cell
+from bloomqg.metrics.cell import score_cell
+from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.parquet_io import to_table
 from bloomqg.release.runs import (
     NO_QUESTION,

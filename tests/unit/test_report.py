@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bloomqg import report
-from bloomqg.figures import FIGURE_STEMS
 from bloomqg.parquet_io import to_table
-from bloomqg.report import ReportInputError, build_report
+from bloomqg.reporting.examples import question_examples
+from bloomqg.reporting.figures.write import FIGURE_STEMS
+from bloomqg.reporting.provenance_view import ledger_view, provenance_entries
+from bloomqg.reporting.readings import gate_summary, strategy_effect
+from bloomqg.reporting.report import SCREEN_SCALE, ReportInputError, _figure_entries, build_report
+from bloomqg.reporting.tables.write import TABLE_STEMS, write_tables
 from bloomqg.schemas import METRICS
-from bloomqg.tables import TABLE_STEMS, write_tables
 from tests.support.synthetic import synthetic_study
 
 HOSTILE = "<script>alert('x')</script> & <img src=http://example.com/x.png>"
@@ -120,27 +122,27 @@ def test_strategy_effect_sentence():
                         ("c", "fgp", 50.0)]
     ])
     to_table(frame, METRICS)
-    assert report.strategy_effect(frame, "catcons") == (
+    assert strategy_effect(frame, "catcons") == (
         "On cs, FGP raised CatCons for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp)."
     )
     same = frame.assign(value=10.0)
-    assert report.strategy_effect(same, "catcons") == "On cs, FGP left CatCons unchanged for all 2 models."
-    assert report.strategy_effect(frame[frame["strategy"] == "fgp"], "catcons") is None
+    assert strategy_effect(same, "catcons") == "On cs, FGP left CatCons unchanged for all 2 models."
+    assert strategy_effect(frame[frame["strategy"] == "fgp"], "catcons") is None
 
 
 def test_gate_summary_states_the_action():
     study = synthetic_study(n_models=2, n_items=6, cells={"cs": ("cot",)})
-    flagged = report.gate_summary(study.reliability)
+    flagged = gate_summary(study.reliability)
     assert len(flagged["failures"]) == 1 and "marked †" in flagged["effect"]
-    dropped = report.gate_summary(study.reliability.assign(gate_action="drop"))
+    dropped = gate_summary(study.reliability.assign(gate_action="drop"))
     assert "set to null" in dropped["effect"]
-    passed = report.gate_summary(study.reliability.assign(gate_passed=True))
+    passed = gate_summary(study.reliability.assign(gate_passed=True))
     assert passed["failures"] == [] and "passed the gate" in passed["effect"]
 
 
 def test_examples_one_per_model_level_dataset_strategy(built):
     study = built["study"]
-    examples = report.question_examples(study.votes, study.generations)
+    examples = question_examples(study.votes, study.generations)
     assert [m["model"] for m in examples] == list(dict.fromkeys(study.votes["model"]))
     for model in examples:
         for level in model["levels"]:
@@ -158,7 +160,7 @@ def test_examples_one_per_model_level_dataset_strategy(built):
 def test_provenance_entries_are_named_and_merged():
     generation = {"model_name": "smollm2", "generator": {"model": "HF/SmolLM2"}, "prompt_hashes": ["25b398aea49a8619"],
                   "stage": "generate_questions", "package_versions": {"torch": "2"}}
-    entries = report.provenance_entries([generation, dict(generation), {"judge": "rules"}])
+    entries = provenance_entries([generation, dict(generation), {"judge": "rules"}])
     assert [e["title"] for e in entries] == [
         "smollm2 · HF/SmolLM2 · generate_questions · prompt 25b398aea49a", "rules"]
     assert entries[0]["count"] == 2
@@ -172,21 +174,27 @@ def test_ledger_totals():
         "cached": [0, 1, 0], "prompt_tokens": [10, 20, 30], "completion_tokens": [1, 2, 3],
         "cost_usd": [0.5, 0.25, 0.0],
     })
-    view = report.ledger_view(ledger)
+    view = ledger_view(ledger)
     assert view["total"]["requests"] == 6 and view["total"]["cost_usd"] == 0.75
     assert [row["judge"] for row in view["per_judge"]] == ["a", "(generation)"]
 
 
 def test_figures_are_sized_for_the_screen(built):
     sizes = [(attrs["width"], attrs["height"]) for tag, attrs in built["tags"] if tag == "img"]
-    assert sizes and all((w, h) == (str(round(40 * report.SCREEN_SCALE)), str(round(30 * report.SCREEN_SCALE)))
+    assert sizes and all((w, h) == (str(round(40 * SCREEN_SCALE)), str(round(30 * SCREEN_SCALE)))
                          for w, h in sizes)
 
 
 def test_a_figure_that_is_not_a_png_is_a_clear_error(tmp_path):
     (tmp_path / "fig.png").write_text("not an image")
     with pytest.raises(ReportInputError, match="fig.png is not a PNG image"):
-        report._figure_entries([tmp_path / "fig.png"], {})
+        _figure_entries([tmp_path / "fig.png"], {})
+
+
+def test_an_image_of_another_format_named_png_is_a_clear_error(tmp_path):
+    Image.new("RGB", (4, 3), "white").save(tmp_path / "fig.png", format="JPEG")
+    with pytest.raises(ReportInputError, match="fig.png is not a PNG image"):
+        _figure_entries([tmp_path / "fig.png"], {})
 
 
 def test_missing_figure_file_is_a_clear_error(built, tmp_path):

@@ -9,22 +9,23 @@ import subprocess
 import pandas as pd
 import pytest
 
-from bloomqg import tables
 from bloomqg.parquet_io import to_table
-from bloomqg.schemas import METRICS
-from bloomqg.tables import (
-    HUMAN_TABLE_FILES,
-    TABLE_FILES,
+from bloomqg.reporting.tables.builders import dataset_table, metric_table, reliability_table
+from bloomqg.reporting.tables.human import human_agreement
+from bloomqg.reporting.tables.latex import latex_escape, render_latex
+from bloomqg.reporting.tables.markdown import render_markdown
+from bloomqg.reporting.tables.model import (
+    GATED_NOTE,
+    MAX_COLUMNS_WITH_CI,
+    NO_CI_NOTE,
+    Cell,
+    Table,
     TableInputError,
-    build_tables,
     format_value,
-    human_agreement,
-    latex_escape,
-    read_markdown_table,
-    render_latex,
-    render_markdown,
-    write_tables,
 )
+from bloomqg.reporting.tables.view import read_view, render_view
+from bloomqg.reporting.tables.write import HUMAN_TABLE_FILES, TABLE_FILES, build_tables, write_tables
+from bloomqg.schemas import METRICS
 from tests.support.synthetic import synthetic_study
 
 ODD_MODEL = "my_model&co 50%#1"  # characters that LaTeX and Markdown must escape
@@ -64,7 +65,7 @@ def test_writes_exactly_the_declared_files(written):
 def test_without_optional_inputs_still_writes_every_declared_file(study, tmp_path):
     paths = write_tables(study.metrics, study.datasets, study.reliability, tmp_path)
     assert sorted(p.name for p in paths) == sorted(TABLE_FILES)
-    paired = read_markdown_table(tmp_path / "table_paired.md")
+    paired = read_view(tmp_path / "table_paired.json")
     assert paired.rows == [] and any("No paired comparison" in note for note in paired.notes)
 
 
@@ -73,7 +74,7 @@ def test_value_with_interval_and_separate_csv_columns(tmp_path):
         ("glm", "cs", "cot", "usability", 90.4, 88.1, 92.3, False),
         ("glm", "cs", "cot", "catcons", 37.17, 33.0, 41.0, True),
     ])
-    table = tables.metric_table(metrics, ("usability", "catcons"), name="t", caption="c")
+    table = metric_table(metrics, ("usability", "catcons"), name="t", caption="c")
     assert table.rows[0][1].text == "90.40 [88.1, 92.3]"
     assert table.rows[0][2].gated and not table.rows[0][1].gated
     row = table.data.iloc[0]
@@ -81,16 +82,16 @@ def test_value_with_interval_and_separate_csv_columns(tmp_path):
     assert bool(row["catcons_alpha_gated"]) is True
     markdown = render_markdown(table)
     assert "| glm | 90.40 [88.1, 92.3] | 37.17 [33.0, 41.0]† |" in markdown
-    assert tables.GATED_NOTE in markdown
+    assert GATED_NOTE in markdown
     assert r"37.17 [33.0, 41.0]$^{\dagger}$" in render_latex(table)
 
 
 def test_wide_tables_leave_intervals_to_the_csv():
     study = synthetic_study(n_models=2, n_items=6)
     table4 = next(t for t in build_tables(study.metrics, study.datasets, study.reliability) if t.name == "table4_quality")
-    assert len(table4.columns) > tables.MAX_COLUMNS_WITH_CI
+    assert len(table4.columns) > MAX_COLUMNS_WITH_CI
     assert not any("[" in cell.text for row in table4.rows for cell in row[1:])
-    assert tables.NO_CI_NOTE in table4.notes
+    assert NO_CI_NOTE in table4.notes
     assert {"unique_ci_low", "unique_ci_high"} <= set(table4.data.columns)
 
 
@@ -106,7 +107,7 @@ def test_table1_counts_levels_uncategorized_and_units():
         "bloom_level": ["Remember", "Remember", None, "Create"],
         "knowledge_units": [["stack"], ["queue", "stack"], ["heap"], ["stack"]],
     })
-    table = tables.dataset_table({"a": frame})
+    table = dataset_table({"a": frame})
     record = table.data.iloc[0]
     assert (record["total"], record["Remember"], record["Create"], record["Apply"]) == (4, 2, 1, 0)
     assert (record["uncategorized"], record["knowledge_units"]) == (1, 3)
@@ -116,7 +117,7 @@ def test_table1_counts_levels_uncategorized_and_units():
 def test_table1_names_the_item_with_an_unknown_level():
     frame = pd.DataFrame({"item_id": ["a-7"], "bloom_level": ["Memorise"], "knowledge_units": [["x"]]})
     with pytest.raises(TableInputError, match=r"datasets\['a'\]: item a-7"):
-        tables.dataset_table({"a": frame})
+        dataset_table({"a": frame})
 
 
 def test_bad_inputs_name_the_frame_and_column(study, tmp_path):
@@ -129,7 +130,7 @@ def test_bad_inputs_name_the_frame_and_column(study, tmp_path):
 
 def test_per_dataset_views_cover_every_dataset(written, study):
     out, _ = written
-    view = read_markdown_table(out / "table7_quality_by_dataset.md")
+    view = read_view(out / "table7_quality_by_dataset.json")
     assert [label for label, _ in view.groups if label] == ["CoT", "FGP"]
     datasets = {row[0] for row in view.rows}
     assert datasets == set(study.datasets)
@@ -139,7 +140,7 @@ def test_per_dataset_views_cover_every_dataset(written, study):
 
 
 def test_reliability_table_marks_and_lists_failed_gates(study):
-    table = tables.reliability_table(study.reliability)
+    table = reliability_table(study.reliability)
     failing = study.reliability[(study.reliability["judge"].isna()) & (~study.reliability["gate_passed"].astype(bool))]
     assert len(failing) >= 1
     marked = sum(cell.gated for row in table.rows for cell in row)
@@ -168,7 +169,7 @@ def test_human_agreement_is_exact_on_hand_made_labels():
 
 def test_table9_has_an_average_row(written):
     out, _ = written
-    table9 = read_markdown_table(out / "table9_human_agreement.md")
+    table9 = read_view(out / "table9_human_agreement.json")
     assert table9.header == ["Model", "Dataset", "Prompt", "Bloom", "Unique", "Readable", "Answerable"]
     assert table9.rows[-1][0] == "Average"
 
@@ -180,15 +181,16 @@ def _unescaped_pipes(line: str) -> int:
     return len(re.findall(r"(?<!\\)\|", line))
 
 
-def test_markdown_rows_have_the_header_width_and_round_trip(written):
+def test_markdown_rows_have_the_header_width_of_the_tables_view(written):
     out, _ = written
     for path in sorted(out.glob("*.md")):
         lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
         widths = {_unescaped_pipes(line) for line in lines}
         assert len(widths) == 1, f"{path.name}: rows differ in cell count"
-        parsed = read_markdown_table(path)
-        assert len(parsed.header) == len(parsed.align) == _unescaped_pipes(lines[0]) - 1
-        assert all(len(row) == len(parsed.header) for row in parsed.rows), path.name
+        view = read_view(path.with_suffix(".json"))
+        assert len(view.header) == len(view.align) == _unescaped_pipes(lines[0]) - 1
+        assert len(lines) == len(view.rows) + 2, path.name  # header, alignment, one line per row
+        assert all(len(row) == len(view.header) for row in view.rows), path.name
 
 
 def test_markdown_renders_as_a_table_when_a_renderer_is_installed(written):
@@ -197,20 +199,21 @@ def test_markdown_renders_as_a_table_when_a_renderer_is_installed(written):
     path = out / "table5_usability.md"
     html = markdown_it.MarkdownIt("commonmark").enable("table").render(path.read_text())
     assert html.count("<table>") == 1
-    assert html.count("<tr>") == len(read_markdown_table(path).rows) + 1
+    assert html.count("<tr>") == len(read_view(path.with_suffix(".json")).rows) + 1
     assert html.count("<p>") >= 3  # caption and one paragraph per footnote
 
 
 def test_special_characters_are_escaped(tmp_path):
     metrics = metric_rows([(ODD_MODEL, "cs", "cot", "unique", 50.0, 40.0, 60.0, False)])
-    table = tables.metric_table(metrics, ("unique",), name="t", caption="c")
+    table = metric_table(metrics, ("unique",), name="t", caption="c")
     tex = render_latex(table)
     assert r"my\_model\&co 50\%\#1" in tex
-    markdown = render_markdown(table.__class__(
-        "t", "a | b", ["Model"], ["x"], [[tables.Cell("a|b"), tables.Cell("1")]], pd.DataFrame()))
-    (tmp_path / "t.md").write_text(markdown)
-    parsed = read_markdown_table(tmp_path / "t.md")
-    assert parsed.caption == "a | b" and parsed.rows == [["a|b", "1"]]
+    piped = table.__class__("t", "a | b", ["Model"], ["x"], [[Cell("a|b"), Cell("1")]], pd.DataFrame())
+    markdown = render_markdown(piped)
+    assert "**a \\| b**" in markdown and "| a\\|b | 1 |" in markdown
+    (tmp_path / "t.json").write_text(render_view(piped))
+    view = read_view(tmp_path / "t.json")
+    assert view.caption == "a | b" and view.rows == [["a|b", "1"]]
     assert latex_escape("α ≥ 0.7 – x_1 {y} ~^\\") == (
         r"$\alpha$ $\geq$ 0.7 -- x\_1 \{y\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
     )
@@ -262,3 +265,17 @@ def test_latex_tables_compile_when_an_engine_is_installed(written, tmp_path):
         else [engine, document.name]
     result = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_a_malformed_table_view_is_a_clear_error(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text("{not json")
+    with pytest.raises(TableInputError, match=r"t.json: not a table view \(invalid JSON"):
+        read_view(path)
+    path.write_text('{"name": "t", "caption": "c"}')
+    with pytest.raises(TableInputError, match=r"t.json: a table view has the keys .*found \['caption', 'name'\]"):
+        read_view(path)
+    piped = Table("t", "c", ["Model"], ["x"], [[Cell("m"), Cell("1")]], pd.DataFrame())
+    path.write_text(render_view(piped).replace('"1"', '"1", "2"'))
+    with pytest.raises(TableInputError, match=r"t.json: 'rows'\[0\] has 3 cells, the header 2"):
+        read_view(path)

@@ -1,0 +1,151 @@
+"""All metrics of one (model, dataset, strategy) cell, with bootstrap CIs and the α gate.
+
+Metrics that do not apply — the auxiliary accuracies outside CoT or when the identification
+column is null throughout, or any ratio whose denominator is empty — are kept as a row with
+``value`` NaN, NaN CI and ``n`` = 0, so every cell has the same metric rows.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.metrics.auxiliary import auxiliary_rows
+from bloomqg.metrics.cognitive import cognitive_rows
+from bloomqg.metrics.counts import count_results
+from bloomqg.metrics.intervals import percentile_interval, resample_counts
+from bloomqg.metrics.knowcov import knowcov_rows
+from bloomqg.metrics.quality import line_rates, quality_rows
+from bloomqg.metrics.registry import METRIC_SPECS
+from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, RowTerms, cell_key, require_columns
+from bloomqg.schemas import BINARY_CRITERIA, METRICS
+
+logger = logging.getLogger(__name__)
+
+
+def row_terms(votes: pd.DataFrame, strategy: str) -> RowTerms:
+    """For each ratio metric: (numerator, denominator) per row; value = Σnum / Σden."""
+    return {**quality_rows(votes), **cognitive_rows(votes), **knowcov_rows(votes), **auxiliary_rows(votes, strategy)}
+
+
+def gated_criteria(reliability: pd.DataFrame | None, cell: tuple[str, str, str]) -> set[str]:
+    """Criteria whose panel-level row for ``cell`` failed the α gate (``gate_passed`` False).
+
+    A null ``gate_passed`` (α not computable) is not a failure.
+    """
+    if reliability is None or reliability.empty:
+        return set()
+    require_columns(
+        reliability, ("model", "dataset", "strategy", "criterion", "judge", "gate_passed"), "reliability"
+    )
+    model, dataset, strategy = cell
+    panel = reliability[
+        (reliability["model"] == model)
+        & (reliability["dataset"] == dataset)
+        & (reliability["strategy"] == strategy)
+        & reliability["judge"].isna()
+    ]
+    failed = panel[panel["gate_passed"].map(lambda value: value is False or value is np.False_)]
+    return set(failed["criterion"].tolist())
+
+
+def score_cell(
+    votes: pd.DataFrame,
+    reliability: pd.DataFrame | None,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    published_lines: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Every metric of :data:`~bloomqg.metrics.registry.METRIC_SPECS` for the one cell in ``votes``.
+
+    Returns the columns of :data:`bloomqg.schemas.METRICS`, one row per metric in
+    :data:`~bloomqg.metrics.registry.METRIC_NAMES` order. CIs are percentile bootstrap intervals
+    over questions (``n_resamples`` resamples of the cell's rows, seeded by ``seed``); counts get
+    none. ``alpha_gated`` is True when a criterion of the metric's spec failed the α gate in
+    ``reliability``; without a reliability frame, the votes' own cell-level ``alpha_gated``
+    flag marks every metric that depends on a judged criterion.
+
+    ``published_lines`` (columns of :data:`bloomqg.schemas.PUBLISHED_VOTE_LINES`, the same cell):
+    an imported run's votes file line by line; unique, readable and answerable are then the
+    share of its lines (non-null) voted yes, with a bootstrap over lines and ``n`` = lines.
+    That is the paper's Table 4 rule and it reproduces all six models' printed figures; the
+    one-row-per-original join (duplicate texts take the first judged line) gives the same for
+    GLM-4-9B only, and stays the basis of every other metric.
+    """
+    require_columns(votes, REQUIRED_VOTE_COLUMNS, "votes")
+    if votes.empty:
+        raise ValueError("votes: no rows; a cell needs at least one generated question")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+    model, dataset, strategy = cell = cell_key(votes)
+    votes = votes.reset_index(drop=True)
+    per_row = row_terms(votes, strategy)
+
+    ratio_specs = [spec for spec in METRIC_SPECS if spec.name in per_row]
+    ratio_names = [spec.name for spec in ratio_specs]
+    numerators = np.column_stack([per_row[name][0].astype(np.float64) for name in ratio_names])
+    members = np.column_stack([per_row[name][1].astype(np.float64) for name in ratio_names])
+    is_total = np.array([spec.kind == "sum" for spec in ratio_specs])
+    scale = np.array([spec.scale for spec in ratio_specs])
+
+    def estimate(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+        return np.where(is_total, num, ratio) * scale
+
+    sizes = members.sum(axis=0)
+    values = estimate(numerators.sum(axis=0), sizes)
+    rng = np.random.default_rng(seed)
+    estimates = np.concatenate(
+        [
+            estimate(counts @ numerators, counts @ members)
+            for counts in resample_counts(rng, len(votes), n_resamples)
+        ]
+    )
+    low, high = percentile_interval(estimates, confidence)
+    if sizes[ratio_names.index("cogshift")] == 0:
+        # No question with both levels known: shift totals are undefined, not zero.
+        values[is_total] = np.nan
+    undefined = np.isnan(values)
+    low[undefined] = np.nan
+    high[undefined] = np.nan
+
+    results = {
+        name: (values[i], low[i], high[i], int(sizes[i])) for i, name in enumerate(ratio_names)
+    }
+    if published_lines is not None:
+        results.update(line_rates(published_lines, cell, n_resamples, confidence, seed))
+    results.update(count_results(len(votes), per_row))
+
+    if reliability is not None:
+        gated = gated_criteria(reliability, cell)
+    elif bool(votes["alpha_gated"].any()):
+        gated = set(BINARY_CRITERIA) | {"bloom_level", "knowledge_units"}
+    else:
+        gated = set()
+    if gated:
+        logger.info("%s/%s/%s: criteria failing the α gate: %s", model, dataset, strategy, sorted(gated))
+
+    records = []
+    for spec in METRIC_SPECS:
+        value, ci_low, ci_high, size = results[spec.name]
+        records.append(
+            {
+                "model": model,
+                "dataset": dataset,
+                "strategy": strategy,
+                "metric": spec.name,
+                "value": float(value),
+                "ci_low": float(ci_low),
+                "ci_high": float(ci_high),
+                "n": int(size),
+                "alpha_gated": bool(spec.criteria & gated),
+            }
+        )
+    return pd.DataFrame.from_records(records, columns=METRICS.names)

@@ -1,0 +1,86 @@
+"""Bloom-level consistency (CatCons, Eq. 1) and cognitive shift (CogShift, Eq. 4; Tables 5, 6).
+
+Denominators — "useful" means ``useful`` is True:
+
+- ``catcons``: useful questions with a judged level. A judged level is either one of the six
+  levels or *judged Uncategorized* (``bloom_level`` null with ``bloom_level_null_reason ==``
+  :data:`~bloomqg.metrics.rows.JUDGED_UNCATEGORIZED`). An Uncategorized original is a mismatch,
+  except against a judged-Uncategorized question: Eq. (1) compares category labels, and this is
+  what reproduces the paper's FGP CatCons for GLM-4-9B (51.42; treating it as a mismatch gives
+  51.35). A useful question whose judged level is null for any other reason (tie, parse failure,
+  gated out) has no verdict and is left out of the denominator, as a null vote is everywhere else.
+- ``cogreg`` / ``cogdrift`` / ``cogleap`` (percent of shifts): useful, mismatched, both levels
+  known; Δ = W_new − W_ori, regression Δ ≤ −2, drift |Δ| = 1, leap Δ ≥ 2.
+- ``cogshift``: mean of (1 − δ)·|Δ| over useful questions with both levels known (Eq. 4).
+- ``cog*_total``: sum of |Δ| over the shifts of that type (0 when there are none, NaN when no
+  useful question has both levels known; ``n`` counts the shifts); ``cog*_mean``: its mean per
+  shift (the paper's Figure 3 "mean shift score").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.metrics.rows import BLOOM_FED, JUDGED_UNCATEGORIZED, RowTerms, true, weights
+from bloomqg.metrics.spec import MetricSpec
+
+SHIFT_TYPES: tuple[str, ...] = ("cogreg", "cogdrift", "cogleap")
+_SHIFT_LABEL = {"cogreg": "CogReg", "cogdrift": "CogDrift", "cogleap": "CogLeap"}
+
+COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec("catcons", "CatCons", "percent", True, "%", criteria=BLOOM_FED, paper_table="table5",
+               paired_outcome="binary"),
+    MetricSpec("cogshift", "CogShift", "score", False, "levels", criteria=BLOOM_FED, ci_decimals=2,
+               paper_table="auxiliary", paired_outcome="graded"),
+    *(
+        MetricSpec(shift, _SHIFT_LABEL[shift], "percent", None, "%", criteria=BLOOM_FED, paper_table="table6")
+        for shift in SHIFT_TYPES
+    ),
+    *(
+        MetricSpec(f"{shift}_total", f"{_SHIFT_LABEL[shift]} total |Δ|", "sum", None, "levels",
+                   criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} total")
+        for shift in SHIFT_TYPES
+    ),
+    *(
+        MetricSpec(f"{shift}_mean", f"{_SHIFT_LABEL[shift]} mean |Δ|", "score", None, "levels",
+                   criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} mean", ci_decimals=2)
+        for shift in SHIFT_TYPES
+    ),
+)
+
+
+def cognitive_rows(votes: pd.DataFrame) -> RowTerms:
+    """Per-row terms of CatCons, CogShift and the shift shares, totals and means.
+
+    The totals' "denominator" marks the shifts of the type (used as ``n``; the value is Σnum).
+    """
+    useful = true(votes["useful"])
+    w_ori = weights(votes["original_bloom_level"], "original_bloom_level")
+    w_new = weights(votes["bloom_level"], "bloom_level")
+    ori_known, new_known = ~np.isnan(w_ori), ~np.isnan(w_new)
+    judged_uncategorized = ~new_known & (
+        votes["bloom_level_null_reason"].to_numpy(dtype=object) == JUDGED_UNCATEGORIZED
+    )
+
+    rows: RowTerms = {}
+    in_catcons = useful & (new_known | judged_uncategorized)
+    same_level = ori_known & new_known & (w_ori == w_new)
+    both_uncategorized = ~ori_known & judged_uncategorized
+    rows["catcons"] = (in_catcons & (same_level | both_uncategorized), in_catcons)
+
+    both = useful & ori_known & new_known
+    delta = np.where(both, w_new - w_ori, 0.0)
+    magnitude = np.abs(delta)
+    shifted = both & (delta != 0)
+    rows["cogshift"] = (magnitude, both)
+    shift_kind = {
+        "cogreg": shifted & (delta <= -2),
+        "cogdrift": shifted & (magnitude == 1),
+        "cogleap": shifted & (delta >= 2),
+    }
+    for name, member in shift_kind.items():
+        rows[name] = (member, shifted)
+        rows[f"{name}_total"] = (np.where(member, magnitude, 0.0), member)
+        rows[f"{name}_mean"] = (np.where(member, magnitude, 0.0), member)
+    return rows

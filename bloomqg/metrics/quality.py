@@ -1,0 +1,66 @@
+"""Unique, readable, answerable (Table 4) and usability (Table 5): shares of judged questions.
+
+Denominators: questions with a non-null majority vote for the criterion (for usability, a
+non-null ``useful``). For an imported published run, :func:`line_rates` takes the first three
+over every line of its votes file as published instead (the paper's Table 4 rule; see
+:func:`bloomqg.metrics.cell.score_cell`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.metrics.intervals import percentile_interval, resample_counts
+from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, cell_key, not_null, require_columns, true
+from bloomqg.metrics.spec import MetricSpec
+from bloomqg.schemas import BINARY_CRITERIA
+
+QUALITY_SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec("unique", "Unique", "percent", True, "%", criteria=frozenset({"unique"}),
+               paper_table="table4", paired_outcome="binary"),
+    MetricSpec("readable", "Readable", "percent", True, "%", criteria=frozenset({"readable"}),
+               paper_table="table4", paired_outcome="binary"),
+    MetricSpec("answerable", "Answerable", "percent", True, "%", criteria=frozenset({"answerable"}),
+               paper_table="table4", paired_outcome="binary"),
+    MetricSpec("usability", "Usability", "percent", True, "%", criteria=USEFUL_CRITERIA,
+               paper_table="table5", paired_outcome="binary"),
+)
+
+
+def quality_rows(votes: pd.DataFrame) -> RowTerms:
+    """Per-row terms of the three criteria and of usability."""
+    rows: RowTerms = {}
+    for criterion in BINARY_CRITERIA:
+        rows[criterion] = (true(votes[criterion]), not_null(votes[criterion]))
+    rows["usability"] = (true(votes["useful"]), not_null(votes["useful"]))
+    return rows
+
+
+def line_rates(
+    lines: pd.DataFrame, cell: tuple[str, str, str], n_resamples: int, confidence: float, seed: int
+) -> dict[str, tuple[float, float, float, int]]:
+    """Table 4's unique / readable / answerable over every published line: (value, CI, n)."""
+    require_columns(lines, ("model", "dataset", "strategy", *BINARY_CRITERIA), "published_lines")
+    if lines.empty:
+        raise ValueError(f"published_lines of {cell}: no lines")
+    if cell_key(lines) != cell:
+        raise ValueError(f"published_lines are of cell {cell_key(lines)}, votes of {cell}")
+    numerators = np.column_stack([true(lines[c]) for c in BINARY_CRITERIA]).astype(np.float64)
+    members = np.column_stack([not_null(lines[c]) for c in BINARY_CRITERIA]).astype(np.float64)
+
+    def rate(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan) * 100.0
+
+    sizes = members.sum(axis=0)
+    values = rate(numerators.sum(axis=0), sizes)
+    rng = np.random.default_rng(seed)
+    estimates = np.concatenate(
+        [rate(counts @ numerators, counts @ members) for counts in resample_counts(rng, len(lines), n_resamples)]
+    )
+    low, high = percentile_interval(estimates, confidence)
+    return {
+        name: (float(values[i]), float(low[i]), float(high[i]), int(sizes[i]))
+        for i, name in enumerate(BINARY_CRITERIA)
+    }

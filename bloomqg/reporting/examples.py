@@ -1,0 +1,108 @@
+"""Browsable examples for the report: generated questions per model and original level, with
+their verdicts, and the generations that could not be parsed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from bloomqg.bloom import BLOOM_LEVELS, UNCATEGORIZED
+from bloomqg.reporting.display import is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.tables.model import require_columns
+
+
+#: How many examples are shown per model × original level × dataset × strategy.
+EXAMPLES_PER_GROUP = 1
+#: How many unparsed generations are shown per model.
+FAILURES_PER_MODEL = 3
+
+
+def _as_list(value: object) -> list:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return list(value)
+
+
+def _verdict(value: object) -> str:
+    if is_missing(value):
+        return "no majority"
+    return "yes" if bool(value) else "no"
+
+
+def question_examples(
+    votes: pd.DataFrame,
+    generations: pd.DataFrame | None,
+    *,
+    per_group: int = EXAMPLES_PER_GROUP,
+    failures_per_model: int = FAILURES_PER_MODEL,
+) -> list[dict[str, Any]]:
+    """Examples per model → original Bloom level, with verdicts and the original; plus parse failures.
+
+    Deterministic: per (model, level, dataset, strategy) the first ``per_group`` generated
+    questions in item order. Texts are returned raw; the template escapes them.
+    """
+    require_columns(votes, ["prompt_id", "model", "dataset", "strategy", "original_question",
+                            "original_bloom_level", "new_question", "bloom_level", "unique", "readable",
+                            "answerable", "useful"], "votes")
+    raw = {}
+    if generations is not None and len(generations):
+        require_columns(generations, ["prompt_id", "model", "raw_text", "parse_status", "parse_error"], "generations")
+        raw = {(r.prompt_id, r.model): r for r in generations.itertuples(index=False)}
+    models = []
+    for model in ordered_unique(votes["model"]):
+        frame = votes[votes["model"] == model].sort_values(["dataset", "strategy", "prompt_id"], kind="stable")
+        levels = []
+        for level in (*BLOOM_LEVELS, None):
+            at_level = frame[frame["original_bloom_level"].isna()] if level is None else \
+                frame[frame["original_bloom_level"] == level]
+            with_question = at_level[at_level["new_question"].notna()]
+            chosen = with_question.groupby(["dataset", "strategy"], sort=False).head(per_group)
+            if chosen.empty:
+                continue
+            levels.append({
+                "level": level or UNCATEGORIZED,
+                "n_total": len(with_question),
+                "examples": [_example(row) for _, row in chosen.iterrows()],
+            })
+        failed = frame[frame["new_question"].isna()].head(failures_per_model)
+        failures = []
+        for _, row in failed.iterrows():
+            generation = raw.get((row["prompt_id"], model))
+            failures.append({
+                "prompt_id": row["prompt_id"], "dataset": row["dataset"], "strategy": strategy_label(row["strategy"]),
+                "original_question": row["original_question"],
+                "raw_text": None if generation is None else generation.raw_text,
+                "reason": None if generation is None else generation.parse_error,
+            })
+        models.append({"model": model, "levels": levels, "failures": failures,
+                       "n_failed": int(frame["new_question"].isna().sum())})
+    return models
+
+
+def _example(row: pd.Series) -> dict[str, Any]:
+    def level(value: object) -> str:
+        return str(value) if not is_missing(value) else UNCATEGORIZED
+
+    return {
+        "prompt_id": row["prompt_id"],
+        "dataset": row["dataset"],
+        "strategy": strategy_label(row["strategy"]),
+        "original_question": row["original_question"],
+        "original_level": level(row["original_bloom_level"]),
+        "original_units": ", ".join(map(str, _as_list(row.get("original_knowledge_units")))),
+        "new_question": row["new_question"],
+        "judged_level": str(row["bloom_level"]) if not is_missing(row["bloom_level"]) else "no majority",
+        "judged_units": ", ".join(map(str, _as_list(row.get("knowledge_units")))) or "no majority",
+        "identified_level": str(row["identified_bloom_level"]) if not is_missing(row.get("identified_bloom_level")) else None,
+        "unique": _verdict(row["unique"]),
+        "readable": _verdict(row["readable"]),
+        "answerable": _verdict(row["answerable"]),
+        "useful": _verdict(row["useful"]),
+        "votes": {
+            c: ", ".join(map(str, _as_list(row.get(f"{c}_votes")))) for c in ("unique", "readable", "answerable", "bloom_level")
+        },
+        "gated": bool(row.get("alpha_gated", False)),
+    }

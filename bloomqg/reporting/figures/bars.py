@@ -1,0 +1,126 @@
+"""Figure 3 (mean shift scores, CoT vs FGP) and Figure 4 (knowledge-identification accuracy)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.metrics.cognitive import SHIFT_TYPES
+from bloomqg.metrics.registry import table_label
+from bloomqg.reporting.display import is_missing, metric_index, ordered_cells, ordered_unique, strategy_label
+from bloomqg.reporting.figures.style import (
+    COLUMN_WIDTH_IN,
+    PAGE_WIDTH_IN,
+    SERIES_COLORS,
+    SHIFT_COLOR,
+    new_figure,
+    no_data,
+    strategies_in_order,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+_SHIFT_MEAN_METRICS: tuple[str, ...] = tuple(f"{shift}_mean" for shift in SHIFT_TYPES)
+
+
+def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
+    """Figure 3: mean shift score per model; rows CoT / FGP, columns datasets, bars = shift type."""
+    frame = all_metrics[all_metrics["metric"].isin(_SHIFT_MEAN_METRICS)]
+    if frame.empty:
+        fig = new_figure(COLUMN_WIDTH_IN, 2.0)
+        no_data(fig.subplots(), "no mean shift scores (cogreg_mean, cogdrift_mean, cogleap_mean)")
+        return fig
+    datasets = ordered_unique(frame["dataset"])
+    strategies = strategies_in_order(frame["strategy"])
+    models = ordered_unique(frame["model"])
+    lookup = metric_index(frame)
+    width = COLUMN_WIDTH_IN if len(datasets) == 1 else PAGE_WIDTH_IN
+    fig = new_figure(width, 0.9 + 1.7 * len(strategies))
+    axes = fig.subplots(len(strategies), len(datasets), squeeze=False, sharey=True)
+    bar = 0.8 / len(_SHIFT_MEAN_METRICS)
+    x = np.arange(len(models))
+    for i, strategy in enumerate(strategies):
+        for j, dataset in enumerate(datasets):
+            ax = axes[i][j]
+            title = f"{dataset}, {strategy_label(strategy)}"
+            rows = [lookup.get((m, dataset, strategy, k)) for m in models for k in _SHIFT_MEAN_METRICS]
+            if all(row is None for row in rows):
+                no_data(ax, f"{title} was not run")
+                continue
+            if not any(row is not None and not is_missing(row["value"]) for row in rows):
+                ax.set_title(title)
+                no_data(ax, "no shift score: no useful question\nwith both levels known and a mismatch")
+                continue
+            for k, metric in enumerate(_SHIFT_MEAN_METRICS):
+                values, lower, upper = [], [], []
+                for model in models:
+                    row = lookup.get((model, dataset, strategy, metric))
+                    value = row["value"] if row is not None and not is_missing(row["value"]) else np.nan
+                    values.append(value)
+                    low = row["ci_low"] if row is not None and not is_missing(row["ci_low"]) else value
+                    high = row["ci_high"] if row is not None and not is_missing(row["ci_high"]) else value
+                    lower.append(max(value - low, 0) if not is_missing(value) else 0)
+                    upper.append(max(high - value, 0) if not is_missing(value) else 0)
+                ax.bar(x + (k - 1) * bar, values, bar, color=SHIFT_COLOR[metric.removesuffix("_mean")],
+                       label=table_label(metric.removesuffix("_mean")), yerr=[lower, upper],
+                       error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
+            ax.set_title(title)
+            pad = max(0.0, (3 - len(models)) / 2)  # keep bars slim when there are few models
+            ax.set_xlim(-0.5 - pad, len(models) - 0.5 + pad)
+            ax.set_xticks(x, models, rotation=35, ha="right", rotation_mode="anchor")
+            if j == 0:
+                ax.set_ylabel("Mean shift score (|Δ| levels)")
+            ax.grid(axis="y", linewidth=0.3, alpha=0.5)
+            ax.set_axisbelow(True)
+    handles = [_bar_handle(SHIFT_COLOR[m.removesuffix("_mean")], table_label(m.removesuffix("_mean")))
+               for m in _SHIFT_MEAN_METRICS]
+    fig.legend(handles=handles, loc="outside upper center", ncol=3, frameon=False)
+    return fig
+
+
+def _bar_handle(color: str, label: str):
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor=color, label=label)
+
+
+def plot_knowledge_id(all_metrics: pd.DataFrame) -> Figure:
+    """Figure 4: knowledge-identification accuracy per model (horizontal bars, 95% CI), per dataset."""
+    frame = all_metrics[(all_metrics["metric"] == "knowledge_id_acc") & all_metrics["value"].notna()]
+    if frame.empty:
+        fig = new_figure(COLUMN_WIDTH_IN, 1.8)
+        no_data(fig.subplots(), "no knowledge-identification accuracy\n(the task runs under CoT only)")
+        return fig
+    models = ordered_unique(frame["model"])
+    series = [(d, s) for d, s in ordered_cells(frame)]
+    fig = new_figure(COLUMN_WIDTH_IN, 1.3 + 0.22 * len(models) * len(series) + 0.15 * len(models))
+    ax = fig.subplots()
+    lookup = metric_index(frame)
+    height = 0.8 / len(series)
+    y = np.arange(len(models))
+    for k, (dataset, strategy) in enumerate(series):
+        values, lower, upper = [], [], []
+        for model in models:
+            row = lookup.get((model, dataset, strategy, "knowledge_id_acc"))
+            value = float(row["value"]) if row is not None else np.nan
+            values.append(value)
+            lower.append(value - row["ci_low"] if row is not None and not is_missing(row["ci_low"]) else 0)
+            upper.append(row["ci_high"] - value if row is not None and not is_missing(row["ci_high"]) else 0)
+        offset = (k - (len(series) - 1) / 2) * height
+        label = dataset if strategy == "cot" else f"{dataset}, {strategy_label(strategy)}"
+        ax.barh(y + offset, values, height, xerr=[lower, upper], color=SERIES_COLORS[k % len(SERIES_COLORS)],
+                label=label, error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
+    ax.set_yticks(y, models)
+    pad = max(0.0, (3 - len(models)) / 4)  # keep bars slim when there are few models
+    ax.set_ylim(len(models) - 0.5 + pad, -0.5 - pad)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("Knowledge-identification accuracy (%)")
+    ax.grid(axis="x", linewidth=0.3, alpha=0.5)
+    ax.set_axisbelow(True)
+    fig.legend(*ax.get_legend_handles_labels(), title="Dataset", loc="outside lower center",
+               ncol=min(len(series), 3), frameon=False)
+    return fig

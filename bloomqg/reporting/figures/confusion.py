@@ -1,0 +1,103 @@
+"""Figure 6: original vs classified (CoT) and original vs judged level as heat maps, per model."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.metrics.transitions import transition_counts
+from bloomqg.reporting.display import ordered_unique, strategy_label
+from bloomqg.reporting.figures.style import (
+    COLUMN_WIDTH_IN,
+    PAGE_WIDTH_IN,
+    frameless,
+    level_abbreviation,
+    new_figure,
+    no_data,
+    strategies_in_order,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+def confusion_matrix(counts: pd.DataFrame) -> pd.DataFrame:
+    """Row-normalised percentages over the six levels from transition counts (unplaced pairs dropped)."""
+    matrix = (
+        counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
+        .pivot_table(index="original_level", columns="other_level", values="count", aggfunc="sum", fill_value=0)
+        .reindex(index=list(BLOOM_LEVELS), columns=list(BLOOM_LEVELS), fill_value=0)
+    )
+    totals = matrix.sum(axis=1)
+    return matrix.div(totals.where(totals > 0), axis=0) * 100
+
+
+def plot_confusion(votes: pd.DataFrame) -> Figure:
+    """Figure 6: per model, heat maps of original vs classified (CoT) and original vs judged level.
+
+    Pooled over datasets; each row is normalised to 100% of that original level's items.
+    """
+    if votes.empty:
+        fig = new_figure(COLUMN_WIDTH_IN, 1.6)
+        no_data(fig.subplots(), "no votes were given")
+        return fig
+    models = ordered_unique(votes["model"])
+    strategies = strategies_in_order(votes["strategy"])
+    views = [("classified", "cot")] + [("judged", s) for s in strategies]
+    width = min(PAGE_WIDTH_IN, 0.5 + 2.1 * len(views))
+    fig = new_figure(max(width, COLUMN_WIDTH_IN), 1.1 + 1.95 * len(models))
+    axes = fig.subplots(len(models), len(views), squeeze=False)
+    image = None
+    for i, model in enumerate(models):
+        for j, (kind, strategy) in enumerate(views):
+            ax = axes[i][j]
+            subset = votes[(votes["model"] == model) & (votes["strategy"] == strategy)]
+            label = "Classified (CoT)" if kind == "classified" else f"Judged ({strategy_label(strategy)})"
+            counts = transition_counts(subset, kind=kind) if len(subset) else pd.DataFrame(
+                columns=["original_level", "other_level", "count"])
+            matrix = confusion_matrix(counts) if not counts.empty else None
+            if matrix is None or matrix.isna().all().all():
+                ax.set_title(label, fontsize=7.5)
+                no_data(ax, "no CoT classification" if kind == "classified" else "no judged levels")
+            else:
+                placed = counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)
+                image = _heatmap(ax, matrix)
+                ax.set_title(f"{label}, n = {int(counts.loc[placed, 'count'].sum())}", fontsize=7.5)
+                ax.set_xlabel("Classified level" if kind == "classified" else "Judged level")
+                ax.set_ylabel("Original level" if j == 0 else "")
+            if j == 0:
+                ax.annotate(model, xy=(0, 0.5), xycoords="axes fraction", xytext=(-30, 0),
+                            textcoords="offset points", rotation=90, ha="right", va="center",
+                            fontsize=7.5, fontweight="bold")
+    if image is not None:
+        colorbar = fig.colorbar(image, ax=axes, shrink=0.6, location="bottom", aspect=40)
+        colorbar.set_label("% of the original level's items (each row sums to 100)")
+    return fig
+
+
+def _heatmap(ax: Axes, matrix: pd.DataFrame):
+    from matplotlib import colormaps
+
+    cmap = colormaps["cividis"]
+    values = matrix.to_numpy(dtype=float)
+    image = ax.imshow(np.nan_to_num(values, nan=0.0), cmap=cmap, vmin=0, vmax=100, aspect="equal")
+    labels = [level_abbreviation(level) for level in matrix.columns]
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(matrix.index)), [level_abbreviation(level) for level in matrix.index])
+    frameless(ax)
+    for r in range(values.shape[0]):
+        for c in range(values.shape[1]):
+            value = values[r, c]
+            if math.isnan(value):
+                ax.text(c, r, "·", ha="center", va="center", fontsize=7, color="#777777")
+                continue
+            red, green, blue, _ = cmap(value / 100)
+            luminance = 0.299 * red + 0.587 * green + 0.114 * blue
+            ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=7,
+                    color="black" if luminance > 0.5 else "white")
+    return image

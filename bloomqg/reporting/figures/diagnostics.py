@@ -1,0 +1,129 @@
+"""The run's diagnostics: judge reliability (α with CI and the gate) and parse-failure rates."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.reporting.display import (
+    CRITERION_LABEL,
+    MISSING,
+    is_missing,
+    ordered_cells,
+    ordered_unique,
+    strategy_label,
+)
+from bloomqg.reporting.figures.style import (
+    COLUMN_WIDTH_IN,
+    OKABE_ITO,
+    PAGE_WIDTH_IN,
+    frameless,
+    new_figure,
+    no_data,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+def plot_reliability(reliability: pd.DataFrame) -> Figure:
+    """Krippendorff's α (dot, 95% CI) per criterion (panels) and cell (rows); dashed line = gate."""
+    panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability.iloc[0:0]
+    if panel.empty:
+        fig = new_figure(COLUMN_WIDTH_IN, 1.6)
+        no_data(fig.subplots(), "no panel-level reliability rows")
+        return fig
+    criteria = [c for c in CRITERION_LABEL if c in set(panel["criterion"])]
+    criteria += [c for c in ordered_unique(panel["criterion"]) if c not in criteria]
+    cells = panel[["model", "dataset", "strategy"]].drop_duplicates()
+    labels = [f"{m} · {d} · {strategy_label(s)}" for m, d, s in cells.itertuples(index=False)]
+    keys = list(cells.itertuples(index=False, name=None))
+    fig = new_figure(PAGE_WIDTH_IN, 0.9 + 0.16 * len(keys))
+    axes = fig.subplots(1, len(criteria), sharey=True, squeeze=False)[0]
+    lookup = {(r["model"], r["dataset"], r["strategy"], r["criterion"]): r for _, r in panel.iterrows()}
+    y = np.arange(len(keys))
+    lowest = min(0.0, float(panel["alpha_ci_low"].min()) if panel["alpha_ci_low"].notna().any() else 0.0)
+    for ax, criterion in zip(axes, criteria):
+        for k, key in enumerate(keys):
+            row = lookup.get((*key, criterion))
+            if row is None:
+                continue
+            if is_missing(row["alpha"]):
+                ax.text(lowest + 0.02, k, "n/a", va="center", fontsize=7, color="#555555")
+                continue
+            passed = row["gate_passed"]
+            failed = not is_missing(passed) and not bool(passed)
+            color = OKABE_ITO["vermillion"] if failed else OKABE_ITO["blue"]
+            low = row["alpha_ci_low"] if not is_missing(row["alpha_ci_low"]) else row["alpha"]
+            high = row["alpha_ci_high"] if not is_missing(row["alpha_ci_high"]) else row["alpha"]
+            ax.errorbar(row["alpha"], k, xerr=[[row["alpha"] - low], [high - row["alpha"]]], fmt="x" if failed else "o",
+                        color=color, markersize=3.5, elinewidth=0.7, capsize=1.2)
+        thresholds = ordered_unique(panel.loc[panel["criterion"] == criterion, "gate_threshold"])
+        for threshold in thresholds:
+            ax.axvline(float(threshold), color="#555555", linestyle="--", linewidth=0.8)
+        ax.set_title(CRITERION_LABEL.get(criterion, criterion))
+        ax.set_xlim(lowest - 0.05, 1.05)
+        ax.set_xlabel("α")
+        ax.grid(axis="x", linewidth=0.3, alpha=0.5)
+    axes[0].set_yticks(y, labels)
+    axes[0].invert_yaxis()
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="passed the gate"),
+        Line2D([], [], marker="x", linestyle="none", color=OKABE_ITO["vermillion"], label="failed the gate"),
+        Line2D([], [], linestyle="--", color="#555555", label="gate threshold"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    return fig
+
+
+def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> Figure:
+    """(a) generation parse-failure rate per model × cell; (b) each judge's parse-failure rate per cell."""
+    generation = all_metrics[(all_metrics["metric"] == "parse_failure_rate")]
+    judges = (
+        reliability[reliability["judge"].notna() & reliability["parse_failure_rate"].notna()]
+        if {"judge", "parse_failure_rate"} <= set(reliability.columns) else reliability.iloc[0:0]
+    )
+    n_rows = max(len(ordered_unique(generation["model"])), len(ordered_unique(judges["judge"])), 2)
+    fig = new_figure(PAGE_WIDTH_IN, 1.2 + 0.3 * n_rows)
+    axes = fig.subplots(1, 2)
+    if generation.empty or generation["value"].isna().all():
+        axes[0].set_title("(a) Generation answers not parsed (%)")
+        no_data(axes[0], "no parse_failure_rate metric")
+    else:
+        matrix = generation.pivot_table(index="model", columns=["dataset", "strategy"], values="value", aggfunc="first")
+        matrix = matrix.reindex(index=ordered_unique(generation["model"]), columns=ordered_cells(generation))
+        _rate_heatmap(axes[0], matrix, "(a) Generation answers not parsed (%)")
+    if judges.empty:
+        axes[1].set_title("(b) Judge answers not parsed (%)")
+        no_data(axes[1], "no per-judge diagnostics in the reliability frames")
+    else:
+        rates = judges.assign(rate=judges["parse_failure_rate"].astype(float) * 100)
+        matrix = rates.pivot_table(index="judge", columns=["dataset", "strategy"], values="rate", aggfunc="mean")
+        matrix = matrix.reindex(index=ordered_unique(judges["judge"]), columns=ordered_cells(judges))
+        _rate_heatmap(axes[1], matrix, "(b) Judge answers not parsed (%)")
+    return fig
+
+
+def _rate_heatmap(ax: Axes, matrix: pd.DataFrame, title: str) -> None:
+    from matplotlib import colormaps
+
+    cmap = colormaps["Oranges"]
+    values = matrix.to_numpy(dtype=float)
+    top = max(10.0, float(np.nanmax(values)) if np.isfinite(values).any() else 10.0)
+    ax.imshow(np.nan_to_num(values, nan=0.0), cmap=cmap, vmin=0, vmax=top, aspect="auto")
+    ax.set_xticks(range(matrix.shape[1]), [f"{d}\n{strategy_label(s)}" for d, s in matrix.columns])
+    ax.set_yticks(range(matrix.shape[0]), list(matrix.index))
+    frameless(ax)
+    for r in range(values.shape[0]):
+        for c in range(values.shape[1]):
+            value = values[r, c]
+            text = MISSING if math.isnan(value) else f"{value:.1f}"
+            ax.text(c, r, text, ha="center", va="center", fontsize=7,
+                    color="white" if not math.isnan(value) and value > 0.6 * top else "black")
+    ax.set_title(title, fontsize=7.5)

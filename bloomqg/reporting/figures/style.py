@@ -1,0 +1,108 @@
+"""What every figure shares: sizes, the Okabe–Ito palette, the matplotlib style, empty panels.
+
+Colours follow the Okabe–Ito colour-blind-safe palette; text is at least 7 pt so single-panel
+figures stay legible at a column width of about 3.5 in.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from bloomqg.bloom import LEVEL_ABBREVIATION, UNCATEGORIZED
+from bloomqg.reporting.display import ordered_unique
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+DPI = 200
+COLUMN_WIDTH_IN = 3.5
+PAGE_WIDTH_IN = 7.2
+
+#: Okabe & Ito (2008), the colour-blind-safe qualitative palette.
+OKABE_ITO: dict[str, str] = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+}
+GREY = "#999999"
+
+LEVEL_COLOR: dict[str, str] = {
+    "Remember": OKABE_ITO["blue"],
+    "Understand": OKABE_ITO["sky_blue"],
+    "Apply": OKABE_ITO["green"],
+    "Analyze": OKABE_ITO["orange"],
+    "Evaluate": OKABE_ITO["vermillion"],
+    "Create": OKABE_ITO["purple"],
+    UNCATEGORIZED: GREY,
+}
+SHIFT_COLOR: dict[str, str] = {
+    "cogreg": OKABE_ITO["vermillion"],
+    "cogdrift": OKABE_ITO["sky_blue"],
+    "cogleap": OKABE_ITO["green"],
+}
+STRATEGY_COLOR: dict[str, str] = {"cot": OKABE_ITO["blue"], "fgp": OKABE_ITO["orange"]}
+#: Colours for datasets (and other series) in order of appearance.
+SERIES_COLORS: tuple[str, ...] = (
+    OKABE_ITO["blue"], OKABE_ITO["orange"], OKABE_ITO["green"], OKABE_ITO["purple"],
+    OKABE_ITO["sky_blue"], OKABE_ITO["vermillion"], OKABE_ITO["black"], OKABE_ITO["yellow"],
+)
+
+#: matplotlib settings for every figure (fonts ≥ 7 pt).
+STYLE: dict[str, object] = {
+    "font.family": "DejaVu Sans",
+    "font.size": 7.5,
+    "axes.titlesize": 8,
+    "axes.labelsize": 7.5,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.title_fontsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.linewidth": 0.6,
+    "xtick.major.width": 0.6,
+    "ytick.major.width": 0.6,
+    "lines.linewidth": 1.0,
+    "svg.hashsalt": "bloomqg",  # stable SVG ids: same data, same file
+    "svg.fonttype": "path",  # text as outlines: the SVG needs no fonts
+}
+
+
+def level_abbreviation(level: str) -> str:
+    """R, U, Ap, An, E, C; ``Unc`` for Uncategorized."""
+    return LEVEL_ABBREVIATION.get(level, "Unc" if level == UNCATEGORIZED else level)
+
+
+def new_figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def frameless(ax: Axes) -> None:
+    """No ticks and no spines: a heat map's cells are their own frame."""
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+
+
+def no_data(ax: Axes, message: str) -> None:
+    """Turn ``ax`` into an explicit "no data for this view" panel with the reason."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, f"No data for this view:\n{message}", ha="center", va="center",
+            fontsize=7.5, color="#444444", wrap=True, transform=ax.transAxes)
+
+
+def strategies_in_order(values: pd.Series) -> list[str]:
+    """CoT before FGP (the paper's order), then any other strategy as first seen."""
+    present = ordered_unique(values)
+    return [s for s in ("cot", "fgp") if s in present] + [s for s in present if s not in ("cot", "fgp")]

@@ -1,0 +1,83 @@
+"""Every figure of a run, saved as PNG (200 dpi) and SVG.
+
+:func:`write_figures` always writes every file of :data:`FIGURE_FILES` (the workflow declares
+them as outputs); a view without data is drawn as an honest "no data for this view" panel saying
+why, never skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from bloomqg.reporting.figures.bars import plot_knowledge_id, plot_shift_scores
+from bloomqg.reporting.figures.confusion import plot_confusion
+from bloomqg.reporting.figures.correlations import plot_correlations
+from bloomqg.reporting.figures.diagnostics import plot_parse_failures, plot_reliability
+from bloomqg.reporting.figures.style import DPI, STYLE
+from bloomqg.reporting.figures.transitions import plot_transitions
+from bloomqg.reporting.tables.model import check_metrics
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+log = logging.getLogger(__name__)
+
+#: Figure names; each is written as ``<stem>.png`` and ``<stem>.svg``.
+FIGURE_STEMS: tuple[str, ...] = (
+    "fig2_transitions",
+    "fig3_shift_scores",
+    "fig4_knowledge_id",
+    "fig5_correlations",
+    "fig6_confusion",
+    "reliability",
+    "parse_failures",
+)
+FIGURE_FILES: tuple[str, ...] = tuple(f"{stem}.{ext}" for stem in FIGURE_STEMS for ext in ("png", "svg"))
+
+
+def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Save ``fig`` as ``<stem>.png`` (200 dpi) and ``<stem>.svg``; return both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext, metadata in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
+        path = out_dir / f"{stem}.{ext}"
+        fig.savefig(path, dpi=DPI, metadata=metadata, facecolor="white")
+        paths.append(path)
+    return paths
+
+
+def write_figures(
+    all_metrics: pd.DataFrame,
+    votes: pd.DataFrame,
+    reliability: pd.DataFrame,
+    correlations: pd.DataFrame | None,
+    out_dir: Path,
+) -> list[Path]:
+    """Write every file of :data:`FIGURE_FILES` into ``out_dir``; return the paths in that order."""
+    import matplotlib
+
+    check_metrics(all_metrics)
+    out_dir = Path(out_dir)
+    paths: list[Path] = []
+    with matplotlib.rc_context(STYLE):
+        for stem in FIGURE_STEMS:
+            figure = _BUILDERS[stem](all_metrics, votes, reliability, correlations)
+            paths += save_figure(figure, out_dir, stem)
+    log.info("wrote %d figure files to %s", len(paths), out_dir)
+    return paths
+
+
+_BUILDERS = {
+    "fig2_transitions": lambda m, v, r, c: plot_transitions(v),
+    "fig3_shift_scores": lambda m, v, r, c: plot_shift_scores(m),
+    "fig4_knowledge_id": lambda m, v, r, c: plot_knowledge_id(m),
+    "fig5_correlations": lambda m, v, r, c: plot_correlations(m, c),
+    "fig6_confusion": lambda m, v, r, c: plot_confusion(v),
+    "reliability": lambda m, v, r, c: plot_reliability(r),
+    "parse_failures": lambda m, v, r, c: plot_parse_failures(m, r),
+}

@@ -1,0 +1,97 @@
+"""Provenance, spend and usage as the report shows them: merged entries, ledger totals, tokens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from bloomqg.reporting.display import strategy_label
+from bloomqg.reporting.tables.model import require_columns
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe plain data (Snakemake's Config and other mappings become dicts)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """Nested mappings as sorted (dotted key, text) pairs; lists are shown as JSON."""
+    items: list[tuple[str, str]] = []
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            items += flatten(value, name + ".")
+        else:
+            items.append((name, value if isinstance(value, str) else json.dumps(value, default=str)))
+    return items
+
+
+def provenance_entries(entries: Sequence[Mapping[str, Any]], *, skip: Sequence[str] = ("package_versions",)) -> list[dict]:
+    """Distinct provenance dictionaries as (title, [(key, value)]) for display; duplicates merged."""
+    seen: dict[str, dict] = {}
+    for entry in entries:
+        entry = plain(dict(entry))
+        shown = {k: v for k, v in entry.items() if k not in skip}
+        key = json.dumps(shown, sort_keys=True)
+        if key in seen:
+            seen[key]["count"] += 1
+            continue
+        seen[key] = {"title": provenance_title(entry), "items": flatten(shown), "count": 1}
+    return list(seen.values())
+
+
+#: Provenance fields that name what an entry describes, in the order they are shown.
+_TITLE_KEYS: tuple[str, ...] = (
+    "judge", "model_name", "model", "generator.model", "dataset", "strategy", "stage", "prompt_hashes", "prompt_hash",
+)
+
+
+def provenance_title(entry: Mapping[str, Any]) -> str:
+    """A short label for a provenance entry from whichever naming fields it has."""
+    values = dict(flatten(entry))
+    parts = []
+    for key in _TITLE_KEYS:
+        value = values.get(key)
+        if value in (None, "null", "[]") or value in parts:
+            continue
+        if key.startswith("prompt_hash"):
+            value = "prompt " + value.strip('[]"').split('"')[0][:12]
+        parts.append(value)
+    return " · ".join(parts) or "entry"
+
+
+def ledger_view(ledger: pd.DataFrame) -> dict[str, Any]:
+    """Per-judge totals and the full ledger rows, with a grand total of tokens and cost."""
+    require_columns(ledger, ["judge", "model", "dataset", "strategy", "requests", "cached",
+                             "prompt_tokens", "completion_tokens", "cost_usd"], "ledger")
+    numeric = [c for c in ("questions", "requests", "cached", "prompt_tokens", "completion_tokens", "cost_usd")
+               if c in ledger.columns]
+    frame = ledger.copy()
+    frame["judge"] = frame["judge"].fillna("(generation)")
+    for column in numeric:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0)
+    per_judge = frame.groupby("judge", sort=False)[numeric].sum().reset_index()
+    total = {c: float(frame[c].sum()) for c in numeric}
+    return {"columns": ["judge", "model", "dataset", "strategy", *numeric], "numeric": numeric,
+            "rows": frame.to_dict("records"), "per_judge": per_judge.to_dict("records"), "total": total}
+
+
+def generation_usage(generations: pd.DataFrame) -> list[dict[str, Any]]:
+    """Tokens and latency of generation per model × dataset × strategy."""
+    if generations is None or generations.empty:
+        return []
+    require_columns(generations, ["model", "dataset", "strategy", "n_prompt_tokens", "n_completion_tokens",
+                                  "latency_s", "parse_status"], "generations")
+    grouped = generations.groupby(["model", "dataset", "strategy"], sort=False)
+    usage = grouped.agg(
+        prompts=("parse_status", "size"),
+        parsed=("parse_status", lambda s: int((s == "ok").sum())),
+        prompt_tokens=("n_prompt_tokens", lambda s: int(pd.to_numeric(s, errors="coerce").fillna(0).sum())),
+        completion_tokens=("n_completion_tokens", lambda s: int(pd.to_numeric(s, errors="coerce").fillna(0).sum())),
+        latency_s=("latency_s", lambda s: float(pd.to_numeric(s, errors="coerce").fillna(0).sum())),
+    ).reset_index()
+    usage["strategy"] = usage["strategy"].map(strategy_label)
+    return usage.to_dict("records")

@@ -1,0 +1,255 @@
+"""One self-contained HTML report of a run: config, provenance, tables, figures, reliability,
+cost and browsable examples, each figure and table with a one-sentence reading from the data.
+
+The page has no external resource (images are inlined as base64 PNG, CSS is inline, there is no
+script), so it can be mailed or archived as one file. It is rendered by Jinja2 from
+``bloomqg/report_templates/report.html.j2`` with autoescaping on: every text from a model, a
+judge or a dataset is escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import io
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bloomqg.atomic import write_text_atomic
+from bloomqg.reporting.display import MISSING, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.examples import question_examples
+from bloomqg.reporting.provenance_view import generation_usage, ledger_view, plain, provenance_entries
+from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
+from bloomqg.reporting.tables.model import TableInputError, check_metrics
+from bloomqg.reporting.tables.view import read_view
+
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "report_templates"
+TEMPLATE_NAME = "report.html.j2"
+
+#: Short captions shown under each figure of the HTML report (the Snakemake report's captions
+#: live in ``report/captions/*.rst``).
+FIGURE_CAPTIONS: dict[str, str] = {
+    "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
+    "of the generated question (right), useful questions only; band width = number of questions.",
+    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ| in Bloom levels) of regressions, drifts and leaps per model.",
+    "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under CoT (the model names the original's "
+    "knowledge unit), with 95% confidence intervals.",
+    "fig5_correlations": "Figure 5. Correlations across models under CoT: (a) classification accuracy vs CatCons, "
+    "(b) knowledge-identification accuracy vs KnowCov.",
+    "fig6_confusion": "Figure 6. Original Bloom level vs the model's own classification (CoT) and vs the judged "
+    "level of its question, pooled over datasets; rows sum to 100%.",
+    "reliability": "Judge reliability: Krippendorff's α per criterion and cell with 95% CI; dashed line = gate.",
+    "parse_failures": "Parse failures of generations and of judges' answers (%).",
+    "human_agreement": "Table 9 as a figure: agreement (%) of the annotators' majority with the panel's per "
+    "criterion and cell, with 95% bootstrap CIs (only when the study configures annotation).",
+}
+
+
+class ReportInputError(ValueError):
+    """An input of the report is missing or malformed; the message names it."""
+
+
+#: Display size of a figure on screen relative to its 200-dpi pixels: 130 CSS px per inch, so
+#: 7-pt text shows at about 12.6 px and the PNG stays sharp on high-density screens.
+SCREEN_SCALE = 130 / 200
+
+
+def png_size(data: bytes, where: Path) -> tuple[int, int]:
+    """(width, height) in pixels of a PNG image (Pillow reads only its header)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.format == "PNG":
+                return image.size
+    except UnidentifiedImageError:
+        pass
+    raise ReportInputError(f"figure file {where} is not a PNG image")
+
+
+def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, str]]:
+    entries = []
+    for path in figure_paths:
+        path = Path(path)
+        if path.suffix.lower() != ".png":
+            continue
+        if not path.is_file():
+            raise ReportInputError(f"figure file {path} does not exist")
+        raw = path.read_bytes()
+        width, height = png_size(raw, path)
+        data = base64.b64encode(raw).decode("ascii")
+        entries.append({
+            "stem": path.stem, "data_uri": f"data:image/png;base64,{data}",
+            "width": round(width * SCREEN_SCALE), "height": round(height * SCREEN_SCALE),
+            "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "reading": readings.get(path.stem, ""),
+        })
+    return entries
+
+
+def _table_entries(table_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, Any]]:
+    entries = []
+    for path in table_paths:
+        path = Path(path)
+        if path.suffix.lower() != ".json":
+            continue
+        try:
+            parsed = read_view(path)
+        except (OSError, TableInputError) as error:
+            raise ReportInputError(f"table file {path}: {error}") from error
+        entries.append({
+            "stem": parsed.name, "caption": parsed.caption, "groups": parsed.groups,
+            "has_groups": any(label for label, _ in parsed.groups), "header": parsed.header,
+            "rows": parsed.rows, "notes": parsed.notes, "reading": readings.get(parsed.name, ""),
+            "align": parsed.align,
+            "files": sorted(p.name for p in path.parent.glob(f"{path.stem}.*") if p.suffix in (".csv", ".md", ".tex")),
+        })
+    return entries
+
+
+def _table1_frame(table_paths: Sequence[Path]) -> pd.DataFrame | None:
+    for path in table_paths:
+        path = Path(path)
+        if path.name == "table1_datasets.csv" and path.is_file():
+            return pd.read_csv(path)
+    return None
+
+
+def overview(all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFrame | None) -> dict[str, Any]:
+    """Headline counts for the top of the report."""
+    useful = votes["useful"].map(lambda v: not is_missing(v) and bool(v)) if len(votes) else pd.Series(dtype=bool)
+    cost = float(pd.to_numeric(ledger["cost_usd"], errors="coerce").fillna(0).sum()) if ledger is not None and len(ledger) else 0.0
+    return {
+        "models": ordered_unique(all_metrics["model"]),
+        "datasets": ordered_unique(all_metrics["dataset"]),
+        "strategies": [strategy_label(s) for s in ordered_unique(all_metrics["strategy"])],
+        "n_cells": int(all_metrics[["model", "dataset", "strategy"]].drop_duplicates().shape[0]),
+        "n_generated": int(votes["new_question"].notna().sum()) if len(votes) else 0,
+        "n_prompts": len(votes),
+        "n_useful": int(useful.sum()),
+        "cost_usd": cost,
+    }
+
+
+def render_report(context: Mapping[str, Any]) -> str:
+    """Render the Jinja2 template with autoescaping (every text is escaped unless marked safe)."""
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "j2"), default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["number"] = _format_number
+    return environment.get_template(TEMPLATE_NAME).render(**context)
+
+
+def _format_number(value: Any, decimals: int = 0) -> str:
+    if is_missing(value):
+        return MISSING
+    return f"{float(value):,.{decimals}f}"
+
+
+def build_report(
+    out_path: Path,
+    *,
+    config: Mapping,
+    all_metrics: pd.DataFrame,
+    votes: pd.DataFrame,
+    reliability: pd.DataFrame,
+    generations: pd.DataFrame,
+    generation_provenance: list[dict],
+    judgment_provenance: list[dict],
+    ledger: pd.DataFrame,
+    table_paths: Sequence[Path],
+    figure_paths: Sequence[Path],
+    correlations: pd.DataFrame | None = None,
+    paired: pd.DataFrame | None = None,
+    git_commit: str | None,
+    package_versions: Mapping,
+    title: str = "bloomqg report",
+) -> None:
+    """Write one self-contained HTML report of the run to ``out_path`` (atomically).
+
+    Tables are read back from their view files (``.json``) in ``table_paths`` (CSV, Markdown and
+    LaTeX files are listed as downloads, not read); figures are the PNG files of ``figure_paths``
+    inlined as base64.
+    """
+    import yaml
+
+    check_metrics(all_metrics)
+    readings = figure_readings(all_metrics, votes, reliability, correlations)
+    t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths))
+    context = {
+        "title": title,
+        "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "overview": overview(all_metrics, votes, ledger),
+        "config_yaml": yaml.safe_dump(plain(dict(config)), sort_keys=False, allow_unicode=True),
+        "git_commit": git_commit or "unknown (not a git checkout)",
+        "package_versions": sorted(plain(dict(package_versions)).items()),
+        "generation_provenance": provenance_entries(generation_provenance),
+        "judgment_provenance": provenance_entries(judgment_provenance),
+        "tables": _table_entries(table_paths, t_readings),
+        "figures": _figure_entries(figure_paths, readings),
+        "gate": gate_summary(reliability),
+        "ledger": ledger_view(ledger),
+        "generation_usage": generation_usage(generations),
+        "examples": question_examples(votes, generations),
+    }
+    html = render_report(context)
+    out_path = Path(out_path)
+    write_text_atomic(out_path, html)
+    log.info("wrote report %s (%.1f MB)", out_path, out_path.stat().st_size / 1e6)
+
+
+def build_report_from_files(
+    out_path: Path,
+    *,
+    config: Mapping,
+    metrics: Path,
+    correlations: Path,
+    paired: Path,
+    votes: Sequence[Path],
+    reliability: Sequence[Path],
+    generations: Sequence[Path],
+    judgments: Sequence[Path],
+    tables: Sequence[Path],
+    figures: Sequence[Path],
+    title: str = "bloomqg report",
+) -> None:
+    """:func:`build_report` from the workflow's files (what the report rules hand over).
+
+    ``judgments`` may be empty (an imported release publishes votes, not the judges' calls):
+    the judgments provenance and the cost ledger are then empty too.
+    """
+    from bloomqg.api.ledger import LEDGER_COLUMNS, ledger_from_judgments
+    from bloomqg.parquet_io import read_frame, read_frames, read_provenance
+    from bloomqg.provenance import git_commit, package_versions
+    from bloomqg.schemas import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+
+    build_report(
+        Path(out_path),
+        config=config,
+        all_metrics=read_frame(metrics, METRICS),
+        votes=read_frames(votes, VOTES),
+        reliability=read_frames(reliability, RELIABILITY),
+        generations=read_frames(generations, GENERATIONS),
+        generation_provenance=[read_provenance(p) for p in generations],
+        judgment_provenance=[read_provenance(p) for p in judgments],
+        ledger=ledger_from_judgments(read_frames(judgments, JUDGMENTS)) if judgments else pd.DataFrame(columns=LEDGER_COLUMNS),
+        table_paths=[Path(p) for p in tables],
+        figure_paths=[Path(p) for p in figures],
+        correlations=pd.read_parquet(correlations),
+        paired=pd.read_parquet(paired),
+        git_commit=git_commit(),
+        package_versions=package_versions(),
+        title=title,
+    )

@@ -1,0 +1,274 @@
+"""The paper's tables built from the metrics, datasets, reliability and paired frames (nothing written)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from bloomqg.bloom import BLOOM_LEVELS, normalize_level
+from bloomqg.metrics.paired import PAIRED_COLUMNS
+from bloomqg.metrics.registry import table_label
+from bloomqg.reporting.display import (
+    CRITERION_LABEL,
+    MISSING,
+    cell_label,
+    is_missing,
+    metric_index,
+    ordered_cells,
+    ordered_unique,
+    strategy_label,
+)
+from bloomqg.reporting.tables.model import (
+    CI_NOTE,
+    DAGGER,
+    GATED_NOTE,
+    MAX_COLUMNS_WITH_CI,
+    NO_CI_NOTE,
+    Cell,
+    Table,
+    TableInputError,
+    check_metrics,
+    format_number,
+    format_p,
+    format_value,
+    metric_cell,
+    require_columns,
+)
+
+
+def metric_table(
+    all_metrics: pd.DataFrame,
+    metrics: Sequence[str],
+    *,
+    name: str,
+    caption: str,
+    cells: Sequence[tuple[str, str]] | None = None,
+    notes: Sequence[str] = (),
+    with_ci: bool | None = None,
+    by_dataset: bool = False,
+) -> Table:
+    """Models as rows, (dataset, strategy) cells as column groups, ``metrics`` inside each group.
+
+    ``by_dataset=True`` gives the paper's Table 7/8 layout for every dataset at once: rows are
+    (dataset, model), column groups are strategies. ``with_ci=None`` shows intervals only when the
+    table has room (at most :data:`MAX_COLUMNS_WITH_CI` data columns); the CSV always has them.
+
+    The CSV frame has one row per (dataset, strategy, model) with ``<metric>``,
+    ``<metric>_ci_low``, ``<metric>_ci_high``, ``<metric>_n`` and ``<metric>_alpha_gated``.
+    """
+    check_metrics(all_metrics)
+    cells = list(cells) if cells is not None else ordered_cells(all_metrics)
+    models = ordered_unique(all_metrics["model"])
+    index = metric_index(all_metrics)
+    if by_dataset:
+        datasets = ordered_unique(d for d, _ in cells)
+        strategies = ordered_unique(s for _, s in sorted(cells, key=lambda c: ({"cot": 0, "fgp": 1}.get(c[1], 2), c[1])))
+        row_specs = [([dataset, model], model, dataset) for dataset in datasets for model in models]
+        column_specs = [(strategy_label(s), None, s) for s in strategies]
+        stub = ["Dataset", "Model"]
+    else:
+        row_specs = [([model], model, None) for model in models]
+        column_specs = [(cell_label(d, s), d, s) for d, s in cells]
+        stub = ["Model"]
+    if with_ci is None:
+        with_ci = len(column_specs) * len(metrics) <= MAX_COLUMNS_WITH_CI
+    rows: list[list[Cell]] = []
+    for labels, model, row_dataset in row_specs:
+        row = [Cell(label) for label in labels]
+        for _, column_dataset, strategy in column_specs:
+            dataset = row_dataset or column_dataset
+            for metric in metrics:
+                row.append(metric_cell(index.get((model, dataset, strategy, metric)), metric, with_ci=with_ci))
+        rows.append(row)
+    records = []
+    for dataset, strategy in cells:
+        for model in models:
+            record: dict[str, object] = {"dataset": dataset, "strategy": strategy, "model": model}
+            for metric in metrics:
+                source = index.get((model, dataset, strategy, metric))
+                for suffix, column in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high"),
+                                       ("_n", "n"), ("_alpha_gated", "alpha_gated")):
+                    record[metric + suffix] = None if source is None else source[column]
+            records.append(record)
+    columns = [table_label(m) for m in metrics] * len(column_specs)
+    groups = [(label, len(metrics)) for label, _, _ in column_specs]
+    table_notes = [CI_NOTE if with_ci else NO_CI_NOTE, *notes]
+    if not rows or not column_specs:
+        table_notes.append("No metrics were available for this table.")
+    table = Table(name, caption, stub, columns, rows, pd.DataFrame(records), groups, table_notes)
+    if table.has_gated:
+        table.notes.append(GATED_NOTE)
+    return table
+
+
+def dataset_table(datasets: Mapping[str, pd.DataFrame]) -> Table:
+    """Table 1: items per Bloom level, uncategorized items and distinct knowledge units."""
+    records = []
+    for name, frame in datasets.items():
+        where = f"datasets[{name!r}]"
+        require_columns(frame, ["item_id", "bloom_level", "knowledge_units"], where)
+        levels = []
+        for row, value in zip(frame["item_id"], frame["bloom_level"]):
+            try:
+                levels.append(normalize_level(value))
+            except ValueError as error:
+                raise TableInputError(f"{where}: item {row}: {error}") from error
+        counts = pd.Series(levels, dtype=object).value_counts(dropna=False)
+        units = {u for us in frame["knowledge_units"] if us is not None for u in us}
+        record: dict[str, object] = {"dataset": name, "total": len(frame)}
+        for level in BLOOM_LEVELS:
+            record[level] = int(counts.get(level, 0))
+        record["uncategorized"] = int(sum(1 for level in levels if level is None))
+        record["knowledge_units"] = len(units)
+        records.append(record)
+    columns = ["Total", *BLOOM_LEVELS, "Uncategorized", "Knowledge units"]
+    rows = [
+        [Cell(r["dataset"]), Cell(str(r["total"]))]
+        + [Cell(str(r[level]) if r[level] else MISSING) for level in BLOOM_LEVELS]
+        + [Cell(str(r["uncategorized"])), Cell(str(r["knowledge_units"]))]
+        for r in records
+    ]
+    groups = [("", 1), ("Bloom's levels", len(BLOOM_LEVELS)), ("", 2)]
+    data = pd.DataFrame(records, columns=["dataset", "total", *BLOOM_LEVELS, "uncategorized", "knowledge_units"])
+    return Table(
+        "table1_datasets",
+        "Table 1. Distribution of items by Bloom level and number of knowledge units per dataset.",
+        ["Dataset"], columns, rows, data, groups,
+        ["Total counts every item; Uncategorized items have no Bloom level (the verb list matched none)."],
+    )
+
+
+def reliability_table(reliability: pd.DataFrame) -> Table:
+    """Krippendorff's α per criterion (columns) and cell (rows), with CI; † = gate failed."""
+    where = "reliability"
+    require_columns(reliability, ["dataset", "strategy", "model", "criterion", "judge", "alpha",
+                                  "alpha_ci_low", "alpha_ci_high", "gate_threshold", "gate_action",
+                                  "gate_passed", "n_items", "n_judges"], where)
+    panel = reliability[reliability["judge"].isna()]
+    criteria = [c for c in CRITERION_LABEL if c in set(panel["criterion"])]
+    criteria += [c for c in ordered_unique(panel["criterion"]) if c not in criteria]
+    keys = ["model", "dataset", "strategy"]
+    rows, failed = [], []
+    for (model, dataset, strategy), frame in panel.groupby(keys, sort=False):
+        by_criterion = {r["criterion"]: r for _, r in frame.iterrows()}
+        row = [Cell(model), Cell(dataset), Cell(strategy_label(strategy))]
+        for criterion in criteria:
+            r = by_criterion.get(criterion)
+            if r is None:
+                row.append(Cell(MISSING))
+                continue
+            passed = r["gate_passed"]
+            gated = not is_missing(passed) and not bool(passed)
+            text = format_value(r["alpha"], r["alpha_ci_low"], r["alpha_ci_high"], decimals=2, ci_decimals=2)
+            if text == MISSING:
+                text = "n/a"  # α undefined, e.g. no variation in the votes
+            row.append(Cell(text, gated))
+            if gated:
+                failed.append(f"{model} / {cell_label(dataset, strategy)} / {criterion}")
+        rows.append(row)
+    thresholds = ordered_unique(panel["gate_threshold"])
+    actions = ordered_unique(panel["gate_action"])
+    notes = ["Krippendorff's α over the judge panel with bootstrap 95% CI; n/a: α undefined (no variation)."]
+    if thresholds:
+        notes.append(
+            f"Gate: α ≥ {', '.join(f'{t:g}' for t in thresholds)} (action: {', '.join(map(str, actions)) or 'n/a'})."
+        )
+    if failed:
+        notes.append(f"{DAGGER} failed the gate: " + "; ".join(failed) + ".")
+    data = panel.drop(columns=["judge", "agreement_with_majority", "parse_failure_rate"], errors="ignore")
+    return Table(
+        "table_reliability",
+        "Judge reliability: Krippendorff's α per criterion for every model × dataset × strategy cell.",
+        ["Model", "Dataset", "Strategy"], [CRITERION_LABEL.get(c, c) for c in criteria], rows,
+        data.reset_index(drop=True), [], notes,
+    )
+
+
+def judges_table(reliability: pd.DataFrame) -> Table:
+    """Per judge (pooled over cells): agreement with the majority and parse-failure rate per criterion."""
+    require_columns(reliability, ["judge", "criterion", "agreement_with_majority", "parse_failure_rate"],
+                    "reliability")
+    judge_rows = reliability[reliability["judge"].notna()]
+    criteria = [c for c in CRITERION_LABEL if c in set(judge_rows["criterion"])]
+    summary = (
+        judge_rows.groupby(["judge", "criterion"], sort=False)[["agreement_with_majority", "parse_failure_rate"]]
+        .mean()
+        .reset_index()
+    )
+    lookup = {(r["judge"], r["criterion"]): r for _, r in summary.iterrows()}
+    rows = []
+    for judge in ordered_unique(judge_rows["judge"]):
+        row = [Cell(judge)]
+        for criterion in criteria:
+            r = lookup.get((judge, criterion))
+            for column in ("agreement_with_majority", "parse_failure_rate"):
+                value = None if r is None or is_missing(r[column]) else 100 * float(r[column])
+                row.append(Cell(format_number(value, 1)))
+        rows.append(row)
+    columns = ["Agree %", "Parse fail %"] * len(criteria)
+    groups = [(CRITERION_LABEL.get(c, c), 2) for c in criteria]
+    return Table(
+        "table_judges",
+        "Judge diagnostics: agreement with the panel majority and parse-failure rate (%), averaged over cells.",
+        ["Judge"], columns, rows, summary, groups,
+        ["Agree %: share of a judge's valid votes equal to the majority vote."],
+    )
+
+
+def parse_failure_table(all_metrics: pd.DataFrame, cells: Sequence[tuple[str, str]]) -> Table:
+    """Generation parse-failure rate per model (rows) and cell (columns), with the number generated."""
+    check_metrics(all_metrics)
+    index = metric_index(all_metrics)
+    models = ordered_unique(all_metrics["model"])
+    rows, records = [], []
+    for model in models:
+        row = [Cell(model)]
+        for dataset, strategy in cells:
+            rate = index.get((model, dataset, strategy, "parse_failure_rate"))
+            generated = index.get((model, dataset, strategy, "n_generated"))
+            cell = metric_cell(rate, "parse_failure_rate")
+            if generated is not None and cell.text != MISSING:
+                cell = Cell(f"{cell.text} (n={format_number(generated['value'], 0)})", cell.gated)
+            row.append(cell)
+            records.append({
+                "model": model, "dataset": dataset, "strategy": strategy,
+                "parse_failure_rate": None if rate is None else rate["value"],
+                "ci_low": None if rate is None else rate["ci_low"],
+                "ci_high": None if rate is None else rate["ci_high"],
+                "n_generated": None if generated is None else generated["value"],
+            })
+        rows.append(row)
+    return Table(
+        "table_parse_failures",
+        "Share of generations whose answer could not be parsed into a question (%).",
+        ["Model"], [cell_label(d, s) for d, s in cells], rows, pd.DataFrame(records), [],
+        ["Percent of generated answers with no parsable question; n = answers generated."],
+    )
+
+
+def paired_table(paired: pd.DataFrame | None) -> Table:
+    """Paired CoT-vs-FGP comparison per model, dataset and metric (a note when there is none)."""
+    columns_in = list(PAIRED_COLUMNS)
+    notes = ["p values are unadjusted; the effect size's name follows it in brackets."]
+    if paired is None or paired.empty:
+        paired = pd.DataFrame(columns=columns_in)
+        notes.append("No paired comparison: no dataset was run under both CoT and FGP, or none was computed.")
+    require_columns(paired, columns_in, "paired")
+    rows = []
+    for _, r in paired.iterrows():
+        rows.append([
+            Cell(str(r["model"])), Cell(str(r["dataset"])), Cell(table_label(str(r["metric"]))),
+            Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["cot"])), Cell(format_number(r["fgp"])),
+            Cell(format_value(r["diff"], r["ci_low"], r["ci_high"], decimals=2, ci_decimals=1)),
+            Cell(str(r["test"]) if not is_missing(r["test"]) else MISSING),
+            Cell(format_p(r["p_value"])),
+            Cell(MISSING if is_missing(r["effect_size"]) else f"{float(r['effect_size']):.2f} ({r['effect_size_name']})"),
+        ])
+    return Table(
+        "table_paired",
+        "Paired comparison of FGP against CoT on the same items (difference = FGP − CoT, percentage points).",
+        ["Model", "Dataset", "Metric"],
+        ["Pairs", "CoT", "FGP", "Diff. [95% CI]", "Test", "p", "Effect size"],
+        rows, paired[columns_in].reset_index(drop=True), [], notes,
+    )

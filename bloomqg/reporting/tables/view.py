@@ -1,0 +1,83 @@
+"""What a table shows, cell by cell, as plain text: the form the HTML report renders.
+
+Every table is also written as ``<name>.json`` holding its :class:`TableView`, beside the CSV,
+Markdown and LaTeX, so the report reads a table back as data instead of parsing its Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from bloomqg.reporting.tables.model import DAGGER, Table, TableInputError
+
+
+@dataclass(frozen=True)
+class TableView:
+    """One table's caption, header, rows and footnotes as the reader sees them.
+
+    ``groups`` spans every column, stub columns included, as (label, number of columns) with
+    adjacent equal labels merged (an empty label: ungrouped); a gated cell's text ends in the
+    dagger; ``align`` is ``"left"`` for stub columns and ``"right"`` for data columns.
+    """
+
+    name: str
+    caption: str
+    groups: list[tuple[str, int]]
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str]
+    align: list[str]
+
+
+def _line(text: str) -> str:
+    return text.replace("\n", " ")  # a caption, header, cell or note is one line
+
+
+def table_view(table: Table) -> TableView:
+    """The view of ``table``."""
+    group_of = [""] * len(table.stub_columns)
+    for label, span in table.groups or [("", len(table.columns))]:
+        group_of += [_line(label).strip()] * span
+    groups: list[tuple[str, int]] = []
+    for label in group_of:
+        if groups and groups[-1][0] == label:
+            groups[-1] = (label, groups[-1][1] + 1)
+        else:
+            groups.append((label, 1))
+    return TableView(
+        name=table.name,
+        caption=_line(table.caption).strip(),
+        groups=groups,
+        header=[_line(column).strip() for column in (*table.stub_columns, *table.columns)],
+        rows=[[_line(cell.text + (DAGGER if cell.gated else "")).strip() for cell in row] for row in table.rows],
+        notes=[_line(note) for note in table.notes if _line(note).strip()],
+        align=["left"] * len(table.stub_columns) + ["right"] * len(table.columns),
+    )
+
+
+def render_view(table: Table) -> str:
+    """The JSON text of :func:`table_view`."""
+    return json.dumps(asdict(table_view(table)), ensure_ascii=False, indent=1) + "\n"
+
+
+def read_view(path: Path) -> TableView:
+    """Read a file written by :func:`render_view`; a malformed one raises, naming file and key."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TableInputError(f"{path}: not a table view (invalid JSON: {error})") from error
+    expected = [field.name for field in fields(TableView)]
+    if not isinstance(data, dict) or sorted(data) != sorted(expected):
+        found = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise TableInputError(f"{path}: a table view has the keys {expected}, found {found}")
+    data["groups"] = [(str(label), int(span)) for label, span in data["groups"]]
+    view = TableView(**data)
+    width = len(view.header)
+    if len(view.align) != width or sum(span for _, span in view.groups) != width:
+        raise TableInputError(f"{path}: 'groups' and 'align' must span the {width} header columns")
+    for index, row in enumerate(view.rows):
+        if len(row) != width:
+            raise TableInputError(f"{path}: 'rows'[{index}] has {len(row)} cells, the header {width}")
+    return view
