@@ -10,7 +10,7 @@ prefill and decoding from ``config.yaml``) over the first questions of the paper
 computer-science release when it is present (``$BLOOMQG_SHARED_DATA`` or
 ``<repo>/../shared/data``), else over hand-written ones.
 
-Both sides run the same engine (:class:`bloomqg.generation.hf.HFTextGenerator`): batch 1 is one
+Both sides run the same engine (:class:`bloomqg.generation.hf.generator.HFTextGenerator`): batch 1 is one
 prompt at a time (nothing to share between prompts); the chosen batching is "auto" (64 on a
 CPU): length-bucketed rows that leave the batch when they stop, the batch's shared prompt
 prefix computed once, a chunked prefill and a preallocated KV cache.  Batch 1 runs on a subset
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bloomqg.generation.base import ChatRequest, DecodingParams
-from bloomqg.generation.batching import padding_efficiency, plan_batches
+from bloomqg.generation.hf.batching import padding_efficiency, plan_batches
 from bloomqg.prompts import build_prompts, messages_from_json, with_response_prefill
 
 SYNTHETIC = [
@@ -132,7 +132,7 @@ def main() -> None:
     import torch
     import yaml
 
-    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.hf.generator import HFTextGenerator
 
     torch.set_num_threads(args.threads)
     model_dir = ensure_model_dir(args.model_dir)

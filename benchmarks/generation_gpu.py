@@ -96,7 +96,7 @@ def timed(generator, reqs, params, on_gpu, batch_size=None) -> dict:
 def equivalence_check(device) -> dict:
     """Greedy fp32 texts of a tiny Llama through our loop against model.generate, on ``device``."""
     from bloomqg.generation.base import ChatRequest, DecodingParams
-    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import chat_tokenizer, generate_reference, tiny_model
 
     model = tiny_model("llama").to(device)
@@ -125,7 +125,7 @@ def main() -> None:
     import torch
 
     from bloomqg.generation.base import DecodingParams
-    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import chat_tokenizer
 
     on_gpu = torch.cuda.is_available()

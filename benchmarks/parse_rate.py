@@ -145,7 +145,7 @@ def main() -> None:
 
     import torch
 
-    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.hf.generator import HFTextGenerator
 
     torch.set_num_threads(args.threads)
     config = yaml.safe_load((REPO / "config.yaml").read_text())

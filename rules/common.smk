@@ -54,7 +54,7 @@ STAGE_MODULES = {
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
     "voting": ("bloomqg.voting",),
     "metrics": ("bloomqg.metrics",),
-    "release": ("bloomqg.release.runs", "bloomqg.release.download", "bloomqg.release.reliability", "bloomqg.voting"),
+    "release": ("bloomqg.release.runs", "bloomqg.release.records", "bloomqg.release.download", "bloomqg.release.reliability", "bloomqg.voting"),
     "report": ("bloomqg.reporting", "bloomqg.metrics", "bloomqg.release.tables", "bloomqg.release.paper", "bloomqg.api.ledger"),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}

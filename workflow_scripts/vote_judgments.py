@@ -2,7 +2,7 @@
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.schemas import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
-from bloomqg.voting import vote_cell
+from bloomqg.voting.cell import vote_cell
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -4,7 +4,7 @@ a percentile bootstrap interval over items, and a confusion matrix.
 A *rating* here is a hashable label (``True``/``False``, a Bloom level name, a frozenset of
 knowledge units); ``None`` is a missing rating and such an item is left out of any pairwise
 figure. Knowledge-unit sets count as agreeing only when equal in percent agreement and κ (a set is
-one nominal label there); α on them uses the Jaccard distance of :func:`bloomqg.voting.encode_votes`.
+one nominal label there); α on them uses the Jaccard distance of :func:`bloomqg.voting.alpha.encode_votes`.
 
 Cohen's κ (Cohen 1960) is written out here rather than imported: it is four lines, and a
 dependency only for it is not worth it. κ = (p_o − p_e) / (1 − p_e), with p_o the observed share
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bloomqg.voting import alpha_with_ci, encode_votes
+from bloomqg.voting.alpha import alpha_with_ci, encode_votes
 
 Rating = Hashable | None
 
@@ -123,7 +123,7 @@ def cohen_kappa_with_ci(a: Sequence[Rating], b: Sequence[Rating], **bootstrap_op
 
 
 def _alpha_code(rating: Rating, level: str) -> object:
-    """A rating as :func:`bloomqg.voting.encode_votes` reads it."""
+    """A rating as :func:`bloomqg.voting.alpha.encode_votes` reads it."""
     if is_missing(rating):
         return None
     if level == "jaccard":

@@ -29,7 +29,7 @@ from bloomqg.annotation.agreement import (
     strict_majority,
 )
 from bloomqg.schemas import CRITERIA, RATER_AGREEMENT
-from bloomqg.voting import CRITERION_LEVEL
+from bloomqg.voting.alpha import CRITERION_LEVEL
 
 ALL = "all"
 HUMAN_MAJORITY = "human majority"

@@ -1,8 +1,14 @@
-"""Paid chat-completion calls at study scale: the OpenAI SDK client with pacing and retries
-(:mod:`~bloomqg.api.client`), the content-addressed call cache (:mod:`~bloomqg.api.cache`),
-the Batch API runner (:mod:`~bloomqg.api.batch`), the spend cap and cost estimate
-(:mod:`~bloomqg.api.budget`) and the per-judge token/cost ledger of a finished run
-(:mod:`~bloomqg.api.ledger`).
+"""Paid chat-completion calls at study scale.
+
+- :mod:`~bloomqg.api.client`: the settings and the client facade (cache lookups, counts, spend)
+- :mod:`~bloomqg.api.sync` / :mod:`~bloomqg.api.batch`: concurrent chat calls, or the Batch API
+- :mod:`~bloomqg.api.transport`: the official ``openai`` SDK, its errors mapped to ours
+- :mod:`~bloomqg.api.retry`: which failures are retried, how long to wait, which are fatal
+- :mod:`~bloomqg.api.pacing`: token buckets for rpm/tpm and the shared 429 cool-down
+- :mod:`~bloomqg.api.wire`: a call's request body and the reading of its answer
+- :mod:`~bloomqg.api.cache`: the content-addressed call cache
+- :mod:`~bloomqg.api.budget` / :mod:`~bloomqg.api.estimate`: the spend cap and the cost estimate
+- :mod:`~bloomqg.api.ledger`: the per-judge token/cost ledger of a finished run
 
 Nothing is imported here: the analysis steps import :mod:`bloomqg.api.ledger` without pulling
 in the SDK.

@@ -37,11 +37,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bloomqg.api.cache import canonical_json
+from bloomqg.api.retry import FatalAPIError, ItemError, RejectedRequest, RetryableError, retry_delay, status_error
+from bloomqg.api.sync import SyncRunner
+from bloomqg.api.transport import api_key_from_env, sdk_client
+from bloomqg.api.wire import Call, parse_completion, request_body
 from bloomqg.atomic import write_text_atomic
 from bloomqg.generation.base import BatchCallback, ChatRequest, Completion
 
 if TYPE_CHECKING:
-    from bloomqg.api.client import OpenAICompatibleClient, _Call
+    from bloomqg.api.client import OpenAICompatibleClient
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +62,7 @@ RESUME_SEARCH_LIMIT = 100
 class _Part:
     """One batch: its calls, their request bodies and how JSON was asked for."""
 
-    calls: list["_Call"]
+    calls: list[Call]
     jsonl: bytes
     structured: dict[str, str | None]
     digest: str
@@ -90,7 +94,7 @@ class BatchRunner:
 
     async def run(
         self,
-        calls: list["_Call"],
+        calls: list[Call],
         requests: Sequence[ChatRequest],
         decoding: dict[str, Any],
         results: list[Completion | None],
@@ -100,8 +104,8 @@ class BatchRunner:
         """Fill ``results`` for ``calls``; fire ``on_batch`` per finished batch. Returns the
         next batch index."""
         client, settings = self.client, self.settings
-        api_key = client._api_key()  # before any request: a missing key fails the job at once
-        sdk = client.sdk_client(api_key)
+        api_key = api_key_from_env(settings)  # before any request: a missing key fails the job at once
+        sdk = sdk_client(settings, api_key)
         self.api_key = api_key
         pending = list(calls)
         attempts: dict[str, int] = {call.key: 0 for call in calls}
@@ -112,14 +116,14 @@ class BatchRunner:
                 if round_number > 0 and len(pending) <= settings.batch_sync_below:
                     log.info("%d items left after %d batch round(s): retrying them as sync calls",
                              len(pending), round_number)
-                    return await client._run_calls(pending, requests, decoding, results, on_batch, batch_index)
+                    return await SyncRunner(client).run(pending, requests, decoding, results, on_batch, batch_index)
                 if round_number > settings.batch_max_rounds:
                     group: list[Completion] = []
                     for call in pending:
-                        client._ledger.failed += 1
+                        client.counts.failed += 1
                         message = f"gave up after {attempts[call.key]} batch tries: {last_error[call.key]}"
                         log.warning("%s: %s", call.request.request_id, message)
-                        client.deliver(call, client._failure(call, message, attempts[call.key], self._started),
+                        client.deliver(call, client.failure(call, message, attempts[call.key], self._started),
                                        requests, results, group, batch_index)
                     if on_batch is not None and group:
                         on_batch(group)
@@ -136,7 +140,7 @@ class BatchRunner:
     async def _round(
         self,
         sdk: Any,
-        calls: list["_Call"],
+        calls: list[Call],
         requests: Sequence[ChatRequest],
         decoding: dict[str, Any],
         results: list[Completion | None],
@@ -144,11 +148,11 @@ class BatchRunner:
         batch_index: int,
         attempts: dict[str, int],
         last_error: dict[str, str],
-    ) -> tuple[list["_Call"], int]:
+    ) -> tuple[list[Call], int]:
         """Submit (or resume) the batches for ``calls``, wait for them, take their results.
         Returns the calls to try again and the next batch index."""
         client = self.client
-        admitted: list[_Call] = []
+        admitted: list[Call] = []
         stopped: list[Completion] = []
         budget = client.budget
         for call in calls:
@@ -162,7 +166,7 @@ class BatchRunner:
         for part in parts:
             part.reserved_usd = sum(client.reservation_usd(call, batch=True) for call in part.calls) if budget else 0.0
             await self._submit(sdk, part)
-        retry: list[_Call] = []
+        retry: list[Call] = []
         unfinished = list(parts)
         delay = self.settings.batch_poll_s
         while unfinished:
@@ -180,7 +184,7 @@ class BatchRunner:
                     if outcome.completion is None:
                         assert outcome.retry_reason is not None
                         last_error[call.key] = outcome.retry_reason
-                        client._ledger.retries[_cause(outcome.retry_reason)] += 1
+                        client.counts.retries[_cause(outcome.retry_reason)] += 1
                         retry.append(call)
                         continue
                     outcome.completion.extra["attempts"] = attempts[call.key]
@@ -197,12 +201,12 @@ class BatchRunner:
                 delay = min(delay * POLL_GROWTH, self.settings.batch_poll_max_s)
         return retry, batch_index
 
-    def _parts(self, calls: list["_Call"], decoding: dict[str, Any]) -> list[_Part]:
+    def _parts(self, calls: list[Call], decoding: dict[str, Any]) -> list[_Part]:
         """The JSONL lines of ``calls``, split at the per-batch request and byte limits."""
         settings = self.settings
         parts: list[_Part] = []
         lines: list[bytes] = []
-        part_calls: list[_Call] = []
+        part_calls: list[Call] = []
         structured: dict[str, str | None] = {}
         size = 0
 
@@ -219,7 +223,7 @@ class BatchRunner:
             structured.clear()
 
         for call in calls:
-            body, how = self.client.request_body(call, decoding, text_mode=self.client._text_mode_for_schemas)
+            body, how = request_body(self.settings, call, decoding, text_mode=self.client.text_mode_for_schemas)
             line = (
                 json.dumps(
                     {"custom_id": call.key, "method": "POST", "url": CHAT_ENDPOINT, "body": body},
@@ -245,7 +249,7 @@ class BatchRunner:
         return parts
 
     # ------------------------------------------------------------------ submit / resume
-    def _unfinished_parts(self, calls: list["_Call"], decoding: dict[str, Any]) -> list[_Part]:
+    def _unfinished_parts(self, calls: list[Call], decoding: dict[str, Any]) -> list[_Part]:
         """Batches a killed job left unfinished that hold some of ``calls``: each becomes a part
         with those calls, to be resumed rather than paid for again."""
         by_key = {call.key: call for call in calls}
@@ -269,7 +273,7 @@ class BatchRunner:
             if not mine:
                 continue
             structured = {
-                call.key: self.client.request_body(call, decoding, text_mode=bool(state.get("text_mode")))[1]
+                call.key: request_body(self.settings, call, decoding, text_mode=bool(state.get("text_mode")))[1]
                 for call in mine
             }
             parts.append(_Part(mine, b"", structured, path.stem, path, state))
@@ -288,7 +292,7 @@ class BatchRunner:
         """Resume the part's batch if a previous job made it; else upload and create it."""
         client = self.client
         if part.state.get("batch_id"):
-            client._ledger.batches_resumed += 1
+            client.counts.batches_resumed += 1
             log.info("resuming batch %s (%d requests) from %s", part.state["batch_id"], len(part.calls), part.state_path)
             return
         if part.state.get("input_file_id"):
@@ -296,7 +300,7 @@ class BatchRunner:
             if found is not None:
                 part.state["batch_id"] = found
                 self._save(part)
-                client._ledger.batches_resumed += 1
+                client.counts.batches_resumed += 1
                 log.info("found batch %s of a killed job by its metadata", found)
                 return
         else:
@@ -305,7 +309,7 @@ class BatchRunner:
             part.state = {
                 "input_file_id": uploaded.id, "model": self.settings.model, "endpoint": self.settings.endpoint,
                 "requests": len(part.calls), "created_at": round(time.time(), 3),
-                "text_mode": self.client._text_mode_for_schemas,
+                "text_mode": self.client.text_mode_for_schemas,
                 "custom_ids": [call.key for call in part.calls],
             }
             self._save(part)  # before the batch exists: a kill from here on is resumed, not repaid
@@ -317,9 +321,9 @@ class BatchRunner:
         ))
         part.state["batch_id"] = batch.id
         self._save(part)
-        client._ledger.batches_created += 1
-        client._ledger.batch_items_sent += len(part.calls)
-        client._ledger.requests += len(part.calls)
+        client.counts.batches_created += 1
+        client.counts.batch_items_sent += len(part.calls)
+        client.counts.requests += len(part.calls)
         log.info("created batch %s: %d requests, %d bytes", batch.id, len(part.calls), len(part.jsonl))
 
     async def _find_batch(self, sdk: Any, digest: str) -> str | None:
@@ -335,28 +339,24 @@ class BatchRunner:
         connections; fatal answers (bad key, unknown path) stop the job, naming what failed."""
         import openai
 
-        from bloomqg.api.client import FatalAPIError, _RetryableError, backoff_delay
-
         settings = self.settings
         for attempt in range(settings.max_retries + 1):
             try:
                 async with asyncio.timeout(settings.timeout_s):
                     return await send()
             except openai.APIStatusError as error:
-                problem = self.client.status_error(
-                    error.status_code, error.message, error.code, error.response.headers, self.api_key
+                problem = status_error(
+                    settings, error.status_code, error.message, error.code, error.response.headers, self.api_key
                 )
             except (TimeoutError, openai.APIConnectionError) as error:
-                problem = _RetryableError("connection", f"{type(error).__name__}")
+                problem = RetryableError("connection", f"{type(error).__name__}")
             if isinstance(problem, FatalAPIError):
                 raise problem
-            if not isinstance(problem, _RetryableError) or attempt >= settings.max_retries:
+            if not isinstance(problem, RetryableError) or attempt >= settings.max_retries:
                 raise FatalAPIError(f"could not {what} at {settings.endpoint}: {problem}")
-            delay = problem.retry_after_s if problem.retry_after_s is not None else backoff_delay(
-                attempt, base_s=settings.backoff_base_s, max_s=settings.backoff_max_s, rng=self.client._rng
-            )
+            delay = retry_delay(problem, attempt, settings, self.client.rng)
             log.info("%s: %s; retry %d/%d in %.2f s", what, problem, attempt + 1, settings.max_retries, delay)
-            await asyncio.sleep(min(delay, settings.backoff_max_s))
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     def _log_progress(self, part: _Part, batch: Any) -> None:
@@ -402,10 +402,8 @@ class BatchRunner:
             outcomes.setdefault(key, _Outcome(retry_reason=why))
         return outcomes
 
-    def _outcome(self, call: "_Call", structured: str | None, record: dict[str, Any], batch_id: str) -> _Outcome:
+    def _outcome(self, call: Call, structured: str | None, record: dict[str, Any], batch_id: str) -> _Outcome:
         """One output or error line → a success, a final failure, or a reason to retry."""
-        from bloomqg.api.client import FatalAPIError, _ItemError, _RejectedRequest, _RetryableError
-
         client = self.client
         response = record.get("response") or {}
         error = record.get("error")
@@ -413,37 +411,37 @@ class BatchRunner:
         body = response.get("body")
         try:
             if status == 200 and isinstance(body, dict):
-                cached, done = client.parse(call, body, structured, batch=True)
+                cached, done = parse_completion(self.settings, call, body, structured, batch=True)
                 assert client.cache is not None
                 client.cache.put(call.key, cached)  # before the caller sees it, as in sync mode
-                client._ledger.succeeded += 1
+                client.counts.succeeded += 1
                 client.record_spend(call, done, batch_id=batch_id)
                 return _Outcome(completion=done)
             if isinstance(status, int):
                 detail = (body or {}).get("error") if isinstance(body, dict) else None
                 detail = detail if isinstance(detail, dict) else {}
-                raise client.status_error(
-                    status, str(detail.get("message") or body)[:300], detail.get("code"), None, self.api_key
+                raise status_error(
+                    self.settings, status, str(detail.get("message") or body)[:300], detail.get("code"), None, self.api_key
                 )
             code = (error or {}).get("code") if isinstance(error, dict) else None
             message = (error or {}).get("message") if isinstance(error, dict) else None
-            raise _RetryableError(code or "batch_error", f"{code}: {message}")
+            raise RetryableError(code or "batch_error", f"{code}: {message}")
         except FatalAPIError:
             raise
-        except _RetryableError as retryable:
+        except RetryableError as retryable:
             return _Outcome(retry_reason=str(retryable))
-        except _RejectedRequest as rejected:
+        except RejectedRequest as rejected:
             if structured == "json_schema" and self.settings.structured_outputs == "auto":
                 client.fall_back_to_text(str(rejected))
                 return _Outcome(retry_reason=f"rejected response_format: {rejected}")
             return self._final_failure(call, str(rejected))
-        except _ItemError as item_error:
+        except ItemError as item_error:
             return self._final_failure(call, str(item_error))
 
-    def _final_failure(self, call: "_Call", message: str) -> _Outcome:
-        self.client._ledger.failed += 1
+    def _final_failure(self, call: Call, message: str) -> _Outcome:
+        self.client.counts.failed += 1
         log.warning("%s: %s", call.request.request_id, message)
-        return _Outcome(completion=self.client._failure(call, message, 1, self._started))
+        return _Outcome(completion=self.client.failure(call, message, 1, self._started))
 
 
 def _cause(reason: str) -> str:

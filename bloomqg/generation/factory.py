@@ -21,7 +21,7 @@ def make_text_generator(
 ) -> TextGenerator:
     """A loaded generator for a ``models.<name>`` (or LLM judge) config entry.
 
-    ``backend: hf`` -> :class:`bloomqg.generation.hf.HFTextGenerator` (``model_dir`` is the
+    ``backend: hf`` -> :class:`bloomqg.generation.hf.generator.HFTextGenerator` (``model_dir`` is the
     directory ``materialize_model`` prepared; it holds the converted weights of a GGUF entry);
     ``backend: openai`` -> ``bloomqg.generation.openai_api.OpenAITextGenerator`` with the call
     cache under ``cache_dir``. ``num_threads`` (the job's thread count) sets torch's CPU threads
@@ -29,7 +29,7 @@ def make_text_generator(
     """
     backend = spec.get("backend")
     if backend == "hf":
-        from bloomqg.generation.hf import HFTextGenerator
+        from bloomqg.generation.hf.generator import HFTextGenerator
 
         if num_threads is not None and "num_threads" not in spec:
             spec = {**spec, "num_threads": num_threads}

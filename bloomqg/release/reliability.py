@@ -2,7 +2,7 @@
 
 A release carries each judge's vote per criterion (``*_votes`` columns after import) but not the
 judgments themselves, so α is computed from those lists with the same coding, bootstrap and gate
-rule as :func:`bloomqg.voting.vote_cell`. A criterion the release gives no per-judge votes for
+rule as :func:`bloomqg.voting.cell.vote_cell`. A criterion the release gives no per-judge votes for
 (the paper's release: Bloom level) cannot be assessed: α is NaN with ``gate_passed`` null, which
 is reported as "not assessable", never as a failed gate.
 """
@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.schemas import CRITERIA, RELIABILITY
-from bloomqg.voting import CRITERION_LEVEL, GATE_ACTIONS, alpha_with_ci, encode_votes
+from bloomqg.voting.alpha import CRITERION_LEVEL, alpha_with_ci, encode_votes
+from bloomqg.voting.cell import GATE_ACTIONS
 
 
 def release_reliability(
@@ -64,7 +65,7 @@ def release_reliability(
             votes[f"{criterion}_agreement"] = None
             votes[f"{criterion}_null_reason"] = "alpha gate"
         if set(failed) & {"unique", "readable", "answerable"}:
-            from bloomqg.voting import useful_from
+            from bloomqg.voting.majority import useful_from
 
             votes["useful"] = [
                 useful_from(u, r, a)

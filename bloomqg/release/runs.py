@@ -51,13 +51,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
-from bloomqg.schemas import BINARY_CRITERIA, GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
+from bloomqg.schemas import GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
 
 logger = logging.getLogger(__name__)
 
@@ -287,12 +288,50 @@ def _check_votes(values: Any, line: int, field: str, run: ReleaseRun) -> list[in
     return values
 
 
-def _read_votes(run: ReleaseRun) -> list[dict[str, Any]]:
-    """The jsonl lines, checked, each with its 1-based line number."""
-    records = []
-    required = ["question", "topic", "topic_votes"]
+@dataclass(frozen=True)
+class JudgedLine:
+    """One checked line of a votes file: the judged text, the majority and the judges' votes of
+    each binary field (release names, :data:`_VOTE_FIELDS`), and the knowledge-unit votes."""
+
+    line: int
+    question: str  # stripped: the join key
+    majority: Mapping[str, int]
+    votes: Mapping[str, list[int]]
+    topic: Any
+    topic_votes: list[Any]
+
+
+_REQUIRED_VOTE_KEYS = ["question", "topic", "topic_votes", *(k for f in _VOTE_FIELDS for k in (f, f"{f}_votes"))]
+
+
+def _judged_line(record: Any, line: int, run: ReleaseRun) -> JudgedLine:
+    """A parsed jsonl line, checked; :class:`ReleaseError` naming the line and key otherwise."""
+    if not isinstance(record, dict):
+        raise ReleaseError(f"{run.votes}: line {line}: expected a JSON object")
+    missing = [key for key in _REQUIRED_VOTE_KEYS if key not in record]
+    if missing:
+        raise ReleaseError(f"{run.votes}: line {line}: missing keys {missing}")
+    if not isinstance(record["question"], str) or not record["question"].strip():
+        raise ReleaseError(f"{run.votes}: line {line}: 'question' must be a non-empty string")
     for field in _VOTE_FIELDS:
-        required += [field, f"{field}_votes"]
+        _check_votes(record[f"{field}_votes"], line, f"{field}_votes", run)
+        if record[field] not in (0, 1) or isinstance(record[field], bool):
+            raise ReleaseError(f"{run.votes}: line {line}: {field!r} must be 0 or 1")
+    if not isinstance(record["topic_votes"], list) or not record["topic_votes"]:
+        raise ReleaseError(f"{run.votes}: line {line}: 'topic_votes' must be a non-empty list")
+    return JudgedLine(
+        line=line,
+        question=record["question"].strip(),
+        majority={field: record[field] for field in _VOTE_FIELDS},
+        votes={field: record[f"{field}_votes"] for field in _VOTE_FIELDS},
+        topic=record["topic"],
+        topic_votes=record["topic_votes"],
+    )
+
+
+def _read_votes(run: ReleaseRun) -> list[JudgedLine]:
+    """The jsonl lines, checked, in file order."""
+    lines = []
     with open(run.votes, encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -301,28 +340,14 @@ def _read_votes(run: ReleaseRun) -> list[dict[str, Any]]:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise ReleaseError(f"{run.votes}: line {line_number}: not valid JSON: {error}") from error
-            if not isinstance(record, dict):
-                raise ReleaseError(f"{run.votes}: line {line_number}: expected a JSON object")
-            missing = [key for key in required if key not in record]
-            if missing:
-                raise ReleaseError(f"{run.votes}: line {line_number}: missing keys {missing}")
-            if not isinstance(record["question"], str) or not record["question"].strip():
-                raise ReleaseError(f"{run.votes}: line {line_number}: 'question' must be a non-empty string")
-            for field in _VOTE_FIELDS:
-                _check_votes(record[f"{field}_votes"], line_number, f"{field}_votes", run)
-                if record[field] not in (0, 1) or isinstance(record[field], bool):
-                    raise ReleaseError(f"{run.votes}: line {line_number}: {field!r} must be 0 or 1")
-            if not isinstance(record["topic_votes"], list) or not record["topic_votes"]:
-                raise ReleaseError(f"{run.votes}: line {line_number}: 'topic_votes' must be a non-empty list")
-            record["_line"] = line_number
-            records.append(record)
-    if not records:
+            lines.append(_judged_line(record, line_number, run))
+    if not lines:
         raise ReleaseError(f"{run.votes}: no judged questions")
-    return records
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
-# Building the frames
+# Building the rows
 
 
 def _text(value: object) -> str | None:
@@ -342,34 +367,118 @@ def _identified_level(value: object, row: int, unrecognised: dict[int, object]) 
         return None
 
 
-def _binary_vote_columns(record: dict[str, Any] | None, reason: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _binary_votes(judged: JudgedLine | None, reason: str) -> dict[str, CriterionVote]:
+    """unique / readable / answerable of a judged line (all null with ``reason`` without one)."""
+    out: dict[str, CriterionVote] = {}
     for field, criterion in _VOTE_FIELDS.items():
-        if record is None:
-            out.update({criterion: None, f"{criterion}_votes": None, f"{criterion}_agreement": None,
-                        f"{criterion}_null_reason": reason})
+        if judged is None:
+            out[criterion] = CriterionVote.missing(reason)
             continue
-        votes = record[f"{field}_votes"]
-        majority = record[field]
-        out[criterion] = bool(majority)
-        out[f"{criterion}_votes"] = [str(vote) for vote in votes]
-        out[f"{criterion}_agreement"] = sum(vote == majority for vote in votes) / len(votes)
-        out[f"{criterion}_null_reason"] = None
+        votes, majority = judged.votes[field], judged.majority[field]
+        agreement = sum(vote == majority for vote in votes) / len(votes)
+        out[criterion] = CriterionVote(bool(majority), [str(vote) for vote in votes], agreement, None)
     return out
 
 
-def _unit_vote_columns(record: dict[str, Any] | None, reason: str) -> dict[str, Any]:
-    if record is None:
-        return {"knowledge_units": None, "knowledge_units_votes": None, "knowledge_units_agreement": None,
-                "knowledge_units_null_reason": reason}
-    voted = split_knowledge_units(record["topic"])
-    ballots = [split_knowledge_units(vote) for vote in record["topic_votes"]]
-    return {
-        "knowledge_units": voted or None,
-        "knowledge_units_votes": [json.dumps(ballot, ensure_ascii=False) for ballot in ballots],
-        "knowledge_units_agreement": sum(ballot == voted for ballot in ballots) / len(ballots),
-        "knowledge_units_null_reason": None if voted else "release's majority topic is empty",
+def _unit_vote(judged: JudgedLine | None, reason: str) -> CriterionVote:
+    """The released majority topic as the voted units, each judge's topic as a JSON list."""
+    if judged is None:
+        return CriterionVote.missing(reason)
+    voted = split_knowledge_units(judged.topic)
+    ballots = [split_knowledge_units(vote) for vote in judged.topic_votes]
+    return CriterionVote(
+        voted or None,
+        [json.dumps(ballot, ensure_ascii=False) for ballot in ballots],
+        sum(ballot == voted for ballot in ballots) / len(ballots),
+        None if voted else "release's majority topic is empty",
+    )
+
+
+def _original_level(run: ReleaseRun, row: Mapping[str, Any], sheet_row: int) -> str | None:
+    """The original's labelled level (computer science) or :data:`MATH_BLOOM_LEVEL`."""
+    if run.dataset != "cs":
+        return MATH_BLOOM_LEVEL
+    column = _XLSX_COLUMNS[run.dataset]["level"]
+    try:
+        return normalize_level(row[column])
+    except UnknownBloomLevel as error:
+        raise ReleaseError(f"{run.generations}: row {sheet_row}: column {column!r}: {error}") from error
+
+
+def _generation_record(
+    run: ReleaseRun, position: int, row: Mapping[str, Any], unrecognised_levels: dict[int, object]
+) -> GenerationRecord:
+    """The GENERATIONS row of the sheet's ``position``-th data row (sheet row ``position + 1``)."""
+    columns = _XLSX_COLUMNS[run.dataset]
+    sheet_row = position + 1
+    item_id = f"{run.dataset}-{position:04d}"
+    original = _text(row[columns["question"]])
+    if original is None:
+        raise ReleaseError(f"{run.generations}: row {sheet_row}: column {columns['question']!r} is empty")
+    units = split_knowledge_units(row[columns["units"]])
+    if not units:
+        raise ReleaseError(f"{run.generations}: row {sheet_row}: column {columns['units']!r} is empty")
+    original_level = _original_level(run, row, sheet_row)
+    new_question = _text(row[columns["new"]])
+    identified_level, identified_units = None, None
+    if run.strategy == "cot":
+        identified_level = _identified_level(row[_COT_COLUMNS["identified_level"]], sheet_row, unrecognised_levels)
+        identified_units = (
+            split_knowledge_units(row[_COT_COLUMNS["identified_units"]], _IDENTIFIED_SEPARATORS) or None
+        )
+    return GenerationRecord(
+        prompt_id=f"{item_id}:{run.strategy}",
+        item_id=item_id,
+        dataset=run.dataset,
+        strategy=run.strategy,
+        model=run.model,
+        original_question=original,
+        original_bloom_level=original_level,
+        original_knowledge_units=units,
+        # The release keeps only the extracted question, not the model's full answer.
+        raw_text=new_question,
+        new_question=new_question,
+        identified_bloom_level=identified_level,
+        identified_knowledge_units=identified_units,
+        parse_status="ok" if new_question else "failed",
+        parse_error=None if new_question else NO_QUESTION,
+        finish_reason="imported",
+    )
+
+
+def _vote_record(
+    run: ReleaseRun, generation: GenerationRecord, judged: JudgedLine | None, row: Mapping[str, Any], sheet_row: int
+) -> VoteRecord:
+    """The VOTES row of one generation, from its judged line (None: not judged or no question)."""
+    reason = NO_QUESTION if generation.new_question is None else NOT_JUDGED
+    criteria = {
+        **_binary_votes(judged, reason),
+        "bloom_level": _judged_level(row, run, sheet_row, generation.new_question),
+        "knowledge_units": _unit_vote(judged, reason),
     }
+    n_judges = 0 if judged is None else len(judged.votes["non_repeatable"])
+    return VoteRecord(generation, n_judges, criteria)
+
+
+def _first_line_by_text(run: ReleaseRun, judged: Sequence[JudgedLine]) -> dict[str, JudgedLine]:
+    """Each judged text's first line (the join's rule); logs how many later lines disagree."""
+    by_text: dict[str, JudgedLine] = {}
+    repeats: Counter[str] = Counter()
+    for line in judged:
+        repeats[line.question] += 1
+        by_text.setdefault(line.question, line)
+    conflicting = sum(
+        1
+        for line in judged
+        if repeats[line.question] > 1
+        and (line.majority != by_text[line.question].majority or line.topic != by_text[line.question].topic)
+    )
+    if conflicting:
+        logger.info(
+            "%s: %d judged lines repeat an earlier question's text with other votes; every original "
+            "with that text takes the first line's votes", run.votes, conflicting,
+        )
+    return by_text
 
 
 def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -381,110 +490,29 @@ def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     xlsx keeps the order of ``Data_Structure.csv``, so the ids equal :mod:`bloomqg.datasets`'
     ones; for K-12 math they number the run's 438 items, not the workbook's 465 rows.
     """
-    columns = _XLSX_COLUMNS[run.dataset]
     sheet = _read_generations(run)
     judged = _read_votes(run)
+    by_text = _first_line_by_text(run, judged)
 
-    by_text: dict[str, dict[str, Any]] = {}
-    repeats: Counter[str] = Counter()
-    for record in judged:
-        key = record["question"].strip()
-        repeats[key] += 1
-        by_text.setdefault(key, record)
-    conflicting = sum(
-        1
-        for record in judged
-        if repeats[record["question"].strip()] > 1
-        and any(record[f] != by_text[record["question"].strip()][f] for f in (*_VOTE_FIELDS, "topic"))
-    )
-    if conflicting:
-        logger.info(
-            "%s: %d judged lines repeat an earlier question's text with other votes; every original "
-            "with that text takes the first line's votes", run.votes, conflicting,
-        )
-
-    generations, votes = [], []
-    used_texts: set[str] = set()
+    generations: list[GenerationRecord] = []
+    votes: list[VoteRecord] = []
     unrecognised_levels: dict[int, object] = {}
     for position, row in enumerate(sheet.to_dict("records"), start=1):
-        item_id = f"{run.dataset}-{position:04d}"
-        prompt_id = f"{item_id}:{run.strategy}"
-        original = _text(row[columns["question"]])
-        if original is None:
-            raise ReleaseError(f"{run.generations}: row {position + 1}: column {columns['question']!r} is empty")
-        units = split_knowledge_units(row[columns["units"]])
-        if not units:
-            raise ReleaseError(f"{run.generations}: row {position + 1}: column {columns['units']!r} is empty")
-        if run.dataset == "cs":
-            try:
-                original_level = normalize_level(row[columns["level"]])
-            except UnknownBloomLevel as error:
-                raise ReleaseError(
-                    f"{run.generations}: row {position + 1}: column {columns['level']!r}: {error}"
-                ) from error
-        else:
-            original_level = MATH_BLOOM_LEVEL
-        new_question = _text(row[columns["new"]])
-        if run.strategy == "cot":
-            identified_level = _identified_level(
-                row[_COT_COLUMNS["identified_level"]], position + 1, unrecognised_levels
-            )
-            identified_units = (
-                split_knowledge_units(row[_COT_COLUMNS["identified_units"]], _IDENTIFIED_SEPARATORS)
-                or None
-            )
-        else:
-            identified_level, identified_units = None, None
+        generation = _generation_record(run, position, row, unrecognised_levels)
+        line = by_text.get(generation.new_question) if generation.new_question else None
+        generations.append(generation)
+        votes.append(_vote_record(run, generation, line, row, position + 1))
 
-        generations.append(
-            {
-                "prompt_id": prompt_id,
-                "item_id": item_id,
-                "dataset": run.dataset,
-                "strategy": run.strategy,
-                "model": run.model,
-                "original_question": original,
-                "original_bloom_level": original_level,
-                "original_knowledge_units": units,
-                # The release keeps only the extracted question, not the model's full answer.
-                "raw_text": new_question,
-                "new_question": new_question,
-                "identified_bloom_level": identified_level,
-                "identified_knowledge_units": identified_units,
-                "parse_status": "ok" if new_question else "failed",
-                "parse_error": None if new_question else NO_QUESTION,
-                "finish_reason": "imported",
-                "n_prompt_tokens": None,
-                "n_completion_tokens": None,
-                "latency_s": None,
-                "batch_index": None,
-                "seed": None,
-                "prompt_hash": None,
-            }
-        )
+    _log_import(run, judged, votes, unrecognised_levels)
+    return frame_of(generations, GENERATIONS), frame_of(votes, VOTES)
 
-        record = by_text.get(new_question) if new_question else None
-        if new_question is not None and record is not None:
-            used_texts.add(new_question)
-        reason = NO_QUESTION if new_question is None else NOT_JUDGED
-        vote_row: dict[str, Any] = {
-            key: generations[-1][key]
-            for key in (
-                "prompt_id", "item_id", "dataset", "strategy", "model", "original_question",
-                "original_bloom_level", "original_knowledge_units", "new_question",
-                "identified_bloom_level", "identified_knowledge_units", "parse_status",
-            )
-        }
-        vote_row["n_judges"] = 0 if record is None else len(record["non_repeatable_votes"])
-        vote_row.update(_binary_vote_columns(record, reason))
-        vote_row.update(_unit_vote_columns(record, reason))
-        vote_row.update(_judged_level_columns(row, run, position + 1, new_question))
-        binary = [vote_row[criterion] for criterion in BINARY_CRITERIA]
-        vote_row["useful"] = None if any(value is None for value in binary) else all(binary)
-        vote_row["alpha_gated"] = False
-        votes.append(vote_row)
 
-    unmatched = [record["_line"] for record in judged if record["question"].strip() not in used_texts]
+def _log_import(
+    run: ReleaseRun, judged: Sequence[JudgedLine], votes: Sequence[VoteRecord], unrecognised_levels: dict[int, object]
+) -> None:
+    """Warn about judged lines no original produced and unrecognised levels; sum the import up."""
+    used_texts = {vote.generation.new_question for vote in votes if vote.n_judges}
+    unmatched = [line.line for line in judged if line.question not in used_texts]
     if unmatched:
         # Kept as a warning: the votes of a question no original produced cannot enter any
         # metric, and one mangled line should not block the import of a whole run.
@@ -498,15 +526,11 @@ def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
             run.generations, len(unrecognised_levels), _COT_COLUMNS["identified_level"],
             unrecognised_levels,
         )
-    not_judged = sum(1 for row in votes if row["unique_null_reason"] == NOT_JUDGED)
+    not_judged = sum(1 for vote in votes if vote.criteria["unique"].null_reason == NOT_JUDGED)
     logger.info(
         "%s/%s/%s: %d originals, %d judged lines, %d new questions never judged, %d rows without one",
         run.model, run.dataset, run.strategy, len(votes), len(judged), not_judged,
-        sum(1 for row in votes if row["new_question"] is None),
-    )
-    return (
-        pd.DataFrame.from_records(generations, columns=GENERATIONS.names),
-        pd.DataFrame.from_records(votes, columns=VOTES.names),
+        sum(1 for vote in votes if vote.generation.new_question is None),
     )
 
 
@@ -516,27 +540,27 @@ def published_vote_lines(run: ReleaseRun) -> pd.DataFrame:
     records = [
         {
             "dataset": run.dataset, "strategy": run.strategy, "model": run.model,
-            "line": record["_line"], "question": record["question"].strip(),
-            **{criterion: bool(record[field]) for field, criterion in _VOTE_FIELDS.items()},
+            "line": line.line, "question": line.question,
+            **{criterion: bool(line.majority[field]) for field, criterion in _VOTE_FIELDS.items()},
         }
-        for record in _read_votes(run)
+        for line in _read_votes(run)
     ]
     return pd.DataFrame.from_records(records, columns=PUBLISHED_VOTE_LINES.names)
 
 
-def _judged_level_columns(row: dict[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None) -> dict[str, Any]:
-    """``bloom_level`` from ``New Category``; Uncategorized -> null with the judged reason."""
-    out: dict[str, Any] = {"bloom_level_votes": None, "bloom_level_agreement": None}
+def _judged_level(row: Mapping[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None) -> CriterionVote:
+    """``bloom_level`` from ``New Category``; Uncategorized -> null with the judged reason. The
+    release has no per-judge level votes: votes and agreement are null."""
     column = _XLSX_COLUMNS[run.dataset].get("judged_level")
     if column is None:
-        return {**out, "bloom_level": None, "bloom_level_null_reason": LEVEL_NOT_JUDGED}
+        return CriterionVote.missing(LEVEL_NOT_JUDGED)
     if new_question is None:
-        return {**out, "bloom_level": None, "bloom_level_null_reason": NO_QUESTION}
+        return CriterionVote.missing(NO_QUESTION)
     raw = _text(row[column])
     if raw is None:
-        return {**out, "bloom_level": None, "bloom_level_null_reason": f"no {column!r} in the release"}
+        return CriterionVote.missing(f"no {column!r} in the release")
     try:
         level = normalize_level(raw)
     except UnknownBloomLevel as error:
         raise ReleaseError(f"{run.generations}: row {sheet_row}: column {column!r}: {error}") from error
-    return {**out, "bloom_level": level, "bloom_level_null_reason": None if level else JUDGED_UNCATEGORIZED}
+    return CriterionVote(level, None, None, None if level else JUDGED_UNCATEGORIZED)

@@ -17,7 +17,8 @@ import pytest
 from bloomqg.api.batch import batch_state_files
 from bloomqg.api.budget import BudgetExceededError, SpendLedger
 from bloomqg.api.cache import CallCache
-from bloomqg.api.client import ClientSettings, FatalAPIError, OpenAICompatibleClient
+from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from bloomqg.api.retry import FatalAPIError
 from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
 from tests.conftest import REPO
 from tests.support.batch_server import BatchServer

@@ -84,7 +84,7 @@ def model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def generator(model_dir):
-    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.hf.generator import HFTextGenerator
 
     gen = HFTextGenerator(model_dir, model_id=SMOLLM2["model"], dtype="float32", batch_size=2)
     yield gen
@@ -194,7 +194,7 @@ def test_prefilled_requests_continue_the_json_answer(generator):
 
 
 def test_stage_with_prefill_from_the_model_entry(model_dir, tmp_path):
-    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.hf.generator import HFTextGenerator
 
     generator = HFTextGenerator.from_spec({**SMOLLM2, "response_prefill": True}, model_dir)
     try:
@@ -229,7 +229,7 @@ def test_prefill_is_refused_for_backends_that_cannot_continue_a_message(generato
 CHILD = textwrap.dedent("""
     import logging, sys
     from bloomqg.generation.base import DecodingParams
-    from bloomqg.generation.hf import HFTextGenerator
+    from bloomqg.generation.hf.generator import HFTextGenerator
     from bloomqg.generation.stage import generate_questions
     from bloomqg.parquet_io import read_frame
     model_dir, prompts_path, out, checkpoint, log = sys.argv[1:6]
@@ -284,7 +284,7 @@ def test_sigkill_then_rerun_loses_nothing_duplicates_nothing(model_dir, generato
     assert not out.exists()
     saved = _complete_batch_lines(checkpoint)
     saved_ids = [row["prompt_id"] for record in saved for row in record["rows"]]
-    finished_in_run1 = log1.read_text().count("bloomqg.generation.hf batch ")
+    finished_in_run1 = log1.read_text().count("bloomqg.generation.hf.generator batch ")
     assert finished_in_run1 - len(saved) <= 1  # at most the batch in flight is lost
 
     second = _child([model_dir, prompts_path, out, checkpoint, log2])

@@ -31,18 +31,10 @@ import yaml
 
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
-from bloomqg.api.client import (
-    ClientSettings,
-    FatalAPIError,
-    OpenAICompatibleClient,
-    TokenBucket,
-    backoff_delay,
-    estimate_tokens,
-    json_schema_response_format,
-    parse_retry_after,
-    redact,
-    with_schema_instruction,
-)
+from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from bloomqg.api.pacing import TokenBucket, estimate_tokens
+from bloomqg.api.retry import FatalAPIError, backoff_delay, parse_retry_after, redact
+from bloomqg.api.wire import json_schema_response_format, with_schema_instruction
 from tests.conftest import REPO
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
 
@@ -386,7 +378,7 @@ def test_timeouts_are_retried(fixed_latency_port: int, tmp_path: Path) -> None:
 def test_requests_per_minute_limit_paces_the_client(
     fixed_latency_port: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("bloomqg.api.client.RATE_LIMIT_BURST_WINDOW_S", 0.5)
+    monkeypatch.setattr("bloomqg.api.pacing.RATE_LIMIT_BURST_WINDOW_S", 0.5)
     settings = ClientSettings(
         model="fixed-latency",
         base_url=f"http://127.0.0.1:{fixed_latency_port}/v1",

@@ -186,6 +186,6 @@ def test_cancelled_generation_job_is_resubmitted_and_resumes(cluster, slurm_stud
     # Batches computed over both attempts (the cancelled job's log and the retry's): at most the
     # one in flight when the job was cancelled is computed twice.
     logs = sorted((workdir / ".snakemake" / "slurm_logs" / "rule_generate_questions").rglob("*.log"))
-    computed = sum(log.read_text(errors="replace").count("bloomqg.generation.hf: batch ") for log in logs
+    computed = sum(log.read_text(errors="replace").count("bloomqg.generation.hf.generator: batch ") for log in logs
                    if int(log.stem) >= int(cancelled))
     assert len(prompts) <= computed <= len(prompts) + 1, (computed, [str(p) for p in logs])

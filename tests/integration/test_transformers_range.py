@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.generation.model_support import TRANSFORMERS_TESTED
+from bloomqg.generation.hf.model_support import TRANSFORMERS_TESTED
 
 pytestmark = pytest.mark.integration
 

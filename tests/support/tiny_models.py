@@ -140,7 +140,7 @@ def save_legacy_remote_model(folder: Path, *, seed: int = 0) -> Path:
 def generate_reference(generator: Any, requests: Any, max_new_tokens: int) -> list[list[int]]:
     """Greedy continuations from ``model.generate`` over the left-padded batch of all requests.
 
-    ``generator`` is an :class:`~bloomqg.generation.hf.HFTextGenerator` (its tokenisation, stop
+    ``generator`` is an :class:`~bloomqg.generation.hf.generator.HFTextGenerator` (its tokenisation, stop
     and pad ids); each continuation is cut before its first stop token, as our loop cuts it.
     """
     import torch

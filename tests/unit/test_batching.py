@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bloomqg.generation.batching import (
+from bloomqg.generation.hf.batching import (
     CPU_AUTO_BATCH_SIZE,
     auto_batch_size_gpu,
     kv_cache_bytes_per_token,
@@ -157,7 +157,7 @@ def test_checkpoint_keeps_whole_batches_and_drops_a_torn_last_line(tmp_path):
 
 
 def test_batch_for_a_model_split_over_gpus_is_the_tightest_device():
-    from bloomqg.generation.batching import DeviceMemory, auto_batch_size_devices
+    from bloomqg.generation.hf.batching import DeviceMemory, auto_batch_size_devices
 
     common = {"kv_bytes_per_token_per_layer": 2 * 4 * 128 * 2, "max_prompt_tokens": 200,
               "max_new_tokens": 300, "activation_bytes_per_prompt_token": 0,
@@ -177,7 +177,7 @@ def test_batch_for_a_model_split_over_gpus_is_the_tightest_device():
 
 
 def test_split_to_cap_keeps_order_and_every_position():
-    from bloomqg.generation.batching import split_to_cap
+    from bloomqg.generation.hf.batching import split_to_cap
 
     assert split_to_cap((5, 1, 7, 2, 9), 2) == [(5, 1), (7, 2), (9,)]
     assert split_to_cap((5, 1), None) == [(5, 1)] and split_to_cap((5, 1), 4) == [(5, 1)]
@@ -187,16 +187,16 @@ def test_layer_devices_read_from_the_device_map():
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    from bloomqg.generation.hf import _layer_devices
+    from bloomqg.generation.hf.memory import layer_devices
 
     config = SimpleNamespace(num_hidden_layers=4)
     config.get_text_config = lambda: config
     split = SimpleNamespace(config=config, hf_device_map={
         "model.embed_tokens": 0, "model.layers.0": 0, "model.layers.1": 0, "model.layers.2": 1,
         "model.layers.3": 1, "model.norm": 1, "lm_head": 1})
-    assert _layer_devices(split, torch.device("cpu")) == {torch.device("cuda", 0): 2, torch.device("cuda", 1): 2}
+    assert layer_devices(split, torch.device("cpu")) == {torch.device("cuda", 0): 2, torch.device("cuda", 1): 2}
     whole = SimpleNamespace(config=config)
-    assert _layer_devices(whole, torch.device("cuda", 0)) == {torch.device("cuda", 0): 4}
+    assert layer_devices(whole, torch.device("cuda", 0)) == {torch.device("cuda", 0): 4}
 
 
 def test_row_selection_moves_indices_to_each_layers_device():
@@ -204,7 +204,7 @@ def test_row_selection_moves_indices_to_each_layers_device():
     pytest.importorskip("transformers")
     from types import SimpleNamespace
 
-    from bloomqg.generation import kv_cache
+    from bloomqg.generation.hf import kv_cache
 
     seen = []
 

@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from bloomqg.generation.base import ChatRequest, DecodingParams
-from bloomqg.generation.hf import HFTextGenerator
-from bloomqg.generation.model_support import ModelSupportError
+from bloomqg.generation.hf.generator import HFTextGenerator
+from bloomqg.generation.hf.model_support import ModelSupportError
 from tests.support.tiny_models import available_architectures, chat_tokenizer, generate_reference, tiny_model
 
 MAX_NEW = 12
@@ -129,13 +129,13 @@ def test_bf16_logits_close_to_fp32():
     reqs = requests()
     captured = {}
     for name, generator in (("fp32", fp32), ("bf16", bf16)):
-        original = generator._forward
+        original = generator.forward
 
         def spy(cache, _original=original, _name=name, **inputs):
             logits = _original(cache, **inputs)
             captured.setdefault(_name, logits)
             return logits
-        generator._forward = spy
+        generator.forward = spy
         generator.complete(reqs, DecodingParams(do_sample=False, max_new_tokens=2))
     scale = captured["fp32"].abs().max()
     error = (captured["bf16"] - captured["fp32"]).abs().max()

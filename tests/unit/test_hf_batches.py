@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from bloomqg.generation.base import ChatRequest, DecodingParams
-from bloomqg.generation.hf import HFTextGenerator, is_out_of_memory
+from bloomqg.generation.hf.generator import HFTextGenerator, is_out_of_memory
 from bloomqg.generation.stage import checkpoint_batch_size, generate_questions
 from tests.support.tiny_models import chat_tokenizer, tiny_model
 
@@ -35,14 +35,14 @@ def reqs(n: int) -> list[ChatRequest]:
 def inject_oom(gen: HFTextGenerator, above: int, error: Exception) -> list[int]:
     """Make batches of more than ``above`` rows run out of memory; returns the sizes tried."""
     tried: list[int] = []
-    original = gen._decode_cached
+    original = gen._run_batch
 
-    def decode(requests, encoded, params):
+    def run_batch(requests, encoded, params, batch_index):
         tried.append(len(requests))
         if len(requests) > above:
             raise error
-        return original(requests, encoded, params)
-    gen._decode_cached = decode
+        return original(requests, encoded, params, batch_index)
+    gen._run_batch = run_batch
     return tried
 
 

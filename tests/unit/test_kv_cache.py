@@ -14,8 +14,8 @@ transformers = pytest.importorskip("transformers")
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 from transformers.cache_utils import DynamicLayer
 
-from bloomqg.generation import kv_cache
-from bloomqg.generation.model_support import cache_keyword
+from bloomqg.generation.hf import kv_cache
+from bloomqg.generation.hf.model_support import cache_keyword
 
 PAD = 0
 

@@ -14,10 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bloomqg.generation import model_support
+from bloomqg.generation.hf import model_support
 from bloomqg.generation.base import ChatRequest, DecodingParams
-from bloomqg.generation.hf import HFTextGenerator
-from bloomqg.generation.model_support import ModelSupportError
+from bloomqg.generation.hf.generator import HFTextGenerator
+from bloomqg.generation.hf.model_support import ModelSupportError
 from tests.support.tiny_models import LEGACY_MODEL_CODE, save_legacy_remote_model, save_standin
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,6 +3,7 @@ GLM-4-9B reproduction of every figure ../shared/data/README.md says the release 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -28,6 +29,7 @@ from bloomqg.release.runs import (
     verify_run_files,
 )
 from bloomqg.provenance import sha256_file
+from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
 from bloomqg.release.paper import (
     PaperFiguresError,
     compare_with_paper,
@@ -37,7 +39,7 @@ from bloomqg.release.paper import (
     reproduced_counts,
 )
 from bloomqg.release.tables import RELEASE_TABLE_FILES, release_tables
-from bloomqg.schemas import GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.schemas import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"
 
@@ -180,6 +182,27 @@ def test_split_knowledge_units():
     assert split_knowledge_units("正数、负数--表示相对标准量") == ["正数、负数--表示相对标准量"]
     assert split_knowledge_units("A; B ;A;") == ["A", "B"]
     assert split_knowledge_units(None) == [] and split_knowledge_units(float("nan")) == []
+
+
+def test_record_types_have_the_schemas_columns_in_order():
+    generation = GenerationRecord(
+        "cs-0001:cot", "cs-0001", "cs", "cot", "m", "Q?", "Apply", ["Stacks"], "N?", "N?", None, None,
+        "ok", None, "imported",
+    )
+    assert [field.name for field in dataclasses.fields(GenerationRecord)] == GENERATIONS.names
+    criteria = {criterion: CriterionVote.missing("why") for criterion in CRITERIA}
+    votes = VoteRecord(generation, 0, criteria)
+    assert list(votes.as_row()) == VOTES.names
+    assert list(frame_of([votes], VOTES).columns) == VOTES.names
+    with pytest.raises(ValueError, match=r"criteria .* in order"):
+        VoteRecord(generation, 0, dict(reversed(list(criteria.items()))))
+
+
+def test_frame_of_names_the_columns_a_record_type_lacks():
+    generation = GenerationRecord("p", "i", "cs", "cot", "m", "Q?", None, ["U"], None, None, None, None,
+                                  "failed", None, "imported")
+    with pytest.raises(ValueError, match=r"GenerationRecord rows do not match the schema: missing \['n_judges'"):
+        frame_of([generation], VOTES)
 
 
 # --- manifests ----------------------------------------------------------------------------

@@ -10,14 +10,9 @@ import pytest
 
 from bloomqg.parquet_io import to_table
 from bloomqg.schemas import CRITERIA, JUDGMENTS, RELIABILITY, VOTES
-from bloomqg.voting import (
-    alpha_from_votes,
-    alpha_with_ci,
-    encode_votes,
-    majority,
-    useful_from,
-    vote_cell,
-)
+from bloomqg.voting.alpha import alpha_from_votes, alpha_with_ci, encode_votes
+from bloomqg.voting.cell import vote_cell
+from bloomqg.voting.majority import majority, useful_from
 
 nan = None
 

@@ -1,6 +1,6 @@
 """KV caches for the transformers decode loop: preallocated rows and a shared prompt prefix.
 
-Imported only by :mod:`bloomqg.generation.hf` (it needs torch and transformers).
+Imported only by the decode loops (:mod:`bloomqg.generation.hf.decode`; it needs torch and transformers).
 
 Preallocation.  transformers' ``DynamicLayer`` appends each step's keys and values with
 ``torch.cat``, which copies the layer's whole cache every step: on a CPU with a batch of 32
@@ -25,8 +25,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from bloomqg.generation.model_support import cache_keyword as forward_cache_keyword
-from bloomqg.generation.model_support import cache_not_filled_error
+from bloomqg.generation.hf.model_support import cache_keyword as forward_cache_keyword
+from bloomqg.generation.hf.model_support import cache_not_filled_error
 
 #: Below this many shared tokens a separate prefix pass is not worth its overhead.
 MIN_SHARED_PREFIX_TOKENS = 8

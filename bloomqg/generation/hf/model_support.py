@@ -10,10 +10,10 @@ silently go wrong is settled first, from the model's config, its tokenizer and i
   entry asks for it (``trust_remote_code: true``): InternLM3's remote files were written for
   transformers 4.x, its native port exists from 5.23 (:data:`NATIVE_SINCE`).
 - **Decode loop.**  ``cached``: our loop over a preallocated, row-selectable KV cache
-  (:mod:`bloomqg.generation.kv_cache`), passed under the keyword the model's ``forward`` takes
+  (:mod:`bloomqg.generation.hf.kv_cache`), passed under the keyword the model's ``forward`` takes
   (``cache`` from transformers 5.24, ``past_key_values`` before).  ``legacy``: for remote code,
   whose ``forward`` may swallow unknown keywords and return its own (tuple) cache; the loop then
-  feeds that cache back as it came (:meth:`bloomqg.generation.hf.HFTextGenerator._run_batch_legacy`).
+  feeds that cache back as it came (:func:`bloomqg.generation.hf.decode.decode_legacy`).
 - **Attention.**  The entry's ``attn_implementation``, else FlashAttention-2 on a GPU in half
   precision when installed and supported, else SDPA when the class supports it, else eager.
 - **Chat template.**  The tokenizer's, else the file the entry names (``chat_template:``, e.g.

@@ -1,0 +1,199 @@
+"""The two decode loops of :class:`~bloomqg.generation.hf.generator.HFTextGenerator`.
+
+``cached`` (native models): the batch's shared prompt prefix computed once and copied into
+every row's preallocated cache (:mod:`~bloomqg.generation.hf.kv_cache`), the rest prefilled in
+column chunks, then one token per step, rows that stopped dropped from the cache (at once on a
+CPU, once ``compact_fraction`` of the batch is dead on a GPU). It checks after its first forward
+pass that the model filled the cache it was given. ``legacy`` (remote-code models): the model's
+own cache fed back as it returned it, every row decoding until the last one stops.
+"""
+
+from __future__ import annotations
+
+# torch and the KV cache module load inside the loops: importing the backend stays cheap.
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.generation.hf.model_support import LoadPlan, ModelSupportError, cache_not_filled_error
+from bloomqg.generation.hf.sampling import draw_uniforms, sample_tokens
+
+
+class Decoder(Protocol):
+    """What a decode loop reads from its generator (and ``stats``, which it counts into)."""
+
+    model: Any
+    plan: LoadPlan
+    input_device: Any
+    pad_id: int
+    stop_ids: set[int]
+    share_prompt_prefix: bool
+    prefill_chunk_tokens: int
+    compact_fraction: float
+    stats: dict[str, int]
+
+    def forward(self, cache: Any, **inputs: Any) -> Any:
+        """Last-position float logits of one forward pass."""
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """A batch's generated ids per row and what computing them cost."""
+
+    generated: list[list[int]]
+    prefill_tokens: int
+    computed_decode_steps: int
+    shared_prefix_tokens: int
+
+
+def forward(model: Any, plan: LoadPlan, cache: Any, **inputs: Any) -> Any:
+    """Last-position float logits of one forward pass, the cache passed as the model takes it."""
+    return model(**inputs, **{plan.cache_keyword: cache}, use_cache=True,
+                 logits_to_keep=1).logits[:, -1, :].float()
+
+
+def _check_cache_filled(decoder: Decoder, cache: Any, expected_tokens: int) -> None:
+    filled = cache.get_seq_length()
+    if filled != expected_tokens:
+        raise cache_not_filled_error(decoder.model, decoder.plan.cache_keyword, filled, expected_tokens)
+
+
+def left_padded(decoder: Decoder, sequences: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+    """Left-padded ids and their mask (1 = real token) on the input device."""
+    import torch
+
+    width = max(len(tokens) for tokens in sequences)
+    input_ids = torch.full((len(sequences), width), decoder.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, tokens in enumerate(sequences):
+        input_ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, width - len(tokens):] = 1
+    return input_ids.to(decoder.input_device), mask.to(decoder.input_device)
+
+
+def decode_cached(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Sequence[list[int]],
+                  params: DecodingParams) -> DecodeResult:
+    """Prefill one left-padded batch into a preallocated cache, then decode, dropping dead rows."""
+    import torch
+
+    from bloomqg.generation.hf import kv_cache
+
+    rows = len(encoded)
+    shared = kv_cache.shared_prefix_length(encoded) if decoder.share_prompt_prefix else 0
+    if shared < kv_cache.MIN_SHARED_PREFIX_TOKENS:
+        shared = 0
+    input_ids, suffix_mask = left_padded(decoder, [tokens[shared:] for tokens in encoded])
+    width = input_ids.shape[1]
+    # [shared prefix][left padding][own suffix]: positions continue from the prefix
+    positions = shared + (suffix_mask.cumsum(dim=-1) - 1).clamp(min=0)
+    attention = torch.cat([suffix_mask.new_ones((rows, shared)), suffix_mask], dim=-1)
+    capacity = shared + width + params.max_new_tokens
+    generated: list[list[int]] = [[] for _ in range(rows)]
+    batch_rows = list(range(rows))  # original row of each cache row; -1 once it is dead
+    dead = 0
+    computed = 0
+    with torch.inference_mode():
+        if shared:
+            prefix_states = kv_cache.prefill_shared_prefix(
+                decoder.model, encoded[0][:shared], shared, cache_keyword=decoder.plan.cache_keyword)
+            cache = kv_cache.seeded_cache(decoder.model.config, prefix_states, rows, capacity)
+        else:
+            cache = kv_cache.decode_cache(decoder.model.config, capacity)
+        # Prefill in column chunks of about prefill_chunk_tokens: one huge forward pass is
+        # slower on a CPU (its activations spill out of the caches) and on a GPU its
+        # transients, not the KV cache, would cap the batch size.
+        columns = max(1, decoder.prefill_chunk_tokens // rows)
+        for start in range(0, width, columns):
+            end = min(width, start + columns)
+            logits = decoder.forward(cache, input_ids=input_ids[:, start:end],
+                                   attention_mask=attention[:, : shared + end],
+                                   position_ids=positions[:, start:end])
+            if start == 0:
+                _check_cache_filled(decoder, cache, shared + end)
+        uniforms = draw_uniforms(requests, params, logits.device)
+        next_position = positions[:, -1] + 1
+        for step in range(params.max_new_tokens):
+            tokens = sample_tokens(logits, None if uniforms is None else uniforms[:, step], params)
+            computed += len(batch_rows)
+            for index, token in enumerate(tokens.tolist()):  # the step's one host sync
+                row = batch_rows[index]
+                if row < 0:
+                    continue
+                generated[row].append(token)
+                if token in decoder.stop_ids or step + 1 >= params.max_new_tokens:
+                    batch_rows[index] = -1
+                    dead += 1
+            if dead == len(batch_rows):
+                break
+            if dead and dead >= decoder.compact_fraction * len(batch_rows):
+                keep = [index for index, row in enumerate(batch_rows) if row >= 0]
+                kv_cache.select_rows(cache, torch.tensor(keep))
+                keep_index = torch.tensor(keep, device=attention.device)
+                attention = attention[keep_index]
+                next_position = next_position[keep_index]
+                tokens = tokens[keep_index.to(tokens.device)]
+                if uniforms is not None:
+                    uniforms = uniforms[keep_index.to(uniforms.device)]
+                batch_rows = [batch_rows[index] for index in keep]
+                dead = 0
+                decoder.stats["cache_compactions"] += 1
+            attention = torch.cat([attention, attention.new_ones((len(batch_rows), 1))], dim=-1)
+            logits = decoder.forward(cache, input_ids=tokens[:, None].to(decoder.input_device),
+                                   attention_mask=attention, position_ids=next_position[:, None])
+            next_position = next_position + 1
+    return DecodeResult(generated, rows * width + shared, computed, shared)
+
+
+def decode_legacy(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Sequence[list[int]],
+                  params: DecodingParams) -> DecodeResult:
+    """Decode with the model's own cache, fed back as returned (remote code, see module doc).
+
+    Rows cannot leave an opaque cache, so the batch decodes until its last row stops; the
+    padding this costs is counted in ``computed_decode_steps``.
+    """
+    import torch
+    import transformers
+
+    rows = len(encoded)
+    input_ids, attention = left_padded(decoder, encoded)
+    extra: dict[str, Any] = {}
+    positions = (attention.cumsum(dim=-1) - 1).clamp(min=0)
+    if decoder.plan.takes_position_ids:
+        extra["position_ids"] = positions
+    generated: list[list[int]] = [[] for _ in range(rows)]
+    alive = [True] * rows
+    computed = 0
+    with torch.inference_mode():
+        output = decoder.model(input_ids=input_ids, attention_mask=attention, use_cache=True, **extra)
+        state = getattr(output, "past_key_values", None)
+        if state is None:
+            raise ModelSupportError(
+                f"{type(decoder.model).__name__} returned no past_key_values with use_cache=True "
+                f"(transformers {transformers.__version__}); the legacy decode loop needs the "
+                "model's own cache")
+        logits = output.logits[:, -1, :].float()
+        uniforms = draw_uniforms(requests, params, logits.device)
+        next_position = positions[:, -1] + 1
+        for step in range(params.max_new_tokens):
+            tokens = sample_tokens(logits, None if uniforms is None else uniforms[:, step], params)
+            computed += rows
+            for row, token in enumerate(tokens.tolist()):
+                if not alive[row]:
+                    continue
+                generated[row].append(token)
+                if token in decoder.stop_ids or step + 1 >= params.max_new_tokens:
+                    alive[row] = False
+            if not any(alive):
+                break
+            attention = torch.cat([attention, attention.new_ones((rows, 1))], dim=-1)
+            if decoder.plan.takes_position_ids:
+                extra["position_ids"] = next_position[:, None]
+            output = decoder.model(input_ids=tokens[:, None].to(decoder.input_device),
+                                attention_mask=attention, past_key_values=state, use_cache=True,
+                                **extra)
+            state = output.past_key_values
+            logits = output.logits[:, -1, :].float()
+            next_position = next_position + 1
+    return DecodeResult(generated, rows * input_ids.shape[1], computed, 0)
