@@ -1,8 +1,6 @@
 # Validating the raters: expert annotation of a stratified sample (export_annotation ->
 # annotators -> import_annotations, Table 9 in the report) and judges measured against the
 # release's panel (judge_validation). Both are off unless their config section is present.
-from pathlib import Path
-
 from bloomqg.annotation.form import FORM_TEMPLATE, TEMPLATE_DIR
 from bloomqg.annotation.settings import annotation_settings, judge_validation_settings
 from bloomqg.config import ConfigError
@@ -20,23 +18,12 @@ ANNOTATION_FIGURE = f"{ANNOTATION_DIR}/human_agreement.png"
 CODE_ANNOTATION = code_fingerprint("bloomqg.annotation", "bloomqg.tables", *CONTRACTS)
 
 
-def annotation_report_inputs(wc=None):
-    """What the report adds when annotation is configured: Table 9 and its figure."""
-    return [ANNOTATION_TABLES[0], ANNOTATION_FIGURE] if ANNOTATION else []
-
-
-def filled_sheets():
-    """The filled sheets now in annotations_dir: a new or removed file reruns the import."""
-    folder = Path(ANNOTATION.annotations_dir)
-    return sorted(str(p) for p in folder.glob("*.csv")) if folder.is_dir() else []
-
-
 if ANNOTATION:
 
     rule export_annotation:
         """Target: the sample to annotate, as a blank CSV sheet and a self-contained HTML form."""
         input:
-            votes=cell_paths(ANNOTATION.root + "/votes/{dataset}/{strategy}/{model}.parquet", ANNOTATION.cells),
+            votes=cell_paths(f"{ANNOTATION.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", ANNOTATION.cells),
         output:
             key=f"{ANNOTATION_DIR}/items.parquet",
             sheet=f"{ANNOTATION_DIR}/sheet.csv",

@@ -1,21 +1,6 @@
 # Judging: one job per judge and cell; API calls cached by content; then majority votes + α.
 
 
-def judge_model_dir(wc):
-    ref = STUDY.judge_model(wc.judge)
-    return model_dir(ref) if ref else []
-
-
-def judge_prompt(wc):
-    return [CFG["prompts"]["judge"]] if CFG["judges"][wc.judge]["backend"] in ("hf", "openai") else []
-
-
-def judge_model_spec(wc):
-    """An hf judge runs a models entry's weights with the judge's own decoding settings."""
-    ref = STUDY.judge_model(wc.judge)
-    return CFG["models"][ref] if ref else None
-
-
 rule judge_questions:
     input:
         generations="results/generations/{dataset}/{strategy}/{model}.parquet",

@@ -2,13 +2,6 @@
 # {root} is results (this study) or results/release (imported published runs): same rules.
 
 
-def published_lines(wc):
-    """An imported release run's votes file line by line: Table 4 is computed over it."""
-    if wc.root != "results/release":
-        return {}
-    return {"lines": f"{wc.root}/votes/{wc.dataset}/{wc.strategy}/{wc.model}.lines.parquet"}
-
-
 rule score_metrics:
     input:
         unpack(published_lines),

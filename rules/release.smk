@@ -1,7 +1,5 @@
 # Import of published runs (the paper's release format) into this workflow's own files, so the
 # metrics, tables, figures and report rules run on them unchanged. Target: reproduce_release.
-import os
-
 from bloomqg.config import Cell
 
 RELEASE_RUNS = {}
@@ -21,41 +19,10 @@ if CFG.get("release_manifest"):
 RELEASE_CELLS = [Cell(d, s, m) for (d, s, m) in RELEASE_RUNS]
 
 
-def release_ready(outputs):
-    """``outputs`` once every run of the manifest is at hand; else a message naming what is not."""
-    if not RELEASE_RUNS:
-        raise WorkflowError(
-            "reproduce_release needs release_manifest: configs/paper.yaml names the full release's "
-            "(configs/llm-eval-release-manifest.yaml), or pass --config release_manifest=PATH"
-        )
-    if RELEASE_MISSING:
-        listed = "\n  ".join(
-            f"{run.model} {run.dataset}/{run.strategy}: {', '.join(str(f) for f in files)}"
-            for run, files in RELEASE_MISSING
-        )
-        raise WorkflowError(
-            f"{len(RELEASE_MISSING)} of the {len(RELEASE_RUNS)} runs of {CFG['release_manifest']} are not in "
-            f"release_dir {CFG.get('release_dir')}:\n  {listed}\nPoint release_dir at a complete copy of "
-            "the release, leave it at a folder that does not exist yet to download it, or import the runs "
-            "at hand through a manifest that lists only them (release_manifest=PATH)."
-        )
-    return outputs
-
-
-def release_run(wc):
-    try:
-        return RELEASE_RUNS[(wc.dataset, wc.strategy, wc.model)]
-    except KeyError:
-        raise WorkflowError(
-            "no release run for "
-            f"{wc.model}/{wc.dataset}/{wc.strategy}: set release_manifest to a manifest that lists it"
-        ) from None
-
-
 if STUDY.release_to_download is not None:
     from bloomqg.release.download import load_pins
 
-    RELEASE_PINS = os.path.join(workflow.basedir, "configs", "llm-eval-release.yaml")
+    RELEASE_PINS = f"{workflow.basedir}/configs/llm-eval-release.yaml"
 
     rule download_release:
         """Fetch the paper's release at its pinned commit; every file's sha256 is checked."""
@@ -100,7 +67,7 @@ rule import_release_run:
 rule release_tables:
     input:
         metrics="results/release/metrics/all.parquet",
-        paper_figures=os.path.join(workflow.basedir, "configs", "paper-figures.yaml"),
+        paper_figures=f"{workflow.basedir}/configs/paper-figures.yaml",
     output:
         RELEASE_TABLE_OUTPUTS,
     params:

@@ -47,23 +47,6 @@ rule plot_figures:
         "../workflow_scripts/plot_figures.py"
 
 
-def report_inputs(wc):
-    """This study's files, or (root results/release) the imported release's: no judgments
-    there, the release publishes votes, and its own tables."""
-    release = wc.root == "results/release"
-    cells = root_cells(wc.root)
-    return {
-        "votes": cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.parquet", cells),
-        "reliability": cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.reliability.parquet", cells),
-        "generations": cell_paths(wc.root + "/generations/{dataset}/{strategy}/{model}.parquet", cells),
-        "judgments": [] if release else [
-            f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet" for c in CELLS for judge in JUDGES
-        ],
-        "tables": RELEASE_TABLE_OUTPUTS if release else TABLE_OUTPUTS,
-        "figures": RELEASE_FIGURE_OUTPUTS if release else FIGURE_OUTPUTS,
-    }
-
-
 rule build_report:
     input:
         unpack(report_inputs),
