@@ -156,6 +156,11 @@ def release_ready(outputs):
     return outputs
 
 
+def downloaded_release_dir(wc, output):
+    """The release folder, read off the first output so that it follows a storage prefix."""
+    return str(Path(output[0]).parents[len(Path(RELEASE_FILES[0]).parts) - 1])
+
+
 def release_run(wc):
     try:
         return RELEASE_RUNS[(wc.dataset, wc.strategy, wc.model)]

@@ -23,18 +23,21 @@ if STUDY.release_to_download is not None:
     from bloomqg.release.download import load_pins
 
     RELEASE_PINS = f"{workflow.basedir}/configs/llm-eval-release.yaml"
+    RELEASE_FILES = list(load_pins(RELEASE_PINS)["files"])
 
     rule download_release:
         """Fetch the paper's release at its pinned commit; every file's sha256 is checked."""
         input:
             pins=RELEASE_PINS,
         output:
-            [f"{STUDY.release_to_download}/{name}" for name in load_pins(RELEASE_PINS)["files"]],
+            [f"{STUDY.release_to_download}/{name}" for name in RELEASE_FILES],
         params:
-            release_dir=str(STUDY.release_to_download),
+            release_dir=downloaded_release_dir,
         log:
             "logs/download_release.log",
         localrule: True
+        conda:
+            "../envs/analysis.yaml"
         script:
             "../workflow_scripts/download_release.py"
 
