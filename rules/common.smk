@@ -30,7 +30,9 @@ JUDGES = list(CFG["judges"])
 # here so that an entry whose needs cannot be told stops the run before any job.
 try:
     MODEL_RESOURCES = {name: model_resources(name, spec) for name, spec in CFG["models"].items()}
-    JUDGE_RESOURCES = {name: judge_resources(name, spec, CFG["models"]) for name, spec in CFG["judges"].items()}
+    JUDGE_RESOURCES = {
+        name: judge_resources(name, spec, CFG["models"]) for name, spec in CFG["judges"].items()
+    }
 except ResourceError as error:
     raise WorkflowError(str(error)) from None
 
@@ -51,12 +53,30 @@ STAGE_MODULES = {
     "datasets": ("bloomqg.datasets", "bloomqg.verbs", "bloomqg.bloom"),
     "models": ("bloomqg.models",),
     "prompts": ("bloomqg.prompts",),
-    "generation": ("bloomqg.generation", "bloomqg.prompts", "bloomqg.parsing", "bloomqg.api", "bloomqg.sharding"),
+    "generation": (
+        "bloomqg.generation",
+        "bloomqg.prompts",
+        "bloomqg.parsing",
+        "bloomqg.api",
+        "bloomqg.sharding",
+    ),
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
     "voting": ("bloomqg.voting",),
     "metrics": ("bloomqg.metrics",),
-    "release": ("bloomqg.release.runs", "bloomqg.release.download", "bloomqg.release.reliability", "bloomqg.voting"),
-    "report": ("bloomqg.tables", "bloomqg.figures", "bloomqg.report", "bloomqg.release.tables", "bloomqg.release.paper", "bloomqg.api.ledger"),
+    "release": (
+        "bloomqg.release.runs",
+        "bloomqg.release.download",
+        "bloomqg.release.reliability",
+        "bloomqg.voting",
+    ),
+    "report": (
+        "bloomqg.tables",
+        "bloomqg.figures",
+        "bloomqg.report",
+        "bloomqg.release.tables",
+        "bloomqg.release.paper",
+        "bloomqg.api.ledger",
+    ),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
 
@@ -67,7 +87,10 @@ def model_dir(model):
 
 
 def cell_paths(pattern, cells=None):
-    return [pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model) for c in (CELLS if cells is None else cells)]
+    return [
+        pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model)
+        for c in (CELLS if cells is None else cells)
+    ]
 
 
 def root_cells(root):
@@ -122,11 +145,19 @@ def report_inputs(wc):
     cells = root_cells(wc.root)
     return {
         "votes": cell_paths(f"{wc.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", cells),
-        "reliability": cell_paths(f"{wc.root}/votes/{{dataset}}/{{strategy}}/{{model}}.reliability.parquet", cells),
+        "reliability": cell_paths(
+            f"{wc.root}/votes/{{dataset}}/{{strategy}}/{{model}}.reliability.parquet", cells
+        ),
         "generations": cell_paths(f"{wc.root}/generations/{{dataset}}/{{strategy}}/{{model}}.parquet", cells),
-        "judgments": [] if release else [
-            f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet" for c in CELLS for judge in JUDGES
-        ],
+        "judgments": (
+            []
+            if release
+            else [
+                f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet"
+                for c in CELLS
+                for judge in JUDGES
+            ]
+        ),
         "tables": RELEASE_TABLE_OUTPUTS if release else TABLE_OUTPUTS,
         "figures": RELEASE_FIGURE_OUTPUTS if release else FIGURE_OUTPUTS,
     }

@@ -9,6 +9,18 @@ rule judge_questions:
         model=judge_model_dir,
     output:
         "results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet",
+    log:
+        "logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
+    benchmark:
+        "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
+    conda:
+        "../envs/generation.yaml"
+    threads: lambda wc: 8 if CFG["judges"][wc.judge]["backend"] in ("hf", "embedding") else 1
+    resources:
+        gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
+        mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
+        runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
+        api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
     params:
         spec=lambda wc: CFG["judges"][wc.judge],
         model_spec=judge_model_spec,
@@ -16,18 +28,6 @@ rule judge_questions:
         seed=CFG["seed"],
         cache_dir=CFG["cache_dir"],
         code=CODE["judging"],
-    log:
-        "logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
-    benchmark:
-        "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
-    threads: lambda wc: 8 if CFG["judges"][wc.judge]["backend"] in ("hf", "embedding") else 1
-    resources:
-        gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
-        mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
-        runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
-        api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
-    conda:
-        "../envs/generation.yaml"
     script:
         "../workflow_scripts/judge_questions.py"
 
@@ -39,16 +39,16 @@ rule vote_judgments:
     output:
         votes="results/votes/{dataset}/{strategy}/{model}.parquet",
         reliability="results/votes/{dataset}/{strategy}/{model}.reliability.parquet",
-    params:
-        gate=CFG["gate"],
-        bootstrap=CFG["bootstrap"],
-        seed=CFG["seed"],
-        code=CODE["voting"],
     log:
         "logs/vote_judgments/{dataset}/{strategy}/{model}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        gate=CFG["gate"],
+        bootstrap=CFG["bootstrap"],
+        seed=CFG["seed"],
+        code=CODE["voting"],
     script:
         "../workflow_scripts/vote_judgments.py"
 
@@ -59,18 +59,22 @@ rule estimate_cost:
     input:
         prompts=sorted({f"results/prompts/{c.dataset}/{c.strategy}.parquet" for c in CELLS}),
         datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
-        rubric=[CFG["prompts"]["judge"]] if any(s.get("backend") == "openai" for s in CFG["judges"].values()) else [],
-    params:
-        config=CFG,
-        cells=[(c.dataset, c.strategy, c.model) for c in CELLS],
-        # Read when they exist (exact judge requests), never required: estimating sends nothing.
-        generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
-        cache_dir=CFG["cache_dir"],
+        rubric=(
+            [CFG["prompts"]["judge"]]
+            if any(s.get("backend") == "openai" for s in CFG["judges"].values())
+            else []
+        ),
     log:
         text="logs/estimate_cost.log",
         table="logs/estimate_cost.tsv",
     localrule: True
     conda:
         "../envs/generation.yaml"
+    params:
+        config=CFG,
+        cells=[(c.dataset, c.strategy, c.model) for c in CELLS],
+        # Read when they exist (exact judge requests), never required: estimating sends nothing.
+        generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
+        cache_dir=CFG["cache_dir"],
     script:
         "../workflow_scripts/estimate_cost.py"

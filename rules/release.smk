@@ -10,7 +10,9 @@ if CFG.get("release_manifest"):
     try:
         # Files are checked when a target needs them: a study with this manifest in its config
         # must still plan when only part of the release is at hand.
-        for run in load_manifest(CFG["release_manifest"], release_dir=CFG.get("release_dir"), check_files=False):
+        for run in load_manifest(
+            CFG["release_manifest"], release_dir=CFG.get("release_dir"), check_files=False
+        ):
             RELEASE_RUNS[(run.dataset, run.strategy, run.model)] = run
     except ReleaseError as error:
         raise WorkflowError(str(error)) from None
@@ -31,13 +33,13 @@ if STUDY.release_to_download is not None:
             pins=RELEASE_PINS,
         output:
             [f"{STUDY.release_to_download}/{name}" for name in RELEASE_FILES],
-        params:
-            release_dir=downloaded_release_dir,
         log:
             "logs/download_release.log",
         localrule: True
         conda:
             "../envs/analysis.yaml"
+        params:
+            release_dir=downloaded_release_dir,
         script:
             "../workflow_scripts/download_release.py"
 
@@ -52,17 +54,17 @@ rule import_release_run:
         votes="results/release/votes/{dataset}/{strategy}/{model}.parquet",
         reliability="results/release/votes/{dataset}/{strategy}/{model}.reliability.parquet",
         lines="results/release/votes/{dataset}/{strategy}/{model}.lines.parquet",
+    log:
+        "logs/import_release_run/{dataset}/{strategy}/{model}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         pinned=lambda wc: dict(release_run(wc).pinned or {}) or None,
         gate=CFG["gate"],
         bootstrap=CFG["bootstrap"],
         seed=CFG["seed"],
         code=CODE["release"],
-    log:
-        "logs/import_release_run/{dataset}/{strategy}/{model}.log",
-    localrule: True
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../workflow_scripts/import_release_run.py"
 
@@ -73,13 +75,13 @@ rule release_tables:
         paper_figures=f"{workflow.basedir}/configs/paper-figures.yaml",
     output:
         RELEASE_TABLE_OUTPUTS,
-    params:
-        code=CODE["report"],
     log:
         "logs/release_tables.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        code=CODE["report"],
     script:
         "../workflow_scripts/release_tables.py"
 
@@ -87,5 +89,7 @@ rule release_tables:
 rule reproduce_release:
     """Target: the paper's tables, figures and a report recomputed from a published release."""
     input:
-        lambda wc: release_ready([*RELEASE_TABLE_OUTPUTS, *RELEASE_FIGURE_OUTPUTS, "results/release/report.html"]),
+        lambda wc: release_ready(
+            [*RELEASE_TABLE_OUTPUTS, *RELEASE_FIGURE_OUTPUTS, "results/release/report.html"]
+        ),
     localrule: True
