@@ -2,6 +2,7 @@
 #   make study   run the default study (results/report.html)
 #   make reproduce [RELEASE_DIR=PATH]   the paper's Tables 4-6, figures and report from its release
 #   make test    run the test suite
+#   make lint    snakemake --lint and snakefmt --check (CI runs it before the tests)
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -46,6 +47,11 @@ test-browser-deps:
 
 test: setup test-browser-deps
 	$(BIN)/python -m pytest -q
+
+# Snakemake's conventions, checked (.ci/lint): fails on any lint or unformatted rule file.
+.PHONY: lint
+lint: setup
+	SNAKEMAKE=$(BIN)/snakemake SNAKEFMT=$(BIN)/snakefmt .ci/lint
 
 clean:
 	rm -rf results/* logs .snakemake

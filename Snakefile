@@ -1,11 +1,14 @@
 # bloomqg: LLM-generated questions at a target Bloom level, judged, voted and scored.
 # This file only loads the config and includes the rules; all logic lives in bloomqg/.
-import os
+from snakemake.utils import min_version
+
+# pyproject.toml pins snakemake>=9.0: an older one stops here with that message.
+min_version("9.0")
 
 # config.yaml is the default study; a --configfile (e.g. configs/paper.yaml) replaces it whole
 # rather than merging into it, so a preset never inherits the default's datasets or models.
 if not workflow.overwrite_configfiles:
-    workflow.configfile(os.path.join(workflow.basedir, "config.yaml"))
+    workflow.configfile(f"{workflow.basedir}/config.yaml")
 
 
 # `snakemake --report report.zip`: this description, plus every output marked with report().

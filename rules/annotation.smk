@@ -1,8 +1,6 @@
 # Validating the raters: expert annotation of a stratified sample (export_annotation ->
 # annotators -> import_annotations, Table 9 in the report) and judges measured against the
 # release's panel (judge_validation). Both are off unless their config section is present.
-from pathlib import Path
-
 from bloomqg.annotation.form import FORM_TEMPLATE, TEMPLATE_DIR
 from bloomqg.annotation.settings import annotation_settings, judge_validation_settings
 from bloomqg.config import ConfigError
@@ -17,18 +15,13 @@ except ConfigError as error:
 ANNOTATION_DIR = "results/annotation"
 ANNOTATION_TABLES = [f"{ANNOTATION_DIR}/table9_human_agreement.{ext}" for ext in ("md", "csv", "tex", "json")]
 ANNOTATION_FIGURE = f"{ANNOTATION_DIR}/human_agreement.png"
-CODE_ANNOTATION = code_fingerprint("bloomqg.annotation", "bloomqg.reporting.tables", "bloomqg.reporting.display", "bloomqg.metrics", *CONTRACTS)
-
-
-def annotation_report_inputs(wc=None):
-    """What the report adds when annotation is configured: Table 9 and its figure."""
-    return [f"{ANNOTATION_DIR}/table9_human_agreement.json", ANNOTATION_FIGURE] if ANNOTATION else []
-
-
-def filled_sheets():
-    """The filled sheets now in annotations_dir: a new or removed file reruns the import."""
-    folder = Path(ANNOTATION.annotations_dir)
-    return sorted(str(p) for p in folder.glob("*.csv")) if folder.is_dir() else []
+CODE_ANNOTATION = code_fingerprint(
+    "bloomqg.annotation",
+    "bloomqg.reporting.tables",
+    "bloomqg.reporting.display",
+    "bloomqg.metrics",
+    *CONTRACTS,
+)
 
 
 if ANNOTATION:
@@ -36,21 +29,23 @@ if ANNOTATION:
     rule export_annotation:
         """Target: the sample to annotate, as a blank CSV sheet and a self-contained HTML form."""
         input:
-            votes=cell_paths(ANNOTATION.root + "/votes/{dataset}/{strategy}/{model}.parquet", ANNOTATION.cells),
+            votes=cell_paths(
+                f"{ANNOTATION.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", ANNOTATION.cells
+            ),
         output:
             key=f"{ANNOTATION_DIR}/items.parquet",
             sheet=f"{ANNOTATION_DIR}/sheet.csv",
             form=f"{ANNOTATION_DIR}/form.html",
-        params:
-            items_per_cell=ANNOTATION.items_per_cell,
-            seed=ANNOTATION.seed,
-            title=ANNOTATION.title,
-            code=CODE_ANNOTATION + sha256_file(TEMPLATE_DIR / FORM_TEMPLATE),
         log:
             "logs/export_annotation.log",
         localrule: True
         conda:
             "../envs/analysis.yaml"
+        params:
+            items_per_cell=ANNOTATION.items_per_cell,
+            seed=ANNOTATION.seed,
+            title=ANNOTATION.title,
+            code=CODE_ANNOTATION + sha256_file(TEMPLATE_DIR / FORM_TEMPLATE),
         script:
             "../workflow_scripts/export_annotation.py"
 
@@ -63,16 +58,16 @@ if ANNOTATION:
             agreement=f"{ANNOTATION_DIR}/agreement.parquet",
             tables=ANNOTATION_TABLES,
             figure=ANNOTATION_FIGURE,
-        params:
-            annotations_dir=ANNOTATION.annotations_dir,
-            bootstrap=CFG["bootstrap"],
-            seed=ANNOTATION.seed,
-            code=CODE_ANNOTATION,
         log:
             "logs/import_annotations.log",
         localrule: True
         conda:
             "../envs/analysis.yaml"
+        params:
+            annotations_dir=ANNOTATION.annotations_dir,
+            bootstrap=CFG["bootstrap"],
+            seed=ANNOTATION.seed,
+            code=CODE_ANNOTATION,
         script:
             "../workflow_scripts/import_annotations.py"
 
@@ -81,7 +76,8 @@ if JUDGE_VALIDATION:
     VALIDATION_DIR = "results/judge_validation"
     VALIDATION_JUDGMENTS = [
         f"{VALIDATION_DIR}/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet"
-        for c in JUDGE_VALIDATION.cells for judge in JUDGE_VALIDATION.judges
+        for c in JUDGE_VALIDATION.cells
+        for judge in JUDGE_VALIDATION.judges
     ]
 
     rule validate_judge:
@@ -93,6 +89,20 @@ if JUDGE_VALIDATION:
             model=judge_model_dir,
         output:
             f"{VALIDATION_DIR}/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.parquet",
+        log:
+            f"logs/validate_judge/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.log",
+        benchmark:
+            f"logs/benchmarks/validate_judge/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.tsv"
+        conda:
+            "../envs/generation.yaml"
+        threads: lambda wc: STUDY.judge_backend(wc.judge).threads
+        resources:
+            gpu=lambda wc: (
+                CFG["models"][STUDY.judge_model(wc.judge)].get("gpus", 0)
+                if STUDY.judge_model(wc.judge)
+                else 0
+            ),
+            mem_mb=4000,
         params:
             spec=lambda wc: CFG["judges"][wc.judge],
             model_spec=judge_model_spec,
@@ -100,37 +110,29 @@ if JUDGE_VALIDATION:
             seed=JUDGE_VALIDATION.seed,
             cache_dir=CFG["cache_dir"],
             code=CODE_ANNOTATION + CODE["judging"],
-        log:
-            f"logs/validate_judge/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.log",
-        benchmark:
-            f"logs/benchmarks/validate_judge/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.tsv"
-        threads: lambda wc: STUDY.judge_backend(wc.judge).threads
-        resources:
-            gpu=lambda wc: CFG["models"][STUDY.judge_model(wc.judge)].get("gpus", 0) if STUDY.judge_model(wc.judge) else 0,
-            mem_mb=4000,
-        conda:
-            "../envs/generation.yaml"
         script:
             "../workflow_scripts/validate_judge.py"
 
     rule judge_validation_summary:
         input:
             judgments=VALIDATION_JUDGMENTS,
-            votes=cell_paths("results/release/votes/{dataset}/{strategy}/{model}.parquet", JUDGE_VALIDATION.cells),
+            votes=cell_paths(
+                "results/release/votes/{dataset}/{strategy}/{model}.parquet", JUDGE_VALIDATION.cells
+            ),
         output:
             agreement=f"{VALIDATION_DIR}/agreement.parquet",
             confusion=f"{VALIDATION_DIR}/confusion.parquet",
             throughput=f"{VALIDATION_DIR}/throughput.parquet",
             summary=f"{VALIDATION_DIR}/summary.md",
-        params:
-            bootstrap=CFG["bootstrap"],
-            seed=JUDGE_VALIDATION.seed,
-            code=CODE_ANNOTATION,
         log:
             "logs/judge_validation_summary.log",
         localrule: True
         conda:
             "../envs/analysis.yaml"
+        params:
+            bootstrap=CFG["bootstrap"],
+            seed=JUDGE_VALIDATION.seed,
+            code=CODE_ANNOTATION,
         script:
             "../workflow_scripts/judge_validation_summary.py"
 

@@ -1,4 +1,5 @@
 # Validated config, the job matrix, wildcard constraints and input helpers shared by all rules.
+# Every function the rules call lives here (Snakemake's lint: no functions among the rules).
 # Small jobs (datasets, prompts, merges, votes, metrics, tables, figures, report) are localrules:
 # on a cluster they run on the submit host; only model conversion, generation and judging are sent.
 from pathlib import Path
@@ -29,7 +30,9 @@ JUDGES = list(CFG["judges"])
 # here so that an entry whose needs cannot be told stops the run before any job.
 try:
     MODEL_RESOURCES = {name: model_resources(name, spec) for name, spec in CFG["models"].items()}
-    JUDGE_RESOURCES = {name: judge_resources(name, spec, CFG["models"]) for name, spec in CFG["judges"].items()}
+    JUDGE_RESOURCES = {
+        name: judge_resources(name, spec, CFG["models"]) for name, spec in CFG["judges"].items()
+    }
 except ResourceError as error:
     raise WorkflowError(str(error)) from None
 
@@ -50,12 +53,30 @@ STAGE_MODULES = {
     "datasets": ("bloomqg.datasets", "bloomqg.verbs", "bloomqg.bloom"),
     "models": ("bloomqg.models",),
     "prompts": ("bloomqg.prompts",),
-    "generation": ("bloomqg.generation", "bloomqg.prompts", "bloomqg.parsing", "bloomqg.api", "bloomqg.sharding"),
+    "generation": (
+        "bloomqg.generation",
+        "bloomqg.prompts",
+        "bloomqg.parsing",
+        "bloomqg.api",
+        "bloomqg.sharding",
+    ),
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
     "voting": ("bloomqg.voting",),
     "metrics": ("bloomqg.metrics",),
-    "release": ("bloomqg.release.runs", "bloomqg.release.records", "bloomqg.release.download", "bloomqg.release.reliability", "bloomqg.voting"),
-    "report": ("bloomqg.reporting", "bloomqg.metrics", "bloomqg.release.tables", "bloomqg.release.paper", "bloomqg.api.ledger"),
+    "release": (
+        "bloomqg.release.runs",
+        "bloomqg.release.records",
+        "bloomqg.release.download",
+        "bloomqg.release.reliability",
+        "bloomqg.voting",
+    ),
+    "report": (
+        "bloomqg.reporting",
+        "bloomqg.metrics",
+        "bloomqg.release.tables",
+        "bloomqg.release.paper",
+        "bloomqg.api.ledger",
+    ),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
 
@@ -66,7 +87,10 @@ def model_dir(model):
 
 
 def cell_paths(pattern, cells=None):
-    return [pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model) for c in (CELLS if cells is None else cells)]
+    return [
+        pattern.format(dataset=c.dataset, strategy=c.strategy, model=c.model)
+        for c in (CELLS if cells is None else cells)
+    ]
 
 
 def root_cells(root):
@@ -81,3 +105,112 @@ def root_cell_paths(root, pattern):
 def figure_caption(name):
     stem = name.rsplit(".", 1)[0]
     return f"../report/captions/{stem}.rst"
+
+
+# Judging (rules/judging.smk, rules/annotation.smk's validate_judge).
+
+
+def judge_model_dir(wc):
+    ref = STUDY.judge_model(wc.judge)
+    return model_dir(ref) if ref else []
+
+
+def judge_prompt(wc):
+    return [CFG["prompts"]["judge"]] if STUDY.judge_backend(wc.judge).needs_rubric else []
+
+
+def judge_model_spec(wc):
+    """An hf judge runs a models entry's weights with the judge's own decoding settings."""
+    ref = STUDY.judge_model(wc.judge)
+    return CFG["models"][ref] if ref else None
+
+
+# Metrics (rules/metrics.smk).
+
+
+def published_lines(wc):
+    """An imported release run's votes file line by line: Table 4 is computed over it."""
+    if wc.root != "results/release":
+        return {}
+    return {"lines": f"{wc.root}/votes/{wc.dataset}/{wc.strategy}/{wc.model}.lines.parquet"}
+
+
+# Report (rules/report.smk).
+
+
+def report_inputs(wc):
+    """This study's files, or (root results/release) the imported release's: no judgments
+    there, the release publishes votes, and its own tables."""
+    release = wc.root == "results/release"
+    cells = root_cells(wc.root)
+    return {
+        "votes": cell_paths(f"{wc.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", cells),
+        "reliability": cell_paths(
+            f"{wc.root}/votes/{{dataset}}/{{strategy}}/{{model}}.reliability.parquet", cells
+        ),
+        "generations": cell_paths(f"{wc.root}/generations/{{dataset}}/{{strategy}}/{{model}}.parquet", cells),
+        "judgments": (
+            []
+            if release
+            else [
+                f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet"
+                for c in CELLS
+                for judge in JUDGES
+            ]
+        ),
+        "tables": RELEASE_TABLE_OUTPUTS if release else TABLE_OUTPUTS,
+        "figures": RELEASE_FIGURE_OUTPUTS if release else FIGURE_OUTPUTS,
+    }
+
+
+# Release import (rules/release.smk): RELEASE_RUNS and RELEASE_MISSING are defined there.
+
+
+def release_ready(outputs):
+    """``outputs`` once every run of the manifest is at hand; else a message naming what is not."""
+    if not RELEASE_RUNS:
+        raise WorkflowError(
+            "reproduce_release needs release_manifest: configs/paper.yaml names the full release's "
+            "(configs/llm-eval-release-manifest.yaml), or pass --config release_manifest=PATH"
+        )
+    if RELEASE_MISSING:
+        listed = "\n  ".join(
+            f"{run.model} {run.dataset}/{run.strategy}: {', '.join(str(f) for f in files)}"
+            for run, files in RELEASE_MISSING
+        )
+        raise WorkflowError(
+            f"{len(RELEASE_MISSING)} of the {len(RELEASE_RUNS)} runs of {CFG['release_manifest']} are not in "
+            f"release_dir {CFG.get('release_dir')}:\n  {listed}\nPoint release_dir at a complete copy of "
+            "the release, leave it at a folder that does not exist yet to download it, or import the runs "
+            "at hand through a manifest that lists only them (release_manifest=PATH)."
+        )
+    return outputs
+
+
+def downloaded_release_dir(wc, output):
+    """The release folder, read off the first output so that it follows a storage prefix."""
+    return str(Path(output[0]).parents[len(Path(RELEASE_FILES[0]).parts) - 1])
+
+
+def release_run(wc):
+    try:
+        return RELEASE_RUNS[(wc.dataset, wc.strategy, wc.model)]
+    except KeyError:
+        raise WorkflowError(
+            "no release run for "
+            f"{wc.model}/{wc.dataset}/{wc.strategy}: set release_manifest to a manifest that lists it"
+        ) from None
+
+
+# Annotation (rules/annotation.smk): ANNOTATION is defined there.
+
+
+def annotation_report_inputs(wc=None):
+    """What the report adds when annotation is configured: Table 9 and its figure."""
+    return [f"{ANNOTATION_DIR}/table9_human_agreement.json", ANNOTATION_FIGURE] if ANNOTATION else []
+
+
+def filled_sheets():
+    """The filled sheets now in annotations_dir: a new or removed file reruns the import."""
+    folder = Path(ANNOTATION.annotations_dir)
+    return sorted(str(p) for p in folder.glob("*.csv")) if folder.is_dir() else []

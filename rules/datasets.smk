@@ -5,18 +5,18 @@ rule prepare_model:
     """Convert a model shipped as a GGUF into a safetensors folder once (loads in ~1 s, not ~35 s)."""
     output:
         directory("resources/models/{model}"),
-    params:
-        spec=lambda wc: weight_spec(CFG["models"][wc.model]),
-        code=CODE["models"],
     log:
         "logs/prepare_model/{model}.log",
     benchmark:
         "logs/benchmarks/prepare_model/{model}.tsv"
+    conda:
+        "../envs/generation.yaml"
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        "../envs/generation.yaml"
+    params:
+        spec=lambda wc: weight_spec(CFG["models"][wc.model]),
+        code=CODE["models"],
     script:
         "../workflow_scripts/prepare_model.py"
 
@@ -26,9 +26,6 @@ rule prepare_dataset:
         lambda wc: STUDY.dataset_files[wc.dataset],
     output:
         "results/datasets/{dataset}.parquet",
-    params:
-        spec=lambda wc: CFG["datasets"][wc.dataset],
-        code=CODE["datasets"],
     log:
         "logs/prepare_dataset/{dataset}.log",
     benchmark:
@@ -36,6 +33,9 @@ rule prepare_dataset:
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        spec=lambda wc: CFG["datasets"][wc.dataset],
+        code=CODE["datasets"],
     script:
         "../workflow_scripts/prepare_dataset.py"
 
@@ -47,16 +47,16 @@ rule build_prompts:
         system=CFG["prompts"].get("system", []),
     output:
         "results/prompts/{dataset}/{strategy}.parquet",
+    log:
+        "logs/build_prompts/{dataset}/{strategy}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         exemplars=CFG["exemplars"],
         seed=CFG["seed"],
         limit_items=CFG["limit_items"],
         domain=lambda wc: CFG["datasets"][wc.dataset]["domain"],
         code=CODE["prompts"],
-    log:
-        "logs/build_prompts/{dataset}/{strategy}.log",
-    localrule: True
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../workflow_scripts/build_prompts.py"

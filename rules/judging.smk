@@ -1,21 +1,6 @@
 # Judging: one job per judge and cell; API calls cached by content; then majority votes + α.
 
 
-def judge_model_dir(wc):
-    ref = STUDY.judge_model(wc.judge)
-    return model_dir(ref) if ref else []
-
-
-def judge_prompt(wc):
-    return [CFG["prompts"]["judge"]] if STUDY.judge_backend(wc.judge).needs_rubric else []
-
-
-def judge_model_spec(wc):
-    """An hf judge runs a models entry's weights with the judge's own decoding settings."""
-    ref = STUDY.judge_model(wc.judge)
-    return CFG["models"][ref] if ref else None
-
-
 rule judge_questions:
     input:
         generations="results/generations/{dataset}/{strategy}/{model}.parquet",
@@ -24,6 +9,18 @@ rule judge_questions:
         model=judge_model_dir,
     output:
         "results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet",
+    log:
+        "logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
+    benchmark:
+        "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
+    conda:
+        "../envs/generation.yaml"
+    threads: lambda wc: STUDY.judge_backend(wc.judge).threads
+    resources:
+        gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
+        mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
+        runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
+        api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
     params:
         spec=lambda wc: CFG["judges"][wc.judge],
         model_spec=judge_model_spec,
@@ -31,18 +28,6 @@ rule judge_questions:
         seed=CFG["seed"],
         cache_dir=CFG["cache_dir"],
         code=CODE["judging"],
-    log:
-        "logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
-    benchmark:
-        "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
-    threads: lambda wc: STUDY.judge_backend(wc.judge).threads
-    resources:
-        gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
-        mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
-        runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
-        api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
-    conda:
-        "../envs/generation.yaml"
     script:
         "../workflow_scripts/judge_questions.py"
 
@@ -54,16 +39,16 @@ rule vote_judgments:
     output:
         votes="results/votes/{dataset}/{strategy}/{model}.parquet",
         reliability="results/votes/{dataset}/{strategy}/{model}.reliability.parquet",
-    params:
-        gate=CFG["gate"],
-        bootstrap=CFG["bootstrap"],
-        seed=CFG["seed"],
-        code=CODE["voting"],
     log:
         "logs/vote_judgments/{dataset}/{strategy}/{model}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        gate=CFG["gate"],
+        bootstrap=CFG["bootstrap"],
+        seed=CFG["seed"],
+        code=CODE["voting"],
     script:
         "../workflow_scripts/vote_judgments.py"
 
@@ -74,18 +59,18 @@ rule estimate_cost:
     input:
         prompts=sorted({f"results/prompts/{c.dataset}/{c.strategy}.parquet" for c in CELLS}),
         datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
-        rubric=[CFG["prompts"]["judge"]] if any(STUDY.judge_backend(j).api_entry for j in JUDGES) else [],
-    params:
-        config=CFG,
-        cells=[(c.dataset, c.strategy, c.model) for c in CELLS],
-        # Read when they exist (exact judge requests), never required: estimating sends nothing.
-        generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
-        cache_dir=CFG["cache_dir"],
+        rubric=([CFG["prompts"]["judge"]] if any(STUDY.judge_backend(j).api_entry for j in JUDGES) else []),
     log:
         text="logs/estimate_cost.log",
         table="logs/estimate_cost.tsv",
     localrule: True
     conda:
         "../envs/generation.yaml"
+    params:
+        config=CFG,
+        cells=[(c.dataset, c.strategy, c.model) for c in CELLS],
+        # Read when they exist (exact judge requests), never required: estimating sends nothing.
+        generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
+        cache_dir=CFG["cache_dir"],
     script:
         "../workflow_scripts/estimate_cost.py"

@@ -2,13 +2,6 @@
 # {root} is results (this study) or results/release (imported published runs): same rules.
 
 
-def published_lines(wc):
-    """An imported release run's votes file line by line: Table 4 is computed over it."""
-    if wc.root != "results/release":
-        return {}
-    return {"lines": f"{wc.root}/votes/{wc.dataset}/{wc.strategy}/{wc.model}.lines.parquet"}
-
-
 rule score_metrics:
     input:
         unpack(published_lines),
@@ -16,15 +9,15 @@ rule score_metrics:
         reliability="{root}/votes/{dataset}/{strategy}/{model}.reliability.parquet",
     output:
         "{root}/metrics/{dataset}/{strategy}/{model}.parquet",
-    params:
-        bootstrap=CFG["bootstrap"],
-        seed=CFG["seed"],
-        code=CODE["metrics"],
     log:
         "logs/score_metrics/{root}/{dataset}/{strategy}/{model}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        bootstrap=CFG["bootstrap"],
+        seed=CFG["seed"],
+        code=CODE["metrics"],
     script:
         "../workflow_scripts/score_metrics.py"
 
@@ -37,14 +30,14 @@ rule aggregate_metrics:
         all="{root}/metrics/all.parquet",
         correlations="{root}/metrics/correlations.parquet",
         paired="{root}/metrics/paired.parquet",
-    params:
-        bootstrap=CFG["bootstrap"],
-        seed=CFG["seed"],
-        code=CODE["metrics"],
     log:
         "logs/aggregate_metrics/{root}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        bootstrap=CFG["bootstrap"],
+        seed=CFG["seed"],
+        code=CODE["metrics"],
     script:
         "../workflow_scripts/aggregate_metrics.py"

@@ -1,7 +1,5 @@
 # Import of published runs (the paper's release format) into this workflow's own files, so the
 # metrics, tables, figures and report rules run on them unchanged. Target: reproduce_release.
-import os
-
 from bloomqg.config import Cell
 
 RELEASE_RUNS = {}
@@ -12,7 +10,9 @@ if CFG.get("release_manifest"):
     try:
         # Files are checked when a target needs them: a study with this manifest in its config
         # must still plan when only part of the release is at hand.
-        for run in load_manifest(CFG["release_manifest"], release_dir=CFG.get("release_dir"), check_files=False):
+        for run in load_manifest(
+            CFG["release_manifest"], release_dir=CFG.get("release_dir"), check_files=False
+        ):
             RELEASE_RUNS[(run.dataset, run.strategy, run.model)] = run
     except ReleaseError as error:
         raise WorkflowError(str(error)) from None
@@ -21,53 +21,25 @@ if CFG.get("release_manifest"):
 RELEASE_CELLS = [Cell(d, s, m) for (d, s, m) in RELEASE_RUNS]
 
 
-def release_ready(outputs):
-    """``outputs`` once every run of the manifest is at hand; else a message naming what is not."""
-    if not RELEASE_RUNS:
-        raise WorkflowError(
-            "reproduce_release needs release_manifest: configs/paper.yaml names the full release's "
-            "(configs/llm-eval-release-manifest.yaml), or pass --config release_manifest=PATH"
-        )
-    if RELEASE_MISSING:
-        listed = "\n  ".join(
-            f"{run.model} {run.dataset}/{run.strategy}: {', '.join(str(f) for f in files)}"
-            for run, files in RELEASE_MISSING
-        )
-        raise WorkflowError(
-            f"{len(RELEASE_MISSING)} of the {len(RELEASE_RUNS)} runs of {CFG['release_manifest']} are not in "
-            f"release_dir {CFG.get('release_dir')}:\n  {listed}\nPoint release_dir at a complete copy of "
-            "the release, leave it at a folder that does not exist yet to download it, or import the runs "
-            "at hand through a manifest that lists only them (release_manifest=PATH)."
-        )
-    return outputs
-
-
-def release_run(wc):
-    try:
-        return RELEASE_RUNS[(wc.dataset, wc.strategy, wc.model)]
-    except KeyError:
-        raise WorkflowError(
-            "no release run for "
-            f"{wc.model}/{wc.dataset}/{wc.strategy}: set release_manifest to a manifest that lists it"
-        ) from None
-
-
 if STUDY.release_to_download is not None:
     from bloomqg.release.download import load_pins
 
-    RELEASE_PINS = os.path.join(workflow.basedir, "configs", "llm-eval-release.yaml")
+    RELEASE_PINS = f"{workflow.basedir}/configs/llm-eval-release.yaml"
+    RELEASE_FILES = list(load_pins(RELEASE_PINS)["files"])
 
     rule download_release:
         """Fetch the paper's release at its pinned commit; every file's sha256 is checked."""
         input:
             pins=RELEASE_PINS,
         output:
-            [f"{STUDY.release_to_download}/{name}" for name in load_pins(RELEASE_PINS)["files"]],
-        params:
-            release_dir=str(STUDY.release_to_download),
+            [f"{STUDY.release_to_download}/{name}" for name in RELEASE_FILES],
         log:
             "logs/download_release.log",
         localrule: True
+        conda:
+            "../envs/analysis.yaml"
+        params:
+            release_dir=downloaded_release_dir,
         script:
             "../workflow_scripts/download_release.py"
 
@@ -82,17 +54,17 @@ rule import_release_run:
         votes="results/release/votes/{dataset}/{strategy}/{model}.parquet",
         reliability="results/release/votes/{dataset}/{strategy}/{model}.reliability.parquet",
         lines="results/release/votes/{dataset}/{strategy}/{model}.lines.parquet",
+    log:
+        "logs/import_release_run/{dataset}/{strategy}/{model}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         pinned=lambda wc: dict(release_run(wc).pinned or {}) or None,
         gate=CFG["gate"],
         bootstrap=CFG["bootstrap"],
         seed=CFG["seed"],
         code=CODE["release"],
-    log:
-        "logs/import_release_run/{dataset}/{strategy}/{model}.log",
-    localrule: True
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../workflow_scripts/import_release_run.py"
 
@@ -100,16 +72,16 @@ rule import_release_run:
 rule release_tables:
     input:
         metrics="results/release/metrics/all.parquet",
-        paper_figures=os.path.join(workflow.basedir, "configs", "paper-figures.yaml"),
+        paper_figures=f"{workflow.basedir}/configs/paper-figures.yaml",
     output:
         RELEASE_TABLE_OUTPUTS,
-    params:
-        code=CODE["report"],
     log:
         "logs/release_tables.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        code=CODE["report"],
     script:
         "../workflow_scripts/release_tables.py"
 
@@ -117,5 +89,7 @@ rule release_tables:
 rule reproduce_release:
     """Target: the paper's tables, figures and a report recomputed from a published release."""
     input:
-        lambda wc: release_ready([*RELEASE_TABLE_OUTPUTS, *RELEASE_FIGURE_OUTPUTS, "results/release/report.html"]),
+        lambda wc: release_ready(
+            [*RELEASE_TABLE_OUTPUTS, *RELEASE_FIGURE_OUTPUTS, "results/release/report.html"]
+        ),
     localrule: True

@@ -17,13 +17,13 @@ rule make_tables:
         reliability=cell_paths("results/votes/{dataset}/{strategy}/{model}.reliability.parquet"),
     output:
         [report(path, caption="../report/captions/tables.rst", category="Tables") for path in TABLE_OUTPUTS],
-    params:
-        code=CODE["report"],
     log:
         "logs/make_tables.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        code=CODE["report"],
     script:
         "../workflow_scripts/make_tables.py"
 
@@ -33,35 +33,23 @@ rule plot_figures:
         metrics="{root}/metrics/all.parquet",
         correlations="{root}/metrics/correlations.parquet",
         votes=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.parquet"),
-        reliability=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.reliability.parquet"),
+        reliability=lambda wc: root_cell_paths(
+            wc.root, "votes/{dataset}/{strategy}/{model}.reliability.parquet"
+        ),
     output:
-        [report(f"{{root}}/figures/{name}", caption=figure_caption(name), category="Figures") for name in FIGURE_FILES],
-    params:
-        code=CODE["report"],
+        [
+            report(f"{{root}}/figures/{name}", caption=figure_caption(name), category="Figures")
+            for name in FIGURE_FILES
+        ],
     log:
         "logs/plot_figures/{root}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        code=CODE["report"],
     script:
         "../workflow_scripts/plot_figures.py"
-
-
-def report_inputs(wc):
-    """This study's files, or (root results/release) the imported release's: no judgments
-    there, the release publishes votes, and its own tables."""
-    release = wc.root == "results/release"
-    cells = root_cells(wc.root)
-    return {
-        "votes": cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.parquet", cells),
-        "reliability": cell_paths(wc.root + "/votes/{dataset}/{strategy}/{model}.reliability.parquet", cells),
-        "generations": cell_paths(wc.root + "/generations/{dataset}/{strategy}/{model}.parquet", cells),
-        "judgments": [] if release else [
-            f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{judge}.parquet" for c in CELLS for judge in JUDGES
-        ],
-        "tables": RELEASE_TABLE_OUTPUTS if release else TABLE_OUTPUTS,
-        "figures": RELEASE_FIGURE_OUTPUTS if release else FIGURE_OUTPUTS,
-    }
 
 
 rule build_report:
@@ -71,17 +59,24 @@ rule build_report:
         correlations="{root}/metrics/correlations.parquet",
         paired="{root}/metrics/paired.parquet",
         # Table 9 + figure (rules/annotation.smk), in the report of the root it sampled
-        annotation=lambda wc: annotation_report_inputs() if ANNOTATION and wc.root == {"study": "results", "release": "results/release"}[ANNOTATION.source] else [],
+        annotation=lambda wc: (
+            annotation_report_inputs()
+            if ANNOTATION
+            and wc.root == {"study": "results", "release": "results/release"}[ANNOTATION.source]
+            else []
+        ),
     output:
         report("{root}/report.html", caption="../report/captions/report.rst", category="Report"),
-    params:
-        config=CFG,
-        title=lambda wc: "bloomqg: the paper's release reproduced" if wc.root == "results/release" else "bloomqg report",
-        code=CODE["report"],
     log:
         "logs/build_report/{root}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        config=CFG,
+        title=lambda wc: (
+            "bloomqg: the paper's release reproduced" if wc.root == "results/release" else "bloomqg report"
+        ),
+        code=CODE["report"],
     script:
         "../workflow_scripts/build_report.py"

@@ -1,4 +1,4 @@
-"""The workflow end to end on a tiny config with the real SmolLM2, in a temporary directory.
+"""The workflow end to end on the test study (.test/config) with the real SmolLM2, in a temp dir.
 
 Runs ``snakemake -s REPO/Snakefile --directory TMP`` as a user would, then checks schemas, row
 counts, the report, that a second run does nothing, and that editing the FGP template reruns
@@ -26,18 +26,16 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.integration
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
 LIMIT = 3
 
 
 def tiny_config(workdir: Path) -> Path:
-    """The default study cut down: 3 items per dataset, short completions."""
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    config["limit_items"] = LIMIT
+    """The test study (.test/config/config.yaml: the default study cut to 3 items per dataset,
+    short completions), its cache in ``workdir`` and its FGP template a copy there."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    assert config["limit_items"] == LIMIT
     config["cache_dir"] = str(workdir / "cache")
-    config["bootstrap"]["n_resamples"] = 200
-    model = config["models"]["smollm2-135m"]
-    model["generation"]["max_new_tokens"] = 48
-    config["judges"]["smollm2"]["generation"]["max_new_tokens"] = 48
     # A copy of the FGP template that the test may edit without touching the repository.
     template = workdir / "fgp.md"
     shutil.copy(REPO / "prompts" / "generation" / "fgp.md", template)
