@@ -17,6 +17,7 @@ from bloomqg.reporting.figures.style import (
     SHIFT_COLOR,
     new_figure,
     no_data,
+    no_data_figure,
     strategies_in_order,
 )
 
@@ -31,9 +32,7 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
     """Figure 3: mean shift score per model; rows CoT / FGP, columns datasets, bars = shift type."""
     frame = all_metrics[all_metrics["metric"].isin(_SHIFT_MEAN_METRICS)]
     if frame.empty:
-        fig = new_figure(COLUMN_WIDTH_IN, 2.0)
-        no_data(fig.subplots(), "no mean shift scores (cogreg_mean, cogdrift_mean, cogleap_mean)")
-        return fig
+        return no_data_figure(2.0, "no mean shift scores (cogreg_mean, cogdrift_mean, cogleap_mean)")
     datasets = ordered_unique(frame["dataset"])
     strategies = strategies_in_order(frame["strategy"])
     models = ordered_unique(frame["model"])
@@ -92,9 +91,7 @@ def plot_knowledge_id(all_metrics: pd.DataFrame) -> Figure:
     """Figure 4: knowledge-identification accuracy per model (horizontal bars, 95% CI), per dataset."""
     frame = all_metrics[(all_metrics["metric"] == "knowledge_id_acc") & all_metrics["value"].notna()]
     if frame.empty:
-        fig = new_figure(COLUMN_WIDTH_IN, 1.8)
-        no_data(fig.subplots(), "no knowledge-identification accuracy\n(the task runs under CoT only)")
-        return fig
+        return no_data_figure(1.8, "no knowledge-identification accuracy\n(the task runs under CoT only)")
     models = ordered_unique(frame["model"])
     series = [(d, s) for d, s in ordered_cells(frame)]
     fig = new_figure(COLUMN_WIDTH_IN, 1.3 + 0.22 * len(models) * len(series) + 0.15 * len(models))

@@ -18,6 +18,7 @@ from bloomqg.reporting.figures.style import (
     level_abbreviation,
     new_figure,
     no_data,
+    no_data_figure,
     strategies_in_order,
 )
 
@@ -43,9 +44,7 @@ def plot_confusion(votes: pd.DataFrame) -> Figure:
     Pooled over datasets; each row is normalised to 100% of that original level's items.
     """
     if votes.empty:
-        fig = new_figure(COLUMN_WIDTH_IN, 1.6)
-        no_data(fig.subplots(), "no votes were given")
-        return fig
+        return no_data_figure(1.6, "no votes were given")
     models = ordered_unique(votes["model"])
     strategies = strategies_in_order(votes["strategy"])
     views = [("classified", "cot")] + [("judged", s) for s in strategies]

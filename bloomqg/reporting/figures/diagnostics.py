@@ -17,12 +17,12 @@ from bloomqg.reporting.display import (
     strategy_label,
 )
 from bloomqg.reporting.figures.style import (
-    COLUMN_WIDTH_IN,
     OKABE_ITO,
     PAGE_WIDTH_IN,
     frameless,
     new_figure,
     no_data,
+    no_data_figure,
 )
 
 if TYPE_CHECKING:
@@ -34,9 +34,7 @@ def plot_reliability(reliability: pd.DataFrame) -> Figure:
     """Krippendorff's α (dot, 95% CI) per criterion (panels) and cell (rows); dashed line = gate."""
     panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability.iloc[0:0]
     if panel.empty:
-        fig = new_figure(COLUMN_WIDTH_IN, 1.6)
-        no_data(fig.subplots(), "no panel-level reliability rows")
-        return fig
+        return no_data_figure(1.6, "no panel-level reliability rows")
     criteria = [c for c in CRITERION_LABEL if c in set(panel["criterion"])]
     criteria += [c for c in ordered_unique(panel["criterion"]) if c not in criteria]
     cells = panel[["model", "dataset", "strategy"]].drop_duplicates()

@@ -102,6 +102,13 @@ def no_data(ax: Axes, message: str) -> None:
             fontsize=7.5, color="#444444", wrap=True, transform=ax.transAxes)
 
 
+def no_data_figure(height: float, message: str) -> Figure:
+    """A one-column figure that is only a :func:`no_data` panel: a figure with nothing to plot."""
+    fig = new_figure(COLUMN_WIDTH_IN, height)
+    no_data(fig.subplots(), message)
+    return fig
+
+
 def strategies_in_order(values: pd.Series) -> list[str]:
     """CoT before FGP (the paper's order), then any other strategy as first seen."""
     present = ordered_unique(values)

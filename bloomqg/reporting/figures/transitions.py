@@ -18,6 +18,7 @@ from bloomqg.reporting.figures.style import (
     level_abbreviation,
     new_figure,
     no_data,
+    no_data_figure,
 )
 
 if TYPE_CHECKING:
@@ -131,9 +132,7 @@ def _stack(totals: pd.Series, scale: float, gap: float) -> dict[str, float]:
 def plot_transitions(votes: pd.DataFrame) -> Figure:
     """Figure 2: one alluvial panel per model (rows) × dataset/strategy cell (columns)."""
     if votes.empty:
-        fig = new_figure(COLUMN_WIDTH_IN, 1.6)
-        no_data(fig.subplots(), "no votes were given")
-        return fig
+        return no_data_figure(1.6, "no votes were given")
     models = ordered_unique(votes["model"])
     cells = ordered_cells(votes)
     width = min(PAGE_WIDTH_IN, 0.4 + 1.45 * len(cells))
