@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -26,6 +26,9 @@ from bloomqg.judges.registry import JudgeBackend, JudgeContext, judge_backend
 from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
 from bloomqg.provenance import code_fingerprint
 from bloomqg.schemas import CRITERIA, DATASET, GENERATIONS, JUDGMENTS
+
+if TYPE_CHECKING:  # loaded only by the backends that render the rubric
+    from bloomqg.judges.llm import RubricTemplate
 
 logger = logging.getLogger(__name__)
 
@@ -70,16 +73,32 @@ def judge_provenance(
 ) -> dict[str, Any]:
     """What a judgments file should record about its judge: spec, rubric hash, model, code."""
     backend = validate_judge_spec(judge_name, judge_spec)
+    return _provenance(judge_name, judge_spec, backend, _rubric(backend, prompt_path), text_generator)
+
+
+def _rubric(backend: JudgeBackend, prompt_path: str | Path | None) -> "RubricTemplate | None":
+    """The rubric prompt, for a backend that renders it."""
+    if not backend.needs_rubric:
+        return None
+    from bloomqg.judges.llm import load_rubric
+
+    return load_rubric(prompt_path)
+
+
+def _provenance(
+    judge_name: str,
+    judge_spec: Mapping[str, Any],
+    backend: JudgeBackend,
+    rubric: "RubricTemplate | None",
+    text_generator: TextGenerator | None,
+) -> dict[str, Any]:
     provenance: dict[str, Any] = {
         "judge": judge_name,
         "judge_backend": backend.name,
         "judge_spec": dict(judge_spec),
         "judge_code": code_fingerprint("bloomqg.judges"),
     }
-    if backend.needs_rubric:
-        from bloomqg.judges.llm import load_rubric
-
-        rubric = load_rubric(prompt_path)
+    if rubric is not None:
         provenance["judge_prompt_path"] = str(rubric.path)
         provenance["judge_prompt_sha256"] = rubric.sha256
         provenance["judge_prompt_hash"] = rubric.prompt_hash
@@ -130,13 +149,9 @@ def judge_questions(
         JudgeItem(row.prompt_id, row.item_id, row.new_question, row.original_question)
         for row in to_judge.itertuples(index=False)
     ]
+    rubric = _rubric(backend, prompt_path)
     judged: list[JudgedItem] = []
     if items:  # a cell with no question to judge loads no model
-        rubric = None
-        if backend.needs_rubric:
-            from bloomqg.judges.llm import load_rubric
-
-            rubric = load_rubric(prompt_path)
         judge = backend.build(JudgeContext(
             judge_name, backend.with_defaults(judge_spec), dataset, knowledge_units, domain, rubric,
             text_generator, seed,
@@ -181,9 +196,7 @@ def judge_questions(
     frame = pd.DataFrame.from_records(records, columns=JUDGMENTS.names)
     for column in ("n_prompt_tokens", "n_completion_tokens"):
         frame[column] = frame[column].astype("Int64")  # nullable integers, not floats with NaN
-    frame.attrs["provenance"] = judge_provenance(
-        judge_name, judge_spec, prompt_path=prompt_path, text_generator=text_generator
-    )
+    frame.attrs["provenance"] = _provenance(judge_name, judge_spec, backend, rubric, text_generator)
     if len(frame) != len(CRITERIA) * len(generations):
         raise RuntimeError("judge_questions: row count is not five per generated question")
     return frame
