@@ -1,8 +1,9 @@
-"""The README's config table, drawn from the config schema (the judge backends' keys included).
+"""The config reference's table (docs/config.md), drawn from the config schema (the judge
+backends' keys included).
 
 ``python -m bloomqg.config_docs`` rewrites the table between the two marker comments of
-README.md's "Config reference"; ``--check`` only compares, and exits 1 naming the fix when the
-README and the schema differ (the test suite runs the same comparison).
+docs/config.md; ``--check`` only compares, and exits 1 naming the fix when the page and the
+schema differ (the test suite runs the same comparison).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from bloomqg.config import load_schema
 from bloomqg.provenance import REPO_ROOT
 
-README = REPO_ROOT / "README.md"
+CONFIG_PAGE = REPO_ROOT / "docs" / "config.md"
 START = "<!-- config-table:start (python -m bloomqg.config_docs writes this table from the schema) -->"
 END = "<!-- config-table:end -->"
 FIX_COMMAND = "python -m bloomqg.config_docs"
@@ -102,28 +103,28 @@ def config_table() -> str:
     return "\n".join([*lines, END])
 
 
-def readme_with_table(readme: str) -> str:
-    """``readme`` with the text between the markers replaced by :func:`config_table`."""
-    start, end = readme.find(START), readme.find(END)
+def page_with_table(page: str) -> str:
+    """``page`` with the text between the markers replaced by :func:`config_table`."""
+    start, end = page.find(START), page.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"README has no config table markers ({START!r} ... {END!r})")
-    return readme[:start] + config_table() + readme[end + len(END):]
+        raise ValueError(f"the page has no config table markers ({START!r} ... {END!r})")
+    return page[:start] + config_table() + page[end + len(END):]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare only; exit 1 when the README differs")
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--check", action="store_true", help="compare only; exit 1 when the page differs")
+    parser.add_argument("--page", type=Path, default=CONFIG_PAGE)
     args = parser.parse_args(argv)
-    current = args.readme.read_text(encoding="utf-8")
-    wanted = readme_with_table(current)
+    current = args.page.read_text(encoding="utf-8")
+    wanted = page_with_table(current)
     if args.check:
         if current != wanted:
-            print(f"{args.readme}: the config table differs from the schema; run: {FIX_COMMAND}", file=sys.stderr)
+            print(f"{args.page}: the config table differs from the schema; run: {FIX_COMMAND}", file=sys.stderr)
             return 1
         return 0
     if current != wanted:
-        args.readme.write_text(wanted, encoding="utf-8")
+        args.page.write_text(wanted, encoding="utf-8")
     return 0
 
 

@@ -76,7 +76,7 @@ class JudgeBackend:
     """One judge backend, as its module declares it."""
 
     name: str
-    #: one line for the schema's ``backend`` description and the README
+    #: one line for the schema's ``backend`` description and the config reference
     description: str
     #: builds the judge for one cell
     build: Callable[[JudgeContext], "Judge"]

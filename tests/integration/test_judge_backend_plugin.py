@@ -1,5 +1,5 @@
-"""Adding a judge backend is adding one file: the README's example, dropped into a copy of the
-workflow's ``bloomqg/judges/backends/``, runs a whole small study beside the rules judge.
+"""Adding a judge backend is adding one file: the example of docs/adding-a-backend.md, dropped
+into a copy of the workflow's ``bloomqg/judges/backends/``, runs a whole small study beside the rules judge.
 
 The generator is an API model answering from a loopback server (no model to load), so the
 study takes seconds; nothing but the one new file differs from the repository.
@@ -29,11 +29,11 @@ NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".snakemake", ".cache", "re
                                     "__pycache__", ".pytest_cache")
 
 
-def readme_backend_example() -> str:
-    """The Python block after the ``judge-backend-example`` marker of README.md."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- judge-backend-example -->\s*```python\n(.*?)```", readme, re.DOTALL)
-    assert match, "README.md lost its judge backend example"
+def documented_backend_example() -> str:
+    """The Python block after the ``judge-backend-example`` marker of docs/adding-a-backend.md."""
+    page = (REPO / "docs" / "adding-a-backend.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- judge-backend-example -->\s*```python\n(.*?)```", page, re.DOTALL)
+    assert match, "docs/adding-a-backend.md lost its judge backend example"
     return match.group(1)
 
 
@@ -57,7 +57,7 @@ def generator_server():
 def test_a_one_file_backend_runs_a_study(tmp_path, generator_server):
     workflow = tmp_path / "workflow"
     shutil.copytree(REPO, workflow, ignore=NOT_COPIED)
-    (workflow / "bloomqg" / "judges" / "backends" / "length.py").write_text(readme_backend_example())
+    (workflow / "bloomqg" / "judges" / "backends" / "length.py").write_text(documented_backend_example())
 
     workdir = tmp_path / "study"
     workdir.mkdir()

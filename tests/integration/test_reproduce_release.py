@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 def reproduce(workdir, release_dir, *config: str, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """The README's command: the target named before --configfile and --config."""
+    """The command of docs/reproducing-the-paper.md: the target named before --configfile and --config."""
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
          "--cores", "2", *options, "reproduce_release", "--configfile", str(REPO / "configs" / "paper.yaml"),

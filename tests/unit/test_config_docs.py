@@ -1,17 +1,18 @@
-"""The README's config table is the schema's: every key, judge backends' keys included."""
+"""The config reference's table (docs/config.md) is the schema's: every key, judge backends' keys included."""
 
 from __future__ import annotations
 
 from bloomqg.config import load_schema
-from bloomqg.config_docs import END, FIX_COMMAND, START, config_rows, config_table, readme_with_table
+from bloomqg.config_docs import CONFIG_PAGE, END, FIX_COMMAND, START, config_rows, config_table, page_with_table
 from bloomqg.judges.registry import judge_backends
 from tests.conftest import REPO
 
 
-def test_readme_config_table_equals_the_schema():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert readme == readme_with_table(readme), (
-        f"README.md's config table differs from schemas/config.schema.yaml; run: {FIX_COMMAND}"
+def test_config_page_table_equals_the_schema():
+    assert CONFIG_PAGE == REPO / "docs" / "config.md"
+    page = CONFIG_PAGE.read_text(encoding="utf-8")
+    assert page == page_with_table(page), (
+        f"docs/config.md's config table differs from schemas/config.schema.yaml; run: {FIX_COMMAND}"
     )
 
 
@@ -29,9 +30,9 @@ def test_the_table_names_every_key_the_issue_found_missing_and_each_backends_key
         assert f"<api_settings>.{key}" in keys
 
 
-def test_a_drifted_readme_is_rewritten_between_the_markers():
+def test_a_drifted_page_is_rewritten_between_the_markers():
     drifted = f"intro\n{START}\n| `seed` | old |\n{END}\nrest\n"
-    fixed = readme_with_table(drifted)
+    fixed = page_with_table(drifted)
     assert fixed.startswith("intro\n") and fixed.endswith("\nrest\n")
     assert config_table() in fixed and "| `seed` | old |" not in fixed
 
