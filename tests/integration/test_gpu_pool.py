@@ -1,0 +1,163 @@
+"""One set of GPUs per job on a pretend four-GPU workstation (``BLOOMQG_GPU_COUNT=4``, on a CPU).
+
+Real processes take devices from the lock-file pool at once: their sets never overlap, a process
+killed with ``kill -9`` frees its devices, and four real Snakemake jobs run with
+``--resources gpu=4`` get four different ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bloomqg.devices import COUNT_ENV, INDICES_ENV, DeviceError, claim_gpus, machine_gpu_indices
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+#: A job holding its GPUs: prints what it got, then holds them until ``release`` exists.
+_HOLDER = r"""
+import sys, time
+from pathlib import Path
+from bloomqg.devices import claim_gpus
+run_dir, count = Path(sys.argv[1]), int(sys.argv[2])
+environ = {}
+claim_gpus(count, run_dir=run_dir, environ=environ)
+print(environ["CUDA_VISIBLE_DEVICES"], flush=True)
+while not (run_dir / "release").exists():
+    time.sleep(0.05)
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_JOB_GPUS", INDICES_ENV)}
+    return {**env, "PYTHONPATH": str(REPO), COUNT_ENV: "4", **extra}
+
+
+def _holder(run_dir: Path, count: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _HOLDER, str(run_dir), str(count)], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _devices(process: subprocess.Popen) -> set[int]:
+    line = process.stdout.readline().strip()
+    assert line, process.stderr.read() if process.poll() is not None else "no devices printed"
+    return {int(index) for index in line.split(",")}
+
+
+@pytest.fixture()
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_JOB_GPUS", INDICES_ENV, COUNT_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_concurrent_jobs_get_disjoint_devices_and_a_killed_job_frees_its_own(tmp_path: Path) -> None:
+    holders = [_holder(tmp_path, 1) for _ in range(2)] + [_holder(tmp_path, 2)]
+    try:
+        sets = [_devices(process) for process in holders]
+        assert sorted(index for devices in sets for index in devices) == [0, 1, 2, 3], sets
+        waiting = _holder(tmp_path, 1)  # the pool is empty: this one waits
+        time.sleep(1.5)
+        assert waiting.poll() is None and not (tmp_path / "release").exists()
+        holders.append(waiting)
+        victim = holders[2]  # holds two devices
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=30)
+        assert _devices(waiting) < sets[2], "the waiting job should get one of the killed job's devices"
+    finally:
+        (tmp_path / "release").touch()
+        for process in holders:
+            process.wait(timeout=60)
+
+
+def test_a_job_waits_no_longer_than_asked_when_the_pool_is_held(tmp_path: Path, clean_env) -> None:
+    clean_env.setenv(COUNT_ENV, "1")
+    first = claim_gpus(1, run_dir=tmp_path, environ={})
+    try:
+        with pytest.raises(DeviceError, match="waited 1 s for 1 free GPUs"):
+            claim_gpus(1, run_dir=tmp_path, environ={}, timeout_s=1)
+    finally:
+        first.release()
+    assert claim_gpus(1, run_dir=tmp_path, environ={}).indices == (0,)  # released: free again
+
+
+def test_a_scheduler_assignment_is_kept(tmp_path: Path, clean_env) -> None:
+    clean_env.setenv(COUNT_ENV, "4")
+    clean_env.setenv("SLURM_JOB_ID", "17")
+    clean_env.setenv("CUDA_VISIBLE_DEVICES", "3")
+    environ = {"CUDA_VISIBLE_DEVICES": "3"}
+    claim = claim_gpus(1, run_dir=tmp_path, environ=environ)
+    assert (claim.visible, claim.source, environ) == ("3", "SLURM", {"CUDA_VISIBLE_DEVICES": "3"})
+    assert not (tmp_path / ".snakemake").exists(), "nothing is locked under a scheduler"
+    clean_env.delenv("SLURM_JOB_ID")
+    assert claim_gpus(2, run_dir=tmp_path, environ=environ).visible == "3"  # set before the job: kept
+
+
+def test_counts_limits_and_a_job_that_asks_for_none(tmp_path: Path, clean_env) -> None:
+    clean_env.setenv(COUNT_ENV, "2")
+    assert machine_gpu_indices() == (0, 1)
+    with pytest.raises(DeviceError, match="asks for 3 GPUs but the machine shares 2"):
+        claim_gpus(3, run_dir=tmp_path, environ={})
+    environ: dict[str, str] = {}
+    assert claim_gpus(0, run_dir=tmp_path, environ=environ).visible == "" and environ == {"CUDA_VISIBLE_DEVICES": ""}
+    clean_env.setenv(INDICES_ENV, "2,5")
+    environ = {}
+    claim = claim_gpus(1, run_dir=tmp_path, environ=environ)
+    assert claim.indices == (2,) and environ == {"CUDA_VISIBLE_DEVICES": "2"}
+    claim.release()
+    clean_env.setenv(INDICES_ENV, "two")
+    with pytest.raises(DeviceError, match="BLOOMQG_GPUS='two'"):
+        machine_gpu_indices()
+    clean_env.delenv(INDICES_ENV)
+    clean_env.setenv(COUNT_ENV, "0")
+    environ = {}
+    assert claim_gpus(1, run_dir=tmp_path, environ=environ).visible is None and environ == {}
+
+
+_JOB = """
+import os, time
+from pathlib import Path
+from bloomqg.devices import claim_job_gpus
+from bloomqg.logs import configure_job_logging
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+claim_job_gpus(snakemake)
+Path("started").mkdir(exist_ok=True)
+Path("started", snakemake.wildcards.job).touch()
+deadline = time.monotonic() + 120
+while len(list(Path("started").iterdir())) < int(snakemake.params.together):  # all at once, or fail
+    assert time.monotonic() < deadline, "the other jobs never ran beside this one"
+    time.sleep(0.05)
+Path(snakemake.output[0]).write_text(os.environ["CUDA_VISIBLE_DEVICES"])
+"""
+
+
+@pytest.mark.parametrize("gpus_per_job", [1, 2])
+def test_snakemake_jobs_at_once_get_disjoint_devices(tmp_path: Path, gpus_per_job: int) -> None:
+    together = 4 // gpus_per_job
+    (tmp_path / "job.py").write_text(_JOB)
+    (tmp_path / "Snakefile").write_text(
+        f"rule all:\n    input: expand('out/{{job}}.txt', job=range({together}))\n\n"
+        "rule hold:\n    output: 'out/{job}.txt'\n    log: 'logs/{job}.log'\n"
+        f"    resources: gpu={gpus_per_job}\n    params: together={together}\n    script: 'job.py'\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "8", "--resources", "gpu=4", "--directory",
+         str(tmp_path), "-s", str(tmp_path / "Snakefile")],
+        capture_output=True, text=True, timeout=600, env=_env(),
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    sets = [set((tmp_path / "out" / f"{job}.txt").read_text().split(",")) for job in range(together)]
+    assert all(len(devices) == gpus_per_job for devices in sets), sets
+    assert set().union(*sets) == {"0", "1", "2", "3"}, sets
+    log = (tmp_path / "logs" / "0.log").read_text()
+    assert "GPUs for this job: CUDA_VISIBLE_DEVICES=" in log and f"({gpus_per_job} of the 4" in log
