@@ -161,3 +161,50 @@ def test_snakemake_jobs_at_once_get_disjoint_devices(tmp_path: Path, gpus_per_jo
     assert set().union(*sets) == {"0", "1", "2", "3"}, sets
     log = (tmp_path / "logs" / "0.log").read_text()
     assert "GPUs for this job: CUDA_VISIBLE_DEVICES=" in log and f"({gpus_per_job} of the 4" in log
+
+
+def _claim_and_end(log: Path) -> tuple[float, float, set[str]]:
+    """When a job's log says it took its GPUs and when it finished, and which GPUs."""
+    import datetime as dt
+    import re
+
+    def when(line: str) -> float:
+        return dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+    lines = log.read_text().splitlines()
+    claim = next(line for line in lines if "GPUs for this job: CUDA_VISIBLE_DEVICES=" in line)
+    end = next(line for line in lines if line.endswith("bloomqg: job finished"))
+    visible = re.search(r"CUDA_VISIBLE_DEVICES=([0-9,]+)", claim).group(1)
+    return when(claim), when(end), set(visible.split(","))
+
+
+def test_four_generation_jobs_of_the_workflow_get_four_gpus(tmp_path: Path) -> None:
+    """The real workflow: four hf generators (one tiny random model, gpus: 1 each) at once."""
+    import yaml
+
+    from tests.support.tiny_models import save_standin
+
+    model = save_standin("llama", tmp_path / "tiny-llama")
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
+    config.update(limit_items=1, strategies=["fgp"], cache_dir=str(tmp_path / "cache"))
+    config["datasets"] = {"cs": {**config["datasets"]["cs"], "strategies": ["fgp"]}}
+    entry = {"backend": "hf", "model": str(model), "dtype": "float32", "gpus": 1, "params_b": 0.001,
+             "generation": {"temperature": 0.0, "max_new_tokens": 4, "do_sample": False}}
+    config["models"] = {f"tiny{i}": dict(entry) for i in range(4)}
+    config["judges"] = {"rules": {"backend": "rules"}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    targets = [f"results/generations/cs/fgp/tiny{i}/shard-0.parquet" for i in range(4)]
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", *targets, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+         "--configfile", str(tmp_path / "config.yaml"), "--cores", "32", "--resources", "gpu=4"],
+        capture_output=True, text=True, timeout=900, env=_env(),
+    )
+    assert run.returncode == 0, run.stderr[-6000:]
+    jobs = [_claim_and_end(tmp_path / f"logs/generate_questions/cs/fgp/tiny{i}/shard-0.log") for i in range(4)]
+    for a, (start_a, end_a, gpus_a) in enumerate(jobs):
+        for start_b, end_b, gpus_b in jobs[a + 1:]:
+            if start_a < end_b and start_b < end_a:  # held at the same time
+                assert not gpus_a & gpus_b, jobs
+    latest_start = max(start for start, _, _ in jobs)
+    assert all(end > latest_start for _, end, _ in jobs), f"the four jobs did not run at once: {jobs}"
+    assert set().union(*(gpus for _, _, gpus in jobs)) == {"0", "1", "2", "3"}, jobs
