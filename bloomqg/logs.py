@@ -63,7 +63,8 @@ def configure_job_logging(log_path: str | Path | None, level: int = logging.INFO
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         set_aside_earlier_log(log_path)
-        handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
+        # Appending (O_APPEND): a script that also writes to its log (estimate_cost) is never overwritten.
+        handlers.append(logging.FileHandler(log_path, mode="a", encoding="utf-8"))
         _job.log_path, _job.attempt_path = log_path, next_attempt_path(log_path)
         try:
             os.link(log_path, _job.attempt_path)
@@ -97,9 +98,9 @@ def next_attempt_path(log_path: Path) -> Path:
 
 
 def set_aside_earlier_log(log_path: Path) -> Path | None:
-    """Before a job writes ``log_path``: an earlier log still there (Snakemake deletes it before
-    a rerun, a script run by hand does not) that is already kept under an attempt name is
-    unlinked; one that does not end in :data:`FINISHED` is moved to the next attempt name, so it
+    """Before a job writes ``log_path``, clear the way: an earlier log still there (Snakemake
+    deletes it before a rerun, a script run by hand does not) is removed when it is already kept
+    under an attempt name or ends in :data:`FINISHED`, else moved to the next attempt name, so it
     is never overwritten. Returns where it went (None: nothing kept)."""
     try:
         status = log_path.stat()
@@ -112,6 +113,7 @@ def set_aside_earlier_log(log_path: Path) -> Path | None:
         handle.seek(max(0, status.st_size - 512))
         tail = handle.read().decode("utf-8", "replace").rstrip()
     if tail.endswith(FINISHED):
+        log_path.unlink()
         return None
     target = next_attempt_path(log_path)
     os.replace(log_path, target)

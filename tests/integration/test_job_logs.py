@@ -70,7 +70,9 @@ def _workflow(workdir: Path) -> None:
     (workdir / "scripts").mkdir(parents=True)
     rules = [f"rule all:\n    input: {[f'out/{name}.txt' for name in (*CASES, 'works')]!r}\n"]
     for name, (body, _, _) in {**CASES, "works": ("", "", "")}.items():
-        tail = 'open(snakemake.output[0], "w").write("ok")\n' if name == "works" else ""
+        # like estimate_cost, "works" writes its own report into its log besides logging
+        tail = ('open(snakemake.log[0], "a").write("REPORT\\n" * 50)\n'
+                'open(snakemake.output[0], "w").write("ok")\n') if name == "works" else ""
         (workdir / "scripts" / f"{name}.py").write_text(_START + textwrap.dedent(body) + tail)
         rules.append(f'rule {name}:\n    output: "out/{name}.txt"\n    log: "logs/{name}.log"\n'
                      f'    script: "scripts/{name}.py"\n')
@@ -108,7 +110,8 @@ def test_each_failure_is_explained_in_its_log_and_a_rerun_keeps_the_failed_log(t
         assert "Traceback (most recent call last):" in record and f"{name}.py" in text  # the script's line
         assert record[-1].split(": ")[0].endswith(error_class), record[-1]  # the traceback ends the log
         assert FINISHED not in text
-    assert (logs / "works.log").read_text().rstrip().endswith(FINISHED)
+    works = (logs / "works.log").read_text()
+    assert works.rstrip().endswith(FINISHED) and works.count("REPORT\n") == 50, works
 
     assert not list(logs.glob("works.attempt-*")), "a finished job's log is no failed attempt"
     for name in CASES:
@@ -153,7 +156,8 @@ def test_an_earlier_log_left_in_place_is_set_aside_not_overwritten(tmp_path: Pat
     log.write_text("again\n")
     assert set_aside_earlier_log(log) == tmp_path / "job.attempt-2.log"
     log.write_text(f"x\n{FINISHED}\n")
-    assert set_aside_earlier_log(log) is None and log.exists()
+    assert set_aside_earlier_log(log) is None and not log.exists()
+    log.write_text(f"x\n{FINISHED}\n")
     os.link(log, tmp_path / "job.attempt-3.log")  # already kept under its attempt name
     assert set_aside_earlier_log(log) is None and not log.exists()
     assert (tmp_path / "job.attempt-3.log").read_text().endswith(f"{FINISHED}\n")
