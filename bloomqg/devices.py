@@ -11,7 +11,8 @@ initialises CUDA and exports them as ``CUDA_VISIBLE_DEVICES``:
   The host name keeps apart nodes that share the working directory over a network file system.
 - The machine's GPU count comes from ``nvidia-smi``; ``BLOOMQG_GPU_COUNT`` overrides it (a
   pretend count for tests, or fewer GPUs than the machine has), and ``BLOOMQG_GPUS`` names the
-  indices to share (e.g. ``2,3``: the other two belong to someone else).
+  indices to share (e.g. ``2,3``: the other two belong to someone else). Indices are
+  ``nvidia-smi``'s: the job also gets ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` unless it is set.
 - Where a scheduler already chose the devices (SLURM: ``SLURM_JOB_ID`` is set), or
   ``CUDA_VISIBLE_DEVICES`` is already set, that assignment is kept and nothing is locked.
 - A job that asks for no GPU on a machine with GPUs gets ``CUDA_VISIBLE_DEVICES=""``: it runs on
@@ -126,6 +127,11 @@ def claim_gpus(
     if kept is not None:
         visible, source = kept
         log.info("GPUs for this job: CUDA_VISIBLE_DEVICES=%r, as %s chose (kept)", visible, source)
+        named = [part for part in visible.split(",") if part.strip()]
+        if source != "SLURM" and len(named) > count:
+            log.warning("CUDA_VISIBLE_DEVICES=%s names %d devices but this job asks for %d, and every job "
+                        "started with it sees them all; to share them out one set per job, unset it and "
+                        "set %s=%s instead", visible, len(named), count, INDICES_ENV, ",".join(named))
         return DeviceClaim(visible=visible, source=source)
     indices = machine_gpu_indices()
     if not indices:
@@ -162,6 +168,8 @@ def claim_gpus(
         time.sleep(POLL_S)
     visible = ",".join(str(index) for index in taken)
     environ["CUDA_VISIBLE_DEVICES"] = visible
+    # nvidia-smi's numbering (CUDA's own default orders by speed), so the indices match its listing
+    environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     log.info("GPUs for this job: CUDA_VISIBLE_DEVICES=%s (%d of the %d this machine shares; pool %s)",
              visible, count, len(indices), pool)
     return DeviceClaim(visible=visible, source="pool", indices=taken, pool=pool, _fds=fds)

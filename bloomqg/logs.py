@@ -153,10 +153,10 @@ def _is_out_of_memory(error: BaseException) -> bool:
 
 
 def _log_uncaught(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    _job.failed = True  # an interrupted job did not finish either: its log is kept
     if issubclass(kind, KeyboardInterrupt):
-        sys.__excepthook__(kind, error, trace)
+        logging.getLogger("bloomqg.job").error("interrupted (KeyboardInterrupt)")
         return
-    _job.failed = True
     logging.getLogger("bloomqg.job").critical(
         "What to do: %s\n%s: %s", advice_for(error), kind.__name__, error, exc_info=(kind, error, trace)
     )

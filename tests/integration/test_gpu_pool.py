@@ -90,7 +90,7 @@ def test_a_job_waits_no_longer_than_asked_when_the_pool_is_held(tmp_path: Path, 
     assert claim_gpus(1, run_dir=tmp_path, environ={}).indices == (0,)  # released: free again
 
 
-def test_a_scheduler_assignment_is_kept(tmp_path: Path, clean_env) -> None:
+def test_a_scheduler_assignment_is_kept(tmp_path: Path, clean_env, caplog: pytest.LogCaptureFixture) -> None:
     clean_env.setenv(COUNT_ENV, "4")
     clean_env.setenv("SLURM_JOB_ID", "17")
     clean_env.setenv("CUDA_VISIBLE_DEVICES", "3")
@@ -100,6 +100,10 @@ def test_a_scheduler_assignment_is_kept(tmp_path: Path, clean_env) -> None:
     assert not (tmp_path / ".snakemake").exists(), "nothing is locked under a scheduler"
     clean_env.delenv("SLURM_JOB_ID")
     assert claim_gpus(2, run_dir=tmp_path, environ=environ).visible == "3"  # set before the job: kept
+    clean_env.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with caplog.at_level("WARNING", logger="bloomqg.devices"):
+        assert claim_gpus(1, run_dir=tmp_path, environ={}).visible == "0,1"
+    assert "every job started with it sees them all" in caplog.text and "BLOOMQG_GPUS=0,1" in caplog.text
 
 
 def test_counts_limits_and_a_job_that_asks_for_none(tmp_path: Path, clean_env) -> None:
@@ -112,7 +116,7 @@ def test_counts_limits_and_a_job_that_asks_for_none(tmp_path: Path, clean_env) -
     clean_env.setenv(INDICES_ENV, "2,5")
     environ = {}
     claim = claim_gpus(1, run_dir=tmp_path, environ=environ)
-    assert claim.indices == (2,) and environ == {"CUDA_VISIBLE_DEVICES": "2"}
+    assert claim.indices == (2,) and environ == {"CUDA_VISIBLE_DEVICES": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     claim.release()
     clean_env.setenv(INDICES_ENV, "two")
     with pytest.raises(DeviceError, match="BLOOMQG_GPUS='two'"):
