@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -183,7 +184,8 @@ def _claim_and_end(log: Path) -> tuple[float, float, set[str]]:
 
 
 def test_four_generation_jobs_of_the_workflow_get_four_gpus(tmp_path: Path) -> None:
-    """The real workflow: four hf generators (one tiny random model, gpus: 1 each) at once."""
+    """The real workflow: four hf generators (one tiny random model, gpus: 1 each) at once. It runs
+    under umask 002, so its outputs must be group-writable (docs/operations.md, file modes)."""
     import yaml
 
     from tests.support.tiny_models import save_standin
@@ -201,9 +203,13 @@ def test_four_generation_jobs_of_the_workflow_get_four_gpus(tmp_path: Path) -> N
     run = subprocess.run(
         [sys.executable, "-m", "snakemake", *targets, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
          "--configfile", str(tmp_path / "config.yaml"), "--cores", "32", "--resources", "gpu=4"],
-        capture_output=True, text=True, timeout=900, env=_env(),
+        capture_output=True, text=True, timeout=900, env=_env(), preexec_fn=lambda: os.umask(0o002),
     )
     assert run.returncode == 0, run.stderr[-6000:]
+    outputs = [p for p in (tmp_path / "results").rglob("*")]
+    assert len([p for p in outputs if p.suffix == ".parquet"]) >= 6  # dataset, prompts, 4 shards
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in outputs}
+    assert all(mode == ("0o775" if (tmp_path / path).is_dir() else "0o664") for path, mode in modes.items()), modes
     jobs = [_claim_and_end(tmp_path / f"logs/generate_questions/cs/fgp/tiny{i}/shard-0.log") for i in range(4)]
     for a, (start_a, end_a, gpus_a) in enumerate(jobs):
         for start_b, end_b, gpus_b in jobs[a + 1:]:
