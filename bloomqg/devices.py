@@ -31,6 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping, MutableMapping
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +66,16 @@ class DeviceClaim:
             os.close(self._fds.pop())
 
 
-def machine_gpu_indices() -> tuple[int, ...]:
+def machine_gpu_indices(environ: Mapping[str, str] | None = None) -> tuple[int, ...]:
     """The device indices this machine shares among jobs (see the module docstring)."""
-    listed = os.environ.get(INDICES_ENV, "").strip()
+    environ = os.environ if environ is None else environ
+    listed = environ.get(INDICES_ENV, "").strip()
     if listed:
         try:
             return tuple(int(part) for part in listed.split(","))
         except ValueError:
             raise DeviceError(f"{INDICES_ENV}={listed!r}: expected device indices such as 0,1,3") from None
-    pretend = os.environ.get(COUNT_ENV, "").strip()
+    pretend = environ.get(COUNT_ENV, "").strip()
     if pretend:
         if not pretend.isdigit():
             raise DeviceError(f"{COUNT_ENV}={pretend!r}: expected a whole number of GPUs")
@@ -96,14 +98,14 @@ def _nvidia_smi_count() -> int:
     return sum(1 for line in listing.splitlines() if line.strip())
 
 
-def scheduler_assignment() -> tuple[str, str] | None:
+def scheduler_assignment(environ: Mapping[str, str]) -> tuple[str, str] | None:
     """``(CUDA_VISIBLE_DEVICES, who set it)`` when the devices were chosen before the job
     started, else None."""
-    if os.environ.get("SLURM_JOB_ID"):
-        gpus = os.environ.get("CUDA_VISIBLE_DEVICES", os.environ.get("SLURM_JOB_GPUS", ""))
+    if environ.get("SLURM_JOB_ID"):
+        gpus = environ.get("CUDA_VISIBLE_DEVICES", environ.get("SLURM_JOB_GPUS", ""))
         return gpus, "SLURM"
-    if "CUDA_VISIBLE_DEVICES" in os.environ:
-        return os.environ["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES set before the job"
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return environ["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES set before the job"
     return None
 
 
@@ -112,10 +114,11 @@ def claim_gpus(
     *,
     run_dir: str | Path = ".",
     timeout_s: float | None = None,
-    environ: dict[str, str] | None = None,
+    environ: MutableMapping[str, str] | None = None,
 ) -> DeviceClaim:
     """Give this process ``count`` GPUs of its own and export them as ``CUDA_VISIBLE_DEVICES``
-    in ``environ`` (``os.environ`` by default). Call before anything initialises CUDA.
+    in ``environ``, the environment read and written (``os.environ`` by default). Call before
+    anything initialises CUDA.
 
     Waits while other jobs hold too many of the pool (Snakemake's ``gpu`` cap normally means it
     never has to); ``timeout_s`` bounds the wait (None: no bound). Raises :class:`DeviceError`
@@ -123,7 +126,7 @@ def claim_gpus(
     """
     environ = os.environ if environ is None else environ
     _check_cuda_not_initialised()
-    kept = scheduler_assignment()
+    kept = scheduler_assignment(environ)
     if kept is not None:
         visible, source = kept
         log.info("GPUs for this job: CUDA_VISIBLE_DEVICES=%r, as %s chose (kept)", visible, source)
@@ -133,7 +136,7 @@ def claim_gpus(
                         "started with it sees them all; to share them out one set per job, unset it and "
                         "set %s=%s instead", visible, len(named), count, INDICES_ENV, ",".join(named))
         return DeviceClaim(visible=visible, source=source)
-    indices = machine_gpu_indices()
+    indices = machine_gpu_indices(environ)
     if not indices:
         log.info("no GPU on this machine; the job runs on the CPU")
         return DeviceClaim(visible=None, source="no GPU on this machine")

@@ -25,11 +25,11 @@ pytestmark = pytest.mark.integration
 
 #: A job holding its GPUs: prints what it got, then holds them until ``release`` exists.
 _HOLDER = r"""
-import sys, time
+import os, sys, time
 from pathlib import Path
 from bloomqg.devices import claim_gpus
 run_dir, count = Path(sys.argv[1]), int(sys.argv[2])
-environ = {}
+environ = dict(os.environ)
 claim_gpus(count, run_dir=run_dir, environ=environ)
 print(environ["CUDA_VISIBLE_DEVICES"], flush=True)
 while not (run_dir / "release").exists():
@@ -54,13 +54,6 @@ def _devices(process: subprocess.Popen) -> set[int]:
     return {int(index) for index in line.split(",")}
 
 
-@pytest.fixture()
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_JOB_GPUS", INDICES_ENV, COUNT_ENV):
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
-
-
 def test_concurrent_jobs_get_disjoint_devices_and_a_killed_job_frees_its_own(tmp_path: Path) -> None:
     holders = [_holder(tmp_path, 1) for _ in range(2)] + [_holder(tmp_path, 2)]
     try:
@@ -80,52 +73,44 @@ def test_concurrent_jobs_get_disjoint_devices_and_a_killed_job_frees_its_own(tmp
             process.wait(timeout=60)
 
 
-def test_a_job_waits_no_longer_than_asked_when_the_pool_is_held(tmp_path: Path, clean_env) -> None:
-    clean_env.setenv(COUNT_ENV, "1")
-    first = claim_gpus(1, run_dir=tmp_path, environ={})
+def test_a_job_waits_no_longer_than_asked_when_the_pool_is_held(tmp_path: Path) -> None:
+    machine = {COUNT_ENV: "1"}
+    first = claim_gpus(1, run_dir=tmp_path, environ=dict(machine))
     try:
         with pytest.raises(DeviceError, match="waited 1 s for 1 free GPUs"):
-            claim_gpus(1, run_dir=tmp_path, environ={}, timeout_s=1)
+            claim_gpus(1, run_dir=tmp_path, environ=dict(machine), timeout_s=1)
     finally:
         first.release()
-    assert claim_gpus(1, run_dir=tmp_path, environ={}).indices == (0,)  # released: free again
+    assert claim_gpus(1, run_dir=tmp_path, environ=dict(machine)).indices == (0,)  # released: free again
 
 
-def test_a_scheduler_assignment_is_kept(tmp_path: Path, clean_env, caplog: pytest.LogCaptureFixture) -> None:
-    clean_env.setenv(COUNT_ENV, "4")
-    clean_env.setenv("SLURM_JOB_ID", "17")
-    clean_env.setenv("CUDA_VISIBLE_DEVICES", "3")
-    environ = {"CUDA_VISIBLE_DEVICES": "3"}
-    claim = claim_gpus(1, run_dir=tmp_path, environ=environ)
-    assert (claim.visible, claim.source, environ) == ("3", "SLURM", {"CUDA_VISIBLE_DEVICES": "3"})
+def test_a_scheduler_assignment_is_kept(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    slurm = {COUNT_ENV: "4", "SLURM_JOB_ID": "17", "CUDA_VISIBLE_DEVICES": "3"}
+    claim = claim_gpus(1, run_dir=tmp_path, environ=slurm)
+    assert (claim.visible, claim.source) == ("3", "SLURM") and slurm["CUDA_VISIBLE_DEVICES"] == "3"
     assert not (tmp_path / ".snakemake").exists(), "nothing is locked under a scheduler"
-    clean_env.delenv("SLURM_JOB_ID")
-    assert claim_gpus(2, run_dir=tmp_path, environ=environ).visible == "3"  # set before the job: kept
-    clean_env.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    preset = {COUNT_ENV: "4", "CUDA_VISIBLE_DEVICES": "3"}
+    assert claim_gpus(2, run_dir=tmp_path, environ=preset).visible == "3"  # set before the job: kept
     with caplog.at_level("WARNING", logger="bloomqg.devices"):
-        assert claim_gpus(1, run_dir=tmp_path, environ={}).visible == "0,1"
+        assert claim_gpus(1, run_dir=tmp_path, environ={"CUDA_VISIBLE_DEVICES": "0,1"}).visible == "0,1"
     assert "every job started with it sees them all" in caplog.text and "BLOOMQG_GPUS=0,1" in caplog.text
 
 
-def test_counts_limits_and_a_job_that_asks_for_none(tmp_path: Path, clean_env) -> None:
-    clean_env.setenv(COUNT_ENV, "2")
-    assert machine_gpu_indices() == (0, 1)
+def test_counts_limits_and_a_job_that_asks_for_none(tmp_path: Path) -> None:
+    assert machine_gpu_indices({COUNT_ENV: "2"}) == (0, 1)
     with pytest.raises(DeviceError, match="asks for 3 GPUs but the machine shares 2"):
-        claim_gpus(3, run_dir=tmp_path, environ={})
-    environ: dict[str, str] = {}
-    assert claim_gpus(0, run_dir=tmp_path, environ=environ).visible == "" and environ == {"CUDA_VISIBLE_DEVICES": ""}
-    clean_env.setenv(INDICES_ENV, "2,5")
-    environ = {}
+        claim_gpus(3, run_dir=tmp_path, environ={COUNT_ENV: "2"})
+    environ = {COUNT_ENV: "2"}
+    assert claim_gpus(0, run_dir=tmp_path, environ=environ).visible == "" and environ["CUDA_VISIBLE_DEVICES"] == ""
+    environ = {INDICES_ENV: "2,5"}
     claim = claim_gpus(1, run_dir=tmp_path, environ=environ)
-    assert claim.indices == (2,) and environ == {"CUDA_VISIBLE_DEVICES": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert claim.indices == (2,) and environ == {INDICES_ENV: "2,5", "CUDA_VISIBLE_DEVICES": "2",
+                                                 "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     claim.release()
-    clean_env.setenv(INDICES_ENV, "two")
     with pytest.raises(DeviceError, match="BLOOMQG_GPUS='two'"):
-        machine_gpu_indices()
-    clean_env.delenv(INDICES_ENV)
-    clean_env.setenv(COUNT_ENV, "0")
-    environ = {}
-    assert claim_gpus(1, run_dir=tmp_path, environ=environ).visible is None and environ == {}
+        machine_gpu_indices({INDICES_ENV: "two"})
+    environ = {COUNT_ENV: "0"}
+    assert claim_gpus(1, run_dir=tmp_path, environ=environ).visible is None and environ == {COUNT_ENV: "0"}
 
 
 _JOB = """
@@ -218,3 +203,16 @@ def test_four_generation_jobs_of_the_workflow_get_four_gpus(tmp_path: Path) -> N
     latest_start = max(start for start, _, _ in jobs)
     assert all(end > latest_start for _, end, _ in jobs), f"the four jobs did not run at once: {jobs}"
     assert set().union(*(gpus for _, _, gpus in jobs)) == {"0", "1", "2", "3"}, jobs
+
+
+def test_the_gpu_count_comes_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an override the count is what ``nvidia-smi --query-gpu=index`` lists (here a
+    stand-in printing what the real one prints on a three-GPU machine); none without it."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert machine_gpu_indices({}) == ()
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\n[ "$1 $2" = "--query-gpu=index --format=csv,noheader" ] || exit 9\n'
+                    'printf "0\\n1\\n2\\n"\n')
+    fake.chmod(0o755)
+    assert machine_gpu_indices({}) == (0, 1, 2)
+    assert machine_gpu_indices({COUNT_ENV: "1"}) == (0,)
