@@ -66,7 +66,7 @@ print(__import__("json").dumps(written))
 """
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077], ids=lambda mask: f"umask-{mask:03o}")
 def test_outputs_follow_the_umask(tmp_path: Path, umask: int) -> None:
     run = subprocess.run(
         [sys.executable, "-c", _WRITERS, str(tmp_path)],
