@@ -3,7 +3,8 @@
 A small workflow in a temporary folder has one rule per failure a user meets: the budget stop
 (a real API client with a $0 cap), a bad annotation sheet (the real sheet reader), a missing API
 key (the real client, its key variable unset) and running out of memory (torch's allocator asked
-for 100 TB). Each script starts as every rule script does, with ``configure_job_logging``.
+for 4 EiB, beyond any address space, so it fails whatever the overcommit policy). Each script
+starts as every rule script does, with ``configure_job_logging``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ read_sheets(["sheet.csv"], pd.DataFrame({"annotation_id": ["x"], "unit_choices":
         AnnotationError.what_to_do, "AnnotationError",
     ),
     "out_of_memory": (
-        "import torch\ntorch.empty(10**14, dtype=torch.uint8)\n", OUT_OF_MEMORY_ADVICE, "RuntimeError",
+        "import torch\ntorch.empty(2**62, dtype=torch.uint8)\n", OUT_OF_MEMORY_ADVICE, "RuntimeError",
     ),
     "plain_bug": ("{}['no_such_key']\n", GENERIC_ADVICE, "KeyError"),
 }
