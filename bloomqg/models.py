@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bloomqg.atomic import shared_directory_mode
 from bloomqg.provenance import package_versions, sha256_file
 
 logger = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ def _atomic_directory(out_dir: Path) -> Path:
     """A fresh temporary directory beside ``out_dir`` (same filesystem, so rename is atomic)."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
-    tmp_dir.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary shared directory
+    tmp_dir.chmod(shared_directory_mode())  # mkdtemp makes it private; the umask decides instead
     return tmp_dir
 
 

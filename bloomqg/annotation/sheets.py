@@ -35,6 +35,10 @@ RATING_COLUMNS: tuple[str, ...] = ("annotation_id", "annotator", "criterion", "v
 class AnnotationError(ValueError):
     """A filled sheet breaks the rules; the message names the file, the row and the column."""
 
+    #: First line of the failed job's log (bloomqg.logs).
+    what_to_do = ("a filled annotation sheet is not valid: correct the file, row and column named below "
+                  "(or have its annotator fix it in the form and download it again), then run the workflow again.")
+
 
 @dataclass(frozen=True)
 class _Where:

@@ -35,6 +35,11 @@ TOKENS_REPLY_PRIMING = 3
 class BudgetExceededError(RuntimeError):
     """``budget_usd`` stopped calls: the job fails, what was answered is cached."""
 
+    #: First line of the failed job's log (bloomqg.logs).
+    what_to_do = ("the study's budget_usd cap stopped paid API calls. Every answer already paid for is "
+                  "cached and will not be paid again: check what is left with `snakemake estimate_cost`, "
+                  "raise budget_usd in the config (or an entry's own budget_usd) and run the workflow again.")
+
 
 def estimate_prompt_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """Prompt tokens of a chat request, from its characters (see the module docstring)."""
@@ -81,7 +86,7 @@ class SpendLedger:
             separators=(",", ":"),
         ).encode("utf-8") + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
         try:
             os.write(fd, line)
         finally:

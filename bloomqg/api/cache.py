@@ -143,10 +143,10 @@ class CallCache:
         # it sits in the same directory, so os.replace never crosses file systems.
         tmp_path = path.parent / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
-            fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         except FileNotFoundError:  # the shard directory was removed under us
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

@@ -27,6 +27,11 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524
 class FatalAPIError(RuntimeError):
     """No request can succeed (bad or missing key, no quota, unknown model): stop the job."""
 
+    #: First line of the failed job's log (bloomqg.logs).
+    what_to_do = ("the API cannot be used as configured: export the API key in the environment variable "
+                  "named below (the entry's api_key_env), or fix the key, account or model it names, then run "
+                  "the workflow again; answers already received are cached.")
+
 
 class RetryableError(Exception):
     """One try failed in a way another try may fix; ``cause`` names the kind for the ledger."""

@@ -125,6 +125,16 @@ def test_wrong_key_fails_fast_and_never_leaks(tmp_path, servers):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert WRONG_KEY.encode() not in path.read_bytes(), f"the key leaked into {path}"
+    # The failed judge's log says what happened and what to do, and is kept for the rerun.
+    from bloomqg.api.retry import FatalAPIError
+
+    explained = [log for log in (tmp_path / "logs" / "judge_questions").rglob("*.log")
+                 if ".attempt-" not in log.name and "What to do: " in log.read_text()]
+    assert explained, "no judge log explains the failure"
+    for log in explained:
+        text = log.read_text()
+        assert f"What to do: {FatalAPIError.what_to_do}" in text and "Traceback" in text, text
+        assert log.with_name(f"{log.stem}.attempt-1.log").read_text() == text
 
 
 # ------------------------------------------------------------------ batch mode and the estimate
