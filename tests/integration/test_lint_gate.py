@@ -20,7 +20,8 @@ pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 #: What a copy of the workflow leaves out: version control, run outputs and caches.
 NOT_COPIED = shutil.ignore_patterns(
-    ".git", ".venv", "results", "logs", ".snakemake", ".cache", "resources", "__pycache__", ".pytest_cache"
+    ".git", ".venv", "results", "logs", ".snakemake", ".cache", "resources", "__pycache__", ".pytest_cache",
+    ".import_linter_cache",
 )
 
 
