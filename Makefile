@@ -2,7 +2,7 @@
 #   make study   run the default study (results/report.html)
 #   make reproduce [RELEASE_DIR=PATH]   the paper's Tables 4-6, figures and report from its release
 #   make test    run the test suite
-#   make lint    snakemake --lint and snakefmt --check (CI runs it before the tests)
+#   make lint    snakemake --lint, snakefmt --check and lint-imports (CI runs it before the tests)
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -48,10 +48,11 @@ test-browser-deps:
 test: setup test-browser-deps
 	$(BIN)/python -m pytest -q
 
-# Snakemake's conventions, checked (.ci/lint): fails on any lint or unformatted rule file.
+# Snakemake's conventions and the package's layers, checked (.ci/lint): fails on any lint, an
+# unformatted rule file, or an import against the layers (import-linter, pyproject.toml).
 .PHONY: lint
 lint: setup
-	SNAKEMAKE=$(BIN)/snakemake SNAKEFMT=$(BIN)/snakefmt .ci/lint
+	SNAKEMAKE=$(BIN)/snakemake SNAKEFMT=$(BIN)/snakefmt LINT_IMPORTS=$(BIN)/lint-imports .ci/lint
 
 clean:
 	rm -rf results/* logs .snakemake

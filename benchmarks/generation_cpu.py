@@ -36,7 +36,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.batching import padding_efficiency, plan_batches
 from bloomqg.prompts import build_prompts, messages_from_json, with_response_prefill
 

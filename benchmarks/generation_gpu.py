@@ -61,7 +61,7 @@ def requests(count: int, shared_words: int, own_words: int, vocab: int):
     """Chat requests with a common system prefix and a distinct suffix each."""
     import random
 
-    from bloomqg.generation.base import ChatRequest
+    from bloomqg.chat import ChatRequest
 
     rng = random.Random(7)
     words = min(vocab - 10, 20000)
@@ -95,7 +95,7 @@ def timed(generator, reqs, params, on_gpu, batch_size=None) -> dict:
 
 def equivalence_check(device) -> dict:
     """Greedy fp32 texts of a tiny Llama through our loop against model.generate, on ``device``."""
-    from bloomqg.generation.base import ChatRequest, DecodingParams
+    from bloomqg.chat import ChatRequest, DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import chat_tokenizer, generate_reference, tiny_model
 
@@ -124,7 +124,7 @@ def main() -> None:
 
     import torch
 
-    from bloomqg.generation.base import DecodingParams
+    from bloomqg.chat import DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import chat_tokenizer
 

@@ -35,8 +35,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from a checkout, installed or not
 
-from bloomqg.generation.base import ChatRequest, DecodingParams
-from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.api.client import OpenAICompatibleClient
+from bloomqg.api.settings import ClientSettings
 
 SERVER = REPO / "tests" / "support" / "fixed_latency_server.py"
 VERDICT_SCHEMA = {

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bloomqg.datasets import dataset_knowledge_units, load_dataset
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 from bloomqg.parsing import parse_generation
 from bloomqg.prompts import (
     build_prompts,

@@ -9,7 +9,6 @@ missing column or an unknown Bloom level stops the run with a message naming the
 from __future__ import annotations
 
 import copy
-import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -18,14 +17,11 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from bloomqg.config_schema import Cell, ConfigError
+from bloomqg.judges.registry import config_schema, judge_backend
 from bloomqg.provenance import REPO_ROOT
 
 log = logging.getLogger(__name__)
-
-SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the file and key."""
 
 
 def _describe_sources(sources: Iterable[str | Path]) -> str:
@@ -33,21 +29,8 @@ def _describe_sources(sources: Iterable[str | Path]) -> str:
     return ", ".join(names) if names else "the config"
 
 
-def _key_path(parts: Iterable[Any]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "(top level)"
-
-
-@functools.cache
 def _schema() -> dict[str, Any]:
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    from bloomqg.judges.registry import judge_schema_defs
-
-    # The judges entry has one branch per backend, each declared by the backend's own module.
-    schema["$defs"].update(judge_schema_defs())
-    return schema
+    return config_schema().schema
 
 
 def load_schema() -> dict[str, Any]:
@@ -55,52 +38,10 @@ def load_schema() -> dict[str, Any]:
     return copy.deepcopy(_schema())
 
 
-@functools.cache
-def _validator(ref: str | None) -> Any:
-    import jsonschema
-
-    schema = _schema()
-    return jsonschema.Draft202012Validator(schema if ref is None else {"$defs": schema["$defs"], "$ref": ref})
-
-
-def _declared_keys(schema: Mapping[str, Any]) -> set[str]:
-    """Keys a schema node declares, those of the ``$defs`` it includes with allOf/$ref too."""
-    keys = set(schema.get("properties", {}))
-    for part in schema.get("allOf", []):
-        if "$ref" in part:
-            keys |= _declared_keys(_schema()["$defs"][part["$ref"].rsplit("/", 1)[-1]])
-    return keys
-
-
-def schema_errors(instance: Any, ref: str | None = None) -> list[tuple[list[Any], str]]:
-    """Every way ``instance`` breaks the config schema (or its ``$defs`` node ``ref``, e.g.
-    ``#/$defs/generation``): (key path, message) per error, in key-path order."""
-    errors = []
-    for error in sorted(_validator(ref).iter_errors(instance), key=lambda e: list(map(str, e.path))):
-        if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(error.instance, Mapping):
-            extra = sorted(set(error.instance) - _declared_keys(error.schema))
-            message = f"unknown key(s) {', '.join(map(repr, extra))}"
-        elif error.validator == "not" and "description" in error.schema:
-            message = error.schema["description"]
-        elif error.validator == "pattern" and "description" in error.schema:
-            message = f"{error.instance!r} is not valid here: {error.schema['description']}"
-        elif error.validator == "if":
-            continue  # the failing "then" branch reports the error itself
-        else:
-            message = error.message
-        errors.append((list(error.absolute_path), message))
-    return errors
-
-
-def schema_problems(instance: Any, ref: str | None = None, *, prefix: Iterable[Any] = ()) -> list[str]:
-    """:func:`schema_errors` as ``key.path: message`` lines (``prefix`` leads every path)."""
-    return [f"{_key_path([*prefix, *path])}: {message}" for path, message in schema_errors(instance, ref)]
-
-
 def validate_schema(config: Mapping[str, Any], *, sources: Iterable[str | Path] = ()) -> None:
     """Validate ``config`` against the JSON schema; raise :class:`ConfigError` listing each error
     with its key path (e.g. ``models.smollm2.dtype``) and the config file(s) it came from."""
-    problems = schema_problems(dict(config))
+    problems = config_schema().problems(dict(config))
     if problems:
         raise ConfigError(
             f"invalid configuration ({_describe_sources(sources)}):\n  - " + "\n  - ".join(problems)
@@ -127,15 +68,6 @@ def apply_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
                 **given,
             }
     return merged
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One generation run: a model on a dataset under a strategy."""
-
-    dataset: str
-    strategy: str
-    model: str
 
 
 @dataclass
@@ -177,8 +109,6 @@ class Study:
 
     def judge_backend(self, judge: str) -> Any:
         """The :class:`~bloomqg.judges.registry.JudgeBackend` of judges entry ``judge``."""
-        from bloomqg.judges.registry import judge_backend
-
         return judge_backend(self.judges[judge]["backend"])
 
     def judge_model(self, judge: str) -> str | None:

@@ -8,7 +8,9 @@ run at once against one rate limit).
 A model entry may state ``gpus``, ``mem_mb`` and ``runtime_min``; where it does not, memory and
 runtime scale with the parameter count (``params_b``, else read off the model name: ``7B``,
 ``135M``). These defaults are deliberately generous first guesses, not measurements: a site with
-tight limits states them per model.
+tight limits states them per model. A judging job asks what its judge's backend declares
+(:func:`bloomqg.judges.registry.judge_resources`), built from :class:`JobResources` and
+:func:`model_resources` here.
 """
 
 from __future__ import annotations
@@ -86,14 +88,3 @@ def model_resources(name: str, spec: Mapping[str, Any]) -> JobResources:
     runtime = int(spec.get("runtime_min", BASE_RUNTIME_MIN + math.ceil(RUNTIME_MIN_PER_B * billions)))
     return JobResources(gpus, mem_mb, runtime, 0)
 
-
-def judge_resources(name: str, spec: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> JobResources:
-    """Resources of a judge_questions job, as the judge's backend declares them (an hf judge
-    takes its model entry's, an openai judge one ``api`` slot, rules and embedding a small CPU job)."""
-    from bloomqg.judges.registry import judge_backend
-
-    try:
-        backend = judge_backend(spec["backend"])
-    except ValueError as error:
-        raise ResourceError(f"judges.{name}.backend: {error}") from None
-    return backend.resources(name, spec, models)

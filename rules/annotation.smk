@@ -3,7 +3,7 @@
 # release's panel (judge_validation). Both are off unless their config section is present.
 from bloomqg.annotation.form import FORM_TEMPLATE, TEMPLATE_DIR
 from bloomqg.annotation.settings import annotation_settings, judge_validation_settings
-from bloomqg.config import ConfigError
+from bloomqg.config_schema import ConfigError
 from bloomqg.provenance import sha256_file
 
 try:

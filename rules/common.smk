@@ -6,10 +6,12 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from bloomqg.config import ConfigError, prepare_study
+from bloomqg.config import prepare_study
+from bloomqg.config_schema import ConfigError
+from bloomqg.judges.registry import judge_resources
 from bloomqg.models import weight_spec
 from bloomqg.provenance import code_fingerprint
-from bloomqg.resources import ResourceError, judge_resources, model_resources
+from bloomqg.resources import ResourceError, model_resources
 
 if workflow.is_main_process:  # not in job subprocesses: their parent holds the lock
     from bloomqg.run_lock import clear_locks_of_dead_runs

@@ -1,11 +1,12 @@
 """Rule estimate_cost: what the study's API calls will cost, printed before any call."""
 from pathlib import Path
 
-from bloomqg.api.estimate import estimate_study, format_estimate
-from bloomqg.config import Cell
+from bloomqg.api.estimate import format_estimate
+from bloomqg.config_schema import Cell
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
 from bloomqg.schemas import DATASET, GENERATIONS, PROMPTS
+from bloomqg.study_cost import estimate_study
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log.text)

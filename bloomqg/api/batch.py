@@ -42,10 +42,10 @@ from bloomqg.api.sync import SyncRunner
 from bloomqg.api.transport import api_key_from_env, sdk_client
 from bloomqg.api.wire import Call, parse_completion, request_body
 from bloomqg.atomic import write_text_atomic
-from bloomqg.generation.base import BatchCallback, ChatRequest, Completion
+from bloomqg.chat import BatchCallback, ChatRequest, Completion
 
 if TYPE_CHECKING:
-    from bloomqg.api.client import OpenAICompatibleClient
+    from bloomqg.api.client_core import ClientCore
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class _Outcome:
 class BatchRunner:
     """Runs one client's uncached calls through the Batch API (see the module docstring)."""
 
-    def __init__(self, client: "OpenAICompatibleClient") -> None:
+    def __init__(self, client: "ClientCore") -> None:
         if client.cache is None:
             raise ValueError("mode: batch needs a call cache: the batch ids are kept beside it")
         self.client = client

@@ -1,7 +1,7 @@
 """The one client for OpenAI-compatible chat-completion endpoints (LLM judges, API generators).
 
-:class:`OpenAICompatibleClient` turns a batch of :class:`~bloomqg.generation.base.ChatRequest`
-into one :class:`~bloomqg.generation.base.Completion` per request, in request order, and is
+:class:`OpenAICompatibleClient` turns a batch of :class:`~bloomqg.chat.ChatRequest`
+into one :class:`~bloomqg.chat.Completion` per request, in request order, and is
 built for long, paid runs:
 
 * **Never paid twice.** Every successful answer is stored in a content-addressed
@@ -22,9 +22,10 @@ built for long, paid runs:
   while the same request without it succeeds, the client switches to JSON-in-text once (logged)
   for the rest of its life.
 
-This module is the facade: the settings, the cache lookups and de-duplication, the counts, the
-spend and the hand-over of finished rows. The parts behind it, one concern each:
-:mod:`~bloomqg.api.sync` (concurrent calls, ``mode: sync``) or :mod:`~bloomqg.api.batch` (the
+This module is the facade: the cache lookups and de-duplication, the choice of runner and the
+ledger. The parts behind it, one concern each: :mod:`~bloomqg.api.settings` (the settings),
+:mod:`~bloomqg.api.client_core` (the counts, the spend and the hand-over of finished rows, which
+the runners share), :mod:`~bloomqg.api.sync` (concurrent calls, ``mode: sync``) or :mod:`~bloomqg.api.batch` (the
 Batch API, ``mode: batch``; answers land in the same cache, so everything downstream is the
 same), :mod:`~bloomqg.api.transport` (the official ``openai`` SDK, its errors mapped),
 :mod:`~bloomqg.api.retry` (what is retried, how long to wait, what is fatal),
@@ -39,19 +40,13 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-import os
-import random
-import time
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Sequence
 
-from bloomqg.api.budget import Budget, BudgetExceededError, SpendLedger, estimate_prompt_tokens
-from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
-from bloomqg.api.transport import OPENAI_BASE_URL
+from bloomqg.api.budget import BudgetExceededError, estimate_prompt_tokens
+from bloomqg.api.cache import CachedResponse, call_cache_key
+from bloomqg.api.client_core import ClientCore
 from bloomqg.api.wire import Call
-from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 
 log = logging.getLogger(__name__)
 # The SDK's HTTP library logs every request at INFO: 60,000 lines per judge job. Keep its
@@ -61,164 +56,8 @@ for _name in ("httpx", "httpx2"):
         logging.getLogger(_name).setLevel(logging.WARNING)
 
 
-@dataclass(frozen=True)
-class ClientSettings:
-    """How to reach one model behind an OpenAI-compatible endpoint and how hard to push it.
-
-    ``api_key_env`` names the environment variable holding the key (None: the endpoint needs no
-    key, e.g. a local server). ``rpm``/``tpm`` are the account's limits; ``None`` means unpaced.
-    ``backoff_max_s`` caps every wait between tries, a server's ``Retry-After`` included.
-    """
-
-    model: str
-    base_url: str | None = None
-    api_key_env: str | None = "OPENAI_API_KEY"
-    concurrency: int = 8
-    rpm: float | None = None
-    tpm: float | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 8
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 60.0
-    price_per_million_input: float | None = None
-    price_per_million_output: float | None = None
-    structured_outputs: str = "auto"
-    mode: str = "sync"
-    #: Batch API prices; None: the sync prices (an upper bound: OpenAI charges half)
-    batch_price_per_million_input: float | None = None
-    batch_price_per_million_output: float | None = None
-    batch_completion_window: str = "24h"
-    batch_poll_s: float = 30.0
-    batch_poll_max_s: float = 600.0
-    #: the Batch API's limits per batch: requests and input file bytes (split above them)
-    batch_max_requests: int = 50_000
-    batch_max_bytes: int = 200_000_000
-    #: new batches for failed or expired items, after the first
-    batch_max_rounds: int = 2
-    #: this many failed items or fewer are retried as sync calls instead of a new batch
-    batch_sync_below: int = 20
-    #: stop calls once the spend recorded under the cache directory would pass this (USD)
-    budget_usd: float | None = None
-
-    def __post_init__(self) -> None:
-        # The config schema's $defs/api_settings is the one definition of valid settings; code
-        # that builds settings itself (tests, benchmarks) is held to the same rules as a config.
-        from bloomqg.config import schema_problems
-
-        problems = [] if isinstance(self.model, str) and self.model.strip() else [
-            f"model: {self.model!r} is not a non-empty string"]
-        settings = {key: value for key, value in dataclasses.asdict(self).items() if key != "model"}
-        problems += schema_problems(settings, "#/$defs/api_settings")
-        if self.budget_usd is not None and not self.prices_known:
-            problems.append("budget_usd needs price_per_million_input and price_per_million_output: "
-                            "without prices the spend cannot be counted")
-        if problems:
-            raise ValueError("client settings: " + "; ".join(problems))
-
-    @property
-    def prices_known(self) -> bool:
-        return self.price_per_million_input is not None and self.price_per_million_output is not None
-
-    def prices(self, *, batch: bool) -> tuple[float, float] | None:
-        """USD per million (input, output) tokens for sync or batch calls; None when unknown."""
-        if not self.prices_known:
-            return None
-        if batch:
-            return (
-                self.price_per_million_input if self.batch_price_per_million_input is None
-                else self.batch_price_per_million_input,
-                self.price_per_million_output if self.batch_price_per_million_output is None
-                else self.batch_price_per_million_output,
-            )  # type: ignore[return-value]
-        return self.price_per_million_input, self.price_per_million_output  # type: ignore[return-value]
-
-    def cost(self, prompt_tokens: int | None, completion_tokens: int | None, *, batch: bool) -> float | None:
-        """USD of one call at the configured prices; None when prices or usage are unknown."""
-        prices = self.prices(batch=batch)
-        if prices is None or prompt_tokens is None or completion_tokens is None:
-            return None
-        return (prompt_tokens * prices[0] + completion_tokens * prices[1]) / 1e6
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> "ClientSettings":
-        """Build settings from a config mapping; an unknown or missing key is a clear error."""
-        if not isinstance(spec, Mapping):
-            raise TypeError(f"client settings must be a mapping, got {type(spec).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(spec) - known)
-        if unknown:
-            raise ValueError(
-                f"client settings: unknown key(s) {', '.join(map(repr, unknown))}; "
-                f"known keys: {', '.join(sorted(known))}"
-            )
-        if "model" not in spec:
-            raise ValueError("client settings: key 'model' is required")
-        return cls(**dict(spec))
-
-    @property
-    def endpoint(self) -> str:
-        """The base URL calls go to, with any user:password or query removed (safe to print)."""
-        return redact_url(self.base_url or OPENAI_BASE_URL)
-
-    def public_dict(self) -> dict[str, Any]:
-        """The settings for provenance: the endpoint without credentials, the key's variable NAME."""
-        values = dataclasses.asdict(self)
-        values["base_url"] = self.endpoint
-        return values
-
-
-def redact_url(url: str) -> str:
-    """``url`` without user info, query string or fragment (where credentials sometimes hide)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-
-@dataclass
-class CallCounts:
-    """What one client did so far (:meth:`OpenAICompatibleClient.ledger`); its runners count here."""
-
-    requests: int = 0  # unique calls that needed the network
-    http_requests_sent: int = 0
-    cache_hits: int = 0
-    deduplicated: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    retries: Counter = field(default_factory=Counter)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    structured_outputs_fallback: bool = False
-    cache_write_errors: int = 0
-    batches_created: int = 0
-    batches_resumed: int = 0
-    batch_items_sent: int = 0
-    budget_stopped: int = 0
-
-
-class OpenAICompatibleClient:
+class OpenAICompatibleClient(ClientCore):
     """Concurrent, cached, rate-limited, retrying chat completions against one model."""
-
-    def __init__(self, settings: ClientSettings, *, cache: CallCache | str | os.PathLike | None) -> None:
-        """``cache``: a :class:`CallCache`, a directory for one, or None (no caching: tests only).
-
-        With a cache, every paid call is also appended to ``<cache>/spend.jsonl`` (what
-        ``budget_usd`` is checked against) and batch jobs are remembered in ``<cache>/batches``.
-        """
-        self.settings = settings
-        self.cache = cache if (cache is None or isinstance(cache, CallCache)) else CallCache(cache)
-        self.counts = CallCounts()
-        #: ask for JSON in the prompt text instead of ``response_format`` (set once the endpoint rejects it)
-        self.text_mode_for_schemas = settings.structured_outputs in ("none", "json_object")
-        #: jitter of the back-off waits
-        self.rng = random.Random()
-        self.spend = SpendLedger(self.cache.directory / "spend.jsonl") if self.cache is not None else None
-        if settings.budget_usd is not None and self.spend is None:
-            raise ValueError("budget_usd needs a call cache: the spend is recorded beside it")
-        self.budget = Budget(settings.budget_usd, self.spend) if settings.budget_usd is not None else None
 
     # ----------------------------------------------------------------------------- public API
     def complete(
@@ -363,91 +202,4 @@ class OpenAICompatibleClient:
             f"${self.budget.cap_usd:g} cap (spend recorded in {self.budget.ledger.path}); "
             f"{len(stopped)} of {len(results)} calls were not made (reason budget, listed in the log). "
             "Raise budget_usd and rerun: answered calls are cached, only the missing ones are paid."
-        )
-
-    def budget_failure(self, call: Call) -> Completion:
-        """The recorded failure of a call the budget stopped."""
-        assert self.budget is not None
-        self.counts.budget_stopped += 1
-        return Completion(
-            request_id=call.request.request_id,
-            text=None,
-            finish_reason="error",
-            error=(
-                f"budget: not called, the spend would pass budget_usd ${self.budget.cap_usd:g} "
-                f"(spent ${self.budget.spent():.4f})"
-            ),
-            extra={"cache_key": call.key, "attempts": 0, "failure_reason": "budget"},
-        )
-
-    def reservation_usd(self, call: Call, *, batch: bool) -> float:
-        """What a call may cost at most: the prompt estimate and the whole completion budget."""
-        return self.settings.cost(call.prompt_estimate, call.max_tokens, batch=batch) or 0.0
-
-    def record_spend(self, call: Call, completion: Completion, *, batch_id: str | None = None) -> None:
-        """Add a paid answer to the run's ledger and to the spend file under the cache (a batch
-        answer once per batch, however often its output is taken)."""
-        self.counts.prompt_tokens += completion.n_prompt_tokens or 0
-        self.counts.completion_tokens += completion.n_completion_tokens or 0
-        if completion.cost_usd is not None:
-            self.counts.cost_usd += completion.cost_usd
-        if self.spend is not None and completion.cost_usd is not None:
-            self.spend.record(
-                key=call.key, model=self.settings.model, mode="sync" if batch_id is None else "batch",
-                prompt_tokens=completion.n_prompt_tokens, completion_tokens=completion.n_completion_tokens,
-                cost_usd=completion.cost_usd, prompt_estimate=call.prompt_estimate, batch_id=batch_id,
-            )
-
-    def deliver(
-        self,
-        call: Call,
-        completion: Completion,
-        requests: Sequence[ChatRequest],
-        results: list[Completion | None],
-        group: list[Completion],
-        batch_index: int,
-    ) -> None:
-        """Put a call's completion (and its duplicates') into ``results`` and, unless the budget
-        stopped it, into the ``group`` for the next callback."""
-        for position, index in enumerate(call.request_indices):
-            row = completion if position == 0 else self._duplicate(completion, requests[index])
-            results[index] = row
-            row.batch_index = batch_index
-            if completion.extra.get("failure_reason") != "budget":
-                group.append(row)
-
-    def _duplicate(self, completion: Completion, request: ChatRequest) -> Completion:
-        """The answer of an identical call in the same batch, for another request id (not paid)."""
-        return dataclasses.replace(
-            completion,
-            request_id=request.request_id,
-            cached=completion.finish_reason != "error",
-            cost_usd=0.0 if completion.cost_usd is not None else None,
-            extra={**completion.extra, "deduplicated_with": completion.request_id},
-        )
-
-    def failure(self, call: Call, message: str, attempts: int, started: float) -> Completion:
-        """The recorded failure of a call that cannot succeed (or ran out of retries)."""
-        return Completion(
-            request_id=call.request.request_id,
-            text=None,
-            finish_reason="error",
-            latency_s=time.monotonic() - started,
-            error=message,
-            cached=False,
-            cost_usd=None,
-            extra={"cache_key": call.key, "attempts": attempts},
-        )
-
-    def fall_back_to_text(self, reason: str) -> None:
-        """The endpoint rejects ``response_format=json_schema``: ask for JSON in the text from
-        now on (logged once)."""
-        if self.text_mode_for_schemas:
-            return
-        self.text_mode_for_schemas = True
-        self.counts.structured_outputs_fallback = True
-        log.warning(
-            "%s rejected response_format=json_schema (%s); asking for JSON in the prompt text from now on",
-            self.settings.endpoint,
-            reason,
         )

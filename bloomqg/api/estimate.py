@@ -1,8 +1,9 @@
-"""What a study's API calls will cost, before any call (target ``estimate_cost``).
+"""What a set of API calls will cost, before any call (target ``estimate_cost``).
 
-For every API generator and API judge, per cell: the calls it needs, how many the call cache
-already answers, and for the rest the estimated prompt and completion tokens and their cost at
-the entry's configured prices (batch prices in ``mode: batch``).
+For one endpoint's requests: how many the call cache already answers, and for the rest the
+estimated prompt and completion tokens and their cost at the entry's configured prices (batch
+prices in ``mode: batch``). :func:`bloomqg.study_cost.estimate_study` builds the requests of every
+API generator and API judge of a study, per cell, and sums them up with :func:`format_estimate`.
 
 How tokens are estimated (no tokenizer is downloaded at run time):
 
@@ -14,9 +15,6 @@ How tokens are estimated (no tokenizer is downloaded at run time):
 * **calibration** — the spend ledger of finished runs under ``cache_dir``
   (``spend.jsonl``) records, per paid call, the real prompt tokens next to the estimate it had,
   and the completion tokens: their ratio and mean calibrate the next estimate for that model.
-
-Judge requests are exact where the generations file exists; before generation, each prompt's
-original question stands in for the question still to be generated (counted as not cached).
 """
 
 from __future__ import annotations
@@ -24,14 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from bloomqg.api.budget import SpendLedger, estimate_prompt_tokens
 from bloomqg.api.cache import CallCache, call_cache_key
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 
 ESTIMATE_COLUMNS = [
     "role", "name", "model", "mode", "dataset", "strategy", "requests", "cached", "to_call",
@@ -109,68 +106,6 @@ def estimate_calls(
         "cached": len(unique) - len(missing), "to_call": len(missing),
         "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "cost_usd": cost, "basis": basis,
     }
-
-
-def estimate_study(
-    config: Mapping[str, Any],
-    cells: Sequence[Any],
-    *,
-    prompts: Mapping[tuple[str, str], pd.DataFrame],
-    datasets: Mapping[str, pd.DataFrame],
-    generations: Mapping[tuple[str, str, str], pd.DataFrame],
-    cache_dir: str | Path,
-    rubric_path: str | Path | None,
-) -> pd.DataFrame:
-    """One row per API generator or judge and cell (see the module docstring)."""
-    from bloomqg.api.budget import with_study_budget
-    from bloomqg.datasets import dataset_knowledge_units
-    from bloomqg.generation.factory import decoding_params
-    from bloomqg.generation.openai_api import client_settings_from_entry
-    from bloomqg.judges.base import JudgeItem
-    from bloomqg.judges.llm import LLMJudge, load_rubric
-    from bloomqg.judges.registry import judge_backend
-    from bloomqg.prompts import messages_from_json
-
-    cache = CallCache(cache_dir) if Path(cache_dir).is_dir() else None
-    measured = calibrations(SpendLedger(Path(cache_dir) / "spend.jsonl"))
-    seed = config["seed"]
-    rows: list[dict[str, Any]] = []
-    api_judges = {n: s for n, s in config["judges"].items() if judge_backend(s["backend"]).api_entry}
-    rubric = load_rubric(rubric_path) if api_judges else None
-    generated_models = set()
-    for cell in cells:
-        model_spec = config["models"][cell.model]
-        frame = prompts[(cell.dataset, cell.strategy)]
-        if model_spec.get("backend") == "openai":
-            generated_models.add(cell.model)
-            settings = client_settings_from_entry(with_study_budget(model_spec, config.get("budget_usd")))
-            requests = [
-                ChatRequest(pid, messages_from_json(text, prompt_id=pid))
-                for pid, text in zip(frame["prompt_id"], frame["messages_json"])
-            ]
-            params = decoding_params(model_spec.get("generation", {}), seed)
-            rows.append({"role": "generator", "name": cell.model, "dataset": cell.dataset, "strategy": cell.strategy,
-                         **estimate_calls(settings, requests, params, cache, measured.get(settings.model))})
-        if not api_judges:
-            continue
-        generated = generations.get((cell.dataset, cell.strategy, cell.model))
-        if generated is not None:
-            has_question = generated["new_question"].map(lambda q: isinstance(q, str) and bool(q.strip()))
-            items = generated[has_question]
-            ids, questions, originals = items["prompt_id"], items["new_question"], items["original_question"]
-        else:  # not generated yet: the original question stands in for the one to come
-            ids, questions, originals = frame["prompt_id"], frame["original_question"], frame["original_question"]
-        units = dataset_knowledge_units(datasets[cell.dataset])
-        for name, spec in api_judges.items():
-            settings = client_settings_from_entry(with_study_budget(spec, config.get("budget_usd")))
-            judge = LLMJudge(None, units, config["datasets"][cell.dataset]["domain"], template=rubric,  # type: ignore[arg-type]
-                             decoding=decoding_params(spec.get("generation"), seed, where=f"judges.{name}.generation"))
-            requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(ids, questions, originals)])
-            row = estimate_calls(settings, requests, judge.decoding, cache, measured.get(settings.model))
-            if generated is None:
-                row["basis"] += "; questions not generated yet"
-            rows.append({"role": "judge", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
-    return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
 
 
 def format_estimate(estimate: pd.DataFrame, budget_usd: float | None) -> str:

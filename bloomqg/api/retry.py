@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
-    from bloomqg.api.client import ClientSettings
+    from bloomqg.api.settings import ClientSettings
 
 #: HTTP statuses worth another try: request timeout, rate limit, transient server errors.
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})

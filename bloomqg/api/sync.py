@@ -24,10 +24,10 @@ from bloomqg.api.pacing import Pacer
 from bloomqg.api.retry import ItemError, RejectedRequest, RetryableError, retry_delay
 from bloomqg.api.transport import api_key_from_env, post_chat, sdk_client
 from bloomqg.api.wire import Call, parse_completion, request_body
-from bloomqg.generation.base import BatchCallback, ChatRequest, Completion
+from bloomqg.chat import BatchCallback, ChatRequest, Completion
 
 if TYPE_CHECKING:
-    from bloomqg.api.client import OpenAICompatibleClient
+    from bloomqg.api.client_core import ClientCore
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class _RunState:
 class SyncRunner:
     """Runs one client's uncached calls as concurrent chat calls (see the module docstring)."""
 
-    def __init__(self, client: OpenAICompatibleClient) -> None:
+    def __init__(self, client: ClientCore) -> None:
         self.client = client
         self.settings = client.settings
 

@@ -18,14 +18,10 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.retry import FatalAPIError, RetryableError, status_error
+from bloomqg.api.settings import OPENAI_BASE_URL, ClientSettings
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
-
-    from bloomqg.api.client import ClientSettings
-
-#: The endpoint used when ``base_url`` is None (explicit, so OPENAI_BASE_URL never redirects calls).
-OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
 def api_key_from_env(settings: ClientSettings) -> str | None:

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.cache import CachedResponse
 from bloomqg.api.retry import ItemError, RetryableError
-from bloomqg.generation.base import ChatRequest, Completion
+from bloomqg.chat import ChatRequest, Completion
 
 if TYPE_CHECKING:
-    from bloomqg.api.client import ClientSettings
+    from bloomqg.api.settings import ClientSettings
 
 
 @dataclass

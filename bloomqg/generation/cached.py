@@ -1,4 +1,4 @@
-"""Answers of any :class:`~bloomqg.generation.base.TextGenerator`, cached by content.
+"""Answers of any :class:`~bloomqg.chat.TextGenerator`, cached by content.
 
 In-process models (an ``hf`` judge) answer through :class:`CachedTextGenerator`, which keeps
 every successful answer in the same on-disk cache as API answers (:class:`bloomqg.api.cache.CallCache`
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key, canonical_json
-from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams, TextGenerator
+from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams, TextGenerator
 
 logger = logging.getLogger(__name__)
 

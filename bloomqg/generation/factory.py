@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bloomqg.generation.base import DecodingParams, TextGenerator
+from bloomqg.chat import DecodingParams, TextGenerator
+from bloomqg.config_schema import file_schema
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +52,12 @@ def decoding_params(
     ``$defs/generation`` (unknown keys and bad values are errors naming ``where``), and the
     keys it leaves out take that schema's ``default:``.
     """
-    from bloomqg.config import load_schema, schema_problems
-
+    schema = file_schema()
     spec_generation = dict(spec_generation or {})
-    problems = schema_problems(spec_generation, "#/$defs/generation", prefix=where.split("."))
+    problems = schema.problems(spec_generation, "#/$defs/generation", prefix=where.split("."))
     if problems:
         raise ValueError("generation settings: " + "; ".join(problems))
-    properties = load_schema()["$defs"]["generation"]["properties"]
+    properties = schema.schema["$defs"]["generation"]["properties"]
     values = {key: spec_generation.get(key, prop["default"]) for key, prop in properties.items()}
     return DecodingParams(temperature=float(values["temperature"]), top_p=float(values["top_p"]),
                           max_new_tokens=int(values["max_new_tokens"]), do_sample=bool(values["do_sample"]),

@@ -1,4 +1,4 @@
-"""A :class:`~bloomqg.generation.base.TextGenerator` for models behind an OpenAI-compatible API.
+"""A :class:`~bloomqg.chat.TextGenerator` for models behind an OpenAI-compatible API.
 
 Used for API-only question generators (the paper's Spark3.5-Max) and for LLM judges
 (gpt-4o-mini, gpt-4.1-mini). All transport — caching, concurrency, rate limits, retries,
@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams
-from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from bloomqg.api.client import OpenAICompatibleClient
+from bloomqg.api.settings import ClientSettings
+from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.config_schema import file_schema
 
 log = logging.getLogger(__name__)
 
@@ -25,16 +27,15 @@ def client_settings_from_entry(spec: Mapping[str, Any]) -> ClientSettings:
     or an unknown key is a ValueError naming it); the client takes its ``model`` and the keys of
     ``$defs/api_settings``, the rest (``generation``, ``gpus``, ...) is the workflow's.
     """
-    from bloomqg.config import load_schema, schema_errors
-
+    schema = file_schema()
     backend = spec.get("backend", "openai")
     if backend != "openai":
         raise ValueError(f"OpenAITextGenerator needs backend 'openai', got {backend!r}")
-    errors = schema_errors({**spec, "backend": backend}, "#/$defs/model")
+    errors = schema.errors({**spec, "backend": backend}, "#/$defs/model")
     if errors:
         raise ValueError(f"API model entry {spec.get('model')!r}: " + "; ".join(
             f"key {'.'.join(map(str, path))!r}: {message}" if path else message for path, message in errors))
-    client_keys = {"model", *load_schema()["$defs"]["api_settings"]["properties"]}
+    client_keys = {"model", *schema.schema["$defs"]["api_settings"]["properties"]}
     return ClientSettings.from_spec({k: v for k, v in spec.items() if k in client_keys})
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.generation.base import (
+from bloomqg.chat import (
     ChatRequest,
     Completion,
     DecodingParams,

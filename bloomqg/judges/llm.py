@@ -1,12 +1,12 @@
 """The LLM judge: one chat call per generated question, all five criteria in one JSON answer.
 
-Works with any :class:`bloomqg.generation.base.TextGenerator` (transformers in-process, or an
+Works with any :class:`bloomqg.chat.TextGenerator` (transformers in-process, or an
 OpenAI-compatible API). The rubric prompt is a template file (``prompts/judge/rubric.md`` by
 default) made of chat messages, each introduced by a ``<!-- role: system|user|assistant -->``
 line (the default has the rubric as system message, one worked example as a user/assistant pair
 so that small models see the answer format, then the question to judge), and
 ``${name}`` placeholders (:class:`string.Template`), so JSON braces in the template need no
-escaping. The judged texts go inside ``<question>`` / ``<original_question>`` tags and the prompt
+escaping (read and checked by :mod:`bloomqg.judges.rubric`). The judged texts go inside ``<question>`` / ``<original_question>`` tags and the prompt
 says that text inside is data; tag look-alikes inside the data are escaped so the data cannot
 close its own tag. The verdict JSON schema travels with every request as
 ``ChatRequest.response_schema`` (structured output where the backend supports it); the answer is
@@ -17,82 +17,30 @@ from __future__ import annotations
 
 import logging
 import re
-import string
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomqg.generation.base import (
+from bloomqg.chat import (
     ChatRequest,
     Completion,
     DecodingParams,
     TextGenerator,
 )
 from bloomqg.judges.base import JudgedItem, JudgeItem
+from bloomqg.judges.rubric import RubricTemplate
 from bloomqg.judges.verdict import (
     CriterionVerdict,
     Verdict,
     parse_verdict,
     verdict_schema,
 )
-from bloomqg.provenance import sha256_file
 
 if TYPE_CHECKING:
     from bloomqg.judges.registry import JudgeContext
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RUBRIC_PATH = Path(__file__).resolve().parents[2] / "prompts" / "judge" / "rubric.md"
-
-#: Placeholders a rubric template must use (each at least once).
-TEMPLATE_FIELDS: tuple[str, ...] = ("domain", "original_question", "question", "knowledge_units")
-
-_ROLE_MARKER = re.compile(r"^<!--\s*role:\s*(system|user|assistant)\s*-->\s*$", re.MULTILINE)
 _DATA_TAG = re.compile(r"<(/?)\s*(question|original_question)\s*>", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class RubricTemplate:
-    """A parsed rubric template: its parts by role, in file order, and its content hash."""
-
-    path: Path
-    parts: tuple[tuple[str, string.Template], ...]
-    sha256: str
-
-    @property
-    def prompt_hash(self) -> str:
-        """First 16 hex digits of the file's sha256 (the project's prompt-hash convention)."""
-        return self.sha256[:16]
-
-
-def load_rubric(path: str | Path | None = None) -> RubricTemplate:
-    """Read and check a rubric template (default :data:`DEFAULT_RUBRIC_PATH`)."""
-    path = Path(path) if path is not None else DEFAULT_RUBRIC_PATH
-    if not path.is_file():
-        raise FileNotFoundError(f"judge rubric template {path} not found")
-    text = path.read_text(encoding="utf-8")
-    markers = list(_ROLE_MARKER.finditer(text))
-    if not markers or text[: markers[0].start()].strip():
-        raise ValueError(f"judge rubric {path}: must start with a '<!-- role: system|user|assistant -->' line")
-    parts = []
-    for index, marker in enumerate(markers):
-        end = markers[index + 1].start() if index + 1 < len(markers) else len(text)
-        parts.append((marker.group(1), string.Template(text[marker.end() : end].strip())))
-    if parts[-1][0] != "user":
-        raise ValueError(f"judge rubric {path}: the last part must be the user message")
-    for role, tpl in parts:
-        if not tpl.is_valid():
-            raise ValueError(f"judge rubric {path}: a '$' in the {role} part is not a placeholder (write $$)")
-    used = {name for _, tpl in parts for name in tpl.get_identifiers()}
-    missing = [name for name in TEMPLATE_FIELDS if name not in used]
-    unknown = sorted(used - set(TEMPLATE_FIELDS))
-    if missing or unknown:
-        raise ValueError(
-            f"judge rubric {path}: placeholders missing {missing}, unknown {unknown} "
-            f"(allowed: {list(TEMPLATE_FIELDS)})"
-        )
-    return RubricTemplate(path=path, parts=tuple(parts), sha256=sha256_file(path))
 
 
 def escape_data(text: str) -> str:

@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # heavy or circular at import time; only the annotations need them
+from bloomqg.config_schema import ConfigSchema, file_schema
+from bloomqg.resources import JobResources, ResourceError
+
+if TYPE_CHECKING:  # heavy at import time; only the annotations need them
     import pandas as pd
 
-    from bloomqg.generation.base import TextGenerator
+    from bloomqg.chat import TextGenerator
     from bloomqg.judges.base import Judge
-    from bloomqg.judges.llm import RubricTemplate
-    from bloomqg.resources import JobResources
+    from bloomqg.judges.rubric import RubricTemplate
 
 #: Keys every judges entry may carry, whatever its backend.
 COMMON_PROPERTIES: dict[str, Any] = {
@@ -179,6 +181,25 @@ def judge_schema_defs() -> dict[str, Any]:
     for name, backend in backends.items():
         defs[f"judge_{name}"] = backend.entry_schema()
     return defs
+
+
+@functools.cache
+def config_schema() -> ConfigSchema:
+    """The whole config schema: ``schemas/config.schema.yaml`` plus each judge backend's branch
+    of a judges entry (what a study config and a judges entry are checked against)."""
+    schema = copy.deepcopy(file_schema().schema)
+    schema["$defs"].update(judge_schema_defs())
+    return ConfigSchema(schema)
+
+
+def judge_resources(name: str, spec: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> JobResources:
+    """Resources of a judge_questions job, as the judge's backend declares them (an hf judge
+    takes its model entry's, an openai judge one ``api`` slot, rules and embedding a small CPU job)."""
+    try:
+        backend = judge_backend(spec["backend"])
+    except ValueError as error:
+        raise ResourceError(f"judges.{name}.backend: {error}") from None
+    return backend.resources(name, spec, models)
 
 
 def make_judge_text_generator(

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bloomqg.datasets import dataset_knowledge_units
-from bloomqg.generation.base import TextGenerator
+from bloomqg.chat import TextGenerator
 from bloomqg.judges.base import JudgedItem, JudgeItem
-from bloomqg.judges.registry import JudgeBackend, JudgeContext, judge_backend
+from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
 from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
 from bloomqg.provenance import code_fingerprint
 from bloomqg.schemas import CRITERIA, DATASET, GENERATIONS, JUDGMENTS
 
 if TYPE_CHECKING:  # loaded only by the backends that render the rubric
-    from bloomqg.judges.llm import RubricTemplate
+    from bloomqg.judges.rubric import RubricTemplate
 
 logger = logging.getLogger(__name__)
 
@@ -36,15 +36,13 @@ logger = logging.getLogger(__name__)
 def validate_judge_spec(judge_name: str, judge_spec: Mapping[str, Any]) -> JudgeBackend:
     """Check a judge entry against its backend's branch of the config schema; return the
     backend. Errors name the judge and the offending key."""
-    from bloomqg.config import schema_errors
-
     if not isinstance(judge_spec, Mapping):
         raise TypeError(f"judge {judge_name!r}: the entry must be a mapping, got {type(judge_spec).__name__}")
     try:
         backend = judge_backend(judge_spec.get("backend"))
     except ValueError as error:
         raise ValueError(f"judge {judge_name!r}: {error}") from None
-    errors = schema_errors(dict(judge_spec), f"#/$defs/judge_{backend.name}")
+    errors = config_schema().errors(dict(judge_spec), f"#/$defs/judge_{backend.name}")
     if errors:
         raise ValueError("; ".join(
             f"judge {judge_name!r}: {message}{' in ' + '.'.join(map(str, path)) if path else ''} "
@@ -80,7 +78,7 @@ def _rubric(backend: JudgeBackend, prompt_path: str | Path | None) -> "RubricTem
     """The rubric prompt, for a backend that renders it."""
     if not backend.needs_rubric:
         return None
-    from bloomqg.judges.llm import load_rubric
+    from bloomqg.judges.rubric import load_rubric
 
     return load_rubric(prompt_path)
 

@@ -17,9 +17,10 @@ import pytest
 from bloomqg.api.batch import batch_state_files
 from bloomqg.api.budget import BudgetExceededError, SpendLedger
 from bloomqg.api.cache import CallCache
-from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from bloomqg.api.client import OpenAICompatibleClient
+from bloomqg.api.settings import ClientSettings
 from bloomqg.api.retry import FatalAPIError
-from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
+from bloomqg.chat import ChatRequest, Completion, DecodingParams
 from tests.conftest import REPO
 from tests.support.batch_server import BatchServer
 
@@ -119,7 +120,8 @@ import sys
 sys.path.insert(0, {repo!r})
 import logging
 logging.basicConfig(level=logging.INFO)
-from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from bloomqg.api.client import OpenAICompatibleClient
+from bloomqg.api.settings import ClientSettings
 from tests.integration.test_batch_api import PARAMS, _requests
 settings = ClientSettings(**{settings!r})
 OpenAICompatibleClient(settings, cache={cache!r}).complete(_requests(8, "killed"), PARAMS)

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 from bloomqg.generation.stage import generate_questions, prefill_enabled
 from bloomqg.models import (
     PROVENANCE_FILE,
@@ -228,7 +228,7 @@ def test_prefill_is_refused_for_backends_that_cannot_continue_a_message(generato
 
 CHILD = textwrap.dedent("""
     import logging, sys
-    from bloomqg.generation.base import DecodingParams
+    from bloomqg.chat import DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from bloomqg.generation.stage import generate_questions
     from bloomqg.parquet_io import read_frame

@@ -1,6 +1,7 @@
 """CI's lint gate (.ci/lint, run by `make lint` and .ci/run) on a copy of the workflow: it passes
 on the workflow as committed and fails, naming the cause, on a function among the rules (a lint
-`snakemake --lint` reports) and on a rule file snakefmt would reformat."""
+`snakemake --lint` reports), on a rule file snakefmt would reformat, and on imports against the
+package's layers (`lint-imports`), a deferred one included."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 #: What a copy of the workflow leaves out: version control, run outputs and caches.
 NOT_COPIED = shutil.ignore_patterns(
-    ".git", ".venv", "results", "logs", ".snakemake", ".cache", "resources", "__pycache__", ".pytest_cache"
+    ".git", ".venv", "results", "logs", ".snakemake", ".cache", "resources", "__pycache__", ".pytest_cache",
+    ".import_linter_cache",
 )
 
 
@@ -29,6 +31,7 @@ def lint(workflow: Path) -> subprocess.CompletedProcess:
         **os.environ,
         "SNAKEMAKE": str(BIN / "snakemake"),
         "SNAKEFMT": str(BIN / "snakefmt"),
+        "LINT_IMPORTS": str(BIN / "lint-imports"),
         "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
     return subprocess.run(
@@ -46,7 +49,7 @@ def workflow(tmp_path) -> Path:
 def test_the_gate_passes_on_the_workflow_as_committed(workflow):
     result = lint(workflow)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert "lint: snakemake --lint (1 configs) and snakefmt --check clean" in result.stdout
+    assert "lint: snakemake --lint (1 configs), snakefmt --check and lint-imports clean" in result.stdout
 
 
 def test_a_function_among_the_rules_fails_the_gate(workflow):
@@ -68,3 +71,24 @@ def test_an_unformatted_rule_file_fails_the_gate(workflow):
     assert result.returncode != 0
     assert "lint: snakefmt --check failed" in result.stderr
     assert "snakemake --lint --configfile" not in result.stderr  # the rules themselves still lint clean
+
+
+def test_imports_against_the_layers_fail_the_gate(workflow):
+    # metrics -> reporting: a floor up (reporting draws what metrics computes).
+    metrics = workflow / "bloomqg" / "metrics" / "counts.py"
+    metrics.write_text(metrics.read_text() + "\nfrom bloomqg.reporting.display import MISSING  # noqa: E402\n")
+    # A deferred import of the config (top floor) inside the API client (floor 3): Python would
+    # never notice the circle it closes; the gate does.
+    client = workflow / "bloomqg" / "api" / "client.py"
+    text = client.read_text()
+    client.write_text(text + "\n\ndef _config_schema():\n    from bloomqg.config import load_schema\n\n    return load_schema()\n")
+    deferred_line = len(text.splitlines()) + 4
+    result = lint(workflow)
+    assert result.returncode != 0
+    assert "bloomqg.metrics is not allowed to import bloomqg.reporting:" in result.stdout
+    assert "- bloomqg.metrics.counts -> bloomqg.reporting.display" in result.stdout
+    assert "bloomqg.api is not allowed to import bloomqg.config:" in result.stdout
+    assert f"- bloomqg.api.client -> bloomqg.config (l.{deferred_line})" in result.stdout
+    assert "lint: lint-imports failed" in result.stderr
+    assert "snakemake --lint --configfile" not in result.stderr  # the rules themselves still lint clean
+    assert "snakefmt --check failed" not in result.stderr

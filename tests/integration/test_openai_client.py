@@ -30,8 +30,9 @@ import pytest
 import yaml
 
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
-from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
-from bloomqg.api.client import ClientSettings, OpenAICompatibleClient
+from bloomqg.chat import ChatRequest, Completion, DecodingParams
+from bloomqg.api.client import OpenAICompatibleClient
+from bloomqg.api.settings import ClientSettings
 from bloomqg.api.pacing import TokenBucket, estimate_tokens
 from bloomqg.api.retry import FatalAPIError, backoff_delay, parse_retry_after, redact
 from bloomqg.api.wire import json_schema_response_format, with_schema_instruction
@@ -508,7 +509,7 @@ def test_structured_outputs_fall_back_to_text_once(
         client = OpenAICompatibleClient(
             _settings(smollm_server, proxy.base_url, concurrency=1), cache=tmp_path
         )
-        with caplog.at_level(logging.WARNING, logger="bloomqg.api.client"):
+        with caplog.at_level(logging.WARNING, logger="bloomqg.api.client_core"):
             completions = client.complete(_requests(3, "json", schema=schema), PARAMS)
         assert all(c.finish_reason != "error" for c in completions)
         assert [c.extra["structured_output"] for c in completions] == ["text"] * 3

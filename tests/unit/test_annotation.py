@@ -25,7 +25,7 @@ from bloomqg.annotation.reporting import table9
 from bloomqg.annotation.sample import annotation_items, sample_cell
 from bloomqg.annotation.settings import annotation_settings, judge_validation_settings
 from bloomqg.annotation.sheets import AnnotationError, read_sheets
-from bloomqg.config import Cell, ConfigError
+from bloomqg.config_schema import Cell, ConfigError
 from bloomqg.schemas import ANNOTATION_ITEMS, VOTES
 
 # --- textbook values -------------------------------------------------------------------------

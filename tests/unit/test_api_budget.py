@@ -16,9 +16,9 @@ from bloomqg.api.budget import (
     with_study_budget,
 )
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
-from bloomqg.api.client import ClientSettings
+from bloomqg.api.settings import ClientSettings
 from bloomqg.api.estimate import Calibration, calibrations, estimate_calls, format_estimate, shown_answer_tokens
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 
 PARAMS = DecodingParams(temperature=0.0, do_sample=False, max_new_tokens=100, seed=1)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bloomqg.config import ConfigError, prepare_study, resolve_path, validate_schema
+from bloomqg.config import prepare_study, resolve_path, validate_schema
+from bloomqg.config_schema import ConfigError
 from tests.conftest import REPO
 
 

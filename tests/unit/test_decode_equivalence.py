@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.generator import HFTextGenerator
 from bloomqg.generation.hf.model_support import ModelSupportError
 from tests.support.tiny_models import available_architectures, chat_tokenizer, generate_reference, tiny_model

@@ -9,13 +9,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pytest
 
-from bloomqg.generation.base import ChatRequest, Completion, DecodingParams
-from bloomqg.judges.llm import (
-    DEFAULT_RUBRIC_PATH,
-    escape_data,
-    load_rubric,
-    render_judge_messages,
-)
+from bloomqg.chat import ChatRequest, Completion, DecodingParams
+from bloomqg.judges.llm import escape_data, render_judge_messages
+from bloomqg.judges.rubric import DEFAULT_RUBRIC_PATH, load_rubric
 from bloomqg.judges.stage import judge_provenance, judge_questions, validate_judge_spec
 from bloomqg.parquet_io import to_table
 from bloomqg.provenance import sha256_file

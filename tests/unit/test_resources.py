@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bloomqg.resources import JobResources, ResourceError, judge_resources, model_resources, parameters_from_name
+from bloomqg.judges.registry import judge_resources
+from bloomqg.resources import JobResources, ResourceError, model_resources, parameters_from_name
 from tests.conftest import REPO
 
 

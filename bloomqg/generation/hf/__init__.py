@@ -1,7 +1,7 @@
 """In-process generation with Hugging Face transformers: batched, resumable, reproducible.
 
 - :mod:`~bloomqg.generation.hf.generator`: :class:`~bloomqg.generation.hf.generator.HFTextGenerator`,
-  the :class:`~bloomqg.generation.base.TextGenerator` facade (encoding, batch planning, the
+  the :class:`~bloomqg.chat.TextGenerator` facade (encoding, batch planning, the
   out-of-memory halving, completions)
 - :mod:`~bloomqg.generation.hf.loading`: config, loading plan, tokenizer and weights
 - :mod:`~bloomqg.generation.hf.model_support`: what is settled before the weights load

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.model_support import LoadPlan, ModelSupportError, cache_not_filled_error
 from bloomqg.generation.hf.sampling import draw_uniforms, sample_tokens
 

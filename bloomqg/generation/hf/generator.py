@@ -1,4 +1,4 @@
-"""The transformers backend's :class:`~bloomqg.generation.base.TextGenerator`: a causal LM loaded
+"""The transformers backend's :class:`~bloomqg.chat.TextGenerator`: a causal LM loaded
 once, requests encoded with its chat template, planned into length-bucketed batches, each batch
 run through a decode loop (:mod:`~bloomqg.generation.hf.decode`) and turned into completions; a
 batch that runs out of accelerator memory is halved and later batches capped. The design is in
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bloomqg.generation.base import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 from bloomqg.generation.hf.batching import (
     CPU_PREFILL_CHUNK_TOKENS,
     GPU_PREFILL_CHUNK_TOKENS,
@@ -78,7 +78,7 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 class HFTextGenerator:
-    """A transformers causal LM behind the :class:`~bloomqg.generation.base.TextGenerator` API.
+    """A transformers causal LM behind the :class:`~bloomqg.chat.TextGenerator` API.
 
     ``source`` is a local model directory (e.g. a converted GGUF), a directory holding a GGUF
     file (with ``gguf_file``), or a hub id (pinned with ``revision``).  The model loads once,

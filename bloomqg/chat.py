@@ -2,7 +2,8 @@
 
 Question generation and LLM judges both talk to a :class:`TextGenerator`: a batch of chat
 requests in, one :class:`Completion` per request out, in the same order. Backends import their
-heavy dependencies (torch, openai) inside their own modules, never here.
+heavy dependencies (torch, openai) inside their own modules, never here. It sits below
+:mod:`bloomqg.api` and :mod:`bloomqg.generation`, which both speak it (``docs/architecture.md``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,131 @@
+"""How to reach one model behind an OpenAI-compatible endpoint: :class:`ClientSettings`.
+
+The settings are checked against the config schema's ``$defs/api_settings`` (the one definition of
+valid settings) through :mod:`bloomqg.config_schema`; every part of :mod:`bloomqg.api` that needs
+them imports this module, which imports none of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from bloomqg.config_schema import file_schema
+
+#: The endpoint used when ``base_url`` is None (explicit, so OPENAI_BASE_URL never redirects calls).
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How to reach one model behind an OpenAI-compatible endpoint and how hard to push it.
+
+    ``api_key_env`` names the environment variable holding the key (None: the endpoint needs no
+    key, e.g. a local server). ``rpm``/``tpm`` are the account's limits; ``None`` means unpaced.
+    ``backoff_max_s`` caps every wait between tries, a server's ``Retry-After`` included.
+    """
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    concurrency: int = 8
+    rpm: float | None = None
+    tpm: float | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 8
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 60.0
+    price_per_million_input: float | None = None
+    price_per_million_output: float | None = None
+    structured_outputs: str = "auto"
+    mode: str = "sync"
+    #: Batch API prices; None: the sync prices (an upper bound: OpenAI charges half)
+    batch_price_per_million_input: float | None = None
+    batch_price_per_million_output: float | None = None
+    batch_completion_window: str = "24h"
+    batch_poll_s: float = 30.0
+    batch_poll_max_s: float = 600.0
+    #: the Batch API's limits per batch: requests and input file bytes (split above them)
+    batch_max_requests: int = 50_000
+    batch_max_bytes: int = 200_000_000
+    #: new batches for failed or expired items, after the first
+    batch_max_rounds: int = 2
+    #: this many failed items or fewer are retried as sync calls instead of a new batch
+    batch_sync_below: int = 20
+    #: stop calls once the spend recorded under the cache directory would pass this (USD)
+    budget_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        # The config schema's $defs/api_settings is the one definition of valid settings; code
+        # that builds settings itself (tests, benchmarks) is held to the same rules as a config.
+        problems = [] if isinstance(self.model, str) and self.model.strip() else [
+            f"model: {self.model!r} is not a non-empty string"]
+        settings = {key: value for key, value in dataclasses.asdict(self).items() if key != "model"}
+        problems += file_schema().problems(settings, "#/$defs/api_settings")
+        if self.budget_usd is not None and not self.prices_known:
+            problems.append("budget_usd needs price_per_million_input and price_per_million_output: "
+                            "without prices the spend cannot be counted")
+        if problems:
+            raise ValueError("client settings: " + "; ".join(problems))
+
+    @property
+    def prices_known(self) -> bool:
+        return self.price_per_million_input is not None and self.price_per_million_output is not None
+
+    def prices(self, *, batch: bool) -> tuple[float, float] | None:
+        """USD per million (input, output) tokens for sync or batch calls; None when unknown."""
+        if not self.prices_known:
+            return None
+        if batch:
+            return (
+                self.price_per_million_input if self.batch_price_per_million_input is None
+                else self.batch_price_per_million_input,
+                self.price_per_million_output if self.batch_price_per_million_output is None
+                else self.batch_price_per_million_output,
+            )  # type: ignore[return-value]
+        return self.price_per_million_input, self.price_per_million_output  # type: ignore[return-value]
+
+    def cost(self, prompt_tokens: int | None, completion_tokens: int | None, *, batch: bool) -> float | None:
+        """USD of one call at the configured prices; None when prices or usage are unknown."""
+        prices = self.prices(batch=batch)
+        if prices is None or prompt_tokens is None or completion_tokens is None:
+            return None
+        return (prompt_tokens * prices[0] + completion_tokens * prices[1]) / 1e6
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> "ClientSettings":
+        """Build settings from a config mapping; an unknown or missing key is a clear error."""
+        if not isinstance(spec, Mapping):
+            raise TypeError(f"client settings must be a mapping, got {type(spec).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise ValueError(
+                f"client settings: unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"known keys: {', '.join(sorted(known))}"
+            )
+        if "model" not in spec:
+            raise ValueError("client settings: key 'model' is required")
+        return cls(**dict(spec))
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL calls go to, with any user:password or query removed (safe to print)."""
+        return redact_url(self.base_url or OPENAI_BASE_URL)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The settings for provenance: the endpoint without credentials, the key's variable NAME."""
+        values = dataclasses.asdict(self)
+        values["base_url"] = self.endpoint
+        return values
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info, query string or fragment (where credentials sometimes hide)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))

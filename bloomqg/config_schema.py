@@ -1,0 +1,105 @@
+"""The config's JSON schema (``schemas/config.schema.yaml``) loaded and checked, on the ground floor.
+
+Every layer checks its part of a config against the one schema: the API client its settings
+(``#/$defs/api_settings``), the generators their ``generation`` block and model entry, the judge
+stage an entry of the panel, :mod:`bloomqg.config` the whole study. They all import this module,
+which imports nothing of the package above :mod:`bloomqg.provenance`, so no layer needs
+:mod:`bloomqg.config` (which sits on top, seeing everything it validates).
+
+:func:`file_schema` is the file as written. The judges section has one branch per judge backend,
+declared by the backend's own module: :func:`bloomqg.judges.registry.config_schema` adds them,
+and the checks of a whole config or a judges entry use that one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from bloomqg.provenance import REPO_ROOT
+
+SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One generation run: a model on a dataset under a strategy."""
+
+    dataset: str
+    strategy: str
+    model: str
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    """``models.smollm2.dtype`` / ``strategies[1]`` from a JSON path; ``(top level)`` when empty."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+class ConfigSchema:
+    """A config JSON schema and its checks, one Draft 2020-12 validator per ``$defs`` node, built once."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        #: the schema itself; read it, never change it (its validators are cached)
+        self.schema: dict[str, Any] = dict(schema)
+        self._validators: dict[str | None, Any] = {}
+
+    def _validator(self, ref: str | None) -> Any:
+        if ref not in self._validators:
+            import jsonschema
+
+            schema = self.schema
+            self._validators[ref] = jsonschema.Draft202012Validator(
+                schema if ref is None else {"$defs": schema["$defs"], "$ref": ref}
+            )
+        return self._validators[ref]
+
+    def _declared_keys(self, node: Mapping[str, Any]) -> set[str]:
+        """Keys a schema node declares, those of the ``$defs`` it includes with allOf/$ref too."""
+        keys = set(node.get("properties", {}))
+        for part in node.get("allOf", []):
+            if "$ref" in part:
+                keys |= self._declared_keys(self.schema["$defs"][part["$ref"].rsplit("/", 1)[-1]])
+        return keys
+
+    def errors(self, instance: Any, ref: str | None = None) -> list[tuple[list[Any], str]]:
+        """Every way ``instance`` breaks the schema (or its ``$defs`` node ``ref``, e.g.
+        ``#/$defs/generation``): (key path, message) per error, in key-path order."""
+        errors = []
+        for error in sorted(self._validator(ref).iter_errors(instance), key=lambda e: list(map(str, e.path))):
+            if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(
+                error.instance, Mapping
+            ):
+                extra = sorted(set(error.instance) - self._declared_keys(error.schema))
+                message = f"unknown key(s) {', '.join(map(repr, extra))}"
+            elif error.validator == "not" and "description" in error.schema:
+                message = error.schema["description"]
+            elif error.validator == "pattern" and "description" in error.schema:
+                message = f"{error.instance!r} is not valid here: {error.schema['description']}"
+            elif error.validator == "if":
+                continue  # the failing "then" branch reports the error itself
+            else:
+                message = error.message
+            errors.append((list(error.absolute_path), message))
+        return errors
+
+    def problems(self, instance: Any, ref: str | None = None, *, prefix: Iterable[Any] = ()) -> list[str]:
+        """:meth:`errors` as ``key.path: message`` lines (``prefix`` leads every path)."""
+        return [f"{key_path([*prefix, *path])}: {message}" for path, message in self.errors(instance, ref)]
+
+
+@functools.cache
+def file_schema() -> ConfigSchema:
+    """``schemas/config.schema.yaml`` as written: every ``$defs`` node but the judge backends'
+    branches (:func:`bloomqg.judges.registry.config_schema` has those too)."""
+    return ConfigSchema(yaml.safe_load(SCHEMA_PATH.read_text()))

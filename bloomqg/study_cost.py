@@ -1,0 +1,85 @@
+"""What a study's API calls will cost, before any call (target ``estimate_cost``).
+
+For every API generator and API judge, per cell: the exact requests its job will send (the
+prompts of the cell; the judge's rubric over the generated questions, or the original questions
+before generation), priced by :func:`bloomqg.api.estimate.estimate_calls` (how tokens are
+estimated and calibrated is told there). It sits above the generators and judges whose requests
+it rebuilds, beside :mod:`bloomqg.config`.
+
+Judge requests are exact where the generations file exists; before generation, each prompt's
+original question stands in for the question still to be generated (counted as not cached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bloomqg.api.budget import SpendLedger, with_study_budget
+from bloomqg.api.cache import CallCache
+from bloomqg.api.estimate import ESTIMATE_COLUMNS, calibrations, estimate_calls
+from bloomqg.chat import ChatRequest
+from bloomqg.datasets import dataset_knowledge_units
+from bloomqg.generation.factory import decoding_params
+from bloomqg.generation.openai_api import client_settings_from_entry
+from bloomqg.judges.base import JudgeItem
+from bloomqg.judges.llm import LLMJudge
+from bloomqg.judges.registry import judge_backend
+from bloomqg.judges.rubric import load_rubric
+from bloomqg.prompts import messages_from_json
+
+
+def estimate_study(
+    config: Mapping[str, Any],
+    cells: Sequence[Any],
+    *,
+    prompts: Mapping[tuple[str, str], pd.DataFrame],
+    datasets: Mapping[str, pd.DataFrame],
+    generations: Mapping[tuple[str, str, str], pd.DataFrame],
+    cache_dir: str | Path,
+    rubric_path: str | Path | None,
+) -> pd.DataFrame:
+    """One row per API generator or judge and cell (see the module docstring)."""
+    cache = CallCache(cache_dir) if Path(cache_dir).is_dir() else None
+    measured = calibrations(SpendLedger(Path(cache_dir) / "spend.jsonl"))
+    seed = config["seed"]
+    rows: list[dict[str, Any]] = []
+    api_judges = {n: s for n, s in config["judges"].items() if judge_backend(s["backend"]).api_entry}
+    rubric = load_rubric(rubric_path) if api_judges else None
+    generated_models = set()
+    for cell in cells:
+        model_spec = config["models"][cell.model]
+        frame = prompts[(cell.dataset, cell.strategy)]
+        if model_spec.get("backend") == "openai":
+            generated_models.add(cell.model)
+            settings = client_settings_from_entry(with_study_budget(model_spec, config.get("budget_usd")))
+            requests = [
+                ChatRequest(pid, messages_from_json(text, prompt_id=pid))
+                for pid, text in zip(frame["prompt_id"], frame["messages_json"])
+            ]
+            params = decoding_params(model_spec.get("generation", {}), seed)
+            rows.append({"role": "generator", "name": cell.model, "dataset": cell.dataset, "strategy": cell.strategy,
+                         **estimate_calls(settings, requests, params, cache, measured.get(settings.model))})
+        if not api_judges:
+            continue
+        generated = generations.get((cell.dataset, cell.strategy, cell.model))
+        if generated is not None:
+            has_question = generated["new_question"].map(lambda q: isinstance(q, str) and bool(q.strip()))
+            items = generated[has_question]
+            ids, questions, originals = items["prompt_id"], items["new_question"], items["original_question"]
+        else:  # not generated yet: the original question stands in for the one to come
+            ids, questions, originals = frame["prompt_id"], frame["original_question"], frame["original_question"]
+        units = dataset_knowledge_units(datasets[cell.dataset])
+        for name, spec in api_judges.items():
+            settings = client_settings_from_entry(with_study_budget(spec, config.get("budget_usd")))
+            judge = LLMJudge(None, units, config["datasets"][cell.dataset]["domain"], template=rubric,  # type: ignore[arg-type]
+                             decoding=decoding_params(spec.get("generation"), seed, where=f"judges.{name}.generation"))
+            requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(ids, questions, originals)])
+            row = estimate_calls(settings, requests, judge.decoding, cache, measured.get(settings.model))
+            if generated is None:
+                row["basis"] += "; questions not generated yet"
+            rows.append({"role": "judge", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
+    return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
