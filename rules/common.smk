@@ -206,8 +206,28 @@ def release_run(wc):
 
 
 def annotation_report_inputs(wc=None):
-    """What the report adds when annotation is configured: Table 9 and its figure."""
-    return [f"{ANNOTATION_DIR}/table9_human_agreement.json", ANNOTATION_FIGURE] if ANNOTATION else []
+    """What the report adds when annotation is configured: Table 9, the alt-test verdicts beside
+    it, and Table 9's figure."""
+    if not ANNOTATION:
+        return []
+    return [
+        f"{ANNOTATION_DIR}/table9_human_agreement.json",
+        f"{ANNOTATION_DIR}/alt_test.json",
+        ANNOTATION_FIGURE,
+    ]
+
+
+def annotated_judgments():
+    """Every judge's judgments of the annotated cells (a study's; a release has none)."""
+    if ANNOTATION.source != "study":
+        return []
+    return [
+        path
+        for judge in JUDGES
+        for path in cell_paths(
+            f"results/judgments/{{dataset}}/{{strategy}}/{{model}}/{judge}.parquet", ANNOTATION.cells
+        )
+    ]
 
 
 def filled_sheets():
