@@ -57,7 +57,7 @@ def judge_bias_table(estimates: pd.DataFrame) -> Table:
                 cells.append(Cell(text + (DETECTED_MARK if r["detected"] else "")))
             rows.append(cells)
     return Table(
-        "judge_bias", "Judge bias probes: each judge's deciding statistic per probe and criterion [95% CI].",
+        "judge_bias", "Judge bias probes: each judge's deciding statistic per probe and criterion [95% CI, simultaneous over a probe's criteria].",
         ["Judge", "Probe"], [CRITERION_LABEL.get(c, c) for c in CRITERIA], rows, estimates,
         notes=[f"{DETECTED_MARK.strip()} the CI excludes the no-bias value (0; 1 for self-agreement). "
                "Every statistic, with n and notes: results/judge_bias/estimates.parquet; the method: docs/judge-bias.md."],

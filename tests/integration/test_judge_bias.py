@@ -128,3 +128,65 @@ def test_planted_biases_are_found_and_a_rerun_sends_nothing(tmp_path, server):
     assert set(probed["name"]) == set(API_JUDGES)
     assert (probed.groupby("name")["requests"].sum() == 3 * n_questions).all()
     assert probed["to_call"].sum() == 0 and server.requests == before
+
+
+def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path, server):
+    """Three annotators fill the exported sheet with the fair judge's verdicts; the import's
+    alt-test must pass that judge everywhere and decide the length judge's readable as a direct
+    t-test and Benjamini-Yekutieli computation here says."""
+    from scipy import stats
+
+    from bloomqg.schemas import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS
+
+    config = yaml.safe_load(write_config(tmp_path, server).read_text())
+    config["models"] = {"gen-alpha": config["models"]["gen-alpha"]}
+    config["judges"] = {name: config["judges"][name] for name in ("fair", "position", "length")}
+    del config["judge_bias"]
+    config["annotation"] = {"items_per_cell": ITEMS_PER_CELL, "alt_test": {"epsilon": 0.2}}
+    path = tmp_path / "annotate.yaml"
+    path.write_text(yaml.safe_dump(config))
+    exported = snakemake(tmp_path, path, "export_annotation")
+    assert exported.returncode == 0, exported.stderr[-5000:]
+
+    folder = tmp_path / "results" / "annotation"
+    items = read_frame(folder / "items.parquet", ANNOTATION_ITEMS)
+    judged = {name: read_frame(tmp_path / "results" / "judgments" / "cs" / "fgp" / "gen-alpha" / f"{name}.parquet",
+                               JUDGMENTS).set_index(["prompt_id", "criterion"]) for name in ("fair", "length")}
+    fair = judged["fair"]
+    yes_no = {True: "yes", False: "no"}
+    sheet = pd.read_csv(folder / "sheet.csv", encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    prompt_of = dict(zip(items["annotation_id"], items["prompt_id"]))
+    answers = {
+        "unique": lambda p: yes_no[bool(fair.loc[(p, "unique"), "value_bool"])],
+        "readable": lambda p: yes_no[bool(fair.loc[(p, "readable"), "value_bool"])],
+        "answerable": lambda p: yes_no[bool(fair.loc[(p, "answerable"), "value_bool"])],
+        "bloom_level": lambda p: fair.loc[(p, "bloom_level"), "value_level"],
+        "knowledge_units": lambda p: "; ".join(fair.loc[(p, "knowledge_units"), "value_units"]),
+    }
+    (tmp_path / "annotations").mkdir()
+    for who in ("ann1", "ann2", "ann3"):
+        filled = sheet.assign(annotator=who, **{column: [answer(prompt_of[a]) for a in sheet["annotation_id"]]
+                                                for column, answer in answers.items()})
+        filled.to_csv(tmp_path / "annotations" / f"{who}.csv", index=False)
+    imported = snakemake(tmp_path, path, "import_annotations")
+    assert imported.returncode == 0, imported.stderr[-5000:]
+
+    summary = read_frame(folder / "alt_test.parquet", ALT_TEST).set_index(["rater", "criterion"])
+    comparisons = read_frame(folder / "alt_test_annotators.parquet", ALT_TEST_COMPARISONS)
+    assert (summary.loc["fair", "winning_rate"] == 1.0).all()  # it says what every annotator says
+    # length vs three identical annotators on readable: each left-out annotator aligns fully with the
+    # others, the judge only where it agrees, so d_i = 1 where it disagrees and 0 elsewhere
+    disagree = [float(bool(judged["length"].loc[(p, "readable"), "value_bool"])
+                      != bool(fair.loc[(p, "readable"), "value_bool"])) for p in items["prompt_id"]]
+    p_value = float(stats.ttest_1samp(disagree, 0.2, alternative="less").pvalue)
+    threshold = 0.05 / (1 + 1 / 2 + 1 / 3)  # BY, m = 3 equal p-values: all rejected iff p <= q / H_3
+    expected_omega = 1.0 if p_value <= threshold else 0.0
+    mine = comparisons[(comparisons["rater"] == "length") & (comparisons["criterion"] == "readable")]
+    assert len(mine) == 3 and mine["p_value"].tolist() == pytest.approx([p_value] * 3)
+    assert mine["rater_advantage"].tolist() == pytest.approx([1 - sum(disagree) / len(disagree)] * 3)
+    row = summary.loc[("length", "readable")]
+    assert row["winning_rate"] == expected_omega
+    verb = "can" if expected_omega >= 0.5 else "cannot"
+    assert row["verdict"].startswith(f"judge length {verb} replace an annotator on readable at ε = 0.2")
+    assert "panel majority" in summary.index.get_level_values("rater")
+    assert "judge length" in (folder / "alt_test.md").read_text(encoding="utf-8") or "length" in (folder / "alt_test.md").read_text(encoding="utf-8")

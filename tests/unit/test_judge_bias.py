@@ -162,3 +162,33 @@ def test_fisher_z_interval_by_hand():
     # Bonett-Wright for Spearman: se = sqrt((1 + r^2/2) / (n - 3)) = sqrt(1.125)/5
     low_s, _ = fisher_z_ci(0.5, 28, 0.95, spearman=True)
     assert low_s == pytest.approx(np.tanh(0.549306 - 1.959964 * np.sqrt(1.125) / 5), abs=1e-5)
+
+
+def test_report_has_a_judge_bias_section_only_when_given(tmp_path):
+    from bloomqg.reporting.judge_bias import plot_positions, write_judge_bias_table
+    from bloomqg.reporting.report import build_report
+    from tests.support.synthetic import synthetic_study
+
+    rng = np.random.default_rng(1)
+    probes = pd.concat([_planted("biased", 60, True, rng), _planted("fair", 60, False, rng)], ignore_index=True)
+    estimates, positions = bias_estimates(probes, {"judges": {}, "generators": {}}, n_resamples=200)
+    paths = [tmp_path / "judge_bias.md", tmp_path / "judge_bias.json", tmp_path / "judge_bias_positions.png"]
+    write_judge_bias_table(estimates, paths[0], paths[1])
+    plot_positions(positions, paths[2])
+    markdown = paths[0].read_text()
+    assert "| biased | position: first-listed excess |" in markdown and " *" in markdown
+    study = synthetic_study(n_models=2, n_items=8)
+    pages = {}
+    for name, given in (("with", paths[1:]), ("without", [])):
+        out = tmp_path / f"{name}.html"
+        build_report(
+            out, config=study.config, all_metrics=study.metrics, votes=study.votes, reliability=study.reliability,
+            generations=study.generations, generation_provenance=study.generation_provenance,
+            judgment_provenance=study.judgment_provenance, ledger=study.ledger, table_paths=[], figure_paths=[],
+            correlations=study.correlations, paired=study.paired, git_commit=None, package_versions={},
+            judge_bias=given,
+        )
+        pages[name] = out.read_text(encoding="utf-8")
+    assert '<section id="judge-bias">' in pages["with"] and "Judge bias probes" in pages["with"]
+    assert 'id="figure-judge_bias_positions"' in pages["with"] and "data:image/png;base64," in pages["with"]
+    assert 'id="judge-bias"' not in pages["without"]
