@@ -79,6 +79,10 @@ STAGE_MODULES = {
     ),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
+# The bias probes live among the judges but only judge_bias runs them: editing them must not
+# rerun judge_questions.
+CODE["judging"] = code_fingerprint(*STAGE_MODULES["judging"], *CONTRACTS, exclude=("bloomqg.judges.bias",))
+CODE["judge_bias"] = code_fingerprint(*STAGE_MODULES["judging"], *CONTRACTS)
 
 
 def model_dir(model):

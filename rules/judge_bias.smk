@@ -48,7 +48,7 @@ if JUDGE_BIAS:
             items_per_cell=JUDGE_BIAS.items_per_cell,
             seed=JUDGE_BIAS.seed,
             cache_dir=CFG["cache_dir"],
-            code=CODE["judging"],
+            code=CODE["judge_bias"],
         script:
             "../workflow_scripts/probe_judge.py"
 
@@ -73,7 +73,7 @@ if JUDGE_BIAS:
             families=families(CFG),
             bootstrap=CFG["bootstrap"],
             seed=JUDGE_BIAS.seed,
-            code=CODE["judging"] + CODE["report"],
+            code=CODE["judge_bias"] + CODE["report"],
         script:
             "../workflow_scripts/judge_bias_summary.py"
 

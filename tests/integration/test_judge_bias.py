@@ -191,3 +191,6 @@ def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path
     assert "panel majority" in summary.index.get_level_values("rater")
     table = (folder / "alt_test.md").read_text(encoding="utf-8")
     assert f"| length | Readable | {expected_omega:.2f} | {int(3 * expected_omega)}/3 |" in table
+    from bloomqg.reporting.report import _table_entries
+
+    assert _table_entries([folder / "alt_test.json"], {})[0]["stem"] == "alt_test"  # the report reads it
