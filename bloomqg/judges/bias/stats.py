@@ -116,7 +116,7 @@ def _mean_ci(values: np.ndarray, options: Mapping[str, Any]) -> tuple[float, tup
     return float(values.mean()), bootstrap_ci(lambda idx: float(values[idx[0]].mean()), [len(values)], **options)
 
 
-def _tables(probes: pd.DataFrame) -> tuple[dict, dict, dict]:
+def _tables(probes: pd.DataFrame) -> tuple[dict[Any, Any], dict[Any, Any], dict[Question, int]]:
     """(ratings[(judge, probe, criterion)][question], level orders[(judge, probe)][question],
     words[question])."""
     ratings: dict[tuple[str, str, str], dict[Question, Hashable]] = {}
@@ -181,7 +181,17 @@ def bias_estimates(
             pd.DataFrame.from_records(positions, columns=BIAS_POSITIONS.names))
 
 
-def _position_rows(judge, ratings, orders, positions, options) -> list[dict[str, Any]]:
+Ratings = Mapping[tuple[str, str, str], Mapping[Question, Hashable]]
+
+
+def _position_rows(
+    judge: str,
+    ratings: Ratings,
+    orders: Mapping[tuple[str, str], Mapping[Question, tuple[str, ...]]],
+    positions: list[dict[str, Any]],
+    options: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """The position rows of one judge; appends its counts by position to ``positions``."""
     base = ratings.get((judge, "base", "bloom_level"), {})
     order = ratings.get((judge, "order", "bloom_level"), {})
     listed = orders.get((judge, "order"), {})
@@ -202,7 +212,7 @@ def _position_rows(judge, ratings, orders, positions, options) -> list[dict[str,
     return rows
 
 
-def _length_rows(judge, ratings, words, confidence) -> list[dict[str, Any]]:
+def _length_rows(judge: str, ratings: Ratings, words: Mapping[Question, int], confidence: float) -> list[dict[str, Any]]:
     rows = []
     for criterion in SCORED_CRITERIA:
         base = ratings.get((judge, "base", criterion), {})
@@ -221,7 +231,13 @@ def _length_rows(judge, ratings, words, confidence) -> list[dict[str, Any]]:
     return rows
 
 
-def _self_preference_rows(judge, judges, ratings, families, options) -> list[dict[str, Any]]:
+def _self_preference_rows(
+    judge: str,
+    judges: Sequence[str],
+    ratings: Ratings,
+    families: Mapping[str, Mapping[str, str | None]],
+    options: Mapping[str, Any],
+) -> list[dict[str, Any]]:
     own = families["judges"].get(judge)
     generators = families["generators"]
     if not own or own not in set(generators.values()):
