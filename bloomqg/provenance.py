@@ -70,12 +70,19 @@ def git_commit() -> str | None:
     return f"{commit}-dirty" if dirty else commit
 
 
-def code_fingerprint(*modules: str) -> str:
-    """Hash of the source of ``bloomqg`` modules (dotted names or sub-packages).
+def code_fingerprint(*modules: str, exclude: tuple[str, ...] = ()) -> str:
+    """Hash of the source of ``bloomqg`` modules (dotted names or sub-packages), leaving out the
+    sub-packages named in ``exclude`` (a stage that does not run them).
 
     Rules pass it as a ``params:`` value so that Snakemake reruns a stage when the library code
     it uses changes, and only then.
     """
+    skipped = []
+    for name in exclude:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModuleNotFoundError(f"cannot leave {name!r} out of a fingerprint: not a package")
+        skipped += [Path(folder) for folder in spec.submodule_search_locations]
     digest = hashlib.sha256()
     for module in sorted(modules):
         spec = importlib.util.find_spec(module)
@@ -88,6 +95,8 @@ def code_fingerprint(*modules: str) -> str:
         else:
             files = [Path(spec.origin)]
         for path in files:
+            if any(path.is_relative_to(folder) for folder in skipped):
+                continue
             digest.update(str(path.relative_to(PACKAGE_ROOT.parent)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -264,3 +264,79 @@ JUDGE_THROUGHPUT = _schema(
     f("cost_usd", pa.float64(), False),  # API cost from the judgments' ledger; 0 offline
     f("cost_per_1000_usd", pa.float64()),
 )
+
+# -- judges under test (results/judge_bias, target judge_bias) ------------------------------
+
+#: One judge's verdicts on the bias probes of one cell's sample: per question, probe and
+#: criterion. ``probe``: ``base`` (the lists in canonical order, the study's seed: the same call
+#: as judge_questions), ``repeat`` (the same prompt, another seed) or ``order`` (the Bloom levels
+#: and knowledge units listed in a permuted order).
+JUDGE_PROBES = _schema(
+    f("prompt_id", _str, False),
+    f("item_id", _str),
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("judge", _str, False),
+    f("probe", _str, False),
+    f("criterion", _str, False),
+    f("value_bool", pa.bool_()),
+    f("value_level", _str),
+    f("value_units", _units),
+    f("status", _str, False),
+    f("level_order", _units, False),  # the Bloom levels as the prompt listed them
+    f("unit_order", _units, False),  # the knowledge units as the prompt listed them
+    f("question_words", pa.int64(), False),
+    f("cached", pa.bool_()),
+    f("cost_usd", pa.float64()),  # once per call (on its first criterion row)
+)
+
+#: The bias estimates of every probed judge (results/judge_bias/estimates.parquet).
+BIAS_ESTIMATES = _schema(
+    f("judge", _str, False),
+    f("probe", _str, False),  # order | position | consistency | self_preference | length
+    f("criterion", _str, False),
+    f("statistic", _str, False),
+    f("value", pa.float64()),  # NaN when undefined (no variation, no comparison group)
+    f("ci_low", pa.float64()),
+    f("ci_high", pa.float64()),
+    f("n", pa.int64(), False),  # questions the statistic was computed over
+    f("detected", pa.bool_(), False),  # the CI excludes the no-bias value
+    f("note", _str),
+)
+
+#: Order probe: how often a judge's Bloom level was listed at each position (1 = first).
+BIAS_POSITIONS = _schema(
+    f("judge", _str, False),
+    f("position", pa.int64(), False),
+    f("chosen", pa.int64(), False),  # the order probe's verdict was listed here
+    f("expected", pa.int64(), False),  # the base verdict, under the same permuted list, was here
+)
+
+#: The alternative annotator test per rater (a judge, or the panel's majority) and criterion
+#: (results/annotation/alt_test.parquet); the per-annotator comparisons are ALT_TEST_COMPARISONS.
+ALT_TEST = _schema(
+    f("rater", _str, False),
+    f("criterion", _str, False),
+    f("epsilon", pa.float64(), False),
+    f("q", pa.float64(), False),  # FDR of the Benjamini-Yekutieli correction
+    f("n_annotators", pa.int64(), False),  # annotators tested (enough items)
+    f("n_won", pa.int64(), False),
+    f("winning_rate", pa.float64()),  # ω; null when no annotator could be tested
+    f("advantage_probability", pa.float64()),  # ρ
+    f("passed", pa.bool_()),  # ω >= 0.5; null when not tested
+    f("verdict", _str, False),
+)
+
+#: The rater against each left-out annotator (results/annotation/alt_test_annotators.parquet).
+ALT_TEST_COMPARISONS = _schema(
+    f("rater", _str, False),
+    f("criterion", _str, False),
+    f("annotator", _str, False),
+    f("n", pa.int64(), False),
+    f("rater_advantage", pa.float64(), False),
+    f("annotator_advantage", pa.float64(), False),
+    f("t_statistic", pa.float64()),
+    f("p_value", pa.float64(), False),
+    f("won", pa.bool_(), False),
+)

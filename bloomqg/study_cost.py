@@ -20,12 +20,14 @@ import pandas as pd
 
 from bloomqg.api.budget import SpendLedger, with_study_budget
 from bloomqg.api.cache import CallCache
-from bloomqg.api.estimate import ESTIMATE_COLUMNS, calibrations, estimate_calls
+from bloomqg.api.estimate import ESTIMATE_COLUMNS, Calibration, calibrations, estimate_calls
 from bloomqg.chat import ChatRequest
 from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.factory import decoding_params
 from bloomqg.generation.openai_api import client_settings_from_entry
 from bloomqg.judges.base import JudgeItem
+from bloomqg.judges.bias.design import bias_sample, judge_bias_settings
+from bloomqg.judges.bias.probe import probe_requests
 from bloomqg.judges.llm import LLMJudge
 from bloomqg.judges.registry import judge_backend
 from bloomqg.judges.rubric import load_rubric
@@ -82,4 +84,55 @@ def estimate_study(
             if generated is None:
                 row["basis"] += "; questions not generated yet"
             rows.append({"role": "judge", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
+    rows += _probe_rows(config, cells, prompts=prompts, datasets=datasets, generations=generations,
+                        cache=cache, measured=measured, rubric=rubric)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
+
+
+def _probe_rows(
+    config: Mapping[str, Any],
+    cells: Sequence[Any],
+    *,
+    prompts: Mapping[tuple[str, str], pd.DataFrame],
+    datasets: Mapping[str, pd.DataFrame],
+    generations: Mapping[tuple[str, str, str], pd.DataFrame],
+    cache: CallCache | None,
+    measured: Mapping[str, Calibration],
+    rubric: Any,
+) -> list[dict[str, Any]]:
+    """Rows (role ``judge_bias``) for the probes' calls of the API judges ``judge_bias`` names:
+    the base probe's calls are judge_questions' own, so a judged study has them cached already."""
+    bias = judge_bias_settings(config)
+    if bias is None:
+        return []
+    probed = {n: config["judges"][n] for n in bias.judges if judge_backend(config["judges"][n]["backend"]).api_entry}
+    if probed and rubric is None:
+        rubric = load_rubric(config["prompts"]["judge"])
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        generated = generations.get((cell.dataset, cell.strategy, cell.model))
+        stand_in = generated is None
+        if stand_in:  # not generated yet: the original question stands in
+            frame = prompts[(cell.dataset, cell.strategy)]
+            generated = frame.assign(new_question=frame["original_question"], dataset=cell.dataset,
+                                     strategy=cell.strategy, model=cell.model)
+        sample = bias_sample(generated, bias.items_per_cell, bias.seed)
+        units = dataset_knowledge_units(datasets[cell.dataset])
+        for name, spec in probed.items():
+            settings = client_settings_from_entry(with_study_budget(spec, config.get("budget_usd")))
+            pairs = probe_requests(sample, name, spec, knowledge_units=units,
+                                   domain=config["datasets"][cell.dataset]["domain"], rubric=rubric, seed=bias.seed)
+            parts = []
+            for decoding in dict.fromkeys(d for _, d in pairs):
+                same = [r for r, d in pairs if d == decoding]
+                parts.append(estimate_calls(settings, same, decoding, cache, measured.get(settings.model)))
+            if not parts:
+                continue
+            row = {key: sum(p[key] for p in parts) for key in ("requests", "cached", "to_call", "prompt_tokens", "completion_tokens")}
+            costs = [p["cost_usd"] for p in parts]
+            row.update(model=settings.model, mode=settings.mode, basis=parts[0]["basis"],
+                       cost_usd=None if any(c is None for c in costs) else float(sum(costs)))
+            if stand_in:
+                row["basis"] += "; questions not generated yet"
+            rows.append({"role": "judge_bias", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
+    return rows

@@ -15,6 +15,7 @@ except ConfigError as error:
 ANNOTATION_DIR = "results/annotation"
 ANNOTATION_TABLES = [f"{ANNOTATION_DIR}/table9_human_agreement.{ext}" for ext in ("md", "csv", "tex", "json")]
 ANNOTATION_FIGURE = f"{ANNOTATION_DIR}/human_agreement.png"
+ALT_TEST_TABLES = [f"{ANNOTATION_DIR}/alt_test.{ext}" for ext in ("md", "csv", "tex", "json")]
 CODE_ANNOTATION = code_fingerprint(
     "bloomqg.annotation",
     "bloomqg.reporting.tables",
@@ -54,10 +55,15 @@ if ANNOTATION:
         input:
             key=f"{ANNOTATION_DIR}/items.parquet",
             sheets=filled_sheets(),
+            # each judge's own verdicts on the sampled cells, for the alternative annotator test
+            judgments=annotated_judgments(),
         output:
             agreement=f"{ANNOTATION_DIR}/agreement.parquet",
             tables=ANNOTATION_TABLES,
             figure=ANNOTATION_FIGURE,
+            alt_test=f"{ANNOTATION_DIR}/alt_test.parquet",
+            alt_test_annotators=f"{ANNOTATION_DIR}/alt_test_annotators.parquet",
+            alt_test_tables=ALT_TEST_TABLES,
         log:
             "logs/import_annotations.log",
         localrule: True
@@ -67,6 +73,7 @@ if ANNOTATION:
             annotations_dir=ANNOTATION.annotations_dir,
             bootstrap=CFG["bootstrap"],
             seed=ANNOTATION.seed,
+            alt_test=ANNOTATION.alt_test,
             code=CODE_ANNOTATION,
         script:
             "../workflow_scripts/import_annotations.py"

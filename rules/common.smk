@@ -81,6 +81,10 @@ STAGE_MODULES = {
     ),
 }
 CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAGE_MODULES.items()}
+# The bias probes live among the judges but only judge_bias runs them: editing them must not
+# rerun judge_questions.
+CODE["judging"] = code_fingerprint(*STAGE_MODULES["judging"], *CONTRACTS, exclude=("bloomqg.judges.bias",))
+CODE["judge_bias"] = code_fingerprint(*STAGE_MODULES["judging"], *CONTRACTS)
 
 
 def model_dir(model):
@@ -208,8 +212,28 @@ def release_run(wc):
 
 
 def annotation_report_inputs(wc=None):
-    """What the report adds when annotation is configured: Table 9 and its figure."""
-    return [f"{ANNOTATION_DIR}/table9_human_agreement.json", ANNOTATION_FIGURE] if ANNOTATION else []
+    """What the report adds when annotation is configured: Table 9, the alt-test verdicts beside
+    it, and Table 9's figure."""
+    if not ANNOTATION:
+        return []
+    return [
+        f"{ANNOTATION_DIR}/table9_human_agreement.json",
+        f"{ANNOTATION_DIR}/alt_test.json",
+        ANNOTATION_FIGURE,
+    ]
+
+
+def annotated_judgments():
+    """Every judge's judgments of the annotated cells (a study's; a release has none)."""
+    if ANNOTATION.source != "study":
+        return []
+    return [
+        path
+        for judge in JUDGES
+        for path in cell_paths(
+            f"results/judgments/{{dataset}}/{{strategy}}/{{model}}/{judge}.parquet", ANNOTATION.cells
+        )
+    ]
 
 
 def filled_sheets():

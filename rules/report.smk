@@ -65,6 +65,12 @@ rule build_report:
             and wc.root == {"study": "results", "release": "results/release"}[ANNOTATION.source]
             else []
         ),
+        # the "Judge bias" section (rules/judge_bias.smk), when judge_bias is configured
+        judge_bias=lambda wc: (
+            [JUDGE_BIAS_OUTPUTS["view"], JUDGE_BIAS_OUTPUTS["figure"]]
+            if JUDGE_BIAS and wc.root == "results"
+            else []
+        ),
     output:
         report("{root}/report.html", caption="../report/captions/report.rst", category="Report"),
     log:

@@ -19,4 +19,5 @@ build_report_from_files(
     tables=[*inputs.tables, *inputs.annotation],  # Table 9 when annotation is configured
     figures=[*inputs.figures, *inputs.annotation],
     title=snakemake.params.title,
+    judge_bias=inputs.judge_bias,  # the "Judge bias" section's table (.json) and figure (.png)
 )

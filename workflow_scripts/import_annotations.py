@@ -1,11 +1,14 @@
-"""Rule import_annotations: filled sheets checked, compared with the panel, Table 9 and its figure."""
+"""Rule import_annotations: filled sheets checked, compared with the panel, Table 9 and its figure,
+and the alternative annotator test of every judge (and the panel's majority) beside it."""
+from bloomqg.annotation.alt_test import alt_test_frames
+from bloomqg.annotation.judge_validation import annotated_judge_ratings
 from bloomqg.annotation.panel_agreement import human_panel_agreement
-from bloomqg.annotation.reporting import plot_human_agreement, table9, write_table
+from bloomqg.annotation.reporting import alt_test_table, plot_human_agreement, table9, write_table
 from bloomqg.annotation.sheets import read_sheets
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.provenance import sha256_file
-from bloomqg.schemas import ANNOTATION_ITEMS, RATER_AGREEMENT
+from bloomqg.schemas import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
@@ -17,7 +20,17 @@ agreement = human_panel_agreement(
     items, ratings, n_resamples=params.bootstrap["n_resamples"],
     confidence=params.bootstrap["confidence"], seed=params.seed,
 )
-write_frame(agreement, output.agreement, RATER_AGREEMENT, {"sheets": {p: sha256_file(p) for p in sheets}})
+provenance = {"sheets": {p: sha256_file(p) for p in sheets}}
+write_frame(agreement, output.agreement, RATER_AGREEMENT, provenance)
+n_annotators = ratings["annotator"].nunique() if len(ratings) else 0
 write_table(table9(agreement, annotations_dir=params.annotations_dir, n_sheets=len(sheets),
-                   n_annotators=ratings["annotator"].nunique()), output.tables)
+                   n_annotators=n_annotators), output.tables)
 plot_human_agreement(agreement, output.figure, annotations_dir=params.annotations_dir)
+
+judges = annotated_judge_ratings(items, [read_frame(p, JUDGMENTS) for p in snakemake.input.judgments])
+summary, comparisons = alt_test_frames(items, ratings, judges, **params.alt_test)
+write_frame(summary, output.alt_test, ALT_TEST, {**provenance, "alt_test": dict(params.alt_test)})
+write_frame(comparisons, output.alt_test_annotators, ALT_TEST_COMPARISONS, provenance)
+write_table(alt_test_table(summary, n_annotators=n_annotators, epsilon=params.alt_test["epsilon"],
+                           q=params.alt_test["q"], min_items=params.alt_test["min_items_per_annotator"]),
+            output.alt_test_tables)

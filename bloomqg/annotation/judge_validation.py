@@ -147,3 +147,21 @@ def throughput_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                        "seconds": seconds, "seconds_per_1000": 1000 * seconds / n if n else math.nan,
                        "cost_usd": cost, "cost_per_1000_usd": 1000 * cost / n if n else math.nan})
     return pd.concat([frame, pd.DataFrame.from_records(pooled, columns=JUDGE_THROUGHPUT.names)], ignore_index=True)
+
+
+def annotated_judge_ratings(
+    items: pd.DataFrame, judgments: Sequence[pd.DataFrame]
+) -> dict[str, dict[tuple[str, str], Any]]:
+    """judge → (annotation_id, criterion) → its rating, for the annotation key's ``items``, from
+    JUDGMENTS frames of the sampled cells (what the alternative annotator test compares)."""
+    by_question = {(r.dataset, r.strategy, r.model, r.prompt_id): r.annotation_id for r in items.itertuples(index=False)}
+    found: dict[str, dict[tuple[str, str], Any]] = {}
+    for frame in judgments:
+        ok = frame[frame["status"] == "ok"]
+        for row in ok.itertuples(index=False):
+            annotation_id = by_question.get((row.dataset, row.strategy, row.model, row.prompt_id))
+            if annotation_id is None:
+                continue
+            value = getattr(row, _VALUE_COLUMN.get(row.criterion, "value_bool"))
+            found.setdefault(str(row.judge), {})[(annotation_id, row.criterion)] = panel_rating(row.criterion, value)
+    return found

@@ -24,6 +24,7 @@ from bloomqg.reporting.tables.model import Cell, Table, format_value
 from bloomqg.reporting.tables.view import render_view
 
 TABLE9_STEM = "table9_human_agreement"
+ALT_TEST_STEM = "alt_test"
 
 
 def table9(agreement: pd.DataFrame, *, annotations_dir: str, n_sheets: int, n_annotators: int) -> Table:
@@ -132,3 +133,29 @@ def validation_summary(agreement: pd.DataFrame, confusion: pd.DataFrame, through
                "originals) is spread over its sample, so small samples overstate the cost per question."],
     )))
     return "\n".join(parts)
+
+
+def alt_test_table(summary: pd.DataFrame, *, n_annotators: int, epsilon: float, q: float, min_items: int) -> Table:
+    """The alt-test verdicts (beside Table 9): per rater and criterion, ω, ρ and the verdict."""
+    from bloomqg.annotation.alt_test import MIN_ANNOTATORS
+
+    rows = [[Cell(r.rater), Cell(CRITERION_LABEL.get(r.criterion, r.criterion)),
+             Cell(format_value(r.winning_rate, decimals=2)), Cell(f"{r.n_won}/{r.n_annotators}"),
+             Cell(format_value(r.advantage_probability, decimals=2)),
+             Cell({True: "can replace", False: "cannot replace"}.get(r.passed, "not tested"))]
+            for r in summary.itertuples(index=False)]
+    table = Table(
+        ALT_TEST_STEM, f"Alternative annotator test (Calderon et al. 2025): can the rater replace an annotator? ε = {epsilon:g}.",
+        ["Rater", "Criterion"], ["ω", "Annotators won", "ρ", "Verdict at ε"], rows, summary,
+    )
+    if n_annotators < MIN_ANNOTATORS:
+        table.notes.append(f"Not run: {n_annotators} annotator(s); the test needs at least {MIN_ANNOTATORS} "
+                           "who rated the same items.")
+    else:
+        table.notes.append(
+            "Leave one annotator out; a one-sided paired t-test per annotator that the rater aligns with the "
+            f"others at least as often as the left-out annotator, minus ε; Benjamini–Yekutieli at q = {q:g} "
+            f"across annotators; ω = share of annotators beaten, ω ≥ 0.5 passes; ρ = advantage probability. "
+            f"Annotators need {min_items} items to be tested. Per-annotator p-values: results/annotation/alt_test_annotators.parquet."
+        )
+    return table

@@ -28,6 +28,8 @@ class AnnotationSettings:
     seed: int
     annotations_dir: str
     title: str
+    #: the alternative annotator test: epsilon, q, min_items_per_annotator
+    alt_test: dict[str, float | int]
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,18 @@ def annotation_settings(
         seed=int(section.get("seed", config["seed"])),
         annotations_dir=str(section.get("annotations_dir", DEFAULT_ANNOTATIONS_DIR)),
         title=str(section.get("title", DEFAULT_TITLE)),
+        alt_test=_alt_test_settings(section.get("alt_test") or {}),
     )
+
+
+def _alt_test_settings(section: Mapping[str, Any]) -> dict[str, float | int]:
+    from bloomqg.annotation.alt_test import DEFAULT_EPSILON, DEFAULT_MIN_ITEMS_PER_ANNOTATOR, DEFAULT_Q
+
+    return {
+        "epsilon": float(section.get("epsilon", DEFAULT_EPSILON)),
+        "q": float(section.get("q", DEFAULT_Q)),
+        "min_items_per_annotator": int(section.get("min_items_per_annotator", DEFAULT_MIN_ITEMS_PER_ANNOTATOR)),
+    }
 
 
 def judge_validation_settings(

@@ -6,7 +6,10 @@ default) made of chat messages, each introduced by a ``<!-- role: system|user|as
 line (the default has the rubric as system message, one worked example as a user/assistant pair
 so that small models see the answer format, then the question to judge), and
 ``${name}`` placeholders (:class:`string.Template`), so JSON braces in the template need no
-escaping (read and checked by :mod:`bloomqg.judges.rubric`). The judged texts go inside ``<question>`` / ``<original_question>`` tags and the prompt
+escaping (read and checked by :mod:`bloomqg.judges.rubric`). The lists the judge chooses from
+are data too: ``${knowledge_units}`` and ``${bloom_levels}`` are rendered in the order the
+caller gives (the dataset's and :data:`bloomqg.bloom.BLOOM_LEVELS` by default), so the order
+probe of :mod:`bloomqg.judges.bias` can present them permuted without another template. The judged texts go inside ``<question>`` / ``<original_question>`` tags and the prompt
 says that text inside is data; tag look-alikes inside the data are escaped so the data cannot
 close its own tag. The verdict JSON schema travels with every request as
 ``ChatRequest.response_schema`` (structured output where the backend supports it); the answer is
@@ -20,6 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.chat import (
     ChatRequest,
     Completion,
@@ -55,13 +59,16 @@ def render_judge_messages(
     original_question: str,
     knowledge_units: Sequence[str],
     domain: str,
+    bloom_levels: Sequence[str] = BLOOM_LEVELS,
 ) -> tuple[dict[str, str], ...]:
-    """The chat messages asking the judge about one generated question."""
+    """The chat messages asking the judge about one generated question; both lists are
+    rendered in the order given."""
     values = {
         "domain": domain,
         "question": escape_data(question),
         "original_question": escape_data(original_question),
         "knowledge_units": "; ".join(knowledge_units),
+        "bloom_levels": ", ".join(bloom_levels),
     }
     return tuple(
         {"role": role, "content": tpl.substitute(values)} for role, tpl in template.parts
@@ -102,13 +109,18 @@ class LLMJudge:
         *,
         template: RubricTemplate,
         decoding: DecodingParams,
+        bloom_levels: Sequence[str] = BLOOM_LEVELS,
     ) -> None:
+        if sorted(bloom_levels) != sorted(BLOOM_LEVELS):
+            raise ValueError(f"bloom_levels must be an order of {list(BLOOM_LEVELS)}, got {list(bloom_levels)}")
         self.text_generator = text_generator
+        #: in the order the prompt lists them (the order probe permutes both lists)
         self.knowledge_units = list(knowledge_units)
+        self.bloom_levels = list(bloom_levels)
         self.domain = domain
         self.template = template
         self.decoding = decoding
-        self.schema = verdict_schema(self.knowledge_units)
+        self.schema = verdict_schema(self.knowledge_units, self.bloom_levels)
 
     def requests(self, items: Sequence[JudgeItem]) -> list[ChatRequest]:
         """One chat request per item, its prompt_id as the request id."""
@@ -121,6 +133,7 @@ class LLMJudge:
                     original_question=item.original_question,
                     knowledge_units=self.knowledge_units,
                     domain=self.domain,
+                    bloom_levels=self.bloom_levels,
                 ),
                 response_schema=self.schema,
             )
@@ -159,4 +172,5 @@ def build_llm_judge(context: "JudgeContext") -> LLMJudge:
     return LLMJudge(
         context.text_generator, context.knowledge_units, context.domain, template=context.rubric,
         decoding=decoding_params(context.spec.get("generation"), context.seed, where=f"judges.{context.judge_name}.generation"),
+        bloom_levels=context.bloom_levels,
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.config_schema import ConfigSchema, file_schema
 from bloomqg.resources import JobResources, ResourceError
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # heavy at import time; only the annotations need them
 #: Keys every judges entry may carry, whatever its backend.
 COMMON_PROPERTIES: dict[str, Any] = {
     "note": {"type": "string", "description": "Free text for humans."},
+    "family": {"type": "string", "description": "The model family the judge belongs to (e.g. qwen, llama, gpt), compared with the generators' family by the self-preference probe of judge_bias; default: the family of its model_ref models entry."},
 }
 
 
@@ -55,6 +57,9 @@ class JudgeContext:
     #: the loaded text generator, for backends with a ``text_generator`` factory
     text_generator: "TextGenerator | None"
     seed: int
+    #: the Bloom levels in the order a rubric-rendering judge lists them (the order probe
+    #: permutes them, as it permutes ``knowledge_units``)
+    bloom_levels: tuple[str, ...] = BLOOM_LEVELS
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ DEFAULT_RUBRIC_PATH = Path(__file__).resolve().parents[2] / "prompts" / "judge" 
 
 #: Placeholders a rubric template must use (each at least once).
 TEMPLATE_FIELDS: tuple[str, ...] = ("domain", "original_question", "question", "knowledge_units")
+#: Placeholders a rubric template may use: the Bloom levels in the order presented.
+OPTIONAL_TEMPLATE_FIELDS: tuple[str, ...] = ("bloom_levels",)
 
 _ROLE_MARKER = re.compile(r"^<!--\s*role:\s*(system|user|assistant)\s*-->\s*$", re.MULTILINE)
 
@@ -30,6 +32,11 @@ class RubricTemplate:
     path: Path
     parts: tuple[tuple[str, string.Template], ...]
     sha256: str
+
+    @property
+    def lists_bloom_levels(self) -> bool:
+        """Whether the template renders the Bloom levels from data (``${bloom_levels}``)."""
+        return any("bloom_levels" in tpl.get_identifiers() for _, tpl in self.parts)
 
     @property
     def prompt_hash(self) -> str:
@@ -57,10 +64,10 @@ def load_rubric(path: str | Path | None = None) -> RubricTemplate:
             raise ValueError(f"judge rubric {path}: a '$' in the {role} part is not a placeholder (write $$)")
     used = {name for _, tpl in parts for name in tpl.get_identifiers()}
     missing = [name for name in TEMPLATE_FIELDS if name not in used]
-    unknown = sorted(used - set(TEMPLATE_FIELDS))
+    unknown = sorted(used - set(TEMPLATE_FIELDS) - set(OPTIONAL_TEMPLATE_FIELDS))
     if missing or unknown:
         raise ValueError(
             f"judge rubric {path}: placeholders missing {missing}, unknown {unknown} "
-            f"(allowed: {list(TEMPLATE_FIELDS)})"
+            f"(allowed: {list(TEMPLATE_FIELDS + OPTIONAL_TEMPLATE_FIELDS)})"
         )
     return RubricTemplate(path=path, parts=tuple(parts), sha256=sha256_file(path))

@@ -116,8 +116,12 @@ class Verdict:
         return cls({name: criterion_verdict for name in CRITERIA}, raw_text)
 
 
-def verdict_schema(knowledge_units: Sequence[str]) -> dict[str, Any]:
-    """:data:`VERDICT_SCHEMA` with ``knowledge_units`` restricted to the dataset's units."""
+def verdict_schema(knowledge_units: Sequence[str], bloom_levels: Sequence[str] | None = None) -> dict[str, Any]:
+    """:data:`VERDICT_SCHEMA` with ``knowledge_units`` restricted to the dataset's units.
+
+    ``bloom_levels`` (a permutation of the six levels) orders the level enum as the prompt
+    lists them; by default, and whenever it is the canonical order, the schema is unchanged,
+    so the requests of judge_questions (and their cache keys) stay as they were."""
     if not knowledge_units:
         raise ValueError("verdict_schema: the dataset has no knowledge units")
     schema = copy.deepcopy(VERDICT_SCHEMA)
@@ -125,6 +129,8 @@ def verdict_schema(knowledge_units: Sequence[str]) -> dict[str, Any]:
         "type": "string",
         "enum": sorted(set(knowledge_units)),
     }
+    if bloom_levels is not None:
+        schema["properties"]["bloom_level"]["enum"] = list(bloom_levels)
     return schema
 
 

@@ -47,6 +47,8 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "level of its question, pooled over datasets; rows sum to 100%.",
     "reliability": "Judge reliability: Krippendorff's α per criterion and cell with 95% CI; dashed line = gate.",
     "parse_failures": "Parse failures of generations and of judges' answers (%).",
+    "judge_bias_positions": "Judge bias, order probe: share of each judge's Bloom levels by the position the "
+    "permuted list gave them (bars), and where an order-blind judge's would stand (dashes).",
     "human_agreement": "Table 9 as a figure: agreement (%) of the annotators' majority with the panel's per "
     "criterion and cell, with 95% bootstrap CIs (only when the study configures annotation).",
 }
@@ -176,8 +178,12 @@ def build_report(
     git_commit: str | None,
     package_versions: Mapping,
     title: str = "bloomqg report",
+    judge_bias: Sequence[Path] = (),
 ) -> None:
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
+
+    ``judge_bias``: the judge_bias target's table view (``.json``) and figure (``.png``); given,
+    the report has a "Judge bias" section.
 
     Tables are read back from their view files (``.json``) in ``table_paths`` (CSV, Markdown and
     LaTeX files are listed as downloads, not read); figures are the PNG files of ``figure_paths``
@@ -203,6 +209,8 @@ def build_report(
         "ledger": ledger_view(ledger),
         "generation_usage": generation_usage(generations),
         "examples": question_examples(votes, generations),
+        "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
+        if judge_bias else None,
     }
     html = render_report(context)
     out_path = Path(out_path)
@@ -224,6 +232,7 @@ def build_report_from_files(
     tables: Sequence[Path],
     figures: Sequence[Path],
     title: str = "bloomqg report",
+    judge_bias: Sequence[Path] = (),
 ) -> None:
     """:func:`build_report` from the workflow's files (what the report rules hand over).
 
@@ -252,4 +261,5 @@ def build_report_from_files(
         git_commit=git_commit(),
         package_versions=package_versions(),
         title=title,
+        judge_bias=[Path(p) for p in judge_bias],
     )

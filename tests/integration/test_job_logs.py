@@ -32,7 +32,7 @@ snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])
 """
 _API = """
-from bloomqg.generation.base import ChatRequest, DecodingParams
+from bloomqg.chat import ChatRequest, DecodingParams
 from bloomqg.generation.openai_api import OpenAITextGenerator
 spec = {{"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", {extra}
         "price_per_million_input": 1.0, "price_per_million_output": 1.0}}

@@ -121,3 +121,5 @@ def test_export_fill_and_import_annotations(workdir):
         assert {"a", "b"} <= set(rows.xs("cohen_kappa", level="statistic").index.get_level_values("rater"))
     table = (folder / "table9_human_agreement.md").read_text(encoding="utf-8")
     assert "No annotations yet" not in table and "2 annotator(s), 2 sheet(s)" in table
+    # the alternative annotator test needs three annotators: written, and says it did not run
+    assert "Not run: 2 annotator(s)" in (folder / "alt_test.md").read_text(encoding="utf-8")

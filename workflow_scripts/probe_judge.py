@@ -1,0 +1,28 @@
+"""Rule probe_judge: one judge's verdicts on the bias probes of one cell's sample."""
+from bloomqg.judges.bias.probe import probe_judge
+from bloomqg.judges.registry import make_judge_text_generator
+from bloomqg.logs import configure_job_logging
+from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.schemas import DATASET, GENERATIONS, JUDGE_PROBES
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+params = snakemake.params
+spec = dict(params.spec)
+text_generator = make_judge_text_generator(
+    snakemake.wildcards.judge, spec, model_spec=params.model_spec,
+    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=snakemake.config.get("budget_usd"),
+)
+try:
+    probes = probe_judge(
+        read_frame(snakemake.input.generations, GENERATIONS), snakemake.wildcards.judge, spec,
+        dataset=read_frame(snakemake.input.dataset, DATASET), domain=params.domain,
+        items_per_cell=params.items_per_cell, seed=params.seed,
+        prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
+        text_generator=text_generator,
+    )
+finally:
+    if text_generator is not None:
+        text_generator.close()
+write_frame(probes, snakemake.output[0], JUDGE_PROBES, probes.attrs.get("provenance", {}))
