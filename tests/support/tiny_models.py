@@ -10,8 +10,10 @@ pre-Cache repositories with learned absolute positions are.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -177,6 +179,37 @@ def save_remote_code_model(folder: Path, code: Path, *, config: tuple[str, str],
     saved["auto_map"] = auto_map
     config_path.write_text(json.dumps(saved, indent=2))
     return folder
+
+
+@functools.lru_cache(maxsize=1)
+def baichuan2_classes() -> tuple[Any, Any]:
+    """(BaichuanConfig, BaichuanForCausalLM) of the Baichuan2-shaped stand-in, imported from a
+    copy of its code (as transformers would import it), for models built in memory."""
+    folder = Path(tempfile.mkdtemp(prefix="baichuan2-code-"))
+    for source in BAICHUAN2_MODEL_CODE.glob("*.py"):
+        shutil.copy(source, folder / source.name)
+    return (_import_remote_code(folder, "configuration_baichuan").BaichuanConfig,
+            _import_remote_code(folder, "modeling_baichuan").BaichuanForCausalLM)
+
+
+def baichuan2_model(shapes: dict[str, int], *, device: Any, dtype: Any, seed: int = 0) -> Any:
+    """A Baichuan2-shaped stand-in of ``shapes`` with random weights, built in place on ``device``
+    (its config names the remote class, so it runs the legacy loop like the real one)."""
+    import torch
+
+    config_class, model_class = baichuan2_classes()
+    config = config_class(pad_token_id=0, eos_token_id=3, **shapes)
+    config.auto_map = {"AutoConfig": "configuration_baichuan.BaichuanConfig",
+                       "AutoModelForCausalLM": "modeling_baichuan.BaichuanForCausalLM"}
+    previous = torch.get_default_dtype()
+    torch.manual_seed(seed)
+    torch.set_default_dtype(dtype)  # parameters in dtype; its rotary tables stay float32 as written
+    try:
+        with torch.device(device):
+            model = model_class(config)
+    finally:
+        torch.set_default_dtype(previous)
+    return model.eval()
 
 
 def load_remote_code_reference(folder: Path) -> Any:

@@ -34,7 +34,7 @@ PADDING_PROBE_PADS = (1, 7)
 #: Decode steps the probe runs after the prefill (the mask of a one-token step is built
 #: differently from the prefill's in most remote code).
 PADDING_PROBE_STEPS = 2
-#: Largest relative difference (max |alone - padded| / max |alone|) still called equal, per
+#: Largest relative difference (:func:`relative_logit_difference`) still called equal, per
 #: dtype.  fp32 rounding differences of shifted rotary angles are ~1e-6; bf16/fp16 round each
 #: rotated query and key to 8/11 mantissa bits, which moves logits by up to a few per cent
 #: (the same order as batching any model in half precision).  Absolute positions or a mask
@@ -191,6 +191,14 @@ class PaddingProbe:
                 "decode_steps": self.decode_steps, "position_ids_passed": self.position_ids}
 
 
+def relative_logit_difference(a: Any, b: Any) -> float:
+    """max |a - b| over the vocabulary, each centred on its mean (a softmax ignores a common
+    shift), divided by the spread (max - min) of ``a``."""
+    centred = (a - a.mean()) - (b - b.mean())
+    spread = float((a.max() - a.min()).clamp(min=1e-12))
+    return float(centred.abs().max()) / spread
+
+
 def probe_left_padding(model: Any, prompt: Sequence[int], *, pad_id: int, takes_position_ids: bool,
                        input_device: Any, tolerance: float | None = None,
                        pads: Sequence[int] = PADDING_PROBE_PADS,
@@ -233,8 +241,7 @@ def probe_left_padding(model: Any, prompt: Sequence[int], *, pad_id: int, takes_
         for pad_count in pads:
             padded, _ = run(pad_count, tokens)
             for a, b in zip(alone, padded):
-                scale = float(a.abs().max().clamp(min=1e-12))
-                worst = max(worst, float((a - b.to(a.device)).abs().max()) / scale)
+                worst = max(worst, relative_logit_difference(a, b.to(a.device)))
     if worst != worst:  # NaN: the logits themselves are not finite
         worst = float("inf")
     return PaddingProbe(exact=worst <= tolerance, max_relative_difference=worst, tolerance=tolerance,
