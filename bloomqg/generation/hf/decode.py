@@ -133,6 +133,27 @@ def left_padded(decoder: Decoder, sequences: Sequence[Sequence[int]]) -> tuple[A
     return input_ids.to(decoder.input_device), mask.to(decoder.input_device)
 
 
+def _record_step(tokens: Any, batch_rows: list[int], generated: list[list[int]], stop_ids: set[int],
+                 last_step: bool) -> int:
+    """Append each live row's token (the step's one host sync); mark rows that stopped dead
+    (-1 in ``batch_rows``); return how many died."""
+    died = 0
+    for index, token in enumerate(tokens.tolist()):
+        row = batch_rows[index]
+        if row < 0:
+            continue
+        generated[row].append(token)
+        if token in stop_ids or last_step:
+            batch_rows[index] = -1
+            died += 1
+    return died
+
+
+def _keep_rows(keep_index: Any, *tensors: Any) -> list[Any]:
+    """Rows ``keep_index`` of each tensor, indexed on its own device (None stays None)."""
+    return [None if tensor is None else tensor[keep_index.to(tensor.device)] for tensor in tensors]
+
+
 def decode_cached(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Sequence[list[int]],
                   params: DecodingParams) -> DecodeResult:
     """Prefill one left-padded batch into a preallocated cache, then decode, dropping dead rows."""
@@ -179,25 +200,15 @@ def decode_cached(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Se
             watch(logits)
             tokens = sample_tokens(logits, None if uniforms is None else uniforms[:, step], params)
             computed += len(batch_rows)
-            for index, token in enumerate(tokens.tolist()):  # the step's one host sync
-                row = batch_rows[index]
-                if row < 0:
-                    continue
-                generated[row].append(token)
-                if token in decoder.stop_ids or step + 1 >= params.max_new_tokens:
-                    batch_rows[index] = -1
-                    dead += 1
+            dead += _record_step(tokens, batch_rows, generated, decoder.stop_ids, step + 1 >= params.max_new_tokens)
             if dead == len(batch_rows):
                 break
             if dead and dead >= decoder.compact_fraction * len(batch_rows):
                 keep = [index for index, row in enumerate(batch_rows) if row >= 0]
-                kv_cache.select_rows(cache, torch.tensor(keep))
-                keep_index = torch.tensor(keep, device=attention.device)
-                attention = attention[keep_index]
-                next_position = next_position[keep_index]
-                tokens = tokens[keep_index.to(tokens.device)]
-                if uniforms is not None:
-                    uniforms = uniforms[keep_index.to(uniforms.device)]
+                keep_index = torch.tensor(keep)
+                kv_cache.select_rows(cache, keep_index)
+                attention, next_position, tokens, uniforms = _keep_rows(
+                    keep_index, attention, next_position, tokens, uniforms)
                 batch_rows = [batch_rows[index] for index in keep]
                 dead = 0
                 decoder.stats["cache_compactions"] += 1
@@ -270,14 +281,7 @@ def decode_legacy(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Se
             watch(logits)
             tokens = sample_tokens(logits, None if uniforms is None else uniforms[:, step], params)
             computed += len(batch_rows)
-            for index, token in enumerate(tokens.tolist()):
-                row = batch_rows[index]
-                if row < 0:
-                    continue
-                generated[row].append(token)
-                if token in decoder.stop_ids or step + 1 >= params.max_new_tokens:
-                    batch_rows[index] = -1
-                    dead += 1
+            dead += _record_step(tokens, batch_rows, generated, decoder.stop_ids, step + 1 >= params.max_new_tokens)
             if dead == len(batch_rows):
                 break
             if droppable is not False and dead and dead >= decoder.compact_fraction * len(batch_rows):
@@ -287,12 +291,8 @@ def decode_legacy(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Se
                 droppable = selected is not None
                 if selected is not None:  # else an opaque cache: its rows stay until the batch ends
                     state = selected
-                    attention = attention[keep_index]
-                    tokens = tokens[keep_index.to(tokens.device)]
-                    if next_position is not None:
-                        next_position = next_position[keep_index]
-                    if uniforms is not None:
-                        uniforms = uniforms[keep_index.to(uniforms.device)]
+                    attention, next_position, tokens, uniforms = _keep_rows(
+                        keep_index, attention, next_position, tokens, uniforms)
                     batch_rows = [batch_rows[index] for index in keep]
                     dead = 0
                     decoder.stats["cache_compactions"] += 1
