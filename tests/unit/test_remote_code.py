@@ -220,3 +220,13 @@ def test_non_finite_logits_fail_loudly_naming_the_model(baichuan2_dirs, loop, ca
     where = "at the first step" if calls == 0 else "during decoding"
     with pytest.raises(ModelSupportError, match=rf"model '{generator.model_id}' produced non-finite logits.*{where}"):
         generator.complete(reqs()[:4], GREEDY)
+
+
+def test_row_selection_keeps_a_transformers_cache_in_place():
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for layer in range(2):
+        cache.update(torch.arange(3.0)[:, None, None, None].expand(3, 2, 5, 4).clone(), torch.zeros(3, 2, 5, 4), layer)
+    selected = decode.select_legacy_rows(cache, torch.tensor([0, 2]), 3, 5)
+    assert selected is cache and cache.layers[0].keys[:, 0, 0, 0].tolist() == [0.0, 2.0]

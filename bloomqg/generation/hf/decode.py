@@ -232,7 +232,12 @@ def select_legacy_rows(state: Any, keep: Any, rows: int, cached: int) -> Any:
     import torch
 
     if hasattr(state, "batch_select_indices"):  # a transformers Cache
-        state.batch_select_indices(keep)
+        from bloomqg.generation.hf import kv_cache
+
+        if getattr(state, "layers", None) is not None:
+            kv_cache.select_rows(state, keep)  # each layer's rows on its own device
+        else:
+            state.batch_select_indices(keep)
         return state
     tensors: list[Any] = []
 
