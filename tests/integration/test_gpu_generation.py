@@ -124,7 +124,7 @@ def test_bf16_greedy_tokens_equal_generate_up_to_near_ties(device, architecture)
 
 
 def test_baichuan2_remote_code_rebuilds_its_tables_on_the_device_and_batches(device, tmp_path):
-    folder = save_baichuan2_remote_model(tmp_path / "baichuan2")
+    folder = save_baichuan2_remote_model(tmp_path / f"baichuan2-{os.getpid()}")
     generator = HFTextGenerator(folder, model_id="baichuan2-standin", trust_remote_code=True, dtype="float32",
                                 chat_template=str(LEGACY_MODEL_CODE / "chat_template.jinja"), batch_size=4)
     rotary = generator.model.model.layers[0].self_attn.rotary_emb

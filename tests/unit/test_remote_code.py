@@ -12,6 +12,7 @@ positions, with and without ``position_ids``.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -46,14 +47,16 @@ def reqs() -> list[ChatRequest]:
 @pytest.fixture(scope="module")
 def baichuan2_dirs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("baichuan2")
-    return {tables: save_baichuan2_remote_model(root / f"baichuan2-{tables}", rotary_tables=tables)
+    # transformers copies remote code under the folder's name: one per process (pytest-xdist workers)
+    return {tables: save_baichuan2_remote_model(root / f"baichuan2-{tables}-{os.getpid()}", rotary_tables=tables)
             for tables in ("attributes", "buffers")}
 
 
 @pytest.fixture(scope="module")
 def legacy_dirs(tmp_path_factory) -> dict[bool, Path]:
     root = tmp_path_factory.mktemp("legacy")
-    return {positions: save_legacy_remote_model(root / f"legacy-{positions}", takes_position_ids=positions)
+    return {positions: save_legacy_remote_model(root / f"legacy-{positions}-{os.getpid()}",
+                                                takes_position_ids=positions)
             for positions in (False, True)}
 
 
