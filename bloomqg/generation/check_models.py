@@ -37,6 +37,9 @@ def check_entry(name: str, spec: Mapping[str, Any], source: str | None = None,
             [ChatRequest("check", ({"role": "user", "content": "Write one question about stacks."},))],
             DecodingParams(do_sample=False, max_new_tokens=max_new_tokens))[0]
         plan = generator.plan.as_provenance()
+        # remote code: what loading rebuilt and whether its batches are exact (both decided at load)
+        plan.update({key: generator.provenance[key] for key in ("rebuilt_init_tensors", "left_padding")
+                     if key in generator.provenance})
         generator.close()
     except Exception as error:  # noqa: BLE001 - reported per model, the run goes on to the next
         return {"model": name, "ok": False, "error": f"{type(error).__name__}: {error}"}

@@ -1,7 +1,8 @@
 """Every in-process generator of ``configs/paper.yaml`` loads and generates, on local stand-ins.
 
 Each stand-in is a tiny random-weight model of the entry's architecture saved to disk (the
-Baichuan2 one as remote code with tuple caches, no SDPA and no chat template), loaded through
+Baichuan2 one as remote code written like Baichuan2-7B-Chat's: rotary tables built in ``__init__``,
+no ``position_ids``, tuple caches, no chat template), loaded through
 ``python -m bloomqg.generation.check_models`` with every other setting of the preset entry, so a
 missing dependency, attribute or template shows up here rather than after a 16 GB download.
 """
@@ -16,14 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.tiny_models import available_architectures, save_legacy_remote_model, save_standin
+from tests.support.tiny_models import available_architectures, save_baichuan2_remote_model, save_standin
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO / "configs" / "paper.yaml"
-#: preset entry -> stand-in architecture ("legacy": the remote-code model of tests/support)
-STANDINS = {"glm-4-9b": "glm", "qwen25-7b": "qwen2", "baichuan2-7b": "legacy",
+#: preset entry -> stand-in architecture ("baichuan2": the remote-code model of tests/support)
+STANDINS = {"glm-4-9b": "glm", "qwen25-7b": "qwen2", "baichuan2-7b": "baichuan2",
             "internlm3-8b": "internlm3", "llama3-8b-chinese": "llama"}
 
 
@@ -37,8 +38,8 @@ def test_paper_generators_load_and_generate_on_standins(tmp_path):
     native = set(available_architectures())
     for name, architecture in STANDINS.items():
         folder = tmp_path / name
-        if architecture == "legacy":
-            save_legacy_remote_model(folder)
+        if architecture == "baichuan2":
+            save_baichuan2_remote_model(folder)
         elif architecture in native:
             save_standin(architecture, folder)
         else:  # InternLM3 before transformers 5.23: a folder of its type, which must fail clearly
@@ -58,6 +59,9 @@ def test_paper_generators_load_and_generate_on_standins(tmp_path):
     assert records["baichuan2-7b"]["decode_loop"] == "legacy"
     assert records["baichuan2-7b"]["attn_implementation"] == "eager"
     assert records["baichuan2-7b"]["chat_template"] == "prompts/chat_templates/baichuan2.jinja"
+    # its rotary tables, left on the meta device by loading, are rebuilt; its left padding is exact
+    assert records["baichuan2-7b"]["rebuilt_init_tensors"]["left_on_meta"] > 0
+    assert records["baichuan2-7b"]["left_padding"]["batching"] == "exact: batched"
     for name in ("glm-4-9b", "qwen25-7b", "llama3-8b-chinese"):
         assert (records[name]["code"], records[name]["decode_loop"]) == ("native", "cached"), records[name]
     if "internlm3" in native:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 #: The lowest supported transformers and the companions its metadata requires.
 LOWEST = ["transformers==5.2.0", "huggingface-hub>=1.3,<2", "tokenizers>=0.22,<=0.23.0"]
-TESTS = ["tests/unit/test_decode_equivalence.py", "tests/unit/test_model_support.py",
+TESTS = ["tests/unit/test_decode_equivalence.py", "tests/unit/test_model_support.py", "tests/unit/test_remote_code.py",
          "tests/unit/test_kv_cache.py", "tests/unit/test_hf_batches.py",
          "tests/integration/test_paper_models.py"]
 

@@ -1,8 +1,9 @@
 """What is settled before weights load, and the legacy loop for remote-code models.
 
-The remote-code model is written in ``tests/support/legacy_remote_model`` the way Baichuan2's
-repository is (tuple ``past_key_values``, no SDPA, no chat template, ``**kwargs`` swallowing
-unknown keywords) and loaded from disk with ``trust_remote_code=True``.
+The remote-code model is written in ``tests/support/legacy_remote_model`` the way pre-Cache
+repositories are (tuple ``past_key_values``, no SDPA, no chat template, ``**kwargs`` swallowing
+unknown keywords) and loaded from disk with ``trust_remote_code=True``; the Baichuan2-shaped one
+and what loading it needs are in ``test_remote_code.py``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ def test_remote_code_model_runs_the_legacy_loop_and_matches_full_recompute(legac
                                 dtype="float32", batch_size=4)
     plan = generator.plan
     assert (plan.code, plan.decode_loop, plan.attn_implementation) == ("remote", "legacy", "eager")
-    assert plan.cache_keyword == "past_key_values" and plan.takes_position_ids
+    # absolute positions counted from the cache: left padding is not exact, rows run alone
+    assert plan.cache_keyword == "past_key_values" and not plan.takes_position_ids
+    assert generator.resolve_batch_size(reqs(), DecodingParams(max_new_tokens=10)) == 1
     assert generator.provenance["chat_template"] == TEMPLATE
     got = generator.complete(reqs(), DecodingParams(do_sample=False, max_new_tokens=10))
     assert [c.text for c in got] == [full_recompute_greedy(generator, r, 10) for r in reqs()]

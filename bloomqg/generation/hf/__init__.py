@@ -5,6 +5,8 @@
   out-of-memory halving, completions)
 - :mod:`~bloomqg.generation.hf.loading`: config, loading plan, tokenizer and weights
 - :mod:`~bloomqg.generation.hf.model_support`: what is settled before the weights load
+- :mod:`~bloomqg.generation.hf.remote_code`: what remote code needs once loaded (tensors its
+  ``__init__`` computed, rebuilt off the meta device; whether left padding changes its outputs)
 - :mod:`~bloomqg.generation.hf.decode`: the ``cached`` and ``legacy`` decode loops
 - :mod:`~bloomqg.generation.hf.sampling`: greedy or per-row-stream sampling of the next token
 - :mod:`~bloomqg.generation.hf.kv_cache`: the preallocated cache and the shared prompt prefix
@@ -25,9 +27,11 @@ done tracks the useful tokens.
 What is settled before the weights load (code, decode loop, attention, chat template,
 tokenizer extras) is in :mod:`bloomqg.generation.hf.model_support`.  Native models use the
 ``cached`` loop; remote-code models (Baichuan2) the ``legacy`` loop, which feeds the model's
-own cache back as it returned it.  The cached loop checks after its first forward pass that
-the model filled the cache it was given, so a model that ignores it fails loudly instead of
-writing text computed without context.
+own cache back as it returned it; such a model batches only when a probe at load shows left
+padding leaves its outputs alone (it may take no ``position_ids``, as Baichuan2 does).  The cached
+loop checks after its first forward pass that the model filled the cache it was given, so a
+model that ignores it fails loudly instead of writing text computed without context; both loops
+refuse to return text computed from non-finite logits.
 
 Prefill and cache (:mod:`bloomqg.generation.hf.kv_cache`): the tokens all prompts of a batch start
 with (chat template, system message, the strategy's instructions: 159 of ~220 CoT tokens with

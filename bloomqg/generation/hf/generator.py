@@ -28,6 +28,7 @@ from bloomqg.generation.hf.decode import DecodeResult, decode_cached, decode_leg
 from bloomqg.generation.hf.loading import load_pretrained
 from bloomqg.generation.hf.memory import estimated_batch_bytes, gpu_batch_estimate
 from bloomqg.generation.hf.model_support import LoadPlan, ModelSupportError, plan_for_model
+from bloomqg.generation.hf.remote_code import PaddingProbe, probe_left_padding
 from bloomqg.models import read_model_provenance
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ END_OF_TURN_TOKENS: tuple[str, ...] = (
     "<end_of_turn>",
     "</s>",
 )
+
+
+#: The request whose prompt probes whether left padding changes a legacy-loop model's outputs.
+PADDING_PROBE_REQUEST = ChatRequest("padding-probe", ({"role": "user", "content": "Write one question about stacks."},))
 
 
 #: Share of a batch's rows that must be dead before the cache is compacted on a GPU.  A drop
@@ -127,7 +132,9 @@ class HFTextGenerator:
             response_prefill=response_prefill, share_prompt_prefix=share_prompt_prefix,
             provenance={"source": source, "revision": revision, "gguf_file": gguf_file,
                         "trust_remote_code": bool(trust_remote_code),
-                        "chat_template": loaded.chat_template_origin, **dict(extra_provenance or {})},
+                        "chat_template": loaded.chat_template_origin,
+                        **({"rebuilt_init_tensors": loaded.rebuilt.as_provenance()} if loaded.rebuilt else {}),
+                        **dict(extra_provenance or {})},
         )
 
     @classmethod
@@ -214,12 +221,30 @@ class HFTextGenerator:
             "torch_version": torch.__version__,
             "response_prefill": response_prefill,
             "kv_cache": ("preallocated per batch (prompt + max_new_tokens)" if plan.decode_loop == "cached"
-                         else "the model's own (legacy loop)"),
+                         else "the model's own (legacy loop), stopped rows dropped when its format "
+                              "allows"),
             "shared_prompt_prefix": self.share_prompt_prefix,
             "prefill_chunk_tokens": self.prefill_chunk_tokens,
             "cache_compact_fraction": self.compact_fraction,
         }
         self.provenance.update(dict(provenance))
+        #: whether left padding leaves this model's outputs alone (legacy loop only; see
+        #: :mod:`bloomqg.generation.hf.remote_code`); None for the cached loop, which passes positions
+        self.left_padding: PaddingProbe | None = None
+        if plan.decode_loop == "legacy":
+            self.left_padding = self._probe_left_padding()
+            self.provenance["left_padding"] = self.left_padding.as_provenance()
+            if self.left_padding.exact:
+                logger.info("%s: batched decoding is exact: %s", model_id, self.left_padding.reason)
+            else:
+                logger.warning("%s: batched decoding would change its outputs, so it generates one "
+                               "request at a time: %s", model_id, self.left_padding.reason)
+
+    def _probe_left_padding(self) -> PaddingProbe:
+        prompt = self.encode(PADDING_PROBE_REQUEST)
+        self._encoded.pop(PADDING_PROBE_REQUEST.request_id, None)
+        return probe_left_padding(self.model, prompt, pad_id=self.pad_id,
+                                  takes_position_ids=self.plan.takes_position_ids, input_device=self.input_device)
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], model_dir: str | Path | None) -> HFTextGenerator:
@@ -319,10 +344,9 @@ class HFTextGenerator:
             self.batch_size_policy, n_requests=len(prompt_lengths), on_gpu=self.on_gpu,
             gpu_estimate=estimate,
         )
-        if self.plan.decode_loop == "legacy" and not self.plan.takes_position_ids and chosen > 1:
-            # left padding shifts positions in a model that cannot be told them: rows run alone
-            logger.warning("%s: forward takes no position_ids; generating one request at a time",
-                           self.model_id)
+        if self.left_padding is not None and not self.left_padding.exact and chosen > 1:
+            # left padding changes this model's outputs (measured at load): rows run alone
+            logger.warning("%s: generating one request at a time: %s", self.model_id, self.left_padding.reason)
             return 1
         return chosen
 
@@ -451,6 +475,10 @@ class HFTextGenerator:
         self.stats["shared_prefix_tokens_saved"] += max(rows - 1, 0) * result.shared_prefix_tokens
         self.stats["computed_decode_steps"] += result.computed_decode_steps
         self.stats["batches"] += 1
+        if result.rows_dropped is not None:
+            self.provenance["legacy_stopped_rows"] = (
+                "dropped from the model's cache" if result.rows_dropped
+                else "kept to the batch's end (its cache format is not row-selectable)")
         logger.info("batch %d: %d items, %d tokens in %.1f s (%.1f tok/s)",
                     batch_index, rows, useful, latency, useful / latency if latency else 0.0)
         return completions

@@ -21,6 +21,7 @@ from bloomqg.generation.hf.model_support import (
     plan_loading,
     tokenizer_dependency_error,
 )
+from bloomqg.generation.hf.remote_code import RebuiltTensors, meta_tensors, rebuild_init_tensors
 from bloomqg.provenance import REPO_ROOT
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class LoadedModel:
     tokenizer: Any
     plan: LoadPlan
     chat_template_origin: Any
+    #: remote code: what :func:`~bloomqg.generation.hf.remote_code.rebuild_init_tensors` rebuilt
+    rebuilt: RebuiltTensors | None = None
 
 
 def load_pretrained(
@@ -84,9 +87,22 @@ def load_pretrained(
         device_map="auto" if on_gpu else None,
         **load_kwargs,
     )
+    rebuilt = None
+    if plan.code == "remote":
+        # its __init__ tables were built on the meta device: rebuild them where the model runs
+        rebuilt = rebuild_init_tensors(model, model_id)
+        if rebuilt.count:
+            logger.info("%s: rebuilt %d tensors its code computes in __init__ (%d left on the meta device "
+                        "by loading, %d uninitialised): %s", model_id, rebuilt.count, rebuilt.left_on_meta,
+                        rebuilt.differed, ", ".join(rebuilt.names))
+    else:
+        left = meta_tensors(model)
+        if left:
+            raise ModelSupportError(f"model {model_id!r}: {len(left)} tensors are still on the meta device "
+                                    f"after loading (first: {left[0]})")
     logger.info("loaded %s (%s, %s) in %.1f s", model_id, plan.model_class,
                 plan.attn_implementation, time.perf_counter() - started)
-    return LoadedModel(model, tokenizer, plan, template_origin)
+    return LoadedModel(model, tokenizer, plan, template_origin, rebuilt)
 
 
 def resolve_dtype(name: str | None, on_gpu: bool) -> Any:

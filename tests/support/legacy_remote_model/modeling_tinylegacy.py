@@ -1,8 +1,12 @@
-"""A tiny causal LM written like Baichuan2's remote code: tuple caches, eager attention only.
+"""A tiny causal LM written like pre-Cache remote code, with learned absolute positions.
 
 Like such repositories it takes ``past_key_values`` as a tuple of per-layer ``(key, value)``
 tensors and returns the grown tuple, supports no SDPA, ships no chat template, and its
 ``forward`` swallows keywords it does not know (so a ``cache=`` argument vanishes silently).
+
+``TinyLegacyForCausalLM.forward`` takes no ``position_ids``: positions count from the cache
+length, so left padding shifts a row's learned position embeddings and changes its outputs (a
+batch of such a model is not exact).  ``TinyLegacyWithPositionsForCausalLM`` takes them.
 """
 
 import math
@@ -67,8 +71,10 @@ class TinyLegacyForCausalLM(PreTrainedModel):
     def get_output_embeddings(self):
         return self.lm_head
 
-    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, position_ids=None,
-                use_cache=None, **kwargs):
+    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, **kwargs):
+        return self._run(input_ids, attention_mask, past_key_values, None, use_cache)
+
+    def _run(self, input_ids, attention_mask, past_key_values, position_ids, use_cache):
         rows, length = input_ids.shape
         past_length = 0 if past_key_values is None else past_key_values[0][0].shape[2]
         total = past_length + length
@@ -86,3 +92,9 @@ class TinyLegacyForCausalLM(PreTrainedModel):
             presents.append(present)
         logits = self.lm_head(self.ln_f(x))
         return CausalLMOutputWithPast(logits=logits, past_key_values=tuple(presents) if use_cache else None)
+
+
+class TinyLegacyWithPositionsForCausalLM(TinyLegacyForCausalLM):
+    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, position_ids=None,
+                use_cache=None, **kwargs):
+        return self._run(input_ids, attention_mask, past_key_values, position_ids, use_cache)
