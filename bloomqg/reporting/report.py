@@ -76,8 +76,8 @@ def png_size(data: bytes, where: Path) -> tuple[int, int]:
 
 def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, str]]:
     entries = []
-    for path in figure_paths:
-        path = Path(path)
+    given = [Path(p) for p in figure_paths]
+    for path in given:
         if path.suffix.lower() != ".png":
             continue
         if not path.is_file():
@@ -87,6 +87,8 @@ def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -
         data = base64.b64encode(raw).decode("ascii")
         entries.append({
             "stem": path.stem, "data_uri": f"data:image/png;base64,{data}",
+            # the caption names the files this figure was given as, no format it was not written in
+            "files": [p.name for p in given if p.parent == path.parent and p.stem == path.stem],
             "width": round(width * SCREEN_SCALE), "height": round(height * SCREEN_SCALE),
             "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "reading": readings.get(path.stem, ""),
         })
