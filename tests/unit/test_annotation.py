@@ -151,6 +151,25 @@ def test_annotators_see_no_verdict_model_or_strategy():
     assert "<script src" not in html and "http://" not in html and "https://" not in html
 
 
+def test_the_form_offers_the_units_the_judges_chose_from_not_only_the_sampled_items():
+    """Under limit_items the votes hold 12 originals of one unit; the prepared dataset (what
+    the judges' unit list comes from, bloomqg.datasets.dataset_knowledge_units) holds four."""
+    from bloomqg.annotation.sample import judges_unit_lists, knowledge_units_by_dataset
+    from bloomqg.datasets import dataset_knowledge_units
+
+    dataset = pd.DataFrame({"item_id": [f"cs-{i:04d}" for i in range(4)], "dataset": "cs", "source_row": range(1, 5),
+                            "question": "q", "bloom_level": "Apply", "bloom_source": "label",
+                            "knowledge_units": [["Trees"], ["Stacks"], ["Queues", "Graphs"], ["Stacks"]]})
+    votes = _votes("m", "cot")
+    assert knowledge_units_by_dataset([votes]) == {"cs": ["Stacks"]}  # what the sample alone shows
+    units = judges_unit_lists([dataset])
+    assert units == {"cs": dataset_knowledge_units(dataset)} == {"cs": ["Graphs", "Queues", "Stacks", "Trees"]}
+    items = annotation_items([votes], items_per_cell=3, seed=0, knowledge_units=units)
+    assert all(list(choices) == units["cs"] for choices in items["unit_choices"])
+    payload = json.loads(render_form(items, title="t").split('id="payload">', 1)[1].split("</script>", 1)[0])
+    assert payload["units"] == units
+
+
 def test_an_original_unit_outside_the_list_is_refused():
     with pytest.raises(ValueError, match="not in dataset 'cs'"):
         annotation_items([_votes("m", "cot")], items_per_cell=3, seed=0, knowledge_units={"cs": ["Queues"]})
