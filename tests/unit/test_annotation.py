@@ -360,6 +360,8 @@ def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path)
     assert "60.00" in html["some"]  # unique: 6 of 10 items agree with the panel
     for page in html.values():
         assert "Table 9 as a figure" in page and "data:image/png;base64," in page
+        # the caption names the file written, not an SVG that never was
+        assert "<figcaption>File: human_agreement.png</figcaption>" in page and "human_agreement.svg" not in page
 
 
 def _judgments(votes: pd.DataFrame, judge: str, unique: list[bool]) -> pd.DataFrame:
