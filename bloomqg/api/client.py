@@ -268,6 +268,7 @@ class OpenAICompatibleClient:
         seen_ids: set[str] = set()
         calls: dict[str, Call] = {}
         hits: list[Completion] = []
+        hit_rows: dict[str, Completion] = {}
         for index, request in enumerate(requests):
             if request.request_id in seen_ids:
                 raise ValueError(f"duplicate request_id {request.request_id!r} (row {index})")
@@ -281,9 +282,13 @@ class OpenAICompatibleClient:
                 continue
             cached = self.cache.get(key) if self.cache is not None else None
             if cached is not None:
-                results[index] = self._from_cache(request, key, cached)
+                if key in hit_rows:  # the same call twice in this batch: its cost once
+                    results[index] = self._duplicate(hit_rows[key], request)
+                    self.counts.deduplicated += 1
+                else:
+                    results[index] = hit_rows[key] = self._from_cache(request, key, cached)
+                    self.counts.cache_hits += 1
                 hits.append(results[index])
-                self.counts.cache_hits += 1
                 continue
             calls[key] = Call(key, request, [index], estimate_prompt_tokens(request.messages), decoding["max_tokens"])
 
