@@ -9,11 +9,12 @@ missing column or an unknown Bloom level stops the run with a message naming the
 from __future__ import annotations
 
 import copy
+import filecmp
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -130,6 +131,36 @@ def resolve_path(value: str, *, workdir: Path, where: str, must_exist: bool = Tr
     return candidates[0]
 
 
+def choose_layout(
+    candidates: Sequence[str], *, workdir: Path, where: str, downloaded: Callable[[str], bool]
+) -> str:
+    """The one of ``candidates`` (the same file as different copies of a release name it) that
+    is present. None present, or two different files present, is a :class:`ConfigError` naming
+    every candidate: which copy a study reads is never guessed. Candidates in a release folder
+    that is still to be downloaded give the first, the release's own layout (what
+    ``download_release`` writes; rules/release.smk checks that the download writes it)."""
+    if not candidates:
+        raise ConfigError(f"{where}: an empty list of candidate paths")
+    if all(downloaded(candidate) for candidate in candidates):
+        return candidates[0]
+    found = {candidate: resolve_path(candidate, workdir=workdir, where=where, must_exist=False)
+             for candidate in candidates}
+    present = {candidate: path for candidate, path in found.items() if path.exists()}
+    listed = "\n  ".join(f"{path} ({'present' if candidate in present else 'absent'})"
+                         for candidate, path in found.items())
+    if not present:
+        raise ConfigError(f"{where}: none of the {len(candidates)} layouts is present; looked for\n  {listed}")
+    first, *others = present.items()
+    different = [path for _, path in others if not os.path.samefile(path, first[1])
+                 and not filecmp.cmp(path, first[1], shallow=False)]
+    if different:
+        raise ConfigError(
+            f"{where}: more than one layout is present and the files differ:\n  {listed}\n"
+            "Remove the copy you do not mean, or set the path to one file."
+        )
+    return first[0]
+
+
 def _substitute(value: Any, release_dir: str | None, where: str) -> Any:
     if isinstance(value, str) and "{release_dir}" in value:
         if not release_dir:
@@ -178,6 +209,9 @@ def prepare_study(
         spec.setdefault("strategies", list(cfg["strategies"]))
         spec.setdefault("domain", name)
         files = []
+        if isinstance(spec.get("path"), list):
+            spec["path"] = choose_layout(spec["path"], workdir=workdir, where=f"datasets.{name}.path",
+                                         downloaded=study.is_downloaded)
         for key in ("path", "verb_list"):
             if spec.get(key):
                 resolved = resolve_path(

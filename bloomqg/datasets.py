@@ -303,7 +303,7 @@ MATH_QUESTION_COLUMN = "题目内容"
 MATH_UNIT_COLUMN = "知识点名称"
 
 # fmt: off
-#: Data rows (1-based) of ``multi_knowledge_point_examples.xlsx`` that the paper's 438-item math
+#: Data rows (1-based) of the K-12 math workbook (``dataset/K-12 math/多知识点题目示例.xlsx``) that the paper's 438-item math
 #: set leaves out; found by matching the GLM run's ``glm_math_fine.xlsx`` against the workbook
 #: (see :func:`load_release_math`). Pass them as ``exclude_rows`` to study the paper's subset.
 PAPER_MATH_EXCLUDED_ROWS: tuple[int, ...] = (
@@ -346,7 +346,8 @@ def clean_markup(text: str) -> tuple[str, int]:
 
 
 def load_release_math(path: Path) -> list[dict[str, Any]]:
-    """Records of the release's K-12 math workbook ``multi_knowledge_point_examples.xlsx``.
+    """Records of the release's K-12 math workbook ``dataset/K-12 math/多知识点题目示例.xlsx``
+    (``dataset/k12-math/multi_knowledge_point_examples.xlsx`` in copies that renamed it to ASCII).
 
     What the file holds (checked against the release, commit 7635ce2):
 

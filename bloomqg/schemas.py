@@ -85,7 +85,15 @@ GENERATIONS = _schema(
     f("batch_index", pa.int64()),
     f("seed", pa.int64()),
     f("prompt_hash", _str),
+    # API generators: answered from the call cache; what the spend ledger records as paid for
+    # the call (a cached answer paid in an earlier attempt included); the call's cache key
+    f("cached", pa.bool_()),
+    f("cost_usd", pa.float64()),
+    f("cache_key", _str),
 )
+
+#: GENERATIONS columns only the cost ledger reads: judging and voting do without them.
+GENERATION_COST_COLUMNS: tuple[str, ...] = ("cached", "cost_usd", "cache_key")
 
 #: Judging criteria, in the order of the paper's rubric (Table 3).
 BINARY_CRITERIA: tuple[str, ...] = ("unique", "readable", "answerable")
@@ -109,7 +117,8 @@ JUDGMENTS = _schema(
     f("cached", pa.bool_()),  # answered from the call cache
     f("n_prompt_tokens", pa.int64()),
     f("n_completion_tokens", pa.int64()),
-    f("cost_usd", pa.float64()),
+    f("cost_usd", pa.float64()),  # the spend ledger's figure, also for a cached answer paid earlier
+    f("cache_key", _str),  # the call's cache key (= its spend-ledger key); null for judges without calls
 )
 
 #: One row per generated question: majority votes, per-criterion agreement and gate state.

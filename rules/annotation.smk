@@ -33,6 +33,12 @@ if ANNOTATION:
             votes=cell_paths(
                 f"{ANNOTATION.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", ANNOTATION.cells
             ),
+            # the unit lists the study's judges chose from (the whole datasets)
+            datasets=(
+                [f"results/datasets/{d}.parquet" for d in sorted({c.dataset for c in ANNOTATION.cells})]
+                if ANNOTATION.source == "study"
+                else []
+            ),
         output:
             key=f"{ANNOTATION_DIR}/items.parquet",
             sheet=f"{ANNOTATION_DIR}/sheet.csv",

@@ -26,6 +26,16 @@ if STUDY.release_to_download is not None:
 
     RELEASE_PINS = f"{workflow.basedir}/configs/llm-eval-release.yaml"
     RELEASE_FILES = list(load_pins(RELEASE_PINS)["files"])
+    # A dataset read from the release folder must be a file the download writes: otherwise the
+    # plan would wait for a file nothing makes.
+    for dataset_name, files in STUDY.dataset_files.items():
+        for file in filter(STUDY.is_downloaded, files):
+            inside = Path(file).resolve().relative_to(STUDY.release_to_download.resolve())
+            if inside.as_posix() not in RELEASE_FILES:
+                raise WorkflowError(
+                    f"datasets.{dataset_name}: {file} is not among the files download_release "
+                    f"writes into {STUDY.release_to_download} ({RELEASE_PINS})"
+                )
 
     rule download_release:
         """Fetch the paper's release at its pinned commit; every file's sha256 is checked."""

@@ -1,7 +1,8 @@
 """Rule estimate_cost: what the study's API calls will cost, printed before any call."""
 from pathlib import Path
 
-from bloomqg.api.estimate import format_estimate
+from bloomqg.api.budget import SpendLedger
+from bloomqg.api.estimate import entry_caps, format_estimate
 from bloomqg.config_schema import Cell
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
@@ -24,7 +25,8 @@ estimate = estimate_study(
     cache_dir=params.cache_dir, rubric_path=snakemake.input.rubric[0] if snakemake.input.rubric else None,
 )
 estimate.to_csv(snakemake.log.table, sep="\t", index=False)
-report = format_estimate(estimate, params.config.get("budget_usd"))
+spent = SpendLedger(Path(params.cache_dir) / "spend.jsonl").total()
+report = format_estimate(estimate, entry_caps(params.config), spent)
 with open(snakemake.log.text, "a", encoding="utf-8") as log_file:
     log_file.write(report + "\n")
 print(report, flush=True)

@@ -3,11 +3,15 @@ judge's verdict, the model or the strategy.
 
 The form (``bloomqg/report_templates/annotation_form.html.j2``) is one file: the items travel as
 JSON inside it, its script and styles are inline, it loads nothing and sends nothing. It asks
-for the annotator's id once, keeps every answer in the browser's local storage (keyed by the
-form's content hash, so a new sample never inherits an old one's answers) and writes a CSV with
-:data:`SHEET_COLUMNS` through its "Download CSV" button — the same columns as the blank sheet,
-so a spreadsheet user and a form user hand back the same file. Only complete items go into the
-downloaded CSV; the form says how many are left out.
+for the annotator's id (changeable later: "Change id"; the CSV's ``annotator`` column holds the
+id at download time), keeps every answer in the browser's local storage (keyed by the form's
+content hash, so a new sample never inherits an old one's answers), resumes after a reload at
+the first incomplete item, and writes a CSV with :data:`SHEET_COLUMNS` through its "Download
+CSV" button — the same columns as the blank sheet, so a spreadsheet user and a form user hand
+back the same file. Only complete items go into the downloaded CSV (the button waits for the
+first one); the form says how many are left out. The units offered are each item's
+``unit_choices``: the dataset's whole list, as the judges had it
+(:func:`bloomqg.annotation.sample.judges_unit_lists`).
 """
 
 from __future__ import annotations

@@ -59,16 +59,18 @@ def write_table(table: Table, paths: Sequence[str | Path]) -> None:
 
 def plot_human_agreement(agreement: pd.DataFrame, path: str | Path, *, annotations_dir: str) -> None:
     """Percent agreement of the human majority with the panel per criterion, one bar per cell,
-    with bootstrap CIs; without annotations, a figure that says so."""
+    with bootstrap CIs and each bar's n; a criterion of a cell without items (no human or no
+    panel majority) is marked "no items", never drawn as a 0% bar. Without annotations, a figure
+    that says so."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = agreement[(agreement["statistic"] == "percent_agreement") & (agreement["rater"] == HUMAN_MAJORITY)
-                     & (agreement["model"] != ALL) & (agreement["n"] > 0)] if len(agreement) else agreement
+                     & (agreement["model"] != ALL)] if len(agreement) else agreement
     fig, ax = plt.subplots(figsize=(8, 3.6))
-    if rows is None or len(rows) == 0:
+    if rows is None or len(rows) == 0 or not (rows["n"] > 0).any():
         ax.axis("off")
         ax.text(0.5, 0.5, f"No annotations yet\n(no filled sheet in {annotations_dir})",
                 ha="center", va="center", fontsize=13)
@@ -79,16 +81,27 @@ def plot_human_agreement(agreement: pd.DataFrame, path: str | Path, *, annotatio
         for k, (model, dataset, strategy) in enumerate(cells):
             part = rows[(rows["model"] == model) & (rows["dataset"] == dataset) & (rows["strategy"] == strategy)]
             part = part.set_index("criterion").reindex(criteria)
+            has_items = part["n"].fillna(0).gt(0) & part["value"].notna()
             x = [i + k * width for i in range(len(criteria))]
             low = (part["value"] - part["ci_low"]).clip(lower=0).fillna(0)
             high = (part["ci_high"] - part["value"]).clip(lower=0).fillna(0)
-            ax.bar(x, part["value"].fillna(0), width, yerr=[low, high], capsize=2,
+            shown = [position for position, ok in enumerate(has_items) if ok]
+            color = f"C{k % 10}"
+            ax.bar([x[i] for i in shown], part["value"].iloc[shown], width, color=color,
+                   yerr=[low.iloc[shown], high.iloc[shown]], capsize=2,
                    label=f"{model} · {dataset} · {strategy_label(strategy)}")
+            for i in shown:
+                ax.text(x[i], 1, f"n={int(part['n'].iloc[i])}", ha="center", va="bottom", fontsize=6,
+                        color="white", rotation=90)
+            for i, ok in enumerate(has_items):
+                if not ok:
+                    ax.text(x[i], 2, "no items", ha="center", va="bottom", fontsize=6, rotation=90, color=color)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(criteria))])
         ax.set_xticklabels([CRITERION_LABEL.get(c, c) if c != "bloom_level" else "Bloom" for c in criteria])
-        ax.set_ylim(0, 105)
+        ax.set_ylim(0, 122)  # room above the 100% bars for the legend
+        ax.set_yticks(range(0, 101, 20))
         ax.set_ylabel("Agreement with the panel (%)")
-        ax.legend(fontsize=7, loc="lower left", ncol=2)
+        ax.legend(fontsize=7, loc="upper center", ncol=3, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None}, facecolor="white")
     plt.close(fig)

@@ -123,3 +123,17 @@ def knowledge_units_by_dataset(votes: Sequence[pd.DataFrame]) -> dict[str, list[
             listed = units.setdefault(dataset, [])
             listed.extend(unit for unit in row_units if unit not in listed)
     return units
+
+
+def judges_unit_lists(datasets: Sequence[pd.DataFrame]) -> dict[str, list[str]]:
+    """Each dataset's unit list exactly as the judges get it: every unit of the whole prepared
+    dataset (:func:`bloomqg.datasets.dataset_knowledge_units`), not only of the items that
+    ``limit_items`` kept or the sample drew — an annotator must be able to choose what the
+    panel could."""
+    from bloomqg.datasets import dataset_knowledge_units
+
+    units: dict[str, list[str]] = {}
+    for frame in datasets:
+        for name, part in frame.groupby("dataset", sort=False):
+            units[str(name)] = dataset_knowledge_units(part)
+    return units

@@ -58,6 +58,8 @@ class SpendLedger:
         #: (cache key, batch id) of batch answers recorded: a resumed batch's answers taken
         #: again after a kill were paid once and are recorded once
         self._batch_answers: set[tuple[str, str]] = set()
+        #: USD recorded per cache key (a key paid twice, e.g. after a failed cache write, sums)
+        self._paid: dict[str, float] = {}
 
     def record(
         self,
@@ -124,12 +126,21 @@ class SpendLedger:
         for line in lines:
             try:
                 entry = json.loads(line)
-                self._total += float(entry["cost_usd"])
+                cost = float(entry["cost_usd"])
+                self._total += cost
+                self._paid[entry["key"]] = self._paid.get(entry["key"], 0.0) + cost
                 if entry.get("batch_id"):
                     self._batch_answers.add((entry["key"], entry["batch_id"]))
             except (ValueError, KeyError, TypeError):
                 log.warning("spend ledger %s: a line is not a spend record; skipped", self.path)
         return self._total
+
+
+    def paid_for(self, key: str) -> float | None:
+        """USD the ledger records for the call ``key`` (every process's lines), or None when it
+        records none: the answer came from elsewhere (another cache, a run before the ledger)."""
+        self.total()
+        return self._paid.get(key)
 
 
 class Budget:

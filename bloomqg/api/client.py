@@ -70,7 +70,12 @@ class OpenAICompatibleClient(ClientCore):
         coroutine = self.acomplete(requests, params, on_batch)
         try:
             asyncio.get_running_loop()
+            in_a_loop = True
         except RuntimeError:
+            in_a_loop = False
+        # Outside the except block: an error of the run (a budget stop) must not read as raised
+        # "during handling of" the no-running-loop RuntimeError.
+        if not in_a_loop:
             return asyncio.run(coroutine)
         # Called from inside an event loop (a notebook): run ours in a thread of its own.
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
@@ -102,6 +107,7 @@ class OpenAICompatibleClient(ClientCore):
         seen_ids: set[str] = set()
         calls: dict[str, Call] = {}
         hits: list[Completion] = []
+        hit_rows: dict[str, Completion] = {}
         for index, request in enumerate(requests):
             if request.request_id in seen_ids:
                 raise ValueError(f"duplicate request_id {request.request_id!r} (row {index})")
@@ -115,9 +121,13 @@ class OpenAICompatibleClient(ClientCore):
                 continue
             cached = self.cache.get(key) if self.cache is not None else None
             if cached is not None:
-                results[index] = self._from_cache(request, key, cached)
+                if key in hit_rows:  # the same call twice in this batch: its cost once
+                    results[index] = self._duplicate(hit_rows[key], request)
+                    self.counts.deduplicated += 1
+                else:
+                    results[index] = hit_rows[key] = self._from_cache(request, key, cached)
+                    self.counts.cache_hits += 1
                 hits.append(results[index])
-                self.counts.cache_hits += 1
                 continue
             calls[key] = Call(key, request, [index], estimate_prompt_tokens(request.messages), decoding["max_tokens"])
 
@@ -179,6 +189,12 @@ class OpenAICompatibleClient(ClientCore):
         }
 
     def _from_cache(self, request: ChatRequest, key: str, cached: CachedResponse) -> Completion:
+        """A cached answer costs what the spend ledger says was paid for it (an earlier attempt
+        that stopped at the budget cap, a killed job): the ledger is the one record of what was
+        paid, so a study's cost is the same however many attempts it took. ``paid_earlier``
+        marks those; an answer the ledger does not know (another cache) costs 0 here."""
+        paid = self.spend.paid_for(key) if self.spend is not None else None
+        cost = (paid or 0.0) if self.settings.prices_known else paid
         return Completion(
             request_id=request.request_id,
             text=cached.text,
@@ -187,8 +203,8 @@ class OpenAICompatibleClient(ClientCore):
             n_completion_tokens=cached.n_completion_tokens,
             latency_s=None,
             cached=True,
-            cost_usd=0.0 if self.settings.prices_known else None,
-            extra={"cache_key": key, "response_model": cached.response_model},
+            cost_usd=cost,
+            extra={"cache_key": key, "response_model": cached.response_model, "paid_earlier": paid is not None},
         )
 
     def _raise_if_budget_stopped(self, results: Sequence[Completion]) -> None:

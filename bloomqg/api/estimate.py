@@ -108,8 +108,43 @@ def estimate_calls(
     }
 
 
-def format_estimate(estimate: pd.DataFrame, budget_usd: float | None) -> str:
-    """The estimate as a text table: per judge and generator, then the total and the cap."""
+def entry_caps(config: Mapping[str, Any]) -> dict[str, float]:
+    """Each spending cap and where it is set: the study's ``budget_usd`` and any API entry's own."""
+    caps: dict[str, float] = {}
+    if config.get("budget_usd") is not None:
+        caps["budget_usd"] = float(config["budget_usd"])
+    for section in ("models", "judges"):
+        for name, entry in (config.get(section) or {}).items():
+            if entry.get("backend") == "openai" and entry.get("budget_usd") is not None:
+                caps[f"{section}.{name}.budget_usd"] = float(entry["budget_usd"])
+    return caps
+
+
+def budget_lines(estimate_usd: float, spent_usd: float, caps: Mapping[str, float]) -> list[str]:
+    """Per cap: what is spent against it (the spend ledger's total: every call through the cache
+    directory counts against every cap), what is left, the estimate, and plainly whether the
+    estimate fits. A cap set on one entry is checked against the whole estimate: an upper bound."""
+    lines = []
+    for where, cap in caps.items():
+        remaining = max(cap - spent_usd, 0.0)
+        head = (f"{where} ${cap:.4f}: spent ${spent_usd:.4f} (spend.jsonl), remaining ${remaining:.4f}, "
+                f"this estimate ${estimate_usd:.4f}")
+        if spent_usd + estimate_usd <= cap:
+            lines.append(f"{head}: fits (${remaining - estimate_usd:.4f} to spare).")
+        else:
+            share = 100.0 * remaining / estimate_usd if estimate_usd else 0.0
+            lines.append(
+                f"{head}: DOES NOT FIT. The run will stop at the cap after about {share:.0f}% of the "
+                f"estimated spend; raise {where} to at least ${spent_usd + estimate_usd:.4f} to finish "
+                "(what is answered before the stop is cached and not paid again)."
+            )
+    return lines
+
+
+def format_estimate(estimate: pd.DataFrame, caps: Mapping[str, float] | None = None, spent_usd: float = 0.0) -> str:
+    """The estimate as a text table: per judge and generator, then the total, what the spend
+    ledger holds and, per cap, whether the estimate fits in what is left of it."""
+    caps = caps or {}
     if estimate.empty:
         return "estimate_cost: the study makes no API calls."
     per_name = (
@@ -129,9 +164,7 @@ def format_estimate(estimate: pd.DataFrame, budget_usd: float | None) -> str:
     priced = per_name["cost_usd"].dropna()
     total = float(priced.sum()) if len(priced) else 0.0
     lines.append(f"total: {int(per_name['to_call'].sum())} calls to make, about ${total:.6f}"
-                 + ("" if len(priced) == len(per_name) else " (some entries have no prices)")
-                 + ("" if budget_usd is None else f"; budget_usd ${budget_usd:g}"))
+                 + ("" if len(priced) == len(per_name) else " (some entries have no prices)"))
+    lines.append(f"already spent: ${spent_usd:.4f} in the spend ledger (paid calls through this cache directory)")
+    lines += budget_lines(total, spent_usd, caps) if caps else ["no budget_usd cap is set"]
     return "\n".join(lines)
-
-
-

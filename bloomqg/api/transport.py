@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 
+#: The header a retried call repeats so that a server or proxy that honours it answers it once
+#: (OpenAI's API does not document it; the call cache and the spend ledger are what keep a
+#: rerun from paying twice).
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
 def api_key_from_env(settings: ClientSettings) -> str | None:
     """The key from the environment (None when the endpoint needs none); a missing key is a
     :class:`FatalAPIError` naming the variable, before any request."""
@@ -85,8 +91,10 @@ async def post_chat(
             # two cores. The answer is read as JSON here, like a batch output line.
             response = await sdk.post(
                 "/chat/completions", cast_to=_raw_response_type(), body=body,
-                # the call's own identity, rather than a fresh uuid4 per request
-                options={"idempotency_key": idempotency_key} if idempotency_key else {},
+                # The call's own identity as an Idempotency-Key header, the same on every try:
+                # the SDK's own idempotency_key option is dropped on the wire (its OpenAI client
+                # names no idempotency header), so the header is set here.
+                options={"headers": {IDEMPOTENCY_HEADER: idempotency_key}} if idempotency_key else {},
             )
             raw = await response.aread()
     except TimeoutError:

@@ -222,6 +222,9 @@ def completion_row(
         "batch_index": completion.batch_index,
         "seed": seed,
         "prompt_hash": prompt["prompt_hash"],
+        "cached": completion.cached,
+        "cost_usd": completion.cost_usd,
+        "cache_key": completion.extra.get("cache_key"),
     }
 
 

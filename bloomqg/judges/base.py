@@ -37,6 +37,8 @@ class JudgedItem:
     n_prompt_tokens: int | None = None
     n_completion_tokens: int | None = None
     cost_usd: float | None = None
+    #: the call's cache key, which the spend ledger records it under
+    cache_key: str | None = None
 
 
 class Judge(Protocol):

@@ -158,6 +158,7 @@ class LLMJudge:
                     n_prompt_tokens=completion.n_prompt_tokens,
                     n_completion_tokens=completion.n_completion_tokens,
                     cost_usd=completion.cost_usd,
+                    cache_key=completion.extra.get("cache_key"),
                 )
             )
         return results

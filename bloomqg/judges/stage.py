@@ -25,7 +25,7 @@ from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
 from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
 from bloomqg.provenance import code_fingerprint
-from bloomqg.schemas import CRITERIA, DATASET, GENERATIONS, JUDGMENTS
+from bloomqg.schemas import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
 
 if TYPE_CHECKING:  # loaded only by the backends that render the rubric
     from bloomqg.judges.rubric import RubricTemplate
@@ -127,7 +127,7 @@ def judge_questions(
     :func:`judge_provenance`.
     """
     backend = validate_judge_spec(judge_name, judge_spec)
-    _check_columns(generations, GENERATIONS.names, "generations")
+    _check_columns(generations, [c for c in GENERATIONS.names if c not in GENERATION_COST_COLUMNS], "generations")
     _check_columns(dataset, DATASET.names, "dataset")
     if generations["prompt_id"].duplicated().any():
         duplicated = generations.loc[generations["prompt_id"].duplicated(), "prompt_id"].tolist()[:5]
@@ -189,6 +189,7 @@ def judge_questions(
                     "n_prompt_tokens": call.n_prompt_tokens if position == 0 else None,
                     "n_completion_tokens": call.n_completion_tokens if position == 0 else None,
                     "cost_usd": call.cost_usd if position == 0 else None,
+                    "cache_key": call.cache_key,
                 }
             )
     frame = pd.DataFrame.from_records(records, columns=JUDGMENTS.names)

@@ -43,6 +43,9 @@ class GenerationRecord:
     batch_index: int | None = None
     seed: int | None = None
     prompt_hash: str | None = None
+    cached: bool | None = None
+    cost_usd: float | None = None
+    cache_key: str | None = None
 
     def as_row(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}

@@ -64,13 +64,14 @@ def provenance_title(entry: Mapping[str, Any]) -> str:
 
 
 def ledger_view(ledger: pd.DataFrame) -> dict[str, Any]:
-    """Per-judge totals and the full ledger rows, with a grand total of tokens and cost."""
+    """Per judge (and API generator: rows without a judge) totals and the full ledger rows,
+    with a grand total of tokens and cost."""
     require_columns(ledger, ["judge", "model", "dataset", "strategy", "requests", "cached",
                              "prompt_tokens", "completion_tokens", "cost_usd"], "ledger")
-    numeric = [c for c in ("questions", "requests", "cached", "prompt_tokens", "completion_tokens", "cost_usd")
-               if c in ledger.columns]
+    numeric = [c for c in ("questions", "requests", "cached", "paid_earlier", "prompt_tokens", "completion_tokens",
+                           "cost_usd") if c in ledger.columns]
     frame = ledger.copy()
-    frame["judge"] = frame["judge"].fillna("(generation)")
+    frame["judge"] = frame["judge"].where(frame["judge"].notna(), "generator " + frame["model"].astype(str))
     for column in numeric:
         frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0)
     per_judge = frame.groupby("judge", sort=False)[numeric].sum().reset_index()

@@ -78,8 +78,8 @@ def png_size(data: bytes, where: Path) -> tuple[int, int]:
 
 def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, str]]:
     entries = []
-    for path in figure_paths:
-        path = Path(path)
+    given = [Path(p) for p in figure_paths]
+    for path in given:
         if path.suffix.lower() != ".png":
             continue
         if not path.is_file():
@@ -89,6 +89,8 @@ def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -
         data = base64.b64encode(raw).decode("ascii")
         entries.append({
             "stem": path.stem, "data_uri": f"data:image/png;base64,{data}",
+            # the caption names the files this figure was given as, no format it was not written in
+            "files": [p.name for p in given if p.parent == path.parent and p.stem == path.stem],
             "width": round(width * SCREEN_SCALE), "height": round(height * SCREEN_SCALE),
             "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "reading": readings.get(path.stem, ""),
         })
@@ -239,21 +241,26 @@ def build_report_from_files(
     ``judgments`` may be empty (an imported release publishes votes, not the judges' calls):
     the judgments provenance and the cost ledger are then empty too.
     """
-    from bloomqg.api.ledger import LEDGER_COLUMNS, ledger_from_judgments
+    from bloomqg.api.ledger import LEDGER_COLUMNS, ledger_from_generations, ledger_from_judgments
     from bloomqg.parquet_io import read_frame, read_frames, read_provenance
     from bloomqg.provenance import git_commit, package_versions
     from bloomqg.schemas import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
 
+    generation_frame = read_frames(generations, GENERATIONS)
+    parts = [ledger_from_generations(generation_frame)]
+    if judgments:
+        parts.append(ledger_from_judgments(read_frames(judgments, JUDGMENTS)))
+    parts = [part for part in parts if len(part)]
     build_report(
         Path(out_path),
         config=config,
         all_metrics=read_frame(metrics, METRICS),
         votes=read_frames(votes, VOTES),
         reliability=read_frames(reliability, RELIABILITY),
-        generations=read_frames(generations, GENERATIONS),
+        generations=generation_frame,
         generation_provenance=[read_provenance(p) for p in generations],
         judgment_provenance=[read_provenance(p) for p in judgments],
-        ledger=ledger_from_judgments(read_frames(judgments, JUDGMENTS)) if judgments else pd.DataFrame(columns=LEDGER_COLUMNS),
+        ledger=pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=LEDGER_COLUMNS),
         table_paths=[Path(p) for p in tables],
         figure_paths=[Path(p) for p in figures],
         correlations=pd.read_parquet(correlations),

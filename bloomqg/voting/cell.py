@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.schemas import CRITERIA, GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.schemas import CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
 from bloomqg.voting.alpha import CRITERION_LEVEL, AlphaResult, alpha_with_ci, encode_votes
 from bloomqg.voting.majority import Majority, majority, useful_from, vote_string, vote_value
 
@@ -36,7 +36,7 @@ JudgeVotes = dict[tuple[str, str], tuple[str | None, str]]
 def check_inputs(generations: pd.DataFrame, judgments: Sequence[pd.DataFrame]) -> list[str]:
     """The panel's judge names, in order, after checking that every judge covers every question
     once per criterion (a ValueError names the judge and what is wrong)."""
-    missing = [c for c in GENERATIONS.names if c not in generations.columns]
+    missing = [c for c in GENERATIONS.names if c not in generations.columns and c not in GENERATION_COST_COLUMNS]
     if missing:
         raise ValueError(f"vote_cell: generations frame lacks columns {missing}")
     if generations.empty:
@@ -48,7 +48,7 @@ def check_inputs(generations: pd.DataFrame, judgments: Sequence[pd.DataFrame]) -
     names: list[str] = []
     expected = set(generations["prompt_id"])
     for position, frame in enumerate(judgments):
-        missing = [c for c in JUDGMENTS.names if c not in frame.columns]
+        missing = [c for c in JUDGMENTS.names if c not in frame.columns and c != "cache_key"]
         if missing:
             raise ValueError(f"vote_cell: judgments #{position} lack columns {missing}")
         judge_names = frame["judge"].unique().tolist()

@@ -281,7 +281,11 @@ def test_direct_calls_are_cached_and_priced(smollm_server: dict, tmp_path: Path)
 
     again = OpenAICompatibleClient(settings, cache=tmp_path / "calls").complete(requests, PARAMS)
     assert [c.text for c in again] == [c.text for c in completions]
-    assert all(c.cached and c.cost_usd == 0.0 for c in again)
+    # From the cache, each call costs what the spend ledger records as paid for it, once.
+    assert all(c.cached for c in again)
+    assert [c.cost_usd for c in again[:3]] == [c.cost_usd for c in completions[:3]]
+    assert all(c.extra["paid_earlier"] for c in again[:3])
+    assert again[3].cost_usd == 0.0 and again[3].extra["deduplicated_with"] == "direct-0"
 
 
 @pytest.mark.integration

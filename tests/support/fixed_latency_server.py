@@ -1,7 +1,8 @@
 """A minimal OpenAI-compatible chat endpoint with a fixed latency, for throughput benchmarks.
 
 ``POST /v1/chat/completions`` waits ``latency`` seconds, then answers a fixed JSON verdict (the
-shape an LLM judge returns). ``GET /stats`` reports how many completions were requested;
+shape an LLM judge returns). ``GET /stats`` reports how many completions were requested, how
+many carried an ``Idempotency-Key`` header and how many distinct keys those were;
 ``GET /health`` answers ok. Plain asyncio with HTTP/1.1 keep-alive, so the server itself costs
 far less than the latency it simulates and the client is what gets measured.
 
@@ -34,6 +35,7 @@ class FixedLatencyServer:
     def __init__(self, latency_s: float, content: str | None = None) -> None:
         self.latency_s = latency_s
         self.completions = 0
+        self.idempotency_keys: list[str] = []
         self._body = json.dumps(
             {
                 "id": "chatcmpl-fixed",
@@ -68,9 +70,11 @@ class FixedLatencyServer:
                     return
                 lines = head.decode("latin-1").split("\r\n")
                 method, path = lines[0].split(" ")[:2]
-                length, keep_alive = 0, True
+                length, keep_alive, idempotency_key = 0, True, None
                 for line in lines[1:]:
                     name, _, value = line.partition(":")
+                    if name.strip().lower() == "idempotency-key":
+                        idempotency_key = value.strip()
                     if name.strip().lower() == "content-length":
                         length = int(value.strip())
                     elif name.strip().lower() == "connection" and value.strip().lower() == "close":
@@ -79,12 +83,20 @@ class FixedLatencyServer:
                     await reader.readexactly(length)
                 if method == "POST" and path.endswith("/chat/completions"):
                     self.completions += 1
+                    if idempotency_key:
+                        self.idempotency_keys.append(idempotency_key)
                     await asyncio.sleep(self.latency_s)
                     writer.write(self._response("200 OK", self._body, keep_alive))
                 elif path == "/stats":
                     writer.write(
                         self._response(
-                            "200 OK", json.dumps({"completions": self.completions}).encode(), keep_alive
+                            "200 OK",
+                            json.dumps({
+                                "completions": self.completions,
+                                "with_idempotency_key": len(self.idempotency_keys),
+                                "distinct_idempotency_keys": len(set(self.idempotency_keys)),
+                            }).encode(),
+                            keep_alive,
                         )
                     )
                 elif path == "/health":

@@ -26,6 +26,7 @@ from bloomqg.annotation.sample import annotation_items, sample_cell
 from bloomqg.annotation.settings import annotation_settings, judge_validation_settings
 from bloomqg.annotation.sheets import AnnotationError, read_sheets
 from bloomqg.config_schema import Cell, ConfigError
+from bloomqg.reporting.display import MISSING
 from bloomqg.schemas import ANNOTATION_ITEMS, VOTES
 
 # --- textbook values -------------------------------------------------------------------------
@@ -148,6 +149,25 @@ def test_annotators_see_no_verdict_model_or_strategy():
         "id", "dataset", "original", "original_units", "target_level", "question"}
     assert sheet[["unique", "bloom_level", "annotator"]].eq("").all().all()
     assert "<script src" not in html and "http://" not in html and "https://" not in html
+
+
+def test_the_form_offers_the_units_the_judges_chose_from_not_only_the_sampled_items():
+    """Under limit_items the votes hold 12 originals of one unit; the prepared dataset (what
+    the judges' unit list comes from, bloomqg.datasets.dataset_knowledge_units) holds four."""
+    from bloomqg.annotation.sample import judges_unit_lists, knowledge_units_by_dataset
+    from bloomqg.datasets import dataset_knowledge_units
+
+    dataset = pd.DataFrame({"item_id": [f"cs-{i:04d}" for i in range(4)], "dataset": "cs", "source_row": range(1, 5),
+                            "question": "q", "bloom_level": "Apply", "bloom_source": "label",
+                            "knowledge_units": [["Trees"], ["Stacks"], ["Queues", "Graphs"], ["Stacks"]]})
+    votes = _votes("m", "cot")
+    assert knowledge_units_by_dataset([votes]) == {"cs": ["Stacks"]}  # what the sample alone shows
+    units = judges_unit_lists([dataset])
+    assert units == {"cs": dataset_knowledge_units(dataset)} == {"cs": ["Graphs", "Queues", "Stacks", "Trees"]}
+    items = annotation_items([votes], items_per_cell=3, seed=0, knowledge_units=units)
+    assert all(list(choices) == units["cs"] for choices in items["unit_choices"])
+    payload = json.loads(render_form(items, title="t").split('id="payload">', 1)[1].split("</script>", 1)[0])
+    assert payload["units"] == units
 
 
 def test_an_original_unit_outside_the_list_is_refused():
@@ -340,6 +360,8 @@ def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path)
     assert "60.00" in html["some"]  # unique: 6 of 10 items agree with the panel
     for page in html.values():
         assert "Table 9 as a figure" in page and "data:image/png;base64," in page
+        # the caption names the file written, not an SVG that never was
+        assert "<figcaption>File: human_agreement.png</figcaption>" in page and "human_agreement.svg" not in page
 
 
 def _judgments(votes: pd.DataFrame, judge: str, unique: list[bool]) -> pd.DataFrame:
@@ -376,3 +398,46 @@ def test_judge_agreement_keeps_models_apart_and_counts_the_confusion():
     pooled = confusion[confusion["model"] == "all"].set_index(["panel_level", "judge_level"])["count"]
     # The judge says Create everywhere; the panels say Create on odd items, Apply on even ones.
     assert pooled[("Create", "Create")] == 12 and pooled[("Apply", "Create")] == 10 and pooled.sum() == 22
+
+
+def test_table9_shows_n_per_cell_and_pools_the_last_row_over_items(tmp_path):
+    """Two cells, 1 and 9 items: the cells' mean would be 61.11, the items pooled give 3 of 10."""
+    from bloomqg.annotation.reporting import plot_human_agreement
+
+    key = _hand_key()
+    key.loc[0, "model"] = "small"  # item A0001 alone in its cell
+    unique = [bool(v) for v in key["panel_unique"]]
+    for i in range(3, 10):  # cell "m": its items 2 and 3 agree with the panel, 7 do not
+        unique[i] = not unique[i]
+    ratings = _ratings({"x": {"unique": unique}})
+    agreement = human_panel_agreement(key, ratings, n_resamples=0)
+    table = table9(agreement, annotations_dir="annotations", n_sheets=1, n_annotators=1)
+    by_model = {row[0].text: row for row in table.rows}
+    assert by_model["small"][4].text == "100.00 (n = 1)"
+    assert by_model["m"][4].text == "22.22 (n = 9)"
+    assert by_model["All items (pooled)"][4].text == "30.00 (n = 10)"
+    pooled = agreement[(agreement["model"] == "all") & (agreement["criterion"] == "unique")
+                       & (agreement["statistic"] == "percent_agreement")].iloc[0]
+    assert pooled["value"] == pytest.approx(30.0) and pooled["n"] == 10  # the same as pooling the items
+    assert by_model["m"][3].text == MISSING  # Bloom: nobody rated it
+    assert any("not the mean of the rows" in note for note in table.notes)
+
+    # The figure: bars where a cell has items, "no items" (not a 0% bar) where it has none.
+    import matplotlib.pyplot as plt
+
+    drawn = {}
+    original = plt.Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        axis = fig.axes[0]
+        drawn["bars"] = [round(p.get_height(), 2) for p in axis.patches]
+        drawn["texts"] = [t.get_text() for t in axis.texts]
+        return original(fig, *args, **kwargs)
+
+    plt.Figure.savefig = keep
+    try:
+        plot_human_agreement(agreement, tmp_path / "figure.png", annotations_dir="annotations")
+    finally:
+        plt.Figure.savefig = original
+    assert sorted(drawn["bars"]) == [22.22, 100.0] and 0.0 not in drawn["bars"]
+    assert drawn["texts"].count("no items") == 2 * 4 and {"n=1", "n=9"} <= set(drawn["texts"])

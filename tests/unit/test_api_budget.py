@@ -146,6 +146,23 @@ def test_format_estimate_totals_per_judge() -> None:
          "cost_usd": 0.001, "basis": "characters/4"}
         for d in ("cs", "math")
     ]
-    text = format_estimate(pd.DataFrame(rows), 5.0)
-    assert "16 calls to make, about $0.002000; budget_usd $5" in text
+    text = format_estimate(pd.DataFrame(rows), {"budget_usd": 5.0}, spent_usd=1.25)
+    assert "16 calls to make, about $0.002000" in text
+    assert "already spent: $1.2500 in the spend ledger" in text
+    assert ("budget_usd $5.0000: spent $1.2500 (spend.jsonl), remaining $3.7500, this estimate $0.0020: "
+            "fits ($3.7480 to spare).") in text
     assert text.count("\njudge") == 1
+
+
+def test_format_estimate_says_plainly_when_the_estimate_does_not_fit() -> None:
+    import pandas as pd
+
+    rows = [{"role": "judge", "name": "j", "model": "m", "mode": "sync", "dataset": "cs", "strategy": "fgp",
+             "requests": 10, "cached": 0, "to_call": 10, "prompt_tokens": 800, "completion_tokens": 80,
+             "cost_usd": 0.04, "basis": "characters/4"}]
+    text = format_estimate(pd.DataFrame(rows), {"budget_usd": 0.05, "judges.j.budget_usd": 1.0}, spent_usd=0.03)
+    assert ("budget_usd $0.0500: spent $0.0300 (spend.jsonl), remaining $0.0200, this estimate $0.0400: "
+            "DOES NOT FIT. The run will stop at the cap after about 50% of the estimated spend; raise "
+            "budget_usd to at least $0.0700 to finish") in text
+    assert "judges.j.budget_usd $1.0000: spent $0.0300" in text and "fits ($0.9300 to spare)" in text
+    assert "no budget_usd cap is set" in format_estimate(pd.DataFrame(rows))

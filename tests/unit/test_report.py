@@ -176,7 +176,7 @@ def test_ledger_totals():
     })
     view = ledger_view(ledger)
     assert view["total"]["requests"] == 6 and view["total"]["cost_usd"] == 0.75
-    assert [row["judge"] for row in view["per_judge"]] == ["a", "(generation)"]
+    assert [row["judge"] for row in view["per_judge"]] == ["a", "generator m"]
 
 
 def test_figures_are_sized_for_the_screen(built):

@@ -167,11 +167,11 @@ def test_human_agreement_is_exact_on_hand_made_labels():
         human_agreement(votes, bad)
 
 
-def test_table9_has_an_average_row(written):
+def test_table9_ends_with_a_row_pooled_over_items(written):
     out, _ = written
     table9 = read_view(out / "table9_human_agreement.json")
     assert table9.header == ["Model", "Dataset", "Prompt", "Bloom", "Unique", "Readable", "Answerable"]
-    assert table9.rows[-1][0] == "Average"
+    assert table9.rows[-1][0] == "All items (pooled)"
 
 
 # --------------------------------------------------------------------------- Markdown

@@ -6,7 +6,7 @@ import pandas as pd
 
 from bloomqg.bloom import normalize_level
 from bloomqg.reporting.display import CRITERION_LABEL, MISSING, is_missing, strategy_label
-from bloomqg.reporting.tables.model import Cell, Table, TableInputError, format_number, require_columns
+from bloomqg.reporting.tables.model import Cell, Table, TableInputError, require_columns
 
 
 #: Columns of the per-item human annotations accepted by :func:`human_agreement`.
@@ -65,8 +65,21 @@ def _human_value(criterion: str, value: object, position: int) -> object:
     raise TableInputError(f"human annotations row {position}: {value!r} is not a yes/no label for {criterion}")
 
 
+#: Label of Table 9's last row: every cell's items pooled, each item counted once.
+POOLED_LABEL = "All items (pooled)"
+
+
+def _with_n(agreement: object, n: object) -> str:
+    return f"{float(agreement):.2f} (n = {int(n)})"  # type: ignore[arg-type]
+
+
 def human_agreement_table(agreement: pd.DataFrame) -> Table:
-    """Table 9: rows model × prompt, columns Bloom / Unique / Readable / Answerable, plus the mean."""
+    """Table 9: rows model × prompt, columns Bloom / Unique / Readable / Answerable, each cell
+    with its n, plus a last row pooled over items.
+
+    The pooled row is agreeing items / items over every cell, i.e. the cells' percentages
+    weighted by their n — not their plain mean, which lets a cell of 1 item weigh as much as one
+    of 20 (46.67 against a pooled 30.00 on n = 10 in one study)."""
     require_columns(agreement, ["model", "dataset", "strategy", "criterion", "agreement", "n"], "human agreement")
     lookup = {(r["model"], r["dataset"], r["strategy"], r["criterion"]): r for _, r in agreement.iterrows()}
     rows = []
@@ -77,15 +90,20 @@ def human_agreement_table(agreement: pd.DataFrame) -> Table:
         row = [Cell(key["model"]), Cell(key["dataset"]), Cell(strategy_label(key["strategy"]))]
         for criterion in HUMAN_CRITERIA:
             r = lookup.get((key["model"], key["dataset"], key["strategy"], criterion))
-            row.append(Cell(MISSING if r is None else f"{float(r['agreement']):.2f}"))
+            row.append(Cell(MISSING if r is None or is_missing(r["agreement"]) else _with_n(r["agreement"], r["n"])))
         rows.append(row)
-    means = agreement.groupby("criterion")["agreement"].mean()
-    rows.append([Cell("Average"), Cell(MISSING), Cell(MISSING)]
-                + [Cell(format_number(means.get(c))) for c in HUMAN_CRITERIA])
+    pooled = []
+    for criterion in HUMAN_CRITERIA:
+        part = agreement[(agreement["criterion"] == criterion) & agreement["agreement"].notna()]
+        n = int(part["n"].sum())
+        pooled.append(Cell(_with_n((part["agreement"] * part["n"]).sum() / n, n) if n else MISSING))
+    rows.append([Cell(POOLED_LABEL), Cell(MISSING), Cell(MISSING)] + pooled)
     return Table(
         "table9_human_agreement",
         "Table 9. Agreement (%) between the judges' majority votes and human annotations.",
         ["Model", "Dataset", "Prompt"], [CRITERION_LABEL[c] if c != "bloom_level" else "Bloom" for c in HUMAN_CRITERIA],
         rows, agreement.reset_index(drop=True), [],
-        ["Percent of annotated items whose majority vote equals the expert's label; items with no majority are left out."],
+        ["Percent of annotated items whose majority vote equals the expert's label (n = those items); "
+         f"items with no majority are left out, {MISSING} = no such item. {POOLED_LABEL}: the items of every "
+         "row together, each counted once (the rows weighted by their n), not the mean of the rows."],
     )
