@@ -2,11 +2,23 @@
 from bloomqg.reporting.figures.write import FIGURE_FILES
 from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
+from bloomqg.reporting.explorer.write import EXPLORER_FILES
 
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]
 FIGURE_OUTPUTS = [f"results/figures/{name}" for name in FIGURE_FILES]
 RELEASE_TABLE_OUTPUTS = [f"results/release/{name}" for name in RELEASE_TABLE_FILES]
 RELEASE_FIGURE_OUTPUTS = [f"results/release/figures/{name}" for name in FIGURE_FILES]
+EXPLORER_HREF = "explorer/index.html"  # relative to {root}/report.html
+
+
+def explorer_outputs(root):
+    return [f"{root}/explorer/{name}" for name in EXPLORER_FILES]
+
+
+def explorer_inputs(wc):
+    """The report's per-cell files: votes, reliability, generations and (a study's) judgments."""
+    inputs = report_inputs(wc)
+    return {key: inputs[key] for key in ("votes", "reliability", "generations", "judgments")}
 
 
 rule make_tables:
@@ -78,5 +90,25 @@ rule build_report:
             "bloomqg: the paper's release reproduced" if wc.root == "results/release" else "bloomqg report"
         ),
         code=CODE["report"],
+        explorer_href=EXPLORER_HREF,
     script:
         "../workflow_scripts/build_report.py"
+
+
+rule build_explorer:
+    """The item explorer beside the report: one row per generated question, opened as a file."""
+    input:
+        unpack(explorer_inputs),
+        metrics="{root}/metrics/all.parquet",
+    output:
+        explorer_outputs("{root}"),
+    log:
+        "logs/build_explorer/{root}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        title=lambda wc: "the paper's release" if wc.root == "results/release" else "this study",
+        code=CODE["report"],
+    script:
+        "../workflow_scripts/build_explorer.py"

@@ -19,4 +19,5 @@ build_report_from_files(
     tables=[*inputs.tables, *inputs.annotation],  # Table 9 when annotation is configured
     figures=[*inputs.figures, *inputs.annotation],
     title=snakemake.params.title,
+    explorer_href=snakemake.params.explorer_href,  # the item explorer beside the report
 )
