@@ -11,6 +11,7 @@
   const LEVEL_ORDER = ["Remember", "Understand", "Apply", "Analyze", "Evaluate", "Create", "Uncategorized"];
   const TRANSITION_ORDER = ["match", "drift", "regression", "leap", "uncategorized"];
   const NONE = "—";
+  const STRATEGY = { cot: "CoT", fgp: "FGP" };  // as bloomqg.reporting.display writes them
   const WIDTHS = {
     dataset: "64px", model: "minmax(90px, 130px)", strategy: "40px", item_id: "86px", target_level: "82px",
     judged_level: "82px", transition: "78px", identified_level: "82px", target_units: "minmax(80px, 130px)",
@@ -51,25 +52,36 @@
 
   async function decode(text) {
     const stream = new Blob([base64Bytes(text)]).stream().pipeThrough(new DecompressionStream("gzip"));
-    return JSON.parse(await new Response(stream).text());
+    const buffer = await new Response(stream).arrayBuffer();
+    const length = new DataView(buffer).getUint32(0, true);
+    const doc = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 4, length)));
+    const start = Math.ceil((4 + length) / 8) * 8;
+    const TYPES = { i8: Int8Array, i16: Int16Array, i32: Int32Array, f64: Float64Array };
+    const view = (e) => new TYPES[e.dtype](buffer, start + e.offset, e.length);
+    for (const c of doc.columns) {
+      if (c.kind === "num") c.values = view(c.values);
+      else if (c.kind === "multi") {
+        // One array of codes per row, sliced once: a row's list is then read without arithmetic.
+        const codes = view(c.codes), offsets = view(c.offsets);
+        c.flat = codes; c.offsets = offsets;
+      } else c.codes = view(c.codes);
+    }
+    return doc;
   }
 
   function prepare(doc) {
     S.data = doc; S.n = doc.n;
-    for (const c of doc.columns) {
-      if (c.kind === "cat" || c.kind === "text") c.codes = Int32Array.from(c.codes);
-      if (c.kind === "num") c.values = Float64Array.from(c.data, (v) => (v === null ? NaN : v));
-      S.byKey[c.key] = c;
-      S.cols.push(c);
-    }
+    for (const c of doc.columns) { S.byKey[c.key] = c; S.cols.push(c); }
     S.facets = S.cols.filter((c) => (c.kind === "cat" || c.kind === "multi") && c.key !== "item_id");
     for (const c of S.facets) c.rank = rankOf(c);
+    for (const c of S.facets) if (!OPEN_GROUPS.has(c.group)) S.closedGroups.add(c.group);
     // Table columns: the generated question early, so it stays in sight on a laptop screen.
     const first = ["dataset", "model", "strategy", "target_level", "judged_level", "transition", "useful", "new_question"];
     const rest = S.cols.filter((c) => c.shown && !first.includes(c.key)).map((c) => c.key);
     S.defaultShown = [...first.filter((k) => S.byKey[k]), ...rest];
   }
 
+  const COLLATOR = new Intl.Collator("en", { numeric: true });
   function rankOf(c) {
     // Sort rank of each dictionary value: Bloom order for levels, else natural order.
     const order = c.key.endsWith("_level") || c.key.endsWith(".bloom_level") ? LEVEL_ORDER
@@ -83,7 +95,7 @@
         const ra = order.indexOf(va), rb = order.indexOf(vb);
         if (ra !== rb) return (ra < 0 ? 99 : ra) - (rb < 0 ? 99 : rb);
       }
-      return va.localeCompare(vb, "en", { numeric: true });
+      return COLLATOR.compare(va, vb);
     });
     const rank = new Int32Array(c.dict.length);
     idx.forEach((code, r) => { rank[code] = r; });
@@ -132,47 +144,62 @@
   function value(key, r) {
     const c = S.byKey[key];
     if (c.kind === "num") return Number.isNaN(c.values[r]) ? null : c.values[r];
-    if (c.kind === "multi") return c.codes[r].map((x) => c.dict[x]);
+    if (c.kind === "multi") return Array.from(c.flat.subarray(c.offsets[r], c.offsets[r + 1]), (x) => c.dict[x]);
     const code = c.codes[r];
     return code < 0 ? null : c.dict[code];
   }
 
   // ---------------------------------------------------------------- filtering
-  function predicates() {
-    const preds = [];
+  // Each active filter marks the rows it rejects; a row is shown when no filter rejects it, and
+  // a facet counts the rows that only its own filter rejects as well (so its other values stay
+  // choosable). Loops run over typed arrays; search matches each distinct text once.
+  function filterMasks() {
+    const n = S.n, masks = [];
     for (const [key, values] of S.filters) {
       const c = S.byKey[key];
       if (!values.size) continue;
-      const allowed = new Uint8Array(c.dict.length);
+      const allowed = new Uint8Array(c.dict.length + 1);
       c.dict.forEach((v, i) => { if (values.has(v)) allowed[i] = 1; });
-      const test = c.kind === "multi"
-        ? (r) => { const xs = c.codes[r]; for (let j = 0; j < xs.length; j++) if (allowed[xs[j]]) return true; return false; }
-        : (r) => allowed[c.codes[r]] === 1;
-      preds.push({ key, test });
+      const pass = new Uint8Array(n);
+      if (c.kind === "multi") {
+        const flat = c.flat, off = c.offsets;
+        for (let r = 0; r < n; r++) { for (let j = off[r]; j < off[r + 1]; j++) if (allowed[flat[j]]) { pass[r] = 1; break; } }
+      } else {
+        const codes = c.codes, last = c.dict.length;
+        for (let r = 0; r < n; r++) { const x = codes[r]; pass[r] = allowed[x < 0 ? last : x]; }
+      }
+      masks.push({ key, pass });
     }
     if (S.metric) {
-      const m = S.byKey["m." + S.metric].values, mv = S.mv;
-      preds.push({ key: "#metric", test: mv === "all" ? (r) => !Number.isNaN(m[r])
-        : mv === "counted" ? (r) => m[r] > 0 : (r) => m[r] === 0 });
+      const m = S.byKey["m." + S.metric].values, pass = new Uint8Array(n), mv = S.mv;
+      for (let r = 0; r < n; r++) {
+        const x = m[r];
+        pass[r] = x === x && (mv === "all" || (mv === "counted" ? x > 0 : x === 0)) ? 1 : 0;
+      }
+      masks.push({ key: "#metric", pass });
     }
     const terms = S.q.toLowerCase().split(/\s+/).filter(Boolean);
     if (terms.length) {
       if (!S.lower) {
         S.lower = {};
-        for (const k of ["original_question", "new_question", "prompt_id"]) S.lower[k] = S.byKey[k].dict.map((s) => s.toLowerCase());
+        for (const k of SEARCHED) S.lower[k] = S.byKey[k].dict.map((t) => t.toLowerCase());
       }
-      const cols = ["original_question", "new_question", "prompt_id"].map((k) => [S.byKey[k].codes, S.lower[k]]);
-      preds.push({ key: "#search", test: (r) => {
-        for (const t of terms) {
-          let hit = false;
-          for (const [codes, dict] of cols) { const x = codes[r]; if (x >= 0 && dict[x].includes(t)) { hit = true; break; } }
-          if (!hit) return false;
+      const pass = new Uint8Array(n).fill(1);
+      for (const t of terms) {
+        const hit = new Uint8Array(n);
+        for (const k of SEARCHED) {
+          const dict = S.lower[k], codes = S.byKey[k].codes, match = new Uint8Array(dict.length + 1);
+          for (let i = 0; i < dict.length; i++) if (dict[i].includes(t)) match[i] = 1;
+          const last = dict.length;
+          for (let r = 0; r < n; r++) { const x = codes[r]; if (match[x < 0 ? last : x]) hit[r] = 1; }
         }
-        return true;
-      } });
+        for (let r = 0; r < n; r++) pass[r] &= hit[r];
+      }
+      masks.push({ key: "#search", pass });
     }
-    return preds;
+    return masks;
   }
+  const SEARCHED = ["original_question", "new_question", "prompt_id"];
 
   let facetCounts = new Map();
   let sortedAll = null, sortedFor = "";
@@ -183,16 +210,13 @@
     const ids = new Int32Array(S.n).map((_, i) => i);
     if (S.sort) {
       const c = S.byKey[S.sort.key], sign = S.sort.desc ? -1 : 1;
-      let k;
-      if (c.kind === "num") k = (r) => (Number.isNaN(c.values[r]) ? Infinity : c.values[r]);
-      else if (c.kind === "multi") k = (r) => (c.codes[r].length ? c.rank[c.codes[r][0]] : 1e9);
-      else if (c.rank) k = (r) => (c.codes[r] < 0 ? 1e9 : c.rank[c.codes[r]]);
-      else {
-        const rank = rankOf({ key: c.key, dict: c.dict });
-        k = (r) => (c.codes[r] < 0 ? 1e9 : rank[c.codes[r]]);
-      }
       const keys = new Float64Array(S.n);
-      for (let i = 0; i < S.n; i++) keys[i] = k(i);
+      if (c.kind === "num") for (let r = 0; r < S.n; r++) keys[r] = c.values[r] === c.values[r] ? c.values[r] : Infinity;
+      else if (c.kind === "multi") for (let r = 0; r < S.n; r++) keys[r] = c.offsets[r] < c.offsets[r + 1] ? c.rank[c.flat[c.offsets[r]]] : 1e9;
+      else {
+        const rank = c.rank || (c.rank = rankOf(c));
+        for (let r = 0; r < S.n; r++) keys[r] = c.codes[r] < 0 ? 1e9 : rank[c.codes[r]];
+      }
       ids.sort((a, b) => (keys[a] - keys[b]) * sign || a - b);
     }
     sortedAll = ids; sortedFor = key;
@@ -201,34 +225,44 @@
 
   function recompute() {
     const t0 = performance.now();
-    const preds = predicates();
+    const masks = filterMasks();
     const n = S.n;
-    const fails = new Uint8Array(n), which = new Int16Array(n);
-    preds.forEach((p, pi) => {
-      const test = p.test;
-      for (let r = 0; r < n; r++) if (!test(r)) { fails[r]++; which[r] = pi; }
-    });
-    // Counts per facet value over the rows that pass every other filter.
+    // passing: rows no filter rejects; only[i]: rows that filter i alone rejects.
+    const fails = new Uint8Array(n), which = new Uint8Array(n);
+    masks.forEach(({ pass }, i) => { for (let r = 0; r < n; r++) if (!pass[r]) { fails[r]++; which[r] = i; } });
+    const passing = [], only = masks.map(() => []);
+    for (let r = 0; r < n; r++) { if (fails[r] === 0) passing.push(r); else if (fails[r] === 1) only[which[r]].push(r); }
+    const maskIndex = new Map(masks.map((m, i) => [m.key, i]));
     facetCounts = new Map();
-    const predIndex = new Map(preds.map((p, i) => [p.key, i]));
     for (const c of S.facets) {
       if (S.closedGroups.has(c.group) && !S.filters.has(c.key)) continue;
-      const counts = new Int32Array(c.dict.length), own = predIndex.has(c.key) ? predIndex.get(c.key) : -1;
-      const codes = c.codes;
-      if (c.kind === "multi") {
-        for (let r = 0; r < n; r++) {
-          if (fails[r] === 0 || (fails[r] === 1 && which[r] === own)) { const xs = codes[r]; for (let j = 0; j < xs.length; j++) counts[xs[j]]++; }
+      const counts = new Int32Array(c.dict.length + 1);
+      const rows = maskIndex.has(c.key) ? [passing, only[maskIndex.get(c.key)]] : [passing];
+      for (const list of rows) {
+        if (c.kind === "multi") {
+          const flat = c.flat, off = c.offsets;
+          for (let i = 0; i < list.length; i++) { const r = list[i]; for (let j = off[r]; j < off[r + 1]; j++) counts[flat[j]]++; }
+        } else {
+          const codes = c.codes, last = c.dict.length;
+          for (let i = 0; i < list.length; i++) { const x = codes[list[i]]; counts[x < 0 ? last : x]++; }
         }
-      } else {
-        for (let r = 0; r < n; r++) if (fails[r] === 0 || (fails[r] === 1 && which[r] === own)) { const x = codes[r]; if (x >= 0) counts[x]++; }
       }
       facetCounts.set(c.key, counts);
     }
+    // The metric banner: rows every other filter keeps, in the metric's denominator.
+    S.metricRows = null;
+    if (S.metric) {
+      const m = S.byKey["m." + S.metric].values;
+      const rows = S.mv === "all" ? passing : passing.concat(only[maskIndex.get("#metric")]);
+      S.metricRows = rows.filter((r) => m[r] === m[r]);
+    }
     const ids = order();
-    const out = new Int32Array(n);
-    let m = 0;
-    for (let i = 0; i < n; i++) { const r = ids[i]; if (fails[r] === 0) out[m++] = r; }
-    S.visible = out.subarray(0, m);
+    const inView = new Uint8Array(n);
+    for (let i = 0; i < passing.length; i++) inView[passing[i]] = 1;
+    const out = new Int32Array(passing.length);
+    let k = 0;
+    for (let i = 0; i < n; i++) { const r = ids[i]; if (inView[r]) out[k++] = r; }
+    S.visible = out;
     S.lastFilterMs = performance.now() - t0;
   }
 
@@ -240,7 +274,11 @@
       S.selectedPrompt = null;
       if (found >= 0) S.selected = found;
     }
-    renderCount(); renderBanner(); renderFilters(); renderHead(); renderRows(true); renderDetail(); writeHash();
+    const phases = { filter: S.lastFilterMs };
+    const timed = (name, fn) => { const t = performance.now(); fn(); phases[name] = performance.now() - t; };
+    timed("count", renderCount); timed("banner", renderBanner); timed("filters", renderFilters); timed("head", renderHead);
+    timed("rows", () => renderRows(true)); timed("detail", renderDetail); timed("hash", writeHash);
+    window.__explorerPhases = phases;
     document.body.dataset.ready = "1";
     window.__explorerLastRenderMs = S.lastRenderMs = performance.now() - S.renderStart;
   }
@@ -264,7 +302,7 @@
     const pick = (k) => S.filters.get(k);
     return Object.keys(S.data.metrics).filter((key) => {
       const [d, s, m] = key.split("/");
-      const strat = { cot: "CoT", fgp: "FGP" }[s] || s.toUpperCase();
+      const strat = STRATEGY[s] || s.toUpperCase();
       return (!pick("dataset") || pick("dataset").has(d)) && (!pick("model") || pick("model").has(m))
         && (!pick("strategy") || pick("strategy").has(strat));
     });
@@ -275,22 +313,14 @@
     if (!S.metric) { el.hidden = true; el.innerHTML = ""; return; }
     const spec = S.data.metric_specs[S.metric] || { label: S.metric, kind: "percent", scale: 100, decimals: 2 };
     const m = S.byKey["m." + S.metric].values;
-    // Denominator and numerator of the rows that pass every filter except the metric's own split.
-    const saved = S.mv; S.mv = "all";
-    const preds = predicates(); S.mv = saved;
     let den = 0, num = 0, counted = 0;
-    for (let r = 0; r < S.n; r++) {
-      let ok = true;
-      for (const p of preds) if (!p.test(r)) { ok = false; break; }
-      if (!ok) continue;
-      den++; num += m[r]; if (m[r] > 0) counted++;
-    }
+    for (const r of S.metricRows) { den++; num += m[r]; if (m[r] > 0) counted++; }
     const cells = selectedCells();
     let tableN = 0, tableValue = null;
     for (const key of cells) { const v = (S.data.metrics[key] || {})[S.metric]; if (v) { tableN += v[1]; if (cells.length === 1) tableValue = v[0]; } }
     const value = spec.kind === "sum" ? num : spec.kind === "count" ? counted : den ? (num / den) * spec.scale : null;
     const shown = (x) => (x === null || x === undefined ? NONE : Number(x).toFixed(spec.decimals));
-    const where = cells.length === 1 ? cells[0].split("/").reverse().join(" · ") : `${cells.length} cells`;
+    const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${STRATEGY[s] || s}`)(cells[0].split("/")) : `${cells.length} cells`;
     const filtered = S.q || [...S.filters.keys()].some((k) => !["dataset", "model", "strategy"].includes(k));
     let warn = "";
     if (!filtered && cells.length && den !== tableN) {
@@ -621,6 +651,7 @@
   window.explorer = {
     state: S, update, select, value, rowKey,
     setFilter(key, values) { if (values && values.length) S.filters.set(key, new Set(values)); else S.filters.delete(key); update(); return S.visible.length; },
+    openHash(fragment) { history.replaceState(null, "", "#" + fragment); readHash(); update(); return S.visible.length; },
     setMetric(name, mv = "all") { S.metric = name; S.mv = mv; update(); return S.visible.length; },
   };
 
