@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.support.devtools import CHROMIUM_NAMES, DevToolsPipe, find_chromium
+from tests.support.devtools import DevToolsPipe, chromium_or_skip
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -118,11 +118,7 @@ class Tab:
 
 @pytest.fixture(scope="module")
 def tab(tmp_path_factory):
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(f"no headless Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); "
-                    "install it with `apt-get install chromium`")
-    browser = DevToolsPipe(executable, tmp_path_factory.mktemp("chromium-profile"))
+    browser = DevToolsPipe(chromium_or_skip(), tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield Tab(browser)
     finally:
@@ -253,3 +249,33 @@ def test_report_cells_open_their_items(site, tab, shots):
     wrong = [(link, got, n) for link, got, n in zip(links, counts, expected) if got != n]
     assert not wrong, wrong[:5]
     assert len(links) > 100
+
+
+def test_release_slice_tables_open_their_items(tab, release_dir, tmp_path_factory, shots):
+    """The GLM-4-9B slice of the paper's release: every cell of the release tables opens the
+    explorer on its cell's n questions (Table 4's n counts published vote lines: equal here)."""
+    from bloomqg.release.tables import release_tables
+    from bloomqg.reporting.explorer.items import build_items
+    from bloomqg.reporting.explorer.links import metric_fragment
+    from bloomqg.reporting.explorer.write import write_explorer
+    from bloomqg.reporting.tables.view import read_view
+    from tests.support.release_slice import glm_slice
+
+    if not (release_dir / "generated" / "glm").is_dir():
+        pytest.skip(f"the GLM-4-9B run of the paper's release is not at {release_dir / 'generated' / 'glm'}")
+    out = tmp_path_factory.mktemp("release")
+    votes, reliability, metrics = glm_slice(release_dir, out, n_resamples=5)
+    written = release_tables(metrics, out / "tables")
+    write_explorer(out / "explorer", build_items(votes, reliability=reliability, metrics=metrics), title="GLM slice")
+    sources = [tuple(source) for path in written if path.suffix == ".json" and path.stem != "paper_comparison"
+               for row in read_view(path).sources or [] for source in row if source]
+    assert len(sources) >= 20  # Tables 4-6 and the auxiliary tasks, less the values math has none of
+    tab.open((out / "explorer" / "index.html").resolve().as_uri())
+    assert tab.count() == len(votes) == 3270
+    fragments = [metric_fragment(*source) for source in sources]
+    counts = tab.eval("""(fragments) => fragments.map(f => explorer.openHash(f))""".join(["(", f")({json.dumps(fragments)})"]))
+    by_key = metrics.set_index(["model", "dataset", "strategy", "metric"])["n"]
+    wrong = [(s, got, int(by_key[s])) for s, got in zip(sources, counts) if got != int(by_key[s])]
+    assert not wrong, wrong[:5]
+    tab.eval("explorer.openHash('f.dataset=cs&f.strategy=FGP&m=catcons&mv=rest&i=cs/fgp/glm-4-9b/cs-0007:fgp')")
+    tab.screenshot(shots / "explorer_release_slice.png")

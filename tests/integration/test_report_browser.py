@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.devtools import CHROMIUM_NAMES, DevToolsPipe, find_chromium
+from tests.support.devtools import DevToolsPipe, chromium_or_skip
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -55,11 +55,7 @@ def report_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def rendered(report_path, tmp_path_factory) -> dict:
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(f"no headless Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); "
-                    "install it with `apt-get install chromium` or `make test-browser-deps`")
-    browser = DevToolsPipe(executable, tmp_path_factory.mktemp("chromium-profile"))
+    browser = DevToolsPipe(chromium_or_skip(), tmp_path_factory.mktemp("chromium-profile"))
     try:
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]

@@ -122,3 +122,14 @@ class DevToolsPipe:
             time.sleep(0.1)
         os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
+
+
+def chromium_or_skip() -> str:
+    """The Chromium executable, or a pytest skip naming what to install."""
+    import pytest
+
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip(f"no headless Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); "
+                    "install it with `apt-get install chromium` or `make test-browser-deps`")
+    return executable
