@@ -2,23 +2,13 @@
 from bloomqg.reporting.figures.write import FIGURE_FILES
 from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
-from bloomqg.reporting.explorer.write import EXPLORER_FILES
+from bloomqg.reporting.explorer.links import EXPLORER_HREF  # relative to {root}/report.html
+from bloomqg.reporting.explorer.write import STATIC_DIR, STATIC_FILES
 
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]
 FIGURE_OUTPUTS = [f"results/figures/{name}" for name in FIGURE_FILES]
 RELEASE_TABLE_OUTPUTS = [f"results/release/{name}" for name in RELEASE_TABLE_FILES]
 RELEASE_FIGURE_OUTPUTS = [f"results/release/figures/{name}" for name in FIGURE_FILES]
-EXPLORER_HREF = "explorer/index.html"  # relative to {root}/report.html
-
-
-def explorer_outputs(root):
-    return [f"{root}/explorer/{name}" for name in EXPLORER_FILES]
-
-
-def explorer_inputs(wc):
-    """The report's per-cell files: votes, reliability, generations and (a study's) judgments."""
-    inputs = report_inputs(wc)
-    return {key: inputs[key] for key in ("votes", "reliability", "generations", "judgments")}
 
 
 rule make_tables:
@@ -100,6 +90,8 @@ rule build_explorer:
     input:
         unpack(explorer_inputs),
         metrics="{root}/metrics/all.parquet",
+        # the page, script and style are not Python: the code fingerprint does not see them
+        static=[str(STATIC_DIR / name) for name in STATIC_FILES],
     output:
         explorer_outputs("{root}"),
     log:

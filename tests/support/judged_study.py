@@ -92,9 +92,13 @@ def judged_study(root: Path, *, n_models: int = 3, n_items: int = 24, seed: int 
         metrics = score_cell(votes, reliability, n_resamples=n_resamples, seed=seed)
         generation_file = root / "generations" / f"{where}.parquet"
         generation_file.parent.mkdir(parents=True, exist_ok=True)
+        # The keys generate_questions records (bloomqg.generation.stage).
         write_frame(cell, generation_file, GENERATIONS, {
-            "model": model, "model_id": f"example/{model}", "revision": "0123abc", "prompt_hash": "0123456789abcdef",
-            "seed": seed, "git_commit": "deadbeef", "package_versions": {"torch": "2.13.0"},
+            "stage": "generate_questions", "model_name": model,
+            "generator": {"source": f"example/{model}", "revision": "0123abc"},
+            "decoding": {"temperature": 0.7, "max_new_tokens": 256, "seed": seed},
+            "prompt_hashes": sorted(set(cell["prompt_hash"].dropna())), "git_commit": "deadbeef",
+            "package_versions": {"torch": "2.13.0"},
         })
         study.generation_files.append(generation_file)
         for judge, frame in zip(JUDGES, judgments):

@@ -108,7 +108,9 @@ def test_explorer_files_from_the_workflow_files(study, tmp_path):
     assert [p.name for p in paths] == list(EXPLORER_FILES)
     document = decode_data_script((tmp_path / "explorer" / "data.js").read_text())
     cell = document["cells"]["cs/fgp/glm-4-9b"]
-    assert cell["generations"]["provenance"]["revision"] == "0123abc"
+    assert cell["generations"]["provenance"]["generator"]["revision"] == "0123abc"
+    prompt_hashes = next(c for c in document["columns"] if c["key"] == "prompt_hash")["dict"]
+    assert prompt_hashes == ["0123456789abcdef"], "each item names its prompt's hash"
     assert "package_versions" not in cell["generations"]["provenance"]
     assert [j["judge"] for j in cell["judges"]] == ["rules", "minilm", "smollm2"]
     assert cell["judges"][0]["provenance"]["judge_prompt_hash"] == "fedcba9876543210"

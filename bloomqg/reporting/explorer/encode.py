@@ -28,6 +28,7 @@ import struct
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from bloomqg.reporting.explorer.items import ItemTable
 
@@ -38,10 +39,9 @@ _ALIGN = 8
 
 
 def _dictionary(values: list[Any]) -> tuple[list[str], np.ndarray]:
-    codes: dict[str, int] = {}
-    out = np.fromiter((-1 if value is None else codes.setdefault(value, len(codes)) for value in values),
-                      dtype=np.int64, count=len(values))
-    return list(codes), out
+    """Distinct strings in order of first appearance, and each row's code (-1: null)."""
+    codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    return [str(value) for value in uniques], codes
 
 
 def _multi(values: list[list[str]]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -110,7 +110,7 @@ def encode_table(table: ItemTable, *, title: str) -> bytes:
 def data_script(payload: bytes) -> str:
     """The ``data.js`` file: the gzip-compressed payload, base64, assigned to a global (mtime 0:
     the same table gives the same bytes)."""
-    packed = base64.b64encode(gzip.compress(payload, compresslevel=9, mtime=0)).decode("ascii")
+    packed = base64.b64encode(gzip.compress(payload, compresslevel=6, mtime=0)).decode("ascii")
     return f'window.{DATA_GLOBAL} = "{packed}";\n'
 
 

@@ -20,8 +20,10 @@ from bloomqg.reporting.explorer.items import ItemTable, build_items, cell_key
 log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+#: The page, script and style, copied from :data:`STATIC_DIR` as they are.
+STATIC_FILES: tuple[str, ...] = ("index.html", "explorer.js", "explorer.css")
 #: The files of an explorer folder; ``index.html`` is the one to open.
-EXPLORER_FILES: tuple[str, ...] = ("index.html", "explorer.js", "explorer.css", "data.js")
+EXPLORER_FILES: tuple[str, ...] = (*STATIC_FILES, "data.js")
 #: Provenance keys left out of the detail pane (long and the same for every item).
 _VERBOSE_KEYS = frozenset({"package_versions", "shards"})
 

@@ -13,10 +13,10 @@
   const NONE = "—";
   const STRATEGY = { cot: "CoT", fgp: "FGP" };  // as bloomqg.reporting.display writes them
   const WIDTHS = {
-    dataset: "64px", model: "minmax(90px, 130px)", strategy: "40px", item_id: "86px", target_level: "82px",
-    judged_level: "82px", transition: "78px", identified_level: "82px", target_units: "minmax(80px, 130px)",
-    judged_units: "minmax(80px, 130px)", identified_units: "minmax(80px, 130px)", useful: "46px", unique: "46px",
-    readable: "56px", answerable: "64px", gate: "64px", parse: "46px", judge_issues: "90px", finish_reason: "54px",
+    dataset: "minmax(44px, 64px)", model: "minmax(80px, 110px)", strategy: "40px", item_id: "86px", target_level: "82px",
+    judged_level: "82px", transition: "78px", identified_level: "82px", target_units: "minmax(70px, 110px)",
+    judged_units: "minmax(70px, 110px)", identified_units: "minmax(80px, 130px)", useful: "46px", unique: "46px",
+    readable: "56px", answerable: "64px", gate: "60px", parse: "46px", judge_issues: "90px", finish_reason: "54px",
     new_question: "minmax(220px, 3fr)", original_question: "minmax(200px, 2fr)", prompt_id: "110px",
   };
   const SHORT = { useful: "Usable", unique: "Uniq.", readable: "Read.", answerable: "Answ.", strategy: "Str.",
@@ -118,8 +118,8 @@
     const s = p.get("s");
     S.sort = s && S.byKey[s.replace(/^-/, "")] ? { key: s.replace(/^-/, ""), desc: s.startsWith("-") } : null;
     S.shown = p.get("c") ? p.get("c").split(",").filter((k) => S.byKey[k]) : S.defaultShown.slice();
-    const i = p.get("i");
-    S.selectedPrompt = i;
+    S.selectedPrompt = p.get("i");
+    if (!S.selectedPrompt) S.selected = -1;
     $("search").value = S.q;
   }
 
@@ -438,7 +438,9 @@
       .map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(typeof v === "object" ? JSON.stringify(v) : v)}</dd>`).join("")}</dl>`;
   }
 
-  const GEN_KEYS = ["model_id", "revision", "gguf_sha256", "prompt_hash", "seed", "backend", "git_commit", "release", "code"];
+  // Generations: a study's (generate_questions) or an imported release run's provenance keys.
+  const GEN_KEYS = ["model_name", "model_id", "generator", "revision", "decoding", "prompt_hashes", "seed",
+                    "release", "imported_from", "manifest", "git_commit"];
   const JUDGE_KEYS = ["judge_backend", "judge_prompt_hash", "judge_prompt_sha256", "judge_spec", "text_generator", "git_commit"];
   function pick(obj, keys) { const out = {}; for (const k of keys) if (obj && obj[k] !== undefined) out[k] = obj[k]; return out; }
 
@@ -469,7 +471,8 @@
     const cell = S.data.cells[v("cell")] || {};
     let prov = "";
     if (cell.generations) {
-      prov += `<div><b>Generations</b></div>` + kv({ file: cell.generations.file, ...pick(cell.generations.provenance, GEN_KEYS) });
+      prov += `<div><b>Generations</b></div>` + kv({ file: cell.generations.file, "this prompt's hash": v("prompt_hash"),
+                                                        ...pick(cell.generations.provenance, GEN_KEYS) });
     }
     if (cell.votes) prov += kv({ votes: cell.votes });
     for (const j of cell.judges || []) {
@@ -567,6 +570,14 @@
       if (e.key === "Enter") { clearTimeout(typing); S.q = $("search").value.trim(); update(); $("viewport").focus(); if (S.selected < 0) move(1); }
     });
     $("clear").addEventListener("click", clearAll);
+    $("permalink").addEventListener("click", (e) => {
+      // Copy the view's address when the browser allows it; the link itself is the address too.
+      if (!navigator.clipboard) return;
+      e.preventDefault();
+      navigator.clipboard.writeText(location.href).then(
+        () => { $("status").textContent = "Address of this view copied"; setTimeout(() => { $("status").textContent = ""; }, 1500); },
+        () => { $("status").textContent = "Copy the address bar to share this view"; setTimeout(() => { $("status").textContent = ""; }, 2500); });
+    });
     $("banner").addEventListener("click", (e) => {
       if (e.target.dataset.mv) { S.mv = e.target.dataset.mv; update(); }
       else if (e.target.classList.contains("close")) { S.metric = null; S.mv = "all"; update(); }
