@@ -187,6 +187,7 @@ def test_search_and_keyboard(site, tab, shots):
     assert 0 < expected < len(votes)
     tab.press("Escape", 27)
     assert tab.eval("document.activeElement.id") != "search"
+    assert tab.eval("document.getElementById('search').value") == "hashing", "Esc leaves the search, keeps it"
     tab.press("j")
     tab.press("j")
     first_two = tab.eval("Array.from(window.explorer.state.visible.slice(0, 2))")

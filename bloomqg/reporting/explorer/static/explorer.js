@@ -613,7 +613,8 @@
   function onKey(e) {
     const inField = e.target.matches && e.target.matches("input, textarea");
     if (e.key === "Escape") {
-      if (inField) { e.target.blur(); $("viewport").focus(); return; }
+      // Leave the field, keep its text (a search field would clear itself on Esc).
+      if (inField) { e.preventDefault(); e.target.blur(); $("viewport").focus(); return; }
       if (!$("help").hidden || !$("columns-menu").hidden) { $("help").hidden = true; $("columns-menu").hidden = true; return; }
       if (S.selected >= 0) { S.selected = -1; renderRows(false); renderDetail(); writeHash(); }
       return;
