@@ -89,7 +89,7 @@ ACTIONS: tuple[tuple[str, str], ...] = (
     ("add_judged_level", "explorer.setFilter('judged_level', ['Analyze', 'Evaluate'])"),
     ("search_text", "(() => { explorer.state.q = 'binary tree'; explorer.update(); })()"),
     ("metric_link_catcons", "explorer.openHash('f.model=llama-3-8b&f.dataset=cs&f.strategy=FGP&m=catcons')"),
-    ("sort_judged_level", "(() => { explorer.state.sort = {key: 'judged_level', desc: true}; explorer.update(); })()"),
+    ("sort_judged_level", "explorer.sortBy('judged_level', true)"),
     ("clear_all", "(() => { explorer.state.filters.clear(); explorer.state.metric = null; explorer.state.q = '';"
                   " explorer.state.sort = null; explorer.update(); })()"),
 )

@@ -175,6 +175,21 @@ def test_a_click_on_a_filter_and_the_permalink(site, tab):
     assert tab.count() == expected, "the permalink restores the view"
 
 
+def test_sorting_by_a_header_click(site, tab):
+    tab.open(explorer_url(site))
+    tab.click('#thead div[data-sort="judged_level"]')
+    tab.wait("location.hash.includes('s=judged_level')")
+    order = ["Remember", "Understand", "Apply", "Analyze", "Evaluate", "Create", "Uncategorized"]
+    levels = tab.eval("Array.from(explorer.state.visible).map(r => explorer.value('judged_level', r))")
+    ranks = [order.index(level) if level in order else len(order) for level in levels]
+    assert len(levels) == len(site["study"].votes) and ranks == sorted(ranks), "Bloom order, then no level"
+    tab.click('#thead div[data-sort="judged_level"]')
+    tab.wait("location.hash.includes('s=-judged_level')")
+    levels = tab.eval("Array.from(explorer.state.visible).map(r => explorer.value('judged_level', r))")
+    ranks = [order.index(level) if level in order else len(order) for level in levels]
+    assert ranks == sorted(ranks, reverse=True)
+
+
 def test_search_and_keyboard(site, tab, shots):
     tab.open(explorer_url(site))
     votes = site["study"].votes

@@ -180,10 +180,7 @@
     }
     const terms = S.q.toLowerCase().split(/\s+/).filter(Boolean);
     if (terms.length) {
-      if (!S.lower) {
-        S.lower = {};
-        for (const k of SEARCHED) S.lower[k] = S.byKey[k].dict.map((t) => t.toLowerCase());
-      }
+      lowerTexts();
       const pass = new Uint8Array(n).fill(1);
       for (const t of terms) {
         const hit = new Uint8Array(n);
@@ -284,6 +281,23 @@
   }
 
   function update() { S.renderStart = performance.now(); render(); }
+
+  // A new order of the same rows: no filter or count changes.
+  function resort() {
+    const inView = new Uint8Array(S.n);
+    for (let i = 0; i < S.visible.length; i++) inView[S.visible[i]] = 1;
+    const ids = order(), out = new Int32Array(S.visible.length);
+    let k = 0;
+    for (let i = 0; i < S.n; i++) if (inView[ids[i]]) out[k++] = ids[i];
+    S.visible = out;
+    renderHead(); renderRows(true); writeHash();
+  }
+
+  function lowerTexts() {
+    if (S.lower) return;
+    S.lower = {};
+    for (const k of SEARCHED) S.lower[k] = S.byKey[k].dict.map((t) => t.toLowerCase());
+  }
 
   function findRow(key) {
     for (let r = 0; r < S.n; r++) if (rowKey(r) === key) return r;
@@ -553,7 +567,7 @@
       if (!key) return;
       if (S.sort && S.sort.key === key) S.sort = S.sort.desc ? null : { key, desc: true };
       else S.sort = { key, desc: false };
-      update();
+      resort();
     });
     $("rows").addEventListener("click", (e) => {
       const row = e.target.closest(".row");
@@ -649,6 +663,8 @@
       S.renderStart = performance.now();
       render();
       status.textContent = "";
+      // The first search would lower-case every distinct text: do it while the reader looks.
+      if (window.requestIdleCallback) requestIdleCallback(lowerTexts, { timeout: 3000 }); else setTimeout(lowerTexts, 500);
       window.__explorerTimings = { decodeMs: t1 - t0, totalMs: performance.now() - t0, sinceNavigationMs: performance.now() };
     } catch (error) {
       status.textContent = "Explorer failed to load: " + error.message;
@@ -663,6 +679,7 @@
   window.explorer = {
     state: S, update, select, value, rowKey,
     setFilter(key, values) { if (values && values.length) S.filters.set(key, new Set(values)); else S.filters.delete(key); update(); return S.visible.length; },
+    sortBy(key, desc = false) { S.sort = key ? { key, desc } : null; resort(); },
     openHash(fragment) { history.replaceState(null, "", "#" + fragment); readHash(); update(); return S.visible.length; },
     setMetric(name, mv = "all") { S.metric = name; S.mv = mv; update(); return S.visible.length; },
   };
