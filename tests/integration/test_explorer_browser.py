@@ -295,3 +295,12 @@ def test_release_slice_tables_open_their_items(tab, release_dir, tmp_path_factor
     assert not wrong, wrong[:5]
     tab.eval("explorer.openHash('f.dataset=cs&f.strategy=FGP&m=catcons&mv=rest&i=cs/fgp/glm-4-9b/cs-0007:fgp')")
     tab.screenshot(shots / "explorer_release_slice.png")
+
+
+def test_a_missing_data_file_is_said_on_the_page(site, tab, tmp_path):
+    for name in ("index.html", "explorer.js", "explorer.css"):
+        (tmp_path / name).write_bytes((site["root"] / "explorer" / name).read_bytes())
+    tab.send("Page.navigate", {"url": (tmp_path / "index.html").resolve().as_uri()})
+    error = tab.wait("document.body && document.body.dataset.error")
+    assert "data.js is missing" in error
+    assert "data.js is missing" in tab.eval("document.getElementById('status').textContent")
