@@ -258,6 +258,84 @@ def _agreement(value: object) -> str:
     return NONE if is_missing(value) else f"{round(100 * float(value))}%"
 
 
+@dataclass(frozen=True)
+class GenerationNote:
+    """What the generations add to an item: finish reason, parse note, raw answer (when not
+    parsed) and the prompt's hash."""
+
+    finish_reason: str | None = None
+    parse_error: str | None = None
+    raw_when_unparsed: str | None = None
+    prompt_hash: str | None = None
+
+
+def index_generations(generations: pd.DataFrame | None) -> dict[str, GenerationNote]:
+    """"dataset/strategy/model/prompt_id" -> :class:`GenerationNote`."""
+    if generations is None or generations.empty:
+        return {}
+
+    def text(value: object) -> str | None:
+        return None if is_missing(value) else str(value)
+
+    keys = generations["dataset"] + "/" + generations["strategy"] + "/" + generations["model"] + "/" + generations["prompt_id"]
+    return {
+        key: GenerationNote(text(finish), text(note), None if status == "ok" else text(raw), text(prompt_hash))
+        for key, finish, note, status, raw, prompt_hash in zip(
+            keys, generations["finish_reason"], generations["parse_error"], generations["parse_status"],
+            generations["raw_text"], generations["prompt_hash"],
+        )
+    }
+
+
+def _verdict_cells(
+    row: Mapping[str, Any], item_key: str, panel: Sequence[str], judges: Sequence[str], judged: JudgmentIndex
+) -> tuple[dict[str, Any], list[str]]:
+    """Per judge and criterion, the verdict shown and the reason or raw answer; and the judges'
+    parse failures and errors of this item."""
+    out: dict[str, Any] = {}
+    issues: set[str] = set()
+    for criterion in CRITERIA:
+        cast = _as_list(row[f"{criterion}_votes"])
+        out[f"agree.{criterion}"] = _agreement(row[f"{criterion}_agreement"])
+        for judge in judges:
+            note = None
+            if judge in panel:
+                position = panel.index(judge)
+                vote = cast[position] if position < len(cast) else None
+                status, reason, answer = judged.get((item_key, judge, criterion), (None, None, None))
+                note = _judge_note(reason, answer)
+                text = _vote_text(criterion, vote) or _status_text(status)
+                if status in ("parse_failed", "error"):
+                    issues.add(f"{judge}: {status.replace('_', ' ')}")
+            else:
+                text = f"{NONE} not on this panel"
+            out[f"v.{judge}.{criterion}"] = text
+            out[f"r.{judge}.{criterion}"] = note
+    return out, sorted(issues) or ["none"]
+
+
+def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, gate: Sequence[str]) -> dict[str, Any]:
+    """Everything of one item but the judges' verdicts."""
+    return {
+        "cell": key, "dataset": str(row["dataset"]), "model": str(row["model"]), "item_id": str(row["item_id"]),
+        "prompt_id": str(row["prompt_id"]), "strategy": strategy_label(str(row["strategy"])),
+        "target_level": _level(row["original_bloom_level"]),
+        "judged_level": _level(row["bloom_level"], row["bloom_level_null_reason"]),
+        "transition": transition(row["original_bloom_level"], row["bloom_level"], row["bloom_level_null_reason"]),
+        "identified_level": _level(row["identified_bloom_level"]),
+        "target_units": _as_list(row["original_knowledge_units"]),
+        "judged_units": _as_list(row["knowledge_units"]) or [NONE],
+        "identified_units": _as_list(row["identified_knowledge_units"]) or [NONE],
+        "useful": _yes_no(row["useful"]),
+        **{criterion: _yes_no(row[criterion]) for criterion in ("unique", "readable", "answerable")},
+        "gate": list(gate) or ["passed"], "parse": str(row["parse_status"]),
+        "finish_reason": generation.finish_reason or NONE, "parse_error": generation.parse_error,
+        "generation_raw": generation.raw_when_unparsed, "prompt_hash": generation.prompt_hash,
+        "original_question": str(row["original_question"]),
+        "new_question": None if is_missing(row["new_question"]) else str(row["new_question"]),
+    }
+
+
 def build_items(
     votes: pd.DataFrame,
     *,
@@ -269,10 +347,11 @@ def build_items(
 ) -> ItemTable:
     """The item table of a run's votes (``schemas.VOTES`` columns, any number of cells).
 
-    ``generations`` adds the finish reason and, for a question that was not parsed, the raw
-    answer; ``judgments`` (one JUDGMENTS frame per judge and cell) each judge's status, reason
-    and raw answer; ``reliability`` the judges' names and the α gate; ``metrics`` the values and
-    ``n`` the explorer shows beside its own count; ``cells`` each cell's provenance.
+    ``generations`` adds the finish reason, the parse note, the prompt's hash and, for a
+    question that was not parsed, the raw answer; ``judgments`` (one JUDGMENTS frame per judge
+    and cell) each judge's status, reason and raw answer; ``reliability`` the judges' names and
+    the α gate; ``metrics`` the values and ``n`` the explorer shows beside its own count;
+    ``cells`` each cell's provenance.
     """
     missing = [c for c in VOTES.names if c not in votes.columns]
     if missing:
@@ -287,74 +366,19 @@ def build_items(
     judges = ordered_unique(name for names in judges_of.values() for name in names)
     gate = _gate_failures(reliability)
     judged = index_judgments(judgments)
-    generation_of: dict[str, Any] = {}
-    if generations is not None and not generations.empty:
-        gen_keys = generations["dataset"] + "/" + generations["strategy"] + "/" + generations["model"] + "/" + generations["prompt_id"]
-        for key, finish, status, raw, prompt_hash in zip(
-            gen_keys, generations["finish_reason"], generations["parse_status"], generations["raw_text"],
-            generations["prompt_hash"],
-        ):
-            generation_of[key] = (None if is_missing(finish) else str(finish),
-                                  None if status == "ok" or is_missing(raw) else str(raw),
-                                  None if is_missing(prompt_hash) else str(prompt_hash))
+    generation_of = index_generations(generations)
 
     columns = _columns(judges)
     values: dict[str, list[Any]] = {column.key: [] for column in columns}
-    put = {key: values[key].append for key in values}
     # Plain per-column lists (DataFrame.to_dict("records") boxes every cell: 10x slower).
     lists = {name: votes[name].tolist() for name in VOTES.names}
-    records = ({name: lists[name][i] for name in VOTES.names} for i in range(len(votes)))
-    for key, row in zip(keys, records):
+    for position, key in enumerate(keys):
+        row = {name: lists[name][position] for name in VOTES.names}
         item_key = f"{key}/{row['prompt_id']}"
-        put["cell"](key)
-        for name in ("dataset", "model", "item_id", "prompt_id"):
-            put[name](str(row[name]))
-        put["strategy"](strategy_label(str(row["strategy"])))
-        put["target_level"](_level(row["original_bloom_level"]))
-        put["judged_level"](_level(row["bloom_level"], row["bloom_level_null_reason"]))
-        put["transition"](transition(row["original_bloom_level"], row["bloom_level"], row["bloom_level_null_reason"]))
-        put["identified_level"](_level(row["identified_bloom_level"]))
-        put["target_units"](_as_list(row["original_knowledge_units"]))
-        put["judged_units"](_as_list(row["knowledge_units"]) or [NONE])
-        put["identified_units"](_as_list(row["identified_knowledge_units"]) or [NONE])
-        put["useful"](_yes_no(row["useful"]))
-        for criterion in ("unique", "readable", "answerable"):
-            put[criterion](_yes_no(row[criterion]))
-        put["gate"](gate.get(key) or ["passed"])
-        put["parse"](str(row["parse_status"]))
-        finish, raw, prompt_hash = generation_of.get(item_key, (None, None, None))
-        put["finish_reason"](finish or NONE)
-        put["generation_raw"](raw)
-        put["prompt_hash"](prompt_hash)
-        put["parse_error"](None)  # filled from generations below when given
-        put["original_question"](str(row["original_question"]))
-        put["new_question"](None if is_missing(row["new_question"]) else str(row["new_question"]))
-        issues = []
-        panel = judges_of[key]
-        for criterion in CRITERIA:
-            cast = _as_list(row[f"{criterion}_votes"])
-            put[f"agree.{criterion}"](_agreement(row[f"{criterion}_agreement"]))
-            for judge in judges:
-                status = note = None
-                if judge in panel:
-                    position = panel.index(judge)
-                    vote = cast[position] if position < len(cast) else None
-                    status, reason, answer = judged.get((item_key, judge, criterion), (None, None, None))
-                    note = _judge_note(reason, answer)
-                    text = _vote_text(criterion, vote) or _status_text(status)
-                    if status in ("parse_failed", "error"):
-                        issues.append(f"{judge}: {status.replace('_', ' ')}")
-                else:
-                    text = f"{NONE} not on this panel"
-                put[f"v.{judge}.{criterion}"](text)
-                put[f"r.{judge}.{criterion}"](note)
-        put["judge_issues"](sorted(set(issues)) or ["none"])
-    if generations is not None and not generations.empty:
-        notes = dict(zip(gen_keys, generations["parse_error"]))
-        values["parse_error"] = [
-            None if is_missing(notes.get(f"{key}/{prompt}")) else str(notes[f"{key}/{prompt}"])
-            for key, prompt in zip(keys, votes["prompt_id"])
-        ]
+        item = _item_cells(row, key, generation_of.get(item_key, GenerationNote()), gate.get(key, []))
+        verdicts, item["judge_issues"] = _verdict_cells(row, item_key, judges_of[key], judges, judged)
+        for name, value in {**item, **verdicts}.items():
+            values[name].append(value)
     for name, terms in _cell_terms(votes).items():
         values[METRIC_COLUMN_PREFIX + name] = [None if math.isnan(v) else float(v) for v in terms.tolist()]
     table = ItemTable(columns, values, judges=judges)
