@@ -13,11 +13,11 @@
   const NONE = "—";
   const STRATEGY = { cot: "CoT", fgp: "FGP" };  // as bloomqg.reporting.display writes them
   const WIDTHS = {
-    dataset: "minmax(44px, 64px)", model: "minmax(80px, 110px)", strategy: "40px", item_id: "86px", target_level: "82px",
-    judged_level: "82px", transition: "78px", identified_level: "82px", target_units: "minmax(70px, 110px)",
-    judged_units: "minmax(70px, 110px)", identified_units: "minmax(80px, 130px)", useful: "46px", unique: "46px",
+    dataset: "minmax(44px, 64px)", model: "minmax(80px, 110px)", strategy: "40px", item_id: "86px", target_level: "76px",
+    judged_level: "76px", transition: "84px", identified_level: "82px", target_units: "minmax(64px, 110px)",
+    judged_units: "minmax(64px, 110px)", identified_units: "minmax(80px, 130px)", useful: "46px", unique: "46px",
     readable: "56px", answerable: "64px", gate: "60px", parse: "46px", judge_issues: "90px", finish_reason: "54px",
-    new_question: "minmax(220px, 3fr)", original_question: "minmax(200px, 2fr)", prompt_id: "110px",
+    new_question: "minmax(200px, 3fr)", original_question: "minmax(200px, 2fr)", prompt_id: "110px",
   };
   const SHORT = { useful: "Usable", unique: "Uniq.", readable: "Read.", answerable: "Answ.", strategy: "Str.",
                   target_level: "Target", judged_level: "Judged", target_units: "Target units",
@@ -426,6 +426,7 @@
       html += `<div class="row${r === S.selected ? " sel" : ""}" data-r="${r}" role="row">`;
       for (const c of cols) {
         let v = value(c.key, r);
+        if (c.key === "gate") v = v.includes("passed") ? "passed" : `failed ${v.length}`;
         if (Array.isArray(v)) v = v.join("; ");
         const text = v === null ? NONE : c.kind === "num" ? Number(v).toFixed(2) : v;
         html += `<div class="${cls(c.key, v)}${c.kind === "num" ? " num" : ""}" title="${esc(text)}">${esc(text)}</div>`;
@@ -458,10 +459,26 @@
   const JUDGE_KEYS = ["judge_backend", "judge_prompt_hash", "judge_prompt_sha256", "judge_spec", "text_generator", "git_commit"];
   function pick(obj, keys) { const out = {}; for (const k of keys) if (obj && obj[k] !== undefined) out[k] = obj[k]; return out; }
 
+  // With no question selected: what the rows in view hold, and how to move among them.
+  function viewSummary() {
+    const tally = (key) => {
+      const c = S.byKey[key], counts = new Map();
+      for (const r of S.visible) { const v = c.codes[r] < 0 ? NONE : c.dict[c.codes[r]]; counts.set(v, (counts.get(v) || 0) + 1); }
+      return [...counts].sort((a, b) => c.rank[S.byKey[key].dict.indexOf(a[0])] - c.rank[S.byKey[key].dict.indexOf(b[0])]);
+    };
+    const row = (key, label) => `<tr><th>${label}</th><td>${tally(key).map(([v, n]) =>
+      `<span class="${cls(key, v)}">${esc(v)}</span> ${fmt(n)}`).join(" · ")}</td></tr>`;
+    return `<h2>${fmt(S.visible.length)} questions in view</h2>` +
+      `<table class="grid" style="margin-top:8px">${row("useful", "Usable")}${row("transition", "Transition")}${row("judged_level", "Judged level")}${row("model", "Model")}</table>` +
+      `<p class="muted" style="margin-top:12px">Select a question: click it, or <kbd>j</kbd> / <kbd>k</kbd>. ` +
+      `<kbd>/</kbd> searches, <kbd>Esc</kbd> leaves the search, <kbd>c</kbd> clears the filters, <kbd>?</kbd> lists the keys. ` +
+      `A number in the report opens here on the questions behind it.</p>`;
+  }
+
   function renderDetail() {
     const el = $("detail");
     const r = S.selected;
-    if (r < 0) { el.innerHTML = `<p class="muted">Select a question (click, or j / k). ${fmt(S.visible.length)} in view.</p>`; return; }
+    if (r < 0) { el.innerHTML = viewSummary(); return; }
     const v = (k) => value(k, r);
     const list = (k) => { const x = v(k); return x && x.length ? x.join("; ") : NONE; };
     const criteria = [["unique", "Unique"], ["readable", "Readable"], ["answerable", "Answerable"],
