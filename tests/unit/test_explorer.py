@@ -76,6 +76,10 @@ def test_judges_votes_reasons_and_gate_per_item(study, table):
     failed = [i for i, issues in enumerate(table.values["judge_issues"]) if issues != ["none"]]
     assert failed, "the study has judge parse failures"
     first = failed[0]
+    assert not any(table.values[f"v.{judge}.{criterion}"][first] == "None" for judge in table.judges
+                   for criterion in ("unique", "readable", "answerable", "bloom_level", "knowledge_units"))
+    assert "— parse failed" in [table.values[f"v.smollm2.{c}"][first] for c in ("unique", "readable", "answerable",
+                                                                                 "bloom_level", "knowledge_units")]
     assert "smollm2: parse failed" in table.values["judge_issues"][first]
     notes = [table.values[f"r.smollm2.{c}"][first] for c in ("unique", "readable", "answerable", "bloom_level", "knowledge_units")]
     assert any(note and "no JSON object" in note for note in notes)

@@ -295,7 +295,8 @@ def _verdict_cells(
     out: dict[str, Any] = {}
     issues: set[str] = set()
     for criterion in CRITERIA:
-        cast = _as_list(row[f"{criterion}_votes"])
+        listed = row[f"{criterion}_votes"]
+        cast = [] if listed is None or isinstance(listed, float) else list(listed)  # None: that judge cast no vote
         out[f"agree.{criterion}"] = _agreement(row[f"{criterion}_agreement"])
         for judge in judges:
             note = None
