@@ -30,6 +30,7 @@ rule all:
     default_target: True
     input:
         "results/report.html",
+        explorer_outputs("results"),
         "results/metrics/all.parquet",
         TABLE_OUTPUTS,
         FIGURE_OUTPUTS,

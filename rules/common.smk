@@ -169,6 +169,19 @@ def report_inputs(wc):
     }
 
 
+def explorer_outputs(root):
+    """The item explorer's files beside {root}/report.html."""
+    from bloomqg.reporting.explorer.write import EXPLORER_FILES
+
+    return [f"{root}/explorer/{name}" for name in EXPLORER_FILES]
+
+
+def explorer_inputs(wc):
+    """The report's per-cell files: votes, reliability, generations and (a study's) judgments."""
+    inputs = report_inputs(wc)
+    return {key: inputs[key] for key in ("votes", "reliability", "generations", "judgments")}
+
+
 # Release import (rules/release.smk): RELEASE_RUNS and RELEASE_MISSING are defined there.
 
 

@@ -100,6 +100,11 @@ rule reproduce_release:
     """Target: the paper's tables, figures and a report recomputed from a published release."""
     input:
         lambda wc: release_ready(
-            [*RELEASE_TABLE_OUTPUTS, *RELEASE_FIGURE_OUTPUTS, "results/release/report.html"]
+            [
+                *RELEASE_TABLE_OUTPUTS,
+                *RELEASE_FIGURE_OUTPUTS,
+                "results/release/report.html",
+                *explorer_outputs("results/release"),
+            ]
         ),
     localrule: True

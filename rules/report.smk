@@ -2,6 +2,8 @@
 from bloomqg.reporting.figures.write import FIGURE_FILES
 from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
+from bloomqg.reporting.explorer.links import EXPLORER_HREF  # relative to {root}/report.html
+from bloomqg.reporting.explorer.write import STATIC_DIR, STATIC_FILES
 
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]
 FIGURE_OUTPUTS = [f"results/figures/{name}" for name in FIGURE_FILES]
@@ -84,5 +86,27 @@ rule build_report:
             "bloomqg: the paper's release reproduced" if wc.root == "results/release" else "bloomqg report"
         ),
         code=CODE["report"],
+        explorer_href=EXPLORER_HREF,
     script:
         "../workflow_scripts/build_report.py"
+
+
+rule build_explorer:
+    """The item explorer beside the report: one row per generated question, opened as a file."""
+    input:
+        unpack(explorer_inputs),
+        metrics="{root}/metrics/all.parquet",
+        # the page, script and style are not Python: the code fingerprint does not see them
+        static=[str(STATIC_DIR / name) for name in STATIC_FILES],
+    output:
+        explorer_outputs("{root}"),
+    log:
+        "logs/build_explorer/{root}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        title=lambda wc: "the paper's release" if wc.root == "results/release" else "this study",
+        code=CODE["report"],
+    script:
+        "../workflow_scripts/build_explorer.py"

@@ -20,4 +20,5 @@ build_report_from_files(
     figures=[*inputs.figures, *inputs.annotation],
     title=snakemake.params.title,
     judge_bias=inputs.judge_bias,  # the "Judge bias" section's table (.json) and figure (.png)
+    explorer_href=snakemake.params.explorer_href,  # the item explorer beside the report
 )

@@ -79,6 +79,15 @@ def _run_order(frame: pd.DataFrame, figures: PaperFigures) -> pd.DataFrame:
     return frame.assign(_rank=key).sort_values(["_rank", *KEY_COLUMNS], kind="stable").drop(columns="_rank")
 
 
+def _row_cells(row: tuple, metrics: tuple[str, ...]) -> list[Cell]:
+    """A run's cells; each metric value names its (model, dataset, strategy, metric) for the
+    report's links to the item explorer."""
+    model, dataset, strategy, *values = (str(value) for value in row)
+    keys = [None, None, None, *((model, dataset, strategy, metric) for metric in metrics)]
+    texts = [model, dataset, strategy, *values]
+    return [Cell(text, source=key if key and text else None) for text, key in zip(texts, keys)]
+
+
 def _write(out_dir: Path, name: str, table: Table, csv_frame: pd.DataFrame) -> list[Path]:
     csv_path, md_path, view_path = (out_dir / f"{name}.{suffix}" for suffix in ("csv", "md", "json"))
     write_text_atomic(csv_path, csv_frame.to_csv(index=False, lineterminator="\n"))
@@ -148,7 +157,7 @@ def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigur
         rendered = Table(
             table, _CAPTIONS[table], ["Model", "Dataset", "Strategy"],
             [f"{metric_spec(name).label} (%)" for name in metrics],
-            [[Cell(str(cell)) for cell in row] for row in frame.itertuples(index=False)], frame,
+            [_row_cells(row, metrics) for row in frame.itertuples(index=False)], frame,
         )
         written += _write(out_dir, table, rendered, frame)
     comparison = pd.concat(comparisons, ignore_index=True)

@@ -22,6 +22,7 @@ import pandas as pd
 from bloomqg.atomic import write_text_atomic
 from bloomqg.reporting.display import MISSING, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.examples import question_examples
+from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import generation_usage, ledger_view, plain, provenance_entries
 from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
@@ -97,7 +98,16 @@ def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -
     return entries
 
 
-def _table_entries(table_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, Any]]:
+def _cell_links(sources: list[list[list[str] | None]] | None, explorer_href: str | None) -> list[list[str | None]] | None:
+    """Per table cell, the explorer address filtered to the items behind it (None: no link)."""
+    if sources is None or explorer_href is None:
+        return None
+    return [[None if source is None else metric_link(tuple(source), explorer_href) for source in row] for row in sources]
+
+
+def _table_entries(
+    table_paths: Sequence[Path], readings: Mapping[str, str], explorer_href: str | None = None
+) -> list[dict[str, Any]]:
     entries = []
     for path in table_paths:
         path = Path(path)
@@ -111,7 +121,7 @@ def _table_entries(table_paths: Sequence[Path], readings: Mapping[str, str]) -> 
             "stem": parsed.name, "caption": parsed.caption, "groups": parsed.groups,
             "has_groups": any(label for label, _ in parsed.groups), "header": parsed.header,
             "rows": parsed.rows, "notes": parsed.notes, "reading": readings.get(parsed.name, ""),
-            "align": parsed.align,
+            "align": parsed.align, "links": _cell_links(parsed.sources, explorer_href),
             "files": sorted(p.name for p in path.parent.glob(f"{path.stem}.*") if p.suffix in (".csv", ".md", ".tex")),
         })
     return entries
@@ -181,11 +191,14 @@ def build_report(
     package_versions: Mapping,
     title: str = "bloomqg report",
     judge_bias: Sequence[Path] = (),
+    explorer_href: str | None = None,
 ) -> None:
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
 
     ``judge_bias``: the judge_bias target's table view (``.json``) and figure (``.png``); given,
     the report has a "Judge bias" section.
+    ``explorer_href``: the item explorer's address relative to the report; when given, the
+    report links to it and every metric cell of a table opens it on the items behind the value.
 
     Tables are read back from their view files (``.json``) in ``table_paths`` (CSV, Markdown and
     LaTeX files are listed as downloads, not read); figures are the PNG files of ``figure_paths``
@@ -205,7 +218,8 @@ def build_report(
         "package_versions": sorted(plain(dict(package_versions)).items()),
         "generation_provenance": provenance_entries(generation_provenance),
         "judgment_provenance": provenance_entries(judgment_provenance),
-        "tables": _table_entries(table_paths, t_readings),
+        "tables": _table_entries(table_paths, t_readings, explorer_href),
+        "explorer_href": explorer_href,
         "figures": _figure_entries(figure_paths, readings),
         "gate": gate_summary(reliability),
         "ledger": ledger_view(ledger),
@@ -235,6 +249,7 @@ def build_report_from_files(
     figures: Sequence[Path],
     title: str = "bloomqg report",
     judge_bias: Sequence[Path] = (),
+    explorer_href: str | None = None,
 ) -> None:
     """:func:`build_report` from the workflow's files (what the report rules hand over).
 
@@ -269,4 +284,5 @@ def build_report_from_files(
         package_versions=package_versions(),
         title=title,
         judge_bias=[Path(p) for p in judge_bias],
+        explorer_href=explorer_href,
     )

@@ -71,3 +71,10 @@ def test_reproduce_release_writes_the_paper_tables_and_report(tmp_path, release_
     assert "7635ce2b72c262e3d9ad5b014875896598471afe" in report  # the release's commit
     assert "d2221398b5ce418f0e507f90ed9dbd21aa1e04911769f4b62a0c6b6b9562e9c9" in report  # glm_gen_voted.jsonl
     assert "Table 4 9 of 9 cells" in report
+    # The item explorer beside the report, linked from every metric cell of its tables.
+    from bloomqg.reporting.explorer.encode import decode_data_script
+
+    explorer = decode_data_script((out / "explorer" / "data.js").read_text(encoding="utf-8"))
+    assert explorer["n"] == 3270 and set((out / "explorer").iterdir()) >= {out / "explorer" / "index.html"}
+    assert "7635ce2b72c262e3d9ad5b014875896598471afe" in str(explorer["cells"])  # each cell's provenance
+    assert 'href="explorer/index.html#f.model=glm-4-9b&amp;f.dataset=cs&amp;f.strategy=FGP&amp;m=catcons"' in report

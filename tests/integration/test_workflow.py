@@ -119,6 +119,12 @@ def check_study_outputs(workdir: Path, config: Path) -> None:
     report = (results / "report.html").read_text()
     assert "<img" in report or "<svg" in report
     assert list((results / "figures").glob("*.png")) and list((results / "tables").glob("*.tex"))
+    # The item explorer: one row per generated question, the judges by name, linked from the report.
+    from bloomqg.reporting.explorer.encode import decode_data_script
+
+    explorer = decode_data_script((results / "explorer" / "data.js").read_text(encoding="utf-8"))
+    assert explorer["n"] == n_cells * LIMIT and explorer["judges"] == judges
+    assert 'href="explorer/index.html#f.model=' in report
 
 
 def test_second_run_does_nothing(finished_study):

@@ -229,7 +229,7 @@ def parse_failure_table(all_metrics: pd.DataFrame, cells: Sequence[tuple[str, st
             generated = index.get((model, dataset, strategy, "n_generated"))
             cell = metric_cell(rate, "parse_failure_rate")
             if generated is not None and cell.text != MISSING:
-                cell = Cell(f"{cell.text} (n={format_number(generated['value'], 0)})", cell.gated)
+                cell = Cell(f"{cell.text} (n={format_number(generated['value'], 0)})", cell.gated, cell.source)
             row.append(cell)
             records.append({
                 "model": model, "dataset": dataset, "strategy": strategy,

@@ -23,10 +23,15 @@ class TableInputError(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One display cell; ``gated`` adds the dagger (in each format's own notation)."""
+    """One display cell; ``gated`` adds the dagger (in each format's own notation).
+
+    ``source``: the (model, dataset, strategy, metric) the value is, so the HTML report can link
+    the cell to the items behind it (None: not one metric value).
+    """
 
     text: str
     gated: bool = False
+    source: tuple[str, str, str, str] | None = None
 
 
 @dataclass
@@ -128,8 +133,9 @@ def metric_cell(row: pd.Series | None, metric: str, *, with_ci: bool = True) -> 
     if row is None:
         return Cell(MISSING)
     spec = metric_spec(metric)
+    source = (str(row["model"]), str(row["dataset"]), str(row["strategy"]), metric)
     if spec.is_count:  # no interval
-        return Cell(format_number(row["value"], spec.decimals), bool(row["alpha_gated"]))
+        return Cell(format_number(row["value"], spec.decimals), bool(row["alpha_gated"]), source)
     low, high = (row["ci_low"], row["ci_high"]) if with_ci else (None, None)
     text = format_value(row["value"], low, high, decimals=spec.decimals, ci_decimals=spec.ci_decimals)
-    return Cell(text, bool(row["alpha_gated"]) and text != MISSING)
+    return Cell(text, bool(row["alpha_gated"]) and text != MISSING, source if text != MISSING else None)

@@ -19,7 +19,10 @@ class TableView:
 
     ``groups`` spans every column, stub columns included, as (label, number of columns) with
     adjacent equal labels merged (an empty label: ungrouped); a gated cell's text ends in the
-    dagger; ``align`` is ``"left"`` for stub columns and ``"right"`` for data columns.
+    dagger; ``align`` is ``"left"`` for stub columns and ``"right"`` for data columns;
+    ``sources`` (same shape as ``rows``) holds each cell's [model, dataset, strategy, metric], or
+    null, for the report's links to the item explorer (a view written without it reads as all
+    null).
     """
 
     name: str
@@ -29,6 +32,7 @@ class TableView:
     rows: list[list[str]]
     notes: list[str]
     align: list[str]
+    sources: list[list[list[str] | None]] | None = None
 
 
 def _line(text: str) -> str:
@@ -54,6 +58,7 @@ def table_view(table: Table) -> TableView:
         rows=[[_line(cell.text + (DAGGER if cell.gated else "")).strip() for cell in row] for row in table.rows],
         notes=[_line(note) for note in table.notes if _line(note).strip()],
         align=["left"] * len(table.stub_columns) + ["right"] * len(table.columns),
+        sources=[[list(cell.source) if cell.source else None for cell in row] for row in table.rows],
     )
 
 
@@ -69,10 +74,12 @@ def read_view(path: Path) -> TableView:
     except json.JSONDecodeError as error:
         raise TableInputError(f"{path}: not a table view (invalid JSON: {error})") from error
     expected = [field.name for field in fields(TableView)]
-    if not isinstance(data, dict) or sorted(data) != sorted(expected):
+    required = [name for name in expected if name != "sources"]  # views written before links lack it
+    if not isinstance(data, dict) or sorted(set(data) - {"sources"}) != sorted(required) or not set(data) <= set(expected):
         found = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise TableInputError(f"{path}: a table view has the keys {expected}, found {found}")
     data["groups"] = [(str(label), int(span)) for label, span in data["groups"]]
+    data.setdefault("sources", None)
     view = TableView(**data)
     width = len(view.header)
     if len(view.align) != width or sum(span for _, span in view.groups) != width:
@@ -80,4 +87,6 @@ def read_view(path: Path) -> TableView:
     for index, row in enumerate(view.rows):
         if len(row) != width:
             raise TableInputError(f"{path}: 'rows'[{index}] has {len(row)} cells, the header {width}")
+    if view.sources is not None and [len(row) for row in view.sources] != [len(row) for row in view.rows]:
+        raise TableInputError(f"{path}: 'sources' must have the shape of 'rows'")
     return view

@@ -1,0 +1,407 @@
+"""The explorer's item table: one row per generated question (a VOTES row), with what the
+researcher filters on and what the detail pane shows.
+
+Membership in a metric is not re-derived here: each cell's rows go through
+:func:`bloomqg.metrics.cell.row_terms`, the very terms :func:`~bloomqg.metrics.cell.score_cell`
+sums, so the items a table cell links to are, by construction, the ``n`` questions its value was
+computed over (:data:`METRIC_COLUMN_PREFIX` columns hold each item's numerator term, null when
+the item is outside the denominator).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.bloom import LEVEL_WEIGHT, UNCATEGORIZED
+from bloomqg.metrics.cell import row_terms
+from bloomqg.metrics.registry import METRIC_SPECS
+from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
+from bloomqg.reporting.display import CRITERION_LABEL, is_missing, ordered_unique, strategy_label
+from bloomqg.schemas import CRITERIA, VOTES
+
+ColumnKind = Literal["cat", "multi", "text", "num"]
+#: Shown for a missing value (no verdict, no level, not applicable).
+NONE = "—"
+METRIC_COLUMN_PREFIX = "m."
+#: Counts have no row terms of their own: the rows they count (``n``) and the rows they add up.
+COUNT_TERMS: dict[str, str | None] = {"n_generated": None, "n_useful": "usability"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the item table: how it is encoded, labelled and grouped in the filters.
+
+    ``cat``: one value per row (a filter lists the values); ``multi``: a list per row (a row
+    matches a value it contains); ``text``: free text, searched, not faceted; ``num``: a number
+    or null (the metric terms).
+    """
+
+    key: str
+    label: str
+    kind: ColumnKind
+    group: str
+    #: In the table's default columns (else only in the filters and the detail pane).
+    shown: bool = False
+
+
+@dataclass
+class ItemTable:
+    """Columns and their per-row values, plus per-cell provenance and metric values."""
+
+    columns: list[Column]
+    values: dict[str, list[Any]]
+    #: "dataset/strategy/model" -> provenance of the files the cell's items came from.
+    cells: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: "dataset/strategy/model" -> metric -> [value, n, ci_low, ci_high] from the metrics frame.
+    metrics: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    #: metric -> {label, kind, scale, decimals}: what the banner needs to show a metric.
+    metric_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    judges: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.values.values()), []))
+
+
+def cell_key(dataset: str, strategy: str, model: str) -> str:
+    return f"{dataset}/{strategy}/{model}"
+
+
+def _as_list(value: object) -> list[str]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return [str(v) for v in value]  # type: ignore[union-attr]
+
+
+def _yes_no(value: object) -> str:
+    if is_missing(value):
+        return NONE
+    return "yes" if bool(value) else "no"
+
+
+def _level(value: object, null_reason: object = None) -> str:
+    """A judged or target level; a judged Uncategorized is a level, any other null says why."""
+    if not is_missing(value):
+        return str(value)
+    if null_reason == JUDGED_UNCATEGORIZED:
+        return UNCATEGORIZED
+    return f"{NONE} {null_reason}" if isinstance(null_reason, str) and null_reason else NONE
+
+
+def transition(target: object, judged: object, judged_null_reason: object) -> str:
+    """match / regression (Δ ≤ −2) / drift (|Δ| = 1) / leap (Δ ≥ 2), as Table 6 counts them;
+    ``uncategorized`` when exactly one side is Uncategorized, — without a judged level."""
+    judged_uncategorized = is_missing(judged) and judged_null_reason == JUDGED_UNCATEGORIZED
+    if is_missing(judged) and not judged_uncategorized:
+        return NONE
+    if is_missing(target) or judged_uncategorized:
+        return "match" if is_missing(target) and judged_uncategorized else "uncategorized"
+    delta = LEVEL_WEIGHT[str(judged)] - LEVEL_WEIGHT[str(target)]
+    if delta == 0:
+        return "match"
+    if abs(delta) == 1:
+        return "drift"
+    return "regression" if delta < 0 else "leap"
+
+
+@functools.lru_cache(maxsize=65536)  # votes repeat: a few distinct strings per criterion
+def _vote_text(criterion: str, vote: object) -> str | None:
+    """A judge's vote string (``1``/``0``, a level, a JSON unit list) as read in the table."""
+    if vote is None:
+        return None
+    if criterion in ("unique", "readable", "answerable"):
+        return {"1": "yes", "0": "no"}.get(str(vote), str(vote))
+    if criterion == "knowledge_units":
+        try:
+            return "; ".join(str(u) for u in json.loads(str(vote)))
+        except (json.JSONDecodeError, TypeError):
+            return str(vote)
+    return str(vote)
+
+
+def _status_text(status: str | None) -> str:
+    return NONE if status in (None, "ok") else f"{NONE} {status.replace('_', ' ')}"
+
+
+def panel_judges(reliability: pd.DataFrame | None, votes: pd.DataFrame) -> dict[str, list[str]]:
+    """cell key -> the panel's judge names in vote order (``judge 1``… where none is recorded)."""
+    named: dict[str, list[str]] = {}
+    if reliability is not None and not reliability.empty:
+        rows = reliability[reliability["judge"].notna()]
+        for (dataset, strategy, model), frame in rows.groupby(["dataset", "strategy", "model"], sort=False):
+            named[cell_key(dataset, strategy, model)] = ordered_unique(frame["judge"])
+    out: dict[str, list[str]] = {}
+    for (dataset, strategy, model), frame in votes.groupby(["dataset", "strategy", "model"], sort=False):
+        key = cell_key(dataset, strategy, model)
+        width = int(frame["n_judges"].max()) if len(frame) else 0
+        names = named.get(key, [])
+        out[key] = names if len(names) >= width else names + [f"judge {i + 1}" for i in range(len(names), width)]
+    return out
+
+
+def _gate_failures(reliability: pd.DataFrame | None) -> dict[str, list[str]]:
+    """cell key -> criteria whose panel α failed the gate."""
+    failed: dict[str, list[str]] = {}
+    if reliability is None or reliability.empty:
+        return failed
+    panel = reliability[reliability["judge"].isna()]
+    for row in panel.itertuples(index=False):
+        if row.gate_passed is False or row.gate_passed is np.False_:
+            failed.setdefault(cell_key(row.dataset, row.strategy, row.model), []).append(
+                CRITERION_LABEL.get(row.criterion, row.criterion)
+            )
+    return failed
+
+
+def _cell_terms(votes: pd.DataFrame) -> dict[str, np.ndarray]:
+    """metric -> per row: the numerator term where the row is in the denominator, else NaN."""
+    out = {spec.name: np.full(len(votes), np.nan) for spec in METRIC_SPECS}
+    for _, frame in votes.groupby(["dataset", "strategy", "model"], sort=False):
+        positions = frame.index.to_numpy()
+        local = frame.reset_index(drop=True)
+        terms: RowTerms = row_terms(local, str(local["strategy"].iloc[0]))
+        for spec in METRIC_SPECS:
+            if spec.name in terms:
+                numerator, member = terms[spec.name]
+            elif spec.name in COUNT_TERMS:
+                source = COUNT_TERMS[spec.name]
+                if source is None:
+                    numerator = member = np.ones(len(local), dtype=bool)
+                else:
+                    numerator, member = terms[source]
+            else:
+                continue
+            values = np.where(member.astype(bool), numerator.astype(np.float64), np.nan)
+            out[spec.name][positions] = values
+    return out
+
+
+JudgmentIndex = dict[tuple[str, str, str], tuple[str, str | None, str | None]]
+
+
+def index_judgments(judgments: Iterable[pd.DataFrame]) -> JudgmentIndex:
+    """(prompt_id-with-cell, judge, criterion) -> (status, reason, raw answer)."""
+    index: JudgmentIndex = {}
+    for frame in judgments:
+        if frame.empty:
+            continue
+        keys = (frame["dataset"] + "/" + frame["strategy"] + "/" + frame["model"] + "/" + frame["prompt_id"]).tolist()
+        for key, judge, criterion, status, reason, raw in zip(
+            keys, frame["judge"].tolist(), frame["criterion"].tolist(), frame["status"].tolist(),
+            frame["reason"].tolist(), frame["raw_text"].tolist(),
+        ):
+            index[(key, str(judge), str(criterion))] = (
+                str(status), None if is_missing(reason) else str(reason), None if is_missing(raw) else str(raw)
+            )
+    return index
+
+
+def _judge_note(reason: str | None, raw: str | None) -> str | None:
+    if reason and raw:
+        return f"{reason}\n\n{raw}"
+    return reason or raw
+
+
+def _columns(judges: Sequence[str]) -> list[Column]:
+    columns = [
+        Column("dataset", "Dataset", "cat", "Cell", shown=True),
+        Column("model", "Model", "cat", "Cell", shown=True),
+        Column("strategy", "Strategy", "cat", "Cell", shown=True),
+        Column("item_id", "Item", "cat", "Cell"),
+        Column("target_level", "Target level", "cat", "Bloom level", shown=True),
+        Column("judged_level", "Judged level", "cat", "Bloom level", shown=True),
+        Column("transition", "Transition", "cat", "Bloom level", shown=True),
+        Column("identified_level", "Model's level of original (CoT)", "cat", "Bloom level"),
+        Column("target_units", "Target units", "multi", "Knowledge units", shown=True),
+        Column("judged_units", "Judged units", "multi", "Knowledge units", shown=True),
+        Column("identified_units", "Model's units of original (CoT)", "multi", "Knowledge units"),
+        Column("useful", "Usable", "cat", "Votes", shown=True),
+        Column("unique", "Unique", "cat", "Votes"),
+        Column("readable", "Readable", "cat", "Votes"),
+        Column("answerable", "Answerable", "cat", "Votes"),
+        Column("gate", "α gate", "multi", "Diagnostics", shown=True),
+        Column("parse", "Generation parse", "cat", "Diagnostics"),
+        Column("judge_issues", "Judge parse failures", "multi", "Diagnostics"),
+        Column("finish_reason", "Finish reason", "cat", "Diagnostics"),
+    ]
+    for criterion in CRITERIA:
+        for judge in judges:
+            columns.append(Column(f"v.{judge}.{criterion}", f"{judge}: {CRITERION_LABEL[criterion]}", "cat",
+                                  f"Judges: {CRITERION_LABEL[criterion]}"))
+    for criterion in CRITERIA:
+        columns.append(Column(f"agree.{criterion}", f"Agreement: {CRITERION_LABEL[criterion]}", "cat", "Agreement"))
+    columns += [
+        Column("original_question", "Original question", "text", "Text"),
+        Column("new_question", "Generated question", "text", "Text", shown=True),
+        Column("prompt_id", "Prompt", "text", "Text"),
+        Column("cell", "Cell (dataset/strategy/model)", "text", "Text"),
+        Column("prompt_hash", "Prompt hash", "text", "Text"),
+        Column("parse_error", "Parse note", "text", "Text"),
+        Column("generation_raw", "Generation (raw, when not parsed)", "text", "Text"),
+    ]
+    columns += [
+        Column(f"r.{judge}.{criterion}", f"{judge}: {CRITERION_LABEL[criterion]} (reason / answer)", "text", "Reasons")
+        for judge in judges for criterion in CRITERIA
+    ]
+    columns += [Column(METRIC_COLUMN_PREFIX + spec.name, spec.label, "num", "Metrics") for spec in METRIC_SPECS]
+    return columns
+
+
+def _agreement(value: object) -> str:
+    return NONE if is_missing(value) else f"{round(100 * float(value))}%"
+
+
+@dataclass(frozen=True)
+class GenerationNote:
+    """What the generations add to an item: finish reason, parse note, raw answer (when not
+    parsed) and the prompt's hash."""
+
+    finish_reason: str | None = None
+    parse_error: str | None = None
+    raw_when_unparsed: str | None = None
+    prompt_hash: str | None = None
+
+
+def index_generations(generations: pd.DataFrame | None) -> dict[str, GenerationNote]:
+    """"dataset/strategy/model/prompt_id" -> :class:`GenerationNote`."""
+    if generations is None or generations.empty:
+        return {}
+
+    def text(value: object) -> str | None:
+        return None if is_missing(value) else str(value)
+
+    keys = generations["dataset"] + "/" + generations["strategy"] + "/" + generations["model"] + "/" + generations["prompt_id"]
+    return {
+        key: GenerationNote(text(finish), text(note), None if status == "ok" else text(raw), text(prompt_hash))
+        for key, finish, note, status, raw, prompt_hash in zip(
+            keys, generations["finish_reason"], generations["parse_error"], generations["parse_status"],
+            generations["raw_text"], generations["prompt_hash"],
+        )
+    }
+
+
+def _verdict_cells(
+    row: Mapping[str, Any], item_key: str, panel: Sequence[str], judges: Sequence[str], judged: JudgmentIndex
+) -> tuple[dict[str, Any], list[str]]:
+    """Per judge and criterion, the verdict shown and the reason or raw answer; and the judges'
+    parse failures and errors of this item."""
+    out: dict[str, Any] = {}
+    issues: set[str] = set()
+    for criterion in CRITERIA:
+        listed = row[f"{criterion}_votes"]
+        cast = [] if listed is None or isinstance(listed, float) else list(listed)  # None: that judge cast no vote
+        out[f"agree.{criterion}"] = _agreement(row[f"{criterion}_agreement"])
+        for judge in judges:
+            note = None
+            if judge in panel:
+                position = panel.index(judge)
+                vote = cast[position] if position < len(cast) else None
+                status, reason, answer = judged.get((item_key, judge, criterion), (None, None, None))
+                note = _judge_note(reason, answer)
+                text = _vote_text(criterion, vote) or _status_text(status)
+                if status in ("parse_failed", "error"):
+                    issues.add(f"{judge}: {status.replace('_', ' ')}")
+            else:
+                text = f"{NONE} not on this panel"
+            out[f"v.{judge}.{criterion}"] = text
+            out[f"r.{judge}.{criterion}"] = note
+    return out, sorted(issues) or ["none"]
+
+
+def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, gate: Sequence[str]) -> dict[str, Any]:
+    """Everything of one item but the judges' verdicts."""
+    return {
+        "cell": key, "dataset": str(row["dataset"]), "model": str(row["model"]), "item_id": str(row["item_id"]),
+        "prompt_id": str(row["prompt_id"]), "strategy": strategy_label(str(row["strategy"])),
+        "target_level": _level(row["original_bloom_level"]),
+        "judged_level": _level(row["bloom_level"], row["bloom_level_null_reason"]),
+        "transition": transition(row["original_bloom_level"], row["bloom_level"], row["bloom_level_null_reason"]),
+        "identified_level": _level(row["identified_bloom_level"]),
+        "target_units": _as_list(row["original_knowledge_units"]),
+        "judged_units": _as_list(row["knowledge_units"]) or [NONE],
+        "identified_units": _as_list(row["identified_knowledge_units"]) or [NONE],
+        "useful": _yes_no(row["useful"]),
+        **{criterion: _yes_no(row[criterion]) for criterion in ("unique", "readable", "answerable")},
+        "gate": list(gate) or ["passed"], "parse": str(row["parse_status"]),
+        "finish_reason": generation.finish_reason or NONE, "parse_error": generation.parse_error,
+        "generation_raw": generation.raw_when_unparsed, "prompt_hash": generation.prompt_hash,
+        "original_question": str(row["original_question"]),
+        "new_question": None if is_missing(row["new_question"]) else str(row["new_question"]),
+    }
+
+
+def build_items(
+    votes: pd.DataFrame,
+    *,
+    generations: pd.DataFrame | None = None,
+    judgments: Sequence[pd.DataFrame] = (),
+    reliability: pd.DataFrame | None = None,
+    metrics: pd.DataFrame | None = None,
+    cells: Mapping[str, Mapping[str, Any]] | None = None,
+) -> ItemTable:
+    """The item table of a run's votes (``schemas.VOTES`` columns, any number of cells).
+
+    ``generations`` adds the finish reason, the parse note, the prompt's hash and, for a
+    question that was not parsed, the raw answer; ``judgments`` (one JUDGMENTS frame per judge
+    and cell) each judge's status, reason and raw answer; ``reliability`` the judges' names and
+    the α gate; ``metrics`` the values and ``n`` the explorer shows beside its own count;
+    ``cells`` each cell's provenance.
+    """
+    missing = [c for c in VOTES.names if c not in votes.columns]
+    if missing:
+        raise ValueError(f"explorer: the votes lack columns {missing}")
+    if votes.empty:
+        raise ValueError("explorer: the votes hold no generated question")
+    votes = votes.reset_index(drop=True)
+    keys = (votes["dataset"] + "/" + votes["strategy"] + "/" + votes["model"]).tolist()
+    if pd.Series(list(zip(keys, votes["prompt_id"]))).duplicated().any():
+        raise ValueError("explorer: the votes repeat a (cell, prompt_id)")
+    judges_of = panel_judges(reliability, votes)
+    judges = ordered_unique(name for names in judges_of.values() for name in names)
+    gate = _gate_failures(reliability)
+    judged = index_judgments(judgments)
+    generation_of = index_generations(generations)
+
+    columns = _columns(judges)
+    values: dict[str, list[Any]] = {column.key: [] for column in columns}
+    # Plain per-column lists (DataFrame.to_dict("records") boxes every cell: 10x slower).
+    lists = {name: votes[name].tolist() for name in VOTES.names}
+    for position, key in enumerate(keys):
+        row = {name: lists[name][position] for name in VOTES.names}
+        item_key = f"{key}/{row['prompt_id']}"
+        item = _item_cells(row, key, generation_of.get(item_key, GenerationNote()), gate.get(key, []))
+        verdicts, item["judge_issues"] = _verdict_cells(row, item_key, judges_of[key], judges, judged)
+        for name, value in {**item, **verdicts}.items():
+            values[name].append(value)
+    for name, terms in _cell_terms(votes).items():
+        values[METRIC_COLUMN_PREFIX + name] = [None if math.isnan(v) else float(v) for v in terms.tolist()]
+    table = ItemTable(columns, values, judges=judges)
+    table.cells = {key: dict(value) for key, value in (cells or {}).items()}
+    table.metrics = metric_values(metrics) if metrics is not None else {}
+    table.metric_specs = {
+        spec.name: {"label": spec.label, "kind": spec.kind, "scale": spec.scale, "decimals": spec.decimals}
+        for spec in METRIC_SPECS
+    }
+    return table
+
+
+def metric_values(metrics: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
+    """cell key -> metric -> [value, n, ci_low, ci_high] (null for NaN)."""
+
+    def plain(value: object) -> float | None:
+        return None if is_missing(value) else float(value)  # type: ignore[arg-type]
+
+    out: dict[str, dict[str, list[Any]]] = {}
+    for row in metrics.itertuples(index=False):
+        out.setdefault(cell_key(row.dataset, row.strategy, row.model), {})[row.metric] = [
+            plain(row.value), int(row.n), plain(row.ci_low), plain(row.ci_high)
+        ]
+    return out
+

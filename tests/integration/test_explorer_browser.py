@@ -1,0 +1,306 @@
+"""The item explorer in headless Chromium, opened as a file: it loads without a request leaving the
+folder, filters by a click, searches, moves with the keyboard, keeps its view in the address,
+and every metric cell of the report opens it on exactly that cell's ``n`` questions.
+
+The study is judged, voted and scored by the real code (:mod:`tests.support.judged_study`).
+Screenshots go to ``BLOOMQG_SCREENSHOT_DIR`` when set (else the test's temp dir).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.support.devtools import DevToolsPipe, chromium_or_skip
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A study's report and explorer side by side, as the workflow writes them."""
+    from bloomqg.api.ledger import ledger_from_judgments
+    from bloomqg.metrics.correlations import correlations
+    from bloomqg.metrics.paired import paired_comparisons
+    from bloomqg.parquet_io import read_frames, read_provenance
+    from bloomqg.reporting.explorer.write import write_explorer_from_files
+    from bloomqg.reporting.report import build_report
+    from bloomqg.reporting.tables.write import write_tables
+    from bloomqg.schemas import GENERATIONS, JUDGMENTS
+    from tests.support.judged_study import judged_study
+
+    out = tmp_path_factory.mktemp("site")
+    study = judged_study(out / "files", n_models=3, n_items=20)
+    paired = paired_comparisons(study.votes, n_resamples=20, seed=0)
+    tables = write_tables(study.metrics, study.datasets, study.reliability, out / "tables", paired=paired)
+    build_report(
+        out / "report.html", config={"seed": 0}, all_metrics=study.metrics, votes=study.votes,
+        reliability=study.reliability, generations=read_frames(study.generation_files, GENERATIONS),
+        generation_provenance=[read_provenance(p) for p in study.generation_files],
+        judgment_provenance=[read_provenance(p) for p in study.judgment_files],
+        ledger=ledger_from_judgments(read_frames(study.judgment_files, JUDGMENTS)), table_paths=tables,
+        figure_paths=[], correlations=correlations(study.metrics, confidence=0.95), paired=paired,
+        git_commit="0" * 40, package_versions={}, explorer_href="explorer/index.html",
+    )
+    write_explorer_from_files(
+        out / "explorer", votes=study.vote_files, generations=study.generation_files,
+        judgments=study.judgment_files, reliability=study.reliability_files, metrics=study.metrics_file,
+        title="judged study",
+    )
+    return {"root": out, "study": study}
+
+
+class Tab:
+    """One page of a headless browser, and the few things a test does with it."""
+
+    def __init__(self, browser: DevToolsPipe) -> None:
+        self.browser = browser
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            browser.send(f"{domain}.enable", session=self.session)
+        browser.send("Emulation.setDeviceMetricsOverride",
+                     {"width": 1600, "height": 950, "deviceScaleFactor": 1, "mobile": False}, self.session)
+
+    def send(self, method: str, params: dict | None = None) -> dict:
+        return self.browser.send(method, params, self.session)
+
+    def eval(self, expression: str):
+        reply = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in reply:
+            raise AssertionError(f"{expression[:80]}: {reply['exceptionDetails']}")
+        return reply["result"].get("value")
+
+    def wait(self, expression: str, timeout: float = 20.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                value = self.eval(expression)
+            except (AssertionError, RuntimeError):  # the page is between two documents
+                value = None
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {expression}; body: {self.eval('document.body.dataset.error || null')}")
+
+    def open(self, url: str) -> None:
+        self.send("Page.navigate", {"url": url})
+        self.wait("document.readyState === 'complete' && document.body && document.body.dataset.ready === '1'")
+
+    def click(self, selector: str) -> None:
+        box = self.eval(f"""(() => {{ const e = document.querySelector({json.dumps(selector)});
+            if (!e) return null; e.scrollIntoView({{block: 'center'}}); const r = e.getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
+        assert box, f"nothing matches {selector}"
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1})
+
+    def press(self, key: str, code: int = 0) -> None:
+        params = {"type": "keyDown", "key": key, "windowsVirtualKeyCode": code}
+        if len(key) == 1:
+            params["text"] = key
+        self.send("Input.dispatchKeyEvent", params)
+        self.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "windowsVirtualKeyCode": code})
+
+    def count(self) -> int:
+        return int(self.eval("document.getElementById('count').dataset.count"))
+
+    def screenshot(self, path: Path) -> Path:
+        path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"})["data"]))
+        return path
+
+
+@pytest.fixture(scope="module")
+def tab(tmp_path_factory):
+    browser = DevToolsPipe(chromium_or_skip(), tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield Tab(browser)
+    finally:
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    path = Path(os.environ.get("BLOOMQG_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def explorer_url(site, fragment: str = "") -> str:
+    return (site["root"] / "explorer" / "index.html").resolve().as_uri() + (f"#{fragment}" if fragment else "")
+
+
+def test_opens_as_a_file_without_errors_or_requests(site, tab, shots):
+    tab.browser.events.clear()
+    tab.open(explorer_url(site))
+    assert tab.count() == len(site["study"].votes)
+    time.sleep(0.2)
+    errors, outside = [], []
+    for event in tab.browser.events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            errors.append(params["exceptionDetails"].get("text"))
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            errors.append(params["entry"].get("text"))
+        elif method == "Network.requestWillBeSent" and not params["request"]["url"].startswith(("file:", "data:", "blob:")):
+            outside.append(params["request"]["url"])
+    assert not errors, errors
+    assert not outside, f"the explorer requested {outside}"
+    assert tab.screenshot(shots / "explorer_all.png").stat().st_size > 20_000
+
+
+def test_a_click_on_a_filter_and_the_permalink(site, tab):
+    tab.open(explorer_url(site))
+    votes = site["study"].votes
+    tab.click('input[data-key="model"][data-value="qwen2.5-7b"]')
+    tab.wait("document.getElementById('count').dataset.count !== '%d'" % len(votes))
+    assert tab.count() == int((votes["model"] == "qwen2.5-7b").sum())
+    tab.click('input[data-key="transition"][data-value="drift"]')
+    time.sleep(0.1)
+    expected = tab.eval("""(() => { const e = window.explorer, S = e.state; let n = 0;
+        for (let r = 0; r < S.n; r++) n += e.value('model', r) === 'qwen2.5-7b' && e.value('transition', r) === 'drift';
+        return n; })()""")
+    assert 0 < tab.count() == expected
+    address = tab.eval("location.href")
+    assert "f.model=qwen2.5-7b" in address and "f.transition=drift" in address
+    tab.send("Page.navigate", {"url": "about:blank"})
+    time.sleep(0.2)
+    tab.open(address)
+    assert tab.count() == expected, "the permalink restores the view"
+
+
+def test_sorting_by_a_header_click(site, tab):
+    tab.open(explorer_url(site))
+    tab.click('#thead div[data-sort="judged_level"]')
+    tab.wait("location.hash.includes('s=judged_level')")
+    order = ["Remember", "Understand", "Apply", "Analyze", "Evaluate", "Create", "Uncategorized"]
+    levels = tab.eval("Array.from(explorer.state.visible).map(r => explorer.value('judged_level', r))")
+    ranks = [order.index(level) if level in order else len(order) for level in levels]
+    assert len(levels) == len(site["study"].votes) and ranks == sorted(ranks), "Bloom order, then no level"
+    tab.click('#thead div[data-sort="judged_level"]')
+    tab.wait("location.hash.includes('s=-judged_level')")
+    levels = tab.eval("Array.from(explorer.state.visible).map(r => explorer.value('judged_level', r))")
+    ranks = [order.index(level) if level in order else len(order) for level in levels]
+    assert ranks == sorted(ranks, reverse=True)
+
+
+def test_search_and_keyboard(site, tab, shots):
+    tab.open(explorer_url(site))
+    votes = site["study"].votes
+    tab.press("/")
+    assert tab.eval("document.activeElement.id") == "search"
+    tab.send("Input.insertText", {"text": "hashing"})
+    expected = int((votes["original_question"].str.lower().str.contains("hashing")
+                    | votes["new_question"].fillna("").str.lower().str.contains("hashing")).sum())
+    tab.wait(f"document.getElementById('count').dataset.count === '{expected}'")
+    assert 0 < expected < len(votes)
+    tab.press("Escape", 27)
+    assert tab.eval("document.activeElement.id") != "search"
+    assert tab.eval("document.getElementById('search').value") == "hashing", "Esc leaves the search, keeps it"
+    tab.press("j")
+    tab.press("j")
+    first_two = tab.eval("Array.from(window.explorer.state.visible.slice(0, 2))")
+    assert tab.eval("window.explorer.state.selected") == first_two[1]
+    tab.press("k")
+    assert tab.eval("window.explorer.state.selected") == first_two[0]
+    detail = tab.eval("document.getElementById('detail').innerText")
+    original = tab.eval(f"window.explorer.value('original_question', {first_two[0]})")
+    assert original in detail and "Verdicts".upper() in detail.upper() and "Provenance".upper() in detail.upper()
+    assert "0123abc" in detail and "fedcba9876543210" in detail, "the detail names model revision and judge prompt"
+    assert "i=" in tab.eval("location.hash")
+    tab.screenshot(shots / "explorer_search_detail.png")
+    tab.press("Escape", 27)
+    assert tab.eval("window.explorer.state.selected") == -1
+
+
+def _n_of(site, href: str) -> int:
+    query = parse_qs(urlsplit(href).fragment)
+    strategy = {"CoT": "cot", "FGP": "fgp"}[query["f.strategy"][0]]
+    metrics = site["study"].metrics
+    row = metrics[(metrics["model"] == query["f.model"][0]) & (metrics["dataset"] == query["f.dataset"][0])
+                  & (metrics["strategy"] == strategy) & (metrics["metric"] == query["m"][0])]
+    assert len(row) == 1, href
+    return int(row["n"].iloc[0])
+
+
+def test_report_cells_open_their_items(site, tab, shots):
+    report = (site["root"] / "report.html").resolve().as_uri()
+    tab.send("Page.navigate", {"url": report})
+    tab.wait("document.readyState === 'complete'")
+    assert tab.eval("document.getElementById('explorer-link').getAttribute('href')") == "explorer/index.html"
+    links = tab.eval("Array.from(document.querySelectorAll('a.items')).map(a => a.href)")
+    tables = tab.eval("Array.from(new Set(Array.from(document.querySelectorAll('a.items')).map(a => a.closest('[id^=table-]').id)))")
+    for name in ("table-table4_quality", "table-table5_usability", "table-table6_cognitive_shift", "table-table_auxiliary"):
+        assert name in tables
+    # A click on the CatCons cell of the first model, as a reader would.
+    selector = "#table-table5_usability a.items[href*='m=catcons']"
+    href = tab.eval(f"document.querySelector({json.dumps(selector)}).href")
+    tab.click(selector)
+    tab.wait("location.pathname.endsWith('/explorer/index.html') && document.body.dataset.ready === '1'")
+    n = _n_of(site, href)
+    assert tab.count() == n > 0
+    assert int(tab.eval("document.getElementById('banner').dataset.den")) == n
+    assert int(tab.eval("document.getElementById('banner').dataset.tableN")) == n
+    tab.screenshot(shots / "explorer_from_report.png")
+    # "not counted" narrows to the mismatches: useful, judged, level differs from the target.
+    tab.click('#banner button[data-mv="rest"]')
+    time.sleep(0.1)
+    transitions = tab.eval("Array.from(window.explorer.state.visible).map(r => window.explorer.value('transition', r))")
+    assert transitions and "match" not in transitions
+    # Every link: the same page, a new fragment (the page's own hashchange listener runs first).
+    fragments = [urlsplit(link).fragment for link in links]
+    counts = tab.eval("""(async (fragments) => { const out = [];
+        for (const f of fragments) {
+            await new Promise(done => { addEventListener('hashchange', done, {once: true}); location.hash = f; });
+            out.push(Number(document.getElementById('count').dataset.count));
+        }
+        return out; })(%s)""" % json.dumps(fragments))
+    expected = [_n_of(site, link) for link in links]
+    wrong = [(link, got, n) for link, got, n in zip(links, counts, expected) if got != n]
+    assert not wrong, wrong[:5]
+    assert len(links) > 100
+
+
+def test_release_slice_tables_open_their_items(tab, release_dir, tmp_path_factory, shots):
+    """The GLM-4-9B slice of the paper's release: every cell of the release tables opens the
+    explorer on its cell's n questions (Table 4's n counts published vote lines: equal here)."""
+    from bloomqg.release.tables import release_tables
+    from bloomqg.reporting.explorer.items import build_items
+    from bloomqg.reporting.explorer.links import metric_fragment
+    from bloomqg.reporting.explorer.write import write_explorer
+    from bloomqg.reporting.tables.view import read_view
+    from tests.support.release_slice import glm_slice
+
+    if not (release_dir / "generated" / "glm").is_dir():
+        pytest.skip(f"the GLM-4-9B run of the paper's release is not at {release_dir / 'generated' / 'glm'}")
+    out = tmp_path_factory.mktemp("release")
+    votes, reliability, metrics = glm_slice(release_dir, out, n_resamples=5)
+    written = release_tables(metrics, out / "tables")
+    write_explorer(out / "explorer", build_items(votes, reliability=reliability, metrics=metrics), title="GLM slice")
+    sources = [tuple(source) for path in written if path.suffix == ".json" and path.stem != "paper_comparison"
+               for row in read_view(path).sources or [] for source in row if source]
+    assert len(sources) >= 20  # Tables 4-6 and the auxiliary tasks, less the values math has none of
+    tab.open((out / "explorer" / "index.html").resolve().as_uri())
+    assert tab.count() == len(votes) == 3270
+    fragments = [metric_fragment(*source) for source in sources]
+    counts = tab.eval("""(fragments) => fragments.map(f => explorer.openHash(f))""".join(["(", f")({json.dumps(fragments)})"]))
+    by_key = metrics.set_index(["model", "dataset", "strategy", "metric"])["n"]
+    wrong = [(s, got, int(by_key[s])) for s, got in zip(sources, counts) if got != int(by_key[s])]
+    assert not wrong, wrong[:5]
+    tab.eval("explorer.openHash('f.dataset=cs&f.strategy=FGP&m=catcons&mv=rest&i=cs/fgp/glm-4-9b/cs-0007:fgp')")
+    tab.screenshot(shots / "explorer_release_slice.png")
+
+
+def test_a_missing_data_file_is_said_on_the_page(site, tab, tmp_path):
+    for name in ("index.html", "explorer.js", "explorer.css"):
+        (tmp_path / name).write_bytes((site["root"] / "explorer" / name).read_bytes())
+    tab.send("Page.navigate", {"url": (tmp_path / "index.html").resolve().as_uri()})
+    error = tab.wait("document.body && document.body.dataset.error")
+    assert "data.js is missing" in error
+    assert "data.js is missing" in tab.eval("document.getElementById('status').textContent")

@@ -1,0 +1,138 @@
+"""The item explorer's table: every metric cell's items are its ``n`` questions, with the value's
+numerator; transitions agree with Table 6; the data file round-trips; bad input is named."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+import pandas as pd
+import pytest
+
+from bloomqg.metrics.registry import SPEC_BY_NAME
+from bloomqg.parquet_io import read_frame, read_frames
+from bloomqg.reporting.display import strategy_label
+from bloomqg.reporting.explorer.encode import data_script, decode_data_script, encode_table
+from bloomqg.reporting.explorer.items import METRIC_COLUMN_PREFIX, build_items, transition
+from bloomqg.reporting.explorer.links import metric_fragment, metric_link
+from bloomqg.reporting.explorer.write import EXPLORER_FILES, write_explorer_from_files
+from bloomqg.schemas import GENERATIONS, JUDGMENTS
+from tests.support.judged_study import judged_study
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    return judged_study(tmp_path_factory.mktemp("judged") / "results", n_models=2, n_items=20)
+
+
+@pytest.fixture(scope="module")
+def table(study):
+    judgments = [read_frame(path, JUDGMENTS) for path in study.judgment_files]
+    generations = read_frames(study.generation_files, GENERATIONS)
+    return build_items(study.votes, generations=generations, judgments=judgments, reliability=study.reliability,
+                       metrics=study.metrics)
+
+
+def test_each_metric_cell_links_to_its_n_items_and_its_value(study, table):
+    frame = pd.DataFrame({key: table.values[key] for key in ("dataset", "strategy", "model")})
+    checked = 0
+    for row in study.metrics.itertuples(index=False):
+        terms = pd.Series(table.values[METRIC_COLUMN_PREFIX + row.metric], dtype=float)
+        mine = (frame["dataset"] == row.dataset) & (frame["strategy"] == strategy_label(row.strategy)) & (
+            frame["model"] == row.model)
+        members = terms[mine].dropna()
+        assert len(members) == row.n, (row.model, row.dataset, row.strategy, row.metric)
+        spec = SPEC_BY_NAME[row.metric]
+        if row.n and spec.kind == "percent":
+            assert members.sum() / row.n * 100 == pytest.approx(row.value), row.metric
+        elif row.n and spec.kind == "sum":
+            assert members.sum() == pytest.approx(row.value), row.metric
+        checked += 1
+    assert checked == len(study.metrics) > 50
+
+
+def test_transitions_agree_with_the_shift_metrics(table):
+    kinds = {"cogreg": "regression", "cogdrift": "drift", "cogleap": "leap"}
+    for metric, name in kinds.items():
+        counted = [t for t, x in zip(table.values["transition"], table.values[METRIC_COLUMN_PREFIX + metric]) if x == 1]
+        assert counted and set(counted) == {name}
+    catcons = table.values[METRIC_COLUMN_PREFIX + "catcons"]
+    for t, x in zip(table.values["transition"], catcons):
+        if x is not None:
+            assert (t == "match") == (x == 1)
+
+
+def test_transition_rule():
+    assert transition("Apply", "Apply", None) == "match"
+    assert transition("Apply", "Analyze", None) == "drift"
+    assert transition("Apply", "Remember", None) == "regression"
+    assert transition("Remember", "Apply", None) == "leap"
+    assert transition(None, None, "uncategorized") == "match"
+    assert transition("Apply", None, "uncategorized") == "uncategorized"
+    assert transition("Apply", None, "tie") == "—"
+
+
+def test_judges_votes_reasons_and_gate_per_item(study, table):
+    assert table.judges == ["rules", "minilm", "smollm2"]
+    failed = [i for i, issues in enumerate(table.values["judge_issues"]) if issues != ["none"]]
+    assert failed, "the study has judge parse failures"
+    first = failed[0]
+    assert not any(table.values[f"v.{judge}.{criterion}"][first] == "None" for judge in table.judges
+                   for criterion in ("unique", "readable", "answerable", "bloom_level", "knowledge_units"))
+    assert "— parse failed" in [table.values[f"v.smollm2.{c}"][first] for c in ("unique", "readable", "answerable",
+                                                                                 "bloom_level", "knowledge_units")]
+    assert "smollm2: parse failed" in table.values["judge_issues"][first]
+    notes = [table.values[f"r.smollm2.{c}"][first] for c in ("unique", "readable", "answerable", "bloom_level", "knowledge_units")]
+    assert any(note and "no JSON object" in note for note in notes)
+    gated = study.reliability[study.reliability["judge"].isna() & (study.reliability["gate_passed"] == False)]  # noqa: E712
+    assert any(gate != ["passed"] for gate in table.values["gate"]) == (not gated.empty)
+    no_question = [i for i, q in enumerate(table.values["new_question"]) if q is None]
+    assert no_question and all(table.values["parse"][i] != "ok" for i in no_question)
+    assert all(table.values["generation_raw"][i] for i in no_question), "an unparsed generation shows its answer"
+
+
+def test_data_file_round_trips_and_is_deterministic(table):
+    document = encode_table(table, title="t")
+    text = data_script(document)
+    assert data_script(encode_table(table, title="t")) == text
+    back = decode_data_script(text)
+    assert back["n"] == len(table)
+    column = next(c for c in back["columns"] if c["key"] == "original_question")
+    assert len(column["dict"]) < len(table) / 2, "originals shared by models and strategies are stored once"
+    decoded = [None if code < 0 else column["dict"][code] for code in column["codes"]]
+    assert decoded == table.values["original_question"]
+    units = next(c for c in back["columns"] if c["key"] == "target_units")
+    assert [[units["dict"][x] for x in row] for row in units["codes"]] == table.values["target_units"]
+
+
+def test_explorer_files_from_the_workflow_files(study, tmp_path):
+    paths = write_explorer_from_files(
+        tmp_path / "explorer", votes=study.vote_files, generations=study.generation_files,
+        judgments=study.judgment_files, reliability=study.reliability_files, metrics=study.metrics_file, title="t",
+    )
+    assert [p.name for p in paths] == list(EXPLORER_FILES)
+    document = decode_data_script((tmp_path / "explorer" / "data.js").read_text())
+    cell = document["cells"]["cs/fgp/glm-4-9b"]
+    assert cell["generations"]["provenance"]["generator"]["revision"] == "0123abc"
+    prompt_hashes = next(c for c in document["columns"] if c["key"] == "prompt_hash")["dict"]
+    assert prompt_hashes == ["0123456789abcdef"], "each item names its prompt's hash"
+    assert "package_versions" not in cell["generations"]["provenance"]
+    assert [j["judge"] for j in cell["judges"]] == ["rules", "minilm", "smollm2"]
+    assert cell["judges"][0]["provenance"]["judge_prompt_hash"] == "fedcba9876543210"
+    html = (tmp_path / "explorer" / "index.html").read_text()
+    assert '<script src="data.js">' in html and "http" not in html
+
+
+def test_links_encode_the_cell_and_metric():
+    fragment = metric_fragment("glm 4/9b", "cs", "fgp", "catcons", show="rest")
+    assert parse_qs(fragment) == {"f.model": ["glm 4/9b"], "f.dataset": ["cs"], "f.strategy": ["FGP"],
+                                  "m": ["catcons"], "mv": ["rest"]}
+    assert metric_link(("m", "cs", "cot", "unique")).startswith("explorer/index.html#f.model=m&")
+    with pytest.raises(ValueError, match="show must be"):
+        metric_fragment("m", "cs", "cot", "unique", show="wrong")
+
+
+def test_bad_votes_are_named(study):
+    with pytest.raises(ValueError, match=r"explorer: the votes lack columns \['useful'\]"):
+        build_items(study.votes.drop(columns=["useful"]))
+    with pytest.raises(ValueError, match="repeat a"):
+        build_items(pd.concat([study.votes.head(2), study.votes.head(1)]))

@@ -1,0 +1,18 @@
+"""Rule build_explorer: the item explorer of a study (or of the imported release) beside its report."""
+from pathlib import Path
+
+from bloomqg.logs import configure_job_logging
+from bloomqg.reporting.explorer.write import write_explorer_from_files
+
+snakemake = globals()["snakemake"]
+configure_job_logging(snakemake.log[0])
+inputs = snakemake.input
+write_explorer_from_files(
+    Path(snakemake.output[0]).parent,
+    votes=inputs.votes,
+    generations=inputs.generations,
+    judgments=inputs.judgments,  # empty for the release: it publishes votes, not the judges' calls
+    reliability=inputs.reliability,
+    metrics=inputs.metrics,
+    title=snakemake.params.title,
+)
