@@ -67,11 +67,12 @@ test-tex-deps:
 	  || echo "pdflatex with booktabs not installed (needs root and apt-get): the LaTeX compile test will skip"; }
 
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file at a time per worker
-# (--dist loadfile: a module's fixtures are built once). docs/testing.md: markers, subsets,
-# the fixtures every worker shares.
+# (--dist loadfile: a module's fixtures are built once), files handed out in collection order
+# (the few long integration files first, the many short unit files filling in at the end).
+# docs/testing.md: markers, subsets, the fixtures every worker shares.
 TEST_WORKERS ?= $(CORES)
 test: setup test-browser-deps test-tex-deps
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Snakemake's conventions, checked (.ci/lint): fails on any lint or unformatted rule file.
 .PHONY: lint

@@ -1,11 +1,11 @@
 """Wall time of the test suite as `make test` runs it, and where the time goes.
 
-Runs ``pytest -q -n WORKERS --dist loadfile`` (``--workers 0``: one process, as before the
-suite ran in parallel) on this checkout, with any extra pytest arguments (a subset), and prints
-one JSON document: the wall time, how many tests were collected and how each ended, the slowest
-tests (set-up, call and tear-down together, from pytest's JUnit report), and the machine's load
-average before and after (a busy shared machine inflates every figure; compare runs made under
-similar load, or ratios).
+Runs ``pytest -q -n WORKERS --dist loadfile --no-loadscope-reorder`` (``--workers 0``: one
+process, as before the suite ran in parallel) on this checkout, with any extra pytest arguments
+(a subset), and prints one JSON document: the wall time, how many tests were collected and how
+each ended, the slowest tests (set-up, call and tear-down together, from pytest's JUnit report),
+and the machine's load average before and after (a busy shared machine inflates every figure;
+compare runs made under similar load, or ratios).
 
     python benchmarks/suite_time.py [--workers 2] [--slowest 25] [-- PYTEST_ARGS...]
     python benchmarks/suite_time.py --workers 0 -- tests/unit     # the unit tests in one process
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (paths, -k, -m)")
     args = parser.parse_args()
 
-    parallel = ["-n", str(args.workers), "--dist", "loadfile"] if args.workers else []
+    parallel = ["-n", str(args.workers), "--dist", "loadfile", "--no-loadscope-reorder"] if args.workers else []
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "junit.xml"
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel,
