@@ -1,6 +1,7 @@
 # Two entry points, each doing its own set-up on a fresh machine (Python 3.11, package index only):
 #   make study   run the default study (results/report.html)
 #   make reproduce [RELEASE_DIR=PATH]   the paper's Tables 4-6, figures and report from its release
+#   (both take RUN_DIR=PATH: run there instead of here)
 #   make test    run the test suite
 #   make lint    snakemake --lint, snakefmt --check and lint-imports (CI runs it before the tests)
 PYTHON ?= python3.11
@@ -10,7 +11,7 @@ CORES  ?= 2
 # CPU build of torch, pinned: a looser range pulls a multi-GB CUDA build. GPU users: see README.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup study reproduce test test-browser-deps clean
+.PHONY: setup study reproduce test test-browser-deps test-tex-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,25 +29,50 @@ setup: $(VENV)/.installed
 
 # bloomqg.run_lock: one run per directory (a second refuses), and a lock left by a killed run is
 # removed only once no run is alive, so the same command works again after `kill -9`.
+# RUN_DIR: where results/, logs/, resources/ and .snakemake/ go (default: here), for study and
+# reproduce; the run lock is taken there. tests/integration/test_reproduce_release.py uses it.
+RUN_DIR ?=
+IN_RUN_DIR = $(if $(RUN_DIR),--directory $(RUN_DIR))
 study: setup
-	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default
+	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR)
 
 # The paper's 18 published runs (configs/llm-eval-release-manifest.yaml) -> results/release/.
 # RELEASE_DIR: a copy of the release; unset, it is downloaded at the pinned commit into
 # resources/llm-eval-release (configs/paper.yaml), every file's sha256 checked.
+# RELEASE_MANIFEST: the runs to import, unset the 18 (tests/release_glm.yaml: GLM-4-9B's three).
+# REPRODUCE_CONFIG: the preset it runs under (the test's: this one with fewer bootstrap resamples).
 RELEASE_DIR ?=
+RELEASE_MANIFEST ?=
+REPRODUCE_CONFIG ?= configs/paper.yaml
+RELEASE_CONFIG = $(strip $(if $(RELEASE_DIR),release_dir=$(RELEASE_DIR)) \
+  $(if $(RELEASE_MANIFEST),release_manifest=$(RELEASE_MANIFEST)))
 reproduce: setup
-	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default \
-	  reproduce_release --configfile configs/paper.yaml $(if $(RELEASE_DIR),--config release_dir=$(RELEASE_DIR))
+	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR) \
+	  reproduce_release --configfile $(REPRODUCE_CONFIG) $(if $(RELEASE_CONFIG),--config $(RELEASE_CONFIG))
 
-# Headless Chromium for the report test; Debian's package, installed when missing and root.
+# Debian packages some tests need, installed when missing and running as root; otherwise those
+# tests skip and say why. Headless Chromium: the report and annotation-form browser tests.
 test-browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	  || echo "chromium not installed: the browser test will fail"; }
+	  || echo "chromium not installed (needs root and apt-get): the browser tests will skip"; }
 
-test: setup test-browser-deps
-	$(BIN)/python -m pytest -q
+# The smallest TeX that compiles the .tex tables (tests/unit/test_tables.py): pdflatex with
+# geometry (texlive-latex-base) and booktabs (texlive-latex-recommended), without recommends.
+TEX_DEBS = texlive-latex-base texlive-latex-recommended
+test-tex-deps:
+	@{ command -v pdflatex && kpsewhich booktabs.sty geometry.sty; } >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends $(TEX_DEBS) >/dev/null) \
+	  || echo "pdflatex with booktabs not installed (needs root and apt-get): the LaTeX compile test will skip"; }
+
+# The suite in TEST_WORKERS processes (pytest-xdist), a test file at a time per worker
+# (--dist loadfile: a module's fixtures are built once), files handed out in collection order
+# (the few long integration files first, the many short unit files filling in at the end).
+# docs/testing.md: markers, subsets, the fixtures every worker shares.
+TEST_WORKERS ?= $(CORES)
+test: setup test-browser-deps test-tex-deps
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Snakemake's conventions and the package's layers, checked (.ci/lint): fails on any lint, an
 # unformatted rule file, or an import against the layers (import-linter, pyproject.toml).

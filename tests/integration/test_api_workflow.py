@@ -32,6 +32,8 @@ KEY = "sk-test-0123456789abcdefSECRET"
 WRONG_KEY = "sk-wrong-9876543210fedcbaLEAKED"
 N_ITEMS = 6
 JUDGES = ("judge-a", "judge-b", "judge-c")
+#: What the tests check ends at the votes: metrics, tables, figures and the report are not run.
+VOTES_TARGET = "results/votes/cs/fgp/api-gen.parquet"
 
 
 def start_server(content: str | None) -> tuple[subprocess.Popen, int]:
@@ -94,7 +96,7 @@ def test_faulty_endpoint_loses_nothing_and_a_rerun_pays_nothing(tmp_path, server
     generator_port, proxy = servers
     config = api_config(tmp_path, generator_port, proxy)
     proxy.reset_counters()
-    first = snakemake(tmp_path, config, KEY)
+    first = snakemake(tmp_path, config, KEY, VOTES_TARGET)  # the claim ends at the votes
     assert first.returncode == 0, first.stderr[-5000:]
     assert sum(proxy.faults.values()) >= 1, "the proxy should have injected faults"
     assert proxy.forwarded == N_ITEMS * len(JUDGES)  # each question reached each judge once
@@ -107,7 +109,7 @@ def test_faulty_endpoint_loses_nothing_and_a_rerun_pays_nothing(tmp_path, server
     assert len(votes) == N_ITEMS and votes["readable"].all()
 
     proxy.reset_counters()
-    rerun = snakemake(tmp_path, config, KEY, "--forcerun", "judge_questions")
+    rerun = snakemake(tmp_path, config, KEY, "--forcerun", "judge_questions", VOTES_TARGET)
     assert rerun.returncode == 0, rerun.stderr[-5000:]
     assert proxy.received == 0, "a rerun must be answered from the call cache"
 
@@ -140,7 +142,6 @@ def test_wrong_key_fails_fast_and_never_leaks(tmp_path, servers):
 # ------------------------------------------------------------------ batch mode and the estimate
 
 BATCH_JUDGES = ("batch-a", "batch-b")
-VOTES_TARGET = "results/votes/cs/fgp/api-gen.parquet"
 
 
 def batch_config(workdir: Path, generator_port: int, server) -> Path:

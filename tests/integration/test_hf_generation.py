@@ -24,7 +24,6 @@ from bloomqg.generation.stage import generate_questions, prefill_enabled
 from bloomqg.models import (
     PROVENANCE_FILE,
     ModelFileError,
-    convert_gguf_to_safetensors,
     materialize_model,
     resolve_gguf,
 )
@@ -75,11 +74,8 @@ def requests(frame: pd.DataFrame) -> list[ChatRequest]:
 
 
 @pytest.fixture(scope="session")
-def model_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("models") / "smollm2-135m"
-    provenance = convert_gguf_to_safetensors(resolve_gguf(SMOLLM2["gguf"]), out)
-    assert provenance["source_gguf_sha256"] == SMOLLM2["gguf"]["sha256"]
-    return out
+def model_dir(smollm2_dir) -> Path:
+    return smollm2_dir  # converted once per session (tests/conftest.py)
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +98,7 @@ def test_conversion_writes_a_loadable_directory_with_provenance(model_dir):
     assert "quantization_config" not in config  # loads as a plain model, not as a GGUF
     provenance = json.loads((model_dir / PROVENANCE_FILE).read_text())
     assert provenance["kind"] == "converted_gguf" and provenance["transformers_version"]
+    assert provenance["source_gguf_sha256"] == SMOLLM2["gguf"]["sha256"]
 
 
 def test_resolve_gguf_errors_name_package_and_digests():

@@ -40,7 +40,6 @@ from tests.conftest import REPO
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
 
 #: The default study's pinned GGUF entry (package, file, sha256).
-SMOLLM2_GGUF = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-135m"]["gguf"]
 SERVER_START_TIMEOUT_S = 240
 #: Small, so each call is ~0.5 s of CPU on a shared 2-core machine.
 PARAMS = DecodingParams(temperature=0.0, top_p=1.0, max_new_tokens=6, do_sample=False, seed=11)
@@ -139,20 +138,6 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _converted_model(cache_root: Path) -> Path:
-    """SmolLM2 as a safetensors folder, converted once per GGUF content (sha256)."""
-    from bloomqg.models import ModelFileError, convert_gguf_to_safetensors, resolve_gguf
-
-    try:
-        gguf = resolve_gguf(SMOLLM2_GGUF)
-    except ModelFileError as error:
-        pytest.fail(f"{error} (make setup installs it)")
-    folder = cache_root / SMOLLM2_GGUF["sha256"][:16]
-    if not (folder / "model.safetensors").is_file():
-        convert_gguf_to_safetensors(gguf, folder)
-    return folder
-
-
 def _post_json(url: str, payload: dict, timeout_s: float) -> dict:
     request = urllib.request.Request(
         url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
@@ -162,13 +147,10 @@ def _post_json(url: str, payload: dict, timeout_s: float) -> dict:
 
 
 @pytest.fixture(scope="session")
-def smollm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """``transformers serve`` on 127.0.0.1:<free port>, pinned to SmolLM2; stopped at the end."""
-    # pytest's cache dir keeps the converted model between runs; without it (-p no:cacheprovider)
-    # the session converts into a temporary directory.
-    pytest_cache = getattr(request.config, "cache", None)
-    cache_root = pytest_cache.mkdir("bloomqg-smollm2") if pytest_cache else tmp_path_factory.mktemp("models")
-    model_dir = _converted_model(Path(cache_root))
+def smollm_server(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """``transformers serve`` on 127.0.0.1:<free port>, pinned to SmolLM2 (converted once per
+    session, tests/conftest.py); stopped at the end."""
+    model_dir = smollm2_dir
     port = _free_port()
     log_path = tmp_path_factory.mktemp("serve") / "transformers-serve.log"
     launcher = "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())"

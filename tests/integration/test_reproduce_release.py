@@ -1,23 +1,32 @@
-"""`reproduce_release` (what `make reproduce` runs) through Snakemake on the GLM-4-9B slice of
-the paper's release.
+"""`make reproduce` on the GLM-4-9B slice of the paper's release: through Make, the run lock
+(``bloomqg.run_lock``) and Snakemake's ``reproduce_release``, in a temporary run directory.
 
 The shared copy of the release holds GLM-4-9B's runs only, so the test imports the GLM-4-9B
-subset of the full manifest shipped in configs/ (same pins, same paths, same preset); the full
-manifest on that copy stops with a message naming the 15 runs it lacks. The unit tests
-(tests/unit/test_release.py) check every figure to 0.01 through the library; this runs the same
-numbers through the workflow's rules from another working directory.
+subset of the full manifest shipped in configs/ (same pins, same paths, same preset; Make's
+RELEASE_MANIFEST); the full manifest on that copy stops with a message naming the 15 runs it
+lacks. The unit tests (tests/unit/test_release.py) check every figure to 0.01 through the
+library; this runs the same numbers through the Makefile and the workflow's rules from another
+working directory. The reproduction runs once per test session (every xdist worker shares it);
+the tests only read it.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+from bloomqg.run_lock import EXIT_BUSY, RUN_LOCK
 from tests.conftest import REPO
+from tests.support.shared import build_once
 
 pytestmark = pytest.mark.integration
 
@@ -50,10 +59,67 @@ def test_the_full_manifest_names_the_runs_a_partial_release_lacks(tmp_path, rele
     assert "qwen25-7b cs/cot:" in result.stdout + result.stderr
 
 
-def test_reproduce_release_writes_the_paper_tables_and_report(tmp_path, release_dir):
-    result = reproduce(tmp_path, release_dir, f"release_manifest={glm_subset(tmp_path)}")
-    assert result.returncode == 0, result.stderr[-4000:]
-    out = tmp_path / "results" / "release"
+def fewer_resamples(run_dir: Path) -> Path:
+    """configs/paper.yaml with 100 bootstrap resamples, not 1000: the tables' values are point
+    estimates, and the intervals' code runs all the same."""
+    config = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
+    config["bootstrap"]["n_resamples"] = 100
+    path = run_dir / "paper.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def make_reproduce(run_dir: Path, release_dir: Path, manifest: Path) -> subprocess.CompletedProcess:
+    """`make reproduce RELEASE_DIR=... RELEASE_MANIFEST=... RUN_DIR=...` with this interpreter's
+    environment (BIN). ``-o`` takes the set-up as done: `make test` has just done it, and a test
+    must not reinstall the environment it runs in."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("GNU make is not installed")
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "snakemake").is_file():
+        pytest.skip(f"no snakemake script beside {sys.executable} for the Makefile's $(BIN)/snakemake")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [make, "-C", str(REPO), "-o", ".venv/.installed", "reproduce", f"BIN={bin_dir}", f"RUN_DIR={run_dir}",
+         f"RELEASE_DIR={release_dir}", f"RELEASE_MANIFEST={manifest}", f"REPRODUCE_CONFIG={fewer_resamples(run_dir)}"],
+        capture_output=True, text=True, timeout=1200, env=env,
+    )
+
+
+@pytest.fixture(scope="session")
+def made(tmp_path_factory, release_dir) -> tuple[Path, dict]:
+    """A run directory where `make reproduce` ran on the GLM-4-9B slice, and how it went."""
+
+    def build(run_dir: Path) -> None:
+        result = make_reproduce(run_dir, release_dir, glm_subset(run_dir))
+        (run_dir / "make.json").write_text(json.dumps(
+            {"returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr}))
+
+    run_dir = build_once(tmp_path_factory, "make-reproduce", build)
+    return run_dir, json.loads((run_dir / "make.json").read_text())
+
+
+def test_make_reproduce_runs_snakemake_under_the_run_lock(made, release_dir):
+    run_dir, result = made
+    assert result["returncode"] == 0, result["stderr"][-4000:]
+    # Make ran the run lock, which ran Snakemake's target in RUN_DIR, holding the lock there.
+    assert "-m bloomqg.run_lock" in result["stdout"] and f"--directory {run_dir}" in result["stdout"]
+    holder = (run_dir / RUN_LOCK).read_text()
+    assert "snakemake" in holder and "reproduce_release" in holder and str(run_dir) in holder, holder
+    # While another run holds that lock, `make reproduce` refuses at once and Make fails with it.
+    with open(run_dir / RUN_LOCK, "r+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        busy = make_reproduce(run_dir, release_dir, run_dir / "glm.yaml")
+    assert busy.returncode != 0
+    assert f"another run is working in {run_dir}" in busy.stderr, busy.stderr[-3000:]
+    assert f"Error {EXIT_BUSY}" in busy.stderr
+
+
+def test_make_reproduce_writes_the_paper_tables_and_report(made):
+    run_dir, result = made
+    assert result["returncode"] == 0, result["stderr"][-4000:]
+    out = run_dir / "results" / "release"
     table4 = pd.read_csv(out / "table4.csv").set_index(["dataset", "strategy"])
     table5 = pd.read_csv(out / "table5.csv").set_index(["dataset", "strategy"])
     table6 = pd.read_csv(out / "table6.csv").set_index(["dataset", "strategy"])

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.integration
 
 MODELS = ("api-a", "api-b")
 JUDGES = ("rules", "judge-a", "judge-b")
-STRATEGIES = ("cot", "fgp")
+#: One strategy: the plans are per model and per judge, and one cell per model shows them.
+STRATEGIES = ("fgp",)
 #: Rules that summarise all cells: any change to the set of cells or votes reruns them.
 AGGREGATES = {"aggregate_metrics": 1, "make_tables": 1, "plot_figures": 1, "build_report": 1, "all": 1}
 

@@ -30,7 +30,7 @@ from bloomqg.run_lock import (
     stale_locks,
 )
 from bloomqg.schemas import GENERATIONS, METRICS, PROMPTS, VOTES
-from tests.conftest import REPO
+from tests.conftest import REPO, seed_converted_smollm2
 from tests.integration.test_workflow import LIMIT, tiny_config
 
 pytestmark = pytest.mark.integration
@@ -124,8 +124,9 @@ def small_study(workdir: Path) -> Path:
     return path
 
 
-def test_kill_9_then_the_same_command_completes(tmp_path):
+def test_kill_9_then_the_same_command_completes(tmp_path, smollm2_dir):
     config = small_study(tmp_path)
+    seed_converted_smollm2(tmp_path, smollm2_dir)  # the conversion is not what this test is about
     command = study_command(tmp_path, config)
     with open(tmp_path / "first.log", "w") as log:
         first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

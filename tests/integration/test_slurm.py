@@ -1,4 +1,5 @@
-"""The tiny study through ``--profile profiles/slurm`` on a real single-node SLURM started here.
+"""The tiny study (its computer-science cells) through ``--profile profiles/slurm`` on a real
+single-node SLURM started here.
 
 The cluster (tests/support/slurm_cluster.py) has one stand-in GPU, so the GPU request of
 ``generate_questions`` is really scheduled. The test asserts that the study's outputs are those
@@ -74,9 +75,12 @@ def slurm_snakemake(cluster, workdir: Path, config: Path, *args: str, limit_s: i
 
 
 def gpu_config(workdir: Path) -> Path:
-    """The tiny study, its model entry asking for one GPU as a cluster user's would."""
+    """The tiny study cut to its computer-science cells (both strategies, all three judges: every
+    kind of remote job, at 2 of its 5 cells' cost), its model entry asking for one GPU as a
+    cluster user's would."""
     path = tiny_config(workdir)
     config = yaml.safe_load(path.read_text())
+    config["datasets"] = {"cs": config["datasets"]["cs"]}
     config["models"]["smollm2-135m"]["gpus"] = 1
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path

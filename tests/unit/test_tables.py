@@ -254,8 +254,8 @@ def test_latex_tables_are_well_formed(written):
 def test_latex_tables_compile_when_an_engine_is_installed(written, tmp_path):
     engine = shutil.which("pdflatex") or shutil.which("tectonic")
     if engine is None:
-        pytest.skip("no LaTeX engine (pdflatex or tectonic) installed; structure is checked by "
-                    "test_latex_tables_are_well_formed")
+        pytest.skip("no LaTeX engine (pdflatex or tectonic) installed (`make test-tex-deps` installs "
+                    "Debian's, as root); structure is checked by test_latex_tables_are_well_formed")
     out, _ = written
     inputs = "\n".join(f"\\input{{{p}}}\\clearpage" for p in sorted(out.glob("*.tex")))
     document = tmp_path / "all.tex"
