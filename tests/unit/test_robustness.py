@@ -1,0 +1,51 @@
+"""Leave-one-judge-out and Dawid–Skene robustness of CoT-vs-FGP comparisons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.metrics.robustness import NOT_ASSESSABLE, robustness_table, verdict
+from bloomqg.voting.cell import vote_cell
+from tests.unit.test_voting import generations_frame, judgments_frame
+
+
+def arm(strategy: str, truth, rng, decider_says: bool) -> pd.DataFrame:
+    n = len(truth)
+    gens = generations_frame(n)
+    gens["strategy"] = strategy
+    gens["prompt_id"] = [f"cs-{i:04d}:{strategy}" for i in range(n)]
+    base = {"readable": [True] * n, "answerable": [True] * n, "bloom_level": ["Apply"] * n,
+            "knowledge_units": [["Stacks"]] * n}
+    honest = lambda: [bool(t) if rng.random() < 0.9 else not t for t in truth]  # noqa: E731
+    judgments = [
+        judgments_frame("a", gens, {**base, "unique": honest()}),
+        judgments_frame("b", gens, {**base, "unique": honest()}),
+        judgments_frame("c", gens, {**base, "unique": [decider_says] * n}),
+    ]
+    votes, _ = vote_cell(gens, judgments, n_resamples=0)
+    return votes
+
+
+def test_a_comparison_decided_by_one_judge_is_said_to_depend_on_it():
+    # No real difference between the arms (same truth, same honest judges a and b), but judge c
+    # says "unique" to every FGP question and "not unique" to every CoT one: its vote breaks each
+    # a-b split in FGP's favour, so the majority finds FGP better; without c the gain is gone.
+    rng = np.random.default_rng(11)
+    truth = rng.random(400) < 0.5
+    votes = pd.concat([arm("cot", truth, rng, False), arm("fgp", truth, rng, True)], ignore_index=True)
+    table = robustness_table(votes, ["a", "b", "c"], metrics=("unique", "catcons"), n_resamples=50)
+    unique = table[table["metric"] == "unique"].iloc[0]
+    assert unique["diff"] > 5 and unique["p_value"] < 0.05
+    assert unique["p [without c]"] >= 0.05
+    assert unique["verdict"].startswith("depends on c")
+    assert table.loc[table["metric"] == "catcons", "verdict"].iloc[0] == NOT_ASSESSABLE
+
+
+def test_verdict_rules():
+    row = lambda diff, p: pd.Series({"diff": diff, "p_value": p})  # noqa: E731
+    assert verdict(row(10, 0.01), {"dawid_skene": row(8, 0.02), "without a": row(12, 0.001)}) == "holds"
+    assert verdict(row(10, 0.01), {"dawid_skene": row(8, 0.02), "without a": row(1, 0.5)}) == "depends on a"
+    assert verdict(row(10, 0.01), {"dawid_skene": row(-2, 0.5), "without a": row(12, 0.01)}).startswith("depends on the aggregation")
+    assert verdict(row(2, 0.4), {"dawid_skene": row(-1, 0.6), "without a": row(3, 0.3)}) == "within judge noise"
+    assert verdict(row(10, 0.01), {"without a": row(1, 0.5), "without b": row(2, 0.4)}) == "within judge noise"
