@@ -181,34 +181,51 @@ def effective_judges(votes_lists: Sequence[Sequence[str | None]], fit: DawidSken
     return float(n_judges / (1 + (n_judges - 1) * rho))
 
 
-#: A yes/no judge saying "yes" at least this often says nothing about the items (it always agrees).
-ALWAYS_YES_RATE = 0.98
-#: Youden's J (sensitivity + specificity − 1) at or below this: no better than a coin.
+#: A yes/no judge saying "yes" (or "no") at least this often, while the other judges say the
+#: opposite at least :data:`OTHERS_OPPOSITE_RATE` of the time, tells nothing apart.
+ALWAYS_SAME_RATE = 0.98
+OTHERS_OPPOSITE_RATE = 0.05
+#: Youden's J (sensitivity + specificity − 1) at or below this: no better than a coin; only
+#: claimed when both Dawid–Skene intervals are narrower than :data:`MAX_CI_WIDTH`.
 CHANCE_YOUDEN = 0.1
+MAX_CI_WIDTH = 0.3
+#: κ with the others' majority below this: disagreeing beyond chance.
+CONTRARIAN_KAPPA = -0.05
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def suspicious_judges(
     judge_names: Sequence[str], judges: Sequence[dict[str, Any]], *, binary: bool
 ) -> dict[str, str]:
     """Judges whose votes carry little information, each with the reason in words: a yes/no judge
-    that (nearly) always says yes or always no, one no better than chance under Dawid–Skene
-    (Youden's J ≤ 0.1) or one that disagrees with the others beyond chance (κ < 0)."""
+    that (nearly) always says yes, or no, where the others do not; one no better than chance under
+    Dawid–Skene (Youden's J ≤ 0.1, with intervals narrow enough to say so); one that disagrees with
+    the others' majority beyond chance (κ < −0.05)."""
     flagged: dict[str, str] = {}
-    for name, row in zip(judge_names, judges):
+    rates = [row.get("vote_rate") for row in judges]
+    for position, (name, row) in enumerate(zip(judge_names, judges)):
         reasons = []
-        rate = row.get("vote_rate")
-        if binary and rate is not None and rate >= ALWAYS_YES_RATE:
-            reasons.append(f"says yes on {rate:.0%} of items")
-        elif binary and rate is not None and rate <= 1 - ALWAYS_YES_RATE:
-            reasons.append(f"says no on {1 - rate:.0%} of items")
+        rate = rates[position]
+        others = [r for k, r in enumerate(rates) if k != position and _finite(r)]
+        if binary and _finite(rate) and others:
+            others_no = 1 - sum(others) / len(others)
+            if rate >= ALWAYS_SAME_RATE and others_no >= OTHERS_OPPOSITE_RATE:
+                reasons.append(f"says yes on {rate:.1%} of items where the others say no on {others_no:.0%}")
+            elif rate <= 1 - ALWAYS_SAME_RATE and 1 - others_no >= OTHERS_OPPOSITE_RATE:
+                reasons.append(f"says no on {1 - rate:.1%} of items where the others say yes on {1 - others_no:.0%}")
         sensitivity, specificity = row.get("ds_sensitivity"), row.get("ds_specificity")
-        if not reasons and sensitivity is not None and specificity is not None:
-            if not (math.isnan(sensitivity) or math.isnan(specificity)):
-                youden = sensitivity + specificity - 1
-                if youden <= CHANCE_YOUDEN:
-                    reasons.append(f"no better than chance (sensitivity {sensitivity:.2f} + specificity {specificity:.2f} − 1 = {youden:.2f})")
+        if not reasons and _finite(sensitivity) and _finite(specificity):
+            widths = [row.get(f"ds_{k}_ci_high", math.nan) - row.get(f"ds_{k}_ci_low", math.nan)
+                      for k in ("sensitivity", "specificity")]
+            youden = sensitivity + specificity - 1
+            if youden <= CHANCE_YOUDEN and all(_finite(w) and w <= MAX_CI_WIDTH for w in widths):
+                reasons.append(f"no better than chance (sensitivity {sensitivity:.2f} + specificity "
+                               f"{specificity:.2f} − 1 = {youden:.2f})")
         kappa = row.get("kappa_with_others")
-        if kappa is not None and not math.isnan(kappa) and kappa < 0:
+        if _finite(kappa) and kappa < CONTRARIAN_KAPPA:
             reasons.append(f"disagrees with the other judges beyond chance (κ {kappa:.2f})")
         if reasons:
             flagged[name] = "; ".join(reasons)

@@ -92,6 +92,27 @@ def test_dawid_skene_recovers_planted_judge_accuracies_on_2000_items():
     assert (labels == truth).mean() > 0.95
 
 
+def test_our_em_is_crowd_kits_dawid_skene_on_yes_no_and_on_bloom_levels():
+    pytest.importorskip("crowdkit", reason="crowd-kit (the dev extra) is the reference implementation")
+    from bloomqg.voting.dawid_skene import crowdkit_fit
+
+    _, _, yes_no = planted_panel(500, [0.9, 0.7, 0.8], [0.8, 0.9, 0.6], seed=2)
+    yes_no[3][1] = None  # a missing vote
+    rng = np.random.default_rng(9)
+    levels = ["Remember", "Apply", "Create"]
+    truth = rng.integers(0, 3, 300)
+    bloom = [[levels[t] if rng.random() < acc else levels[rng.integers(0, 3)] for acc in (0.8, 0.6, 0.5)] for t in truth]
+    for votes, domain in ((yes_no, ["0", "1"]), (bloom, sorted(levels))):
+        ours = fit_dawid_skene(votes, labels=domain)
+        probas, errors = crowdkit_fit(votes)
+        theirs = probas.reindex(columns=ours.labels).to_numpy()
+        assert np.abs(ours.posteriors - theirs).max() < 1e-6
+        for judge in range(3):
+            for t, true_label in enumerate(ours.labels):
+                for s, said in enumerate(ours.labels):
+                    assert ours.confusion[judge][t, s] == pytest.approx(errors.loc[(judge, said), true_label], abs=1e-6)
+
+
 def test_an_always_yes_judge_and_a_contrarian_judge_are_named():
     truth, said, votes = planted_panel(600, [0.9, 0.85, 0.9], [0.85, 0.9, 0.8], prevalence=0.6, seed=3)
     rng = np.random.default_rng(4)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -34,12 +36,18 @@ def test_a_comparison_decided_by_one_judge_is_said_to_depend_on_it():
     rng = np.random.default_rng(11)
     truth = rng.random(400) < 0.5
     votes = pd.concat([arm("cot", truth, rng, False), arm("fgp", truth, rng, True)], ignore_index=True)
-    table = robustness_table(votes, ["a", "b", "c"], metrics=("unique", "catcons"), n_resamples=50)
+    table = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("unique", "readable", "catcons"), n_resamples=50)
     unique = table[table["metric"] == "unique"].iloc[0]
+    assert unique["comparison"] == "cot vs fgp"
     assert unique["diff"] > 5 and unique["p_value"] < 0.05
-    assert unique["p [without c]"] >= 0.05
+    assert json.loads(unique["variants"])["without c"][1] >= 0.05
     assert unique["verdict"].startswith("depends on c")
-    assert table.loc[table["metric"] == "catcons", "verdict"].iloc[0] == NOT_ASSESSABLE
+    assert table.loc[table["metric"] == "readable", "verdict"].iloc[0] == "holds"
+    # the panel votes on Bloom level here, so CatCons is assessable; dropping the level votes makes it not
+    assert table.loc[table["metric"] == "catcons", "verdict"].iloc[0] != NOT_ASSESSABLE
+    votes["bloom_level_votes"] = None
+    table = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("catcons",), n_resamples=50)
+    assert table["verdict"].tolist() == [NOT_ASSESSABLE]
 
 
 def test_verdict_rules():
@@ -48,4 +56,5 @@ def test_verdict_rules():
     assert verdict(row(10, 0.01), {"dawid_skene": row(8, 0.02), "without a": row(1, 0.5)}) == "depends on a"
     assert verdict(row(10, 0.01), {"dawid_skene": row(-2, 0.5), "without a": row(12, 0.01)}).startswith("depends on the aggregation")
     assert verdict(row(2, 0.4), {"dawid_skene": row(-1, 0.6), "without a": row(3, 0.3)}) == "within judge noise"
-    assert verdict(row(10, 0.01), {"without a": row(1, 0.5), "without b": row(2, 0.4)}) == "within judge noise"
+    assert verdict(row(10, 0.01), {"without a": row(1, 0.5), "without b": row(2, 0.4)}) == "significance depends on a and b"
+    assert verdict(row(10, 0.01), {"without a": row(-1, 0.5), "without b": row(-2, 0.4)}) == "within judge noise"
