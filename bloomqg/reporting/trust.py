@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.reporting.display import is_missing, strategy_label
-from bloomqg.schemas import BINARY_CRITERIA
+from bloomqg.schemas import BINARY_CRITERIA, RELIABILITY
 from bloomqg.voting.diagnostics import suspicious_judges
 
 CRITERION_NAMES = {"unique": "Unique", "readable": "Readable", "answerable": "Answerable",
@@ -189,7 +189,9 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
 
 
 def trust_context(reliability: pd.DataFrame, robustness: pd.DataFrame | None) -> dict[str, Any]:
-    """The ``trust`` context of the report template."""
+    """The ``trust`` context of the report template. Reliability rows written before these
+    measures existed lack their columns: they show as "–"."""
+    reliability = reliability.reindex(columns=list(dict.fromkeys([*reliability.columns, *RELIABILITY.names])))
     judges, flagged = judge_rows(reliability)
     panel = reliability[reliability["judge"].isna()]
     n_eff = panel.dropna(subset=["n_effective_judges"]) if "n_effective_judges" in panel else panel.iloc[0:0]
