@@ -189,3 +189,26 @@ def test_vote_cell_under_dawid_skene_breaks_ties_by_judge_reliability_and_carrie
     panel = reliability[reliability["judge"].isna()].set_index("criterion")
     assert panel.loc["unique", "aggregation"] == "dawid_skene"
     assert panel.loc["knowledge_units", "aggregation"] == "majority"
+
+
+def test_imported_release_votes_are_relabelled_under_dawid_skene_with_named_positions():
+    from bloomqg.release.reliability import release_reliability
+    from tests.support.synthetic import synthetic_study
+
+    study = synthetic_study(n_models=1, n_items=18)
+    cell = next(group for _, group in study.votes.groupby(["model", "dataset", "strategy"]))
+    majority_votes, majority_rel = release_reliability(cell, n_resamples=20)
+    ds_votes, ds_rel = release_reliability(cell, n_resamples=20, aggregation="dawid_skene")
+    assert majority_votes["unique_posterior"].isna().all()
+    judged = ds_votes["unique_votes"].map(lambda v: v is not None and len(v) >= 2)
+    assert ds_votes.loc[judged, "unique_posterior"].notna().all()
+    assert set(ds_votes["aggregation"]) == {"dawid_skene"}
+    judges = ds_rel.loc[ds_rel["judge"].notna() & (ds_rel["criterion"] == "unique"), "judge"].tolist()
+    assert judges == ["judge 1", "judge 2", "judge 3"]
+    # the panel measures do not depend on the aggregation
+    panel = ["alpha", "ac1", "percent_agreement", "prevalence"]
+    pd_testing = pytest.importorskip("pandas.testing")
+    pd_testing.assert_frame_equal(
+        majority_rel.loc[majority_rel["judge"].isna(), panel].reset_index(drop=True),
+        ds_rel.loc[ds_rel["judge"].isna(), panel].reset_index(drop=True),
+    )

@@ -58,3 +58,16 @@ def test_verdict_rules():
     assert verdict(row(2, 0.4), {"dawid_skene": row(-1, 0.6), "without a": row(3, 0.3)}) == "within judge noise"
     assert verdict(row(10, 0.01), {"without a": row(1, 0.5), "without b": row(2, 0.4)}) == "significance depends on a and b"
     assert verdict(row(10, 0.01), {"without a": row(-1, 0.5), "without b": row(-2, 0.4)}) == "within judge noise"
+
+
+def test_model_vs_model_comparisons_are_paired_on_the_original_item():
+    from tests.support.synthetic import synthetic_study
+
+    study = synthetic_study(n_models=2, n_items=18)
+    table = robustness_table(study.votes, ["a", "b", "c"], n_resamples=20)
+    models = table[table["comparison"] == "model vs model"]
+    cells = study.votes[["dataset", "strategy"]].drop_duplicates()
+    assert len(models) == 2 * len(cells)  # CatCons and usability per dataset × strategy
+    assert set(models["metric"]) == {"catcons", "usability"}
+    assert models["n_pairs"].le(18).all() and models["verdict"].str.len().gt(0).all()
+    assert models["model"].ne(models["model_b"]).all()
