@@ -55,7 +55,11 @@ ROBUSTNESS_COLUMNS: tuple[str, ...] = (
 
 
 def _lists(votes: pd.DataFrame, criterion: str) -> list[list[Any] | None]:
-    return [list(v) if isinstance(v, (list, np.ndarray)) and len(v) else None for v in votes[f"{criterion}_votes"]]
+    """Each row's votes, None where there is no list or no vote in it (all judges failed)."""
+    return [
+        list(v) if isinstance(v, (list, np.ndarray)) and any(x is not None for x in v) else None
+        for v in votes[f"{criterion}_votes"]
+    ]
 
 
 def voted_criteria(votes: pd.DataFrame) -> set[str]:

@@ -43,7 +43,7 @@ class DawidSkeneFit:
     def label_of(self, item: int) -> tuple[str | None, float | None]:
         """The item's most probable label and its posterior probability (None without votes)."""
         row = self.posteriors[item]
-        if np.isnan(row).any():
+        if row.size == 0 or np.isnan(row).any():  # no vote on the item (or none in the whole fit)
             return None, None
         best = int(np.argmax(row))
         return self.labels[best], float(row[best])

@@ -71,3 +71,15 @@ def test_model_vs_model_comparisons_are_paired_on_the_original_item():
     assert set(models["metric"]) == {"catcons", "usability"}
     assert models["n_pairs"].le(18).all() and models["verdict"].str.len().gt(0).all()
     assert models["model"].ne(models["model_b"]).all()
+
+
+def test_rows_whose_judges_all_failed_are_no_votes_not_an_error():
+    # A small study's judges can fail on every item of a criterion: vote lists of None only.
+    rng = np.random.default_rng(3)
+    truth = rng.random(30) < 0.5
+    votes = pd.concat([arm("cot", truth, rng, False), arm("fgp", truth, rng, True)], ignore_index=True)
+    votes["answerable_votes"] = [[None, None, None]] * len(votes)
+    votes["answerable"] = None
+    votes.loc[votes["strategy"] == "cot", "bloom_level_votes"] = pd.Series([[None, None, None]] * 30, dtype=object).values
+    table = robustness_table(votes, ["a", "b", "c"], n_resamples=20)
+    assert len(table) and table["verdict"].str.len().gt(0).all()
