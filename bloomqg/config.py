@@ -176,6 +176,21 @@ def _substitute(value: Any, release_dir: str | None, where: str) -> Any:
     return value
 
 
+def gate_settings(gate: Mapping[str, Any], sources: Iterable[str | Path] = ()) -> dict[str, Any]:
+    """The gate block in its current spelling: the older ``alpha: X`` becomes
+    ``coefficient: alpha, threshold: X`` (naming both spellings is an error)."""
+    gate = dict(gate)
+    if "alpha" not in gate:
+        return gate
+    if "threshold" in gate or gate.get("coefficient", "alpha") != "alpha":
+        raise ConfigError(
+            f"gate ({_describe_sources(sources)}): alpha is the older spelling of coefficient alpha "
+            "with that threshold; give either alpha, or coefficient and threshold, not both"
+        )
+    threshold = gate.pop("alpha")
+    return {**gate, "coefficient": "alpha", "threshold": threshold}
+
+
 def prepare_study(
     config: Mapping[str, Any],
     *,
@@ -187,7 +202,7 @@ def prepare_study(
     that bad data fails here, before any job."""
     sources = list(sources)
     validate_schema(config, sources=sources)
-    cfg = apply_defaults(config)
+    cfg = apply_defaults({**config, "gate": gate_settings(config.get("gate") or {}, sources)})
     workdir = Path(workdir).resolve()
     study = Study(config=cfg, workdir=workdir)
     if cfg.get("release_dir"):

@@ -98,6 +98,9 @@ GENERATION_COST_COLUMNS: tuple[str, ...] = ("cached", "cost_usd", "cache_key")
 #: Judging criteria, in the order of the paper's rubric (Table 3).
 BINARY_CRITERIA: tuple[str, ...] = ("unique", "readable", "answerable")
 CRITERIA: tuple[str, ...] = BINARY_CRITERIA + ("bloom_level", "knowledge_units")
+#: Criteria Dawid–Skene can aggregate (one label per vote); knowledge units are sets and stay a
+#: majority of sets.
+POSTERIOR_CRITERIA: tuple[str, ...] = BINARY_CRITERIA + ("bloom_level",)
 
 #: Long format: one row per (generated question, criterion) for one judge.
 JUDGMENTS = _schema(
@@ -161,6 +164,12 @@ VOTES = _schema(
     f("knowledge_units_null_reason", _str),
     f("useful", pa.bool_()),  # unique ∧ readable ∧ answerable (3-valued: one False is False)
     f("alpha_gated", pa.bool_(), False),  # some criterion of this cell failed the α gate
+    f("aggregation", _str),  # "majority" | "dawid_skene" (null: written before the choice existed)
+    # Dawid-Skene posterior probability of the voted label (null under majority)
+    f("unique_posterior", pa.float64()),
+    f("readable_posterior", pa.float64()),
+    f("answerable_posterior", pa.float64()),
+    f("bloom_level_posterior", pa.float64()),
 )
 
 #: One row per line of an imported run's published votes file, as published: a question text
@@ -194,6 +203,33 @@ RELIABILITY = _schema(
     f("gate_passed", pa.bool_()),
     f("agreement_with_majority", pa.float64()),  # judge rows
     f("parse_failure_rate", pa.float64()),  # judge rows
+    # -- agreement that survives prevalence (panel rows; bloomqg.voting.agreement) --
+    f("gate_coefficient", _str),  # "alpha" | "ac1": what the gate compared with gate_threshold
+    f("percent_agreement", pa.float64()),  # share of agreeing pairs of votes (Gwet's pa)
+    f("percent_agreement_ci_low", pa.float64()),
+    f("percent_agreement_ci_high", pa.float64()),
+    f("unanimous_share", pa.float64()),  # items whose votes are all equal
+    f("prevalence", pa.float64()),  # share of all votes in the majority category
+    f("majority_category", _str),
+    f("ac1", pa.float64()),  # Gwet's AC1 (nominal)
+    f("ac1_ci_low", pa.float64()),
+    f("ac1_ci_high", pa.float64()),
+    f("n_effective_judges", pa.float64()),  # n / (1 + (n-1) mean error correlation)
+    f("aggregation", _str),  # "majority" | "dawid_skene": how the cell's labels were voted
+    # -- per-judge diagnostics (judge rows; bloomqg.voting.diagnostics) --
+    f("vote_rate", pa.float64()),  # yes-rate (yes/no criteria) or share of its modal category
+    f("vote_distribution", _str),  # JSON {category: share}
+    f("agreement_with_others", pa.float64()),  # with the strict majority of the other judges
+    f("kappa_with_others", pa.float64()),  # Cohen's kappa with that majority
+    f("kappa_pairwise", _str),  # JSON {other judge: Cohen's kappa}
+    f("ds_sensitivity", pa.float64()),  # Dawid-Skene P(yes | true yes), yes/no criteria
+    f("ds_sensitivity_ci_low", pa.float64()),
+    f("ds_sensitivity_ci_high", pa.float64()),
+    f("ds_specificity", pa.float64()),  # Dawid-Skene P(no | true no)
+    f("ds_specificity_ci_low", pa.float64()),
+    f("ds_specificity_ci_high", pa.float64()),
+    f("ds_accuracy", pa.float64()),  # prior-weighted diagonal of its confusion matrix
+    f("ds_confusion", _str),  # JSON {labels, rows_true_columns_said}
 )
 
 #: Tidy metrics: one row per (model, dataset, strategy, metric).

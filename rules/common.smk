@@ -75,6 +75,7 @@ STAGE_MODULES = {
     "report": (
         "bloomqg.reporting",
         "bloomqg.metrics",
+        "bloomqg.voting.diagnostics",  # the trust section names suspicious judges with it
         "bloomqg.release.tables",
         "bloomqg.release.paper",
         "bloomqg.api.ledger",

@@ -46,6 +46,7 @@ rule vote_judgments:
         "../envs/analysis.yaml"
     params:
         gate=CFG["gate"],
+        vote=CFG["vote"],
         bootstrap=CFG["bootstrap"],
         seed=CFG["seed"],
         code=CODE["voting"],

@@ -41,3 +41,27 @@ rule aggregate_metrics:
         code=CODE["metrics"],
     script:
         "../workflow_scripts/aggregate_metrics.py"
+
+
+rule judge_robustness:
+    """Whether each headline comparison holds under Dawid–Skene and every leave-one-judge-out
+    panel (docs/judge-reliability.md)."""
+    input:
+        votes=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.parquet"),
+        reliability=lambda wc: root_cell_paths(
+            wc.root, "votes/{dataset}/{strategy}/{model}.reliability.parquet"
+        ),
+    output:
+        "{root}/metrics/robustness.parquet",
+    log:
+        "logs/judge_robustness/{root}.log",
+    benchmark:
+        "logs/benchmarks/judge_robustness/{root}.tsv"
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        seed=CFG["seed"],
+        code=[CODE["metrics"], CODE["voting"]],
+    script:
+        "../workflow_scripts/judge_robustness.py"

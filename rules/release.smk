@@ -72,6 +72,7 @@ rule import_release_run:
     params:
         pinned=lambda wc: dict(release_run(wc).pinned or {}) or None,
         gate=CFG["gate"],
+        vote=CFG["vote"],
         bootstrap=CFG["bootstrap"],
         seed=CFG["seed"],
         code=CODE["release"],

@@ -60,6 +60,7 @@ rule build_report:
         metrics="{root}/metrics/all.parquet",
         correlations="{root}/metrics/correlations.parquet",
         paired="{root}/metrics/paired.parquet",
+        robustness="{root}/metrics/robustness.parquet",
         # Table 9 + figure (rules/annotation.smk), in the report of the root it sampled
         annotation=lambda wc: (
             annotation_report_inputs()

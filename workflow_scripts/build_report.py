@@ -12,6 +12,7 @@ build_report_from_files(
     metrics=inputs.metrics,
     correlations=inputs.correlations,
     paired=inputs.paired,
+    robustness=inputs.robustness,  # "Can these judges be trusted?"
     votes=inputs.votes,
     reliability=inputs.reliability,
     generations=inputs.generations,  # an imported run's provenance: the release's commit and hashes

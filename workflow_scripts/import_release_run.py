@@ -16,8 +16,10 @@ hashes = verify_run_files(run)
 generations, votes = import_run(run)
 votes, reliability = release_reliability(
     votes,
-    gate_alpha=params.gate["alpha"],
+    gate_alpha=params.gate["threshold"],
     gate_action=params.gate["action"],
+    gate_coefficient=params.gate["coefficient"],
+    aggregation=params.vote["aggregation"],
     n_resamples=params.bootstrap["n_resamples"],
     confidence=params.bootstrap["confidence"],
     seed=params.seed,

@@ -1,4 +1,4 @@
-"""Rule vote_judgments: strict majority votes, agreement and Krippendorff's α gate for a cell."""
+"""Rule vote_judgments: a cell's votes (majority or Dawid–Skene), agreement, α/AC1 and the gate."""
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.schemas import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
@@ -10,12 +10,14 @@ params = snakemake.params
 votes, reliability = vote_cell(
     read_frame(snakemake.input.generations, GENERATIONS),
     [read_frame(path, JUDGMENTS) for path in snakemake.input.judgments],
-    gate_alpha=params.gate["alpha"],
+    gate_alpha=params.gate["threshold"],
     gate_action=params.gate["action"],
+    gate_coefficient=params.gate["coefficient"],
+    aggregation=params.vote["aggregation"],
     n_resamples=params.bootstrap["n_resamples"],
     confidence=params.bootstrap["confidence"],
     seed=params.seed,
 )
-provenance = {"gate": dict(params.gate), "judgments": list(snakemake.input.judgments)}
+provenance = {"gate": dict(params.gate), "vote": dict(params.vote), "judgments": list(snakemake.input.judgments)}
 write_frame(votes, snakemake.output.votes, VOTES, provenance)
 write_frame(reliability, snakemake.output.reliability, RELIABILITY, provenance)

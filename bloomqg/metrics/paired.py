@@ -40,8 +40,6 @@ def paired_comparison(
     signed-rank on the non-zero differences (p = 1 when all are zero) with the matched-pairs
     rank-biserial correlation. No pairs: NaN throughout with ``n_pairs`` 0.
     """
-    from scipy import stats
-
     unknown = [name for name in metrics if name not in PAIRABLE]
     if unknown:
         raise ValueError(f"metrics {unknown} have no per-question outcome; pairable: {sorted(PAIRABLE)}")
@@ -70,64 +68,60 @@ def paired_comparison(
 
     records = []
     for name in metrics:
-        spec = metric_spec(name)
-        binary = spec.paired_outcome == "binary"
-        scale = spec.scale
-        defined = cot_rows[name][1].astype(bool) & fgp_rows[name][1].astype(bool)
-        a = cot_rows[name][0][defined].astype(float)
-        b = fgp_rows[name][0][defined].astype(float)
-        n_pairs = int(defined.sum())
-        record = {
-            "model": cot_model,
-            "dataset": cot_dataset,
-            "metric": name,
-            "n_pairs": n_pairs,
-            "cot": math.nan,
-            "fgp": math.nan,
-            "diff": math.nan,
-            "ci_low": math.nan,
-            "ci_high": math.nan,
-            "test": "mcnemar" if binary else "wilcoxon",
-            "p_value": math.nan,
-            "effect_size": math.nan,
-            "effect_size_name": "cohens_h" if binary else "rank_biserial",
-        }
-        if n_pairs:
-            differences = (b - a) * scale
-            boot = np.concatenate(
-                [counts @ differences / n_pairs for counts in resample_counts(rng, n_pairs, n_resamples)]
-            )
-            ci_low, ci_high = percentile_interval(boot[:, None], confidence)
-            record.update(
-                cot=float(a.mean() * scale),
-                fgp=float(b.mean() * scale),
-                diff=float(differences.mean()),
-                ci_low=float(ci_low[0]),
-                ci_high=float(ci_high[0]),
-            )
-            if binary:
-                only_fgp = int(np.sum((b == 1) & (a == 0)))
-                only_cot = int(np.sum((a == 1) & (b == 0)))
-                discordant = only_fgp + only_cot
-                record["p_value"] = (
-                    float(stats.binomtest(only_fgp, discordant, 0.5).pvalue) if discordant else 1.0
-                )
-                record["effect_size"] = float(
-                    2 * math.asin(math.sqrt(b.mean())) - 2 * math.asin(math.sqrt(a.mean()))
-                )
-            else:
-                nonzero = differences[differences != 0]
-                if nonzero.size:
-                    record["p_value"] = float(stats.wilcoxon(nonzero).pvalue)
-                    ranks = stats.rankdata(np.abs(nonzero))
-                    record["effect_size"] = float(
-                        (ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum()
-                    )
-                else:
-                    record["p_value"] = 1.0
-                    record["effect_size"] = 0.0
-        records.append(record)
+        outcome = compare_outcomes(cot_rows, fgp_rows, name, rng, n_resamples=n_resamples, confidence=confidence)
+        records.append({
+            "model": cot_model, "dataset": cot_dataset, "metric": name, "n_pairs": outcome["n_pairs"],
+            "cot": outcome["a"], "fgp": outcome["b"],
+            **{key: outcome[key] for key in ("diff", "ci_low", "ci_high", "test", "p_value", "effect_size", "effect_size_name")},
+        })
     return pd.DataFrame.from_records(records, columns=list(PAIRED_COLUMNS))
+
+
+def compare_outcomes(
+    a_rows: dict, b_rows: dict, name: str, rng: np.random.Generator, *, n_resamples: int, confidence: float
+) -> dict:
+    """Metric ``name`` over pairs defined in both arms (row terms of the same items, in the same
+    order): ``a``, ``b``, ``diff`` = b − a with a paired bootstrap CI, and the spec's test
+    (McNemar with Cohen's h, or Wilcoxon with the rank-biserial correlation)."""
+    from scipy import stats
+
+    spec = metric_spec(name)
+    binary = spec.paired_outcome == "binary"
+    scale = spec.scale
+    defined = a_rows[name][1].astype(bool) & b_rows[name][1].astype(bool)
+    a = a_rows[name][0][defined].astype(float)
+    b = b_rows[name][0][defined].astype(float)
+    n_pairs = int(defined.sum())
+    record = {
+        "n_pairs": n_pairs, "a": math.nan, "b": math.nan, "diff": math.nan, "ci_low": math.nan,
+        "ci_high": math.nan, "test": "mcnemar" if binary else "wilcoxon", "p_value": math.nan,
+        "effect_size": math.nan, "effect_size_name": "cohens_h" if binary else "rank_biserial",
+    }
+    if not n_pairs:
+        return record
+    differences = (b - a) * scale
+    boot = np.concatenate(
+        [counts @ differences / n_pairs for counts in resample_counts(rng, n_pairs, n_resamples)]
+    )
+    ci_low, ci_high = percentile_interval(boot[:, None], confidence)
+    record.update(a=float(a.mean() * scale), b=float(b.mean() * scale), diff=float(differences.mean()),
+                  ci_low=float(ci_low[0]), ci_high=float(ci_high[0]))
+    if binary:
+        only_b = int(np.sum((b == 1) & (a == 0)))
+        only_a = int(np.sum((a == 1) & (b == 0)))
+        discordant = only_b + only_a
+        record["p_value"] = float(stats.binomtest(only_b, discordant, 0.5).pvalue) if discordant else 1.0
+        record["effect_size"] = float(2 * math.asin(math.sqrt(b.mean())) - 2 * math.asin(math.sqrt(a.mean())))
+    else:
+        nonzero = differences[differences != 0]
+        if nonzero.size:
+            record["p_value"] = float(stats.wilcoxon(nonzero).pvalue)
+            ranks = stats.rankdata(np.abs(nonzero))
+            record["effect_size"] = float((ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum())
+        else:
+            record["p_value"] = 1.0
+            record["effect_size"] = 0.0
+    return record
 
 
 PAIRED_COLUMNS: tuple[str, ...] = (

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from bloomqg.schemas import BINARY_CRITERIA, CRITERIA
+from bloomqg.schemas import BINARY_CRITERIA, CRITERIA, POSTERIOR_CRITERIA
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,8 @@ class VoteRecord:
             row.update({f"{criterion}{suffix}": by_kind[f"{criterion}{suffix}"] for criterion in CRITERIA})
         row["useful"] = self.useful
         row["alpha_gated"] = self.alpha_gated
+        row["aggregation"] = "majority"  # the release's own majorities
+        row.update({f"{criterion}_posterior": None for criterion in POSTERIOR_CRITERIA})
         return row
 
 

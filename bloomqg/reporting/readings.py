@@ -157,9 +157,12 @@ def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
     undefined = panel[panel["alpha"].isna()]
     thresholds = [float(t) for t in ordered_unique(panel["gate_threshold"])]
     actions = [str(a) for a in ordered_unique(panel["gate_action"])]
+    coefficients = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
+    use_ac1 = coefficients == ["ac1"]
+    coefficient = "Gwet's AC1" if use_ac1 else "Krippendorff's α"
     failures = [
         {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy),
-         "criterion": CRITERION_LABEL.get(r.criterion, r.criterion), "alpha": r.alpha,
+         "criterion": CRITERION_LABEL.get(r.criterion, r.criterion), "alpha": r.ac1 if use_ac1 else r.alpha,
          "threshold": r.gate_threshold, "action": r.gate_action}
         for r in failed.itertuples(index=False)
     ]
@@ -181,8 +184,10 @@ def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
         )
     if len(undefined):
         effect += f" α was undefined (no variation in the votes) for {len(undefined)} criterion × cell pairs."
+    if use_ac1:
+        effect = effect.replace("panel α values", "panel AC1 values").replace("(α ≥", "(AC1 ≥")
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
-            "n_panel": len(panel)}
+            "n_panel": len(panel), "coefficient": coefficient}
 
 
 def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> str:

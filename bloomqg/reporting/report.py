@@ -27,6 +27,7 @@ from bloomqg.reporting.provenance_view import generation_usage, ledger_view, pla
 from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
+from bloomqg.reporting.trust import trust_context
 
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,7 @@ def build_report(
     figure_paths: Sequence[Path],
     correlations: pd.DataFrame | None = None,
     paired: pd.DataFrame | None = None,
+    robustness: pd.DataFrame | None = None,
     git_commit: str | None,
     package_versions: Mapping,
     title: str = "bloomqg report",
@@ -222,6 +224,7 @@ def build_report(
         "explorer_href": explorer_href,
         "figures": _figure_entries(figure_paths, readings),
         "gate": gate_summary(reliability),
+        "trust": trust_context(reliability, robustness),
         "ledger": ledger_view(ledger),
         "generation_usage": generation_usage(generations),
         "examples": question_examples(votes, generations),
@@ -247,6 +250,7 @@ def build_report_from_files(
     judgments: Sequence[Path],
     tables: Sequence[Path],
     figures: Sequence[Path],
+    robustness: Path | None = None,
     title: str = "bloomqg report",
     judge_bias: Sequence[Path] = (),
     explorer_href: str | None = None,
@@ -280,6 +284,7 @@ def build_report_from_files(
         figure_paths=[Path(p) for p in figures],
         correlations=pd.read_parquet(correlations),
         paired=pd.read_parquet(paired),
+        robustness=pd.read_parquet(robustness) if robustness else None,
         git_commit=git_commit(),
         package_versions=package_versions(),
         title=title,

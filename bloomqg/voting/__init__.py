@@ -1,10 +1,14 @@
-"""Majority votes over a judge panel, per-item agreement, and Krippendorff's α with its gate.
+"""Votes over a judge panel (strict majority or Dawid–Skene), per-item agreement, Krippendorff's
+α and Gwet's AC1 with the gate, and per-judge diagnostics.
 
-Three modules, one concern each: :mod:`~bloomqg.voting.majority` (vote strings, strict
-majorities, *useful*), :mod:`~bloomqg.voting.alpha` (coding votes for the ``krippendorff``
-package, α with its bootstrap interval; also used by the release and the human annotation) and
-:mod:`~bloomqg.voting.cell` (one cell's votes and reliability tables, with the gate). Nothing is
-imported here.
+One concern per module: :mod:`~bloomqg.voting.majority` (vote strings, strict majorities,
+*useful*), :mod:`~bloomqg.voting.alpha` (coding votes for the ``krippendorff`` package, α with its
+bootstrap interval; also used by the release and the human annotation),
+:mod:`~bloomqg.voting.agreement` (percent agreement, prevalence, AC1, the gate's coefficient),
+:mod:`~bloomqg.voting.dawid_skene` (the Dawid–Skene model), :mod:`~bloomqg.voting.diagnostics`
+(each judge against the others, the effective number of judges) and :mod:`~bloomqg.voting.cell`
+(one cell's votes and reliability tables, with the gate). Nothing is imported here. The user's
+view of the reliability measures is docs/judge-reliability.md.
 
 Decisions (the paper says "majority voting across models" and "discard low-agreement cases
 (Krippendorff's alpha < 0.7)"; this package pins the details down):
@@ -38,7 +42,9 @@ recorded as ``"jaccard"``. The confidence interval is a percentile bootstrap ove
 zero and α is 0/0; the gate *passes*, since nothing disagrees (gating perfect agreement away
 would be absurd).
 
-**Gate.** A criterion passes when α ≥ ``gate_alpha`` (or in the zero-variation case above).
+**Gate.** A criterion passes when its gate coefficient (``gate.coefficient``: α, the paper's,
+or AC1) is at least ``gate.threshold`` (``gate_alpha`` in :func:`~bloomqg.voting.cell.vote_cell`),
+or in the zero-variation case above; no pairable item fails either way.
 When any criterion fails, every vote row of the cell gets ``alpha_gated`` True; with
 ``gate_action="drop"`` the failing criteria's votes (and agreement) also become null with
 reason ``"alpha gate"`` and ``useful`` is recomputed; ``"flag"`` keeps them.
@@ -49,4 +55,12 @@ valid vote from the judge where the judge voted with the majority) and ``parse_f
 (share of the judge's rows for items with a question whose status is ``parse_failed``; call
 errors and abstentions are not parse failures); their ``n_items`` counts the items with a
 question, their α columns and ``gate_passed`` are null.
+
+**Dawid–Skene aggregation** (``vote.aggregation: dawid_skene``): unique, readable, answerable
+and Bloom level take each item's most probable label under a Dawid–Skene model fitted on the
+cell's judged items (items with fewer than ``min_valid_votes`` valid votes keep their null and
+reason); ``agreement`` is then the share of valid votes equal to that label and
+``<criterion>_posterior`` its posterior probability. Knowledge units stay a majority of sets.
+α, AC1 and the per-judge diagnostics describe the votes and do not change with the aggregation;
+``agreement_with_majority`` is then agreement with the Dawid–Skene label.
 """

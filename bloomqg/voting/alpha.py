@@ -65,9 +65,9 @@ def encode_votes(votes_lists: Sequence[Sequence[Any]], level: str) -> CodedVotes
         codes = _code_matrix(rows, lambda vote: index[str(vote)])
         return CodedVotes(codes, np.arange(len(labels), dtype=float), level, "nominal")
     if level == "jaccard":
-        sets = sorted({_unit_set(vote) for vote in present}, key=sorted)
+        sets = sorted({unit_set(vote) for vote in present}, key=sorted)
         index = {units: k for k, units in enumerate(sets)}
-        codes = _code_matrix(rows, lambda vote: index[_unit_set(vote)])
+        codes = _code_matrix(rows, lambda vote: index[unit_set(vote)])
         return CodedVotes(codes, np.arange(len(sets), dtype=float), level, _jaccard_metric(sets))
     raise ValueError(f"unknown level of measurement {level!r}; expected nominal, ordinal or jaccard")
 
@@ -88,7 +88,7 @@ def _level_weight(vote: Any) -> float:
     return LEVEL_WEIGHT[normalize_level(vote, allow_uncategorized=False)]
 
 
-def _unit_set(vote: Any) -> frozenset[str]:
+def unit_set(vote: Any) -> frozenset[str]:
     """A JSON list (our *_votes format), a sequence, or a plain unit name (one unit)."""
     units: Any = vote
     if isinstance(vote, str):

@@ -15,13 +15,17 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.schemas import CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.schemas import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
+from bloomqg.voting.agreement import GATE_COEFFICIENTS, AgreementResult, agreement_with_ci, gate_passes, gate_value, nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL, AlphaResult, alpha_with_ci, encode_votes
+from bloomqg.voting.dawid_skene import DawidSkeneFit, fit_dawid_skene
+from bloomqg.voting.diagnostics import JUDGE_DIAGNOSTIC_COLUMNS, effective_judges, judge_diagnostics
 from bloomqg.voting.majority import Majority, majority, useful_from, vote_string, vote_value
 
 logger = logging.getLogger(__name__)
 
 GATE_ACTIONS: tuple[str, ...] = ("flag", "drop")
+AGGREGATIONS: tuple[str, ...] = ("majority", "dawid_skene")
 _GENERATION_COLUMNS = (
     "prompt_id", "item_id", "dataset", "strategy", "model", "original_question",
     "original_bloom_level", "original_knowledge_units", "new_question", "identified_bloom_level",
@@ -134,20 +138,68 @@ def collect_votes(
 # -- reliability and the gate -------------------------------------------------------------------
 
 
-def criterion_alpha(
-    collected: CriterionVotes, *, n_resamples: int, confidence: float, seed: int
-) -> AlphaResult:
-    """α of one criterion over the judged items (NaN with ``n_items`` 0 when none is judged)."""
-    judged_votes = collected.judged_votes()
-    coded = encode_votes(judged_votes, CRITERION_LEVEL[collected.criterion]) if judged_votes else None
-    if coded is None or not coded.codes.size:
-        return AlphaResult(float("nan"), float("nan"), float("nan"), 0)
-    return alpha_with_ci(coded, n_resamples=n_resamples, confidence=confidence, seed=seed)
+@dataclass(frozen=True)
+class CriterionReliability:
+    """Everything measured on one criterion's votes: α, agreement and AC1, the gate, the
+    Dawid–Skene fit, the effective number of judges and the per-judge diagnostics."""
+
+    alpha: AlphaResult
+    agreement: AgreementResult
+    passed: bool
+    fit: DawidSkeneFit | None
+    n_effective_judges: float | None
+    judges: list[dict[str, Any]]
+
+    def panel_columns(self, coefficient: str, aggregation: str) -> dict[str, Any]:
+        a = self.agreement
+        return {
+            "gate_coefficient": coefficient, "percent_agreement": a.percent_agreement,
+            "percent_agreement_ci_low": a.percent_agreement_ci_low,
+            "percent_agreement_ci_high": a.percent_agreement_ci_high,
+            "unanimous_share": a.unanimous_share, "prevalence": a.prevalence,
+            "majority_category": a.majority_category, "ac1": a.ac1, "ac1_ci_low": a.ac1_ci_low,
+            "ac1_ci_high": a.ac1_ci_high, "n_effective_judges": self.n_effective_judges,
+            "aggregation": aggregation,
+        }
 
 
-def gate_passes(result: AlphaResult, gate_alpha: float) -> bool:
-    """α at or above the gate, or no variation at all among pairable votes."""
-    return result.no_variation or (not math.isnan(result.alpha) and result.alpha >= gate_alpha)
+def measure_criterion(
+    criterion: str,
+    votes_lists: Sequence[Sequence[str | None]],
+    judge_names: Sequence[str],
+    *,
+    gate_coefficient: str = "alpha",
+    gate_threshold: float = 0.7,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> CriterionReliability:
+    """α, agreement, AC1, the gate, Dawid–Skene and per-judge diagnostics of one criterion's
+    items × judges vote strings (the judged items only; None = no vote)."""
+    level = CRITERION_LEVEL[criterion]
+    if votes_lists and any(v is not None for row in votes_lists for v in row):
+        coded = encode_votes(votes_lists, level)
+        alpha = alpha_with_ci(coded, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    else:
+        alpha = AlphaResult(float("nan"), float("nan"), float("nan"), 0)
+    agreement = agreement_with_ci(
+        votes_lists, criterion, level, n_resamples=n_resamples, confidence=confidence, seed=seed
+    )
+    value = gate_value(gate_coefficient, alpha.alpha, agreement.ac1)
+    passed = gate_passes(
+        gate_coefficient, value, gate_threshold, n_items=alpha.n_items, no_variation=alpha.no_variation
+    )
+    binary = criterion in BINARY_CRITERIA
+    votes_lists = nominal_rows(votes_lists, criterion, level)  # "1"/"0", level names, "a|b" unit sets
+    fit = None
+    if alpha.n_items:
+        fit = fit_dawid_skene(votes_lists, labels=["0", "1"] if binary else None)
+    judges = [
+        judge_diagnostics(votes_lists, position, fit, binary=binary, judge_names=judge_names,
+                          confidence=confidence).columns()
+        for position in range(len(judge_names))
+    ]
+    return CriterionReliability(alpha, agreement, passed, fit, effective_judges(votes_lists, fit), judges)
 
 
 @dataclass(frozen=True)
@@ -184,26 +236,53 @@ def judge_reliability(collected: CriterionVotes, position: int) -> JudgeReliabil
 
 def reliability_rows(
     collected: CriterionVotes,
-    result: AlphaResult,
-    passed: bool,
+    measured: CriterionReliability,
     judge_names: Sequence[str],
     common: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """RELIABILITY rows of one criterion: the panel row (α, CI, gate), then one per judge."""
+    """RELIABILITY rows of one criterion: the panel row (α, AC1, agreement, gate), then one per
+    judge (agreement with the majority, parse failures, diagnostics)."""
+    result = measured.alpha
+    empty_judge = dict.fromkeys(JUDGE_DIAGNOSTIC_COLUMNS)
+    panel_extra = measured.panel_columns(common["gate_coefficient"], common["aggregation"])
     rows = [{
-        **common, "judge": None, "alpha": result.alpha, "alpha_ci_low": result.ci_low,
-        "alpha_ci_high": result.ci_high, "n_items": result.n_items, "gate_passed": passed,
-        "agreement_with_majority": None, "parse_failure_rate": None,
+        **common, **panel_extra, **empty_judge, "judge": None, "alpha": result.alpha,
+        "alpha_ci_low": result.ci_low, "alpha_ci_high": result.ci_high, "n_items": result.n_items,
+        "gate_passed": measured.passed, "agreement_with_majority": None, "parse_failure_rate": None,
     }]
     for position, name in enumerate(judge_names):
         judge = judge_reliability(collected, position)
         rows.append({
-            **common, "judge": name, "alpha": None, "alpha_ci_low": None, "alpha_ci_high": None,
+            **common, **dict.fromkeys(panel_extra), **measured.judges[position],
+            "gate_coefficient": common["gate_coefficient"], "aggregation": common["aggregation"],
+            "judge": name, "alpha": None, "alpha_ci_low": None, "alpha_ci_high": None,
             "n_items": judge.n_items, "gate_passed": None,
             "agreement_with_majority": judge.agreement_with_majority,
             "parse_failure_rate": judge.parse_failure_rate,
         })
     return rows
+
+
+def dawid_skene_majorities(collected: CriterionVotes, fit: DawidSkeneFit | None, *, min_valid_votes: int) -> tuple[list[Majority], list[float | None]]:
+    """The criterion's voted values under Dawid–Skene: each judged item with enough valid votes
+    takes its most probable label, with the share of valid votes agreeing and the posterior."""
+    majorities, posteriors = [], []
+    judged_index = 0
+    for votes, judged, voted in zip(collected.votes, collected.judged, collected.majorities):
+        if not judged:
+            majorities.append(voted)
+            posteriors.append(None)
+            continue
+        label, probability = fit.label_of(judged_index) if fit is not None else (None, None)
+        judged_index += 1
+        valid = [vote for vote in votes if vote is not None]
+        if label is None or len(valid) < min_valid_votes:
+            majorities.append(voted)
+            posteriors.append(None)
+            continue
+        majorities.append(Majority(vote_value(collected.criterion, label), sum(v == label for v in valid) / len(valid), None))
+        posteriors.append(probability)
+    return majorities, posteriors
 
 
 # -- the VOTES columns --------------------------------------------------------------------------
@@ -244,6 +323,8 @@ def vote_cell(
     *,
     gate_alpha: float = 0.7,
     gate_action: str = "flag",
+    gate_coefficient: str = "alpha",
+    aggregation: str = "majority",
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -252,10 +333,16 @@ def vote_cell(
     """Votes (``schemas.VOTES`` columns) and reliability (``schemas.RELIABILITY``) of one cell.
 
     ``judgments`` holds one JUDGMENTS frame per judge; their order is the order of the votes in
-    the ``*_votes`` columns. See :mod:`bloomqg.voting` for the rules.
+    the ``*_votes`` columns. ``gate_alpha`` is the gate's threshold on ``gate_coefficient``
+    (``"alpha"`` or ``"ac1"``); ``aggregation`` is ``"majority"`` or ``"dawid_skene"``. See
+    :mod:`bloomqg.voting` for the rules.
     """
     if gate_action not in GATE_ACTIONS:
         raise ValueError(f"vote_cell: gate_action {gate_action!r} is not one of {list(GATE_ACTIONS)}")
+    if gate_coefficient not in GATE_COEFFICIENTS:
+        raise ValueError(f"vote_cell: gate coefficient {gate_coefficient!r} is not one of {list(GATE_COEFFICIENTS)}")
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"vote_cell: aggregation {aggregation!r} is not one of {list(AGGREGATIONS)}")
     if not 0 < confidence < 1:
         raise ValueError(f"vote_cell: confidence must be in (0, 1), got {confidence}")
     judge_names = check_inputs(generations, judgments)
@@ -270,21 +357,35 @@ def vote_cell(
     cell = {key: generations[key].iloc[0] for key in ("dataset", "strategy", "model")}
     rows: list[dict[str, Any]] = []
     gate_failed: list[str] = []
+    posteriors: dict[str, list[float | None]] = {}
     for criterion in CRITERIA:
         level = CRITERION_LEVEL[criterion]
-        result = criterion_alpha(collected[criterion], n_resamples=n_resamples, confidence=confidence, seed=seed)
-        passed = gate_passes(result, gate_alpha)
-        if not passed:
+        measured = measure_criterion(
+            criterion, collected[criterion].judged_votes(), judge_names, gate_coefficient=gate_coefficient,
+            gate_threshold=gate_alpha, n_resamples=n_resamples, confidence=confidence, seed=seed,
+        )
+        result = measured.alpha
+        if not measured.passed:
             gate_failed.append(criterion)
         logger.info(
-            "%s: alpha=%.3f [%.3f, %.3f] over %d pairable items (%s)%s",
-            criterion, result.alpha, result.ci_low, result.ci_high, result.n_items, level,
-            "" if passed else f" -> below gate {gate_alpha}, action {gate_action}",
+            "%s: alpha=%.3f [%.3f, %.3f], AC1=%.3f, agreement=%.3f, prevalence=%.3f over %d pairable items (%s)%s",
+            criterion, result.alpha, result.ci_low, result.ci_high, measured.agreement.ac1,
+            measured.agreement.percent_agreement, measured.agreement.prevalence, result.n_items, level,
+            "" if measured.passed else f" -> {gate_coefficient} below gate {gate_alpha}, action {gate_action}",
         )
+        if aggregation == "dawid_skene" and criterion in POSTERIOR_CRITERIA:
+            voted, posteriors[criterion] = dawid_skene_majorities(
+                collected[criterion], measured.fit, min_valid_votes=min_valid_votes
+            )
+            collected[criterion] = CriterionVotes(
+                criterion, collected[criterion].votes, collected[criterion].statuses,
+                collected[criterion].judged, voted,
+            )
         common = {**cell, "criterion": criterion, "level_of_measurement": level,
                   "n_judges": len(judge_names), "gate_threshold": float(gate_alpha),
-                  "gate_action": gate_action}
-        rows += reliability_rows(collected[criterion], result, passed, judge_names, common)
+                  "gate_action": gate_action, "gate_coefficient": gate_coefficient,
+                  "aggregation": aggregation if criterion in POSTERIOR_CRITERIA else "majority"}
+        rows += reliability_rows(collected[criterion], measured, judge_names, common)
 
     votes = generations[list(_GENERATION_COLUMNS)].copy()
     votes["n_judges"] = len(judge_names)
@@ -292,6 +393,11 @@ def vote_cell(
         add_vote_columns(votes, collected[criterion], dropped=gate_action == "drop" and criterion in gate_failed)
     add_useful_column(votes)
     votes["alpha_gated"] = bool(gate_failed)
+    votes["aggregation"] = aggregation
+    for criterion in POSTERIOR_CRITERIA:
+        dropped = gate_action == "drop" and criterion in gate_failed
+        values = posteriors.get(criterion, [None] * len(votes))
+        votes[f"{criterion}_posterior"] = _column([None if dropped else v for v in values], votes.index)
     votes = votes[VOTES.names].reset_index(drop=True)
     reliability = pd.DataFrame.from_records(rows, columns=RELIABILITY.names)
     return votes, reliability

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-import yaml
 
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.chat import ChatRequest, Completion, DecodingParams
@@ -36,7 +35,6 @@ from bloomqg.api.settings import ClientSettings
 from bloomqg.api.pacing import TokenBucket, estimate_tokens
 from bloomqg.api.retry import FatalAPIError, backoff_delay, parse_retry_after, redact
 from bloomqg.api.wire import json_schema_response_format, with_schema_instruction
-from tests.conftest import REPO
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
 
 #: The default study's pinned GGUF entry (package, file, sha256).

@@ -35,7 +35,7 @@ def report_path(tmp_path_factory) -> Path:
     from bloomqg.reporting.report import build_report
     from bloomqg.reporting.tables.human import human_agreement
     from bloomqg.reporting.tables.write import write_tables
-    from tests.support.synthetic import synthetic_study
+    from tests.support.synthetic import synthetic_study, trust_frames
 
     out = tmp_path_factory.mktemp("report")
     study = synthetic_study(n_models=3, n_items=18)
@@ -43,8 +43,10 @@ def report_path(tmp_path_factory) -> Path:
                           human=human_agreement(study.votes, study.human_annotations))
     figures = write_figures(study.metrics, study.votes, study.reliability, study.correlations, out / "figures")
     path = out / "report.html"
+    reliability, robustness = trust_frames(study)  # α, AC1, Dawid–Skene and robustness from the ballots
     build_report(
-        path, config=study.config, all_metrics=study.metrics, votes=study.votes, reliability=study.reliability,
+        path, config=study.config, all_metrics=study.metrics, votes=study.votes, reliability=reliability,
+        robustness=robustness,
         generations=study.generations, generation_provenance=study.generation_provenance,
         judgment_provenance=study.judgment_provenance, ledger=study.ledger, table_paths=tables,
         figure_paths=figures, correlations=study.correlations, paired=study.paired, git_commit="0" * 40,
@@ -74,12 +76,24 @@ def rendered(report_path, tmp_path_factory) -> dict:
             height: document.documentElement.scrollHeight,
             figuresTop: document.getElementById('figures').getBoundingClientRect().top + window.scrollY,
             tablesTop: document.getElementById('tables').getBoundingClientRect().top + window.scrollY,
+            trustTop: document.getElementById('trust').getBoundingClientRect().top + window.scrollY,
+            trust: {
+                heading: document.querySelector('#trust h2').textContent,
+                coefficients: document.querySelectorAll('#trust-coefficients-table tbody tr').length,
+                coefficientHeader: Array.from(document.querySelectorAll('#trust-coefficients-table thead th')).map(t => t.textContent),
+                effective: document.querySelectorAll('#trust-effective-table tbody tr').length,
+                judges: document.querySelectorAll('#trust-judges-table tbody tr').length,
+                robustness: Array.from(document.querySelectorAll('#trust-robustness-table tbody tr')).map(r => r.cells.length > 5 ? r.cells[5].textContent : ''),
+                figure: (i => i ? i.naturalWidth : 0)(document.querySelector('#figure-trust-judges img')),
+                navLink: !!document.querySelector('nav a[href="#trust"]'),
+            },
             title: document.title,
         }))()"""}, session)["result"]["value"]
         shots_dir = Path(os.environ.get("BLOOMQG_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
         shots_dir.mkdir(parents=True, exist_ok=True)
         shots = {}
-        for name, top in (("top", 0), ("figures", state["figuresTop"]), ("tables", state["tablesTop"])):
+        for name, top in (("top", 0), ("figures", state["figuresTop"]), ("tables", state["tablesTop"]),
+                          ("trust", state["trustTop"])):
             clip = {"x": 0, "y": top, "width": 1280, "height": 1800, "scale": 1}
             data = browser.send("Page.captureScreenshot",
                                 {"format": "png", "captureBeyondViewport": True, "clip": clip}, session)["data"]
@@ -129,3 +143,13 @@ def test_report_structure_and_screenshots(rendered):
     for path in rendered["screenshots"].values():
         # A blank or failed capture is tiny; a rendered page with text and figures is not.
         assert path.stat().st_size > 20_000, f"{path} looks empty"
+
+
+def test_the_judges_trust_section_renders_its_tables_figure_and_verdicts(rendered):
+    trust = rendered["state"]["trust"]
+    assert trust["heading"] == "Can these judges be trusted?" and trust["navLink"]
+    assert trust["coefficients"] >= 5 and trust["effective"] >= 1 and trust["judges"] >= 3
+    assert any("α" in h for h in trust["coefficientHeader"]) and any("AC1" in h for h in trust["coefficientHeader"])
+    assert any("Prevalence" in h for h in trust["coefficientHeader"])
+    assert trust["figure"] > 0, "the Dawid–Skene figure did not load"
+    assert trust["robustness"] and all(v for v in trust["robustness"]), trust["robustness"]

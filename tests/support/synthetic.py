@@ -515,3 +515,18 @@ def synthetic_study(
         judgment_provenance=judgment_provenance,
         config=config,
     )
+
+
+def trust_frames(study) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(RELIABILITY rows with agreement, AC1, Dawid–Skene and per-judge diagnostics; the
+    robustness table) recomputed from the synthetic votes' ballots, for the report's section
+    "Can these judges be trusted?" (small bootstraps: a test fixture)."""
+    from bloomqg.metrics.robustness import panel_judges, robustness_table
+    from bloomqg.release.reliability import release_reliability
+
+    frames = [
+        release_reliability(cell, n_resamples=50)[1]
+        for _, cell in study.votes.groupby(["model", "dataset", "strategy"], sort=True)
+    ]
+    reliability = pd.concat(frames, ignore_index=True)
+    return reliability, robustness_table(study.votes, panel_judges(reliability), n_resamples=50)

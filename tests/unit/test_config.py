@@ -75,18 +75,21 @@ def test_unknown_judge_key_is_named(tmp_path):
 
 def test_keys_with_a_default_may_be_left_out(tmp_path):
     config = default_config()
-    for key in ("seed", "exemplars", "strategies", "limit_items", "cache_dir", "gate", "bootstrap"):
+    for key in ("seed", "exemplars", "strategies", "limit_items", "cache_dir", "gate", "bootstrap", "vote"):
         config.pop(key)
     del config["models"]["smollm2-135m"]["gguf"]["sha256"]
     study = prepare_study(config, workdir=tmp_path, load_datasets=False)
     assert (study.config["seed"], study.config["exemplars"], study.config["strategies"]) == (20240611, 2, ["cot", "fgp"])
-    assert study.config["gate"] == {"alpha": 0.7, "action": "flag"}
+    assert study.config["gate"] == {"coefficient": "alpha", "threshold": 0.7, "action": "flag"}
+    assert study.config["vote"] == {"aggregation": "majority"}
     # The schema states each of those defaults, and they are the ones applied.
     schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
     for key in ("seed", "exemplars", "strategies", "limit_items", "cache_dir"):
         assert schema["properties"][key]["default"] == study.config[key], key
-    for block in ("gate", "bootstrap"):
+    for block in ("gate", "bootstrap", "vote"):
         for key, spec in schema["properties"][block]["properties"].items():
+            if key == "alpha" and block == "gate":  # the older spelling: no default of its own
+                continue
             assert spec["default"] == study.config[block][key], f"{block}.{key}"
 
 
@@ -102,3 +105,15 @@ def test_a_gguf_without_sha256_is_hashed_and_one_with_it_is_checked(tmp_path, mo
     assert resolve_gguf({"package": "p", "file": "weights.gguf", "sha256": actual}) == tmp_path / "weights.gguf"
     with pytest.raises(ModelFileError, match=f"has sha256 {actual}, expected 0{{64}}"):
         resolve_gguf({"package": "p", "file": "weights.gguf", "sha256": "0" * 64})
+
+
+def test_the_older_gate_spelling_still_runs_and_cannot_be_mixed_with_the_new(tmp_path):
+    config = default_config()
+    config["gate"] = {"alpha": 0.5, "action": "drop"}
+    study = prepare_study(config, workdir=tmp_path, load_datasets=False)
+    assert study.config["gate"] == {"coefficient": "alpha", "threshold": 0.5, "action": "drop"}
+    config["gate"] = {"alpha": 0.5, "coefficient": "ac1"}
+    with pytest.raises(ConfigError, match="older spelling"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+    config["gate"] = {"coefficient": "ac1", "threshold": 0.6}
+    assert prepare_study(config, workdir=tmp_path, load_datasets=False).config["gate"]["coefficient"] == "ac1"

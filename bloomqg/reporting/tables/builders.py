@@ -169,10 +169,14 @@ def reliability_table(reliability: pd.DataFrame) -> Table:
         rows.append(row)
     thresholds = ordered_unique(panel["gate_threshold"])
     actions = ordered_unique(panel["gate_action"])
-    notes = ["Krippendorff's α over the judge panel with bootstrap 95% CI; n/a: α undefined (no variation)."]
+    notes = ["Krippendorff's α over the judge panel with bootstrap 95% CI; n/a: α undefined (no variation). "
+             "Gwet's AC1, percent agreement and prevalence are in the CSV and the report's section "
+             "\"Can these judges be trusted?\"."]
+    coefficients = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
+    name = "Gwet's AC1" if coefficients == ["ac1"] else "α"
     if thresholds:
         notes.append(
-            f"Gate: α ≥ {', '.join(f'{t:g}' for t in thresholds)} (action: {', '.join(map(str, actions)) or 'n/a'})."
+            f"Gate: {name} ≥ {', '.join(f'{t:g}' for t in thresholds)} (action: {', '.join(map(str, actions)) or 'n/a'})."
         )
     if failed:
         notes.append(f"{DAGGER} failed the gate: " + "; ".join(failed) + ".")

@@ -1,0 +1,221 @@
+"""How far each headline comparison can be trusted: does its sign and significance hold under
+Dawid–Skene instead of the majority, and when any one judge is left out of the panel?
+
+Comparisons: CoT vs FGP for every model × dataset run both ways (``fgp − cot``), and model vs
+model for every dataset × strategy and pair of models (``b − a``), both paired on the original
+item (every model rewrites the same originals) and tested with the paired test already used for
+CoT vs FGP (:func:`bloomqg.metrics.paired.compare_outcomes`: McNemar for yes/no outcomes,
+Wilcoxon for graded ones).
+
+Each *panel variant* relabels the questions from the per-judge votes (``*_votes``):
+``majority`` (the votes as stored), ``dawid_skene`` (each cell's Dawid–Skene labels for unique,
+readable, answerable and Bloom level; knowledge units stay a majority of sets), and
+``without <judge>`` (the strict majority of the remaining judges: with two left, a split is no
+label). A metric fed by a criterion without per-judge votes (the paper's release: Bloom level,
+so CatCons) is "not assessable from these votes" rather than guessed.
+
+The verdict, one per comparison: **holds** when every variant has the majority's sign and
+significance (p < 0.05); **depends on judge X** when of the leave-one-out panels only the one
+without X changes them (whether or not Dawid–Skene, which discounts an uninformative judge,
+changes them too); **depends on the aggregation** when only Dawid–Skene does; **significance
+depends on X and Y** when the sign holds everywhere but leaving out any of several judges loses
+the significance; **within judge noise** when the majority's difference is not significant and
+some variant turns its sign, or when leaving out several judges turns it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.metrics.cell import row_terms
+from bloomqg.metrics.paired import compare_outcomes
+from bloomqg.metrics.registry import metric_spec
+from bloomqg.schemas import CRITERIA, POSTERIOR_CRITERIA
+from bloomqg.voting.agreement import nominal_rows
+from bloomqg.voting.alpha import CRITERION_LEVEL
+from bloomqg.voting.dawid_skene import fit_dawid_skene
+from bloomqg.voting.majority import majority, useful_from, vote_value
+
+#: Significance level of the verdicts.
+SIGNIFICANCE = 0.05
+NOT_ASSESSABLE = "not assessable from these votes"
+#: The headline comparisons: CoT vs FGP on these metrics, model vs model on those.
+STRATEGY_METRICS: tuple[str, ...] = ("usability", "unique", "readable", "answerable", "catcons", "knowcov")
+MODEL_METRICS: tuple[str, ...] = ("catcons", "usability")
+ROBUSTNESS_COLUMNS: tuple[str, ...] = (
+    "comparison", "dataset", "strategy", "model", "model_b", "metric", "n_pairs", "value_a",
+    "value_b", "diff", "p_value", "verdict", "variants",
+)
+
+
+def _lists(votes: pd.DataFrame, criterion: str) -> list[list[Any] | None]:
+    """Each row's votes, None where there is no list or no vote in it (all judges failed)."""
+    return [
+        list(v) if isinstance(v, (list, np.ndarray)) and any(x is not None for x in v) else None
+        for v in votes[f"{criterion}_votes"]
+    ]
+
+
+def voted_criteria(votes: pd.DataFrame) -> set[str]:
+    """Criteria with per-judge votes somewhere in ``votes``."""
+    return {c for c in CRITERIA if any(row is not None for row in _lists(votes, c))}
+
+
+def _dawid_skene_values(votes: pd.DataFrame, criterion: str) -> list[Any]:
+    """Each cell's Dawid–Skene label per row (the stored value where there are no votes)."""
+    values = list(votes[criterion])
+    raw = _lists(votes, criterion)
+    binary = criterion not in ("bloom_level", "knowledge_units")
+    for _, group in votes.groupby(["model", "dataset", "strategy"], sort=False):
+        rows = [votes.index.get_loc(i) for i in group.index if raw[votes.index.get_loc(i)] is not None]
+        if not rows:
+            continue
+        lists = nominal_rows([raw[r] for r in rows], criterion, CRITERION_LEVEL[criterion])
+        fit = fit_dawid_skene(lists, labels=["0", "1"] if binary else None)
+        for position, r in enumerate(rows):
+            label, _ = fit.label_of(position)
+            valid = [v for v in lists[position] if v is not None]
+            values[r] = None if label is None or len(valid) < 2 else vote_value(criterion, label)
+    return values
+
+
+def relabel(votes: pd.DataFrame, variant: str, *, leave_out: int | None = None) -> pd.DataFrame:
+    """``votes`` relabelled under a panel variant: ``"majority"`` (unchanged), ``"dawid_skene"``
+    or ``"without"`` (``leave_out`` = the judge's position in the vote lists); ``useful`` follows."""
+    votes = votes.copy()
+    if variant == "majority":
+        return votes
+    if variant not in ("dawid_skene", "without"):
+        raise ValueError(f"unknown panel variant {variant!r}")
+    for criterion in voted_criteria(votes):
+        if variant == "dawid_skene":
+            if criterion not in POSTERIOR_CRITERIA:
+                continue
+            values = _dawid_skene_values(votes, criterion)
+        else:
+            values = []
+            for row in _lists(votes, criterion):
+                if row is None:
+                    values.append(None)
+                    continue
+                kept = [None if v is None else str(v) for k, v in enumerate(row) if k != leave_out]
+                voted = majority(criterion, kept).value
+                values.append(voted)
+        votes[criterion] = pd.Series(values, index=votes.index, dtype=object)
+    votes["useful"] = [useful_from(u, r, a) for u, r, a in zip(votes["unique"], votes["readable"], votes["answerable"])]
+    return votes
+
+
+def _outcome(diff: float, p_value: float) -> tuple[float, bool]:
+    return (math.nan if pd.isna(diff) else float(np.sign(diff))), (not pd.isna(p_value) and p_value < SIGNIFICANCE)
+
+
+def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
+    """The plain sentence of one comparison (rules in the module's docstring)."""
+    sign, significant = _outcome(base["diff"], base["p_value"])
+    changed = [name for name, row in variants.items()
+               if _outcome(row["diff"], row["p_value"]) != (sign, significant)]
+    if not changed:
+        return "holds"
+    flipped = [name for name in changed if _outcome(variants[name]["diff"], variants[name]["p_value"])[0] != sign]
+    if not significant and flipped:
+        return "within judge noise"
+    judges = [name.removeprefix("without ") for name in changed if name != "dawid_skene"]
+    too = " (Dawid–Skene discounts it too)" if "dawid_skene" in changed else ""
+    if len(judges) == 1:
+        return f"depends on {judges[0]}{too}"
+    if not judges:
+        return "depends on the aggregation (Dawid–Skene)"
+    if not flipped:  # the sign holds everywhere, the significance needs several judges
+        return f"significance depends on {', '.join(judges[:-1])} and {judges[-1]}"
+    return "within judge noise"
+
+
+def _pairs(votes: pd.DataFrame) -> list[tuple[str, dict[str, Any], pd.Index, pd.Index]]:
+    """(kind, keys, rows of arm a, rows of arm b) of every headline comparison, paired on item_id."""
+    out = []
+    for (model, dataset), group in votes.groupby(["model", "dataset"], sort=True):
+        cot, fgp = group[group["strategy"] == "cot"], group[group["strategy"] == "fgp"]
+        if len(cot) and len(fgp):
+            common = sorted(set(cot["item_id"]) & set(fgp["item_id"]))
+            out.append(("cot vs fgp", {"dataset": dataset, "strategy": None, "model": model, "model_b": None},
+                        cot.set_index("item_id").loc[common, "_row"], fgp.set_index("item_id").loc[common, "_row"]))
+    for (dataset, strategy), group in votes.groupby(["dataset", "strategy"], sort=True):
+        models = sorted(group["model"].unique())
+        for a, b in itertools.combinations(models, 2):
+            arm_a, arm_b = group[group["model"] == a], group[group["model"] == b]
+            common = sorted(set(arm_a["item_id"]) & set(arm_b["item_id"]))
+            out.append(("model vs model", {"dataset": dataset, "strategy": strategy, "model": a, "model_b": b},
+                        arm_a.set_index("item_id").loc[common, "_row"], arm_b.set_index("item_id").loc[common, "_row"]))
+    return out
+
+
+def robustness_table(
+    votes: pd.DataFrame,
+    judge_names: Sequence[str],
+    *,
+    strategy_metrics: Sequence[str] = STRATEGY_METRICS,
+    model_metrics: Sequence[str] = MODEL_METRICS,
+    n_resamples: int = 200,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row per headline comparison and metric (:data:`ROBUSTNESS_COLUMNS`): the majority's
+    values, difference and p, the verdict, and ``variants`` = JSON {variant: [diff, p]}.
+    ``judge_names`` name the positions of the vote lists."""
+    import json
+
+    votes = votes.reset_index(drop=True).copy()
+    votes["_row"] = np.arange(len(votes))
+    if votes["item_id"].isna().any():
+        raise ValueError("robustness_table: votes without item_id cannot be paired")
+    variants = {"majority": relabel(votes, "majority"), "dawid_skene": relabel(votes, "dawid_skene")}
+    for position, name in enumerate(judge_names):
+        variants[f"without {name}"] = relabel(votes, "without", leave_out=position)
+    have = voted_criteria(votes)
+    records = []
+    for kind, keys, rows_a, rows_b in _pairs(votes):
+        metrics = strategy_metrics if kind == "cot vs fgp" else model_metrics
+        strategy_a = "cot" if kind == "cot vs fgp" else keys["strategy"]
+        strategy_b = "fgp" if kind == "cot vs fgp" else keys["strategy"]
+        terms = {
+            name: (row_terms(frame.iloc[rows_a.to_numpy()].reset_index(drop=True), strategy_a),
+                   row_terms(frame.iloc[rows_b.to_numpy()].reset_index(drop=True), strategy_b))
+            for name, frame in variants.items()
+        }
+        for metric in metrics:
+            results = {
+                name: compare_outcomes(a, b, metric, np.random.default_rng(seed), n_resamples=n_resamples,
+                                       confidence=confidence)
+                for name, (a, b) in terms.items()
+            }
+            base = results["majority"]
+            assessable = metric_spec(metric).criteria <= have
+            others = {name: pd.Series(r) for name, r in results.items() if name != "majority"}
+            records.append({
+                "comparison": kind, **keys, "metric": metric, "n_pairs": base["n_pairs"],
+                "value_a": base["a"], "value_b": base["b"], "diff": base["diff"], "p_value": base["p_value"],
+                "verdict": verdict(pd.Series(base), others) if assessable else NOT_ASSESSABLE,
+                "variants": json.dumps({name: [r["diff"], r["p_value"]] for name, r in others.items()} if assessable else {}),
+            })
+    return pd.DataFrame.from_records(records, columns=list(ROBUSTNESS_COLUMNS))
+
+
+def panel_judges(reliability: pd.DataFrame) -> list[str]:
+    """The judges in vote-list order, from the RELIABILITY judge rows (the same panel in every
+    cell, or a ValueError naming the cells that differ)."""
+    rows = reliability[reliability["judge"].notna()]
+    panels = {
+        cell: list(group.loc[group["criterion"] == group["criterion"].iloc[0], "judge"])
+        for cell, group in rows.groupby(["dataset", "strategy", "model"], sort=True)
+    }
+    distinct = {tuple(panel) for panel in panels.values()}
+    if len(distinct) > 1:
+        raise ValueError(f"cells were judged by different panels: {panels}")
+    return list(distinct.pop()) if distinct else []

@@ -1,0 +1,212 @@
+"""The report's section "Can these judges be trusted?": α and AC1 side by side with percent
+agreement and prevalence, each judge's diagnostics (with a figure of its Dawid–Skene sensitivity
+and specificity), the panel's effective number of judges, and whether each headline comparison
+survives the judges (:mod:`bloomqg.metrics.robustness`).
+
+Self-contained: it reads the RELIABILITY rows and the robustness table and returns the template's
+context (``trust``); the figure is drawn here and inlined, so the section needs no figure file.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+from bloomqg.reporting.display import is_missing, strategy_label
+from bloomqg.schemas import BINARY_CRITERIA, RELIABILITY
+from bloomqg.voting.diagnostics import suspicious_judges
+
+CRITERION_NAMES = {"unique": "Unique", "readable": "Readable", "answerable": "Answerable",
+                   "bloom_level": "Bloom level", "knowledge_units": "Knowledge units"}
+
+
+def _num(value: Any, decimals: int = 2) -> str:
+    return "–" if is_missing(value) else f"{float(value):.{decimals}f}"
+
+
+def _with_ci(value: Any, low: Any, high: Any, decimals: int = 2) -> str:
+    if is_missing(value):
+        return "–"
+    if is_missing(low) or is_missing(high):
+        return _num(value, decimals)
+    return f"{float(value):.{decimals}f} [{float(low):.{decimals}f}, {float(high):.{decimals}f}]"
+
+
+def _cell(row: Any) -> str:
+    return f"{row.model} · {row.dataset} · {strategy_label(row.strategy)}"
+
+
+def coefficient_rows(reliability: pd.DataFrame) -> list[dict[str, str]]:
+    """One row per cell × criterion: n, percent agreement, prevalence, α and AC1 with CIs, the
+    effective number of judges and the gate's verdict."""
+    panel = reliability[reliability["judge"].isna()]
+    rows = []
+    for r in panel.itertuples(index=False):
+        assessable = not (is_missing(r.alpha) and (is_missing(r.n_items) or int(r.n_items) == 0))
+        gate = ("not assessable" if is_missing(r.gate_passed) else
+                ("passed" if bool(r.gate_passed) else "failed"))
+        coefficient = r.gate_coefficient if isinstance(r.gate_coefficient, str) else "alpha"
+        rows.append({
+            "cell": _cell(r), "criterion": CRITERION_NAMES.get(r.criterion, r.criterion),
+            "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),
+            "agreement": _with_ci(r.percent_agreement, r.percent_agreement_ci_low, r.percent_agreement_ci_high),
+            "prevalence": "–" if is_missing(r.prevalence) else
+            f"{float(r.prevalence):.2f}" + ("" if not isinstance(r.majority_category, str) else
+                                           f" ({_category(r.criterion, r.majority_category)})"),
+            "alpha": _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else "not assessable",
+            "ac1": _with_ci(r.ac1, r.ac1_ci_low, r.ac1_ci_high) if assessable else "not assessable",
+            "n_eff": _num(r.n_effective_judges, 1), "gate": f"{gate} ({'α' if coefficient == 'alpha' else 'AC1'} ≥ {_num(r.gate_threshold)})",
+            "failed": gate == "failed",
+        })
+    return rows
+
+
+def _category(criterion: str, label: str) -> str:
+    if criterion in BINARY_CRITERIA:
+        return {"1": "yes", "0": "no"}.get(label, label)
+    return label if len(label) <= 24 else label[:23] + "…"
+
+
+def judge_rows(reliability: pd.DataFrame) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(one row per cell × criterion × judge with its diagnostics; the judges flagged, with why)."""
+    judges = reliability[reliability["judge"].notna()]
+    rows, flagged = [], []
+    for (model, dataset, strategy, criterion), group in judges.groupby(
+        ["model", "dataset", "strategy", "criterion"], sort=False
+    ):
+        binary = criterion in BINARY_CRITERIA
+        records = group.to_dict("records")
+        flags = suspicious_judges([r["judge"] for r in records], records, binary=binary)
+        for r in records:
+            if is_missing(r.get("vote_rate")):
+                continue
+            pairwise = json.loads(r["kappa_pairwise"]) if isinstance(r.get("kappa_pairwise"), str) else {}
+            rows.append({
+                "cell": f"{model} · {dataset} · {strategy_label(strategy)}",
+                "criterion": CRITERION_NAMES.get(criterion, criterion), "judge": r["judge"],
+                "rate": _num(r["vote_rate"]),
+                "agreement": _num(r.get("agreement_with_others")),
+                "kappa": _num(r.get("kappa_with_others")),
+                "pairwise": ", ".join(f"{k}: {_num(v)}" for k, v in pairwise.items()),
+                "sensitivity": _with_ci(r.get("ds_sensitivity"), r.get("ds_sensitivity_ci_low"), r.get("ds_sensitivity_ci_high")) if binary else "–",
+                "specificity": _with_ci(r.get("ds_specificity"), r.get("ds_specificity_ci_low"), r.get("ds_specificity_ci_high")) if binary else "–",
+                "accuracy": _num(r.get("ds_accuracy")),
+                "flag": flags.get(r["judge"], ""),
+            })
+            if r["judge"] in flags:
+                flagged.append({"judge": r["judge"], "cell": f"{model} · {dataset} · {strategy_label(strategy)}",
+                                "criterion": CRITERION_NAMES.get(criterion, criterion), "why": flags[r["judge"]]})
+    return rows, flagged
+
+
+def sensitivity_figure(reliability: pd.DataFrame) -> str | None:
+    """Base64 PNG: each judge's Dawid–Skene sensitivity and specificity (95% intervals) per
+    yes/no criterion (panels) and cell (rows); None when no judge row has them."""
+    judges = reliability[reliability["judge"].notna() & reliability["criterion"].isin(BINARY_CRITERIA)]
+    if "ds_sensitivity" not in judges or judges["ds_sensitivity"].isna().all():
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bloomqg.reporting.figures.style import OKABE_ITO, STYLE
+
+    criteria = [c for c in BINARY_CRITERIA if c in set(judges["criterion"])]
+    labels = list(dict.fromkeys(
+        f"{r.model} · {r.dataset} · {strategy_label(r.strategy)} · {r.judge}" for r in judges.itertuples(index=False)
+    ))
+    with matplotlib.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(criteria), figsize=(2.6 * len(criteria) + 2.2, 0.22 * len(labels) + 1.2),
+                                 sharey=True, squeeze=False)
+        for ax, criterion in zip(axes[0], criteria):
+            part = judges[judges["criterion"] == criterion]
+            for r in part.itertuples(index=False):
+                y = labels.index(f"{r.model} · {r.dataset} · {strategy_label(r.strategy)} · {r.judge}")
+                for value, low, high, offset, colour, marker in (
+                    (r.ds_sensitivity, r.ds_sensitivity_ci_low, r.ds_sensitivity_ci_high, -0.15, OKABE_ITO["blue"], "o"),
+                    (r.ds_specificity, r.ds_specificity_ci_low, r.ds_specificity_ci_high, 0.15, OKABE_ITO["vermillion"], "s"),
+                ):
+                    if is_missing(value):
+                        continue
+                    err = None if is_missing(low) else [[max(0.0, value - low)], [max(0.0, high - value)]]
+                    ax.errorbar(value, y + offset, xerr=err, fmt=marker, color=colour, markersize=3, capsize=1.5, linewidth=0.8)
+            ax.set_title(CRITERION_NAMES[criterion])
+            ax.set_xlim(-0.02, 1.02)
+            ax.axvline(0.5, color="#999999", linestyle=":", linewidth=0.7)
+            ax.set_xlabel("Dawid–Skene estimate")
+        axes[0][0].set_yticks(range(len(labels)), labels)
+        axes[0][0].invert_yaxis()
+        handles = [plt.Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="sensitivity P(yes | yes)"),
+                   plt.Line2D([], [], marker="s", linestyle="none", color=OKABE_ITO["vermillion"], label="specificity P(no | no)")]
+        fig.legend(handles=handles, loc="upper center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 1.0))
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=150, facecolor="white", metadata={"Software": None})
+        plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def robustness_rows(robustness: pd.DataFrame | None) -> list[dict[str, str]]:
+    """The robustness table's rows, formatted (comparison, metric, majority diff and p, each
+    variant's difference, verdict)."""
+    if robustness is None or robustness.empty:
+        return []
+    rows = []
+    for r in robustness.itertuples(index=False):
+        what = (f"{r.model} · {r.dataset}: FGP − CoT" if r.comparison == "cot vs fgp"
+                else f"{r.dataset} · {strategy_label(r.strategy)}: {r.model_b} − {r.model}")
+        variants = json.loads(r.variants) if isinstance(r.variants, str) else {}
+        rows.append({
+            "comparison": what, "metric": r.metric, "n": str(int(r.n_pairs)),
+            "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else f"{float(r.p_value):.3g}",
+            "variants": "; ".join(
+                f"{name.replace('dawid_skene', 'Dawid–Skene')}: {_num(d, 2)} (p {('–' if d is None or p is None or (isinstance(p, float) and math.isnan(p)) else f'{p:.2g}')})"
+                for name, (d, p) in variants.items()
+            ),
+            "verdict": r.verdict,
+            "holds": r.verdict == "holds",
+        })
+    return rows
+
+
+def robustness_summary(robustness: pd.DataFrame | None) -> str:
+    """One sentence: how many headline comparisons hold, depend on a judge, or are noise."""
+    if robustness is None or robustness.empty:
+        return "No headline comparison could be formed (a single strategy and a single model)."
+    counts = robustness["verdict"].map(
+        lambda v: "holds" if v == "holds" else "not assessable" if v.startswith("not assessable")
+        else "within judge noise" if v == "within judge noise" else "depends on the panel"
+    ).value_counts()
+    parts = [f"{counts[k]} {k}" for k in ("holds", "depends on the panel", "within judge noise", "not assessable") if k in counts]
+    return (f"Of {len(robustness)} headline comparisons (sign and significance at p < 0.05 under the majority, "
+            f"Dawid–Skene and every leave-one-judge-out panel): " + ", ".join(parts) + ".")
+
+
+def trust_context(reliability: pd.DataFrame, robustness: pd.DataFrame | None) -> dict[str, Any]:
+    """The ``trust`` context of the report template. Reliability rows written before these
+    measures existed lack their columns: they show as "–"."""
+    reliability = reliability.reindex(columns=list(dict.fromkeys([*reliability.columns, *RELIABILITY.names])))
+    judges, flagged = judge_rows(reliability)
+    panel = reliability[reliability["judge"].isna()]
+    n_eff = panel.dropna(subset=["n_effective_judges"]) if "n_effective_judges" in panel else panel.iloc[0:0]
+    effective = [
+        {"criterion": CRITERION_NAMES.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
+         "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
+         "n_judges": str(int(g["n_judges"].max()))}
+        for c, g in n_eff.groupby("criterion", sort=False)
+    ]
+    return {
+        "coefficients": coefficient_rows(reliability),
+        "judges": judges,
+        "flagged": flagged,
+        "figure": sensitivity_figure(reliability),
+        "effective": effective,
+        "robustness": robustness_rows(robustness),
+        "robustness_summary": robustness_summary(robustness),
+    }

@@ -1,0 +1,210 @@
+"""Agreement that survives prevalence: percent agreement, prevalence and Gwet's AC1 of a panel,
+beside Krippendorff's α (:mod:`bloomqg.voting.alpha`), each with a percentile bootstrap over items.
+
+When nearly every vote is "yes", α and κ collapse although the judges agree on almost every item
+(the prevalence paradox: expected agreement is then nearly 1, so the little disagreement left is
+all the coefficient sees). Gwet's AC1 takes chance agreement as Σπ_k(1−π_k)/(q−1), which is small
+when one category dominates, so it stays close to the percent agreement there. Reporting α, AC1,
+percent agreement and the prevalence side by side lets a reader tell a weak instrument from a
+skewed one.
+
+Definitions (Gwet 2014, *Handbook of Inter-Rater Reliability*, ch. 2 and 5, as in irrCAC's
+``pa.coeff.raw`` and ``gwet.ac1.raw``; raters may miss items):
+
+- ``r_ik``: votes of item i for category k, ``r_i`` = Σ_k r_ik.
+- percent agreement ``pa`` = mean over items with r_i ≥ 2 of Σ_k r_ik(r_ik−1) / (r_i(r_i−1))
+  (the share of agreeing ordered pairs of votes).
+- ``π_k`` = mean over items with r_i ≥ 1 of r_ik / r_i; chance agreement
+  ``pe`` = Σ_k π_k(1−π_k) / (q−1) over the q categories of the domain (for yes/no criteria the
+  domain is always {no, yes}, so a panel that only ever says yes has AC1 = pa = 1, not 0/0).
+- ``AC1`` = (pa − pe) / (1 − pe).
+- prevalence = share of all votes in the most frequent category (the majority category).
+- unanimous share = share of items with r_i ≥ 2 whose votes are all equal.
+
+Bloom levels are treated as nominal categories for AC1 (α keeps its ordinal distance); knowledge
+unit sets are categories as whole sets (exact-set agreement; α keeps its Jaccard distance).
+
+Written here rather than taken from the ``irrcac`` package: irrcac 0.4.4 pins scipy==1.12 and
+pandas<3 (this project runs scipy 1.17 and pandas 3), and the bootstrap needs the sums vectorised
+over resamples anyway. Tests pin the values to the irrCAC documentation's worked examples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bloomqg.voting.alpha import CodedVotes, encode_votes, unit_set
+
+#: Criteria voted yes/no: their AC1 always uses the two-category domain.
+BINARY_DOMAIN_CRITERIA = frozenset({"unique", "readable", "answerable"})
+
+
+@dataclass(frozen=True)
+class AgreementResult:
+    """Percent agreement, prevalence and AC1 of one criterion, with bootstrap intervals.
+
+    ``n_items``: items with at least two votes (the items agreement is measured on).
+    """
+
+    percent_agreement: float
+    percent_agreement_ci_low: float
+    percent_agreement_ci_high: float
+    prevalence: float
+    majority_category: str | None
+    unanimous_share: float
+    ac1: float
+    ac1_ci_low: float
+    ac1_ci_high: float
+    n_items: int
+
+    @classmethod
+    def empty(cls) -> "AgreementResult":
+        nan = float("nan")
+        return cls(nan, nan, nan, nan, None, nan, nan, nan, nan, 0)
+
+
+def category_counts(coded: CodedVotes) -> np.ndarray:
+    """items × categories: how many judges gave each category to each item."""
+    return (coded.codes.T[..., None] == coded.domain[None, None, :]).sum(axis=1).astype(np.float64)
+
+
+def _terms(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per item: its pairwise agreement (NaN when r_i < 2), pair indicator, π contribution, rated."""
+    raters = counts.sum(axis=1)
+    pairable = raters >= 2
+    rated = raters >= 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        agreement = np.where(
+            pairable, (counts * (counts - 1)).sum(axis=1) / np.where(pairable, raters * (raters - 1), 1), 0.0
+        )
+        shares = np.where(rated[:, None], counts / np.where(rated, raters, 1)[:, None], 0.0)
+    return agreement, pairable.astype(np.float64), shares, rated.astype(np.float64)
+
+
+def _ac1_from_sums(
+    agreement_sum: np.ndarray, n_pairable: np.ndarray, share_sums: np.ndarray, n_rated: np.ndarray, q: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(pa, AC1) from item sums (vectorised over resamples)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pa = agreement_sum / n_pairable
+        pi = share_sums / n_rated[..., None]
+        pe = (pi * (1 - pi)).sum(axis=-1) / (q - 1) if q >= 2 else np.zeros_like(pa)
+        ac1 = (pa - pe) / (1 - pe)
+    return pa, ac1
+
+
+def ac1_point(counts: np.ndarray) -> tuple[float, float]:
+    """(percent agreement, Gwet's AC1) of an items × categories count matrix (NaN without pairs)."""
+    agreement, pairable, shares, rated = _terms(counts)
+    pa, ac1 = _ac1_from_sums(agreement.sum(), pairable.sum(), shares.sum(axis=0), rated.sum(), counts.shape[1])
+    return float(pa), float(ac1)
+
+
+def nominal_rows(votes_lists: Sequence[Sequence[Any]], criterion: str, level: str) -> list[list[str | None]]:
+    """Votes as nominal labels: yes/no as "0"/"1", unit sets as one sorted "a|b" label each."""
+    if criterion in BINARY_DOMAIN_CRITERIA:
+        return [[None if v is None else ("1" if str(v) in ("1", "True", "true") else "0") for v in row]
+                for row in votes_lists]
+    if level == "jaccard":
+        return [[None if v is None else "|".join(sorted(unit_set(v))) for v in row] for row in votes_lists]
+    return [[None if v is None else str(v) for v in row] for row in votes_lists]
+
+
+def _coded(rows: list[list[str | None]], criterion: str) -> tuple[CodedVotes, list[str]]:
+    """Nominal codes and their labels; yes/no criteria always over the domain {"0", "1"}."""
+    seed_rows = [["0", "1"]] if criterion in BINARY_DOMAIN_CRITERIA else []
+    coded = encode_votes([*seed_rows, *rows], "nominal")  # a seed row puts both labels in the domain
+    labels = sorted({v for row in [*seed_rows, *rows] for v in row if v is not None})
+    return CodedVotes(coded.codes[:, len(seed_rows):], coded.domain, "nominal", "nominal"), labels
+
+
+def agreement_with_ci(
+    votes_lists: Sequence[Sequence[Any]],
+    criterion: str,
+    level: str,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> AgreementResult:
+    """Percent agreement, prevalence, unanimous share and AC1 of items × judges ``votes_lists``
+    (None = no vote), with percentile bootstrap CIs over items (``n_resamples`` 0: no CI)."""
+    if not votes_lists or not any(v is not None for row in votes_lists for v in row):
+        return AgreementResult.empty()
+    coded, labels = _coded(nominal_rows(votes_lists, criterion, level), criterion)
+    counts = category_counts(coded)
+    q = counts.shape[1]
+    agreement, pairable, shares, rated = _terms(counts)
+    n_pairable = int(pairable.sum())
+    if n_pairable == 0:
+        return AgreementResult.empty()
+    pa, ac1 = _ac1_from_sums(agreement.sum(), pairable.sum(), shares.sum(axis=0), rated.sum(), q)
+    totals = counts.sum(axis=0)
+    top = int(np.argmax(totals))
+    majority_label = labels[top]
+    pair_counts = counts[pairable.astype(bool)]
+    unanimous = float(np.mean((pair_counts > 0).sum(axis=1) == 1))
+    prevalence = float(totals[top] / totals.sum())
+
+    pa_low = pa_high = ac1_low = ac1_high = float("nan")
+    if n_resamples > 0:
+        rng = np.random.default_rng(seed)
+        n = counts.shape[0]
+        stats_pa, stats_ac1 = [], []
+        block = max(1, 2_000_000 // max(n, 1))
+        done = 0
+        while done < n_resamples:
+            size = min(block, n_resamples - done)
+            draws = rng.integers(0, n, size=(size, n))
+            weights = np.stack([np.bincount(row, minlength=n) for row in draws]).astype(np.float64)
+            boot_pa, boot_ac1 = _ac1_from_sums(
+                weights @ agreement, weights @ pairable, weights @ shares, weights @ rated, q
+            )
+            stats_pa.append(boot_pa)
+            stats_ac1.append(boot_ac1)
+            done += size
+        tail = (1 - confidence) / 2 * 100
+        pa_low, pa_high = _percentiles(np.concatenate(stats_pa), tail)
+        ac1_low, ac1_high = _percentiles(np.concatenate(stats_ac1), tail)
+    return AgreementResult(
+        float(pa), pa_low, pa_high, prevalence, majority_label, unanimous,
+        float(ac1), ac1_low, ac1_high, n_pairable,
+    )
+
+
+def _percentiles(samples: np.ndarray, tail: float) -> tuple[float, float]:
+    samples = samples[~np.isnan(samples)]
+    if samples.size == 0:
+        return float("nan"), float("nan")
+    low, high = np.percentile(samples, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+# -- the gate's coefficient --------------------------------------------------------------------
+
+#: Coefficients the gate can use.
+GATE_COEFFICIENTS: tuple[str, ...] = ("alpha", "ac1")
+
+
+def gate_value(coefficient: str, alpha: float, ac1: float) -> float:
+    """The value the gate compares with its threshold."""
+    if coefficient == "alpha":
+        return alpha
+    if coefficient == "ac1":
+        return ac1
+    raise ValueError(f"gate coefficient {coefficient!r} is not one of {list(GATE_COEFFICIENTS)}")
+
+
+def gate_passes(coefficient: str, value: float, threshold: float, *, n_items: int, no_variation: bool) -> bool:
+    """The coefficient at or above the threshold. α undefined because pairable votes never vary
+    passes (nothing disagrees); no pairable item at all fails (no evidence of agreement)."""
+    if n_items == 0:
+        return False
+    if math.isnan(value):
+        return no_variation
+    return value >= threshold

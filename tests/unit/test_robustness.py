@@ -1,0 +1,85 @@
+"""Leave-one-judge-out and Dawid–Skene robustness of CoT-vs-FGP comparisons."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from bloomqg.metrics.robustness import NOT_ASSESSABLE, robustness_table, verdict
+from bloomqg.voting.cell import vote_cell
+from tests.unit.test_voting import generations_frame, judgments_frame
+
+
+def arm(strategy: str, truth, rng, decider_says: bool) -> pd.DataFrame:
+    n = len(truth)
+    gens = generations_frame(n)
+    gens["strategy"] = strategy
+    gens["prompt_id"] = [f"cs-{i:04d}:{strategy}" for i in range(n)]
+    base = {"readable": [True] * n, "answerable": [True] * n, "bloom_level": ["Apply"] * n,
+            "knowledge_units": [["Stacks"]] * n}
+    honest = lambda: [bool(t) if rng.random() < 0.9 else not t for t in truth]  # noqa: E731
+    judgments = [
+        judgments_frame("a", gens, {**base, "unique": honest()}),
+        judgments_frame("b", gens, {**base, "unique": honest()}),
+        judgments_frame("c", gens, {**base, "unique": [decider_says] * n}),
+    ]
+    votes, _ = vote_cell(gens, judgments, n_resamples=0)
+    return votes
+
+
+def test_a_comparison_decided_by_one_judge_is_said_to_depend_on_it():
+    # No real difference between the arms (same truth, same honest judges a and b), but judge c
+    # says "unique" to every FGP question and "not unique" to every CoT one: its vote breaks each
+    # a-b split in FGP's favour, so the majority finds FGP better; without c the gain is gone.
+    rng = np.random.default_rng(11)
+    truth = rng.random(400) < 0.5
+    votes = pd.concat([arm("cot", truth, rng, False), arm("fgp", truth, rng, True)], ignore_index=True)
+    table = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("unique", "readable", "catcons"), n_resamples=50)
+    unique = table[table["metric"] == "unique"].iloc[0]
+    assert unique["comparison"] == "cot vs fgp"
+    assert unique["diff"] > 5 and unique["p_value"] < 0.05
+    assert json.loads(unique["variants"])["without c"][1] >= 0.05
+    assert unique["verdict"].startswith("depends on c")
+    assert table.loc[table["metric"] == "readable", "verdict"].iloc[0] == "holds"
+    # the panel votes on Bloom level here, so CatCons is assessable; dropping the level votes makes it not
+    assert table.loc[table["metric"] == "catcons", "verdict"].iloc[0] != NOT_ASSESSABLE
+    votes["bloom_level_votes"] = None
+    table = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("catcons",), n_resamples=50)
+    assert table["verdict"].tolist() == [NOT_ASSESSABLE]
+
+
+def test_verdict_rules():
+    row = lambda diff, p: pd.Series({"diff": diff, "p_value": p})  # noqa: E731
+    assert verdict(row(10, 0.01), {"dawid_skene": row(8, 0.02), "without a": row(12, 0.001)}) == "holds"
+    assert verdict(row(10, 0.01), {"dawid_skene": row(8, 0.02), "without a": row(1, 0.5)}) == "depends on a"
+    assert verdict(row(10, 0.01), {"dawid_skene": row(-2, 0.5), "without a": row(12, 0.01)}).startswith("depends on the aggregation")
+    assert verdict(row(2, 0.4), {"dawid_skene": row(-1, 0.6), "without a": row(3, 0.3)}) == "within judge noise"
+    assert verdict(row(10, 0.01), {"without a": row(1, 0.5), "without b": row(2, 0.4)}) == "significance depends on a and b"
+    assert verdict(row(10, 0.01), {"without a": row(-1, 0.5), "without b": row(-2, 0.4)}) == "within judge noise"
+
+
+def test_model_vs_model_comparisons_are_paired_on_the_original_item():
+    from tests.support.synthetic import synthetic_study
+
+    study = synthetic_study(n_models=2, n_items=18)
+    table = robustness_table(study.votes, ["a", "b", "c"], n_resamples=20)
+    models = table[table["comparison"] == "model vs model"]
+    cells = study.votes[["dataset", "strategy"]].drop_duplicates()
+    assert len(models) == 2 * len(cells)  # CatCons and usability per dataset × strategy
+    assert set(models["metric"]) == {"catcons", "usability"}
+    assert models["n_pairs"].le(18).all() and models["verdict"].str.len().gt(0).all()
+    assert models["model"].ne(models["model_b"]).all()
+
+
+def test_rows_whose_judges_all_failed_are_no_votes_not_an_error():
+    # A small study's judges can fail on every item of a criterion: vote lists of None only.
+    rng = np.random.default_rng(3)
+    truth = rng.random(30) < 0.5
+    votes = pd.concat([arm("cot", truth, rng, False), arm("fgp", truth, rng, True)], ignore_index=True)
+    votes["answerable_votes"] = [[None, None, None]] * len(votes)
+    votes["answerable"] = None
+    votes.loc[votes["strategy"] == "cot", "bloom_level_votes"] = pd.Series([[None, None, None]] * 30, dtype=object).values
+    table = robustness_table(votes, ["a", "b", "c"], n_resamples=20)
+    assert len(table) and table["verdict"].str.len().gt(0).all()
