@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.metrics.cell import score_cell
-from bloomqg.schemas import VOTES
+from bloomqg.frames import VOTES
 
 UNITS = [f"unit-{i}" for i in range(12)]
 

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
-from bloomqg.schemas import DATASET
+from bloomqg.frames import DATASET
 from bloomqg.verbs import VerbAnnotator, VerbListError, load_verb_list
 
 logger = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, normalize_level
-from bloomqg.schemas import PROMPTS
+from bloomqg.frames import PROMPTS
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def build_prompts(
     domain: str,
     system_path: str | Path | None = None,
 ) -> pd.DataFrame:
-    """One prompt row per dataset item, with exactly the columns of :data:`bloomqg.schemas.PROMPTS`.
+    """One prompt row per dataset item, with exactly the columns of :data:`bloomqg.frames.PROMPTS`.
 
     ``strategy`` "cot" asks the model to identify the original's knowledge unit (from the
     dataset's list) and Bloom level, then write a new question; "fgp" gives it the original's

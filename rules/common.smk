@@ -50,7 +50,7 @@ wildcard_constraints:
 
 # Library code each stage runs: a change reruns that stage (and what follows), nothing else.
 # Every stage also depends on the file contracts and how files are written.
-CONTRACTS = ("bloomqg.schemas", "bloomqg.parquet_io", "bloomqg.atomic")
+CONTRACTS = ("bloomqg.frames", "bloomqg.parquet_io", "bloomqg.atomic")
 STAGE_MODULES = {
     "datasets": ("bloomqg.datasets", "bloomqg.verbs", "bloomqg.bloom"),
     "models": ("bloomqg.models",),

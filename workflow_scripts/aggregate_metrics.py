@@ -3,7 +3,7 @@ from bloomqg.logs import configure_job_logging
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import paired_comparisons
 from bloomqg.parquet_io import read_frames, write_frame
-from bloomqg.schemas import METRICS, VOTES
+from bloomqg.frames import METRICS, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -2,7 +2,7 @@
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.prompts import build_prompts, template_hash
-from bloomqg.schemas import DATASET, PROMPTS
+from bloomqg.frames import DATASET, PROMPTS
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

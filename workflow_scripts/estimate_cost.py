@@ -6,7 +6,7 @@ from bloomqg.api.estimate import entry_caps, format_estimate
 from bloomqg.config_schema import Cell
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
-from bloomqg.schemas import DATASET, GENERATIONS, PROMPTS
+from bloomqg.frames import DATASET, GENERATIONS, PROMPTS
 from bloomqg.study_cost import estimate_study
 
 snakemake = globals()["snakemake"]

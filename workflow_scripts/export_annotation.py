@@ -3,7 +3,7 @@ from bloomqg.annotation.form import write_blank_sheet, write_form
 from bloomqg.annotation.sample import annotation_items, judges_unit_lists, knowledge_units_by_dataset
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.schemas import ANNOTATION_ITEMS, DATASET, VOTES
+from bloomqg.frames import ANNOTATION_ITEMS, DATASET, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

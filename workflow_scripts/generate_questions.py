@@ -6,7 +6,7 @@ from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
-from bloomqg.schemas import DATASET, PROMPTS
+from bloomqg.frames import DATASET, PROMPTS
 from bloomqg.sharding import shard_rows
 
 snakemake = globals()["snakemake"]

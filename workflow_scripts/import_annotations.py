@@ -8,7 +8,7 @@ from bloomqg.annotation.sheets import read_sheets
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.provenance import sha256_file
-from bloomqg.schemas import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT
+from bloomqg.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -5,7 +5,7 @@ from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import write_frame
 from bloomqg.release.reliability import gate_published_lines, release_reliability
 from bloomqg.release.runs import ReleaseRun, import_run, published_vote_lines, verify_run_files
-from bloomqg.schemas import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
+from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

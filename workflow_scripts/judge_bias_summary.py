@@ -5,7 +5,7 @@ from bloomqg.judges.bias.stats import bias_estimates
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.reporting.judge_bias import plot_positions, write_judge_bias_table
-from bloomqg.schemas import BIAS_ESTIMATES, BIAS_POSITIONS, JUDGE_PROBES
+from bloomqg.frames import BIAS_ESTIMATES, BIAS_POSITIONS, JUDGE_PROBES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

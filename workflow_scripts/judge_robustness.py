@@ -2,7 +2,7 @@
 from bloomqg.logs import configure_job_logging
 from bloomqg.metrics.robustness import panel_judges, robustness_table
 from bloomqg.parquet_io import read_frames
-from bloomqg.schemas import RELIABILITY, VOTES
+from bloomqg.frames import RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -6,7 +6,7 @@ from bloomqg.annotation.reporting import validation_summary
 from bloomqg.atomic import write_text_atomic
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, read_frames, read_provenance, write_frame
-from bloomqg.schemas import JUDGE_THROUGHPUT, JUDGMENTS, LEVEL_CONFUSION, RATER_AGREEMENT, VOTES
+from bloomqg.frames import JUDGE_THROUGHPUT, JUDGMENTS, LEVEL_CONFUSION, RATER_AGREEMENT, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -6,7 +6,7 @@ import pandas as pd
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, read_frames
 from bloomqg.reporting.tables.write import write_tables
-from bloomqg.schemas import DATASET, METRICS, RELIABILITY
+from bloomqg.frames import DATASET, METRICS, RELIABILITY
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -1,7 +1,7 @@
 """Rule merge_generations: join a cell's shards, checking each prompt appears exactly once."""
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, read_provenance, write_frame
-from bloomqg.schemas import GENERATIONS, PROMPTS
+from bloomqg.frames import GENERATIONS, PROMPTS
 from bloomqg.sharding import merge_shards
 
 snakemake = globals()["snakemake"]

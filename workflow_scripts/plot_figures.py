@@ -6,7 +6,7 @@ import pandas as pd
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, read_frames
 from bloomqg.reporting.figures.write import write_figures
-from bloomqg.schemas import METRICS, RELIABILITY, VOTES
+from bloomqg.frames import METRICS, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

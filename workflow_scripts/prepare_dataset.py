@@ -5,7 +5,7 @@ from bloomqg.datasets import load_dataset
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import write_frame
 from bloomqg.provenance import sha256_file
-from bloomqg.schemas import DATASET
+from bloomqg.frames import DATASET
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -3,7 +3,7 @@ from bloomqg.judges.bias.probe import probe_judge
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.schemas import DATASET, GENERATIONS, JUDGE_PROBES
+from bloomqg.frames import DATASET, GENERATIONS, JUDGE_PROBES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -6,7 +6,7 @@ from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame
 from bloomqg.release.paper import load_paper_figures
 from bloomqg.release.tables import release_tables
-from bloomqg.schemas import METRICS
+from bloomqg.frames import METRICS
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

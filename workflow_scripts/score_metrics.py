@@ -2,7 +2,7 @@
 from bloomqg.logs import configure_job_logging
 from bloomqg.metrics.cell import score_cell
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.schemas import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
+from bloomqg.frames import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -7,7 +7,7 @@ from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.schemas import GENERATIONS, JUDGMENTS, VOTES
+from bloomqg.frames import GENERATIONS, JUDGMENTS, VOTES
 
 snakemake = globals()["snakemake"]
 configure_job_logging(snakemake.log[0])

@@ -1,7 +1,7 @@
 """Rule vote_judgments: a cell's votes (majority or Dawid–Skene), agreement, α/AC1 and the gate."""
 from bloomqg.logs import configure_job_logging
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.schemas import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.frames import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
 from bloomqg.voting.cell import vote_cell
 
 snakemake = globals()["snakemake"]

@@ -6,7 +6,7 @@ cell, drawn without replacement by a generator seeded with the seed *and* the ce
 cell's sample does not change when another cell is added or removed. Rows without a generated
 question are never drawn (there is nothing to rate).
 
-The annotation key (:data:`bloomqg.schemas.ANNOTATION_ITEMS`) pools the cells' samples, shuffles
+The annotation key (:data:`bloomqg.frames.ANNOTATION_ITEMS`) pools the cells' samples, shuffles
 them with the seed and numbers them ``A0001``, ``A0002``, …: annotators see opaque ids in mixed
 order, never the model, the strategy or any judge's verdict; the key holds the panel's verdicts
 for the import.
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bloomqg.schemas import ANNOTATION_ITEMS
+from bloomqg.frames import ANNOTATION_ITEMS
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from bloomqg.parquet_io import write_frame
 from bloomqg.parsing import parse_generation
 from bloomqg.prompts import messages_from_json, with_response_prefill
 from bloomqg.provenance import sha256_text
-from bloomqg.schemas import GENERATIONS, PROMPTS
+from bloomqg.frames import GENERATIONS, PROMPTS
 
 logger = logging.getLogger(__name__)
 

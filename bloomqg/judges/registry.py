@@ -48,7 +48,7 @@ class JudgeContext:
     judge_name: str
     #: the judges entry, with the defaults of the backend's own keys filled in
     spec: Mapping[str, Any]
-    #: the dataset (columns of :data:`bloomqg.schemas.DATASET`) the questions were written from
+    #: the dataset (columns of :data:`bloomqg.frames.DATASET`) the questions were written from
     dataset: "pd.DataFrame"
     knowledge_units: list[str]
     domain: str

@@ -1,7 +1,7 @@
 """The judging stage: one judge's verdicts on one cell's generated questions, in long format.
 
-:func:`judge_questions` returns exactly the columns of :data:`bloomqg.schemas.JUDGMENTS`, five
-rows per generated question (one per criterion of :data:`bloomqg.schemas.CRITERIA`), never more,
+:func:`judge_questions` returns exactly the columns of :data:`bloomqg.frames.JUDGMENTS`, five
+rows per generated question (one per criterion of :data:`bloomqg.frames.CRITERIA`), never more,
 never fewer. A question whose generation failed to parse (``new_question`` null or blank) gets
 status ``no_question`` on every criterion and is never shown to the judge.
 
@@ -25,7 +25,7 @@ from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
 from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
 from bloomqg.provenance import code_fingerprint
-from bloomqg.schemas import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
+from bloomqg.frames import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
 
 if TYPE_CHECKING:  # loaded only by the backends that render the rubric
     from bloomqg.judges.rubric import RubricTemplate

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
-from bloomqg.schemas import BINARY_CRITERIA, CRITERIA
+from bloomqg.frames import BINARY_CRITERIA, CRITERIA
 
 #: Status values of a criterion verdict (the ``status`` column of the judgments file).
 STATUS_OK = "ok"

@@ -20,7 +20,7 @@ from bloomqg.metrics.knowcov import knowcov_rows
 from bloomqg.metrics.quality import line_rates, quality_rows
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, RowTerms, cell_key, require_columns
-from bloomqg.schemas import BINARY_CRITERIA, METRICS
+from bloomqg.frames import BINARY_CRITERIA, METRICS
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +62,14 @@ def score_cell(
 ) -> pd.DataFrame:
     """Every metric of :data:`~bloomqg.metrics.registry.METRIC_SPECS` for the one cell in ``votes``.
 
-    Returns the columns of :data:`bloomqg.schemas.METRICS`, one row per metric in
+    Returns the columns of :data:`bloomqg.frames.METRICS`, one row per metric in
     :data:`~bloomqg.metrics.registry.METRIC_NAMES` order. CIs are percentile bootstrap intervals
     over questions (``n_resamples`` resamples of the cell's rows, seeded by ``seed``); counts get
     none. ``alpha_gated`` is True when a criterion of the metric's spec failed the α gate in
     ``reliability``; without a reliability frame, the votes' own cell-level ``alpha_gated``
     flag marks every metric that depends on a judged criterion.
 
-    ``published_lines`` (columns of :data:`bloomqg.schemas.PUBLISHED_VOTE_LINES`, the same cell):
+    ``published_lines`` (columns of :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`, the same cell):
     an imported run's votes file line by line; unique, readable and answerable are then the
     share of its lines (non-null) voted yes, with a bootstrap over lines and ``n`` = lines.
     That is the paper's Table 4 rule and it reproduces all six models' printed figures; the

@@ -14,7 +14,7 @@ import pandas as pd
 from bloomqg.metrics.intervals import percentile_interval, resample_counts
 from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, cell_key, not_null, require_columns, true
 from bloomqg.metrics.spec import MetricSpec
-from bloomqg.schemas import BINARY_CRITERIA
+from bloomqg.frames import BINARY_CRITERIA
 
 QUALITY_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("unique", "Unique", "percent", True, "%", criteria=frozenset({"unique"}),

@@ -36,7 +36,7 @@ import pandas as pd
 from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.paired import compare_outcomes
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.schemas import CRITERIA, POSTERIOR_CRITERIA
+from bloomqg.frames import CRITERIA, POSTERIOR_CRITERIA
 from bloomqg.voting.agreement import nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.dawid_skene import fit_dawid_skene

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
-from bloomqg.schemas import BINARY_CRITERIA
+from bloomqg.frames import BINARY_CRITERIA
 
 #: ``bloom_level_null_reason`` meaning the judges' majority placed the question at no level.
 JUDGED_UNCATEGORIZED = "uncategorized"

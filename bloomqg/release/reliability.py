@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.schemas import CRITERIA, POSTERIOR_CRITERIA, RELIABILITY
+from bloomqg.frames import CRITERIA, POSTERIOR_CRITERIA, RELIABILITY
 from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.cell import AGGREGATIONS, GATE_ACTIONS, measure_criterion
 from bloomqg.voting.diagnostics import JUDGE_DIAGNOSTIC_COLUMNS

@@ -58,7 +58,7 @@ import pandas as pd
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
-from bloomqg.schemas import GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
 
 logger = logging.getLogger(__name__)
 
@@ -483,7 +483,7 @@ def _first_line_by_text(run: ReleaseRun, judged: Sequence[JudgedLine]) -> dict[s
 
 def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(generations, votes) frames of one published run, with the columns of
-    :data:`bloomqg.schemas.GENERATIONS` and :data:`bloomqg.schemas.VOTES`.
+    :data:`bloomqg.frames.GENERATIONS` and :data:`bloomqg.frames.VOTES`.
 
     One row per row of the run's xlsx. ``item_id`` is ``"<dataset>-<row>"`` with the 1-based
     data row of the xlsx, ``prompt_id`` is ``"<item_id>:<strategy>"``. For computer science the
@@ -536,7 +536,7 @@ def _log_import(
 
 def published_vote_lines(run: ReleaseRun) -> pd.DataFrame:
     """Every line of the run's votes file as published, with the columns of
-    :data:`bloomqg.schemas.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over."""
+    :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over."""
     records = [
         {
             "dataset": run.dataset, "strategy": run.strategy, "model": run.model,

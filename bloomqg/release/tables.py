@@ -129,7 +129,7 @@ def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigur
     """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv``, ``.md`` and ``.json`` into
     ``out_dir``, comparing with ``figures`` (default: ``configs/paper-figures.yaml``).
 
-    ``all_metrics`` has the columns of :data:`bloomqg.schemas.METRICS` (at least model,
+    ``all_metrics`` has the columns of :data:`bloomqg.frames.METRICS` (at least model,
     dataset, strategy, metric, value). Returns the written paths, csv, md and json per table.
     """
     figures = figures or paper_figures()

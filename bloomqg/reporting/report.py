@@ -263,7 +263,7 @@ def build_report_from_files(
     from bloomqg.api.ledger import LEDGER_COLUMNS, ledger_from_generations, ledger_from_judgments
     from bloomqg.parquet_io import read_frame, read_frames, read_provenance
     from bloomqg.provenance import git_commit, package_versions
-    from bloomqg.schemas import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+    from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
 
     generation_frame = read_frames(generations, GENERATIONS)
     parts = [ledger_from_generations(generation_frame)]

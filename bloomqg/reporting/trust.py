@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.reporting.display import is_missing, strategy_label
-from bloomqg.schemas import BINARY_CRITERIA, RELIABILITY
+from bloomqg.frames import BINARY_CRITERIA, RELIABILITY
 from bloomqg.voting.diagnostics import suspicious_judges
 
 CRITERION_NAMES = {"unique": "Unique", "readable": "Readable", "answerable": "Answerable",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.schemas import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
+from bloomqg.frames import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
 from bloomqg.voting.agreement import GATE_COEFFICIENTS, AgreementResult, agreement_with_ci, gate_passes, gate_value, nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL, AlphaResult, alpha_with_ci, encode_votes
 from bloomqg.voting.dawid_skene import DawidSkeneFit, fit_dawid_skene

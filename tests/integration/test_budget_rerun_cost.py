@@ -23,7 +23,7 @@ import yaml
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.ledger import ledger_from_generations, ledger_from_judgments
 from bloomqg.parquet_io import read_frame
-from bloomqg.schemas import GENERATIONS, JUDGMENTS
+from bloomqg.frames import GENERATIONS, JUDGMENTS
 from tests.conftest import REPO
 from tests.integration.test_api_workflow import snakemake, start_server
 

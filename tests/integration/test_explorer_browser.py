@@ -32,7 +32,7 @@ def site(tmp_path_factory):
     from bloomqg.reporting.explorer.write import write_explorer_from_files
     from bloomqg.reporting.report import build_report
     from bloomqg.reporting.tables.write import write_tables
-    from bloomqg.schemas import GENERATIONS, JUDGMENTS
+    from bloomqg.frames import GENERATIONS, JUDGMENTS
     from tests.support.judged_study import judged_study
 
     out = tmp_path_factory.mktemp("site")

@@ -36,7 +36,7 @@ from bloomqg.atomic import write_text_atomic
 from bloomqg.models import _atomic_directory
 from bloomqg.parquet_io import write_frame
 from bloomqg.reporting.figures.write import save_figure
-from bloomqg.schemas import ANNOTATION_ITEMS
+from bloomqg.frames import ANNOTATION_ITEMS
 
 out = Path(sys.argv[1])
 items = pd.DataFrame([{

@@ -29,7 +29,7 @@ from bloomqg.models import (
 )
 from bloomqg.parquet_io import read_frame, read_provenance, write_frame
 from bloomqg.prompts import build_prompts, messages_from_json, with_response_prefill
-from bloomqg.schemas import GENERATIONS, PROMPTS
+from bloomqg.frames import GENERATIONS, PROMPTS
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from bloomqg.parquet_io import read_frame
-from bloomqg.schemas import CRITERIA, JUDGMENTS, VOTES
+from bloomqg.frames import CRITERIA, JUDGMENTS, VOTES
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from bloomqg.parquet_io import read_frame
-from bloomqg.schemas import BIAS_ESTIMATES, JUDGE_PROBES
+from bloomqg.frames import BIAS_ESTIMATES, JUDGE_PROBES
 from tests.conftest import REPO
 from tests.support.planted_judge_server import PlantedJudgeServer
 
@@ -137,7 +137,7 @@ def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path
     t-test and Benjamini-Yekutieli computation here says."""
     from scipy import stats
 
-    from bloomqg.schemas import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS
+    from bloomqg.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS
 
     config = yaml.safe_load(write_config(tmp_path, server).read_text())
     config["models"] = {"gen-alpha": config["models"]["gen-alpha"]}

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from bloomqg.parquet_io import read_frame
-from bloomqg.schemas import ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT, VOTES
+from bloomqg.frames import ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT, VOTES
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from bloomqg.run_lock import (
     run_directory,
     stale_locks,
 )
-from bloomqg.schemas import GENERATIONS, METRICS, PROMPTS, VOTES
+from bloomqg.frames import GENERATIONS, METRICS, PROMPTS, VOTES
 from tests.conftest import REPO, seed_converted_smollm2
 from tests.integration.test_workflow import LIMIT, tiny_config
 

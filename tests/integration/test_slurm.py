@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from bloomqg.parquet_io import read_frame, read_provenance
-from bloomqg.schemas import GENERATIONS, PROMPTS
+from bloomqg.frames import GENERATIONS, PROMPTS
 from tests.conftest import REPO
 from tests.integration.test_hf_generation import _complete_batch_lines
 from tests.integration.test_workflow import check_study_outputs, planned_jobs, tiny_config

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from bloomqg.parquet_io import read_frame, read_provenance
-from bloomqg.schemas import DATASET, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, RELIABILITY, VOTES
+from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, RELIABILITY, VOTES
 
 from tests.conftest import REPO
 

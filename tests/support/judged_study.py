@@ -19,7 +19,7 @@ import pandas as pd
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.metrics.cell import score_cell
 from bloomqg.parquet_io import write_frame
-from bloomqg.schemas import CRITERIA, GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+from bloomqg.frames import CRITERIA, GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
 from bloomqg.voting.cell import vote_cell
 from tests.support.synthetic import MODEL_NAMES, synthetic_dataset, synthetic_generations_and_votes
 

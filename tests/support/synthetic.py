@@ -1,4 +1,4 @@
-"""Seeded synthetic frames that match :mod:`bloomqg.schemas`, for tests of the analysis stages.
+"""Seeded synthetic frames that match :mod:`bloomqg.frames`, for tests of the analysis stages.
 
 One call, :func:`synthetic_study`, builds a coherent small study (2–6 models × 3 datasets ×
 strategies): the datasets, the generations, the votes on them, the judges' reliability, tidy
@@ -22,7 +22,7 @@ import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import PERCENT_METRICS
-from bloomqg.schemas import CRITERIA
+from bloomqg.frames import CRITERIA
 
 #: Model names in the order of the paper's tables (up to six).
 MODEL_NAMES: tuple[str, ...] = (

@@ -27,7 +27,7 @@ from bloomqg.annotation.settings import annotation_settings, judge_validation_se
 from bloomqg.annotation.sheets import AnnotationError, read_sheets
 from bloomqg.config_schema import Cell, ConfigError
 from bloomqg.reporting.display import MISSING
-from bloomqg.schemas import ANNOTATION_ITEMS, VOTES
+from bloomqg.frames import ANNOTATION_ITEMS, VOTES
 
 # --- textbook values -------------------------------------------------------------------------
 
@@ -365,7 +365,7 @@ def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path)
 
 
 def _judgments(votes: pd.DataFrame, judge: str, unique: list[bool]) -> pd.DataFrame:
-    from bloomqg.schemas import CRITERIA, JUDGMENTS
+    from bloomqg.frames import CRITERIA, JUDGMENTS
 
     rows = []
     for (row, value) in zip(votes.itertuples(index=False), unique):

@@ -19,7 +19,7 @@ from bloomqg.datasets import (
     load_dataset,
 )
 from bloomqg.parquet_io import to_table
-from bloomqg.schemas import DATASET
+from bloomqg.frames import DATASET
 
 VERBS_CSV = (
     "Remember,Understand,Apply,Analyze,Evaluate,Create\nlist,explain,use,compare,justify,design\n"

@@ -15,7 +15,7 @@ from bloomqg.reporting.explorer.encode import data_script, decode_data_script, e
 from bloomqg.reporting.explorer.items import METRIC_COLUMN_PREFIX, build_items, transition
 from bloomqg.reporting.explorer.links import metric_fragment, metric_link
 from bloomqg.reporting.explorer.write import EXPLORER_FILES, write_explorer_from_files
-from bloomqg.schemas import GENERATIONS, JUDGMENTS
+from bloomqg.frames import GENERATIONS, JUDGMENTS
 from tests.support.judged_study import judged_study
 
 

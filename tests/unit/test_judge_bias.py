@@ -17,7 +17,7 @@ from bloomqg.judges.bias.probe import probe_judge, probe_requests
 from bloomqg.judges.bias.stats import bias_estimates, fisher_z_ci
 from bloomqg.judges.rubric import load_rubric
 from bloomqg.parquet_io import to_table
-from bloomqg.schemas import BIAS_ESTIMATES, CRITERIA, JUDGE_PROBES
+from bloomqg.frames import BIAS_ESTIMATES, CRITERIA, JUDGE_PROBES
 from tests.conftest import REPO
 
 

@@ -15,7 +15,7 @@ from bloomqg.judges.rubric import DEFAULT_RUBRIC_PATH, load_rubric
 from bloomqg.judges.stage import judge_provenance, judge_questions, validate_judge_spec
 from bloomqg.parquet_io import to_table
 from bloomqg.provenance import sha256_file
-from bloomqg.schemas import CRITERIA, JUDGMENTS
+from bloomqg.frames import CRITERIA, JUDGMENTS
 
 UNITS = ["Queues", "Stacks"]
 

@@ -16,7 +16,7 @@ from bloomqg.metrics.registry import METRIC_NAMES, METRIC_SPECS, PERCENT_METRICS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
 from bloomqg.parquet_io import read_frame, to_table, write_frame
-from bloomqg.schemas import METRICS, VOTES
+from bloomqg.frames import METRICS, VOTES
 
 
 def vote(

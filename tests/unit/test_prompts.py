@@ -22,7 +22,7 @@ from bloomqg.prompts import (
     template_hash,
     with_response_prefill,
 )
-from bloomqg.schemas import PROMPTS
+from bloomqg.frames import PROMPTS
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "prompts" / "generation"

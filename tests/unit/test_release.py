@@ -39,7 +39,7 @@ from bloomqg.release.paper import (
     reproduced_counts,
 )
 from bloomqg.release.tables import RELEASE_TABLE_FILES, release_tables
-from bloomqg.schemas import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.frames import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"
 

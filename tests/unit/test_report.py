@@ -17,7 +17,7 @@ from bloomqg.reporting.provenance_view import ledger_view, provenance_entries
 from bloomqg.reporting.readings import gate_summary, strategy_effect
 from bloomqg.reporting.report import SCREEN_SCALE, ReportInputError, _figure_entries, build_report
 from bloomqg.reporting.tables.write import TABLE_STEMS, write_tables
-from bloomqg.schemas import METRICS
+from bloomqg.frames import METRICS
 from tests.support.synthetic import synthetic_study
 
 HOSTILE = "<script>alert('x')</script> & <img src=http://example.com/x.png>"

@@ -25,7 +25,7 @@ from bloomqg.reporting.tables.model import (
 )
 from bloomqg.reporting.tables.view import read_view, render_view
 from bloomqg.reporting.tables.write import HUMAN_TABLE_FILES, TABLE_FILES, build_tables, write_tables
-from bloomqg.schemas import METRICS
+from bloomqg.frames import METRICS
 from tests.support.synthetic import synthetic_study
 
 ODD_MODEL = "my_model&co 50%#1"  # characters that LaTeX and Markdown must escape

@@ -15,7 +15,7 @@ from bloomqg.judges.verdict import (
     parse_verdict,
     verdict_schema,
 )
-from bloomqg.schemas import CRITERIA
+from bloomqg.frames import CRITERIA
 
 UNITS = ["Binary Search Tree", "Stacks", "Queues", "Hashing", "Recursion", "Graph", "Python Review"]
 

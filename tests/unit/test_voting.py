@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bloomqg.parquet_io import to_table
-from bloomqg.schemas import CRITERIA, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.frames import CRITERIA, JUDGMENTS, RELIABILITY, VOTES
 from bloomqg.voting.alpha import alpha_from_votes, alpha_with_ci, encode_votes
 from bloomqg.voting.cell import vote_cell
 from bloomqg.voting.majority import majority, useful_from

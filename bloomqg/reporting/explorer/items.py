@@ -25,7 +25,7 @@ from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.reporting.display import CRITERION_LABEL, is_missing, ordered_unique, strategy_label
-from bloomqg.schemas import CRITERIA, VOTES
+from bloomqg.frames import CRITERIA, VOTES
 
 ColumnKind = Literal["cat", "multi", "text", "num"]
 #: Shown for a missing value (no verdict, no level, not applicable).

@@ -90,7 +90,7 @@ def write_explorer_from_files(
 ) -> list[Path]:
     """:func:`write_explorer` from the workflow's files (what the explorer rule hands over)."""
     from bloomqg.parquet_io import read_frame, read_frames, read_provenance
-    from bloomqg.schemas import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+    from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
 
     vote_frames = [(Path(p), read_frame(p, VOTES)) for p in votes]
     generation_frames = [(Path(p), read_frame(p, GENERATIONS), read_provenance(p)) for p in generations]

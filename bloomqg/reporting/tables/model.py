@@ -14,7 +14,7 @@ import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import MISSING, is_missing
-from bloomqg.schemas import METRICS
+from bloomqg.frames import METRICS
 
 
 class TableInputError(ValueError):
