@@ -30,8 +30,11 @@ MODELS = ("api-a", "api-b")
 JUDGES = ("rules", "judge-a", "judge-b")
 #: One strategy: the plans are per model and per judge, and one cell per model shows them.
 STRATEGIES = ("fgp",)
-#: Rules that summarise all cells: any change to the set of cells or votes reruns them.
-AGGREGATES = {"aggregate_metrics": 1, "make_tables": 1, "plot_figures": 1, "build_report": 1, "all": 1}
+#: Rules that summarise all cells: any change to the set of cells or votes reruns them (the
+#: robustness of the headline comparisons reads every cell's votes, the item explorer every
+#: cell's generations, votes and metrics).
+AGGREGATES = {"aggregate_metrics": 1, "judge_robustness": 1, "make_tables": 1, "plot_figures": 1, "build_explorer": 1,
+              "build_report": 1, "all": 1}
 
 
 @pytest.fixture(scope="module")

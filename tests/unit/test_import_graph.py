@@ -23,7 +23,7 @@ def test_the_committed_drawing_is_current(graph):
 
 def test_the_drawing_shows_every_family_and_the_api_modules(graph):
     text = render(graph)
-    for family in ("config", "judges", "api", "chat", "config_schema", "schemas"):
+    for family in ("config", "judges", "api", "chat", "config_schema", "frames"):
         assert f'm_{family}["{family}"]' in text
     assert "  m_client --> m_client_core" in text  # inside bloomqg.api
     assert "  m_config --> m_judges" in text  # the top floor sees what it validates

@@ -26,7 +26,7 @@ Table files (:data:`~bloomqg.reporting.tables.write.TABLE_STEMS`):
 ``table7_quality_by_dataset``         Table 4 per dataset, CoT vs FGP side by side (Table 7)
 ``table8_shift_by_dataset``           Table 6 per dataset, CoT vs FGP side by side (Table 8)
 ``table_auxiliary``                   CogShift, classification and knowledge-identification
-``table_reliability``                 Krippendorff's α per criterion and cell, gate state
+``table_reliability``                 α, AC1 and prevalence per criterion and cell, gate state
 ``table_judges``                      each judge's agreement with the majority and parse failures
 ``table_parse_failures``              generation parse-failure rate per model × cell
 ``table_paired``                      paired CoT-vs-FGP tests (a note only when none is given)

@@ -139,8 +139,25 @@ def dataset_table(datasets: Mapping[str, pd.DataFrame]) -> Table:
     )
 
 
+def _agreement_text(r: pd.Series) -> str:
+    """α with its CI, then Gwet's AC1 and the prevalence where the row has them: side by side,
+    since α alone reads near zero whenever nearly every vote is the same (the prevalence paradox)."""
+    text = format_value(r["alpha"], r["alpha_ci_low"], r["alpha_ci_high"], decimals=2, ci_decimals=2)
+    if text == MISSING:
+        text = "n/a"  # α undefined, e.g. no variation in the votes
+    parts = [f"α {text}"]
+    ac1 = r.get("ac1")
+    if ac1 is not None and not is_missing(ac1):
+        parts.append(f"AC1 {ac1:.2f}")
+    prevalence = r.get("prevalence")
+    if prevalence is not None and not is_missing(prevalence):
+        parts.append(f"prev. {100 * prevalence:.0f}%")
+    return " · ".join(parts) if len(parts) > 1 else text
+
+
 def reliability_table(reliability: pd.DataFrame) -> Table:
-    """Krippendorff's α per criterion (columns) and cell (rows), with CI; † = gate failed."""
+    """Krippendorff's α (with CI), Gwet's AC1 and the prevalence per criterion (columns) and
+    cell (rows); † = gate failed."""
     where = "reliability"
     require_columns(reliability, ["dataset", "strategy", "model", "criterion", "judge", "alpha",
                                   "alpha_ci_low", "alpha_ci_high", "gate_threshold", "gate_action",
@@ -160,17 +177,16 @@ def reliability_table(reliability: pd.DataFrame) -> Table:
                 continue
             passed = r["gate_passed"]
             gated = not is_missing(passed) and not bool(passed)
-            text = format_value(r["alpha"], r["alpha_ci_low"], r["alpha_ci_high"], decimals=2, ci_decimals=2)
-            if text == MISSING:
-                text = "n/a"  # α undefined, e.g. no variation in the votes
-            row.append(Cell(text, gated))
+            row.append(Cell(_agreement_text(r), gated))
             if gated:
                 failed.append(f"{model} / {cell_label(dataset, strategy)} / {criterion}")
         rows.append(row)
     thresholds = ordered_unique(panel["gate_threshold"])
     actions = ordered_unique(panel["gate_action"])
-    notes = ["Krippendorff's α over the judge panel with bootstrap 95% CI; n/a: α undefined (no variation). "
-             "Gwet's AC1, percent agreement and prevalence are in the CSV and the report's section "
+    notes = ["Krippendorff's α over the judge panel with bootstrap 95% CI (n/a: undefined, no variation), "
+             "Gwet's AC1 and the prevalence (share of all votes in the majority category) side by side: "
+             "at a high prevalence α reads near zero although the judges agree, which AC1 does not; "
+             "their CIs, percent agreement and n are in the CSV and the report's section "
              "\"Can these judges be trusted?\"."]
     coefficients = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
     name = "Gwet's AC1" if coefficients == ["ac1"] else "α"
@@ -183,7 +199,8 @@ def reliability_table(reliability: pd.DataFrame) -> Table:
     data = panel.drop(columns=["judge", "agreement_with_majority", "parse_failure_rate"], errors="ignore")
     return Table(
         "table_reliability",
-        "Judge reliability: Krippendorff's α per criterion for every model × dataset × strategy cell.",
+        "Judge reliability: Krippendorff's α, Gwet's AC1 and the prevalence per criterion for every "
+        "model × dataset × strategy cell.",
         ["Model", "Dataset", "Strategy"], [CRITERION_LABEL.get(c, c) for c in criteria], rows,
         data.reset_index(drop=True), [], notes,
     )

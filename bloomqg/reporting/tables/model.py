@@ -85,7 +85,8 @@ def check_metrics(all_metrics: pd.DataFrame, where: str = "all_metrics") -> pd.D
 DAGGER = "†"
 GATED_NOTE = (
     f"{DAGGER} a judging criterion feeding this value failed the reliability gate "
-    "(Krippendorff's α below the threshold; see table_reliability)."
+    "(its agreement coefficient, Krippendorff's α or Gwet's AC1 as gate.coefficient says, below the "
+    "threshold; see table_reliability)."
 )
 CI_NOTE = "Values are percentages with bootstrap 95% confidence intervals in brackets unless noted."
 
