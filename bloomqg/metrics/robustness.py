@@ -50,7 +50,7 @@ STRATEGY_METRICS: tuple[str, ...] = ("usability", "unique", "readable", "answera
 MODEL_METRICS: tuple[str, ...] = ("catcons", "usability")
 ROBUSTNESS_COLUMNS: tuple[str, ...] = (
     "comparison", "dataset", "strategy", "model", "model_b", "metric", "n_pairs", "value_a",
-    "value_b", "diff", "p_value", "verdict", "variants",
+    "value_b", "value_a_dawid_skene", "value_b_dawid_skene", "diff", "p_value", "verdict", "variants",
 )
 
 
@@ -167,7 +167,8 @@ def robustness_table(
     seed: int = 0,
 ) -> pd.DataFrame:
     """One row per headline comparison and metric (:data:`ROBUSTNESS_COLUMNS`): the majority's
-    values, difference and p, the verdict, and ``variants`` = JSON {variant: [diff, p]}.
+    values, difference and p, the two arms' values under Dawid–Skene (the headline metric under
+    both aggregations side by side; NaN where not assessable), the verdict, and ``variants`` = JSON {variant: [diff, p]}.
     ``judge_names`` name the positions of the vote lists."""
     import json
 
@@ -197,10 +198,13 @@ def robustness_table(
             }
             base = results["majority"]
             assessable = metric_spec(metric).criteria <= have
+            by_posterior = results["dawid_skene"] if assessable else {"a": math.nan, "b": math.nan}
             others = {name: pd.Series(r) for name, r in results.items() if name != "majority"}
             records.append({
                 "comparison": kind, **keys, "metric": metric, "n_pairs": base["n_pairs"],
-                "value_a": base["a"], "value_b": base["b"], "diff": base["diff"], "p_value": base["p_value"],
+                "value_a": base["a"], "value_b": base["b"],
+                "value_a_dawid_skene": by_posterior["a"], "value_b_dawid_skene": by_posterior["b"],
+                "diff": base["diff"], "p_value": base["p_value"],
                 "verdict": verdict(pd.Series(base), others) if assessable else NOT_ASSESSABLE,
                 "variants": json.dumps({name: [r["diff"], r["p_value"]] for name, r in others.items()} if assessable else {}),
             })

@@ -153,8 +153,9 @@ def sensitivity_figure(reliability: pd.DataFrame) -> str | None:
 
 
 def robustness_rows(robustness: pd.DataFrame | None) -> list[dict[str, str]]:
-    """The robustness table's rows, formatted (comparison, metric, majority diff and p, each
-    variant's difference, verdict)."""
+    """The robustness table's rows, formatted (comparison, metric, the two arms' values under the
+    majority and under Dawid–Skene, majority diff and p, each variant's difference, verdict).
+    Files written before the Dawid–Skene values existed show them as "–"."""
     if robustness is None or robustness.empty:
         return []
     rows = []
@@ -162,8 +163,11 @@ def robustness_rows(robustness: pd.DataFrame | None) -> list[dict[str, str]]:
         what = (f"{r.model} · {r.dataset}: FGP − CoT" if r.comparison == "cot vs fgp"
                 else f"{r.dataset} · {strategy_label(r.strategy)}: {r.model_b} − {r.model}")
         variants = json.loads(r.variants) if isinstance(r.variants, str) else {}
+        ds_a, ds_b = getattr(r, "value_a_dawid_skene", None), getattr(r, "value_b_dawid_skene", None)
         rows.append({
             "comparison": what, "metric": r.metric, "n": str(int(r.n_pairs)),
+            "majority": f"{_num(r.value_a, 2)} → {_num(r.value_b, 2)}",
+            "dawid_skene": f"{_num(ds_a, 2)} → {_num(ds_b, 2)}",
             "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else f"{float(r.p_value):.3g}",
             "variants": "; ".join(
                 f"{name.replace('dawid_skene', 'Dawid–Skene')}: {_num(d, 2)} (p {('–' if d is None or p is None or (isinstance(p, float) and math.isnan(p)) else f'{p:.2g}')})"

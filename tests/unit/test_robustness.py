@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from bloomqg.metrics.robustness import NOT_ASSESSABLE, robustness_table, verdict
 from bloomqg.voting.cell import vote_cell
@@ -42,12 +43,18 @@ def test_a_comparison_decided_by_one_judge_is_said_to_depend_on_it():
     assert unique["diff"] > 5 and unique["p_value"] < 0.05
     assert json.loads(unique["variants"])["without c"][1] >= 0.05
     assert unique["verdict"].startswith("depends on c")
+    # the headline metric under both aggregations side by side: the Dawid–Skene arms' values are
+    # the ones its difference in ``variants`` is made of
+    ds_diff = json.loads(unique["variants"])["dawid_skene"][0]
+    assert unique["value_b_dawid_skene"] - unique["value_a_dawid_skene"] == pytest.approx(ds_diff)
+    assert unique["value_b"] - unique["value_a"] == pytest.approx(unique["diff"])
     assert table.loc[table["metric"] == "readable", "verdict"].iloc[0] == "holds"
     # the panel votes on Bloom level here, so CatCons is assessable; dropping the level votes makes it not
     assert table.loc[table["metric"] == "catcons", "verdict"].iloc[0] != NOT_ASSESSABLE
     votes["bloom_level_votes"] = None
     table = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("catcons",), n_resamples=50)
     assert table["verdict"].tolist() == [NOT_ASSESSABLE]
+    assert table[["value_a_dawid_skene", "value_b_dawid_skene"]].isna().all(axis=None)
 
 
 def test_verdict_rules():
