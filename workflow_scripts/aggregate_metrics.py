@@ -1,12 +1,12 @@
 """Rule aggregate_metrics: all cells in one tidy table, RQ4/RQ5 correlations, CoT-vs-FGP pairs."""
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import paired_comparisons
 from bloomqg.parquet_io import read_frames, write_frame
 from bloomqg.frames import METRICS, VOTES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 params = snakemake.params
 all_metrics = read_frames(snakemake.input.metrics, METRICS)
 votes = read_frames(snakemake.input.votes, VOTES)

@@ -1,11 +1,11 @@
 """Rule build_explorer: the item explorer of a study (or of the imported release) beside its report."""
 from pathlib import Path
 
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.reporting.explorer.write import write_explorer_from_files
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 inputs = snakemake.input
 write_explorer_from_files(
     Path(snakemake.output[0]).parent,

@@ -1,11 +1,11 @@
 """Rule build_prompts: chat messages per item for one dataset × strategy."""
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.prompts import build_prompts, template_hash
 from bloomqg.frames import DATASET, PROMPTS
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 dataset = read_frame(snakemake.input.dataset, DATASET)
 prompts = build_prompts(
     dataset,

@@ -1,10 +1,10 @@
 """Rule build_report: one self-contained HTML page explaining the run (this study's, or the
 runs imported from a published release: no judgments there, the release publishes votes)."""
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.reporting.report import build_report_from_files
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 inputs = snakemake.input
 build_report_from_files(
     snakemake.output[0],

@@ -4,13 +4,13 @@ from pathlib import Path
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.estimate import entry_caps, format_estimate
 from bloomqg.config_schema import Cell
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import DATASET, GENERATIONS, PROMPTS
 from bloomqg.study_cost import estimate_study
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log.text)
+start_job(snakemake, snakemake.log.text)
 params = snakemake.params
 cells = [Cell(*cell) for cell in params.cells]
 prompts = {(p.parent.name, p.stem): read_frame(p, PROMPTS) for p in map(Path, snakemake.input.prompts)}

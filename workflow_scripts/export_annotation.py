@@ -1,12 +1,12 @@
 """Rule export_annotation: the stratified sample, a blank sheet and the HTML form."""
 from bloomqg.annotation.form import write_blank_sheet, write_form
 from bloomqg.annotation.sample import annotation_items, judges_unit_lists, knowledge_units_by_dataset
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import ANNOTATION_ITEMS, DATASET, VOTES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 params, output = snakemake.params, snakemake.output
 votes = [read_frame(path, VOTES) for path in snakemake.input.votes]
 # A study's datasets: the unit lists its judges chose from. A release's runs: every original of

@@ -1,17 +1,15 @@
 """Rule generate_questions: one shard of one model × dataset × strategy."""
 from bloomqg.api.budget import with_study_budget
 from bloomqg.datasets import dataset_knowledge_units
-from bloomqg.devices import claim_job_gpus
 from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import DATASET, PROMPTS
 from bloomqg.sharding import shard_rows
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
-claim_job_gpus(snakemake)  # before anything initialises CUDA: this job's own GPUs
+start_job(snakemake)
 params = snakemake.params
 prompts = shard_rows(read_frame(snakemake.input.prompts, PROMPTS), int(snakemake.wildcards.shard), params.n_shards)
 spec = dict(params.spec)

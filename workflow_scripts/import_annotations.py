@@ -5,13 +5,13 @@ from bloomqg.annotation.judge_validation import annotated_judge_ratings
 from bloomqg.annotation.panel_agreement import human_panel_agreement
 from bloomqg.annotation.reporting import alt_test_table, plot_human_agreement, table9, write_table
 from bloomqg.annotation.sheets import read_sheets
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.provenance import sha256_file
 from bloomqg.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 params, output = snakemake.params, snakemake.output
 items = read_frame(snakemake.input.key, ANNOTATION_ITEMS)
 sheets = list(snakemake.input.sheets)

@@ -1,14 +1,14 @@
 """Rule import_release_run: a published run as this workflow's generations, votes and α."""
 from pathlib import Path
 
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import write_frame
 from bloomqg.release.reliability import gate_published_lines, release_reliability
 from bloomqg.release.runs import ReleaseRun, import_run, published_vote_lines, verify_run_files
 from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 wc, params, inputs = snakemake.wildcards, snakemake.params, snakemake.input
 run = ReleaseRun(wc.model, wc.dataset, wc.strategy, Path(inputs.generations), Path(inputs.votes),
                  pinned=params.pinned)

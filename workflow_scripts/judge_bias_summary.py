@@ -2,13 +2,13 @@
 import pandas as pd
 
 from bloomqg.judges.bias.stats import bias_estimates
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.reporting.judge_bias import plot_positions, write_judge_bias_table
 from bloomqg.frames import BIAS_ESTIMATES, BIAS_POSITIONS, JUDGE_PROBES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 params, output = snakemake.params, snakemake.output
 probes = pd.concat([read_frame(path, JUDGE_PROBES) for path in snakemake.input.probes], ignore_index=True)
 estimates, positions = bias_estimates(

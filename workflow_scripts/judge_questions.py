@@ -1,14 +1,12 @@
 """Rule judge_questions: one judge's verdicts on one cell's generated questions."""
-from bloomqg.devices import claim_job_gpus
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
-claim_job_gpus(snakemake)  # before anything initialises CUDA: this job's own GPUs
+start_job(snakemake)
 params = snakemake.params
 spec = dict(params.spec)
 # An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec. The cap

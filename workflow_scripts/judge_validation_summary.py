@@ -4,12 +4,12 @@ import pandas as pd
 from bloomqg.annotation.judge_validation import judge_agreement, judge_throughput, throughput_frame
 from bloomqg.annotation.reporting import validation_summary
 from bloomqg.atomic import write_text_atomic
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, read_frames, read_provenance, write_frame
 from bloomqg.frames import JUDGE_THROUGHPUT, JUDGMENTS, LEVEL_CONFUSION, RATER_AGREEMENT, VOTES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 params, output = snakemake.params, snakemake.output
 votes = read_frames(snakemake.input.votes, VOTES)
 judgments = {path: read_frame(path, JUDGMENTS) for path in snakemake.input.judgments}

@@ -3,13 +3,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, read_frames
 from bloomqg.reporting.tables.write import write_tables
 from bloomqg.frames import DATASET, METRICS, RELIABILITY
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 datasets = {Path(p).stem: read_frame(p, DATASET) for p in snakemake.input.datasets}
 reliability = read_frames(snakemake.input.reliability, RELIABILITY)
 write_tables(

@@ -1,11 +1,11 @@
 """Rule merge_generations: join a cell's shards, checking each prompt appears exactly once."""
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, read_provenance, write_frame
 from bloomqg.frames import GENERATIONS, PROMPTS
 from bloomqg.sharding import merge_shards
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 expected = read_frame(snakemake.input.prompts, PROMPTS)["prompt_id"].tolist()
 frames = [read_frame(path, GENERATIONS) for path in snakemake.input.shards]
 merged = merge_shards(frames, expected, key="prompt_id")

@@ -3,13 +3,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, read_frames
 from bloomqg.reporting.figures.write import write_figures
 from bloomqg.frames import METRICS, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 write_figures(
     read_frame(snakemake.input.metrics, METRICS),
     read_frames(snakemake.input.votes, VOTES),

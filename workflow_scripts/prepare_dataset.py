@@ -2,13 +2,13 @@
 from pathlib import Path
 
 from bloomqg.datasets import load_dataset
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import write_frame
 from bloomqg.provenance import sha256_file
 from bloomqg.frames import DATASET
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 spec = dict(snakemake.params.spec)
 frame = load_dataset(snakemake.wildcards.dataset, spec, base_dir=Path.cwd())
 write_frame(

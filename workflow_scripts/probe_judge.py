@@ -1,14 +1,12 @@
 """Rule probe_judge: one judge's verdicts on the bias probes of one cell's sample."""
-from bloomqg.devices import claim_job_gpus
 from bloomqg.judges.bias.probe import probe_judge
 from bloomqg.judges.registry import make_judge_text_generator
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import DATASET, GENERATIONS, JUDGE_PROBES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
-claim_job_gpus(snakemake)  # before anything initialises CUDA: this job's own GPUs
+start_job(snakemake)
 params = snakemake.params
 spec = dict(params.spec)
 text_generator = make_judge_text_generator(

@@ -2,14 +2,14 @@
 paper's published figures, for imported runs."""
 from pathlib import Path
 
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame
 from bloomqg.release.paper import load_paper_figures
 from bloomqg.release.tables import release_tables
 from bloomqg.frames import METRICS
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 release_tables(
     read_frame(snakemake.input.metrics, METRICS),
     Path(snakemake.output[0]).parent,

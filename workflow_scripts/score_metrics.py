@@ -1,11 +1,11 @@
 """Rule score_metrics: the paper's metrics with bootstrap CIs for one cell."""
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.metrics.cell import score_cell
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 params = snakemake.params
 # An imported release run also has its votes file line by line: Table 4 is computed over it.
 lines = snakemake.input.get("lines")

@@ -2,16 +2,14 @@
 import time
 
 from bloomqg.annotation.judge_validation import RELEASE_DOMAINS, release_dataset, validation_sample
-from bloomqg.devices import claim_job_gpus
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import GENERATIONS, JUDGMENTS, VOTES
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
-claim_job_gpus(snakemake)  # before anything initialises CUDA: this job's own GPUs
+start_job(snakemake)
 params, wc = snakemake.params, snakemake.wildcards
 spec = dict(params.spec)
 generations = read_frame(snakemake.input.generations, GENERATIONS)

@@ -1,11 +1,11 @@
 """Rule vote_judgments: a cell's votes (majority or Dawid–Skene), agreement, α/AC1 and the gate."""
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
 from bloomqg.voting.cell import vote_cell
 
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 params = snakemake.params
 votes, reliability = vote_cell(
     read_frame(snakemake.input.generations, GENERATIONS),

@@ -116,11 +116,9 @@ def test_counts_limits_and_a_job_that_asks_for_none(tmp_path: Path) -> None:
 _JOB = """
 import os, time
 from pathlib import Path
-from bloomqg.devices import claim_job_gpus
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
-claim_job_gpus(snakemake)
+start_job(snakemake)
 Path("started").mkdir(exist_ok=True)
 Path("started", snakemake.wildcards.job).touch()
 deadline = time.monotonic() + 120

@@ -4,7 +4,7 @@ A small workflow in a temporary folder has one rule per failure a user meets: th
 (a real API client with a $0 cap), a bad annotation sheet (the real sheet reader), a missing API
 key (the real client, its key variable unset) and running out of memory (torch's allocator asked
 for 4 EiB, beyond any address space, so it fails whatever the overcommit policy). Each script
-starts as every rule script does, with ``configure_job_logging``.
+starts as every rule script does, with ``start_job``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.integration
 
 _START = """
-from bloomqg.logs import configure_job_logging
+from bloomqg.job import start_job
 snakemake = globals()["snakemake"]
-configure_job_logging(snakemake.log[0])
+start_job(snakemake)
 """
 _API = """
 from bloomqg.chat import ChatRequest, DecodingParams
@@ -180,8 +180,9 @@ def test_out_of_memory_is_recognised_without_importing_torch_in_the_log_module()
     assert advice_for(ValueError("x")) == GENERIC_ADVICE
 
 
-def test_every_rule_script_configures_its_log_first() -> None:
-    """The hook only helps scripts that install it before their work starts."""
+def test_every_rule_script_starts_its_job_first() -> None:
+    """The log hook only helps scripts that install it before their work starts, and a job's GPUs
+    must be claimed before anything touches CUDA: ``start_job`` does both, first thing."""
     import ast
 
     for script in sorted((REPO / "workflow_scripts").glob("*.py")):
@@ -189,4 +190,4 @@ def test_every_rule_script_configures_its_log_first() -> None:
                 if not isinstance(node, (ast.Import, ast.ImportFrom))
                 and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
         calls = [ast.unparse(node) for node in body[:2]]
-        assert any(call.startswith("configure_job_logging(") for call in calls), (script.name, calls)
+        assert any(call.startswith("start_job(snakemake") for call in calls), (script.name, calls)
