@@ -186,6 +186,20 @@ PUBLISHED_VOTE_LINES = _schema(
     f("unique", pa.bool_()),  # the published majority; null only when the α gate dropped it
     f("readable", pa.bool_()),
     f("answerable", pa.bool_()),
+    f("knowledge_units", _units),  # the published majority topic, split into units
+    # each judge's vote as VOTES writes it ("1"/"0", JSON unit lists)
+    f("unique_votes", _units),
+    f("readable_votes", _units),
+    f("answerable_votes", _units),
+    f("knowledge_units_votes", _units),
+    # share of the votes that agree with the majority (null when the gate dropped it)
+    f("unique_agreement", pa.float64()),
+    f("readable_agreement", pa.float64()),
+    f("answerable_agreement", pa.float64()),
+    f("knowledge_units_agreement", pa.float64()),
+    # prompt_ids of the originals the join gives this line's votes to (the first line with their
+    # text); empty: a later line of a text, or a text no original produced; null: not joined
+    f("joined", _units),
 )
 
 #: Krippendorff's α and judge diagnostics per criterion of one cell (model×dataset×strategy).

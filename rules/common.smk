@@ -178,9 +178,15 @@ def explorer_outputs(root):
 
 
 def explorer_inputs(wc):
-    """The report's per-cell files: votes, reliability, generations and (a study's) judgments."""
+    """The report's per-cell files: votes, reliability, generations and (a study's) judgments;
+    the release's published vote lines (its Table 4 counts them)."""
     inputs = report_inputs(wc)
-    return {key: inputs[key] for key in ("votes", "reliability", "generations", "judgments")}
+    chosen = {key: inputs[key] for key in ("votes", "reliability", "generations", "judgments")}
+    if wc.root == "results/release":
+        chosen["lines"] = cell_paths(
+            f"{wc.root}/votes/{{dataset}}/{{strategy}}/{{model}}.lines.parquet", root_cells(wc.root)
+        )
+    return chosen
 
 
 # Release import (rules/release.smk): RELEASE_RUNS and RELEASE_MISSING are defined there.

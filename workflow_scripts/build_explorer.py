@@ -14,5 +14,6 @@ write_explorer_from_files(
     judgments=inputs.judgments,  # empty for the release: it publishes votes, not the judges' calls
     reliability=inputs.reliability,
     metrics=inputs.metrics,
+    lines=inputs.get("lines", []),  # the release's published vote lines: its Table 4 counts them
     title=snakemake.params.title,
 )

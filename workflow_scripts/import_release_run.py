@@ -24,7 +24,7 @@ votes, reliability = release_reliability(
     confidence=params.bootstrap["confidence"],
     seed=params.seed,
 )
-lines = gate_published_lines(published_vote_lines(run), reliability)
+lines = gate_published_lines(published_vote_lines(run, votes), reliability)
 provenance = {
     "model": wc.model, "dataset": wc.dataset, "strategy": wc.strategy,
     # The release's repository and commit when the manifest pins its files (hashes checked above).

@@ -37,6 +37,13 @@ def quality_rows(votes: pd.DataFrame) -> RowTerms:
     return rows
 
 
+def line_terms(lines: pd.DataFrame) -> RowTerms:
+    """Per published line: the terms of unique, readable and answerable (Table 4 of an imported
+    run); what :func:`line_rates` sums and the explorer shows per line."""
+    require_columns(lines, BINARY_CRITERIA, "published_lines")
+    return {criterion: (true(lines[criterion]), not_null(lines[criterion])) for criterion in BINARY_CRITERIA}
+
+
 def line_rates(
     lines: pd.DataFrame, cell: tuple[str, str, str], n_resamples: int, confidence: float, seed: int
 ) -> dict[str, tuple[float, float, float, int]]:
@@ -46,8 +53,9 @@ def line_rates(
         raise ValueError(f"published_lines of {cell}: no lines")
     if cell_key(lines) != cell:
         raise ValueError(f"published_lines are of cell {cell_key(lines)}, votes of {cell}")
-    numerators = np.column_stack([true(lines[c]) for c in BINARY_CRITERIA]).astype(np.float64)
-    members = np.column_stack([not_null(lines[c]) for c in BINARY_CRITERIA]).astype(np.float64)
+    terms = line_terms(lines)
+    numerators = np.column_stack([terms[c][0] for c in BINARY_CRITERIA]).astype(np.float64)
+    members = np.column_stack([terms[c][1] for c in BINARY_CRITERIA]).astype(np.float64)
 
     def rate(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):

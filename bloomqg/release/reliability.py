@@ -119,11 +119,13 @@ def release_reliability(
 
 def gate_published_lines(lines: pd.DataFrame, reliability: pd.DataFrame) -> pd.DataFrame:
     """The published lines with each criterion the gate dropped (``gate_action`` drop, panel
-    row failed) set to null, as :func:`release_reliability` does to the votes."""
+    row failed) and its agreement set to null, as :func:`release_reliability` does to the votes;
+    the judges' votes stay."""
     lines = lines.copy()
     panel = reliability[reliability["judge"].isna()]
     dropped = panel[(panel["gate_action"] == "drop") & (panel["gate_passed"] == False)]  # noqa: E712 (null is not a failure)
     for criterion in dropped["criterion"]:
-        if criterion in lines.columns:
-            lines[criterion] = None
+        for column in (criterion, f"{criterion}_agreement"):
+            if column in lines.columns:
+                lines[column] = None
     return lines

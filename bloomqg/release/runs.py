@@ -460,13 +460,19 @@ def _vote_record(
     return VoteRecord(generation, n_judges, criteria)
 
 
+def _first_lines(judged: Sequence[JudgedLine]) -> dict[str, JudgedLine]:
+    """Each judged text's first line: the line whose votes the join gives every original with
+    that text."""
+    by_text: dict[str, JudgedLine] = {}
+    for line in judged:
+        by_text.setdefault(line.question, line)
+    return by_text
+
+
 def _first_line_by_text(run: ReleaseRun, judged: Sequence[JudgedLine]) -> dict[str, JudgedLine]:
     """Each judged text's first line (the join's rule); logs how many later lines disagree."""
-    by_text: dict[str, JudgedLine] = {}
-    repeats: Counter[str] = Counter()
-    for line in judged:
-        repeats[line.question] += 1
-        by_text.setdefault(line.question, line)
+    by_text = _first_lines(judged)
+    repeats = Counter(line.question for line in judged)
     conflicting = sum(
         1
         for line in judged
@@ -534,17 +540,36 @@ def _log_import(
     )
 
 
-def published_vote_lines(run: ReleaseRun) -> pd.DataFrame:
+def published_vote_lines(run: ReleaseRun, votes: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every line of the run's votes file as published, with the columns of
-    :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over."""
-    records = [
-        {
+    :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over, each with its
+    majorities, its judges' votes and their agreement.
+
+    ``votes`` (the run's VOTES frame from :func:`import_run`) fills ``joined``: the prompt_ids
+    of the originals the join gives each line's votes to (the first line with their text; a
+    later line of that text, or a text no original produced, gets an empty list). Without it,
+    ``joined`` is null."""
+    judged = _read_votes(run)
+    takers: dict[int, list[str]] | None = None
+    if votes is not None:
+        first = _first_lines(judged)
+        takers = {}
+        for prompt_id, text, n_judges in zip(votes["prompt_id"], votes["new_question"], votes["n_judges"]):
+            if n_judges and text in first:
+                takers.setdefault(first[text].line, []).append(str(prompt_id))
+    records = []
+    for line in judged:
+        binary, units = _binary_votes(line, ""), _unit_vote(line, "")
+        records.append({
             "dataset": run.dataset, "strategy": run.strategy, "model": run.model,
             "line": line.line, "question": line.question,
             **{criterion: bool(line.majority[field]) for field, criterion in _VOTE_FIELDS.items()},
-        }
-        for line in _read_votes(run)
-    ]
+            "knowledge_units": units.value,
+            **{f"{criterion}_votes": vote.votes for criterion, vote in [*binary.items(), ("knowledge_units", units)]},
+            **{f"{criterion}_agreement": vote.agreement
+               for criterion, vote in [*binary.items(), ("knowledge_units", units)]},
+            "joined": None if takers is None else takers.get(line.line, []),
+        })
     return pd.DataFrame.from_records(records, columns=PUBLISHED_VOTE_LINES.names)
 
 

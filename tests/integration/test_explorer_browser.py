@@ -269,7 +269,8 @@ def test_report_cells_open_their_items(site, tab, shots):
 
 def test_release_slice_tables_open_their_items(tab, release_dir, tmp_path_factory, shots):
     """The GLM-4-9B slice of the paper's release: every cell of the release tables opens the
-    explorer on its cell's n questions (Table 4's n counts published vote lines: equal here)."""
+    explorer on its cell's n rows with its value: Table 4's on the published vote lines, the
+    others on the questions, which the explorer shows by default."""
     from bloomqg.release.tables import release_tables
     from bloomqg.reporting.explorer.items import build_items
     from bloomqg.reporting.explorer.links import metric_fragment
@@ -280,19 +281,34 @@ def test_release_slice_tables_open_their_items(tab, release_dir, tmp_path_factor
     if not (release_dir / "generated" / "glm").is_dir():
         pytest.skip(f"the GLM-4-9B run of the paper's release is not at {release_dir / 'generated' / 'glm'}")
     out = tmp_path_factory.mktemp("release")
-    votes, reliability, metrics = glm_slice(release_dir, out, n_resamples=5)
+    votes, reliability, metrics, lines = glm_slice(release_dir, out, n_resamples=5)
     written = release_tables(metrics, out / "tables")
-    write_explorer(out / "explorer", build_items(votes, reliability=reliability, metrics=metrics), title="GLM slice")
+    write_explorer(out / "explorer", build_items(votes, reliability=reliability, metrics=metrics, lines=lines),
+                   title="GLM slice")
     sources = [tuple(source) for path in written if path.suffix == ".json" and path.stem != "paper_comparison"
                for row in read_view(path).sources or [] for source in row if source]
     assert len(sources) >= 20  # Tables 4-6 and the auxiliary tasks, less the values math has none of
     tab.open((out / "explorer" / "index.html").resolve().as_uri())
-    assert tab.count() == len(votes) == 3270
+    assert tab.count() == len(votes) == 3270, "the questions by default, not their published lines as well"
+    assert tab.eval("document.getElementById('count').dataset.total") == "3270"
     fragments = [metric_fragment(*source) for source in sources]
-    counts = tab.eval("""(fragments) => fragments.map(f => explorer.openHash(f))""".join(["(", f")({json.dumps(fragments)})"]))
-    by_key = metrics.set_index(["model", "dataset", "strategy", "metric"])["n"]
-    wrong = [(s, got, int(by_key[s])) for s, got in zip(sources, counts) if got != int(by_key[s])]
+    seen = tab.eval("""(fragments) => fragments.map(f => { explorer.openHash(f); const b = document.getElementById('banner');
+        return [explorer.state.visible.length, Number(b.dataset.den), b.dataset.value === '' ? null : Number(b.dataset.value),
+                [...explorer.state.filters.get('row')].join()]; })""".join(["(", f")({json.dumps(fragments)})"]))
+    table = metrics.set_index(["model", "dataset", "strategy", "metric"])
+    wrong = [(s, got, int(table.loc[s, "n"])) for s, (got, den, _, _) in zip(sources, seen) if not got == den == table.loc[s, "n"]]
     assert not wrong, wrong[:5]
+    values = [(s, value, table.loc[s, "value"]) for s, (_, _, value, _) in zip(sources, seen) if table.loc[s, "n"]]
+    assert all(value == pytest.approx(expected) for _, value, expected in values), values[:5]
+    kinds = {s[3]: row for s, (*_, row) in zip(sources, seen)}
+    assert kinds["unique"] == "published vote line" and kinds["catcons"] == "question"
+    # A line judging a text judged before: the join gives the first line's votes to its questions.
+    repeat = int(lines.index[lines["joined"].map(len) == 0][0])
+    key = f"cs/{lines.loc[repeat, 'strategy']}/glm-4-9b/line {lines.loc[repeat, 'line']}"
+    tab.eval(f"explorer.openHash('f.dataset=cs&m=unique&i=' + encodeURIComponent({json.dumps(key)}))")
+    detail = tab.eval("document.getElementById('detail').innerText")
+    assert f"published vote line {lines.loc[repeat, 'line']}" in detail and "the join gives that first line's votes" in detail
+    tab.screenshot(shots / "explorer_release_line.png")
     tab.eval("explorer.openHash('f.dataset=cs&f.strategy=FGP&m=catcons&mv=rest&i=cs/fgp/glm-4-9b/cs-0007:fgp')")
     tab.screenshot(shots / "explorer_release_slice.png")
 

@@ -141,6 +141,8 @@ def test_make_reproduce_writes_the_paper_tables_and_report(made):
     from bloomqg.reporting.explorer.encode import decode_data_script
 
     explorer = decode_data_script((out / "explorer" / "data.js").read_text(encoding="utf-8"))
-    assert explorer["n"] == 3270 and set((out / "explorer").iterdir()) >= {out / "explorer" / "index.html"}
+    # a row per question and one per published vote line (Table 4 counts those)
+    assert explorer["n"] == 3270 + 3260 and set((out / "explorer").iterdir()) >= {out / "explorer" / "index.html"}
+    assert "votes/cs/cot/glm-4-9b.lines.parquet" in explorer["cells"]["cs/cot/glm-4-9b"]["lines"]
     assert "7635ce2b72c262e3d9ad5b014875896598471afe" in str(explorer["cells"])  # each cell's provenance
     assert 'href="explorer/index.html#f.model=glm-4-9b&amp;f.dataset=cs&amp;f.strategy=FGP&amp;m=catcons"' in report

@@ -1,5 +1,7 @@
 """The item explorer's table: every metric cell's items are its ``n`` questions, with the value's
-numerator; transitions agree with Table 6; the data file round-trips; bad input is named."""
+numerator (a release's Table 4: its ``n`` published vote lines, planted repeats and a line no
+original wrote included); transitions agree with Table 6; the data file round-trips; bad input
+is named."""
 
 from __future__ import annotations
 
@@ -8,15 +10,26 @@ from urllib.parse import parse_qs
 import pandas as pd
 import pytest
 
+from bloomqg.metrics.cell import score_cell
 from bloomqg.metrics.registry import SPEC_BY_NAME
-from bloomqg.parquet_io import read_frame, read_frames
+from bloomqg.parquet_io import read_frame, read_frames, write_frame
 from bloomqg.reporting.display import strategy_label
 from bloomqg.reporting.explorer.encode import data_script, decode_data_script, encode_table
-from bloomqg.reporting.explorer.items import METRIC_COLUMN_PREFIX, build_items, transition
+from bloomqg.reporting.explorer.items import (
+    JOINED,
+    LINE_ROW,
+    METRIC_COLUMN_PREFIX,
+    NO_ORIGINAL,
+    QUESTION_ROW,
+    REPEATED,
+    build_items,
+    transition,
+)
 from bloomqg.reporting.explorer.links import metric_fragment, metric_link
 from bloomqg.reporting.explorer.write import EXPLORER_FILES, write_explorer_from_files
-from bloomqg.frames import GENERATIONS, JUDGMENTS
+from bloomqg.frames import BINARY_CRITERIA, GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 from tests.support.judged_study import judged_study
+from tests.support.release_slice import ORPHAN, SHARED, THRICE, planted_run, score_run
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +45,13 @@ def table(study):
                        metrics=study.metrics)
 
 
-def test_each_metric_cell_links_to_its_n_items_and_its_value(study, table):
+def check_metric_cells(table, metrics: pd.DataFrame) -> dict[str, set[str]]:
+    """Each metric cell's items in ``table`` are its ``n`` rows and add up to its value; returns
+    metric -> the kinds of row (column ``row``) its items are."""
     frame = pd.DataFrame({key: table.values[key] for key in ("dataset", "strategy", "model")})
-    checked = 0
-    for row in study.metrics.itertuples(index=False):
+    kinds = pd.Series(table.values.get("row", [QUESTION_ROW] * len(table)))
+    seen: dict[str, set[str]] = {}
+    for row in metrics.itertuples(index=False):
         terms = pd.Series(table.values[METRIC_COLUMN_PREFIX + row.metric], dtype=float)
         mine = (frame["dataset"] == row.dataset) & (frame["strategy"] == strategy_label(row.strategy)) & (
             frame["model"] == row.model)
@@ -46,8 +62,88 @@ def test_each_metric_cell_links_to_its_n_items_and_its_value(study, table):
             assert members.sum() / row.n * 100 == pytest.approx(row.value), row.metric
         elif row.n and spec.kind == "sum":
             assert members.sum() == pytest.approx(row.value), row.metric
-        checked += 1
-    assert checked == len(study.metrics) > 50
+        seen.setdefault(row.metric, set()).update(kinds[members.index])
+    return seen
+
+
+def test_each_metric_cell_links_to_its_n_items_and_its_value(study, table):
+    kinds = check_metric_cells(table, study.metrics)
+    assert len(study.metrics) > 50 and set(kinds) == set(study.metrics["metric"])
+    assert "row" not in table.values and "line" not in table.values, "a study's explorer has questions only"
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """Two cells of a hand-made release run with repeats and an orphan line: the α gate flags
+    one, drops the failed criteria (unique, knowledge units) of the other."""
+    folder = tmp_path_factory.mktemp("planted")
+    scored = [score_run(planted_run(folder, model), gate_action=action, n_resamples=5)
+              for model, action in (("flagged", "flag"), ("dropped", "drop"))]
+    votes, reliability, metrics, lines = (pd.concat(frames, ignore_index=True) for frames in zip(*scored))
+    return votes, reliability, metrics, lines, folder
+
+
+def test_release_table4_links_to_its_published_lines(planted):
+    votes, reliability, metrics, lines, _ = planted
+    table = build_items(votes, reliability=reliability, metrics=metrics, lines=lines)
+    assert len(table) == len(votes) + len(lines)
+    assert table.values["row"] == [QUESTION_ROW] * len(votes) + [LINE_ROW] * len(lines)
+    # Counts and values equal the tables' n and value, Table 4's over lines, the rest over questions.
+    kinds = check_metric_cells(table, metrics)
+    assert all(kinds[metric] <= {LINE_ROW} for metric in BINARY_CRITERIA)
+    assert kinds["unique"] == kinds["readable"] == {LINE_ROW}
+    assert all(kinds[metric] == {QUESTION_ROW} for metric in set(kinds) - set(BINARY_CRITERIA) if kinds[metric])
+    flagged = metrics[metrics["model"] == "flagged"].set_index("metric")
+    assert flagged.loc["unique", "n"] == 25, "24 originals, 22 judged, on 25 lines"
+    # The join would say otherwise: each original counted once, with its text's first line.
+    joined = score_cell(votes[votes["model"] == "flagged"], reliability, n_resamples=5).set_index("metric")
+    assert joined.loc["unique", "n"] == 22 and joined.loc["unique", "value"] != pytest.approx(flagged.loc["unique", "value"])
+    dropped = metrics[metrics["model"] == "dropped"].set_index("metric")
+    assert dropped.loc["unique", "n"] == 0 and dropped.loc["readable", "n"] == 25, "the gate dropped unique"
+    gated = lines[lines["model"] == "dropped"]
+    assert gated[["unique", "unique_agreement"]].isna().all().all() and gated["unique_votes"].notna().all()
+
+    def rows(model, text):
+        return [i for i, (m, q) in enumerate(zip(table.values["model"], table.values["new_question"]))
+                if m == model and q == text]
+
+    shared, thrice, orphan = (rows("flagged", text) for text in (SHARED, THRICE, ORPHAN))
+    kind = table.values["row"]
+    assert [kind[i] for i in shared] == [QUESTION_ROW] * 2 + [LINE_ROW] * 2
+    assert [table.values["line"][i] for i in shared] == ["4", "4", "4", "5"], "both originals take line 4"
+    assert [table.values["joined"][i] for i in shared[2:]] == [JOINED, REPEATED]
+    assert [table.values["unique"][i] for i in shared] == ["yes", "yes", "yes", "no"]
+    assert [table.values["joined"][i] for i in thrice] == [None, JOINED, REPEATED, REPEATED]
+    assert [kind[i] for i in orphan] == [LINE_ROW] and table.values["joined"][orphan[0]] == NO_ORIGINAL
+    assert table.values["line"][orphan[0]] == "25" and table.values[METRIC_COLUMN_PREFIX + "unique"][orphan[0]] == 0.0
+    # A line shows its three judges' votes and majority per criterion.
+    line = shared[3]
+    assert [table.values[f"v.judge {k}.unique"][line] for k in (1, 2, 3)] == ["no", "no", "yes"]
+    assert table.values["agree.unique"][line] == "67%" and table.values["judged_units"][line] == ["Stacks"]
+    assert table.values["prompt_id"][line] is None and table.values["useful"][line] is None
+
+
+def test_release_explorer_from_the_workflow_files(planted, tmp_path):
+    votes, reliability, metrics, lines, _ = planted
+    files = {}
+    for model, frame in votes.groupby("model"):
+        for name, data, schema in (("votes", frame, VOTES), ("lines", lines[lines["model"] == model], PUBLISHED_VOTE_LINES),
+                                   ("reliability", reliability[reliability["model"] == model], RELIABILITY)):
+            write_frame(data, tmp_path / f"{model}.{name}.parquet", schema)
+            files.setdefault(name, []).append(tmp_path / f"{model}.{name}.parquet")
+    write_frame(metrics, tmp_path / "metrics.parquet", METRICS)
+    write_explorer_from_files(tmp_path / "explorer", votes=files["votes"], generations=[], judgments=[],
+                              reliability=files["reliability"], metrics=tmp_path / "metrics.parquet", title="t",
+                              lines=files["lines"])
+    document = decode_data_script((tmp_path / "explorer" / "data.js").read_text())
+    assert document["n"] == len(votes) + len(lines)
+    assert document["cells"]["cs/cot/flagged"]["lines"] == str(tmp_path / "flagged.lines.parquet")
+    row = next(c for c in document["columns"] if c["key"] == "row")
+    assert row["dict"] == [QUESTION_ROW, LINE_ROW] and row["group"] == "Row"
+    with pytest.raises(ValueError, match="without their join"):
+        build_items(votes, lines=lines.assign(joined=None))
+    with pytest.raises(ValueError, match="cells without votes"):
+        build_items(votes[votes["model"] == "flagged"], lines=lines)
 
 
 def test_transitions_agree_with_the_shift_metrics(table):

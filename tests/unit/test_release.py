@@ -40,24 +40,12 @@ from bloomqg.release.paper import (
 )
 from bloomqg.release.tables import RELEASE_TABLE_FILES, release_tables
 from bloomqg.frames import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
+from tests.support.release_slice import judged
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"
 
 
 # --- tiny hand-made release files ---------------------------------------------------------
-
-
-def judged(question: str, unique=(1, 1, 1), readable=(1, 1, 1), answerable=(1, 1, 1), topics=("Stacks",) * 3, topic=None) -> dict:
-    def majority(votes):
-        return int(sum(votes) * 2 > len(votes))
-
-    return {
-        "question": question,
-        "non_repeatable_votes": list(unique), "non_repeatable": majority(unique),
-        "readable_votes": list(readable), "readable": majority(readable),
-        "answerable_votes": list(answerable), "answerable": majority(answerable),
-        "topic_votes": list(topics), "topic": topic or topics[0],
-    }
 
 
 CS_COT_ROWS = [
@@ -137,9 +125,15 @@ def test_table4_counts_every_published_line_the_other_metrics_keep_the_join(tmp_
     xlsx, jsonl = write_cs_cot(tmp_path)
     run = ReleaseRun("m", "cs", "cot", xlsx, jsonl)
     _, votes = import_run(run)
-    lines = published_vote_lines(run)
+    lines = published_vote_lines(run, votes)
     to_table(lines, PUBLISHED_VOTE_LINES)
     assert lines["line"].tolist() == [1, 2, 3] and lines["unique"].tolist() == [True, True, False]
+    # Each line's judges and agreement; whom the join gives its votes (line 3: nobody, a repeat).
+    assert lines["unique_votes"].tolist() == [["1", "1", "0"], ["1", "1", "1"], ["0", "0", "1"]]
+    assert lines["unique_agreement"].tolist() == pytest.approx([2 / 3, 1, 2 / 3])
+    assert lines.loc[1, "knowledge_units"] == ["Queues"] and lines.loc[1, "knowledge_units_agreement"] == pytest.approx(1 / 3)
+    assert lines["joined"].tolist() == [["cs-0001:cot", "cs-0003:cot"], ["cs-0002:cot"], []]
+    assert published_vote_lines(run)["joined"].isna().all(), "without the votes, the join is unknown"
     by_join = score_cell(votes, None, n_resamples=50).set_index("metric")
     by_lines = score_cell(votes, None, n_resamples=50, published_lines=lines).set_index("metric")
     # The join: three judged originals, each "Design a stack." taking line 1 -> 3 of 3 unique.

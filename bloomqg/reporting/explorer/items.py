@@ -6,6 +6,13 @@ Membership in a metric is not re-derived here: each cell's rows go through
 sums, so the items a table cell links to are, by construction, the ``n`` questions its value was
 computed over (:data:`METRIC_COLUMN_PREFIX` columns hold each item's numerator term, null when
 the item is outside the denominator).
+
+An imported release computes Table 4 (unique, readable, answerable) over every line of each
+run's published votes file instead (:func:`bloomqg.metrics.quality.line_rates`). Its explorer
+therefore holds a second kind of row (column ``row``: :data:`QUESTION_ROW` or :data:`LINE_ROW`):
+one per published line, with its text, votes and majorities, the questions the join gives its
+votes to, and the Table 4 terms of :func:`bloomqg.metrics.quality.line_terms`; the question rows
+of those cells then carry no Table 4 term. Every metric's denominator is thus rows of one kind.
 """
 
 from __future__ import annotations
@@ -22,10 +29,11 @@ import pandas as pd
 
 from bloomqg.bloom import LEVEL_WEIGHT, UNCATEGORIZED
 from bloomqg.metrics.cell import row_terms
+from bloomqg.metrics.quality import line_terms
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.reporting.display import CRITERION_LABEL, is_missing, ordered_unique, strategy_label
-from bloomqg.frames import CRITERIA, VOTES
+from bloomqg.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
 
 ColumnKind = Literal["cat", "multi", "text", "num"]
 #: Shown for a missing value (no verdict, no level, not applicable).
@@ -33,6 +41,15 @@ NONE = "—"
 METRIC_COLUMN_PREFIX = "m."
 #: Counts have no row terms of their own: the rows they count (``n``) and the rows they add up.
 COUNT_TERMS: dict[str, str | None] = {"n_generated": None, "n_useful": "usability"}
+#: The ``row`` column of a release's explorer: a generated question, or a line of a run's
+#: published votes file (the rows its Table 4 counts).
+QUESTION_ROW = "question"
+LINE_ROW = "published vote line"
+#: The ``joined`` column of a line row: the join gives its votes to the originals that wrote its
+#: text; a later line of such a text counts in Table 4 only; a text no original wrote likewise.
+JOINED = "joined"
+REPEATED = "repeated text"
+NO_ORIGINAL = "no original"
 
 
 @dataclass(frozen=True)
@@ -209,12 +226,17 @@ def _judge_note(reason: str | None, raw: str | None) -> str | None:
     return reason or raw
 
 
-def _columns(judges: Sequence[str]) -> list[Column]:
+def _columns(judges: Sequence[str], with_lines: bool = False) -> list[Column]:
     columns = [
+        Column("row", "Row", "cat", "Row"),
+        Column("joined", "Line joined to a question", "cat", "Row"),
+    ] if with_lines else []
+    columns += [
         Column("dataset", "Dataset", "cat", "Cell", shown=True),
         Column("model", "Model", "cat", "Cell", shown=True),
         Column("strategy", "Strategy", "cat", "Cell", shown=True),
         Column("item_id", "Item", "cat", "Cell"),
+        *([Column("line", "Votes file line", "text", "Cell")] if with_lines else []),
         Column("target_level", "Target level", "cat", "Bloom level", shown=True),
         Column("judged_level", "Judged level", "cat", "Bloom level", shown=True),
         Column("transition", "Transition", "cat", "Bloom level", shown=True),
@@ -337,6 +359,77 @@ def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, ga
     }
 
 
+def _line_cells(
+    lines: pd.DataFrame, question_texts: Mapping[str, set[str]], panels: Mapping[str, Sequence[str]],
+    judges: Sequence[str], gate: Mapping[str, Sequence[str]], columns: Sequence[Column],
+) -> list[dict[str, Any]]:
+    """The rows of published vote lines (:data:`LINE_ROW`), in order; ``question_texts``: cell
+    key -> the generated questions of its originals; ``panels`` and ``gate`` by cell key."""
+    empty = {column.key: [] if column.kind == "multi" else None for column in columns}
+    out = []
+    for row in lines.to_dict("records"):
+        key = cell_key(row["dataset"], row["strategy"], row["model"])
+        joined = list(row["joined"])
+        voted = {f"{criterion}_{part}": row.get(f"{criterion}_{part}") for criterion in CRITERIA
+                 for part in ("votes", "agreement")}
+        verdicts, _ = _verdict_cells(voted, "", panels[key], judges, {})
+        out.append({
+            **empty, **verdicts, "row": LINE_ROW, "cell": key, "dataset": str(row["dataset"]),
+            "model": str(row["model"]), "strategy": strategy_label(str(row["strategy"])), "line": str(row["line"]),
+            "joined": JOINED if joined else REPEATED if row["question"] in question_texts.get(key, ()) else NO_ORIGINAL,
+            **{criterion: _yes_no(row[criterion]) for criterion in BINARY_CRITERIA},
+            "judged_units": _as_list(row["knowledge_units"]) or [NONE],
+            "gate": list(gate.get(key, [])) or ["passed"], "new_question": str(row["question"]),
+        })
+    return out
+
+
+def _checked_lines(lines: pd.DataFrame, keys: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    """The published lines (index reset) and each one's cell key; a ValueError names what the
+    explorer cannot show."""
+    missing = [c for c in PUBLISHED_VOTE_LINES.names if c not in lines.columns]
+    if missing:
+        raise ValueError(f"explorer: the published lines lack columns {missing}")
+    if lines["joined"].isna().any():
+        raise ValueError("explorer: published lines without their join (published_vote_lines(run, votes) fills it)")
+    lines = lines.reset_index(drop=True)
+    line_keys = (lines["dataset"] + "/" + lines["strategy"] + "/" + lines["model"]).tolist()
+    strays = sorted(set(line_keys) - set(keys))
+    if strays:
+        raise ValueError(f"explorer: published lines of cells without votes: {strays}")
+    return lines, line_keys
+
+
+def _line_of_question(lines: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(cell key, prompt_id) -> the published line whose votes the join gave the question."""
+    return {
+        (cell_key(dataset, strategy, model), str(prompt_id)): str(line)
+        for dataset, strategy, model, line, joined in zip(
+            lines["dataset"], lines["strategy"], lines["model"], lines["line"], lines["joined"]
+        )
+        for prompt_id in joined
+    }
+
+
+def _with_line_terms(
+    terms_of: Mapping[str, np.ndarray], keys: Sequence[str], lines: pd.DataFrame, line_keys: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Every metric's terms over the questions then the lines: Table 4 of the cells that have
+    lines counts those (:func:`bloomqg.metrics.quality.line_terms`), not their questions; no
+    other metric counts a line."""
+    on_lines = line_terms(lines)
+    scored_on_lines = np.isin(np.asarray(keys, dtype=object), list(set(line_keys)))
+    out = {}
+    for name, terms in terms_of.items():
+        if name in on_lines:
+            numerator, member = on_lines[name]
+            out[name] = np.concatenate([np.where(scored_on_lines, np.nan, terms),
+                                        np.where(member, numerator.astype(np.float64), np.nan)])
+        else:
+            out[name] = np.concatenate([terms, np.full(len(lines), np.nan)])
+    return out
+
+
 def build_items(
     votes: pd.DataFrame,
     *,
@@ -345,6 +438,7 @@ def build_items(
     reliability: pd.DataFrame | None = None,
     metrics: pd.DataFrame | None = None,
     cells: Mapping[str, Mapping[str, Any]] | None = None,
+    lines: pd.DataFrame | None = None,
 ) -> ItemTable:
     """The item table of a run's votes (``schemas.VOTES`` columns, any number of cells).
 
@@ -352,7 +446,10 @@ def build_items(
     question that was not parsed, the raw answer; ``judgments`` (one JUDGMENTS frame per judge
     and cell) each judge's status, reason and raw answer; ``reliability`` the judges' names and
     the α gate; ``metrics`` the values and ``n`` the explorer shows beside its own count;
-    ``cells`` each cell's provenance.
+    ``cells`` each cell's provenance. ``lines`` (an imported release's published vote lines,
+    ``frames.PUBLISHED_VOTE_LINES``, gated as scored) adds a row per line after the questions,
+    and the column ``row`` that tells the two kinds apart: Table 4's terms of those cells lie on
+    the lines.
     """
     missing = [c for c in VOTES.names if c not in votes.columns]
     if missing:
@@ -369,7 +466,11 @@ def build_items(
     judged = index_judgments(judgments)
     generation_of = index_generations(generations)
 
-    columns = _columns(judges)
+    if lines is not None:
+        lines, line_keys = _checked_lines(lines, keys)
+        line_of = _line_of_question(lines)
+
+    columns = _columns(judges, with_lines=lines is not None)
     values: dict[str, list[Any]] = {column.key: [] for column in columns}
     # Plain per-column lists (DataFrame.to_dict("records") boxes every cell: 10x slower).
     lists = {name: votes[name].tolist() for name in VOTES.names}
@@ -378,9 +479,21 @@ def build_items(
         item_key = f"{key}/{row['prompt_id']}"
         item = _item_cells(row, key, generation_of.get(item_key, GenerationNote()), gate.get(key, []))
         verdicts, item["judge_issues"] = _verdict_cells(row, item_key, judges_of[key], judges, judged)
+        if lines is not None:
+            item.update(row=QUESTION_ROW, joined=None, line=line_of.get((key, str(row["prompt_id"]))))
         for name, value in {**item, **verdicts}.items():
             values[name].append(value)
-    for name, terms in _cell_terms(votes).items():
+    terms_of = _cell_terms(votes)
+    if lines is not None:
+        texts: dict[str, set[str]] = {}
+        for key, text in zip(keys, lists["new_question"]):
+            if not is_missing(text):
+                texts.setdefault(key, set()).add(str(text))
+        for item in _line_cells(lines, texts, judges_of, judges, gate, columns):
+            for name in values:
+                values[name].append(item.get(name))
+        terms_of = _with_line_terms(terms_of, keys, lines, line_keys)
+    for name, terms in terms_of.items():
         values[METRIC_COLUMN_PREFIX + name] = [None if math.isnan(v) else float(v) for v in terms.tolist()]
     table = ItemTable(columns, values, judges=judges)
     table.cells = {key: dict(value) for key, value in (cells or {}).items()}

@@ -38,7 +38,7 @@ def write_explorer(out_dir: Path, table: ItemTable, *, title: str) -> list[Path]
         text = data_script(encode_table(table, title=title)) if name == "data.js" else (STATIC_DIR / name).read_text(encoding="utf-8")
         write_text_atomic(path, text)
         paths.append(path)
-    log.info("wrote the explorer of %d questions to %s (data %.2f MB)", len(table), out_dir,
+    log.info("wrote the explorer of %d rows to %s (data %.2f MB)", len(table), out_dir,
              (out_dir / "data.js").stat().st_size / 1e6)
     return paths
 
@@ -51,8 +51,10 @@ def cell_provenance(
     generation_files: Sequence[tuple[Path, pd.DataFrame, Mapping[str, Any]]],
     judgment_files: Sequence[tuple[Path, pd.DataFrame, Mapping[str, Any]]],
     vote_files: Sequence[tuple[Path, pd.DataFrame]],
+    line_files: Sequence[tuple[Path, pd.DataFrame]] = (),
 ) -> dict[str, dict[str, Any]]:
-    """cell key -> {votes, generations: {file, provenance}, judges: [{judge, file, provenance}]}."""
+    """cell key -> {votes, lines (a release's published vote lines), generations: {file,
+    provenance}, judges: [{judge, file, provenance}]}."""
     cells: dict[str, dict[str, Any]] = {}
 
     def key_of(frame: pd.DataFrame, path: Path) -> str | None:
@@ -63,9 +65,10 @@ def cell_provenance(
             raise ValueError(f"{path}: holds {len(found)} cells; the explorer expects one cell per file")
         return cell_key(*found.iloc[0].tolist())
 
-    for path, frame in vote_files:
-        if (key := key_of(frame, path)) is not None:
-            cells.setdefault(key, {"judges": []})["votes"] = str(path)
+    for name, files in (("votes", vote_files), ("lines", line_files)):
+        for path, frame in files:
+            if (key := key_of(frame, path)) is not None:
+                cells.setdefault(key, {"judges": []})[name] = str(path)
     for path, frame, provenance in generation_files:
         if (key := key_of(frame, path)) is not None:
             cells.setdefault(key, {"judges": []})["generations"] = {"file": str(path), "provenance": _trimmed(provenance)}
@@ -87,20 +90,24 @@ def write_explorer_from_files(
     reliability: Sequence[Path],
     metrics: Path,
     title: str,
+    lines: Sequence[Path] = (),
 ) -> list[Path]:
-    """:func:`write_explorer` from the workflow's files (what the explorer rule hands over)."""
+    """:func:`write_explorer` from the workflow's files (what the explorer rule hands over);
+    ``lines``: an imported release's published vote lines, one file per cell."""
     from bloomqg.parquet_io import read_frame, read_frames, read_provenance
-    from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+    from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
     vote_frames = [(Path(p), read_frame(p, VOTES)) for p in votes]
     generation_frames = [(Path(p), read_frame(p, GENERATIONS), read_provenance(p)) for p in generations]
     judgment_frames = [(Path(p), read_frame(p, JUDGMENTS), read_provenance(p)) for p in judgments]
+    line_frames = [(Path(p), read_frame(p, PUBLISHED_VOTE_LINES)) for p in lines]
     table = build_items(
         pd.concat([frame for _, frame in vote_frames], ignore_index=True),
         generations=pd.concat([frame for _, frame, _ in generation_frames], ignore_index=True) if generation_frames else None,
         judgments=[frame for _, frame, _ in judgment_frames],
         reliability=read_frames(reliability, RELIABILITY) if reliability else None,
         metrics=read_frame(metrics, METRICS),
-        cells=cell_provenance(generation_frames, judgment_frames, vote_frames),
+        cells=cell_provenance(generation_frames, judgment_frames, vote_frames, line_frames),
+        lines=pd.concat([frame for _, frame in line_frames], ignore_index=True) if line_frames else None,
     )
     return write_explorer(Path(out_dir), table, title=title)

@@ -2,6 +2,10 @@
  * bloomqg.reporting.explorer.encode), decodes it with DecompressionStream and shows one row per
  * generated question. No network: the page works opened from file://.
  *
+ * An imported release's explorer also holds one row per published vote line (column "row"): its
+ * Table 4 counts those. The view then always filters "row"; by default to the rows a linked
+ * metric counts, else to the questions, so that no view counts a question twice.
+ *
  * The view lives in the URL fragment (URLSearchParams): f.<column>=<value> (repeatable),
  * m=<metric> and mv=counted|rest, q=<search>, s=[-]<column>, c=<shown columns>, i=<selected row>.
  */
@@ -12,7 +16,9 @@
   const TRANSITION_ORDER = ["match", "drift", "regression", "leap", "uncategorized"];
   const NONE = "—";
   const STRATEGY = { cot: "CoT", fgp: "FGP" };  // as bloomqg.reporting.display writes them
+  const QUESTION_ROW = "question", LINE_ROW = "published vote line";  // items.QUESTION_ROW, LINE_ROW
   const WIDTHS = {
+    row: "120px", line: "44px", joined: "92px",
     dataset: "minmax(44px, 64px)", model: "minmax(80px, 110px)", strategy: "40px", item_id: "86px", target_level: "76px",
     judged_level: "76px", transition: "84px", identified_level: "82px", target_units: "minmax(64px, 110px)",
     judged_units: "minmax(64px, 110px)", identified_units: "minmax(80px, 130px)", useful: "46px", unique: "46px",
@@ -22,8 +28,11 @@
   const SHORT = { useful: "Usable", unique: "Uniq.", readable: "Read.", answerable: "Answ.", strategy: "Str.",
                   target_level: "Target", judged_level: "Judged", target_units: "Target units",
                   judged_units: "Judged units", gate: "α gate", parse: "Parse", new_question: "Generated question",
-                  original_question: "Original question" };
-  const OPEN_GROUPS = new Set(["Cell", "Bloom level", "Knowledge units", "Votes", "Diagnostics"]);
+                  original_question: "Original question", line: "Line", joined: "Joined", row: "Row" };
+  const OPEN_GROUPS = new Set(["Row", "Cell", "Bloom level", "Knowledge units", "Votes", "Diagnostics"]);
+  // The table's columns for published vote lines (a release's Table 4 rows).
+  const LINE_COLUMNS = ["dataset", "model", "strategy", "line", "joined", "unique", "readable", "answerable",
+                        "new_question", "judged_units"];
   const FACET_TOP = 8;
 
   const $ = (id) => document.getElementById(id);
@@ -79,13 +88,43 @@
     const first = ["dataset", "model", "strategy", "target_level", "judged_level", "transition", "useful", "new_question"];
     const rest = S.cols.filter((c) => c.shown && !first.includes(c.key)).map((c) => c.key);
     S.defaultShown = [...first.filter((k) => S.byKey[k]), ...rest];
+    S.rowKinds = S.byKey.row ? S.byKey.row.dict.slice() : null;
+    if (S.rowKinds) {
+      S.rowTotals = new Int32Array(S.rowKinds.length);
+      for (const x of S.byKey.row.codes) S.rowTotals[x]++;
+    }
+  }
+
+  // ---------------------------------------------------------------- row kinds (a release)
+  // The kinds of row a metric's denominator holds (a release's Table 4: published vote lines).
+  function metricRows(metric) {
+    const m = S.byKey["m." + metric].values, codes = S.byKey.row.codes, seen = new Set();
+    for (let r = 0; r < S.n; r++) if (m[r] === m[r]) seen.add(S.rowKinds[codes[r]]);
+    return [...seen];
+  }
+
+  // Without an explicit f.row: the kinds the metric counts, else the questions.
+  function defaultRowFilter() {
+    if (!S.rowKinds || S.filters.has("row")) return;
+    const kinds = S.metric ? metricRows(S.metric) : [];
+    S.filters.set("row", new Set(kinds.length ? kinds : [QUESTION_ROW]));
+  }
+
+  function onlyLines() {
+    const f = S.filters.get("row");
+    return !!f && f.size === 1 && f.has(LINE_ROW);
+  }
+
+  function defaultColumns() {
+    return onlyLines() ? LINE_COLUMNS.filter((k) => S.byKey[k]) : S.defaultShown;
   }
 
   const COLLATOR = new Intl.Collator("en", { numeric: true });
   function rankOf(c) {
     // Sort rank of each dictionary value: Bloom order for levels, else natural order.
     const order = c.key.endsWith("_level") || c.key.endsWith(".bloom_level") ? LEVEL_ORDER
-      : c.key === "transition" ? TRANSITION_ORDER : null;
+      : c.key === "transition" ? TRANSITION_ORDER : c.key === "row" ? [QUESTION_ROW, LINE_ROW]
+      : c.key === "joined" ? ["joined", "repeated text", "no original"] : null;
     const idx = c.dict.map((v, i) => i);
     idx.sort((a, b) => {
       const va = c.dict[a], vb = c.dict[b];
@@ -117,7 +156,9 @@
     S.q = p.get("q") || "";
     const s = p.get("s");
     S.sort = s && S.byKey[s.replace(/^-/, "")] ? { key: s.replace(/^-/, ""), desc: s.startsWith("-") } : null;
-    S.shown = p.get("c") ? p.get("c").split(",").filter((k) => S.byKey[k]) : S.defaultShown.slice();
+    defaultRowFilter();
+    S.customColumns = !!p.get("c");
+    S.shown = S.customColumns ? p.get("c").split(",").filter((k) => S.byKey[k]) : defaultColumns().slice();
     S.selectedPrompt = p.get("i");
     if (!S.selectedPrompt) S.selected = -1;
     $("search").value = S.q;
@@ -126,18 +167,22 @@
   function writeHash() {
     const p = new URLSearchParams();
     for (const [k, vs] of S.filters) for (const v of vs) p.append("f." + k, v);
+    // Every kind of row, said: a missing f.row means the default (one kind) on the next opening.
+    if (S.rowKinds && !S.filters.has("row")) for (const v of S.rowKinds) p.append("f.row", v);
     if (S.metric) { p.set("m", S.metric); if (S.mv !== "all") p.set("mv", S.mv); }
     if (S.q) p.set("q", S.q);
     if (S.sort) p.set("s", (S.sort.desc ? "-" : "") + S.sort.key);
-    if (S.shown.join(",") !== S.defaultShown.join(",")) p.set("c", S.shown.join(","));
+    if (S.customColumns && S.shown.join(",") !== defaultColumns().join(",")) p.set("c", S.shown.join(","));
     if (S.selected >= 0) p.set("i", rowKey(S.selected));
     const hash = "#" + p.toString();
     if (location.hash !== hash) history.replaceState(null, "", hash === "#" ? location.pathname : hash);
     $("permalink").href = location.href;
   }
 
+  // A question is its prompt; a published vote line (no prompt) its line of the votes file.
   function rowKey(r) {
-    return value("cell", r) + "/" + value("prompt_id", r);
+    const prompt = value("prompt_id", r);
+    return value("cell", r) + "/" + (prompt === null ? "line " + value("line", r) : prompt);
   }
 
   // ---------------------------------------------------------------- values
@@ -265,6 +310,7 @@
 
   // ---------------------------------------------------------------- rendering
   function render() {
+    if (!S.customColumns) S.shown = defaultColumns().slice();
     recompute();
     if (S.selectedPrompt) {
       const found = findRow(S.selectedPrompt);
@@ -304,11 +350,22 @@
     return -1;
   }
 
+  // What the rows in view are: questions, published vote lines, or both ("rows").
+  function rowNoun() {
+    if (!S.rowKinds) return "questions";
+    const f = S.filters.get("row");
+    if (!f || f.size !== 1) return "rows";
+    return f.has(LINE_ROW) ? "published vote lines" : "questions";
+  }
+
   function renderCount() {
     const el = $("count");
+    let total = S.n;
+    const f = S.rowKinds && S.filters.get("row");
+    if (f) { total = 0; S.rowKinds.forEach((v, i) => { if (f.has(v)) total += S.rowTotals[i]; }); }
     el.dataset.count = S.visible.length;
-    el.dataset.total = S.n;
-    el.innerHTML = `<b>${fmt(S.visible.length)}</b> of ${fmt(S.n)} questions`;
+    el.dataset.total = total;
+    el.innerHTML = `<b>${fmt(S.visible.length)}</b> of ${fmt(total)} ${rowNoun()}`;
   }
 
   function selectedCells() {
@@ -335,21 +392,15 @@
     const value = spec.kind === "sum" ? num : spec.kind === "count" ? counted : den ? (num / den) * spec.scale : null;
     const shown = (x) => (x === null || x === undefined ? NONE : Number(x).toFixed(spec.decimals));
     const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${STRATEGY[s] || s}`)(cells[0].split("/")) : `${cells.length} cells`;
-    const filtered = S.q || [...S.filters.keys()].some((k) => !["dataset", "model", "strategy"].includes(k));
-    let warn = "";
-    if (!filtered && cells.length && den !== tableN) {
-      warn = `<span class="warn" id="banner-mismatch">The table's n is ${fmt(tableN)}, ${fmt(den)} questions here: ` +
-        "the metric was computed over other rows (an imported release's Table 4 counts every published vote line).</span>";
-    }
     el.hidden = false;
     el.innerHTML = `<span class="metric">${esc(spec.label)}</span><span>${esc(where)}</span>` +
       `<span>table: <b>${shown(tableValue)}</b> over n = <b id="banner-table-n">${fmt(tableN)}</b></span>` +
-      `<span>here: <b id="banner-den">${fmt(den)}</b> in the denominator, <b>${fmt(counted)}</b> counted → <b>${shown(value)}</b></span>` +
+      `<span>here: <b id="banner-den">${fmt(den)}</b> ${rowNoun()} in the denominator, <b>${fmt(counted)}</b> counted → <b>${shown(value)}</b></span>` +
       `<span class="seg"><button data-mv="all" class="${S.mv === "all" ? "on" : ""}">all ${fmt(den)}</button>` +
       `<button data-mv="counted" class="${S.mv === "counted" ? "on" : ""}">counted ${fmt(counted)}</button>` +
       `<button data-mv="rest" class="${S.mv === "rest" ? "on" : ""}" title="in the denominator, not in the numerator">not counted ${fmt(den - counted)}</button></span>` +
-      warn + `<button class="close" title="Drop the metric filter">×</button>`;
-    el.dataset.den = den; el.dataset.tableN = tableN;
+      `<button class="close" title="Drop the metric filter">×</button>`;
+    el.dataset.den = den; el.dataset.tableN = tableN; el.dataset.value = value === null ? "" : value;
   }
 
   function renderFilters() {
@@ -400,6 +451,7 @@
     if (key === "transition") return "t-" + v;
     if (key === "gate" && v !== "passed") return "flag";
     if (key === "parse" && v !== "ok") return "flag";
+    if (key === "joined" && v !== "joined") return "flag";
     return "";
   }
 
@@ -433,7 +485,7 @@
       }
       html += "</div>";
     }
-    if (!S.visible.length) html = `<div class="empty">No question matches these filters.</div>`;
+    if (!S.visible.length) html = `<div class="empty">No ${rowNoun() === "questions" ? "question matches" : "row matches"} these filters.</div>`;
     const rows = $("rows");
     rows.style.top = first * ROW + "px";
     rows.innerHTML = html;
@@ -461,34 +513,46 @@
 
   // With no question selected: what the rows in view hold, and how to move among them.
   function viewSummary() {
-    const tally = (key) => {
-      const c = S.byKey[key], counts = new Map();
-      for (const r of S.visible) { const v = c.codes[r] < 0 ? NONE : c.dict[c.codes[r]]; counts.set(v, (counts.get(v) || 0) + 1); }
-      return [...counts].sort((a, b) => c.rank[S.byKey[key].dict.indexOf(a[0])] - c.rank[S.byKey[key].dict.indexOf(b[0])]);
+    // Tallies over the rows in view of one kind (null: every row).
+    const kindCode = (kind) => (S.rowKinds ? S.rowKinds.indexOf(kind) : -1);
+    const rows = (kind) => {
+      if (kind === null || !S.rowKinds) return S.visible;
+      const codes = S.byKey.row.codes, code = kindCode(kind);
+      return S.visible.filter((r) => codes[r] === code);
     };
-    const row = (key, label) => `<tr><th>${label}</th><td>${tally(key).map(([v, n]) =>
+    const tally = (key, list) => {
+      const c = S.byKey[key], counts = new Map();
+      for (const r of list) { const v = c.codes[r] < 0 ? NONE : c.dict[c.codes[r]]; counts.set(v, (counts.get(v) || 0) + 1); }
+      return [...counts].sort((a, b) => c.rank[c.dict.indexOf(a[0])] - c.rank[c.dict.indexOf(b[0])]);
+    };
+    const row = (key, label, list) => `<tr><th>${label}</th><td>${tally(key, list).map(([v, n]) =>
       `<span class="${cls(key, v)}">${esc(v)}</span> ${fmt(n)}`).join(" · ")}</td></tr>`;
-    return `<h2>${fmt(S.visible.length)} questions in view</h2>` +
-      `<table class="grid" style="margin-top:8px">${row("useful", "Usable")}${row("transition", "Transition")}${row("judged_level", "Judged level")}${row("model", "Model")}</table>` +
-      `<p class="muted" style="margin-top:12px">Select a question: click it, or <kbd>j</kbd> / <kbd>k</kbd>. ` +
+    const questions = rows(QUESTION_ROW), lines = S.rowKinds ? rows(LINE_ROW) : [];
+    let grid = questions.length && lines.length ? row("row", "Row", S.visible) : "";
+    if (questions.length || !lines.length) {
+      grid += row("useful", "Usable", questions) + row("transition", "Transition", questions) + row("judged_level", "Judged level", questions);
+    }
+    if (lines.length) {
+      grid += row("joined", "Line joined", lines) + row("unique", "Unique (line)", lines) + row("readable", "Readable (line)", lines) +
+        row("answerable", "Answerable (line)", lines);
+    }
+    const linesNote = S.rowKinds ? `<p class="muted">A release's Table 4 (unique, readable, answerable) counts every line of each run's ` +
+      `published votes file, a text judged on several lines on each; the other metrics count the questions, each with the ` +
+      `votes of the first line of its text. The <b>Row</b> filter chooses which you see; a table cell sets it for you.</p>` : "";
+    return `<h2>${fmt(S.visible.length)} ${rowNoun()} in view</h2>` +
+      `<table class="grid" style="margin-top:8px">${grid}${row("model", "Model", S.visible)}</table>` +
+      `<p class="muted" style="margin-top:12px">Select a row: click it, or <kbd>j</kbd> / <kbd>k</kbd>. ` +
       `<kbd>/</kbd> searches, <kbd>Esc</kbd> leaves the search, <kbd>c</kbd> clears the filters, <kbd>?</kbd> lists the keys. ` +
-      `A number in the report opens here on the questions behind it.</p>`;
+      `A number in the report opens here on the rows behind it.</p>` + linesNote;
   }
 
-  function renderDetail() {
-    const el = $("detail");
-    const r = S.selected;
-    if (r < 0) { el.innerHTML = viewSummary(); return; }
+  // The judges' verdicts, the majority and the agreement per criterion; and the judges' notes.
+  function verdicts(r, criteria) {
     const v = (k) => value(k, r);
-    const list = (k) => { const x = v(k); return x && x.length ? x.join("; ") : NONE; };
-    const criteria = [["unique", "Unique"], ["readable", "Readable"], ["answerable", "Answerable"],
-                      ["bloom_level", "Bloom level"], ["knowledge_units", "Knowledge units"]];
-    const majority = { unique: v("unique"), readable: v("readable"), answerable: v("answerable"),
-                       bloom_level: v("judged_level"), knowledge_units: list("judged_units") };
     const judges = S.data.judges;
     let grid = `<table class="grid"><tr><th>Criterion</th>${judges.map((j) => `<th>${esc(j)}</th>`).join("")}<th>Majority</th><th>Agree</th></tr>`;
     let notes = "";
-    for (const [key, label] of criteria) {
+    for (const [key, label, majority] of criteria) {
       grid += `<tr><td>${label}</td>`;
       for (const j of judges) {
         const x = v(`v.${j}.${key}`);
@@ -496,24 +560,102 @@
         const note = S.byKey[`r.${j}.${key}`] ? v(`r.${j}.${key}`) : null;
         if (note) notes += `<div><b>${esc(j)}</b> · ${label}</div><div class="note">${esc(note)}</div>`;
       }
-      grid += `<td class="${cls(key, majority[key])}"><b>${esc(majority[key] ?? NONE)}</b></td><td>${esc(v("agree." + key) ?? NONE)}</td></tr>`;
+      grid += `<td class="${cls(key, majority)}"><b>${esc(majority ?? NONE)}</b></td><td>${esc(v("agree." + key) ?? NONE)}</td></tr>`;
     }
-    grid += "</table>";
-    const cell = S.data.cells[v("cell")] || {};
+    return { grid: grid + "</table>", notes };
+  }
+
+  function countedIn(r) {
+    return Object.keys(S.data.metric_specs).filter((name) => S.byKey["m." + name] && !Number.isNaN(S.byKey["m." + name].values[r]))
+      .map((name) => { const x = S.byKey["m." + name].values[r]; const spec = S.data.metric_specs[name];
+        const shown = spec.kind === "percent" && (x === 0 || x === 1) ? (x ? "✓" : "✗") : Number(x).toFixed(2);
+        return `<span class="badge" title="in the denominator of ${esc(spec.label)}; numerator term ${x}">${esc(spec.label)} ${shown}</span>`; }).join(" ");
+  }
+
+  function provenance(r) {
+    const cell = S.data.cells[value("cell", r)] || {};
     let prov = "";
     if (cell.generations) {
-      prov += `<div><b>Generations</b></div>` + kv({ file: cell.generations.file, "this prompt's hash": v("prompt_hash"),
+      prov += `<div><b>Generations</b></div>` + kv({ file: cell.generations.file, "this prompt's hash": value("prompt_hash", r),
                                                         ...pick(cell.generations.provenance, GEN_KEYS) });
     }
     if (cell.votes) prov += kv({ votes: cell.votes });
+    if (cell.lines) prov += kv({ "published vote lines": cell.lines });
     for (const j of cell.judges || []) {
       prov += `<div style="margin-top:4px"><b>Judge ${esc(j.judge)}</b></div>` + kv({ file: j.file, ...pick(j.provenance, JUDGE_KEYS) });
     }
     if (!prov) prov = `<p class="muted">No provenance was recorded for this cell.</p>`;
-    const metrics = Object.keys(S.data.metric_specs).filter((name) => S.byKey["m." + name] && !Number.isNaN(S.byKey["m." + name].values[r]))
-      .map((name) => { const x = S.byKey["m." + name].values[r]; const spec = S.data.metric_specs[name];
-        const shown = spec.kind === "percent" && (x === 0 || x === 1) ? (x ? "✓" : "✗") : Number(x).toFixed(2);
-        return `<span class="badge" title="in the denominator of ${esc(spec.label)}; numerator term ${x}">${esc(spec.label)} ${shown}</span>`; }).join(" ");
+    return `<h3>Provenance</h3>${prov}` +
+      `<details class="raw"><summary>all recorded provenance</summary><div class="note">${esc(JSON.stringify(cell, null, 1))}</div></details>`;
+  }
+
+  // ---------------------------------------------------------------- questions and lines (a release)
+  // Rows of r's cell that pass `test`, in row order.
+  function inCell(r, test) {
+    const cell = S.byKey.cell.codes, c = cell[r], out = [];
+    for (let i = 0; i < S.n; i++) if (cell[i] === c && test(i)) out.push(i);
+    return out;
+  }
+  const isLine = (i) => S.byKey.row.codes[i] === S.rowKinds.indexOf(LINE_ROW);
+  const sameCode = (key, r) => { const codes = S.byKey[key].codes, x = codes[r]; return (i) => x >= 0 && codes[i] === x; };
+  const goto = (i, text) => `<a href="#" data-goto="${i}">${esc(text)}</a>`;
+  const lineName = (i) => "line " + value("line", i);
+  const itemName = (i) => "item " + value("item_id", i);
+
+  // The published vote lines of a question's text, and the one whose votes the join gave it.
+  function questionLines(r) {
+    if (!S.rowKinds) return "";
+    const taken = value("line", r);
+    const lines = inCell(r, (i) => isLine(i) && sameCode("new_question", r)(i));
+    if (!lines.length) return `<div class="muted">No published vote line judges this text: no votes.</div>`;
+    const own = lines.find((i) => value("line", i) === taken);
+    const others = lines.filter((i) => i !== own);
+    return `<div>Votes from published ${own === undefined ? NONE : goto(own, lineName(own))} of the votes file` +
+      (others.length ? `; the same text is also on ${others.map((i) => goto(i, lineName(i))).join(", ")}, which Table 4 counts as well` : "") +
+      `. Table 4 counts the lines, not this question.</div>`;
+  }
+
+  function lineDetail(r) {
+    const v = (k) => value(k, r);
+    const list = (k) => { const x = v(k); return x && x.length ? x.join("; ") : NONE; };
+    const line = sameCode("line", r);
+    const questions = inCell(r, (i) => !isLine(i) && line(i));
+    const sameText = inCell(r, (i) => isLine(i) && i !== r && sameCode("new_question", r)(i));
+    let joined;
+    if (questions.length) {
+      joined = `The join gives this line's votes to ${questions.map((i) => goto(i, itemName(i))).join(", ")}` +
+        (sameText.length ? `; the same text is also on ${sameText.map((i) => goto(i, lineName(i))).join(", ")}` : "") + ".";
+    } else if (v("joined") === "repeated text") {
+      const first = sameText[0];
+      const takers = first === undefined ? [] : inCell(r, (i) => !isLine(i) && sameCode("line", first)(i));
+      joined = `A later line of a text judged before, on ${first === undefined ? NONE : goto(first, lineName(first))}: ` +
+        `the join gives that first line's votes to ${takers.map((i) => goto(i, itemName(i))).join(", ") || NONE}. ` +
+        "Table 4 counts this line as well.";
+    } else {
+      joined = "No original of this run produced this text: no question takes these votes. Table 4 counts the line.";
+    }
+    const { grid } = verdicts(r, [["unique", "Unique", v("unique")], ["readable", "Readable", v("readable")],
+      ["answerable", "Answerable", v("answerable")], ["knowledge_units", "Knowledge units", list("judged_units")]]);
+    return `<h2>${esc(v("model"))} · ${esc(v("dataset"))} · ${esc(v("strategy"))}</h2>` +
+      `<div class="ids">published vote ${esc(lineName(r))} · <span class="${cls("joined", v("joined"))}">${esc(v("joined"))}</span></div>` +
+      `<div class="qbox"><div class="label">Judged text</div><div class="q">${esc(v("new_question"))}</div>` +
+      `<div class="meta">Units (majority) ${esc(list("judged_units"))}</div></div>` +
+      `<h3>Joined to</h3><div>${joined}</div>` +
+      `<h3>Verdicts (as published on this line)</h3>${grid}` +
+      `<div style="margin-top:5px">α gate <span class="${cls("gate", list("gate"))}">${esc(list("gate"))}</span></div>` +
+      `<h3>Counted in</h3><div>${countedIn(r) || NONE}</div>` + provenance(r);
+  }
+
+  function renderDetail() {
+    const el = $("detail");
+    const r = S.selected;
+    if (r < 0) { el.innerHTML = viewSummary(); return; }
+    if (S.rowKinds && isLine(r)) { el.innerHTML = lineDetail(r); return; }
+    const v = (k) => value(k, r);
+    const list = (k) => { const x = v(k); return x && x.length ? x.join("; ") : NONE; };
+    const { grid, notes } = verdicts(r, [["unique", "Unique", v("unique")], ["readable", "Readable", v("readable")],
+      ["answerable", "Answerable", v("answerable")], ["bloom_level", "Bloom level", v("judged_level")],
+      ["knowledge_units", "Knowledge units", list("judged_units")]]);
     const pe = v("parse_error"), raw = v("generation_raw");
     el.innerHTML =
       `<h2>${esc(v("model"))} · ${esc(v("dataset"))} · ${esc(v("strategy"))}</h2>` +
@@ -523,15 +665,13 @@
       (v("identified_level") !== NONE ? `<br>Model's reading: ${esc(v("identified_level"))} · ${esc(list("identified_units"))}` : "") + `</div></div>` +
       `<div class="qbox"><div class="label">Generated</div><div class="q">${v("new_question") === null ? '<span class="none">no question (parse ' + esc(v("parse")) + ")</span>" : esc(v("new_question"))}</div>` +
       `<div class="meta">Judged <b>${esc(v("judged_level"))}</b> · <span class="${cls("transition", v("transition"))}">${esc(v("transition"))}</span><br>Units ${esc(list("judged_units"))}</div></div></div>` +
-      `<h3>Verdicts</h3>${grid}` +
+      `<h3>Verdicts</h3>${grid}` + (v("new_question") === null ? "" : questionLines(r)) +
       `<div style="margin-top:5px">Usable <b class="${cls("useful", v("useful"))}">${esc(v("useful"))}</b> · α gate <span class="${cls("gate", list("gate"))}">${esc(list("gate"))}</span>` +
       ` · parse <span class="${cls("parse", v("parse"))}">${esc(v("parse"))}</span> · finish ${esc(v("finish_reason") ?? NONE)} · judge issues ${esc(list("judge_issues"))}</div>` +
       (pe ? `<h3>Parse note</h3><div class="note">${esc(pe)}</div>` : "") +
       (raw ? `<h3>Generation (raw answer)</h3><div class="note">${esc(raw)}</div>` : "") +
       (notes ? `<h3>Judges' reasons and answers</h3>${notes}` : "") +
-      `<h3>Counted in</h3><div>${metrics || NONE}</div>` +
-      `<h3>Provenance</h3>${prov}` +
-      `<details class="raw"><summary>all recorded provenance</summary><div class="note">${esc(JSON.stringify(cell, null, 1))}</div></details>`;
+      `<h3>Counted in</h3><div>${countedIn(r) || NONE}</div>` + provenance(r);
   }
 
   // ---------------------------------------------------------------- actions
@@ -609,6 +749,10 @@
         () => { $("status").textContent = "Address of this view copied"; setTimeout(() => { $("status").textContent = ""; }, 1500); },
         () => { $("status").textContent = "Copy the address bar to share this view"; setTimeout(() => { $("status").textContent = ""; }, 2500); });
     });
+    $("detail").addEventListener("click", (e) => {
+      const to = e.target.closest("[data-goto]");
+      if (to) { e.preventDefault(); select(Number(to.dataset.goto)); }
+    });
     $("banner").addEventListener("click", (e) => {
       if (e.target.dataset.mv) { S.mv = e.target.dataset.mv; update(); }
       else if (e.target.classList.contains("close")) { S.metric = null; S.mv = "all"; update(); }
@@ -618,6 +762,7 @@
     $("columns-menu").addEventListener("change", (e) => {
       const key = e.target.dataset.col;
       if (!key) return;
+      S.customColumns = true;
       if (e.target.checked) S.shown.push(key); else S.shown = S.shown.filter((k) => k !== key);
       renderHead(); renderRows(false); writeHash();
     });
@@ -626,7 +771,7 @@
     document.addEventListener("keydown", onKey);
   }
 
-  function clearAll() { S.filters.clear(); S.metric = null; S.mv = "all"; S.q = ""; $("search").value = ""; update(); }
+  function clearAll() { S.filters.clear(); S.metric = null; S.mv = "all"; S.q = ""; $("search").value = ""; defaultRowFilter(); update(); }
 
   function toggleColumnsMenu() {
     const menu = $("columns-menu");
