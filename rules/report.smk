@@ -39,8 +39,13 @@ rule plot_figures:
             wc.root, "votes/{dataset}/{strategy}/{model}.reliability.parquet"
         ),
     output:
+        # <stem>.links.json: the PNG's marks that open the item explorer (read by build_report)
         [
-            report(f"{{root}}/figures/{name}", caption=figure_caption(name), category="Figures")
+            (
+                f"{{root}}/figures/{name}"
+                if name.endswith(".links.json")
+                else report(f"{{root}}/figures/{name}", caption=figure_caption(name), category="Figures")
+            )
             for name in FIGURE_FILES
         ],
     log:

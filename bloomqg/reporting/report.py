@@ -2,7 +2,9 @@
 cost and browsable examples, each figure and table with a one-sentence reading from the data.
 
 The page has no external resource (images are inlined as base64 PNG, CSS is inline, there is no
-script), so it can be mailed or archived as one file. It is rendered by Jinja2 from
+script), so it can be mailed or archived as one file; its links into the item explorer (table
+cells, and the marks of a figure whose ``<stem>.links.json`` is given) need the explorer folder
+beside it. It is rendered by Jinja2 from
 ``bloomqg/report_templates/report.html.j2`` with autoescaping on: every text from a model, a
 judge or a dataset is escaped.
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import hashlib
 import io
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -78,7 +82,9 @@ def png_size(data: bytes, where: Path) -> tuple[int, int]:
     raise ReportInputError(f"figure file {where} is not a PNG image")
 
 
-def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -> list[dict[str, str]]:
+def _figure_entries(
+    figure_paths: Sequence[Path], readings: Mapping[str, str], explorer_href: str | None = None
+) -> list[dict[str, Any]]:
     entries = []
     given = [Path(p) for p in figure_paths]
     for path in given:
@@ -89,14 +95,51 @@ def _figure_entries(figure_paths: Sequence[Path], readings: Mapping[str, str]) -
         raw = path.read_bytes()
         width, height = png_size(raw, path)
         data = base64.b64encode(raw).decode("ascii")
+        sidecar = path.with_name(f"{path.stem}.links.json")
         entries.append({
             "stem": path.stem, "data_uri": f"data:image/png;base64,{data}",
             # the caption names the files this figure was given as, no format it was not written in
             "files": [p.name for p in given if p.parent == path.parent and p.stem == path.stem],
             "width": round(width * SCREEN_SCALE), "height": round(height * SCREEN_SCALE),
             "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "reading": readings.get(path.stem, ""),
+            "links": figure_links(sidecar, raw, explorer_href) if explorer_href and sidecar in given else [],
         })
     return entries
+
+
+def figure_links(sidecar: Path, png: bytes, explorer_href: str) -> list[dict[str, str]]:
+    """The report's overlays of one figure from its ``<stem>.links.json``: per linked mark, the
+    explorer address, its box (and outline) in percentages of the image, and what it opens.
+
+    The sidecar must be the one written with this PNG (its SHA-256): a box of another drawing
+    would open the wrong questions.
+    """
+    try:
+        document = json.loads(sidecar.read_text(encoding="utf-8"))
+        written_for = document["png"]["sha256"]
+        links = document["links"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ReportInputError(f"figure links {sidecar}: {error}") from error
+    if written_for != hashlib.sha256(png).hexdigest():
+        raise ReportInputError(f"figure links {sidecar} were written for another drawing than the PNG beside it")
+    out = []
+    for link in links:
+        try:
+            left, top, width, height = (100 * float(v) for v in link["box"])
+            style = f"left:{left:.3f}%;top:{top:.3f}%;width:{width:.3f}%;height:{height:.3f}%"
+            if link.get("shape"):
+                points = ",".join(f"{_percent(x)}% {_percent(y)}%" for x, y in link["shape"])
+                style += f";clip-path:polygon({points})"
+            n = int(link["n"])
+            title = f"{link['label']}: open {'its question' if n == 1 else f'its {n:,} questions'} in the item explorer"
+            out.append({"href": f"{explorer_href}#{link['fragment']}", "style": style, "title": title, "n": str(n)})
+        except (KeyError, TypeError, ValueError) as error:
+            raise ReportInputError(f"figure links {sidecar}: a malformed link {link!r}: {error}") from error
+    return out
+
+
+def _percent(fraction: object) -> str:
+    return f"{100 * float(fraction):.1f}".replace("-0.0", "0.0")  # type: ignore[arg-type]
 
 
 def _cell_links(sources: list[list[list[str] | None]] | None, explorer_href: str | None) -> list[list[str | None]] | None:
@@ -200,11 +243,12 @@ def build_report(
     ``judge_bias``: the judge_bias target's table view (``.json``) and figure (``.png``); given,
     the report has a "Judge bias" section.
     ``explorer_href``: the item explorer's address relative to the report; when given, the
-    report links to it and every metric cell of a table opens it on the items behind the value.
+    report links to it, every metric cell of a table opens it on the items behind the value, and
+    so does every linked mark of a figure whose ``<stem>.links.json`` is among ``figure_paths``.
 
     Tables are read back from their view files (``.json``) in ``table_paths`` (CSV, Markdown and
     LaTeX files are listed as downloads, not read); figures are the PNG files of ``figure_paths``
-    inlined as base64.
+    inlined as base64, with the links of their ``.links.json`` files laid over them.
     """
     import yaml
 
@@ -222,7 +266,7 @@ def build_report(
         "judgment_provenance": provenance_entries(judgment_provenance),
         "tables": _table_entries(table_paths, t_readings, explorer_href),
         "explorer_href": explorer_href,
-        "figures": _figure_entries(figure_paths, readings),
+        "figures": _figure_entries(figure_paths, readings, explorer_href),
         "gate": gate_summary(reliability),
         "trust": trust_context(reliability, robustness),
         "ledger": ledger_view(ledger),

@@ -1,6 +1,7 @@
 """The item explorer in headless Chromium, opened as a file: it loads without a request leaving the
 folder, filters by a click, searches, moves with the keyboard, keeps its view in the address,
-and every metric cell of the report opens it on exactly that cell's ``n`` questions.
+and every metric cell of the report, and every linked mark of its figures, opens it on exactly
+that number's ``n`` questions.
 
 The study is judged, voted and scored by the real code (:mod:`tests.support.judged_study`).
 Screenshots go to ``BLOOMQG_SCREENSHOT_DIR`` when set (else the test's temp dir).
@@ -30,6 +31,7 @@ def site(tmp_path_factory):
     from bloomqg.metrics.paired import paired_comparisons
     from bloomqg.parquet_io import read_frames, read_provenance
     from bloomqg.reporting.explorer.write import write_explorer_from_files
+    from bloomqg.reporting.figures.write import write_figures
     from bloomqg.reporting.report import build_report
     from bloomqg.reporting.tables.write import write_tables
     from bloomqg.frames import GENERATIONS, JUDGMENTS
@@ -39,13 +41,15 @@ def site(tmp_path_factory):
     study = judged_study(out / "files", n_models=3, n_items=20)
     paired = paired_comparisons(study.votes, n_resamples=20, seed=0)
     tables = write_tables(study.metrics, study.datasets, study.reliability, out / "tables", paired=paired)
+    correlated = correlations(study.metrics, confidence=0.95)
+    figures = write_figures(study.metrics, study.votes, study.reliability, correlated, out / "figures")
     build_report(
         out / "report.html", config={"seed": 0}, all_metrics=study.metrics, votes=study.votes,
         reliability=study.reliability, generations=read_frames(study.generation_files, GENERATIONS),
         generation_provenance=[read_provenance(p) for p in study.generation_files],
         judgment_provenance=[read_provenance(p) for p in study.judgment_files],
         ledger=ledger_from_judgments(read_frames(study.judgment_files, JUDGMENTS)), table_paths=tables,
-        figure_paths=[], correlations=correlations(study.metrics, confidence=0.95), paired=paired,
+        figure_paths=figures, correlations=correlated, paired=paired,
         git_commit="0" * 40, package_versions={}, explorer_href="explorer/index.html",
     )
     write_explorer_from_files(
@@ -267,24 +271,90 @@ def test_report_cells_open_their_items(site, tab, shots):
     assert len(links) > 100
 
 
-def test_release_slice_tables_open_their_items(tab, release_dir, tmp_path_factory, shots):
-    """The GLM-4-9B slice of the paper's release: every cell of the release tables opens the
-    explorer on its cell's n rows with its value: Table 4's on the published vote lines, the
-    others on the questions, which the explorer shows by default."""
-    from bloomqg.release.tables import release_tables
+def _page_counts(tab: Tab, fragments: list[str]) -> list[int]:
+    """The explorer's count for each fragment, through the page's own filters (explorer.js
+    filterMasks), the fragment parsed as readHash parses it. Not through the address itself:
+    Chromium ignores URL changes past about 200 in 10 s ("Throttling navigation"), and the
+    figures have more marks than that."""
+    return tab.eval("""((fragments) => fragments.map(f => {
+        const p = new URLSearchParams(f), S = explorer.state;
+        S.filters = new Map(); S.q = "";
+        for (const [k, v] of p) {
+            if (!k.startsWith("f.")) continue;
+            if (!S.byKey[k.slice(2)]) throw new Error("no explorer column " + k);
+            if (!S.filters.has(k.slice(2))) S.filters.set(k.slice(2), new Set());
+            S.filters.get(k.slice(2)).add(v);
+        }
+        if (!S.byKey["m." + p.get("m")]) throw new Error("no metric " + p.get("m"));
+        return explorer.setMetric(p.get("m"));
+    }))(%s)""" % json.dumps(fragments))
+
+
+def test_report_figure_marks_open_their_items(site, tab, shots):
+    """A click on a bar of Figure 3 lands on the explorer showing that value's n questions; then
+    every linked mark of every figure (bars, heat-map cells, bands, nodes) is followed."""
+    report = (site["root"] / "report.html").resolve().as_uri()
+    tab.send("Page.navigate", {"url": report})
+    tab.wait("document.readyState === 'complete'")
+    marks = tab.eval("""Array.from(document.querySelectorAll('a.mark')).map(a => ({
+        href: a.href, n: Number(a.dataset.n), figure: a.closest('figure').id, label: a.getAttribute('aria-label'),
+        focusable: a.tabIndex === 0, inside: a.closest('.plot').querySelector('img') !== null}))""")
+    figures = {mark["figure"] for mark in marks}
+    assert figures == {"figure-fig2_transitions", "figure-fig3_shift_scores", "figure-fig4_knowledge_id",
+                       "figure-fig6_confusion", "figure-parse_failures"}, figures
+    assert all(mark["focusable"] and mark["inside"] and mark["label"] and mark["n"] > 0 for mark in marks)
+    selector = "#figure-fig3_shift_scores a.mark"
+    on_top = tab.eval(f"""(() => {{ const a = document.querySelector({json.dumps(selector)});
+        a.scrollIntoView({{block: 'center'}}); const r = a.getBoundingClientRect();
+        return document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) === a; }})()""")
+    assert on_top, "the bar's overlay is not what a click at its middle reaches"
+    # The hover state a reader sees, for the screenshot.
+    centre = tab.eval(f"""(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();
+        return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
+    tab.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": centre[0], "y": centre[1]})
+    tab.screenshot(shots / "report_figure_link_hover.png")
+    href = tab.eval(f"document.querySelector({json.dumps(selector)}).href")
+    tab.click(selector)
+    tab.wait("location.pathname.endsWith('/explorer/index.html') && document.body.dataset.ready === '1'")
+    n = _n_of(site, href)
+    assert tab.count() == n == marks[[m["href"] for m in marks].index(href)]["n"] > 0
+    assert int(tab.eval("document.getElementById('banner').dataset.tableN")) == n
+    counts = _page_counts(tab, [urlsplit(mark["href"]).fragment for mark in marks])
+    wrong = [(mark["label"], got, mark["n"]) for mark, got in zip(marks, counts) if got != mark["n"]]
+    assert not wrong, wrong[:5]
+    metric_marks = [m for m in marks if set(parse_qs(urlsplit(m["href"]).fragment)) == {"f.model", "f.dataset", "f.strategy", "m"}]
+    assert len(metric_marks) > 10
+    assert all(_n_of(site, m["href"]) == m["n"] for m in metric_marks)
+    assert len(marks) > 150
+
+
+@pytest.fixture(scope="module")
+def glm_release(release_dir, tmp_path_factory) -> dict:
+    """The GLM-4-9B slice of the paper's release, scored, with its explorer written: built once
+    for the release tests below."""
     from bloomqg.reporting.explorer.items import build_items
-    from bloomqg.reporting.explorer.links import metric_fragment
     from bloomqg.reporting.explorer.write import write_explorer
-    from bloomqg.reporting.tables.view import read_view
     from tests.support.release_slice import glm_slice
 
     if not (release_dir / "generated" / "glm").is_dir():
         pytest.skip(f"the GLM-4-9B run of the paper's release is not at {release_dir / 'generated' / 'glm'}")
     out = tmp_path_factory.mktemp("release")
     votes, reliability, metrics, lines = glm_slice(release_dir, out, n_resamples=5)
-    written = release_tables(metrics, out / "tables")
     write_explorer(out / "explorer", build_items(votes, reliability=reliability, metrics=metrics, lines=lines),
                    title="GLM slice")
+    return {"root": out, "votes": votes, "reliability": reliability, "metrics": metrics, "lines": lines}
+
+
+def test_release_slice_tables_open_their_items(tab, glm_release, shots):
+    """The GLM-4-9B slice of the paper's release: every cell of the release tables opens the
+    explorer on its cell's n rows with its value: Table 4's on the published vote lines, the
+    others on the questions, which the explorer shows by default."""
+    from bloomqg.release.tables import release_tables
+    from bloomqg.reporting.explorer.links import metric_fragment
+    from bloomqg.reporting.tables.view import read_view
+
+    out, votes, metrics, lines = (glm_release[key] for key in ("root", "votes", "metrics", "lines"))
+    written = release_tables(metrics, out / "tables")
     sources = [tuple(source) for path in written if path.suffix == ".json" and path.stem != "paper_comparison"
                for row in read_view(path).sources or [] for source in row if source]
     assert len(sources) >= 20  # Tables 4-6 and the auxiliary tasks, less the values math has none of
@@ -320,3 +390,23 @@ def test_a_missing_data_file_is_said_on_the_page(site, tab, tmp_path):
     error = tab.wait("document.body && document.body.dataset.error")
     assert "data.js is missing" in error
     assert "data.js is missing" in tab.eval("document.getElementById('status').textContent")
+
+
+def test_release_slice_figures_open_their_items(tab, glm_release):
+    """The GLM-4-9B slice of the paper's release: every linked mark of the figures opens the
+    explorer on as many questions as it stands for (drawn, not saved: the links are the artists')."""
+    import matplotlib
+
+    from bloomqg.reporting.figures.links import linked_marks
+    from bloomqg.reporting.figures.style import STYLE
+    from bloomqg.reporting.figures.write import _BUILDERS
+
+    out, votes, reliability, metrics = (glm_release[key] for key in ("root", "votes", "reliability", "metrics"))
+    with matplotlib.rc_context(STYLE):
+        links = [(stem, link) for stem, build in _BUILDERS.items()
+                 for _, link in linked_marks(build(metrics, votes, reliability, None))]
+    assert {stem for stem, _ in links} >= {"fig2_transitions", "fig3_shift_scores", "fig6_confusion"}
+    tab.open((out / "explorer" / "index.html").resolve().as_uri())
+    counts = _page_counts(tab, [link.fragment for _, link in links])
+    wrong = [(stem, link.label, got, link.n) for (stem, link), got in zip(links, counts) if got != link.n]
+    assert not wrong, wrong[:5]

@@ -146,3 +146,7 @@ def test_make_reproduce_writes_the_paper_tables_and_report(made):
     assert "votes/cs/cot/glm-4-9b.lines.parquet" in explorer["cells"]["cs/cot/glm-4-9b"]["lines"]
     assert "7635ce2b72c262e3d9ad5b014875896598471afe" in str(explorer["cells"])  # each cell's provenance
     assert 'href="explorer/index.html#f.model=glm-4-9b&amp;f.dataset=cs&amp;f.strategy=FGP&amp;m=catcons"' in report
+    # ... and from the figures' bars: the report's overlays, and the SVG's links from figures/
+    bar = "explorer/index.html#f.model=glm-4-9b&amp;f.dataset=cs&amp;f.strategy=CoT&amp;m=cogreg_mean"
+    assert f'<a class="mark" href="{bar}"' in report
+    assert f'xlink:href="../{bar}"' in (out / "figures" / "fig3_shift_scores.svg").read_text(encoding="utf-8")

@@ -5,7 +5,7 @@ is named."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl
 
 import pandas as pd
 import pytest
@@ -25,7 +25,7 @@ from bloomqg.reporting.explorer.items import (
     build_items,
     transition,
 )
-from bloomqg.reporting.explorer.links import metric_fragment, metric_link
+from bloomqg.reporting.explorer.links import explorer_level, items_fragment, metric_fragment, metric_link
 from bloomqg.reporting.explorer.write import EXPLORER_FILES, write_explorer_from_files
 from bloomqg.frames import BINARY_CRITERIA, GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 from tests.support.judged_study import judged_study
@@ -225,6 +225,80 @@ def test_links_encode_the_cell_and_metric():
     assert metric_link(("m", "cs", "cot", "unique")).startswith("explorer/index.html#f.model=m&")
     with pytest.raises(ValueError, match="show must be"):
         metric_fragment("m", "cs", "cot", "unique", show="wrong")
+
+
+def test_level_filters_and_fragments_of_any_filters():
+    assert explorer_level("Uncategorized", "target_level") == "—"  # an original without a level
+    assert explorer_level("Uncategorized", "judged_level") == "Uncategorized"  # a judge's verdict
+    assert explorer_level("Apply", "identified_level") == "Apply"
+    with pytest.raises(ValueError, match="level column"):
+        explorer_level("Apply", "transition")
+    fragment = items_fragment([("model", "m"), ("target_level", "—")], "catcons")
+    assert parse_qsl(fragment) == [("f.model", "m"), ("f.target_level", "—"), ("m", "catcons")]
+    with pytest.raises(ValueError, match="needs a metric"):
+        items_fragment([("model", "m")], show="rest")
+
+
+def _explorer_count(table, fragment: str) -> int:
+    """The rows the page keeps for a fragment: every filter's column holds one of its values and,
+    with ``m``, the metric's term is not null (explorer.js ``filterMasks``, for one-value columns)."""
+    pairs = parse_qsl(fragment)
+    filters: dict[str, set[str]] = {}
+    for key, value in pairs:
+        if key.startswith("f."):
+            filters.setdefault(key[2:], set()).add(value)
+    metric = dict(pairs).get("m")
+    keep = [all(table.values[key][r] in values for key, values in filters.items())
+            and (metric is None or table.values[METRIC_COLUMN_PREFIX + metric][r] is not None)
+            for r in range(len(table))]
+    return sum(keep)
+
+
+def test_every_figure_mark_opens_as_many_items_as_it_stands_for(study, table):
+    """Each linked bar, heat-map cell, band and node of the figures: the explorer's rows for its
+    fragment are its n; a bar of a metric value is that value's n in the metrics frame."""
+    import matplotlib
+
+    from bloomqg.reporting.figures.links import linked_marks
+    from bloomqg.reporting.figures.style import STYLE
+    from bloomqg.reporting.figures.write import _BUILDERS
+
+    n_of = study.metrics.set_index(["model", "dataset", "strategy", "metric"])["n"]
+    checked: dict[str, int] = {}
+    with matplotlib.rc_context(STYLE):
+        for stem, build in _BUILDERS.items():
+            for _, link in linked_marks(build(study.metrics, study.votes, study.reliability, None)):
+                assert _explorer_count(table, link.fragment) == link.n, (stem, link)
+                query = dict(parse_qsl(link.fragment))
+                if set(query) == {"f.model", "f.dataset", "f.strategy", "m"}:
+                    strategy = query["f.strategy"].lower()
+                    assert link.n == n_of[(query["f.model"], query["f.dataset"], strategy, query["m"])], link
+                checked[stem] = checked.get(stem, 0) + 1
+    assert set(checked) == {"fig2_transitions", "fig3_shift_scores", "fig4_knowledge_id", "fig6_confusion",
+                            "parse_failures"}, checked
+    assert sum(checked.values()) > 150, checked
+
+
+def test_a_band_to_a_judged_uncategorized_opens_its_items(study):
+    """A judge's "Uncategorized" verdict is a level of its own in Figure 2 and in the explorer."""
+    import matplotlib
+
+    from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
+    from bloomqg.reporting.figures.links import linked_marks
+    from bloomqg.reporting.figures.style import STYLE
+    from bloomqg.reporting.figures.transitions import plot_transitions
+
+    votes = study.votes.copy()
+    chosen = votes.index[(votes["useful"] == True) & votes["bloom_level"].notna()][:5]  # noqa: E712
+    votes.loc[chosen, "bloom_level"] = None
+    votes.loc[chosen, "bloom_level_null_reason"] = JUDGED_UNCATEGORIZED
+    table = build_items(votes)
+    with matplotlib.rc_context(STYLE):
+        links = [link for _, link in linked_marks(plot_transitions(votes))]
+    uncategorized = [link for link in links if "judged Uncategorized" in link.label]
+    assert sum(link.n for link in uncategorized if "→" not in link.label) == 5
+    for link in links:
+        assert _explorer_count(table, link.fragment) == link.n, link
 
 
 def test_bad_votes_are_named(study):

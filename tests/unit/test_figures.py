@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import itertools
+import json
+from urllib.parse import parse_qsl
 from xml.etree import ElementTree
 
 import matplotlib
@@ -12,13 +16,17 @@ import pytest
 from PIL import Image
 
 from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.metrics.registry import SPEC_BY_NAME
+from bloomqg.reporting.explorer.items import _columns
 from bloomqg.reporting.figures.bars import plot_knowledge_id, plot_shift_scores
 from bloomqg.reporting.figures.confusion import confusion_matrix, plot_confusion
 from bloomqg.reporting.figures.correlations import plot_correlations
-from bloomqg.reporting.figures.diagnostics import plot_reliability
+from bloomqg.reporting.figures.diagnostics import plot_parse_failures, plot_reliability
+from bloomqg.reporting.figures.links import FIGURE_EXPLORER_HREF, MIN_BOX_PX, linked_marks
 from bloomqg.reporting.figures.style import DPI, LEVEL_COLOR, OKABE_ITO, SHIFT_COLOR, STRATEGY_COLOR, STYLE
 from bloomqg.reporting.figures.transitions import draw_alluvial, plot_transitions, spread_labels
 from bloomqg.reporting.figures.write import FIGURE_FILES, FIGURE_STEMS, _BUILDERS, save_figure, write_figures
+from bloomqg.reporting.display import strategy_label
 from tests.support.synthetic import synthetic_study
 
 MIN_FONT_PT = 7
@@ -167,3 +175,110 @@ def test_svg_is_reproducible(study, tmp_path):
         first = save_figure(plot_knowledge_id(study.metrics), tmp_path / "a", "fig")
         second = save_figure(plot_knowledge_id(study.metrics), tmp_path / "b", "fig")
     assert first[1].read_bytes() == second[1].read_bytes()
+
+
+#: Figures whose marks open the explorer, and those that do not (docs/explorer.md says why).
+LINKED = ("fig2_transitions", "fig3_shift_scores", "fig4_knowledge_id", "fig6_confusion", "parse_failures")
+UNLINKED = ("fig5_correlations", "reliability")
+
+
+def _links(out, stem) -> dict:
+    return json.loads((out / f"{stem}.links.json").read_text(encoding="utf-8"))
+
+
+def test_every_link_opens_explorer_columns_with_a_well_formed_fragment(written):
+    out, _ = written
+    columns = {column.key for column in _columns([])}
+    for stem in FIGURE_STEMS:
+        document = _links(out, stem)
+        png = (out / f"{stem}.png").read_bytes()
+        with Image.open(io.BytesIO(png)) as image:
+            assert document["png"] == {"width": image.width, "height": image.height,
+                                       "sha256": hashlib.sha256(png).hexdigest()}
+        assert document["explorer"] == FIGURE_EXPLORER_HREF == "../explorer/index.html"
+        links = document["links"]
+        assert (len(links) > 0) == (stem in LINKED), stem
+        for link in links:
+            pairs = parse_qsl(link["fragment"], keep_blank_values=True, strict_parsing=True)
+            keys = [key for key, _ in pairs]
+            assert all(key == "m" or (key.startswith("f.") and key[2:] in columns) for key in keys), link
+            assert keys.count("m") == 1 and SPEC_BY_NAME.get(dict(pairs)["m"]), link
+            assert {"f.model", "f.strategy"} <= set(keys) and dict(pairs)["f.strategy"] in ("CoT", "FGP"), link
+            assert all(value for _, value in pairs), link
+            assert link["label"] and link["n"] >= 1
+            left, top, width, height = link["box"]
+            assert 0 <= left and 0 <= top and left + width <= 1 + 1e-6 and top + height <= 1 + 1e-6, link
+            assert width * document["png"]["width"] >= MIN_BOX_PX - 1e-6 <= height * document["png"]["height"]
+
+
+def test_the_svg_links_each_mark_relative_to_the_figures_folder(written):
+    out, _ = written
+    for stem in LINKED:
+        root = ElementTree.parse(out / f"{stem}.svg").getroot()
+        hrefs = {a.get("{http://www.w3.org/1999/xlink}href") for a in root.iter("{http://www.w3.org/2000/svg}a")}
+        assert hrefs == {f"../explorer/index.html#{link['fragment']}" for link in _links(out, stem)["links"]}, stem
+
+
+def _pixel(image: np.ndarray, box: list[float], fx: float, fy: float) -> np.ndarray:
+    """The PNG's colour at (fx, fy) of a link's box (fractions of the box, from its top left)."""
+    left, top, width, height = box
+    return image[int((top + fy * height) * image.shape[0]), int((left + fx * width) * image.shape[1])].astype(int)
+
+
+def _rgb(color) -> np.ndarray:
+    return np.array([round(255 * c) for c in matplotlib.colors.to_rgb(color)])
+
+
+@pytest.mark.parametrize("build", [plot_shift_scores, plot_knowledge_id], ids=["fig3", "fig4"])
+def test_a_bars_box_is_its_data_rectangle_on_the_saved_png(study, tmp_path, build):
+    with matplotlib.rc_context(STYLE):
+        fig = build(study.metrics)
+        png, _, links = save_figure(fig, tmp_path, "bars")
+        fig.savefig(io.BytesIO(), format="png", dpi=DPI)  # the PNG's layout again, for transData below
+    boxes = json.loads(links.read_text())["links"]
+    marks = linked_marks(fig)
+    assert len(marks) == len(boxes) > 0
+    image = np.asarray(Image.open(png).convert("RGB"))
+    height_px, width_px = image.shape[:2]
+    for (bar, link), entry in zip(marks, boxes):
+        assert entry["fragment"] == link.fragment and entry["n"] == link.n
+        (x0, y0), (x1, y1) = bar.axes.transData.transform(
+            [(bar.get_x(), bar.get_y()), (bar.get_x() + bar.get_width(), bar.get_y() + bar.get_height())])
+        expected = [min(x0, x1) / width_px, 1 - max(y0, y1) / height_px, abs(x1 - x0) / width_px, abs(y1 - y0) / height_px]
+        if abs(x1 - x0) >= MIN_BOX_PX and abs(y1 - y0) >= MIN_BOX_PX:
+            np.testing.assert_allclose(entry["box"], expected, atol=2e-5)
+            # and the saved PNG shows that bar there (away from the error bar at its middle)
+            assert np.abs(_pixel(image, entry["box"], 0.25, 0.7) - _rgb(bar.get_facecolor())).max() <= 3, entry["label"]
+
+
+def test_a_heatmap_cells_box_shows_that_cell_on_the_saved_png(study, written):
+    out, _ = written
+    with matplotlib.rc_context(STYLE):  # drawn again, not saved: the cells' colours, in link order
+        figures = {"fig6_confusion": plot_confusion(study.votes),
+                   "parse_failures": plot_parse_failures(study.metrics, study.reliability)}
+    for stem, fig in figures.items():
+        boxes = _links(out, stem)["links"]
+        image = np.asarray(Image.open(out / f"{stem}.png").convert("RGB"))
+        assert len(boxes) == len(linked_marks(fig)) > 0
+        for (cell, link), entry in zip(linked_marks(fig), boxes):
+            assert entry["fragment"] == link.fragment
+            assert np.abs(_pixel(image, entry["box"], 0.12, 0.12) - _rgb(cell.get_facecolor())).max() <= 3, entry
+
+
+def test_transition_bands_and_nodes_count_their_questions(study):
+    from bloomqg.metrics.transitions import transition_counts
+
+    with matplotlib.rc_context(STYLE):
+        fig = plot_transitions(study.votes)
+    marks = linked_marks(fig)
+    model, dataset, strategy = study.votes[["model", "dataset", "strategy"]].iloc[0]
+    cell = study.votes[(study.votes["model"] == model) & (study.votes["dataset"] == dataset)
+                       & (study.votes["strategy"] == strategy)]
+    counts = transition_counts(cell, kind="judged")
+    mine = [link for _, link in marks if link.label.startswith(f"{model}, {dataset}, {strategy_label(strategy)}:")]
+    bands = {link.label.split(": ", 1)[1]: link.n for link in mine if "→" in link.label}
+    assert bands == {f"original {o} → judged {j}": n for o, j, n in counts.itertuples(index=False)}
+    left = {link.label.split(": ", 1)[1]: link.n for link in mine if "→" not in link.label and "original" in link.label}
+    assert left == {f"original {o}": n for o, n in counts.groupby("original_level")["count"].sum().items()}
+    shapes = [p for p, _ in marks if not isinstance(p, matplotlib.patches.Rectangle)]
+    assert len(shapes) == sum(1 for _, link in marks if "→" in link.label)  # bands are outlines, nodes boxes

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import html.parser
 import io
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -207,3 +209,59 @@ def test_missing_figure_file_is_a_clear_error(built, tmp_path):
             git_commit=None, package_versions={},
         )
     assert not (tmp_path / "r.html").exists()
+
+
+def _linked_figure(out: Path, sha256: str | None = None) -> list[Path]:
+    """A PNG with its ``.links.json``: a bar box and a band outline."""
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig3_shift_scores.png"
+    Image.new("RGB", (400, 300), "white").save(png, format="PNG")
+    links = [
+        {"fragment": "f.model=m&f.dataset=cs&f.strategy=CoT&m=cogreg_mean", "label": "mean CogReg shift of m, cs, CoT",
+         "n": 7, "box": [0.1, 0.2, 0.05, 0.3]},
+        {"fragment": "f.model=m&f.dataset=cs&f.strategy=CoT&f.target_level=Apply&f.judged_level=Create&m=catcons",
+         "label": "m, cs, CoT: original Apply → judged Create", "n": 1, "box": [0.5, 0.5, 0.2, 0.1],
+         "shape": [[0, 1], [1, 0], [1, 1], [-0.0001, 1]]},
+    ]
+    sidecar = out / "fig3_shift_scores.links.json"
+    sidecar.write_text(json.dumps({"figure": "fig3_shift_scores", "links": links, "png": {
+        "width": 400, "height": 300, "sha256": sha256 or hashlib.sha256(png.read_bytes()).hexdigest()}}))
+    return [png, sidecar]
+
+
+def test_figure_links_become_boxes_in_percent_of_the_image(tmp_path):
+    paths = _linked_figure(tmp_path)
+    [entry] = _figure_entries(paths, {}, "explorer/index.html")
+    bar, band = entry["links"]
+    assert bar == {"href": "explorer/index.html#f.model=m&f.dataset=cs&f.strategy=CoT&m=cogreg_mean",
+                   "style": "left:10.000%;top:20.000%;width:5.000%;height:30.000%", "n": "7",
+                   "title": "mean CogReg shift of m, cs, CoT: open its 7 questions in the item explorer"}
+    assert band["style"].endswith(";clip-path:polygon(0.0% 100.0%,100.0% 0.0%,100.0% 100.0%,0.0% 100.0%)")
+    assert band["title"].endswith("open its question in the item explorer")
+    assert entry["files"] == ["fig3_shift_scores.png"]  # the sidecar is no download of the figure
+    assert _figure_entries(paths, {}, None)[0]["links"] == []  # no explorer beside the report: no links
+    assert _figure_entries(paths[:1], {}, "explorer/index.html")[0]["links"] == []  # sidecar not given
+
+
+def test_figure_links_of_another_drawing_are_a_clear_error(tmp_path):
+    with pytest.raises(ReportInputError, match="written for another drawing"):
+        _figure_entries(_linked_figure(tmp_path, sha256="0" * 64), {}, "explorer/index.html")
+    (tmp_path / "fig3_shift_scores.links.json").write_text("{")
+    with pytest.raises(ReportInputError, match="figure links .*fig3_shift_scores.links.json"):
+        _figure_entries([tmp_path / "fig3_shift_scores.png", tmp_path / "fig3_shift_scores.links.json"], {}, "x")
+
+
+def test_figure_marks_are_focusable_links_over_the_image(built, tmp_path):
+    study = built["study"]
+    build_report(
+        tmp_path / "r.html", config={}, all_metrics=study.metrics, votes=study.votes,
+        reliability=study.reliability, generations=study.generations, generation_provenance=[],
+        judgment_provenance=[], ledger=study.ledger, table_paths=[], figure_paths=_linked_figure(tmp_path / "figures"),
+        git_commit=None, package_versions={}, explorer_href="explorer/index.html",
+    )
+    collector = _Collector()
+    collector.feed((tmp_path / "r.html").read_text(encoding="utf-8"))
+    marks = [attrs for tag, attrs in collector.tags if tag == "a" and attrs.get("class") == "mark"]
+    assert [m["data-n"] for m in marks] == ["7", "1"]
+    assert all(m["href"].startswith("explorer/index.html#f.model=m&") and m["aria-label"] == m["title"] for m in marks)
+    assert not [t for t, _ in collector.tags if t == "script"]

@@ -9,23 +9,58 @@ full-text search, ``s`` the sort (``-`` prefix: descending) and ``i`` the select
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from urllib.parse import urlencode
 
+from bloomqg.bloom import UNCATEGORIZED
 from bloomqg.reporting.display import strategy_label
+from bloomqg.reporting.explorer.items import NONE
 
 #: Where the explorer lies relative to the report (``{root}/report.html`` and
 #: ``{root}/explorer/index.html``).
 EXPLORER_HREF = "explorer/index.html"
 
 
-def metric_fragment(model: str, dataset: str, strategy: str, metric: str, *, show: str | None = None) -> str:
-    """The fragment (without ``#``) that opens the items of one metric value of one cell."""
-    pairs = [("f.model", model), ("f.dataset", dataset), ("f.strategy", strategy_label(strategy)), ("m", metric)]
+def items_fragment(
+    filters: Iterable[tuple[str, str]], metric: str | None = None, *, show: str | None = None
+) -> str:
+    """The fragment (without ``#``) that keeps the rows whose every ``(column, value)`` holds and,
+    with ``metric``, that are in the metric's denominator (``show``: its counted rows or the rest).
+
+    Columns are the explorer's keys (:func:`bloomqg.reporting.explorer.items.build_items`):
+    ``strategy`` takes the shown label (CoT, FGP), levels as :func:`explorer_level` gives them.
+    """
+    pairs = [(f"f.{column}", value) for column, value in filters]
+    if metric is not None:
+        pairs.append(("m", metric))
     if show is not None:
-        if show not in ("counted", "rest"):
-            raise ValueError(f"show must be 'counted' or 'rest', got {show!r}")
+        if metric is None or show not in ("counted", "rest"):
+            raise ValueError(f"show must be 'counted' or 'rest' and needs a metric, got {show!r}")
         pairs.append(("mv", show))
     return urlencode(pairs)
+
+
+def cell_filters(model: str, dataset: str | None, strategy: str) -> list[tuple[str, str]]:
+    """The explorer filters of a (model, dataset, strategy) cell; ``dataset=None`` pools datasets."""
+    pairs = [("model", model)] + ([("dataset", dataset)] if dataset is not None else [])
+    return pairs + [("strategy", strategy_label(strategy))]
+
+
+def explorer_level(level: str, column: str) -> str:
+    """A level as the explorer's ``column`` (target_level, judged_level, identified_level) holds it.
+
+    :func:`bloomqg.metrics.transition_counts` labels every null level Uncategorized; the explorer
+    keeps ``Uncategorized`` for a judge's verdict of that name and shows any other missing level
+    (an original without one, no classification) as ``—``.
+    """
+    if column not in ("target_level", "judged_level", "identified_level"):
+        raise ValueError(f"column must be a level column of the explorer, got {column!r}")
+    return NONE if level == UNCATEGORIZED and column != "judged_level" else level
+
+
+def metric_fragment(model: str, dataset: str, strategy: str, metric: str, *, show: str | None = None) -> str:
+    """The fragment (without ``#``) that opens the items of one metric value of one cell."""
+    return items_fragment(cell_filters(model, dataset, strategy), metric, show=show)
 
 
 def metric_link(source: tuple[str, str, str, str], explorer_href: str = EXPLORER_HREF) -> str:

@@ -19,6 +19,11 @@ why, never skipped. Colours follow the Okabe–Ito colour-blind-safe palette; te
 pyplot is never imported: figures are :class:`matplotlib.figure.Figure` objects saved directly,
 so no global backend or state is touched.
 
-Modules: :mod:`~bloomqg.reporting.figures.style` (sizes, palette, empty panels), one module per
-kind of figure, and :mod:`~bloomqg.reporting.figures.write` (every figure of a run).
+Bars, heat-map cells and alluvial bands that stand for a set of questions link to the item
+explorer filtered to them: real links in the SVG, and ``<stem>.links.json`` with their boxes on
+the PNG, which the HTML report lays over the image (:mod:`~bloomqg.reporting.figures.links`).
+
+Modules: :mod:`~bloomqg.reporting.figures.style` (sizes, palette, empty panels, heat-map cells),
+:mod:`~bloomqg.reporting.figures.links` (marks to explorer links), one module per kind of
+figure, and :mod:`~bloomqg.reporting.figures.write` (every figure of a run).
 """

@@ -10,6 +10,7 @@ import pandas as pd
 from bloomqg.metrics.cognitive import SHIFT_TYPES
 from bloomqg.metrics.registry import table_label
 from bloomqg.reporting.display import is_missing, metric_index, ordered_cells, ordered_unique, strategy_label
+from bloomqg.reporting.figures.links import link_mark, metric_item_link
 from bloomqg.reporting.figures.style import (
     COLUMN_WIDTH_IN,
     PAGE_WIDTH_IN,
@@ -64,9 +65,11 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
                     high = row["ci_high"] if row is not None and not is_missing(row["ci_high"]) else value
                     lower.append(max(value - low, 0) if not is_missing(value) else 0)
                     upper.append(max(high - value, 0) if not is_missing(value) else 0)
-                ax.bar(x + (k - 1) * bar, values, bar, color=SHIFT_COLOR[metric.removesuffix("_mean")],
-                       label=table_label(metric.removesuffix("_mean")), yerr=[lower, upper],
-                       error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
+                bars = ax.bar(x + (k - 1) * bar, values, bar, color=SHIFT_COLOR[metric.removesuffix("_mean")],
+                              label=table_label(metric.removesuffix("_mean")), yerr=[lower, upper],
+                              error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
+                _link_bars(bars.patches, [lookup.get((m, dataset, strategy, metric)) for m in models],
+                           f"mean {table_label(metric.removesuffix('_mean'))} shift")
             ax.set_title(title)
             pad = max(0.0, (3 - len(models)) / 2)  # keep bars slim when there are few models
             ax.set_xlim(-0.5 - pad, len(models) - 0.5 + pad)
@@ -79,6 +82,14 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
                for m in _SHIFT_MEAN_METRICS]
     fig.legend(handles=handles, loc="outside upper center", ncol=3, frameon=False)
     return fig
+
+
+def _link_bars(patches, rows: list[pd.Series | None], what: str) -> None:
+    """Each bar drawn from a metrics row opens that value's ``n`` questions in the explorer."""
+    for patch, row in zip(patches, rows):
+        link = metric_item_link(row, what)
+        if link is not None:
+            link_mark(patch, link)
 
 
 def _bar_handle(color: str, label: str):
@@ -105,12 +116,15 @@ def plot_knowledge_id(all_metrics: pd.DataFrame) -> Figure:
             row = lookup.get((model, dataset, strategy, "knowledge_id_acc"))
             value = float(row["value"]) if row is not None else np.nan
             values.append(value)
-            lower.append(value - row["ci_low"] if row is not None and not is_missing(row["ci_low"]) else 0)
-            upper.append(row["ci_high"] - value if row is not None and not is_missing(row["ci_high"]) else 0)
+            # a percentile CI need not hold the estimate (few resamples): no negative whisker
+            lower.append(max(value - row["ci_low"], 0) if row is not None and not is_missing(row["ci_low"]) else 0)
+            upper.append(max(row["ci_high"] - value, 0) if row is not None and not is_missing(row["ci_high"]) else 0)
         offset = (k - (len(series) - 1) / 2) * height
         label = dataset if strategy == "cot" else f"{dataset}, {strategy_label(strategy)}"
-        ax.barh(y + offset, values, height, xerr=[lower, upper], color=SERIES_COLORS[k % len(SERIES_COLORS)],
-                label=label, error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
+        bars = ax.barh(y + offset, values, height, xerr=[lower, upper], color=SERIES_COLORS[k % len(SERIES_COLORS)],
+                       label=label, error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
+        _link_bars(bars.patches, [lookup.get((m, dataset, strategy, "knowledge_id_acc")) for m in models],
+                   "knowledge-identification accuracy")
     ax.set_yticks(y, models)
     pad = max(0.0, (3 - len(models)) / 4)  # keep bars slim when there are few models
     ax.set_ylim(len(models) - 0.5 + pad, -0.5 - pad)

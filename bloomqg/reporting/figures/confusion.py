@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.metrics.transitions import transition_counts
 from bloomqg.reporting.display import ordered_unique, strategy_label
+from bloomqg.reporting.explorer.links import cell_filters, explorer_level, items_fragment
+from bloomqg.reporting.figures.links import ItemLink, link_mark
 from bloomqg.reporting.figures.style import (
     COLUMN_WIDTH_IN,
     PAGE_WIDTH_IN,
     frameless,
+    heatmap_cells,
     level_abbreviation,
     new_figure,
     no_data,
@@ -27,13 +29,27 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def confusion_matrix(counts: pd.DataFrame) -> pd.DataFrame:
-    """Row-normalised percentages over the six levels from transition counts (unplaced pairs dropped)."""
-    matrix = (
+#: Per view: the explorer column of the other level, and the metric whose denominator is the
+#: view's rows (CatCons: useful questions with a verdict; classification accuracy: originals
+#: with a level, under CoT).
+_VIEW_LINK: dict[str, tuple[str, str]] = {
+    "judged": ("judged_level", "catcons"),
+    "classified": ("identified_level", "classification_acc"),
+}
+
+
+def count_matrix(counts: pd.DataFrame) -> pd.DataFrame:
+    """Counts over the six levels (original rows × other columns) from transition counts (unplaced pairs dropped)."""
+    return (
         counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
         .pivot_table(index="original_level", columns="other_level", values="count", aggfunc="sum", fill_value=0)
         .reindex(index=list(BLOOM_LEVELS), columns=list(BLOOM_LEVELS), fill_value=0)
     )
+
+
+def confusion_matrix(counts: pd.DataFrame) -> pd.DataFrame:
+    """Row-normalised percentages over the six levels from transition counts (unplaced pairs dropped)."""
+    matrix = count_matrix(counts)
     totals = matrix.sum(axis=1)
     return matrix.div(totals.where(totals > 0), axis=0) * 100
 
@@ -65,7 +81,7 @@ def plot_confusion(votes: pd.DataFrame) -> Figure:
                 no_data(ax, "no CoT classification" if kind == "classified" else "no judged levels")
             else:
                 placed = counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)
-                image = _heatmap(ax, matrix)
+                image = _heatmap(ax, matrix, count_matrix(counts), (model, kind, strategy, label))
                 ax.set_title(f"{label}, n = {int(counts.loc[placed, 'count'].sum())}", fontsize=7.5)
                 ax.set_xlabel("Classified level" if kind == "classified" else "Judged level")
                 ax.set_ylabel("Original level" if j == 0 else "")
@@ -79,12 +95,15 @@ def plot_confusion(votes: pd.DataFrame) -> Figure:
     return fig
 
 
-def _heatmap(ax: Axes, matrix: pd.DataFrame):
+def _heatmap(ax: Axes, matrix: pd.DataFrame, counts: pd.DataFrame, view: tuple[str, str, str, str]):
+    """Draw the percentages; each cell with questions opens them in the explorer."""
     from matplotlib import colormaps
+    from matplotlib.colors import Normalize
 
     cmap = colormaps["cividis"]
     values = matrix.to_numpy(dtype=float)
-    image = ax.imshow(np.nan_to_num(values, nan=0.0), cmap=cmap, vmin=0, vmax=100, aspect="equal")
+    cells, image = heatmap_cells(ax, values, cmap, Normalize(0, 100))
+    ax.set_aspect("equal")
     labels = [level_abbreviation(level) for level in matrix.columns]
     ax.set_xticks(range(len(labels)), labels)
     ax.set_yticks(range(len(matrix.index)), [level_abbreviation(level) for level in matrix.index])
@@ -97,6 +116,20 @@ def _heatmap(ax: Axes, matrix: pd.DataFrame):
                 continue
             red, green, blue, _ = cmap(value / 100)
             luminance = 0.299 * red + 0.587 * green + 0.114 * blue
-            ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=7,
-                    color="black" if luminance > 0.5 else "white")
+            text = ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=7,
+                           color="black" if luminance > 0.5 else "white")
+            n = int(counts.iat[r, c])
+            if n:
+                original, other = str(matrix.index[r]), str(matrix.columns[c])
+                link_mark(cells[r][c], _cell_link(view, original, other, n), also=[text])
     return image
+
+
+def _cell_link(view: tuple[str, str, str, str], original: str, other: str, n: int) -> ItemLink:
+    """The questions of one cell of a model × view: pooled over datasets, as the panel is."""
+    model, kind, strategy, label = view
+    column, metric = _VIEW_LINK[kind]
+    filters = [*cell_filters(model, None, strategy), ("target_level", explorer_level(original, "target_level")),
+               (column, explorer_level(other, column))]
+    words = f"{model}, {label}, all datasets: original {original} → {kind} {other}"
+    return ItemLink(items_fragment(filters, metric), words, n)

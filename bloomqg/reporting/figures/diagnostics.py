@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,14 +13,17 @@ from bloomqg.reporting.display import (
     CRITERION_LABEL,
     MISSING,
     is_missing,
+    metric_index,
     ordered_cells,
     ordered_unique,
     strategy_label,
 )
+from bloomqg.reporting.figures.links import ItemLink, link_mark, metric_item_link
 from bloomqg.reporting.figures.style import (
     OKABE_ITO,
     PAGE_WIDTH_IN,
     frameless,
+    heatmap_cells,
     new_figure,
     no_data,
     no_data_figure,
@@ -58,7 +62,9 @@ def plot_reliability(reliability: pd.DataFrame) -> Figure:
             color = OKABE_ITO["vermillion"] if failed else OKABE_ITO["blue"]
             low = row["alpha_ci_low"] if not is_missing(row["alpha_ci_low"]) else row["alpha"]
             high = row["alpha_ci_high"] if not is_missing(row["alpha_ci_high"]) else row["alpha"]
-            ax.errorbar(row["alpha"], k, xerr=[[row["alpha"] - low], [high - row["alpha"]]], fmt="x" if failed else "o",
+            # a percentile CI need not hold the estimate (few resamples): no negative whisker
+            whiskers = [[max(row["alpha"] - low, 0)], [max(high - row["alpha"], 0)]]
+            ax.errorbar(row["alpha"], k, xerr=whiskers, fmt="x" if failed else "o",
                         color=color, markersize=3.5, elinewidth=0.7, capsize=1.2)
         thresholds = ordered_unique(panel.loc[panel["criterion"] == criterion, "gate_threshold"])
         for threshold in thresholds:
@@ -96,7 +102,9 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) ->
     else:
         matrix = generation.pivot_table(index="model", columns=["dataset", "strategy"], values="value", aggfunc="first")
         matrix = matrix.reindex(index=ordered_unique(generation["model"]), columns=ordered_cells(generation))
-        _rate_heatmap(axes[0], matrix, "(a) Generation answers not parsed (%)")
+        rows = metric_index(generation)  # a cell opens its questions: the rate's n
+        _rate_heatmap(axes[0], matrix, "(a) Generation answers not parsed (%)", lambda *cell: metric_item_link(
+            rows.get((*cell, "parse_failure_rate")), "generation parse failures"))
     if judges.empty:
         axes[1].set_title("(b) Judge answers not parsed (%)")
         no_data(axes[1], "no per-judge diagnostics in the reliability frames")
@@ -108,13 +116,17 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) ->
     return fig
 
 
-def _rate_heatmap(ax: Axes, matrix: pd.DataFrame, title: str) -> None:
+def _rate_heatmap(
+    ax: Axes, matrix: pd.DataFrame, title: str, link: Callable[[str, str, str], ItemLink | None] | None = None
+) -> None:
+    """Rates per row (model or judge) × (dataset, strategy); ``link`` gives a cell's explorer link."""
     from matplotlib import colormaps
+    from matplotlib.colors import Normalize
 
     cmap = colormaps["Oranges"]
     values = matrix.to_numpy(dtype=float)
     top = max(10.0, float(np.nanmax(values)) if np.isfinite(values).any() else 10.0)
-    ax.imshow(np.nan_to_num(values, nan=0.0), cmap=cmap, vmin=0, vmax=top, aspect="auto")
+    cells, _ = heatmap_cells(ax, values, cmap, Normalize(0, top))
     ax.set_xticks(range(matrix.shape[1]), [f"{d}\n{strategy_label(s)}" for d, s in matrix.columns])
     ax.set_yticks(range(matrix.shape[0]), list(matrix.index))
     frameless(ax)
@@ -122,6 +134,9 @@ def _rate_heatmap(ax: Axes, matrix: pd.DataFrame, title: str) -> None:
         for c in range(values.shape[1]):
             value = values[r, c]
             text = MISSING if math.isnan(value) else f"{value:.1f}"
-            ax.text(c, r, text, ha="center", va="center", fontsize=7,
-                    color="white" if not math.isnan(value) and value > 0.6 * top else "black")
+            label = ax.text(c, r, text, ha="center", va="center", fontsize=7,
+                            color="white" if not math.isnan(value) and value > 0.6 * top else "black")
+            target = link(str(matrix.index[r]), *map(str, matrix.columns[c])) if link is not None else None
+            if target is not None:
+                link_mark(cells[r][c], target, also=[label])
     ax.set_title(title, fontsize=7.5)

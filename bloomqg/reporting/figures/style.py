@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import LEVEL_ABBREVIATION, UNCATEGORIZED
@@ -15,7 +16,10 @@ from bloomqg.reporting.display import ordered_unique
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Colormap, Normalize
     from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
 
 DPI = 200
@@ -93,6 +97,29 @@ def frameless(ax: Axes) -> None:
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
+
+
+def heatmap_cells(ax: Axes, values: np.ndarray, cmap: Colormap, norm: Normalize) -> tuple[list[list[Rectangle]], ScalarMappable]:
+    """A heat map drawn as one rectangle per cell (row 0 at the top, a NaN in the colour of 0).
+
+    One artist per cell, unlike ``imshow``, so that each cell can carry its own link
+    (:func:`bloomqg.reporting.figures.links.link_mark`) and the SVG holds vector cells. Returns
+    the rectangles by row and column, and the mappable a colour bar is drawn from.
+    """
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.patches import Rectangle
+
+    rows, columns = values.shape
+    filled = np.nan_to_num(values, nan=0.0)
+    cells = [
+        [ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=cmap(norm(filled[r, c])), edgecolor="none",
+                                linewidth=0, antialiased=False))
+         for c in range(columns)]
+        for r in range(rows)
+    ]
+    ax.set_xlim(-0.5, columns - 0.5)
+    ax.set_ylim(rows - 0.5, -0.5)
+    return cells, ScalarMappable(norm=norm, cmap=cmap)
 
 
 def no_data(ax: Axes, message: str) -> None:

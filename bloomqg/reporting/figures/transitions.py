@@ -10,6 +10,8 @@ import pandas as pd
 from bloomqg.bloom import BLOOM_LEVELS, UNCATEGORIZED
 from bloomqg.metrics.transitions import transition_counts
 from bloomqg.reporting.display import ordered_cells, ordered_unique, strategy_label
+from bloomqg.reporting.explorer.links import cell_filters, explorer_level, items_fragment
+from bloomqg.reporting.figures.links import ItemLink, link_mark
 from bloomqg.reporting.figures.style import (
     COLUMN_WIDTH_IN,
     GREY,
@@ -30,12 +32,14 @@ if TYPE_CHECKING:
 _NODE_ORDER: tuple[str, ...] = (UNCATEGORIZED, *BLOOM_LEVELS)
 
 
-def draw_alluvial(ax: Axes, counts: pd.DataFrame) -> None:
+def draw_alluvial(ax: Axes, counts: pd.DataFrame, cell: tuple[str, str, str] | None = None) -> None:
     """Bands from original (left) to judged (right) level; band height = count, colour = original.
 
     ``counts`` has columns original_level, other_level, count (as
     :func:`bloomqg.metrics.transition_counts` returns). Levels run bottom (Remember) to top
     (Create), so a rising band is a leap or upward drift and a falling band a regression.
+    With ``cell`` (model, dataset, strategy), each band and node opens its questions in the
+    item explorer.
     """
     from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.path import Path as MplPath
@@ -78,8 +82,10 @@ def draw_alluvial(ax: Axes, counts: pd.DataFrame) -> None:
         ]
         codes = [MplPath.MOVETO, MplPath.CURVE4, MplPath.CURVE4, MplPath.CURVE4,
                  MplPath.LINETO, MplPath.CURVE4, MplPath.CURVE4, MplPath.CURVE4, MplPath.CLOSEPOLY]
-        ax.add_patch(PathPatch(MplPath(vertices, codes), facecolor=LEVEL_COLOR.get(row.original_level, GREY),
-                               edgecolor="none", alpha=0.55))
+        band = ax.add_patch(PathPatch(MplPath(vertices, codes), facecolor=LEVEL_COLOR.get(row.original_level, GREY),
+                                      edgecolor="none", alpha=0.55))
+        if cell is not None:
+            link_mark(band, _transition_link(cell, int(row.count), row.original_level, row.other_level))
     for bottoms, totals, x, label_x, align in (
         (left_bottom, left_totals, 0.0, -0.03, "right"),
         (right_bottom, right_totals, x1, 1.03, "left"),
@@ -87,14 +93,30 @@ def draw_alluvial(ax: Axes, counts: pd.DataFrame) -> None:
         centres = []
         for level, bottom in bottoms.items():
             height = totals[level] * scale
-            ax.add_patch(Rectangle((x, bottom), node_width, height, facecolor=LEVEL_COLOR.get(level, GREY),
-                                   edgecolor="white", linewidth=0.4))
+            node = ax.add_patch(Rectangle((x, bottom), node_width, height, facecolor=LEVEL_COLOR.get(level, GREY),
+                                          edgecolor="white", linewidth=0.4))
+            if cell is not None:
+                ends = (level, None) if bottoms is left_bottom else (None, level)
+                link_mark(node, _transition_link(cell, int(totals[level]), *ends))
             centres.append(bottom + height / 2)
         for level, y in zip(bottoms, spread_labels(centres, min_gap=LABEL_GAP)):
             ax.text(label_x, y, level_abbreviation(level), ha=align, va="center", fontsize=7)
     ax.set_xlim(-0.28, 1.28)
     ax.set_ylim(-0.02, 1.02)
     ax.set_axis_off()
+
+
+def _transition_link(cell: tuple[str, str, str], n: int, original: str | None, judged: str | None) -> ItemLink:
+    """A band (both levels) or a node (one level): its useful questions with a verdict, the
+    questions the panel draws and CatCons counts."""
+    model, dataset, strategy = cell
+    filters = cell_filters(model, dataset, strategy)
+    if original is not None:
+        filters.append(("target_level", explorer_level(original, "target_level")))
+    if judged is not None:
+        filters.append(("judged_level", explorer_level(judged, "judged_level")))
+    what = " → ".join(part for part in (original and f"original {original}", judged and f"judged {judged}") if part)
+    return ItemLink(items_fragment(filters, "catcons"), f"{model}, {dataset}, {strategy_label(strategy)}: {what}", n)
 
 
 #: Smallest vertical distance between two node labels, in axes units (7 pt text in a ~1.4 in panel).
@@ -149,7 +171,7 @@ def plot_transitions(votes: pd.DataFrame) -> Figure:
             if counts.empty or counts["count"].sum() == 0:
                 no_data(ax, "no useful question\nwith a judged level" if len(subset) else "cell not run")
             else:
-                draw_alluvial(ax, counts)
+                draw_alluvial(ax, counts, (model, dataset, strategy))
                 ax.text(0.5, -0.04, f"n = {int(counts['count'].sum())}", ha="center", va="top",
                         fontsize=7, transform=ax.transAxes)
             if j == 0:

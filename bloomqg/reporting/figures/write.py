@@ -1,22 +1,27 @@
-"""Every figure of a run, saved as PNG (200 dpi) and SVG.
+"""Every figure of a run, saved as PNG (200 dpi) and SVG, with its links to the item explorer.
 
 :func:`write_figures` always writes every file of :data:`FIGURE_FILES` (the workflow declares
 them as outputs); a view without data is drawn as an honest "no data for this view" panel saying
-why, never skipped.
+why, never skipped. ``<stem>.links.json`` holds the boxes of the PNG's marks that open the item
+explorer (:mod:`bloomqg.reporting.figures.links`; empty for a figure without such marks).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bloomqg.atomic import write_text_atomic
 from bloomqg.reporting.figures.bars import plot_knowledge_id, plot_shift_scores
 from bloomqg.reporting.figures.confusion import plot_confusion
 from bloomqg.reporting.figures.correlations import plot_correlations
 from bloomqg.reporting.figures.diagnostics import plot_parse_failures, plot_reliability
+from bloomqg.reporting.figures.links import links_document
 from bloomqg.reporting.figures.style import DPI, STYLE
 from bloomqg.reporting.figures.transitions import plot_transitions
 from bloomqg.reporting.tables.model import check_metrics
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Figure names; each is written as ``<stem>.png`` and ``<stem>.svg``.
+#: Figure names; each is written as ``<stem>.png``, ``<stem>.svg`` and ``<stem>.links.json``.
 FIGURE_STEMS: tuple[str, ...] = (
     "fig2_transitions",
     "fig3_shift_scores",
@@ -37,18 +42,30 @@ FIGURE_STEMS: tuple[str, ...] = (
     "reliability",
     "parse_failures",
 )
-FIGURE_FILES: tuple[str, ...] = tuple(f"{stem}.{ext}" for stem in FIGURE_STEMS for ext in ("png", "svg"))
+FIGURE_EXTENSIONS: tuple[str, ...] = ("png", "svg", "links.json")
+FIGURE_FILES: tuple[str, ...] = tuple(f"{stem}.{ext}" for stem in FIGURE_STEMS for ext in FIGURE_EXTENSIONS)
 
 
 def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Save ``fig`` as ``<stem>.png`` (200 dpi) and ``<stem>.svg``; return both paths."""
+    """Save ``fig`` as ``<stem>.png`` (200 dpi), ``<stem>.svg`` and ``<stem>.links.json``; return the paths.
+
+    The links' boxes are read right after the PNG is drawn, at the PNG's dpi and over the whole
+    figure (never ``bbox_inches="tight"``, which would crop it and shift every box).
+    """
+    import matplotlib
+    from PIL import Image
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext, metadata in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
-        path = out_dir / f"{stem}.{ext}"
-        fig.savefig(path, dpi=DPI, metadata=metadata, facecolor="white")
-        paths.append(path)
-    return paths
+    fig.set_dpi(DPI)  # draw at the PNG's dpi: the boxes read after it are the PNG's pixels
+    png, svg, links = (out_dir / f"{stem}.{ext}" for ext in FIGURE_EXTENSIONS)
+    with matplotlib.rc_context({"savefig.bbox": "standard"}):  # bbox_inches=None reads this setting
+        fig.savefig(png, dpi=DPI, metadata={"Software": None}, facecolor="white", bbox_inches=None)
+        with Image.open(png) as image:
+            size = image.size
+        document = links_document(fig, stem, size, hashlib.sha256(png.read_bytes()).hexdigest())
+        fig.savefig(svg, dpi=DPI, metadata={"Date": None, "Creator": None}, facecolor="white", bbox_inches=None)
+    write_text_atomic(links, json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return [png, svg, links]
 
 
 def write_figures(
