@@ -11,7 +11,9 @@ redone and no item lost or duplicated. Needs root (apt-get, daemons); skips othe
 
 Site overrides on the command line, as a user adapting the profile would pass them: the status
 command (this cluster keeps no accounting database, so ``squeue`` instead of ``sacct``), a short
-first status check, and ``--max-threads 1`` so two jobs share the 2-CPU node.
+first status check and short rounds between checks (this cluster's jobs last seconds, and each
+waits out a round before the next job that needs it is submitted; the default 10 s rounds were
+most of the study's wall time), and ``--max-threads 1`` so two jobs share the 2-CPU node.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.integration]
 
 SITE_OVERRIDES = (
     "--slurm-status-command", "squeue",
-    "--slurm-init-seconds-before-status-checks", "5",
+    "--slurm-init-seconds-before-status-checks", "2",
+    "--seconds-between-status-checks", "2",
     "--slurm-keep-successful-logs",
     "--max-threads", "1",
 )
@@ -75,12 +78,12 @@ def slurm_snakemake(cluster, workdir: Path, config: Path, *args: str, limit_s: i
 
 
 def gpu_config(workdir: Path) -> Path:
-    """The tiny study cut to its computer-science cells (both strategies, all three judges: every
-    kind of remote job, at 2 of its 5 cells' cost), its model entry asking for one GPU as a
-    cluster user's would."""
+    """The tiny study cut to one cell, computer science under FGP, with all three judges (every
+    kind of remote job: generation, an LLM judge on the GPU, two judges without one, at a fifth of
+    its cost), its model entry asking for one GPU as a cluster user's would."""
     path = tiny_config(workdir)
     config = yaml.safe_load(path.read_text())
-    config["datasets"] = {"cs": config["datasets"]["cs"]}
+    config["datasets"] = {"cs": {**config["datasets"]["cs"], "strategies": ["fgp"]}}
     config["models"]["smollm2-135m"]["gpus"] = 1
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
