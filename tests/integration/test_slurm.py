@@ -11,9 +11,9 @@ redone and no item lost or duplicated. Needs root (apt-get, daemons); skips othe
 
 Site overrides on the command line, as a user adapting the profile would pass them: the status
 command (this cluster keeps no accounting database, so ``squeue`` instead of ``sacct``), a short
-first status check and short rounds between checks (this cluster's jobs last seconds, and each
-waits out a round before the next job that needs it is submitted; the default 10 s rounds were
-most of the study's wall time), and ``--max-threads 1`` so two jobs share the 2-CPU node.
+first status check and 2-s rounds between checks (this cluster's jobs last seconds, and a job
+that needs another's output waits for the round that sees it finish; Snakemake's default is
+10 s), and ``--max-threads 1`` so two jobs share the 2-CPU node.
 """
 
 from __future__ import annotations
