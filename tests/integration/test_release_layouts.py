@@ -81,11 +81,12 @@ def test_two_different_files_in_both_layouts_are_refused(release_dir, tmp_path):
     assert Path(study.datasets["math"]["path"]) == (folder / PUBLISHED).resolve()
 
 
-def snakemake(workdir: Path, release: Path, *targets: str, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, release: Path, *targets: str, options: tuple[str, ...] = (),
+              config: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
          "--cores", "1", *options, *targets, "--configfile", str(REPO / "configs" / "paper.yaml"),
-         "--config", f"release_dir={release}"],
+         "--config", f"release_dir={release}", *config],
         capture_output=True, text=True, timeout=900,
     )
 
@@ -108,8 +109,7 @@ def test_the_workflow_imports_the_math_dataset_from_either_layout(layout, releas
     manifest["runs"] = [run for run in manifest["runs"] if run["model"] == "glm-4-9b"]
     manifest["pins"] = str(REPO / "configs" / manifest["pins"])
     (tmp_path / "glm.yaml").write_text(yaml.safe_dump(manifest))
-    planned = snakemake(work, folder, "reproduce_release", options=("--dry-run",))
-    planned = subprocess.run(planned.args + [f"release_manifest={tmp_path / 'glm.yaml'}"],
-                             capture_output=True, text=True, timeout=900)
+    planned = snakemake(work, folder, "reproduce_release", options=("--dry-run",),
+                        config=(f"release_manifest={tmp_path / 'glm.yaml'}",))
     assert planned.returncode == 0, planned.stderr[-3000:]
     assert "import_release_run" in planned.stdout

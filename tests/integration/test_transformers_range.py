@@ -58,14 +58,19 @@ def lowest_site(tmp_path_factory) -> Path:
     return target
 
 
+#: ``python -c`` program: print the version of the transformers imported, then ``pytest ARGS``.
+RUN_WITH_VERSION = ("import sys, pytest, transformers; print('transformers', transformers.__version__, flush=True); "
+                    "sys.exit(pytest.main(sys.argv[1:]))")
+
+
 def test_equivalence_tests_pass_on_the_lowest_supported_transformers(tmp_path_factory):
     site = lowest_site(tmp_path_factory)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
-    version = subprocess.run([sys.executable, "-c", "import transformers; print(transformers.__version__)"],
-                             env=env, capture_output=True, text=True, check=True).stdout.strip()
-    assert version == LOWEST[0].split("==")[1]
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
+    # one interpreter says which transformers it imported, then runs the tests with it
+    run = subprocess.run([sys.executable, "-c", RUN_WITH_VERSION, "-q", "-p", "no:cacheprovider", *TESTS],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    version = run.stdout.split("\n", 1)[0].removeprefix("transformers ")
+    assert version == LOWEST[0].split("==")[1], run.stdout[:300] + run.stderr[-2000:]
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-2000:]
     assert run.returncode == 0, f"on transformers {version}:\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
     assert re.search(r"\d+ passed", summary) and "failed" not in summary, summary
