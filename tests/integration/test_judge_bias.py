@@ -72,15 +72,16 @@ def snakemake(workdir: Path, config: Path, *args: str) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def generated(server, tmp_path_factory) -> tuple[Path, Path]:
-    """A study folder and its config where both generators wrote their questions (the stages
-    before any judge), made once: the bias test runs on in it, the annotation test copies them."""
+def bias_study(server, tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess, dict[str, int]]:
+    """The judge_bias target run once in a study folder: (folder, config, the run, the
+    completions each API judge was asked for). The bias test reads and reruns it; the
+    annotation test copies its generators' questions."""
     workdir = tmp_path_factory.mktemp("bias")
     config = write_config(workdir, server)
-    result = snakemake(workdir, config, *(f"results/generations/cs/fgp/gen-{family}.parquet"
-                                          for family in ("alpha", "beta")))
-    assert result.returncode == 0, result.stderr[-5000:]
-    return workdir, config
+    asked_before = dict(server.by_model)  # the server may have answered another test of this module
+    first = snakemake(workdir, config, "judge_bias")
+    asked = {judge: server.by_model[judge] - asked_before.get(judge, 0) for judge in API_JUDGES}
+    return workdir, config, first, asked
 
 
 def detected(estimates: pd.DataFrame, judge: str, probe: str, statistic: str, criterion: str) -> pd.Series:
@@ -90,14 +91,12 @@ def detected(estimates: pd.DataFrame, judge: str, probe: str, statistic: str, cr
     return row.iloc[0]
 
 
-def test_planted_biases_are_found_and_a_rerun_sends_nothing(generated, server):
-    tmp_path, config = generated
-    asked_before = dict(server.by_model)  # the server may have answered another test of this module
-    first = snakemake(tmp_path, config, "judge_bias")
+def test_planted_biases_are_found_and_a_rerun_sends_nothing(bias_study, server):
+    tmp_path, config, first, asked = bias_study
     assert first.returncode == 0, first.stderr[-5000:]
     n_questions = 2 * ITEMS_PER_CELL  # two generators, one strategy
     for judge in API_JUDGES:  # base, repeat and order probe: one call each per question
-        assert server.by_model[judge] - asked_before.get(judge, 0) == 3 * n_questions, judge
+        assert asked[judge] == 3 * n_questions, judge
 
     estimates = read_frame(tmp_path / "results" / "judge_bias" / "estimates.parquet", BIAS_ESTIMATES)
     probes = read_frame(tmp_path / "results" / "judge_bias" / "probes" / "cs" / "fgp" / "gen-alpha" / "position.parquet",
@@ -149,7 +148,7 @@ def test_planted_biases_are_found_and_a_rerun_sends_nothing(generated, server):
     assert probed["to_call"].sum() == 0 and server.requests == before
 
 
-def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path, server, generated):
+def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path, server, bias_study):
     """Three annotators fill the exported sheet with the fair judge's verdicts; the import's
     alt-test must pass that judge everywhere and decide the length judge's readable as a direct
     t-test and Benjamini-Yekutieli computation here says."""
@@ -168,8 +167,9 @@ def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path
     path.write_text(yaml.safe_dump(config))
     # gen-alpha's questions as this config would write them (same generator, seed and prompts):
     # copied with their times and without Snakemake's records, they are taken as made here.
+    assert bias_study[2].returncode == 0, bias_study[2].stderr[-5000:]
     for stage in ("datasets", "prompts", "generations"):
-        shutil.copytree(generated[0] / "results" / stage, tmp_path / "results" / stage)
+        shutil.copytree(bias_study[0] / "results" / stage, tmp_path / "results" / stage)
     exported = snakemake(tmp_path, path, "export_annotation")
     assert exported.returncode == 0, exported.stderr[-5000:]
 
