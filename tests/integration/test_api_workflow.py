@@ -24,6 +24,7 @@ import yaml
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import CRITERIA, JUDGMENTS, VOTES
 from tests.conftest import REPO
+from tests.integration.test_workflow import planned_jobs
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
 
 pytestmark = pytest.mark.integration
@@ -92,6 +93,11 @@ def snakemake(workdir: Path, config: Path, key: str, *args: str) -> subprocess.C
     )
 
 
+def judgment_files(judges) -> list[str]:
+    """Each judge's verdicts on the one cell: what a forced rerun of judging must rewrite."""
+    return [f"results/judgments/cs/fgp/api-gen/{judge}.parquet" for judge in judges]
+
+
 def test_faulty_endpoint_loses_nothing_and_a_rerun_pays_nothing(tmp_path, servers):
     generator_port, proxy = servers
     config = api_config(tmp_path, generator_port, proxy)
@@ -109,8 +115,11 @@ def test_faulty_endpoint_loses_nothing_and_a_rerun_pays_nothing(tmp_path, server
     assert len(votes) == N_ITEMS and votes["readable"].all()
 
     proxy.reset_counters()
-    rerun = snakemake(tmp_path, config, KEY, "--forcerun", "judge_questions", VOTES_TARGET)
+    # The targets come first: --forcerun takes every word after it as a rule to force, and the
+    # run would fall back to the default target (the whole study to the report).
+    rerun = snakemake(tmp_path, config, KEY, *judgment_files(JUDGES), "--forcerun", "judge_questions")
     assert rerun.returncode == 0, rerun.stderr[-5000:]
+    assert planned_jobs(rerun.stderr) == {"judge_questions": len(JUDGES)}
     assert proxy.received == 0, "a rerun must be answered from the call cache"
 
 
@@ -173,17 +182,15 @@ def test_batch_study_killed_while_polling_pays_each_request_once(tmp_path):
     server = BatchServer(step_s=3.0, required_api_key=KEY).start()
     try:
         config = batch_config(tmp_path, generator_port, server)
+        # Generate first (sync), so the estimate is exact about the questions to judge, and
+        # estimating has questions it could send to the judges: it must send nothing.
+        generated = snakemake(tmp_path, config, KEY, "results/generations/cs/fgp/api-gen.parquet")
+        assert generated.returncode == 0, generated.stderr[-5000:]
         estimate = snakemake(tmp_path, config, KEY, "estimate_cost")
         assert estimate.returncode == 0, estimate.stderr[-5000:]
         assert server.batches_created == 0 and not server.answered, "estimating sends nothing"
         report = (tmp_path / "logs" / "estimate_cost.log").read_text()
         assert "api-gen" in report and all(name in report for name in BATCH_JUDGES)
-
-        # Generate first (sync), so the estimate is exact about the questions to judge.
-        generated = snakemake(tmp_path, config, KEY, "results/generations/cs/fgp/api-gen.parquet")
-        assert generated.returncode == 0, generated.stderr[-5000:]
-        estimate = snakemake(tmp_path, config, KEY, "estimate_cost")
-        assert estimate.returncode == 0, estimate.stderr[-5000:]
         table = pd.read_csv(tmp_path / "logs" / "estimate_cost.tsv", sep="\t")
         judged = table[table["role"] == "judge"]
         assert set(judged["name"]) == set(BATCH_JUDGES) and (judged["to_call"] == N_ITEMS).all()
@@ -207,9 +214,10 @@ def test_batch_study_killed_while_polling_pays_each_request_once(tmp_path):
             run.wait(timeout=30)
         assert server.batches_created == len(BATCH_JUDGES) and not server.answered
 
-        snakemake(tmp_path, config, KEY, "--unlock")
+        # The same command again: the workflow removes the lock the killed run left (no --unlock).
         rerun = snakemake(tmp_path, config, KEY, "--rerun-incomplete", VOTES_TARGET)
         assert rerun.returncode == 0, rerun.stderr[-5000:]
+        assert "removing Snakemake's lock" in rerun.stderr
         assert server.batches_created == len(BATCH_JUDGES), "the rerun resumed the killed jobs' batches"
         assert len(server.answered) == N_ITEMS * len(BATCH_JUDGES)
         assert all(count == 1 for count in server.answered.values()), "each request paid once"
@@ -223,8 +231,9 @@ def test_batch_study_killed_while_polling_pays_each_request_once(tmp_path):
         assert abs(estimated_usd - paid_usd) <= 0.10 * paid_usd, (estimated_usd, paid_usd)
 
         answered = sum(server.answered.values())
-        forced = snakemake(tmp_path, config, KEY, "--forcerun", "judge_questions", VOTES_TARGET)
+        forced = snakemake(tmp_path, config, KEY, *judgment_files(BATCH_JUDGES), "--forcerun", "judge_questions")
         assert forced.returncode == 0, forced.stderr[-5000:]
+        assert planned_jobs(forced.stderr) == {"judge_questions": len(BATCH_JUDGES)}
         assert server.batches_created == len(BATCH_JUDGES) and sum(server.answered.values()) == answered
     finally:
         server.stop()

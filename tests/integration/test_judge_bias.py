@@ -5,8 +5,9 @@ Two API generators of different families write the questions; five API judges an
 level on a third of the questions, one that prefers its own family's questions, one whose
 verdicts track length, and one that answers differently under another seed; the offline
 ``rules`` judge runs through the probes too. Each probe must find its planted bias (CI
-excluding zero) and nothing for the fair judge; a forced rerun must send zero requests, and
-estimate_cost must count the probes' calls (none left to make after the run).
+excluding zero) and nothing for the fair judge; a forced rerun of the API judges' probes must
+send zero requests, and estimate_cost must count the probes' calls (none left to make after
+the run).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import BIAS_ESTIMATES, JUDGE_PROBES
 from tests.conftest import REPO
+from tests.integration.test_workflow import planned_jobs
 from tests.support.planted_judge_server import PlantedJudgeServer
 
 pytestmark = pytest.mark.integration
@@ -69,6 +71,19 @@ def snakemake(workdir: Path, config: Path, *args: str) -> subprocess.CompletedPr
     )
 
 
+@pytest.fixture(scope="module")
+def bias_study(server, tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess, dict[str, int]]:
+    """The judge_bias target run once in a study folder: (folder, config, the run, the
+    completions each API judge was asked for). The bias test reads and reruns it; the
+    annotation test copies its generators' questions."""
+    workdir = tmp_path_factory.mktemp("bias")
+    config = write_config(workdir, server)
+    asked_before = dict(server.by_model)  # the server may have answered another test of this module
+    first = snakemake(workdir, config, "judge_bias")
+    asked = {judge: server.by_model[judge] - asked_before.get(judge, 0) for judge in API_JUDGES}
+    return workdir, config, first, asked
+
+
 def detected(estimates: pd.DataFrame, judge: str, probe: str, statistic: str, criterion: str) -> pd.Series:
     row = estimates[(estimates["judge"] == judge) & (estimates["probe"] == probe)
                     & (estimates["statistic"] == statistic) & (estimates["criterion"] == criterion)]
@@ -76,14 +91,12 @@ def detected(estimates: pd.DataFrame, judge: str, probe: str, statistic: str, cr
     return row.iloc[0]
 
 
-def test_planted_biases_are_found_and_a_rerun_sends_nothing(tmp_path, server):
-    config = write_config(tmp_path, server)
-    asked_before = dict(server.by_model)  # the server may have answered another test of this module
-    first = snakemake(tmp_path, config, "judge_bias")
+def test_planted_biases_are_found_and_a_rerun_sends_nothing(bias_study, server):
+    tmp_path, config, first, asked = bias_study
     assert first.returncode == 0, first.stderr[-5000:]
     n_questions = 2 * ITEMS_PER_CELL  # two generators, one strategy
     for judge in API_JUDGES:  # base, repeat and order probe: one call each per question
-        assert server.by_model[judge] - asked_before.get(judge, 0) == 3 * n_questions, judge
+        assert asked[judge] == 3 * n_questions, judge
 
     estimates = read_frame(tmp_path / "results" / "judge_bias" / "estimates.parquet", BIAS_ESTIMATES)
     probes = read_frame(tmp_path / "results" / "judge_bias" / "probes" / "cs" / "fgp" / "gen-alpha" / "position.parquet",
@@ -117,10 +130,14 @@ def test_planted_biases_are_found_and_a_rerun_sends_nothing(tmp_path, server):
     table = (tmp_path / "results" / "judge_bias" / "judge_bias.md").read_text()
     assert "position: first-listed excess" in table and "*" in table
 
+    # Each API judge's probes again, forced: the rules judge and the summary send no request.
     before = server.requests
-    rerun = snakemake(tmp_path, config, "judge_bias", "--forcerun", "probe_judge")
+    probe_files = [f"results/judge_bias/probes/cs/fgp/gen-{family}/{judge}.parquet"
+                   for family in ("alpha", "beta") for judge in API_JUDGES]
+    rerun = snakemake(tmp_path, config, *probe_files, "--forcerun", "probe_judge")
     assert rerun.returncode == 0, rerun.stderr[-5000:]
-    assert server.requests == before, "a rerun of judge_bias must be answered from the call cache"
+    assert planned_jobs(rerun.stderr) == {"probe_judge": len(probe_files)}
+    assert server.requests == before, "a rerun of the probes must be answered from the call cache"
 
     estimate = snakemake(tmp_path, config, "estimate_cost")
     assert estimate.returncode == 0, estimate.stderr[-5000:]
@@ -131,10 +148,12 @@ def test_planted_biases_are_found_and_a_rerun_sends_nothing(tmp_path, server):
     assert probed["to_call"].sum() == 0 and server.requests == before
 
 
-def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path, server):
+def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path, server, bias_study):
     """Three annotators fill the exported sheet with the fair judge's verdicts; the import's
     alt-test must pass that judge everywhere and decide the length judge's readable as a direct
     t-test and Benjamini-Yekutieli computation here says."""
+    import shutil
+
     from scipy import stats
 
     from bloomqg.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS
@@ -146,6 +165,11 @@ def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path
     config["annotation"] = {"items_per_cell": ITEMS_PER_CELL, "alt_test": {"epsilon": 0.2}}
     path = tmp_path / "annotate.yaml"
     path.write_text(yaml.safe_dump(config))
+    # gen-alpha's questions as this config would write them (same generator, seed and prompts):
+    # copied with their times and without Snakemake's records, they are taken as made here.
+    assert bias_study[2].returncode == 0, bias_study[2].stderr[-5000:]
+    for stage in ("datasets", "prompts", "generations"):
+        shutil.copytree(bias_study[0] / "results" / stage, tmp_path / "results" / stage)
     exported = snakemake(tmp_path, path, "export_annotation")
     assert exported.returncode == 0, exported.stderr[-5000:]
 

@@ -1,10 +1,11 @@
 """Edits to a finished study rerun exactly what they invalidate, read off Snakemake's own plan.
 
-A small API-only study (two generator models and two API judges on loopback servers, plus the
-rules judge) runs once; each test then edits a copy of its config and dry-runs it: adding a model
-plans only that model's jobs and the aggregates, removing a judge plans votes and below but no
-generation or judging, changing one model's decoding plans only that model's chain, and an
-unchanged config plans nothing. (A template edit: test_workflow.py.)
+A small API-only study (two generator models on a loopback server; two judges, the fewest a
+judge can be removed from: an API one on another loopback server and the rules judge) runs
+once; each test then edits a copy of its config and dry-runs it: adding a model plans only that
+model's jobs and the aggregates, removing a judge plans votes and below but no generation or
+judging, changing one model's decoding plans only that model's chain, and an unchanged config
+plans nothing. (A template edit: test_workflow.py.)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.integration.test_workflow import planned_jobs
 pytestmark = pytest.mark.integration
 
 MODELS = ("api-a", "api-b")
-JUDGES = ("rules", "judge-a", "judge-b")
+JUDGES = ("rules", "judge-a")
 #: One strategy: the plans are per model and per judge, and one cell per model shows them.
 STRATEGIES = ("fgp",)
 #: Rules that summarise all cells: any change to the set of cells or votes reruns them (the
@@ -126,7 +127,7 @@ def test_adding_a_model_plans_only_its_jobs_and_the_aggregates(study, servers):
 
 
 def test_removing_a_judge_reruns_votes_and_below_but_no_generation(study):
-    plan = dry_run(study, lambda c: c["judges"].pop("judge-b"))
+    plan = dry_run(study, lambda c: c["judges"].pop("judge-a"))
     cells = len(STRATEGIES) * len(MODELS)
     assert planned_jobs(plan) == {"vote_judgments": cells, "score_metrics": cells, **AGGREGATES}, plan[-3000:]
 

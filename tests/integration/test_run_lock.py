@@ -1,8 +1,11 @@
 """`make study`'s run lock: a second run refuses, and after `kill -9` the same command completes.
 
-The SIGKILL test runs a cut-down tiny study (one dataset, one strategy, the two fast judges) as
-`make study` does, through ``python -m bloomqg.run_lock`` and the default profile, kills its
-whole process group while generation runs, and reruns the same command.
+The SIGKILL test runs a cut-down tiny study (one dataset, one strategy, an API generator and two
+judges: rules and an API one) as `make study` does, through ``python -m bloomqg.run_lock`` and
+the default profile, kills its whole process group while generation runs, and reruns the same
+command to the report. The generator answers from a loopback server that holds its requests
+until the kill (:mod:`tests.support.planted_judge_server`): the first run is surely generating
+when it dies, and no model is loaded to keep it busy.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from bloomqg.run_lock import (
     stale_locks,
 )
 from bloomqg.frames import GENERATIONS, METRICS, PROMPTS, VOTES
-from tests.conftest import REPO, seed_converted_smollm2
+from tests.conftest import REPO
 from tests.integration.test_workflow import LIMIT, tiny_config
+from tests.support.planted_judge_server import PlantedJudgeServer
 
 pytestmark = pytest.mark.integration
 
@@ -114,25 +118,36 @@ def test_the_workflow_clears_a_lock_only_when_no_run_can_own_it(tmp_path):
     assert not clear_locks_of_dead_runs(tmp_path)
 
 
-def small_study(workdir: Path) -> Path:
-    """The tiny study cut to one dataset, one strategy and the two judges that need no LLM."""
+def small_study(workdir: Path, server: PlantedJudgeServer) -> Path:
+    """The tiny study cut to one dataset and one strategy, its generator and one of its two
+    judges (beside rules) answered by ``server``."""
     path = tiny_config(workdir)
     config = yaml.safe_load(path.read_text())
     config["datasets"] = {"cs": {**config["datasets"]["cs"], "strategies": ["fgp"]}}
-    config["judges"] = {name: config["judges"][name] for name in ("rules", "minilm")}
+    api = {"backend": "openai", "base_url": server.base_url, "api_key_env": None, "max_retries": 2}
+    config["models"] = {"gen-alpha": {**api, "model": "gen-alpha", "timeout_s": 600}}
+    config["judges"] = {"rules": {"backend": "rules"}, "fair": {**api, "model": "fair"}}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
-def test_kill_9_then_the_same_command_completes(tmp_path, smollm2_dir):
-    config = small_study(tmp_path)
-    seed_converted_smollm2(tmp_path, smollm2_dir)  # the conversion is not what this test is about
+@pytest.fixture
+def server():
+    planted = PlantedJudgeServer().start()
+    try:
+        yield planted
+    finally:
+        planted.stop()
+
+
+def test_kill_9_then_the_same_command_completes(tmp_path, server):
+    config = small_study(tmp_path, server)
+    server.hold_generators()  # the first run generates until it is killed
     command = study_command(tmp_path, config)
     with open(tmp_path / "first.log", "w") as log:
         first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    generation_logs = tmp_path / "logs" / "generate_questions"
     deadline = time.monotonic() + 600
-    while not (generation_logs.is_dir() and any(generation_logs.rglob("*.log"))):
+    while not server.by_model["gen-alpha"]:  # its generation job has asked for a question
         assert first.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
         assert time.monotonic() < deadline, "generation never started"
         time.sleep(0.2)
@@ -145,7 +160,9 @@ def test_kill_9_then_the_same_command_completes(tmp_path, smollm2_dir):
     os.killpg(first.pid, signal.SIGKILL)  # the power cut: snakemake and every job it runs
     first.wait()
     assert stale_locks(tmp_path), "the killed run should have left Snakemake's lock behind"
+    assert not list((tmp_path / "results").rglob("generations/**/*.parquet")), "it died generating"
 
+    server.release_generators()
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     assert rerun.returncode == 0, rerun.stderr[-6000:]
     assert "removing Snakemake's lock" in rerun.stderr
@@ -153,8 +170,8 @@ def test_kill_9_then_the_same_command_completes(tmp_path, smollm2_dir):
 
     results = tmp_path / "results"
     prompts = read_frame(results / "prompts" / "cs" / "fgp.parquet", PROMPTS)
-    generations = read_frame(results / "generations" / "cs" / "fgp" / "smollm2-135m.parquet", GENERATIONS)
-    votes = read_frame(results / "votes" / "cs" / "fgp" / "smollm2-135m.parquet", VOTES)
+    generations = read_frame(results / "generations" / "cs" / "fgp" / "gen-alpha.parquet", GENERATIONS)
+    votes = read_frame(results / "votes" / "cs" / "fgp" / "gen-alpha.parquet", VOTES)
     # The row counts of an uninterrupted run: every prompt exactly once.
     assert len(prompts) == LIMIT
     assert sorted(generations["prompt_id"]) == sorted(prompts["prompt_id"])

@@ -18,7 +18,10 @@
     and another level (inconsistent across seeds).
 
 ``requests`` counts the completions asked, per model in ``by_model``. Runs in a thread of the
-test process (:meth:`PlantedJudgeServer.start`), on a free loopback port.
+test process (:meth:`PlantedJudgeServer.start`), on a free loopback port. While
+:meth:`PlantedJudgeServer.hold_generators` is in force, generator requests wait unanswered (a
+job that is generating for as long as a test needs, at no CPU cost) until
+:meth:`PlantedJudgeServer.release_generators`.
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ class PlantedJudgeServer:
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._generators_free: asyncio.Event | None = None
 
     @property
     def base_url(self) -> str:
@@ -105,6 +109,7 @@ class PlantedJudgeServer:
         self.by_model[model] += 1
         messages = body["messages"]
         if model.startswith("gen-"):
+            await self._generators_free.wait()  # type: ignore[union-attr]
             content = json.dumps({"question": generated_question(messages[-1]["content"], model[4:])})
         else:
             content = json.dumps(verdict(model, messages, body.get("seed")))
@@ -120,6 +125,8 @@ class PlantedJudgeServer:
         def run() -> None:
             self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self._loop)
+            self._generators_free = asyncio.Event()
+            self._generators_free.set()
             app = web.Application()
             app.router.add_post("/v1/chat/completions", self._complete)
             runner = web.AppRunner(app)
@@ -138,7 +145,22 @@ class PlantedJudgeServer:
             raise RuntimeError("planted judge server did not start")
         return self
 
+    def _in_loop(self, action) -> None:
+        async def call() -> None:
+            action()
+
+        asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout=10)  # type: ignore[arg-type]
+
+    def hold_generators(self) -> None:
+        """From now on, generator requests wait unanswered until :meth:`release_generators`."""
+        self._in_loop(self._generators_free.clear)  # type: ignore[union-attr]
+
+    def release_generators(self) -> None:
+        """Answer the held generator requests and every one after."""
+        self._in_loop(self._generators_free.set)  # type: ignore[union-attr]
+
     def stop(self, timeout_s: float = 10.0) -> None:
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self.release_generators()  # a held request would hold up the server's shutdown
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=timeout_s)
