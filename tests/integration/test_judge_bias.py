@@ -34,11 +34,8 @@ API_JUDGES = {"fair": "beta", "position": "gamma", "selfpref-alpha": "alpha", "l
 
 @pytest.fixture(scope="module")
 def server():
-    planted = PlantedJudgeServer().start()
-    try:
+    with PlantedJudgeServer() as planted:
         yield planted
-    finally:
-        planted.stop()
 
 
 def write_config(workdir: Path, server: PlantedJudgeServer) -> Path:

@@ -133,11 +133,8 @@ def small_study(workdir: Path, server: PlantedJudgeServer) -> Path:
 
 @pytest.fixture
 def server():
-    planted = PlantedJudgeServer().start()
-    try:
+    with PlantedJudgeServer() as planted:
         yield planted
-    finally:
-        planted.stop()
 
 
 def test_kill_9_then_the_same_command_completes(tmp_path, server):

@@ -18,10 +18,10 @@
     and another level (inconsistent across seeds).
 
 ``requests`` counts the completions asked, per model in ``by_model``. Runs in a thread of the
-test process (:meth:`PlantedJudgeServer.start`), on a free loopback port. While
-:meth:`PlantedJudgeServer.hold_generators` is in force, generator requests wait unanswered (a
-job that is generating for as long as a test needs, at no CPU cost) until
-:meth:`PlantedJudgeServer.release_generators`.
+test process (:meth:`PlantedJudgeServer.start`, or ``with PlantedJudgeServer() as server``), on
+a free loopback port. While :meth:`PlantedJudgeServer.hold_generators` is in force, generator
+requests wait unanswered (a job that is generating for as long as a test needs, at no CPU cost)
+until :meth:`PlantedJudgeServer.release_generators`.
 """
 
 from __future__ import annotations
@@ -164,3 +164,9 @@ class PlantedJudgeServer:
             self.release_generators()  # a held request would hold up the server's shutdown
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=timeout_s)
+
+    def __enter__(self) -> "PlantedJudgeServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
