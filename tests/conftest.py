@@ -16,6 +16,17 @@ REPO = Path(__file__).resolve().parents[1]
 SMOLLM2 = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-135m"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker's processes share the cores with the other workers': cap
+    their CPU threads at cores / workers (``OMP_NUM_THREADS``, which torch reads and every job's
+    :func:`bloomqg.devices.job_cpu_threads` honours), unless the caller set a cap. Two studies at
+    once on 2 cores, each job on 2 threads, took 255 s; on 1 thread each, 172 s (docs/testing.md):
+    surplus threads spin at every barrier waiting for a descheduled sibling."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+
+
 def shared_data_dir() -> Path:
     """The paper's release beside the project (../shared/data), or $BLOOMQG_SHARED_DATA."""
     return Path(os.environ.get("BLOOMQG_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
