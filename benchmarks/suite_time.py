@@ -59,11 +59,15 @@ def main() -> None:
         cases = ElementTree.parse(report).getroot().iter("testcase")
         outcomes: dict[str, int] = {}
         timings = []
+        not_passed = []
         for case in cases:
-            ended = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
+            ending = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+            ended = "passed" if ending is None else ending.tag
             outcomes[ended] = outcomes.get(ended, 0) + 1
             name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
             timings.append((float(case.get("time", 0.0)), name))
+            if ending is not None and ended != "skipped":
+                not_passed.append({"test": name, "ended": ended, "message": (ending.get("message") or "")[:500]})
     timings.sort(reverse=True)
     print(json.dumps({
         "command": " ".join(command[1:]).replace(str(report), "REPORT"),
@@ -73,6 +77,7 @@ def main() -> None:
         "wall_s": round(wall_s, 1),
         "collected": collected(args.pytest_args),
         "outcomes": outcomes,
+        "failed": not_passed,
         "sum_of_test_times_s": round(sum(t for t, _ in timings), 1),
         "slowest": [{"test": name, "s": round(seconds, 1)} for seconds, name in timings[:args.slowest]],
         "load_average_before": [round(x, 2) for x in load_before],
