@@ -17,12 +17,6 @@ initialises CUDA and exports them as ``CUDA_VISIBLE_DEVICES``:
   ``CUDA_VISIBLE_DEVICES`` is already set, that assignment is kept and nothing is locked.
 - A job that asks for no GPU on a machine with GPUs gets ``CUDA_VISIBLE_DEVICES=""``: it runs on
   the CPU, as it would under SLURM, instead of spreading over GPUs other jobs hold.
-
-CPU threads: a job runs torch on its rule's ``threads`` (:func:`job_cpu_threads`), never more than
-``OMP_NUM_THREADS`` when the environment sets it: a shared machine's cap, or a cluster that sets
-it per job. More threads than free cores is not merely no faster: torch's OpenMP threads spin at
-every barrier waiting for a descheduled sibling (two tiny studies at once on 2 cores, each job
-on 2 threads: 255 s; on 1 thread each: 172 s, benchmarks in docs/operations.md).
 """
 
 from __future__ import annotations
@@ -47,8 +41,6 @@ POOL_DIR = Path(".snakemake") / "bloomqg-gpus"
 COUNT_ENV = "BLOOMQG_GPU_COUNT"
 #: Comma-separated device indices the pool hands out (default: 0 .. count-1).
 INDICES_ENV = "BLOOMQG_GPUS"
-#: The environment's cap on a process's CPU threads (OpenMP's variable, which torch also reads).
-THREADS_ENV = "OMP_NUM_THREADS"
 #: How often a job that finds too few free GPUs looks again, and how often it says it waits.
 POLL_S = 0.5
 WAIT_REPORT_S = 60.0
@@ -224,22 +216,3 @@ def claim_job_gpus(snakemake: object) -> DeviceClaim:
     """:func:`claim_gpus` for a rule script: the count is the rule's ``gpu`` resource."""
     resources = getattr(snakemake, "resources")
     return claim_gpus(int(getattr(resources, "gpu", 0) or 0))
-
-
-def job_cpu_threads(requested: int, environ: Mapping[str, str] | None = None) -> int:
-    """The CPU threads a job gives torch: its ``requested`` count (the rule's threads), capped by
-    ``OMP_NUM_THREADS`` when that is set (its first level when it lists nested ones, ``4,2``)."""
-    environ = os.environ if environ is None else environ
-    if requested < 1:
-        raise ValueError(f"a job needs at least one CPU thread, got {requested}")
-    cap_text = environ.get(THREADS_ENV, "").strip()
-    if not cap_text:
-        return requested
-    first = cap_text.split(",", 1)[0].strip()
-    if not first.isdigit() or int(first) < 1:
-        raise DeviceError(f"{THREADS_ENV}={cap_text!r} is not a positive thread count: "
-                          f"set it to a number such as 2, or unset it")
-    cap = int(first)
-    if cap < requested:
-        log.info("CPU threads: %d (the job's %d, capped by %s)", cap, requested, THREADS_ENV)
-    return min(requested, cap)

@@ -4,6 +4,8 @@ are built once per test session for every xdist worker (tests/support/shared.py,
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,14 +19,22 @@ SMOLLM2 = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist, each worker's processes share the cores with the other workers': cap
-    their CPU threads at cores / workers (``OMP_NUM_THREADS``, which torch reads and every job's
-    :func:`bloomqg.devices.job_cpu_threads` honours), unless the caller set a cap. Two studies at
-    once on 2 cores, each job on 2 threads, took 255 s; on 1 thread each, 172 s (docs/testing.md):
-    surplus threads spin at every barrier waiting for a descheduled sibling."""
+    """Under pytest-xdist the workers share the cores: each one's processes get cores / workers
+    CPU threads. Snakemake sets every job's ``OMP_NUM_THREADS`` to the job's threads, so the cap
+    reaches jobs as ``--max-threads`` in a profile named by ``$SNAKEMAKE_PROFILE`` (used by every
+    ``snakemake`` run without ``--profile``); ``OMP_NUM_THREADS`` covers torch in the workers and
+    in servers the tests start. Surplus threads spin at every barrier waiting for a descheduled
+    sibling: two studies at once on 2 cores took 255 s with 2 threads per job, 172 s with 1
+    (benchmarks/concurrent_studies.py, docs/testing.md)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers > 1:
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    if workers < 2:
+        return
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    profile = Path(tempfile.mkdtemp(prefix="bloomqg-test-profile-"))
+    (profile / "config.yaml").write_text(f"max-threads: {threads}\n")
+    os.environ["SNAKEMAKE_PROFILE"] = str(profile)
+    config.add_cleanup(lambda: shutil.rmtree(profile, ignore_errors=True))
 
 
 def shared_data_dir() -> Path:

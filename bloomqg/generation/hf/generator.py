@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
-from bloomqg.devices import job_cpu_threads
 from bloomqg.generation.hf.batching import (
     CPU_PREFILL_CHUNK_TOKENS,
     GPU_PREFILL_CHUNK_TOKENS,
@@ -121,7 +120,7 @@ class HFTextGenerator:
         import torch
 
         if num_threads is not None:
-            torch.set_num_threads(job_cpu_threads(int(num_threads)))
+            torch.set_num_threads(int(num_threads))
         source = str(source)
         loaded = load_pretrained(
             source, model_id=model_id or source, revision=revision, gguf_file=gguf_file, dtype=dtype,
