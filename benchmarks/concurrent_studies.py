@@ -37,7 +37,8 @@ def study_config(folder: Path) -> Path:
 
 def run_pair(root: Path, cores: int, studies: int, extra: list[str]) -> dict:
     """Start ``studies`` studies at once; wall time of all, CPU of each (os.wait4 per child)."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    # Neither the test suite's thread cap nor a user's default profile: the settings are the flags.
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "SNAKEMAKE_PROFILE")}
     children = {}
     started = time.monotonic()
     for index in range(studies):

@@ -24,8 +24,8 @@ def pytest_configure(config: pytest.Config) -> None:
     reaches jobs as ``--max-threads`` in a profile named by ``$SNAKEMAKE_PROFILE`` (used by every
     ``snakemake`` run without ``--profile``); ``OMP_NUM_THREADS`` covers torch in the workers and
     in servers the tests start. Surplus threads spin at every barrier waiting for a descheduled
-    sibling: two studies at once on 2 cores took 255 s with 2 threads per job, 172 s with 1
-    (benchmarks/concurrent_studies.py, docs/testing.md)."""
+    sibling: two studies at once on 2 cores took 223 s with 2 threads per job, 143 s with 1
+    (benchmarks/concurrent_studies.py, docs/operations.md)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers < 2:
         return
