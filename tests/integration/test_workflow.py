@@ -97,6 +97,16 @@ def test_every_stage_writes_its_schema(finished_study):
     check_study_outputs(*finished_study)
 
 
+def test_generation_ran_on_its_share_of_the_cores(finished_study):
+    """torch's threads: the rule's 8, capped by ``--cores 2`` and, under the test workers, by their
+    share of the cores (the ``$SNAKEMAKE_PROFILE`` tests/conftest.py writes)."""
+    workdir, config = finished_study
+    profile = Path(os.environ.get("SNAKEMAKE_PROFILE", "")) / "config.yaml"
+    cap = (yaml.safe_load(profile.read_text()) or {}).get("max-threads", 8) if profile.is_file() else 8
+    for path in sorted((workdir / "results" / "generations").glob("*/*/*.parquet")):
+        assert read_provenance(path)["generator"]["num_threads"] == min(8, 2, cap), path
+
+
 def check_study_outputs(workdir: Path, config: Path) -> None:
     """Schemas and row counts of every stage of a finished tiny study (also the SLURM test's)."""
     cfg = yaml.safe_load(config.read_text())
