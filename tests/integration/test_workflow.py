@@ -103,7 +103,9 @@ def test_generation_ran_on_its_share_of_the_cores(finished_study):
     workdir, config = finished_study
     profile = Path(os.environ.get("SNAKEMAKE_PROFILE", "")) / "config.yaml"
     cap = (yaml.safe_load(profile.read_text()) or {}).get("max-threads", 8) if profile.is_file() else 8
-    for path in sorted((workdir / "results" / "generations").glob("*/*/*.parquet")):
+    generations = sorted((workdir / "results" / "generations").glob("*/*/*.parquet"))
+    assert len(generations) == 3, generations  # cs under CoT and FGP, math under FGP
+    for path in generations:
         assert read_provenance(path)["generator"]["num_threads"] == min(8, 2, cap), path
 
 
