@@ -20,19 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
-DATASETS = ("cs", "math")
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-
-def study_config(folder: Path) -> Path:
-    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
-    config["cache_dir"] = str(folder / "cache")
-    config["datasets"] = {name: config["datasets"][name] for name in DATASETS}
-    path = folder / "tiny.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+# The study test_workflow.py runs, built the way it builds it.
+from tests.integration.test_workflow import DATASETS, tiny_config  # noqa: E402
 
 
 def run_pair(root: Path, cores: int, studies: int, extra: list[str]) -> dict:
@@ -45,7 +38,7 @@ def run_pair(root: Path, cores: int, studies: int, extra: list[str]) -> dict:
         folder = root / f"study-{index}"
         folder.mkdir(parents=True)
         command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(folder),
-                   "--configfile", str(study_config(folder)), "--cores", str(cores), *extra]
+                   "--configfile", str(tiny_config(folder, DATASETS)), "--cores", str(cores), *extra]
         log = open(folder / "snakemake.log", "w")
         children[subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env).pid] = (index, log)
     runs = []

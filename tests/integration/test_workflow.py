@@ -30,11 +30,14 @@ TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
 LIMIT = 3
 
 
-def tiny_config(workdir: Path) -> Path:
+def tiny_config(workdir: Path, datasets: tuple[str, ...] | None = None) -> Path:
     """The test study (.test/config/config.yaml: the default study cut to 3 items per dataset,
-    short completions), its cache in ``workdir`` and its FGP template a copy there."""
+    short completions), its cache in ``workdir`` and its FGP template a copy there; only
+    ``datasets`` of its datasets when given."""
     config = yaml.safe_load(TEST_CONFIG.read_text())
     assert config["limit_items"] == LIMIT
+    if datasets is not None:
+        config["datasets"] = {name: config["datasets"][name] for name in datasets}
     config["cache_dir"] = str(workdir / "cache")
     # A copy of the FGP template that the test may edit without touching the repository.
     template = workdir / "fgp.md"
@@ -85,10 +88,7 @@ DATASETS = ("cs", "math")
 @pytest.fixture(scope="module")
 def finished_study(tmp_path_factory) -> tuple[Path, Path]:
     workdir = tmp_path_factory.mktemp("study")
-    config = tiny_config(workdir)
-    cfg = yaml.safe_load(config.read_text())
-    cfg["datasets"] = {name: cfg["datasets"][name] for name in DATASETS}
-    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    config = tiny_config(workdir, DATASETS)
     snakemake(workdir, config)
     return workdir, config
 
