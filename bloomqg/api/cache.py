@@ -13,10 +13,19 @@ A truncated or otherwise unreadable entry (a crash on a file system without atom
 disk-full write) is logged and treated as a miss; the next successful call overwrites it.
 
 Only successful responses are stored: a failure must be retried on the next run, not replayed.
+
+Two jobs that need the same call at the same time (a judge's own job and its bias probes, two
+studies sharing a cache) would both miss and both pay. :meth:`CallCache.claim` prevents that:
+the first to claim a key holds an exclusive ``flock`` on a claim file of its shard until its
+answer is stored; a second claimant waits, then finds the answer in the cache. A claim dies with
+its process (the kernel drops the lock), so a killed job never blocks the next one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -25,7 +34,7 @@ import re
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +42,8 @@ _KEY_PATTERN = re.compile(r"[0-9a-f]{64}")
 #: Sub-directory names: the first two hex digits of the key.
 SHARDS = tuple(f"{i:02x}" for i in range(256))
 
+#: How often a waiting claimant tries the lock again (seconds).
+CLAIM_POLL_S = 0.05
 #: Bumped when the key's fields or the entry layout change, so old entries are never misread.
 CACHE_FORMAT_VERSION = 1
 
@@ -155,6 +166,29 @@ class CallCache:
             tmp_path.unlink(missing_ok=True)
             raise
         return path
+
+    def claim_path(self, key: str) -> Path:
+        """The claim file (a lock, never read) that ``key`` shares with the keys of its first four
+        hex digits: a shard holds at most 256 of them, and two keys sharing one only wait."""
+        return self.path_for(key).parent / f".claim-{key[:4]}"
+
+    @contextlib.asynccontextmanager
+    async def claim(self, key: str) -> AsyncIterator[None]:
+        """Hold the exclusive claim on ``key`` (across processes) while the caller checks the
+        cache, pays for the call and stores its answer; waits, without blocking the event loop,
+        while another holder pays for it. Check the cache again once inside: the holder before
+        you may have stored the answer."""
+        fd = os.open(self.claim_path(key), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(CLAIM_POLL_S)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None

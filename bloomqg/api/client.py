@@ -43,7 +43,7 @@ import logging
 from typing import Any, Sequence
 
 from bloomqg.api.budget import BudgetExceededError, estimate_prompt_tokens
-from bloomqg.api.cache import CachedResponse, call_cache_key
+from bloomqg.api.cache import call_cache_key
 from bloomqg.api.client_core import ClientCore
 from bloomqg.api.wire import Call
 from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
@@ -125,7 +125,7 @@ class OpenAICompatibleClient(ClientCore):
                     results[index] = self._duplicate(hit_rows[key], request)
                     self.counts.deduplicated += 1
                 else:
-                    results[index] = hit_rows[key] = self._from_cache(request, key, cached)
+                    results[index] = hit_rows[key] = self.from_cache(request, key, cached)
                     self.counts.cache_hits += 1
                 hits.append(results[index])
                 continue
@@ -187,25 +187,6 @@ class OpenAICompatibleClient(ClientCore):
             "max_tokens": int(params.max_new_tokens),
             "seed": int(params.seed) if params.seed is not None else None,
         }
-
-    def _from_cache(self, request: ChatRequest, key: str, cached: CachedResponse) -> Completion:
-        """A cached answer costs what the spend ledger says was paid for it (an earlier attempt
-        that stopped at the budget cap, a killed job): the ledger is the one record of what was
-        paid, so a study's cost is the same however many attempts it took. ``paid_earlier``
-        marks those; an answer the ledger does not know (another cache) costs 0 here."""
-        paid = self.spend.paid_for(key) if self.spend is not None else None
-        cost = (paid or 0.0) if self.settings.prices_known else paid
-        return Completion(
-            request_id=request.request_id,
-            text=cached.text,
-            finish_reason=cached.finish_reason,
-            n_prompt_tokens=cached.n_prompt_tokens,
-            n_completion_tokens=cached.n_completion_tokens,
-            latency_s=None,
-            cached=True,
-            cost_usd=cost,
-            extra={"cache_key": key, "response_model": cached.response_model, "paid_earlier": paid is not None},
-        )
 
     def _raise_if_budget_stopped(self, results: Sequence[Completion]) -> None:
         stopped = [c for c in results if c.extra.get("failure_reason") == "budget"]

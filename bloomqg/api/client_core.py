@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from bloomqg.api.budget import Budget, SpendLedger
-from bloomqg.api.cache import CallCache
+from bloomqg.api.cache import CachedResponse, CallCache
 from bloomqg.api.settings import ClientSettings
 from bloomqg.api.wire import Call
 from bloomqg.chat import ChatRequest, Completion
@@ -102,6 +102,25 @@ class ClientCore:
                 prompt_tokens=completion.n_prompt_tokens, completion_tokens=completion.n_completion_tokens,
                 cost_usd=completion.cost_usd, prompt_estimate=call.prompt_estimate, batch_id=batch_id,
             )
+
+    def from_cache(self, request: ChatRequest, key: str, cached: CachedResponse) -> Completion:
+        """A cached answer costs what the spend ledger says was paid for it (an earlier attempt
+        that stopped at the budget cap, a killed job): the ledger is the one record of what was
+        paid, so a study's cost is the same however many attempts it took. ``paid_earlier``
+        marks those; an answer the ledger does not know (another cache) costs 0 here."""
+        paid = self.spend.paid_for(key) if self.spend is not None else None
+        cost = (paid or 0.0) if self.settings.prices_known else paid
+        return Completion(
+            request_id=request.request_id,
+            text=cached.text,
+            finish_reason=cached.finish_reason,
+            n_prompt_tokens=cached.n_prompt_tokens,
+            n_completion_tokens=cached.n_completion_tokens,
+            latency_s=None,
+            cached=True,
+            cost_usd=cost,
+            extra={"cache_key": key, "response_model": cached.response_model, "paid_earlier": paid is not None},
+        )
 
     def deliver(
         self,

@@ -89,12 +89,10 @@ class SyncRunner:
                 except asyncio.QueueEmpty:
                     return
                 try:
-                    completion, to_cache = await self._call_with_retries(call, state)
+                    completion = await self._claimed_call(call, state, cache_writer, pending_writes)
                 except Exception as error:  # FatalAPIError or a bug: hand it to the collector
                     finished.put_nowait(error)
                     return
-                if to_cache is not None and client.cache is not None:
-                    pending_writes.append((call, cache_writer.submit(client.cache.put, call.key, to_cache)))
                 finished.put_nowait((call, completion))
 
         workers = [asyncio.create_task(worker()) for _ in range(min(settings.concurrency, len(calls)))]
@@ -128,6 +126,32 @@ class SyncRunner:
             await sdk.close()
             cache_writer.shutdown(wait=True)  # writes already started still land
         return batch_index
+
+    async def _claimed_call(
+        self,
+        call: Call,
+        state: _RunState,
+        cache_writer: concurrent.futures.ThreadPoolExecutor,
+        pending_writes: list[tuple[Call, concurrent.futures.Future]],
+    ) -> Completion:
+        """Make ``call`` under the cache's claim on its key: a job beside this one that is paying
+        for the same call is waited for and its answer read from the cache, and the claim is
+        held until this answer is stored, so one call is paid once however many jobs need it."""
+        client = self.client
+        if client.cache is None:
+            return (await self._call_with_retries(call, state))[0]
+        async with client.cache.claim(call.key):
+            cached = client.cache.get(call.key)
+            if cached is not None:  # stored by the holder we waited for
+                client.counts.cache_hits += 1
+                return client.from_cache(call.request, call.key, cached)
+            completion, to_cache = await self._call_with_retries(call, state)
+            if to_cache is not None:
+                write = cache_writer.submit(client.cache.put, call.key, to_cache)
+                pending_writes.append((call, write))
+                # A failed write is counted by _flush_writes; the claim ends either way.
+                await asyncio.wait([asyncio.wrap_future(write)])
+        return completion
 
     async def _flush_writes(
         self,

@@ -9,6 +9,7 @@ without the server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from bloomqg.api.settings import ClientSettings
 from bloomqg.api.pacing import TokenBucket, estimate_tokens
 from bloomqg.api.retry import FatalAPIError, backoff_delay, parse_retry_after, redact
 from bloomqg.api.wire import json_schema_response_format, with_schema_instruction
+from tests.conftest import REPO
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
 
 #: The default study's pinned GGUF entry (package, file, sha256).
@@ -317,9 +319,16 @@ def test_faulty_endpoint_loses_and_duplicates_nothing(smollm_server: dict, tmp_p
 @pytest.fixture(scope="module")
 def fixed_latency_port() -> Iterator[int]:
     """tests/support/fixed_latency_server.py on a free loopback port (answers in 0.05 s)."""
+    with fixed_latency_server(0.05) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def fixed_latency_server(latency_s: float) -> Iterator[int]:
+    """tests/support/fixed_latency_server.py answering in ``latency_s`` on a free loopback port."""
     script = Path(__file__).resolve().parents[1] / "support" / "fixed_latency_server.py"
     process = subprocess.Popen(
-        [sys.executable, str(script), "--port", "0", "--latency", "0.05"],
+        [sys.executable, str(script), "--port", "0", "--latency", str(latency_s)],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -333,6 +342,42 @@ def fixed_latency_port() -> Iterator[int]:
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
+
+
+def _server_completions(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as answer:
+        return json.load(answer)["completions"]
+
+
+def test_a_call_two_jobs_need_at_once_is_paid_once(tmp_path: Path) -> None:
+    """Two jobs (here: another process, then this one) ask for the same six calls while the
+    first one's answers are still on the wire: the second waits on the cache's claim and reads
+    the answers; the server is asked six times, not twelve (a judge's job and its bias probes)."""
+    job = (
+        "import sys; from bloomqg.api.client import OpenAICompatibleClient; "
+        "from bloomqg.api.settings import ClientSettings; "
+        "from tests.integration.test_openai_client import PARAMS, _requests; "
+        "settings = ClientSettings(model='fixed-latency', base_url=sys.argv[1], api_key_env=None, concurrency=6); "
+        "done = OpenAICompatibleClient(settings, cache=sys.argv[2]).complete(_requests(6, 'shared'), PARAMS); "
+        "assert all(c.finish_reason == 'stop' for c in done)"
+    )
+    with fixed_latency_server(3.0) as port:
+        base_url = f"http://127.0.0.1:{port}/v1"
+        first = subprocess.Popen([sys.executable, "-c", job, base_url, str(tmp_path)], cwd=REPO)
+        try:
+            deadline = time.monotonic() + 60
+            while _server_completions(port) < 6:  # the first job's calls are all in flight
+                assert first.poll() is None and time.monotonic() < deadline, "the first job never sent"
+                time.sleep(0.05)
+            settings = ClientSettings(model="fixed-latency", base_url=base_url, api_key_env=None, concurrency=6)
+            client = OpenAICompatibleClient(settings, cache=tmp_path)
+            completions = client.complete(_requests(6, "shared"), PARAMS)
+            assert first.wait(timeout=60) == 0
+        finally:
+            first.kill()
+        assert all(c.finish_reason == "stop" and c.cached for c in completions)
+        assert client.counts.cache_hits == 6 and client.counts.http_requests_sent == 0
+        assert _server_completions(port) == 6
 
 
 def test_timeouts_are_retried(fixed_latency_port: int, tmp_path: Path) -> None:
