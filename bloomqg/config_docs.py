@@ -35,6 +35,14 @@ def _code(value: Any) -> str:
     return f"`{text}`"
 
 
+_BOUNDS = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<", "maxLength": "length ≤"}
+
+
+def _bounds(prop: Mapping[str, Any]) -> str:
+    """``≥ 1, ≤ 256`` for the bounds a key's value must keep."""
+    return ", ".join(f"{sign} {prop[bound]}" for bound, sign in _BOUNDS.items() if bound in prop)
+
+
 def _type(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
     if "$ref" in prop:
         name = prop["$ref"].rsplit("/", 1)[-1]
@@ -47,6 +55,9 @@ def _type(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
     if "oneOf" in prop:
         return " or ".join(_type(p, defs) for p in prop["oneOf"])
     kind = prop.get("type")
+    bounds = _bounds(prop)
+    if bounds:
+        return f"{_type({k: v for k, v in prop.items() if k not in _BOUNDS}, defs)} ({bounds})"
     names = {"object": "mapping", "array": "list", "number": "number", "integer": "integer",
              "string": "string", "boolean": "boolean", "null": "null"}
     if isinstance(kind, list):

@@ -14,6 +14,7 @@ and the checks of a whole config or a judges entry use that one.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,22 @@ def key_path(parts: Iterable[Any]) -> str:
     return text or "(top level)"
 
 
+def non_finite_numbers(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[list[Any], str]]:
+    """(key path, message) of every NaN or ±inf float anywhere in ``value``.
+
+    JSON Schema's bounds compare false with NaN (so ``minimum: 0`` lets it through) and its
+    ``number`` type admits ±inf, while YAML's ``.nan``/``.inf`` and ``--config key=nan`` give
+    exactly such floats: they would crash inside a job or be recorded as a NaN setting.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(list(path), f"{value!r} is not a finite number")]
+    if isinstance(value, Mapping):
+        return [found for key, item in value.items() for found in non_finite_numbers(item, (*path, key))]
+    if isinstance(value, (list, tuple)):
+        return [found for index, item in enumerate(value) for found in non_finite_numbers(item, (*path, index))]
+    return []
+
+
 class ConfigSchema:
     """A config JSON schema and its checks, one Draft 2020-12 validator per ``$defs`` node, built once."""
 
@@ -74,8 +91,10 @@ class ConfigSchema:
 
     def errors(self, instance: Any, ref: str | None = None) -> list[tuple[list[Any], str]]:
         """Every way ``instance`` breaks the schema (or its ``$defs`` node ``ref``, e.g.
-        ``#/$defs/generation``): (key path, message) per error, in key-path order."""
-        errors = []
+        ``#/$defs/generation``): (key path, message) per error, in key-path order; a NaN or
+        ±inf anywhere is one (:func:`non_finite_numbers`), which no schema keyword refuses."""
+        errors = non_finite_numbers(instance)
+        non_finite = {tuple(path) for path, _ in errors}
         for error in sorted(self._validator(ref).iter_errors(instance), key=lambda e: list(map(str, e.path))):
             if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(
                 error.instance, Mapping
@@ -86,12 +105,17 @@ class ConfigSchema:
                 message = error.schema["description"]
             elif error.validator == "pattern" and "description" in error.schema:
                 message = f"{error.instance!r} is not valid here: {error.schema['description']}"
-            elif error.validator == "if":
-                continue  # the failing "then" branch reports the error itself
+            elif error.validator in ("oneOf", "anyOf") and error.context:
+                # jsonschema's own "not valid under any of the given schemas" hides the bound missed
+                message = f"{error.instance!r} is none of: " + "; ".join(
+                    dict.fromkeys(branch.message for branch in error.context if not branch.relative_path)
+                )
+            elif error.validator == "if" or tuple(error.absolute_path) in non_finite:
+                continue  # the failing "then" branch, or the non-finite check, reports it
             else:
                 message = error.message
             errors.append((list(error.absolute_path), message))
-        return errors
+        return sorted(errors, key=lambda error: list(map(str, error[0])))
 
     def problems(self, instance: Any, ref: str | None = None, *, prefix: Iterable[Any] = ()) -> list[str]:
         """:meth:`errors` as ``key.path: message`` lines (``prefix`` leads every path)."""

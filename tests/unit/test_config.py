@@ -117,3 +117,89 @@ def test_the_older_gate_spelling_still_runs_and_cannot_be_mixed_with_the_new(tmp
         prepare_study(config, workdir=tmp_path, load_datasets=False)
     config["gate"] = {"coefficient": "ac1", "threshold": 0.6}
     assert prepare_study(config, workdir=tmp_path, load_datasets=False).config["gate"]["coefficient"] == "ac1"
+
+
+def with_api_judge(config: dict) -> dict:
+    """``config`` with an OpenAI-compatible judge ``gpt4o`` (loopback, never called here)."""
+    config["judges"]["gpt4o"] = {"backend": "openai", "model": "gpt-4o", "base_url": "http://127.0.0.1:9/v1",
+                                 "api_key_env": None}
+    return config
+
+
+@pytest.mark.parametrize("spelling", [".nan", ".inf", "-.inf"])
+@pytest.mark.parametrize(
+    ("key_path", "yaml_text"),
+    [
+        ("judges.gpt4o.generation.temperature", "judges: {gpt4o: {generation: {temperature: X}}}"),
+        ("judges.gpt4o.timeout_s", "judges: {gpt4o: {timeout_s: X}}"),
+        ("models.smollm2-135m.generation.top_p", "models: {smollm2-135m: {generation: {top_p: X}}}"),
+        ("bootstrap.confidence", "bootstrap: {confidence: X}"),
+        ("gate.threshold", "gate: {threshold: X}"),
+        ("budget_usd", "budget_usd: X"),
+    ],
+)
+def test_a_non_finite_number_anywhere_is_refused_naming_its_key(tmp_path, key_path, yaml_text, spelling):
+    """YAML's .nan/.inf load as floats that every schema bound lets through (NaN compares false)."""
+    from snakemake.utils import update_config
+
+    config = with_api_judge(default_config())
+    update_config(config, yaml.safe_load(yaml_text.replace("X", spelling)))
+    with pytest.raises(ConfigError, match="c.yaml") as error:
+        prepare_study(config, workdir=tmp_path, load_datasets=False, sources=["c.yaml"])
+    assert f"{key_path}: {float(spelling.replace('.', ''))!r} is not a finite number" in str(error.value)
+
+
+def test_a_non_finite_config_override_is_refused_at_plan_time(tmp_path):
+    """``--config budget_usd=nan`` reaches the Snakefile as a float NaN (Snakemake tries float())."""
+    from snakemake.cli import parse_config
+
+    override = parse_config(["budget_usd=nan", "seed=inf"])
+    with pytest.raises(ConfigError) as error:
+        prepare_study({**default_config(), **override}, workdir=tmp_path, load_datasets=False)
+    assert "budget_usd: nan is not a finite number" in str(error.value)
+    assert "seed: inf is not a finite number" in str(error.value)
+
+
+def test_the_layers_own_checks_refuse_non_finite_numbers_too():
+    from bloomqg.config_schema import file_schema
+
+    problems = file_schema().problems({"temperature": float("nan")}, "#/$defs/generation", prefix=["models", "m"])
+    assert problems == ["models.m.temperature: nan is not a finite number"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda c: c["models"]["smollm2-135m"]["generation"].update(max_new_tokens=10**9),
+         "models.smollm2-135m.generation.max_new_tokens"),
+        (lambda c: c["models"]["smollm2-135m"].update(batch_size=10**6), "models.smollm2-135m.batch_size"),
+        (lambda c: c["judges"]["gpt4o"].update(concurrency=10**6), "judges.gpt4o.concurrency"),
+        (lambda c: c["bootstrap"].update(n_resamples=10**9), "bootstrap.n_resamples"),
+        (lambda c: c["datasets"]["cs"].update(shards=10**6), "datasets.cs.shards"),
+    ],
+)
+def test_counts_have_a_maximum(mutate, expected):
+    config = with_api_judge(default_config())
+    mutate(config)
+    with pytest.raises(ConfigError) as error:
+        validate_schema(config)
+    assert f"{expected}: " in str(error.value) and "is greater than the maximum of" in str(error.value)
+
+
+@pytest.mark.parametrize("section", ["judges", "models", "datasets"])
+def test_a_name_too_long_for_a_file_name_is_refused_at_plan_time(tmp_path, section):
+    """A 300-character judge name used to pass planning and fail with "File name too long"
+    once paid generation had run."""
+    config = default_config()
+    entries = config[section]
+    first = next(iter(entries))
+    long_name = "j" * 300
+    entries[long_name] = entries.pop(first)
+    if section == "models":
+        config["judges"]["smollm2"]["model_ref"] = long_name
+    with pytest.raises(ConfigError, match=f"{section}: '{long_name}' is too long"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+    entries["j" * 64] = entries.pop(long_name)
+    if section == "models":
+        config["judges"]["smollm2"]["model_ref"] = "j" * 64
+    prepare_study(config, workdir=tmp_path, load_datasets=False)

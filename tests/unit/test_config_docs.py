@@ -49,3 +49,10 @@ def test_client_settings_defaults_are_the_schemas():
             continue
         assert field.name in properties, f"ClientSettings.{field.name} is not in $defs/api_settings"
         assert field.default == properties[field.name]["default"], field.name
+
+
+def test_the_table_gives_each_keys_bounds():
+    rows = {key: kind for key, kind, *_ in config_rows()}
+    assert rows["`<api_settings>.concurrency` (backend openai)"] == "integer (≥ 1, ≤ 256)"
+    assert rows["`models.<name>.batch_size`"] == "`auto` or integer (≥ 1, ≤ 4096)"
+    assert rows["`bootstrap.confidence`"] == "number (> 0.5, < 1)"

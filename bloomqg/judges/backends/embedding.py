@@ -52,8 +52,8 @@ BACKEND = JudgeBackend(
         },
         "unique_threshold": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.95,
                              "description": "Cosine to the original below which a question is unique."},
-        "k_neighbors": {"type": "integer", "minimum": 1, "default": 5,
+        "k_neighbors": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 5,
                         "description": "Labelled dataset items in the similarity-weighted level vote."},
-        "batch_size": {"type": "integer", "minimum": 1, "default": 32, "description": "Sentences encoded at a time."},
+        "batch_size": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 32, "description": "Sentences encoded at a time."},
     },
 )
