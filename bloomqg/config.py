@@ -272,7 +272,7 @@ def prepare_study(
             if study.is_downloaded(spec["path"]):
                 continue  # validated by prepare_dataset once download_release has fetched it
             try:
-                frame = load_dataset(name, spec, base_dir=workdir)
+                frame = load_dataset(name, spec, base_dir=workdir, limits=cfg["input_limits"])
             except DatasetError as error:
                 raise ConfigError(f"datasets.{name}: {error}") from error
             study.knowledge_units[name] = dataset_knowledge_units(frame)

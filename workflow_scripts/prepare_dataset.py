@@ -10,7 +10,9 @@ from bloomqg.frames import DATASET
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 spec = dict(snakemake.params.spec)
-frame = load_dataset(snakemake.wildcards.dataset, spec, base_dir=Path.cwd())
+frame = load_dataset(
+    snakemake.wildcards.dataset, spec, base_dir=Path.cwd(), limits=dict(snakemake.params.limits)
+)
 write_frame(
     frame,
     snakemake.output[0],
