@@ -35,7 +35,6 @@ rule prepare_dataset:
         "../envs/analysis.yaml"
     params:
         spec=lambda wc: CFG["datasets"][wc.dataset],
-        limits=CFG["input_limits"],
         code=CODE["datasets"],
     script:
         "../workflow_scripts/prepare_dataset.py"

@@ -147,3 +147,10 @@ def test_paid_calls_above_the_threshold_with_a_budget_are_a_warning(tmp_path, ca
     with caplog.at_level("WARNING", logger="bloomqg.config"):
         prepare_study(config, workdir=tmp_path)
     assert "paid API calls (judges.api-judge" in caplog.text and "paid_calls_threshold = 10;" in caplog.text
+
+
+def test_planning_refuses_a_dataset_file_over_the_size_cap(tmp_path):
+    config = default_config()
+    config["input_limits"] = {"max_file_mb": 0.001}
+    with pytest.raises(ConfigError, match=r"datasets\.cs: .*questions\.csv: [\d,]+ bytes uncompressed .*max_file_mb = 0\.001"):
+        prepare_study(config, workdir=tmp_path)
