@@ -268,15 +268,41 @@ def prepare_study(
     if load_datasets:
         from bloomqg.datasets import DatasetError, dataset_knowledge_units, load_dataset
 
+        items: dict[str, int] = {}
         for name, spec in cfg["datasets"].items():
             if study.is_downloaded(spec["path"]):
                 continue  # validated by prepare_dataset once download_release has fetched it
             try:
-                frame = load_dataset(name, spec, base_dir=workdir)
+                frame = load_dataset(name, spec, base_dir=workdir, limits=cfg["input_limits"])
             except DatasetError as error:
                 raise ConfigError(f"datasets.{name}: {error}") from error
             study.knowledge_units[name] = dataset_knowledge_units(frame)
+            items[name] = len(frame)
+        _check_paid_calls(cfg, [(cell.dataset, cell.model) for cell in study.cells], items)
     return study
+
+
+def _check_paid_calls(cfg: Mapping[str, Any], cells: Sequence[tuple[str, str]], items: Mapping[str, int]) -> None:
+    # A dataset of a million rows would otherwise plan a million paid calls without a word.
+    from bloomqg.api.budget import paid_calls, unbudgeted
+
+    calls = paid_calls(cfg, cells, items)
+    total, threshold = sum(calls.values()), cfg["input_limits"]["paid_calls_threshold"]
+    if total <= threshold:
+        return
+    counts = ", ".join(f"{key} {n:,}" for key, n in calls.items())
+    uncapped = unbudgeted(cfg, calls)
+    if uncapped:
+        raise ConfigError(
+            f"the study plans up to {total:,} paid API calls ({counts}), above"
+            f" input_limits.paid_calls_threshold = {threshold:,}, and {', '.join(uncapped)} have no"
+            " budget_usd: set budget_usd (with prices), reduce the datasets or limit_items, or"
+            " raise the threshold"
+        )
+    log.warning(
+        "the study plans up to %s paid API calls (%s), above input_limits.paid_calls_threshold = %s;"
+        " budget_usd caps their spend (target estimate_cost prices them)", f"{total:,}", counts, f"{threshold:,}",
+    )
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

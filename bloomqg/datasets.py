@@ -444,7 +444,13 @@ def load_release_math(path: Path) -> list[dict[str, Any]]:
 # Entry points
 
 
-def load_dataset(name: str, spec: Mapping[str, Any], *, base_dir: str | Path) -> pd.DataFrame:
+def load_dataset(
+    name: str,
+    spec: Mapping[str, Any],
+    *,
+    base_dir: str | Path,
+    limits: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
     """Load dataset ``name`` described by ``spec`` as a frame with the columns of ``DATASET``.
 
     Args:
@@ -457,6 +463,9 @@ def load_dataset(name: str, spec: Mapping[str, Any], *, base_dir: str | Path) ->
             ``exclude_rows`` (1-based data rows to leave out, e.g.
             :data:`PAPER_MATH_EXCLUDED_ROWS`). Other keys are ignored.
         base_dir: directory that relative paths in ``spec`` are resolved against.
+        limits: the config's ``input_limits`` (``max_file_mb``: uncompressed size of the data
+            file, for an xlsx the sum of its zip members; ``max_field_chars``: length of one
+            question or knowledge-unit cell); absent keys take :data:`DEFAULT_INPUT_LIMITS`.
 
     Raises:
         DatasetError: a missing file, key or column, an unknown loader or Bloom level, an empty
@@ -503,7 +512,10 @@ def load_dataset(name: str, spec: Mapping[str, Any], *, base_dir: str | Path) ->
             verb_list,
             fixed_level,
         )
+    limits = {**DEFAULT_INPUT_LIMITS, **(limits or {})}
+    _check_file_size(path, limits["max_file_mb"])
     records = LOADERS[loader](path, _annotator(verb_list, name))
+    _check_field_lengths(records, path, loader, limits["max_field_chars"])
     if fixed_level is not None:
         for record in records:
             if record["bloom_source"] == "label" and record["bloom_level"] not in (
@@ -570,6 +582,55 @@ def _release_math(path: Path, _annotator: VerbAnnotator | None) -> list[dict[str
 
 
 #: Loader name -> function(path, verb annotator or None) -> records.
+#: The schema's defaults of ``input_limits`` (a unit test keeps them equal).
+DEFAULT_INPUT_LIMITS: dict[str, Any] = {"max_file_mb": 64, "max_field_chars": 20_000}
+
+#: Per loader, the file's column of the question and of the knowledge units, for error messages.
+_FIELD_COLUMNS: dict[str, dict[str, str]] = {
+    "embedded": {"question": "question", "knowledge_units": "knowledge_units"},
+    "release_cs": {"question": "Questions", "knowledge_units": "Topic"},
+    "release_math": {"question": MATH_QUESTION_COLUMN, "knowledge_units": MATH_UNIT_COLUMN},
+}
+
+
+def _uncompressed_bytes(path: Path) -> int:
+    """The file's size; for a zip container (xlsx) the sum of its members' uncompressed sizes,
+    read from the zip directory without inflating anything."""
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                return sum(member.file_size for member in archive.infolist())
+        except zipfile.BadZipFile as error:
+            raise DatasetError(f"{path}: cannot be read as an xlsx workbook ({error})") from error
+    return path.stat().st_size
+
+
+def _check_file_size(path: Path, max_mb: float) -> None:
+    # Checked before parsing: an xlsx that inflates to hundreds of MB was parsed at plan time.
+    size = _uncompressed_bytes(path)
+    if size > max_mb * 1_000_000:
+        raise DatasetError(
+            f"{path}: {size:,} bytes uncompressed ({size / 1_000_000:.1f} MB), above"
+            f" input_limits.max_file_mb = {max_mb:g}; raise the limit if the file is trusted"
+        )
+
+
+def _check_field_lengths(
+    records: Sequence[Mapping[str, Any]], path: Path, loader: str, max_chars: int
+) -> None:
+    # A huge cell would otherwise be sent to every model and judge as one huge prompt.
+    for record in records:
+        texts = {"question": [record["question"]], "knowledge_units": record["knowledge_units"]}
+        for field, values in texts.items():
+            longest = max((len(value) for value in values), default=0)
+            if longest > max_chars:
+                column = _FIELD_COLUMNS[loader][field]
+                raise DatasetError(
+                    f"{_where(path, record['source_row'], column)}: {longest:,} characters, above"
+                    f" input_limits.max_field_chars = {max_chars:,}"
+                )
+
+
 LOADERS: dict[str, Callable[[Path, VerbAnnotator | None], list[dict[str, Any]]]] = {
     "embedded": _embedded,
     "release_cs": _release_cs,

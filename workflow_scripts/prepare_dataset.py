@@ -10,7 +10,10 @@ from bloomqg.frames import DATASET
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 spec = dict(snakemake.params.spec)
-frame = load_dataset(snakemake.wildcards.dataset, spec, base_dir=Path.cwd())
+# The limits are checks, not a params: value: changing one must not rerun the study's jobs.
+frame = load_dataset(
+    snakemake.wildcards.dataset, spec, base_dir=Path.cwd(), limits=snakemake.config.get("input_limits")
+)
 write_frame(
     frame,
     snakemake.output[0],

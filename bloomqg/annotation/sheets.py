@@ -88,8 +88,17 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
     unknown = [column for column in header if column not in SHEET_COLUMNS]
     if unknown:
         raise AnnotationError(f"{path}: row 1: unknown columns {unknown} (expected {list(SHEET_COLUMNS)})")
-    rows = []
-    for row in reader:
+    rows: list[dict[str, str]] = []
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as error:  # e.g. a cell over the csv module's field size limit
+            raise AnnotationError(
+                f"{path}: row {len(rows) + 2}: cannot be read as CSV ({error}; a cell may hold at"
+                f" most {csv.field_size_limit()} characters)"
+            ) from None
         if None in row:  # more cells than header columns
             raise AnnotationError(f"{path}: row {reader.line_num}: more cells than columns")
         rows.append({key: (value or "").strip() for key, value in row.items()})

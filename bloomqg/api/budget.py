@@ -21,7 +21,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -200,3 +200,35 @@ def check_budget_prices(config: Mapping[str, Any]) -> list[str]:
             if budget is not None and not priced:
                 problems.append(f"{section}.{name}")
     return problems
+
+
+def paid_calls(
+    config: Mapping[str, Any], cells: Iterable[tuple[str, str]], items: Mapping[str, int]
+) -> dict[str, int]:
+    """API calls per ``models.X`` / ``judges.X`` API entry that the study's ``cells``
+    (``(dataset, model)`` pairs, one per strategy) make: one per prompt to generate, one per
+    generated question and API judge, before the call cache answers any. ``items`` counts each
+    dataset's items; a dataset absent from it (not yet downloaded) is not counted, and probes
+    (judge_bias, judge validation) come on top."""
+    limit = config.get("limit_items")
+    calls: dict[str, int] = {}
+    judges = [name for name, entry in (config.get("judges") or {}).items() if entry.get("backend") == "openai"]
+    for dataset, model in cells:
+        if dataset not in items:
+            continue
+        n = items[dataset] if limit is None else min(items[dataset], limit)
+        keys = ([f"models.{model}"] if config["models"][model].get("backend") == "openai" else [])
+        for key in keys + [f"judges.{name}" for name in judges]:
+            calls[key] = calls.get(key, 0) + n
+    return calls
+
+
+def unbudgeted(config: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+    """Those of the ``models.X`` / ``judges.X`` ``keys`` that no ``budget_usd`` caps (neither
+    their own nor the study's)."""
+    found = []
+    for key in keys:
+        section, name = key.split(".", 1)
+        if config[section][name].get("budget_usd", config.get("budget_usd")) is None:
+            found.append(key)
+    return found

@@ -220,6 +220,14 @@ def test_values_outside_the_rubric_name_file_row_and_column(tmp_path, key, chang
     assert str(path) in str(error.value)
 
 
+def test_a_cell_over_the_csv_field_limit_names_file_and_row(tmp_path, key):
+    # issue 33 point 7: a 5 MB cell raised a bare _csv.Error naming no file or row
+    second = key["annotation_id"].iloc[1]
+    path = _write_sheet(tmp_path / "huge.csv", key, {second: {**FULL, "knowledge_units": "x" * 5_000_000}}, "ann1")
+    with pytest.raises(AnnotationError, match=r"huge\.csv: row 3: cannot be read as CSV .*at most 131072 characters"):
+        read_sheets([path], key)
+
+
 def test_unknown_item_and_repeated_annotator_are_errors(tmp_path, key):
     path = _write_sheet(tmp_path / "a.csv", key, {"A0001": FULL}, "ann1")
     text = path.read_text().replace("A0001", "A9999")

@@ -203,3 +203,38 @@ def test_a_name_too_long_for_a_file_name_is_refused_at_plan_time(tmp_path, secti
     if section == "models":
         config["judges"]["smollm2"]["model_ref"] = "j" * 64
     prepare_study(config, workdir=tmp_path, load_datasets=False)
+def _with_api_judge(config: dict, **entry) -> dict:
+    config["judges"]["api-judge"] = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+                                     "api_key_env": "BLOOMQG_TEST_KEY", **entry}
+    return config
+
+
+def test_paid_calls_above_the_threshold_are_refused_without_a_budget(tmp_path):
+    # issue 33 point 7: a large dataset planned as many paid calls as it had rows, without a word
+    config = _with_api_judge(default_config())
+    study = prepare_study(config, workdir=tmp_path)  # under the default threshold: plans
+    from bloomqg.api.budget import paid_calls
+
+    calls = paid_calls(study.config, [(c.dataset, c.model) for c in study.cells], {"cs": 100, "math": 7, "social": 3})
+    cells_of = {d: sum(1 for c in study.cells if c.dataset == d) for d in ("cs", "math", "social")}
+    assert calls == {"judges.api-judge": 100 * cells_of["cs"] + 7 * cells_of["math"] + 3 * cells_of["social"]}
+    config = _with_api_judge(default_config())
+    config["input_limits"] = {"paid_calls_threshold": 10}
+    with pytest.raises(ConfigError, match=r"plans up to [\d,]+ paid API calls \(judges\.api-judge [\d,]+\), above "
+                                          r"input_limits\.paid_calls_threshold = 10, and judges\.api-judge have no budget_usd"):
+        prepare_study(config, workdir=tmp_path)
+
+
+def test_paid_calls_above_the_threshold_with_a_budget_are_a_warning(tmp_path, caplog):
+    config = _with_api_judge(default_config(), budget_usd=1.0, price_per_million_input=0.1, price_per_million_output=0.2)
+    config["input_limits"] = {"paid_calls_threshold": 10}
+    with caplog.at_level("WARNING", logger="bloomqg.config"):
+        prepare_study(config, workdir=tmp_path)
+    assert "paid API calls (judges.api-judge" in caplog.text and "paid_calls_threshold = 10;" in caplog.text
+
+
+def test_planning_refuses_a_dataset_file_over_the_size_cap(tmp_path):
+    config = default_config()
+    config["input_limits"] = {"max_file_mb": 0.001}
+    with pytest.raises(ConfigError, match=r"datasets\.cs: .*questions\.csv: [\d,]+ bytes uncompressed .*max_file_mb = 0\.001"):
+        prepare_study(config, workdir=tmp_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.datasets import (
+    DEFAULT_INPUT_LIMITS,
     PAPER_MATH_EXCLUDED_ROWS,
     DatasetError,
     clean_markup,
@@ -512,3 +514,47 @@ def test_default_config_datasets_load(repo: Path) -> None:
     config = yaml.safe_load((repo / "config.yaml").read_text())
     for name, spec in config["datasets"].items():
         assert len(load_dataset(name, spec, base_dir=repo)) > 0
+
+
+# ---- input limits (issue 33, point 7) --------------------------------------------------------
+
+
+def test_an_xlsx_that_inflates_past_the_cap_is_refused_before_parsing(tmp_path: Path) -> None:
+    # A zip member of zeros: 70 MB uncompressed, a few KB on disk, so the test stays fast.
+    path = tmp_path / "bomb.xlsx"
+    _math_workbook(path, [("单元", "[p]题[/p]")])
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("xl/media/padding.bin", b"\0" * 70_000_000)
+    assert path.stat().st_size < 1_000_000
+    size = sum(member.file_size for member in zipfile.ZipFile(path).infolist())
+    with pytest.raises(DatasetError, match=rf"bomb\.xlsx: {size:,} bytes uncompressed .*max_file_mb = 64"):
+        load_dataset("math", {"loader": "release_math", "path": "bomb.xlsx"}, base_dir=tmp_path)
+    frame = load_dataset("math", {"loader": "release_math", "path": "bomb.xlsx"}, base_dir=tmp_path,
+                         limits={"max_file_mb": 100})
+    assert frame["question"].tolist() == ["题"]
+
+
+def test_a_csv_or_jsonl_over_the_file_cap_is_refused(tmp_path: Path) -> None:
+    path = _csv(tmp_path, "question,knowledge_units\n" + "Define a stack.,Stacks\n" * 100_000)
+    with pytest.raises(DatasetError, match=r"q\.csv: 2,\d{3},\d{3} bytes uncompressed .*max_file_mb = 1\b"):
+        load_dataset("toy", {"loader": "embedded", "path": "q.csv"}, base_dir=tmp_path, limits={"max_file_mb": 1})
+
+
+def test_a_field_over_the_length_cap_names_file_row_and_column(tmp_path: Path) -> None:
+    _csv(tmp_path, "question,knowledge_units\nDefine a stack.,Stacks\n" + "x" * 20_001 + ",Stacks\n")
+    with pytest.raises(DatasetError, match=r"q\.csv, row 2, column 'question': 20,001 characters, above input_limits\.max_field_chars = 20,000"):
+        load_dataset("toy", {"loader": "embedded", "path": "q.csv"}, base_dir=tmp_path)
+    (tmp_path / "q.jsonl").write_text(json.dumps({"question": "Define it.", "knowledge_units": ["y" * 51]}) + "\n")
+    with pytest.raises(DatasetError, match=r"q\.jsonl, row 1, column 'knowledge_units': 51 characters"):
+        load_dataset("toy", {"loader": "embedded", "path": "q.jsonl"}, base_dir=tmp_path, limits={"max_field_chars": 50})
+    _csv(tmp_path, "Topic,Score,Questions\nStacks,1,Define a stack " + "z" * 60 + "\n", name="cs.csv")
+    (tmp_path / "Blooms_Taxonomy.csv").write_text(VERBS_CSV)
+    with pytest.raises(DatasetError, match=r"cs\.csv, row 1, column 'Questions': 75 characters"):
+        load_dataset("cs", {"loader": "release_cs", "path": "cs.csv"}, base_dir=tmp_path, limits={"max_field_chars": 50})
+
+
+def test_the_default_input_limits_are_the_schemas() -> None:
+    from bloomqg.config import load_schema
+
+    properties = load_schema()["properties"]["input_limits"]["properties"]
+    assert DEFAULT_INPUT_LIMITS == {key: prop["default"] for key, prop in properties.items() if key in DEFAULT_INPUT_LIMITS}
