@@ -52,6 +52,7 @@ def estimate_study(
     api_judges = {n: s for n, s in config["judges"].items() if judge_backend(s["backend"]).api_entry}
     rubric = load_rubric(rubric_path) if api_judges else None
     generated_models = set()
+    counted: set[str] = set()  # calls an earlier row pays for: each is estimated once
     for cell in cells:
         model_spec = config["models"][cell.model]
         frame = prompts[(cell.dataset, cell.strategy)]
@@ -64,7 +65,7 @@ def estimate_study(
             ]
             params = decoding_params(model_spec.get("generation", {}), seed)
             rows.append({"role": "generator", "name": cell.model, "dataset": cell.dataset, "strategy": cell.strategy,
-                         **estimate_calls(settings, requests, params, cache, measured.get(settings.model))})
+                         **estimate_calls(settings, requests, params, cache, measured.get(settings.model), counted)})
         if not api_judges:
             continue
         generated = generations.get((cell.dataset, cell.strategy, cell.model))
@@ -80,12 +81,12 @@ def estimate_study(
             judge = LLMJudge(None, units, config["datasets"][cell.dataset]["domain"], template=rubric,  # type: ignore[arg-type]
                              decoding=decoding_params(spec.get("generation"), seed, where=f"judges.{name}.generation"))
             requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(ids, questions, originals)])
-            row = estimate_calls(settings, requests, judge.decoding, cache, measured.get(settings.model))
+            row = estimate_calls(settings, requests, judge.decoding, cache, measured.get(settings.model), counted)
             if generated is None:
                 row["basis"] += "; questions not generated yet"
             rows.append({"role": "judge", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
     rows += _probe_rows(config, cells, prompts=prompts, datasets=datasets, generations=generations,
-                        cache=cache, measured=measured, rubric=rubric)
+                        cache=cache, measured=measured, rubric=rubric, counted=counted)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
 
 
@@ -99,9 +100,11 @@ def _probe_rows(
     cache: CallCache | None,
     measured: Mapping[str, Calibration],
     rubric: Any,
+    counted: set[str],
 ) -> list[dict[str, Any]]:
     """Rows (role ``judge_bias``) for the probes' calls of the API judges ``judge_bias`` names:
-    the base probe's calls are judge_questions' own, so a judged study has them cached already."""
+    the base probe's calls are judge_questions' own, counted in the judges' rows (``counted``)
+    and cached once a judged study ran, so they are estimated once."""
     bias = judge_bias_settings(config)
     if bias is None:
         return []
@@ -125,7 +128,7 @@ def _probe_rows(
             parts = []
             for decoding in dict.fromkeys(d for _, d in pairs):
                 same = [r for r, d in pairs if d == decoding]
-                parts.append(estimate_calls(settings, same, decoding, cache, measured.get(settings.model)))
+                parts.append(estimate_calls(settings, same, decoding, cache, measured.get(settings.model), counted))
             if not parts:
                 continue
             row = {key: sum(p[key] for p in parts) for key in ("requests", "cached", "to_call", "prompt_tokens", "completion_tokens")}

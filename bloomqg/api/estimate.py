@@ -76,8 +76,14 @@ def estimate_calls(
     params: DecodingParams,
     cache: CallCache | None,
     calibration: Calibration | None,
+    counted: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Requests, cache hits, and for the calls still to make: tokens, cost, and the basis."""
+    """Requests, cache hits, and for the calls still to make: tokens, cost, and the basis.
+
+    ``counted``: the keys of calls an earlier row of the same estimate already pays for (a bias
+    probe's base request is its judge's own call; two cells may share a judge prompt). They count
+    as ``cached`` here, since the call cache answers them once the first is paid, and the keys
+    this row pays for are added to it."""
     from bloomqg.api.client import OpenAICompatibleClient
 
     decoding = OpenAICompatibleClient._decoding(params)
@@ -85,7 +91,11 @@ def estimate_calls(
     for request in requests:
         key = call_cache_key(settings.model, request.messages, response_schema=request.response_schema, **decoding)
         unique.setdefault(key, request)
-    missing = [r for k, r in unique.items() if cache is None or cache.get(k) is None]
+    paid_elsewhere = {k for k in unique if counted is not None and k in counted}
+    missing_keys = [k for k in unique if k not in paid_elsewhere and (cache is None or cache.get(k) is None)]
+    missing = [unique[k] for k in missing_keys]
+    if counted is not None:
+        counted.update(missing_keys)
     prompt = sum(estimate_prompt_tokens(r.messages) for r in missing)
     max_tokens = decoding["max_tokens"]
     if calibration is not None:
@@ -99,6 +109,8 @@ def estimate_calls(
             "as the prompt's example answer" if shown and all(s is not None for s in shown)
             else "at max_tokens (upper bound)"
         )
+    if paid_elsewhere:
+        basis += f"; {len(paid_elsewhere)} paid by another row's call"
     prompt_tokens, completion_tokens = math.ceil(prompt), math.ceil(completion)
     cost = settings.cost(prompt_tokens, completion_tokens, batch=settings.mode == "batch")
     return {

@@ -136,6 +136,18 @@ def test_planted_biases_are_found_and_a_rerun_sends_nothing(bias_study, server):
     assert planned_jobs(rerun.stderr) == {"probe_judge": len(probe_files)}
     assert server.requests == before, "a rerun of the probes must be answered from the call cache"
 
+    # With nothing cached, the estimate counts each call once: the base probe's calls are the
+    # judges' own (every item is probed), so judging plus probes is what the run asked for.
+    (tmp_path / "cache").rename(tmp_path / "cache-aside")
+    try:
+        fresh = snakemake(tmp_path, config, "estimate_cost")
+    finally:
+        (tmp_path / "cache-aside").rename(tmp_path / "cache")
+    assert fresh.returncode == 0, fresh.stderr[-5000:]
+    uncached = pd.read_csv(tmp_path / "logs" / "estimate_cost.tsv", sep="\t")
+    to_call = uncached[uncached["role"].isin(["judge", "judge_bias"])].groupby("name")["to_call"].sum()
+    assert {judge: to_call[judge] for judge in API_JUDGES} == asked
+
     estimate = snakemake(tmp_path, config, "estimate_cost")
     assert estimate.returncode == 0, estimate.stderr[-5000:]
     table = pd.read_csv(tmp_path / "logs" / "estimate_cost.tsv", sep="\t")
