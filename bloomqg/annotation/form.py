@@ -24,6 +24,7 @@ import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
 from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.html_json import script_json
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report_templates"
 FORM_TEMPLATE = "annotation_form.html.j2"
@@ -80,11 +81,6 @@ def form_items(items: pd.DataFrame) -> tuple[list[dict[str, object]], dict[str, 
     return shown, units
 
 
-def _script_json(value: object) -> str:
-    """JSON safe inside a <script> element: no "</" can close it early."""
-    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
-
-
 def render_form(items: pd.DataFrame, *, title: str) -> str:
     """The self-contained annotation form for the annotation key ``items``."""
     import jinja2
@@ -107,7 +103,7 @@ def render_form(items: pd.DataFrame, *, title: str) -> str:
         undefined=jinja2.StrictUndefined,
     )
     return environment.get_template(FORM_TEMPLATE).render(
-        title=title, n_items=len(shown), items_json=_script_json(payload), meta_json=_script_json(meta),
+        title=title, n_items=len(shown), items_json=script_json(payload), meta_json=script_json(meta),
     )
 
 

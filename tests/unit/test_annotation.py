@@ -170,6 +170,38 @@ def test_the_form_offers_the_units_the_judges_chose_from_not_only_the_sampled_it
     assert payload["units"] == units
 
 
+HOSTILE_TEXTS = ["Explain <!-- a comment", "Close </script><script>alert(1)</script> early",
+                 "Open <script> and <!-- then -->", "A & B > C \u2028 line \u2029 para"]
+
+
+def test_the_form_embeds_texts_that_look_like_html_as_json_the_page_can_parse():
+    """``<!--`` was embedded as ``<\\!--`` (not JSON: the form never rendered); now every text
+    reads back as it was and no ``<`` reaches the script element's raw text."""
+    import subprocess
+    import shutil
+
+    votes = _votes("m", "cot", n=len(HOSTILE_TEXTS) + 1)
+    votes.loc[1:, "new_question"] = HOSTILE_TEXTS
+    votes.loc[1:, "original_question"] = HOSTILE_TEXTS
+    items = annotation_items([votes], items_per_cell=len(HOSTILE_TEXTS), seed=0, knowledge_units=UNITS)
+    html = render_form(items, title="<!-- title </script>")
+    for element in ("payload", "meta"):
+        raw = html.split(f'id="{element}">', 1)[1].split("</script>", 1)[0]
+        assert "<" not in raw and ">" not in raw and "\u2028" not in raw
+        value = json.loads(raw)
+        if element == "payload":
+            assert sorted(item["question"] for item in value["items"]) == sorted(HOSTILE_TEXTS)
+            assert sorted(item["original"] for item in value["items"]) == sorted(HOSTILE_TEXTS)
+        else:
+            assert value["title"] == "<!-- title </script>"
+        node = shutil.which("node")
+        if node:  # the browser's own parser, where one is installed
+            parsed = subprocess.run([node, "-e", "process.stdout.write(JSON.stringify(JSON.parse("
+                                     "require('fs').readFileSync(0, 'utf8'))))"],
+                                    input=raw, capture_output=True, text=True, check=True).stdout
+            assert json.loads(parsed) == value
+
+
 def test_an_original_unit_outside_the_list_is_refused():
     with pytest.raises(ValueError, match="not in dataset 'cs'"):
         annotation_items([_votes("m", "cot")], items_per_cell=3, seed=0, knowledge_units={"cs": ["Queues"]})
