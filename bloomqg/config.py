@@ -236,6 +236,8 @@ def prepare_study(
                 spec[key] = str(resolved)
                 files.append(resolved)
         study.dataset_files[name] = files
+    if cfg.get("release_dir") and study.release_to_download is None:
+        _verify_release_datasets(study)
 
     for name in cfg["judges"]:
         # The schema's branch of a backend that borrows a model requires model_ref; others refuse it.
@@ -303,6 +305,18 @@ def _check_paid_calls(cfg: Mapping[str, Any], cells: Sequence[tuple[str, str]], 
         "the study plans up to %s paid API calls (%s), above input_limits.paid_calls_threshold = %s;"
         " budget_usd caps their spend (target estimate_cost prices them)", f"{total:,}", counts, f"{threshold:,}",
     )
+
+
+def _verify_release_datasets(study: Study) -> None:
+    """Refuse a dataset file read from release_dir that is not the published file (its pin in
+    configs/llm-eval-release.yaml), as release run files are refused; prepare_dataset checks again."""
+    from bloomqg.release.download import ReleaseDownloadError, verify_release_files
+
+    for name, files in study.dataset_files.items():
+        try:
+            verify_release_files(files, study.config["release_dir"])
+        except ReleaseDownloadError as error:
+            raise ConfigError(f"datasets.{name}: {error}") from error
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

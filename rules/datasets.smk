@@ -35,6 +35,7 @@ rule prepare_dataset:
         "../envs/analysis.yaml"
     params:
         spec=lambda wc: CFG["datasets"][wc.dataset],
+        release_dir=CFG.get("release_dir") or "",
         code=CODE["datasets"],
     script:
         "../workflow_scripts/prepare_dataset.py"

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from bloomqg.datasets import load_dataset
+from bloomqg.release.download import verify_release_files
 from bloomqg.job import start_job
 from bloomqg.parquet_io import write_frame
 from bloomqg.provenance import sha256_file
@@ -10,6 +11,8 @@ from bloomqg.frames import DATASET
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 spec = dict(snakemake.params.spec)
+if snakemake.params.release_dir:  # the files may have changed since planning
+    verify_release_files(snakemake.input, snakemake.params.release_dir)
 # The limits are checks, not a params: value: changing one must not rerun the study's jobs.
 frame = load_dataset(
     snakemake.wildcards.dataset, spec, base_dir=Path.cwd(), limits=snakemake.config.get("input_limits")

@@ -11,11 +11,13 @@ CSV" button — the same columns as the blank sheet, so a spreadsheet user and a
 back the same file. Only complete items go into the downloaded CSV (the button waits for the
 first one); the form says how many are left out. The units offered are each item's
 ``unit_choices``: the dataset's whole list, as the judges had it
-(:func:`bloomqg.annotation.sample.judges_unit_lists`).
+(:func:`bloomqg.annotation.sample.judges_unit_lists`). Both the blank sheet and the download
+write a cell that a spreadsheet would run as a formula behind a ``'`` (:func:`sheet_cell`).
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 from pathlib import Path
@@ -24,6 +26,7 @@ import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
 from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.html_json import script_json
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report_templates"
 FORM_TEMPLATE = "annotation_form.html.j2"
@@ -40,6 +43,28 @@ SHEET_COLUMNS: tuple[str, ...] = ITEM_COLUMNS + ("annotator",) + ANSWER_COLUMNS 
 #: Separator of several knowledge units in a sheet cell.
 UNIT_SEPARATOR = "; "
 YES, NO = "yes", "no"
+#: First characters that make a spreadsheet read a cell as a formula (or eat the first character):
+#: such a cell is written with a leading ``'`` so it shows as text; ``'`` itself is on the list so
+#: that :func:`sheet_text` can tell the mark from a text that began with one.
+FORMULA_STARTS = "=+-@\t\r'"
+FORMULA_MARK = "'"
+
+
+def sheet_cell(text: object) -> object:
+    """``text`` as a sheet cell: marked with ``'`` when it begins with one of :data:`FORMULA_STARTS`
+    (a generated ``=HYPERLINK(...)`` must not run in the annotator's spreadsheet); other values
+    unchanged. The form's download applies the same rule (its ``sheetCell``)."""
+    if isinstance(text, str) and text[:1] and text[0] in FORMULA_STARTS:
+        return FORMULA_MARK + text
+    return text
+
+
+def sheet_text(cell: str) -> str:
+    """The text of a sheet cell written by :func:`sheet_cell`: one leading ``'`` is dropped only
+    when a character of :data:`FORMULA_STARTS` follows it, so every text reads back as it was."""
+    if cell[:1] == FORMULA_MARK and cell[1:2] and cell[1] in FORMULA_STARTS:
+        return cell[1:]
+    return cell
 
 
 def blank_sheet(items: pd.DataFrame) -> pd.DataFrame:
@@ -59,7 +84,8 @@ def blank_sheet(items: pd.DataFrame) -> pd.DataFrame:
 
 def write_blank_sheet(items: pd.DataFrame, path: str | Path) -> None:
     """The blank sheet as UTF-8 CSV with a byte-order mark (so spreadsheets read Chinese text)."""
-    text = blank_sheet(items).to_csv(index=False, lineterminator="\n")
+    # Every cell quoted, as in the form's download: a bare CR inside a text would end the row.
+    text = blank_sheet(items).map(sheet_cell).to_csv(index=False, lineterminator="\n", quoting=csv.QUOTE_ALL)
     write_text_atomic(Path(path), "\ufeff" + text)
 
 
@@ -80,11 +106,6 @@ def form_items(items: pd.DataFrame) -> tuple[list[dict[str, object]], dict[str, 
     return shown, units
 
 
-def _script_json(value: object) -> str:
-    """JSON safe inside a <script> element: no "</" can close it early."""
-    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
-
-
 def render_form(items: pd.DataFrame, *, title: str) -> str:
     """The self-contained annotation form for the annotation key ``items``."""
     import jinja2
@@ -100,6 +121,8 @@ def render_form(items: pd.DataFrame, *, title: str) -> str:
         "unit_separator": UNIT_SEPARATOR,
         "yes": YES,
         "no": NO,
+        "formula_starts": FORMULA_STARTS,
+        "formula_mark": FORMULA_MARK,
     }
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
@@ -107,7 +130,7 @@ def render_form(items: pd.DataFrame, *, title: str) -> str:
         undefined=jinja2.StrictUndefined,
     )
     return environment.get_template(FORM_TEMPLATE).render(
-        title=title, n_items=len(shown), items_json=_script_json(payload), meta_json=_script_json(meta),
+        title=title, n_items=len(shown), items_json=script_json(payload), meta_json=script_json(meta),
     )
 
 

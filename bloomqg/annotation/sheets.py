@@ -7,6 +7,11 @@ unknown ``annotation_id``, a value outside the rubric (yes/no; one of the six Bl
 knowledge units from the item's dataset's list), two rows for one item, two annotator ids in one
 file, or one annotator in two files. Nothing is guessed: the first problem stops the import.
 
+A cell that begins with ``'`` followed by a formula's first character (``=``, ``+``, ``-``, ``@``,
+tab, CR or ``'``) is read without that ``'``: the mark the blank sheet and the form's download put
+there so that a spreadsheet shows the text instead of running it
+(:func:`bloomqg.annotation.form.sheet_cell`).
+
 Rows are numbered as a spreadsheet shows them: the header is row 1, the first item row 2.
 """
 
@@ -21,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.annotation.form import ANSWER_COLUMNS, NO, SHEET_COLUMNS, UNIT_SEPARATOR, YES
+from bloomqg.annotation.form import ANSWER_COLUMNS, NO, SHEET_COLUMNS, UNIT_SEPARATOR, YES, sheet_text
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 
 _YES = {YES, "y", "1", "true"}
@@ -101,7 +106,7 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
             ) from None
         if None in row:  # more cells than header columns
             raise AnnotationError(f"{path}: row {reader.line_num}: more cells than columns")
-        rows.append({key: (value or "").strip() for key, value in row.items()})
+        rows.append({key: sheet_text((value or "").strip()) for key, value in row.items()})
     return rows
 
 

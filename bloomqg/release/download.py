@@ -3,6 +3,9 @@
 Used when a preset's ``release_dir`` does not exist yet: the ``download_release`` rule fetches
 the repository archive once, extracts the pinned files under their ASCII names, and refuses any
 file whose hash differs from the pin (the archive changed, or the download was corrupted).
+A release_dir already at hand is held to the same pins: :func:`verify_release_files` refuses a
+dataset file read from it that differs (at plan time and again in prepare_dataset), with the
+message release run files get (:func:`pin_mismatch_message`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 
@@ -32,6 +35,46 @@ def load_pins(path: str | Path) -> dict[str, Any]:
         if key not in pins:
             raise ReleaseDownloadError(f"{path}: missing key {key!r}")
     return pins
+
+
+#: The pin file download_release fetches by; dataset files read from a release_dir are checked against it.
+RELEASE_PINS = Path(__file__).resolve().parents[2] / "configs" / "llm-eval-release.yaml"
+
+
+def pin_mismatch_message(file: Path, actual: str, expected: str, pins: Mapping[str, Any], source: Path,
+                         way_out: str) -> str:
+    """The one message for a release file whose sha256 differs from its pin (run and dataset files)."""
+    return (f"{file}: sha256 {actual} differs from the {expected} pinned for {pins.get('repository')} at "
+            f"{pins.get('commit')} ({source}); this is not the published file: fetch the release again, {way_out}")
+
+
+def verify_release_files(files: Iterable[str | Path], release_dir: str | Path, pins_path: str | Path = RELEASE_PINS,
+                         *, way_out: str = "or read the dataset from outside release_dir") -> list[Path]:
+    """Refuse (:class:`ReleaseDownloadError`) any of ``files`` inside ``release_dir`` whose sha256
+    differs from its pin in ``pins_path`` (looked up by its path inside the folder, or its
+    ``also_named`` ASCII name); returns the files it checked. Files outside the folder, or not
+    pinned, are not the release's and are left to their own checks."""
+    from bloomqg.provenance import sha256_file
+
+    pins = load_pins(pins_path)
+    by_name: dict[str, str] = {}
+    for name, pin in pins["files"].items():
+        by_name[name] = str(pin["sha256"])
+        if pin.get("also_named"):
+            by_name[str(pin["also_named"])] = str(pin["sha256"])
+    root = Path(release_dir).resolve()
+    checked = []
+    for file in (Path(f).resolve() for f in files):
+        if not file.is_relative_to(root):
+            continue
+        expected = by_name.get(file.relative_to(root).as_posix())
+        if expected is None:
+            continue
+        actual = sha256_file(file)
+        if actual != expected:
+            raise ReleaseDownloadError(pin_mismatch_message(file, actual, expected, pins, Path(pins_path), way_out))
+        checked.append(file)
+    return checked
 
 
 def extract_release(archive: bytes, pins: Mapping[str, Any], release_dir: str | Path) -> list[Path]:

@@ -248,16 +248,14 @@ def verify_run_files(run: ReleaseRun) -> dict[str, str]:
     """sha256 of the run's two files by key; :class:`ReleaseError` naming the file when one
     differs from its pin (the manifest's ``pins``)."""
     from bloomqg.provenance import sha256_file
+    from bloomqg.release.download import pin_mismatch_message
 
     hashes = {key: sha256_file(file) for key, file in run.files().items()}
     for key, actual in hashes.items():
         expected = (run.pinned or {}).get(key)
         if expected is not None and actual != expected:
-            raise ReleaseError(
-                f"{run.files()[key]}: sha256 {actual} differs from the {expected} pinned for "
-                f"{run.pinned.get('repository')} at {run.pinned.get('commit')} ({run.manifest}); this is not "
-                "the published file: fetch the release again, or import it through a manifest without pins"
-            )
+            raise ReleaseError(pin_mismatch_message(run.files()[key], actual, expected, run.pinned or {}, run.manifest,
+                                                    "or import it through a manifest without pins"))
     return hashes
 
 

