@@ -26,6 +26,8 @@ try:
         prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
         text_generator=text_generator,
         seed=params.seed,
+        # From the config, not params: changing the floor must not rerun finished judges.
+        min_answer_rate=snakemake.config["min_answer_rate"],
     )
 finally:
     if text_generator is not None:

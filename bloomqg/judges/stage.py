@@ -23,7 +23,7 @@ from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.chat import TextGenerator
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
-from bloomqg.judges.verdict import STATUS_NO_QUESTION, CriterionVerdict, Verdict
+from bloomqg.judges.verdict import STATUS_ERROR, STATUS_NO_QUESTION, CriterionVerdict, Verdict
 from bloomqg.provenance import code_fingerprint
 from bloomqg.frames import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
 
@@ -31,6 +31,35 @@ if TYPE_CHECKING:  # loaded only by the backends that render the rubric
     from bloomqg.judges.rubric import RubricTemplate
 
 logger = logging.getLogger(__name__)
+
+#: The schema's default for ``min_answer_rate``.
+DEFAULT_MIN_ANSWER_RATE = 0.5
+
+
+class TooFewAnswersError(RuntimeError):
+    """A judge's calls failed on more of its questions than ``min_answer_rate`` allows."""
+
+
+def check_answer_rate(judge_name: str, judged: Sequence[JudgedItem], min_answer_rate: float) -> None:
+    """Refuse a judge that gave no answer (status ``error`` on every criterion: a failed call, not
+    an answer that did not parse) on more than ``1 - min_answer_rate`` of its questions: a panel
+    silently short of a judge would vote on as if nothing happened. Names the commonest causes."""
+    if not judged:
+        return
+    failed = [item for item in judged if all(item.verdict[c].status == STATUS_ERROR for c in CRITERIA)]
+    answered = len(judged) - len(failed)
+    if answered >= min_answer_rate * len(judged):
+        if failed:
+            logger.warning("judge %s: %d of %d calls failed (kept as errors)", judge_name, len(failed), len(judged))
+        return
+    causes = pd.Series([item.verdict["unique"].reason for item in failed]).value_counts()
+    said = "; ".join(f"{count} × {reason}" for reason, count in causes.head(3).items())
+    raise TooFewAnswersError(
+        f"judge {judge_name!r}: {answered} of {len(judged)} questions answered, below min_answer_rate "
+        f"{min_answer_rate:g} ({said}). Check the judge's endpoint (base_url, the server, the key in its "
+        "api_key_env) and rerun: answered calls are cached, only the failed ones are sent again; "
+        "lower min_answer_rate to keep a judge that fails this often."
+    )
 
 
 def validate_judge_spec(judge_name: str, judge_spec: Mapping[str, Any]) -> JudgeBackend:
@@ -117,6 +146,7 @@ def judge_questions(
     prompt_path: str | Path | None = None,
     text_generator: TextGenerator | None = None,
     seed: int = 0,
+    min_answer_rate: float = DEFAULT_MIN_ANSWER_RATE,
 ) -> pd.DataFrame:
     """One judge's verdicts: a JUDGMENTS frame with five rows per generated question.
 
@@ -124,7 +154,8 @@ def judge_questions(
     judge; a backend with a text generator (``hf``, ``openai``) needs ``text_generator``, one with
     ``needs_rubric`` renders the rubric at ``prompt_path`` (default ``prompts/judge/rubric.md``);
     ``seed`` joins an LLM judge's decoding settings. The frame's ``attrs["provenance"]`` holds
-    :func:`judge_provenance`.
+    :func:`judge_provenance`. Raises :class:`TooFewAnswersError` when fewer than
+    ``min_answer_rate`` of the questions got an answer (:func:`check_answer_rate`).
     """
     backend = validate_judge_spec(judge_name, judge_spec)
     _check_columns(generations, [c for c in GENERATIONS.names if c not in GENERATION_COST_COLUMNS], "generations")
@@ -157,6 +188,7 @@ def judge_questions(
         judged = judge.judge_batch(items)
     if len(judged) != len(items):
         raise RuntimeError(f"judge {judge_name!r} returned {len(judged)} verdicts for {len(items)} questions")
+    check_answer_rate(judge_name, judged, min_answer_rate)
 
     by_row = dict(zip(to_judge.index, judged))
     no_question = JudgedItem(Verdict.uniform(

@@ -183,3 +183,50 @@ def test_judge_provenance_for_offline_judges():
     assert judge_provenance("r", {"backend": "rules"})["judge"] == "r"
     with pytest.raises(FileNotFoundError, match="judge 'e'.*not installed"):
         judge_provenance("e", {"backend": "embedding", "model": {"package": "no_such_model_pkg"}})
+
+
+def test_a_judge_with_too_few_answers_fails_its_job_naming_cause_and_fix():
+    """Issue 32 point 13: a judge whose calls all failed finished "ok" and the panel voted
+    without it. Below min_answer_rate the job fails; at or above it the errors are kept."""
+    from bloomqg.judges.stage import TooFewAnswersError
+
+    generations = generations_frame(["Explain how a stack reverses a word.", "Trace a queue of print jobs.",
+                                     "Design a stack.", "Compare stacks and queues."])
+    spec = {"backend": "hf", "model_ref": "smollm2-135m", "generation": {"temperature": 0.0, "max_new_tokens": 96}}
+
+    def judged(answers, **kwargs):
+        return judge_questions(generations, "flaky", spec, dataset=dataset_frame(), domain="computer science",
+                               text_generator=CannedGenerator(answers), **kwargs)
+
+    with pytest.raises(TooFewAnswersError, match=r"'flaky': 0 of 4 questions answered, below min_answer_rate 0.5 "
+                                                 r"\(4 × judge call failed: HTTP 500\).*base_url.*rerun"):
+        judged([None])
+    with pytest.raises(TooFewAnswersError, match="1 of 4 questions answered"):
+        judged([GOOD, None, None, None])
+    # half answered meets the default floor; a parse failure is an answer, not a failed call
+    frame = judged([GOOD, "I think it is fine.", None, None])
+    assert (frame.groupby("prompt_id", sort=False)["status"].first() == ["ok", "parse_failed", "error", "error"]).all()
+    assert len(judged([None], min_answer_rate=0.0)) == 20
+
+
+def test_a_judge_at_a_closed_port_fails_its_job(tmp_path):
+    """The real API client against a loopback port nobody listens on: every call fails after
+    its retries, and the job says so instead of finishing with no verdict."""
+    import socket
+
+    from bloomqg.judges.registry import make_judge_text_generator
+    from bloomqg.judges.stage import TooFewAnswersError
+
+    with socket.socket() as probe:  # a free port, closed again before the client connects
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spec = {"backend": "openai", "model": "judge-m", "base_url": f"http://127.0.0.1:{port}/v1",
+            "api_key_env": None, "max_retries": 1, "backoff_base_s": 0.01, "timeout_s": 5}
+    generator = make_judge_text_generator("closed", spec, model_spec=None, model_dir=None,
+                                          cache_dir=tmp_path / "cache", num_threads=1)
+    try:
+        with pytest.raises(TooFewAnswersError, match=r"'closed': 0 of 2 questions answered"):
+            judge_questions(generations_frame(["Design a stack.", "Trace a queue."]), "closed", spec,
+                            dataset=dataset_frame(), domain="computer science", text_generator=generator)
+    finally:
+        generator.close()
