@@ -45,8 +45,9 @@ COUNT_TERMS: dict[str, str | None] = {"n_generated": None, "n_useful": "usabilit
 #: published votes file (the rows its Table 4 counts).
 QUESTION_ROW = "question"
 LINE_ROW = "published vote line"
-#: The ``joined`` column of a line row: the join gives its votes to the originals that wrote its
-#: text; a later line of such a text counts in Table 4 only; a text no original wrote likewise.
+#: The ``joined`` column of a line row: the join gives its votes to the original whose own line
+#: it is; a line of a text judged more often than written counts in Table 4 only, and a text no
+#: original wrote likewise.
 JOINED = "joined"
 REPEATED = "repeated text"
 NO_ORIGINAL = "no original"

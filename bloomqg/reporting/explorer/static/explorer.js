@@ -626,10 +626,8 @@
       joined = `The join gives this line's votes to ${questions.map((i) => goto(i, itemName(i))).join(", ")}` +
         (sameText.length ? `; the same text is also on ${sameText.map((i) => goto(i, lineName(i))).join(", ")}` : "") + ".";
     } else if (v("joined") === "repeated text") {
-      const first = sameText[0];
-      const takers = first === undefined ? [] : inCell(r, (i) => !isLine(i) && sameCode("line", first)(i));
-      joined = `A later line of a text judged before, on ${first === undefined ? NONE : goto(first, lineName(first))}: ` +
-        `the join gives that first line's votes to ${takers.map((i) => goto(i, itemName(i))).join(", ") || NONE}. ` +
+      joined = "This text is judged more often than the run's originals wrote it; each of them keeps its own line " +
+        `(${sameText.map((i) => goto(i, lineName(i))).join(", ") || NONE}), so no question takes these votes. ` +
         "Table 4 counts this line as well.";
     } else {
       joined = "No original of this run produced this text: no question takes these votes. Table 4 counts the line.";
