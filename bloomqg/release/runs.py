@@ -59,6 +59,7 @@ import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
+from bloomqg.parsing import placeholder_reason
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
 from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
 
@@ -428,6 +429,12 @@ def _generation_record(
         identified_units = (
             split_knowledge_units(row[_COT_COLUMNS["identified_units"]], _IDENTIFIED_SEPARATORS) or None
         )
+    # The release keeps only the extracted question; one that is the template's placeholder
+    # ("<new_question>") is no question, as bloomqg.parsing rules for our own generations.
+    raw_text = new_question
+    parse_error = NO_QUESTION if new_question is None else placeholder_reason(new_question)
+    if parse_error is not None:
+        new_question = None
     return GenerationRecord(
         prompt_id=f"{item_id}:{run.strategy}",
         item_id=item_id,
@@ -437,13 +444,12 @@ def _generation_record(
         original_question=original,
         original_bloom_level=original_level,
         original_knowledge_units=units,
-        # The release keeps only the extracted question, not the model's full answer.
-        raw_text=new_question,
+        raw_text=raw_text,
         new_question=new_question,
         identified_bloom_level=identified_level,
         identified_knowledge_units=identified_units,
         parse_status="ok" if new_question else "failed",
-        parse_error=None if new_question else NO_QUESTION,
+        parse_error=parse_error,
         finish_reason="imported",
     )
 
@@ -452,10 +458,10 @@ def _vote_record(
     run: ReleaseRun, generation: GenerationRecord, judged: JudgedLine | None, row: Mapping[str, Any], sheet_row: int
 ) -> VoteRecord:
     """The VOTES row of one generation, from its judged line (None: not judged or no question)."""
-    reason = NO_QUESTION if generation.new_question is None else NOT_JUDGED
+    reason = (generation.parse_error or NO_QUESTION) if generation.new_question is None else NOT_JUDGED
     criteria = {
         **_binary_votes(judged, reason),
-        "bloom_level": _judged_level(row, run, sheet_row, generation.new_question),
+        "bloom_level": _judged_level(row, run, sheet_row, generation.new_question, reason),
         "knowledge_units": _unit_vote(judged, reason),
     }
     n_judges = 0 if judged is None else len(judged.votes["non_repeatable"])
@@ -593,14 +599,17 @@ def published_vote_lines(run: ReleaseRun, votes: pd.DataFrame | None = None) -> 
     return pd.DataFrame.from_records(records, columns=PUBLISHED_VOTE_LINES.names)
 
 
-def _judged_level(row: Mapping[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None) -> CriterionVote:
-    """``bloom_level`` from ``New Category``; Uncategorized -> null with the judged reason. The
-    release has no per-judge level votes: votes and agreement are null."""
+def _judged_level(
+    row: Mapping[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None, no_question: str
+) -> CriterionVote:
+    """``bloom_level`` from ``New Category``; Uncategorized -> null with the judged reason, no
+    question -> null with ``no_question``. The release has no per-judge level votes: votes and
+    agreement are null."""
     column = _XLSX_COLUMNS[run.dataset].get("judged_level")
     if column is None:
         return CriterionVote.missing(LEVEL_NOT_JUDGED)
     if new_question is None:
-        return CriterionVote.missing(NO_QUESTION)
+        return CriterionVote.missing(no_question)
     raw = _text(row[column])
     if raw is None:
         return CriterionVote.missing(f"no {column!r} in the release")

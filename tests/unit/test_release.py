@@ -15,6 +15,7 @@ import yaml
 
 from bloomqg.metrics.cell import score_cell
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
+from bloomqg.parsing import placeholder_reason
 from bloomqg.parquet_io import to_table
 from bloomqg.release.runs import (
     NO_QUESTION,
@@ -117,8 +118,10 @@ def _triples(votes: pd.DataFrame) -> list[tuple[str, ...]]:
 
 
 def _line_triples(run: ReleaseRun) -> list[tuple[str, ...]]:
-    """The same for every line of the run's votes file as published."""
+    """The same for every line of the run's votes file as published, less the lines that judge
+    a template placeholder (no question: those rows fail to parse)."""
     lines = published_vote_lines(run)
+    lines = lines[[placeholder_reason(text) is None for text in lines["question"]]]
     return sorted(zip(*(map(tuple, lines[f"{criterion}_votes"]) for criterion in ("unique", "readable", "answerable"))))
 
 
@@ -148,6 +151,27 @@ def test_each_original_keeps_the_votes_of_its_own_line_when_texts_repeat(tmp_pat
         [f"cs-{i + 1:04d}:cot"] for i, text in enumerate(texts) if text != "Never judged."] + [[]]
     taken = lines_frame[lines_frame["joined"].map(len) > 0]
     assert _triples(votes) == sorted(zip(*(map(tuple, taken[f"{c}_votes"]) for c in ("unique", "readable", "answerable"))))
+
+
+def test_a_placeholder_is_a_parse_failure_and_its_lines_count_in_table4_only(tmp_path):
+    texts = ["Q0.", "<new_question>", "Q2.", "<new_question>", "Q4."]
+    rows = [("Stacks", "Apply", f"Original {i}?", "Stacks", "Apply", text, "Apply") for i, text in enumerate(texts)]
+    lines = [judged(text, unique=(1, 0, 0) if i == 1 else (0, 0, 0) if i == 3 else (1, 1, 1)) for i, text in enumerate(texts)]
+    xlsx, jsonl = write_cs_cot(tmp_path, rows=rows)
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    run = ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+    generations, votes = import_run(run)
+    assert generations["parse_status"].tolist() == ["ok", "failed", "ok", "failed", "ok"]
+    assert generations.loc[1, "raw_text"] == "<new_question>" and pd.isna(generations.loc[1, "new_question"])
+    assert "template's placeholder '<new_question>'" in generations.loc[1, "parse_error"]
+    assert votes.loc[[1, 3], ["unique", "useful", "bloom_level"]].isna().all().all()
+    assert votes.loc[3, "unique_null_reason"] == generations.loc[3, "parse_error"] == votes.loc[3, "bloom_level_null_reason"]
+    published = published_vote_lines(run, votes)
+    assert published["joined"].tolist() == [["cs-0001:cot"], [], ["cs-0003:cot"], [], ["cs-0005:cot"]]
+    by_lines = score_cell(votes, None, n_resamples=20, published_lines=published).set_index("metric")
+    # Table 4 is the release's, over its five lines; usability counts the three questions.
+    assert by_lines.loc["unique", ["value", "n"]].tolist() == [60.0, 5]
+    assert by_lines.loc["usability", ["value", "n"]].tolist() == [100.0, 3]
 
 
 def test_a_line_judged_out_of_place_still_goes_to_its_own_original(tmp_path):

@@ -124,7 +124,7 @@
     // Sort rank of each dictionary value: Bloom order for levels, else natural order.
     const order = c.key.endsWith("_level") || c.key.endsWith(".bloom_level") ? LEVEL_ORDER
       : c.key === "transition" ? TRANSITION_ORDER : c.key === "row" ? [QUESTION_ROW, LINE_ROW]
-      : c.key === "joined" ? ["joined", "repeated text", "no original"] : null;
+      : c.key === "joined" ? ["joined", "repeated text", "placeholder", "no original"] : null;
     const idx = c.dict.map((v, i) => i);
     idx.sort((a, b) => {
       const va = c.dict[a], vb = c.dict[b];
@@ -629,6 +629,9 @@
       joined = "This text is judged more often than the run's originals wrote it; each of them keeps its own line " +
         `(${sameText.map((i) => goto(i, lineName(i))).join(", ") || NONE}), so no question takes these votes. ` +
         "Table 4 counts this line as well.";
+    } else if (v("joined") === "placeholder") {
+      joined = "This line judges the template's placeholder, which is no question: the original that wrote it " +
+        "failed to parse, and no question takes these votes. Table 4 counts the line.";
     } else {
       joined = "No original of this run produced this text: no question takes these votes. Table 4 counts the line.";
     }
