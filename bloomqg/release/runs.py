@@ -61,7 +61,7 @@ from bloomqg.bloom import UnknownBloomLevel, normalize_level
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.parsing import placeholder_reason
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
-from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, VOTES
 
 logger = logging.getLogger(__name__)
 
@@ -450,7 +450,7 @@ def _generation_record(
         identified_knowledge_units=identified_units,
         parse_status="ok" if new_question else "failed",
         parse_error=parse_error,
-        finish_reason="imported",
+        finish_reason=IMPORTED,
     )
 
 
