@@ -64,6 +64,9 @@ PROMPTS = _schema(
     f("prompt_hash", _str, False),  # sha256 of the template file(s), first 16 hex digits
 )
 
+#: GENERATIONS ``finish_reason`` of a row imported from a published release (no call of ours).
+IMPORTED = "imported"
+
 #: One row per prompt: what a model wrote, parsed.  Self-contained for judging (carries the
 #: original question and its labels) so imported runs need no prompts file.
 GENERATIONS = _schema(

@@ -14,9 +14,12 @@ Keys and labels match case-insensitively, with spaces, hyphens and underscores t
 
 Outcome rules:
 
-- no question found, or the question is empty or the template's own placeholder
-  (``<your new question>``) -> ``parse_status="failed"`` and the reason in ``parse_error``;
-  the caller keeps the raw text;
+- no question found, or the question is empty, a template placeholder (``<your new question>``,
+  the paper's ``<new_question>``: any ``<...>`` alone) or the question of the prompt's own JSON
+  answer example -> ``parse_status="failed"`` and the reason in ``parse_error``
+  (:func:`placeholder_reason`); the caller keeps the raw text. A model that echoes the
+  template has written no question, and counting it as one made it a usable generation;
+  imported runs are held to the same rule (:mod:`bloomqg.release.runs`);
 - a question found -> ``"ok"``.  Under CoT the model also names the original's Bloom level and
   knowledge unit; when either is missing or not recognisable (a level
   :func:`bloomqg.bloom.normalize_level` rejects, a unit not in the dataset's list) that
@@ -210,11 +213,55 @@ def _level(value: Any) -> tuple[str | None, str | None]:
     return level, None
 
 
+PLACEHOLDER_ANSWER = "the answer is the template's placeholder {text!r}, not a question"
+EXAMPLE_ANSWER = "the answer is the prompt's own example question {text!r}, not a new question"
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.split()).strip().strip('"').strip("'").strip().casefold()
+
+
+def placeholder_reason(question: str | None, example_questions: Sequence[str] = ()) -> str | None:
+    """Why ``question`` is no question (a parse failure's reason), or None when it may be one.
+
+    A text that is a template placeholder alone (``<new_question>``, ``<your new question>``)
+    or equals one of ``example_questions`` (the prompt's own example answer:
+    :func:`prompt_example_questions`), compared with whitespace, quotes and case ignored."""
+    if question is None:
+        return None
+    text = " ".join(question.split())
+    if _PLACEHOLDER.match(text.strip('"').strip("'")):
+        return PLACEHOLDER_ANSWER.format(text=text)
+    if _normalized(text) in {_normalized(example) for example in example_questions if example.strip()}:
+        return EXAMPLE_ANSWER.format(text=text)
+    return None
+
+
+def prompt_example_questions(prompt_text: str) -> list[str]:
+    """The question values of the JSON answer examples ``prompt_text`` shows (lines that start
+    with ``{"key":`` and parse as JSON objects); the shipped templates' is a placeholder."""
+    found = []
+    for line in prompt_text.splitlines():
+        if not line.lstrip().startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            question = _fields_from_mapping(value).get("question")
+            if isinstance(question, str) and question.strip():
+                found.append(question)
+    return found
+
+
 def _failure_reason(text: str) -> str:
     """Why no question was found: name the nearest miss, for the parse-failure report."""
     has_question_key = any(
         _key(str(key)) in _QUESTION_KEYS for mapping in _json_objects(text) for key in mapping
-    ) or any(_key(key) in _QUESTION_KEYS for key, _value in _KEY_VALUE.findall(text))
+    ) or any(_key(key) in _QUESTION_KEYS for key, _value in _KEY_VALUE.findall(text)) or any(
+        match and _label_kind(match.group(1)) == "question" for match in map(_LABEL.match, text.splitlines())
+    )
     if has_question_key:
         return "the question field is empty or still the template's placeholder"
     if any(True for _ in _json_objects(text)):
@@ -223,13 +270,18 @@ def _failure_reason(text: str) -> str:
 
 
 def parse_generation(
-    text: str | None, strategy: str, *, knowledge_units: Sequence[str]
+    text: str | None, strategy: str, *, knowledge_units: Sequence[str], example_questions: Sequence[str] = ()
 ) -> ParsedGeneration:
-    """Parse a model's answer for ``strategy`` ("cot" or "fgp"); never raises on bad text."""
+    """Parse a model's answer for ``strategy`` ("cot" or "fgp"); never raises on bad text.
+    ``example_questions``: the prompt's own example answers' questions, which are no new
+    question when the model echoes them."""
     if strategy not in ("cot", "fgp"):
         raise ValueError(f"strategy {strategy!r} is not 'cot' or 'fgp'")
     if text is None or not text.strip():
         return ParsedGeneration(None, None, None, "failed", "empty answer")
+    echoed = placeholder_reason(text, example_questions)
+    if echoed:
+        return ParsedGeneration(None, None, None, "failed", echoed)
     fields = (
         _fields_from_json(text)
         or _fields_from_key_values(text)
@@ -238,6 +290,9 @@ def parse_generation(
     if fields is None:
         return ParsedGeneration(None, None, None, "failed", _failure_reason(text))
     question = _clean(fields["question"])
+    echoed = placeholder_reason(question, example_questions)
+    if echoed:
+        return ParsedGeneration(None, None, None, "failed", echoed)
     if strategy == "fgp":
         return ParsedGeneration(question, None, None, "ok", None)
 

@@ -40,7 +40,7 @@ from bloomqg.chat import (
     TextGenerator,
 )
 from bloomqg.parquet_io import write_frame
-from bloomqg.parsing import parse_generation
+from bloomqg.parsing import parse_generation, prompt_example_questions
 from bloomqg.prompts import messages_from_json, with_response_prefill
 from bloomqg.provenance import sha256_text
 from bloomqg.frames import GENERATIONS, PROMPTS
@@ -180,6 +180,14 @@ class _CheckpointWriter:
         self.handle.close()
 
 
+def _example_questions(prompt: dict[str, Any]) -> list[str]:
+    """The questions of the JSON answer examples the prompt's user messages show: an answer
+    that echoes one wrote no question."""
+    messages = json.loads(prompt["messages_json"]) if prompt.get("messages_json") else []
+    return [question for message in messages if message.get("role") == "user"
+            for question in prompt_example_questions(str(message.get("content", "")))]
+
+
 def completion_row(
     prompt: dict[str, Any],
     completion: Completion,
@@ -195,8 +203,8 @@ def completion_row(
             "parse_error": completion.error or "generation failed",
         }
     else:
-        parsed = parse_generation(completion.text, prompt["strategy"],
-                                  knowledge_units=knowledge_units)
+        parsed = parse_generation(completion.text, prompt["strategy"], knowledge_units=knowledge_units,
+                                  example_questions=_example_questions(prompt))
         parsed_values = {
             "new_question": parsed.new_question,
             "identified_bloom_level": parsed.identified_bloom_level,

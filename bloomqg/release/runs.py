@@ -18,22 +18,24 @@ file (:func:`bloomqg.release.download.load_pins`) that gives each run file's sha
 that differs is refused on import (:func:`verify_run_files`), and the imported frames' provenance
 names the release's repository, commit and every file's hash.
 
-How the join works (and reproduces the paper's GLM-4-9B figures, see tests/unit/test_release.py):
-the xlsx is joined to the jsonl on the generated text (``New Question``/``新问题`` =
-``question``). A model sometimes wrote the same new question for two originals; the jsonl then
-holds that text once per original, in the xlsx's order, and the two judgments can differ. The
-release does not say which line belongs to which original, so every original takes the *first*
-jsonl line with its text — one row per original/new pair, which is what reproduces the paper's
-CatCons, KnowCov and shift figures (pairing by order of occurrence does not: FGP KnowCov 92.75
-instead of 92.82). Rows with no new question, or whose question was never judged, stay in the
-frame with null votes (their reasons say so), so the auxiliary accuracies use every original.
+How the join works: a votes file is the run's generated questions in the xlsx's order, one
+line per question, less the few that were never judged (and, in some runs, a line no original
+wrote). So the xlsx's rows are aligned with the jsonl's lines *by position*: the two sequences
+of texts are matched in order (:func:`lines_of_rows`), and each row takes the votes of its own
+line. A text that a model wrote for several originals is judged once per original, often with
+other votes, and each original keeps its line's. Joining on the text instead gave every
+occurrence one line's votes (InternLM3-8B's 104 ``<new_question>`` rows all (1, 1, 1), their
+lines 25 × (1, 0, 0), 19 × (1, 1, 0), 18 × (0, 0, 0), ...), and α, AC1, the per-judge
+diagnostics, Dawid–Skene and the robustness rows were computed on those copies. Rows with no
+new question, or whose question was never judged, stay in the frame with null votes (their
+reasons say so), so the auxiliary accuracies use every original.
 
 Table 4 is the exception to the join: its unique / readable / answerable are the means of the
 published majority columns over *every line* of the votes file, a text judged on several lines
 counting on each (:func:`published_vote_lines`; :func:`bloomqg.metrics.cell.score_cell`'s
-``published_lines``). That is what reproduces the printed Table 4 for all six models; the join's
-first-line rule agrees for GLM-4-9B only (InternLM3-8B, CS, CoT unique: 98.79 by the join,
-94.81 printed and over the lines).
+``published_lines``). That is what reproduces the printed Table 4 for all six models; over the
+joined rows it differs where rows lack a line (a question never judged, a placeholder that is
+no question: :func:`bloomqg.parsing.placeholder_reason`).
 
 The released majority ``topic`` is kept as the voted knowledge unit even where the three unit
 votes all differ (the release then takes the first judge's unit); its agreement column shows
@@ -48,8 +50,8 @@ import json
 import logging
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -57,8 +59,9 @@ import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
+from bloomqg.parsing import placeholder_reason
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
-from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, VOTES
 
 logger = logging.getLogger(__name__)
 
@@ -424,6 +427,12 @@ def _generation_record(
         identified_units = (
             split_knowledge_units(row[_COT_COLUMNS["identified_units"]], _IDENTIFIED_SEPARATORS) or None
         )
+    # The release keeps only the extracted question; one that is the template's placeholder
+    # ("<new_question>") is no question, as bloomqg.parsing rules for our own generations.
+    raw_text = new_question
+    parse_error = NO_QUESTION if new_question is None else placeholder_reason(new_question)
+    if parse_error is not None:
+        new_question = None
     return GenerationRecord(
         prompt_id=f"{item_id}:{run.strategy}",
         item_id=item_id,
@@ -433,14 +442,13 @@ def _generation_record(
         original_question=original,
         original_bloom_level=original_level,
         original_knowledge_units=units,
-        # The release keeps only the extracted question, not the model's full answer.
-        raw_text=new_question,
+        raw_text=raw_text,
         new_question=new_question,
         identified_bloom_level=identified_level,
         identified_knowledge_units=identified_units,
         parse_status="ok" if new_question else "failed",
-        parse_error=None if new_question else NO_QUESTION,
-        finish_reason="imported",
+        parse_error=parse_error,
+        finish_reason=IMPORTED,
     )
 
 
@@ -448,41 +456,57 @@ def _vote_record(
     run: ReleaseRun, generation: GenerationRecord, judged: JudgedLine | None, row: Mapping[str, Any], sheet_row: int
 ) -> VoteRecord:
     """The VOTES row of one generation, from its judged line (None: not judged or no question)."""
-    reason = NO_QUESTION if generation.new_question is None else NOT_JUDGED
+    reason = (generation.parse_error or NO_QUESTION) if generation.new_question is None else NOT_JUDGED
     criteria = {
         **_binary_votes(judged, reason),
-        "bloom_level": _judged_level(row, run, sheet_row, generation.new_question),
+        "bloom_level": _judged_level(row, run, sheet_row, generation.new_question, reason),
         "knowledge_units": _unit_vote(judged, reason),
     }
     n_judges = 0 if judged is None else len(judged.votes["non_repeatable"])
     return VoteRecord(generation, n_judges, criteria)
 
 
-def _first_lines(judged: Sequence[JudgedLine]) -> dict[str, JudgedLine]:
-    """Each judged text's first line: the line whose votes the join gives every original with
-    that text."""
-    by_text: dict[str, JudgedLine] = {}
+def lines_of_rows(texts: Sequence[str | None], judged: Sequence[JudgedLine]) -> list[JudgedLine | None]:
+    """Each sheet row's own judged line (None: no question, or never judged), by position.
+
+    The lines are the rows' questions in order with some left out, so the two sequences of
+    texts are aligned in order (:class:`difflib.SequenceMatcher`, which matches the longest runs
+    first); a row and a line pair only where their texts are equal, and each line pairs with at
+    most one row. A row the alignment leaves over takes the next unpaired line of its text, in
+    order, if there is one (a line judged out of place); never the line of another row."""
+    # A row without a question must match nothing: a key no line has.
+    row_keys: list[object] = [text if text is not None else ("no question", i) for i, text in enumerate(texts)]
+    line_texts = [line.question for line in judged]
+    paired: list[JudgedLine | None] = [None] * len(texts)
+    taken = [False] * len(judged)
+    matcher = SequenceMatcher(None, row_keys, line_texts, autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            paired[block.a + k] = judged[block.b + k]
+            taken[block.b + k] = True
+    left: dict[str, list[JudgedLine]] = {}
+    for line, used in zip(judged, taken):
+        if not used:
+            left.setdefault(line.question, []).append(line)
+    for row, text in enumerate(texts):
+        if paired[row] is None and text is not None and left.get(text):
+            paired[row] = left[text].pop(0)
+    return paired
+
+
+def _log_repeats(run: ReleaseRun, judged: Sequence[JudgedLine]) -> None:
+    """Say how many lines repeat an earlier line's text with other votes (each row keeps its own)."""
+    first: dict[str, JudgedLine] = {}
+    conflicting = 0
     for line in judged:
-        by_text.setdefault(line.question, line)
-    return by_text
-
-
-def _first_line_by_text(run: ReleaseRun, judged: Sequence[JudgedLine]) -> dict[str, JudgedLine]:
-    """Each judged text's first line (the join's rule); logs how many later lines disagree."""
-    by_text = _first_lines(judged)
-    repeats = Counter(line.question for line in judged)
-    conflicting = sum(
-        1
-        for line in judged
-        if repeats[line.question] > 1
-        and (line.majority != by_text[line.question].majority or line.topic != by_text[line.question].topic)
-    )
+        earlier = first.setdefault(line.question, line)
+        if earlier is not line and (line.majority != earlier.majority or line.topic != earlier.topic):
+            conflicting += 1
     if conflicting:
         logger.info(
-            "%s: %d judged lines repeat an earlier question's text with other votes; every original "
-            "with that text takes the first line's votes", run.votes, conflicting,
+            "%s: %d judged lines repeat an earlier question's text with other votes; each original "
+            "keeps the votes of its own line", run.votes, conflicting,
         )
-    return by_text
 
 
 def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -496,32 +520,33 @@ def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     sheet = _read_generations(run)
     judged = _read_votes(run)
-    by_text = _first_line_by_text(run, judged)
+    _log_repeats(run, judged)
 
-    generations: list[GenerationRecord] = []
-    votes: list[VoteRecord] = []
+    rows = sheet.to_dict("records")
     unrecognised_levels: dict[int, object] = {}
-    for position, row in enumerate(sheet.to_dict("records"), start=1):
-        generation = _generation_record(run, position, row, unrecognised_levels)
-        line = by_text.get(generation.new_question) if generation.new_question else None
-        generations.append(generation)
-        votes.append(_vote_record(run, generation, line, row, position + 1))
+    generations = [_generation_record(run, position, row, unrecognised_levels)
+                   for position, row in enumerate(rows, start=1)]
+    own_lines = lines_of_rows([generation.new_question for generation in generations], judged)
+    votes = [_vote_record(run, generation, line, row, position + 1)
+             for position, (generation, line, row) in enumerate(zip(generations, own_lines, rows), start=1)]
 
-    _log_import(run, judged, votes, unrecognised_levels)
+    _log_import(run, judged, own_lines, votes, unrecognised_levels)
     return frame_of(generations, GENERATIONS), frame_of(votes, VOTES)
 
 
 def _log_import(
-    run: ReleaseRun, judged: Sequence[JudgedLine], votes: Sequence[VoteRecord], unrecognised_levels: dict[int, object]
+    run: ReleaseRun, judged: Sequence[JudgedLine], own_lines: Sequence[JudgedLine | None],
+    votes: Sequence[VoteRecord], unrecognised_levels: dict[int, object],
 ) -> None:
-    """Warn about judged lines no original produced and unrecognised levels; sum the import up."""
-    used_texts = {vote.generation.new_question for vote in votes if vote.n_judges}
-    unmatched = [line.line for line in judged if line.question not in used_texts]
+    """Warn about judged lines no row took and unrecognised levels; sum the import up."""
+    taken = {line.line for line in own_lines if line is not None}
+    unmatched = [line.line for line in judged if line.line not in taken]
     if unmatched:
-        # Kept as a warning: the votes of a question no original produced cannot enter any
-        # metric, and one mangled line should not block the import of a whole run.
+        # Kept as a warning: the votes of a line no original wrote cannot enter any metric but
+        # Table 4, and one mangled line should not block the import of a whole run.
         logger.warning(
-            "%s: %d lines (first: %s) judge questions that are not in %s; they are left out",
+            "%s: %d lines (first: %s) judge no row of %s (a text no original wrote, or one judged more "
+            "often than written); they are left out of every metric but Table 4",
             run.votes, len(unmatched), unmatched[:10], run.generations,
         )
     if unrecognised_levels:
@@ -543,18 +568,19 @@ def published_vote_lines(run: ReleaseRun, votes: pd.DataFrame | None = None) -> 
     :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over, each with its
     majorities, its judges' votes and their agreement.
 
-    ``votes`` (the run's VOTES frame from :func:`import_run`) fills ``joined``: the prompt_ids
-    of the originals the join gives each line's votes to (the first line with their text; a
-    later line of that text, or a text no original produced, gets an empty list). Without it,
-    ``joined`` is null."""
+    ``votes`` (the run's VOTES frame from :func:`import_run`) fills ``joined``: the prompt_id
+    of the original whose own line it is (:func:`lines_of_rows`; empty: a line no row took, a
+    text no original wrote or one judged more often than written). Without it, ``joined`` is
+    null."""
     judged = _read_votes(run)
     takers: dict[int, list[str]] | None = None
     if votes is not None:
-        first = _first_lines(judged)
+        texts = [None if n_judges == 0 or not isinstance(text, str) else text
+                 for text, n_judges in zip(votes["new_question"], votes["n_judges"])]
         takers = {}
-        for prompt_id, text, n_judges in zip(votes["prompt_id"], votes["new_question"], votes["n_judges"]):
-            if n_judges and text in first:
-                takers.setdefault(first[text].line, []).append(str(prompt_id))
+        for prompt_id, line in zip(votes["prompt_id"], lines_of_rows(texts, judged)):
+            if line is not None:
+                takers.setdefault(line.line, []).append(str(prompt_id))
     records = []
     for line in judged:
         binary, units = _binary_votes(line, ""), _unit_vote(line, "")
@@ -571,14 +597,17 @@ def published_vote_lines(run: ReleaseRun, votes: pd.DataFrame | None = None) -> 
     return pd.DataFrame.from_records(records, columns=PUBLISHED_VOTE_LINES.names)
 
 
-def _judged_level(row: Mapping[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None) -> CriterionVote:
-    """``bloom_level`` from ``New Category``; Uncategorized -> null with the judged reason. The
-    release has no per-judge level votes: votes and agreement are null."""
+def _judged_level(
+    row: Mapping[str, Any], run: ReleaseRun, sheet_row: int, new_question: str | None, no_question: str
+) -> CriterionVote:
+    """``bloom_level`` from ``New Category``; Uncategorized -> null with the judged reason, no
+    question -> null with ``no_question``. The release has no per-judge level votes: votes and
+    agreement are null."""
     column = _XLSX_COLUMNS[run.dataset].get("judged_level")
     if column is None:
         return CriterionVote.missing(LEVEL_NOT_JUDGED)
     if new_question is None:
-        return CriterionVote.missing(NO_QUESTION)
+        return CriterionVote.missing(no_question)
     raw = _text(row[column])
     if raw is None:
         return CriterionVote.missing(f"no {column!r} in the release")

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
+from bloomqg.frames import IMPORTED
 from bloomqg.reporting.display import MISSING, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.examples import question_examples
 from bloomqg.reporting.explorer.links import metric_link
@@ -179,10 +180,29 @@ def _table1_frame(table_paths: Sequence[Path]) -> pd.DataFrame | None:
     return None
 
 
-def overview(all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFrame | None) -> dict[str, Any]:
-    """Headline counts for the top of the report."""
+def cost_card(cost_usd: float, n_imported: int) -> tuple[str, str]:
+    """(value, label) of the overview's API cost card. Imported questions were generated and
+    judged by a release's authors: what that cost is unknown, not zero, and this run did not
+    pay it, so the card says so rather than "$0.0000"."""
+    paid = f"${cost_usd:,.4f}"
+    if not n_imported:
+        return paid, "API cost (judges and generators, as the spend ledger records it)"
+    own = f"; this run's own API calls, as the spend ledger records them: {paid}" if cost_usd else ""
+    return (
+        f"{paid} + unknown" if cost_usd else "unknown",
+        f"API cost: unknown for the {n_imported:,} imported generations and their judgments (paid by the "
+        f"release's authors, not by this run){own}",
+    )
+
+
+def overview(
+    all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFrame | None, generations: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """Headline counts for the top of the report; ``generations`` tells imported rows apart."""
     useful = votes["useful"].map(lambda v: not is_missing(v) and bool(v)) if len(votes) else pd.Series(dtype=bool)
     cost = float(pd.to_numeric(ledger["cost_usd"], errors="coerce").fillna(0).sum()) if ledger is not None and len(ledger) else 0.0
+    n_imported = int((generations["finish_reason"] == IMPORTED).sum()) if generations is not None and len(generations) else 0
+    cost_value, cost_label = cost_card(cost, n_imported)
     return {
         "models": ordered_unique(all_metrics["model"]),
         "datasets": ordered_unique(all_metrics["dataset"]),
@@ -192,6 +212,8 @@ def overview(all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFram
         "n_prompts": len(votes),
         "n_useful": int(useful.sum()),
         "cost_usd": cost,
+        "cost_value": cost_value,
+        "cost_label": cost_label,
     }
 
 
@@ -258,7 +280,7 @@ def build_report(
     context = {
         "title": title,
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "overview": overview(all_metrics, votes, ledger),
+        "overview": overview(all_metrics, votes, ledger, generations),
         "config_yaml": yaml.safe_dump(plain(dict(config)), sort_keys=False, allow_unicode=True),
         "git_commit": git_commit or "unknown (not a git checkout)",
         "package_versions": sorted(plain(dict(package_versions)).items()),

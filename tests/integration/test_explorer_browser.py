@@ -372,12 +372,14 @@ def test_release_slice_tables_open_their_items(tab, glm_release, shots):
     assert all(value == pytest.approx(expected) for _, value, expected in values), values[:5]
     kinds = {s[3]: row for s, (*_, row) in zip(sources, seen)}
     assert kinds["unique"] == "published vote line" and kinds["catcons"] == "question"
-    # A line judging a text judged before: the join gives the first line's votes to its questions.
-    repeat = int(lines.index[lines["joined"].map(len) == 0][0])
+    # A later line of a text judged before: its own question takes its votes, and it names the other line.
+    cs = lines[lines["dataset"] == "cs"]
+    repeat = int(cs.index[cs.duplicated(["strategy", "question"])][0])
+    assert len(lines.loc[repeat, "joined"]) == 1, "every line of the slice is some original's own"
     key = f"cs/{lines.loc[repeat, 'strategy']}/glm-4-9b/line {lines.loc[repeat, 'line']}"
     tab.eval(f"explorer.openHash('f.dataset=cs&m=unique&i=' + encodeURIComponent({json.dumps(key)}))")
     detail = tab.eval("document.getElementById('detail').innerText")
-    assert f"published vote line {lines.loc[repeat, 'line']}" in detail and "the join gives that first line's votes" in detail
+    assert f"published vote line {lines.loc[repeat, 'line']}" in detail and "the same text is also on" in detail
     tab.screenshot(shots / "explorer_release_line.png")
     tab.eval("explorer.openHash('f.dataset=cs&f.strategy=FGP&m=catcons&mv=rest&i=cs/fgp/glm-4-9b/cs-0007:fgp')")
     tab.screenshot(shots / "explorer_release_slice.png")

@@ -95,7 +95,8 @@ def test_release_table4_links_to_its_published_lines(planted):
     assert all(kinds[metric] == {QUESTION_ROW} for metric in set(kinds) - set(BINARY_CRITERIA) if kinds[metric])
     flagged = metrics[metrics["model"] == "flagged"].set_index("metric")
     assert flagged.loc["unique", "n"] == 25, "24 originals, 22 judged, on 25 lines"
-    # The join would say otherwise: each original counted once, with its text's first line.
+    # The join says otherwise: each judged original counted once, with its own line (the two
+    # extra lines of THRICE and the orphan line are no original's).
     joined = score_cell(votes[votes["model"] == "flagged"], reliability, n_resamples=5).set_index("metric")
     assert joined.loc["unique", "n"] == 22 and joined.loc["unique", "value"] != pytest.approx(flagged.loc["unique", "value"])
     dropped = metrics[metrics["model"] == "dropped"].set_index("metric")
@@ -110,9 +111,9 @@ def test_release_table4_links_to_its_published_lines(planted):
     shared, thrice, orphan = (rows("flagged", text) for text in (SHARED, THRICE, ORPHAN))
     kind = table.values["row"]
     assert [kind[i] for i in shared] == [QUESTION_ROW] * 2 + [LINE_ROW] * 2
-    assert [table.values["line"][i] for i in shared] == ["4", "4", "4", "5"], "both originals take line 4"
-    assert [table.values["joined"][i] for i in shared[2:]] == [JOINED, REPEATED]
-    assert [table.values["unique"][i] for i in shared] == ["yes", "yes", "yes", "no"]
+    assert [table.values["line"][i] for i in shared] == ["4", "5", "4", "5"], "each original keeps its own line"
+    assert [table.values["joined"][i] for i in shared[2:]] == [JOINED, JOINED]
+    assert [table.values["unique"][i] for i in shared] == ["yes", "no", "yes", "no"]
     assert [table.values["joined"][i] for i in thrice] == [None, JOINED, REPEATED, REPEATED]
     assert [kind[i] for i in orphan] == [LINE_ROW] and table.values["joined"][orphan[0]] == NO_ORIGINAL
     assert table.values["line"][orphan[0]] == "25" and table.values[METRIC_COLUMN_PREFIX + "unique"][orphan[0]] == 0.0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.parsing import ParsedGeneration, parse_generation
+from bloomqg.parsing import ParsedGeneration, parse_generation, placeholder_reason, prompt_example_questions
 
 UNITS = ["Stack", "Queue", "Binary Tree", "Sorting"]
 FIXTURES = Path(__file__).parent / "fixtures" / "smollm2_generations.json"
@@ -112,6 +112,43 @@ def test_failures_carry_a_reason(text, reason):
     assert reason in parsed.parse_error
 
 
+@pytest.mark.parametrize("text", [
+    "<new_question>",  # what InternLM3-8B wrote for 104 CS CoT items of the paper's release
+    "  <your new question>\n",
+    "Question: <new_question>",
+    '"<new_question>"',
+])
+def test_a_template_placeholder_is_no_question(text):
+    parsed = cot(text)
+    assert parsed.parse_status == "failed" and parsed.new_question is None
+    assert "placeholder" in parsed.parse_error
+
+
+def test_the_prompts_own_example_answer_is_no_question():
+    prompt = ('Reply with JSON only, in this form:\n'
+              '{"knowledge_unit": "Stack", "bloom_level": "Apply", "question": "How would you reverse a string with a stack?"}\n'
+              "Original question: What is a stack?")
+    examples = prompt_example_questions(prompt)
+    assert examples == ["How would you reverse a string with a stack?"]
+    echoed = parse_generation('{"knowledge_unit": "Stack", "bloom_level": "Apply", '
+                              '"question": "How would you reverse a string  with a stack?"}',
+                              "cot", knowledge_units=UNITS, example_questions=examples)
+    assert echoed.parse_status == "failed" and "prompt's own example question" in echoed.parse_error
+    other = parse_generation('{"question": "How would you check brackets with a stack?"}', "fgp",
+                             knowledge_units=UNITS, example_questions=examples)
+    assert other.parse_status == "ok"
+    assert placeholder_reason("What is a <tag> in HTML?") is None, "a question that mentions one is a question"
+
+
+def test_shipped_templates_example_answers_are_placeholders():
+    from bloomqg.prompts import default_template_paths
+    from bloomqg.provenance import REPO_ROOT
+
+    for strategy in ("cot", "fgp"):
+        template = default_template_paths(strategy, REPO_ROOT)[0].read_text(encoding="utf-8")
+        assert [placeholder_reason(q) is not None for q in prompt_example_questions(template)] == [True]
+
+
 def test_unknown_strategy_is_a_programming_error():
     with pytest.raises(ValueError, match="strategy"):
         parse_generation("{}", "zero-shot", knowledge_units=UNITS)
@@ -153,3 +190,26 @@ def test_prefilled_answers_real_smollm2():
     assert parsed.parse_error == "JSON object(s) found, but none has a question field"
     # cut off at max_new_tokens inside the question's string: no closed value, no guess
     assert fgp('{"question": "Explain how a stack differs from a').parse_status == "failed"
+
+
+def test_a_generation_that_echoes_its_prompts_example_fails_to_parse():
+    # Our own generations follow the same rule as the release's import: the stage hands the
+    # parser the example answer its prompt showed.
+    from bloomqg.chat import Completion
+    from bloomqg.generation.stage import completion_row
+
+    example = "How would you reverse a string with a stack?"
+    prompt = {
+        "prompt_id": "cs-0001:fgp", "item_id": "cs-0001", "dataset": "cs", "strategy": "fgp",
+        "original_question": "What is a stack?", "original_bloom_level": "Remember",
+        "original_knowledge_units": ["Stack"], "prompt_hash": "0" * 16,
+        "messages_json": json.dumps([{"role": "system", "content": "Be brief."}, {
+            "role": "user", "content": f'Reply in this form:\n{{"question": "{example}"}}\nOriginal question: What is a stack?'}]),
+    }
+    echoed = completion_row(prompt, Completion("cs-0001:fgp", json.dumps({"question": example}), "stop"), "m", 0, UNITS)
+    assert echoed["parse_status"] == "failed" and echoed["new_question"] is None
+    assert "prompt's own example question" in echoed["parse_error"]
+    placeholder = completion_row(prompt, Completion("cs-0001:fgp", "<new_question>", "stop"), "m", 0, UNITS)
+    assert placeholder["parse_status"] == "failed" and "placeholder" in placeholder["parse_error"]
+    fresh = completion_row(prompt, Completion("cs-0001:fgp", '{"question": "Why is a stack LIFO?"}', "stop"), "m", 0, UNITS)
+    assert fresh["parse_status"] == "ok" and fresh["new_question"] == "Why is a stack LIFO?"

@@ -15,6 +15,7 @@ import yaml
 
 from bloomqg.metrics.cell import score_cell
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
+from bloomqg.parsing import placeholder_reason
 from bloomqg.parquet_io import to_table
 from bloomqg.release.runs import (
     NO_QUESTION,
@@ -74,7 +75,7 @@ def write_cs_cot(folder: Path, rows=CS_COT_ROWS, drop: tuple[str, ...] = ()) -> 
     return xlsx, jsonl
 
 
-def test_import_joins_on_the_new_question_and_keeps_every_original(tmp_path, caplog):
+def test_import_joins_by_line_and_keeps_every_original(tmp_path, caplog):
     xlsx, jsonl = write_cs_cot(tmp_path)
     with caplog.at_level(logging.INFO, logger="bloomqg.release"):
         generations, votes = import_run(ReleaseRun("m", "cs", "cot", xlsx, jsonl))
@@ -82,9 +83,9 @@ def test_import_joins_on_the_new_question_and_keeps_every_original(tmp_path, cap
     to_table(votes, VOTES)
     assert votes["item_id"].tolist() == [f"cs-{i:04d}" for i in range(1, 6)]
     assert votes["prompt_id"].tolist()[0] == "cs-0001:cot"
-    # Both originals with "Design a stack." take the first judged line (unique 1,1,0 -> True).
-    assert votes.loc[[0, 2], "unique"].tolist() == [True, True]
-    assert votes.loc[0, "unique_votes"] == ["1", "1", "0"]
+    # Both originals wrote "Design a stack."; each keeps its own line (1,1,0 and 0,0,1).
+    assert votes.loc[[0, 2], "unique"].tolist() == [True, False]
+    assert votes.loc[0, "unique_votes"] == ["1", "1", "0"] and votes.loc[2, "unique_votes"] == ["0", "0", "1"]
     assert votes.loc[0, "unique_agreement"] == pytest.approx(2 / 3)
     assert "other votes" in caplog.text
     # Uncategorized: original -> null level; judged -> null level with the judged reason.
@@ -110,12 +111,92 @@ def test_import_joins_on_the_new_question_and_keeps_every_original(tmp_path, cap
     assert (generations["finish_reason"] == "imported").all() and not votes["alpha_gated"].any()
 
 
+def _triples(votes: pd.DataFrame) -> list[tuple[str, ...]]:
+    """Each judged row's (unique, readable, answerable) vote lists, as one hashable tuple."""
+    judged = votes[votes["n_judges"] > 0]
+    return sorted(zip(*(map(tuple, judged[f"{criterion}_votes"]) for criterion in ("unique", "readable", "answerable"))))
+
+
+def _line_triples(run: ReleaseRun) -> list[tuple[str, ...]]:
+    """The same for every line of the run's votes file as published, less the lines that judge
+    a template placeholder (no question: those rows fail to parse)."""
+    lines = published_vote_lines(run)
+    lines = lines[[placeholder_reason(text) is None for text in lines["question"]]]
+    return sorted(zip(*(map(tuple, lines[f"{criterion}_votes"]) for criterion in ("unique", "readable", "answerable"))))
+
+
+def test_each_original_keeps_the_votes_of_its_own_line_when_texts_repeat(tmp_path):
+    # A model that wrote one text for several originals: the release judges it once per
+    # original, and the judges disagree from line to line. Joining on the text gave all four
+    # the first line's votes.
+    repeated = "Placeholder question."
+    texts = ["Q0.", repeated, "Q2.", repeated, repeated, "Q5.", repeated, "Never judged.", "Q8."]
+    rows = [("Stacks", "Apply", f"Original {i}?", "Stacks", "Apply", text, "Apply") for i, text in enumerate(texts)]
+    own = {1: (1, 0, 0), 3: (1, 1, 0), 4: (0, 0, 0), 6: (0, 1, 1)}
+    lines = [judged(text, unique=own.get(i, (1, 1, 1)), readable=own.get(i, (1, 1, 1))[::-1])
+             for i, text in enumerate(texts) if text != "Never judged."]
+    lines.append(judged("No original wrote this.", unique=(0, 1, 0)))
+    xlsx, jsonl = write_cs_cot(tmp_path, rows=rows)
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    run = ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+    _, votes = import_run(run)
+    for row, unique in own.items():
+        assert votes.loc[row, "unique_votes"] == [str(v) for v in unique], row
+        assert votes.loc[row, "readable_votes"] == [str(v) for v in unique[::-1]], row
+        assert votes.loc[row, "unique"] == (sum(unique) >= 2), row
+    assert votes.loc[7, "unique_null_reason"] == NOT_JUDGED and votes.loc[8, "unique_votes"] == ["1", "1", "1"]
+    # Every line but the orphan is one original's, once: the imported votes are those lines'.
+    lines_frame = published_vote_lines(run, votes)
+    assert lines_frame["joined"].tolist() == [
+        [f"cs-{i + 1:04d}:cot"] for i, text in enumerate(texts) if text != "Never judged."] + [[]]
+    taken = lines_frame[lines_frame["joined"].map(len) > 0]
+    assert _triples(votes) == sorted(zip(*(map(tuple, taken[f"{c}_votes"]) for c in ("unique", "readable", "answerable"))))
+
+
+def test_a_placeholder_is_a_parse_failure_and_its_lines_count_in_table4_only(tmp_path):
+    texts = ["Q0.", "<new_question>", "Q2.", "<new_question>", "Q4."]
+    rows = [("Stacks", "Apply", f"Original {i}?", "Stacks", "Apply", text, "Apply") for i, text in enumerate(texts)]
+    lines = [judged(text, unique=(1, 0, 0) if i == 1 else (0, 0, 0) if i == 3 else (1, 1, 1)) for i, text in enumerate(texts)]
+    xlsx, jsonl = write_cs_cot(tmp_path, rows=rows)
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    run = ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+    generations, votes = import_run(run)
+    assert generations["parse_status"].tolist() == ["ok", "failed", "ok", "failed", "ok"]
+    assert generations.loc[1, "raw_text"] == "<new_question>" and pd.isna(generations.loc[1, "new_question"])
+    assert "template's placeholder '<new_question>'" in generations.loc[1, "parse_error"]
+    assert votes.loc[[1, 3], ["unique", "useful", "bloom_level"]].isna().all().all()
+    assert votes.loc[3, "unique_null_reason"] == generations.loc[3, "parse_error"] == votes.loc[3, "bloom_level_null_reason"]
+    published = published_vote_lines(run, votes)
+    assert published["joined"].tolist() == [["cs-0001:cot"], [], ["cs-0003:cot"], [], ["cs-0005:cot"]]
+    by_lines = score_cell(votes, None, n_resamples=20, published_lines=published).set_index("metric")
+    # Table 4 is the release's, over its five lines; usability counts the three questions.
+    assert by_lines.loc["unique", ["value", "n"]].tolist() == [60.0, 5]
+    assert by_lines.loc["usability", ["value", "n"]].tolist() == [100.0, 3]
+
+
+def test_a_line_judged_out_of_place_still_goes_to_its_own_original(tmp_path):
+    # The release's lines follow the rows' order; one judged late (moved to the end) still
+    # pairs with the row that wrote it, and a repeated text's lines stay one per original.
+    texts = ["A.", "B.", "A.", "C.", "D."]
+    rows = [("Stacks", "Apply", f"Original {i}?", "Stacks", "Apply", text, "Apply") for i, text in enumerate(texts)]
+    lines = [judged("A.", unique=(1, 0, 0)), judged("A.", unique=(0, 0, 0)), judged("C.", unique=(0, 1, 1)),
+             judged("D.", unique=(1, 0, 1)), judged("B.", unique=(1, 1, 0))]
+    xlsx, jsonl = write_cs_cot(tmp_path, rows=rows)
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    run = ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+    _, votes = import_run(run)
+    assert votes["unique_votes"].tolist() == [["1", "0", "0"], ["1", "1", "0"], ["0", "0", "0"], ["0", "1", "1"], ["1", "0", "1"]]
+    assert _triples(votes) == _line_triples(run)
+    assert published_vote_lines(run, votes)["joined"].tolist() == [
+        ["cs-0001:cot"], ["cs-0003:cot"], ["cs-0004:cot"], ["cs-0005:cot"], ["cs-0002:cot"]]
+
+
 def test_imported_votes_score_with_uncategorized_matching(tmp_path):
     xlsx, jsonl = write_cs_cot(tmp_path)
     _, votes = import_run(ReleaseRun("m", "cs", "cot", xlsx, jsonl))
     result = score_cell(votes, None, n_resamples=50).set_index("metric")
-    # Useful: rows 1, 2 (uncategorized pair: a match) and 3 -> CatCons 1/3.
-    assert result.loc["catcons", ["value", "n"]].tolist() == [pytest.approx(100 / 3), 3]
+    # Useful: rows 1 and 2 (uncategorized pair: a match); row 3's own line is not unique -> 1/2.
+    assert result.loc["catcons", ["value", "n"]].tolist() == [50.0, 2]
     assert result.loc["knowledge_id_acc", ["value", "n"]].tolist() == [60.0, 5]
     assert result.loc["unique", "n"] == 3
 
@@ -128,16 +209,16 @@ def test_table4_counts_every_published_line_the_other_metrics_keep_the_join(tmp_
     lines = published_vote_lines(run, votes)
     to_table(lines, PUBLISHED_VOTE_LINES)
     assert lines["line"].tolist() == [1, 2, 3] and lines["unique"].tolist() == [True, True, False]
-    # Each line's judges and agreement; whom the join gives its votes (line 3: nobody, a repeat).
+    # Each line's judges and agreement, and the original whose own line it is.
     assert lines["unique_votes"].tolist() == [["1", "1", "0"], ["1", "1", "1"], ["0", "0", "1"]]
     assert lines["unique_agreement"].tolist() == pytest.approx([2 / 3, 1, 2 / 3])
     assert lines.loc[1, "knowledge_units"] == ["Queues"] and lines.loc[1, "knowledge_units_agreement"] == pytest.approx(1 / 3)
-    assert lines["joined"].tolist() == [["cs-0001:cot", "cs-0003:cot"], ["cs-0002:cot"], []]
+    assert lines["joined"].tolist() == [["cs-0001:cot"], ["cs-0002:cot"], ["cs-0003:cot"]]
     assert published_vote_lines(run)["joined"].isna().all(), "without the votes, the join is unknown"
     by_join = score_cell(votes, None, n_resamples=50).set_index("metric")
     by_lines = score_cell(votes, None, n_resamples=50, published_lines=lines).set_index("metric")
-    # The join: three judged originals, each "Design a stack." taking line 1 -> 3 of 3 unique.
-    assert by_join.loc["unique", ["value", "n"]].tolist() == [100.0, 3]
+    # The join: three judged originals, each with its own line -> the lines' 2 of 3 here.
+    assert by_join.loc["unique", ["value", "n"]].tolist() == [pytest.approx(200 / 3), 3]
     # The paper's rule: 2 of the 3 lines as published.
     assert by_lines.loc["unique", ["value", "n"]].tolist() == [pytest.approx(200 / 3), 3]
     assert by_lines.loc["unique", "ci_low"] <= by_lines.loc["unique", "value"] <= by_lines.loc["unique", "ci_high"]
@@ -350,7 +431,9 @@ def test_glm_table5_usability_catcons_knowcov(glm):
     fgp = _cell(glm["tables"]["table5"], "cs", "fgp")
     # CoT usability: the paper prints 90.40; the release's useful share is 90.70 (README).
     assert tuple(cot[["usability", "catcons", "knowcov"]]) == pytest.approx((90.70, 37.17, 85.45), abs=0.005)
-    assert tuple(fgp[["usability", "catcons", "knowcov"]]) == pytest.approx((99.43, 51.42, 92.82), abs=0.005)
+    # FGP KnowCov: the paper prints 92.82, what giving each repeated text its first line's units
+    # gives; each original with its own line gives 92.75 (configs/paper-figures.yaml says so).
+    assert tuple(fgp[["usability", "catcons", "knowcov"]]) == pytest.approx((99.43, 51.42, 92.75), abs=0.005)
     math_row = _cell(glm["tables"]["table5"], "math", "fgp")
     assert math_row["usability"] == pytest.approx(97.71, abs=0.005)
     assert math.isnan(math_row["catcons"])  # no judged level for math: empty cell
@@ -408,6 +491,23 @@ def test_full_manifest_takes_release_dir_and_pins_every_file(tmp_path, release_d
         with pytest.raises(ReleaseError) as error:
             load_manifest(FULL_MANIFEST, release_dir=release_dir)
         assert str(error.value).count("not found") == 2 * len(missing)
+
+
+def _manifest_cells() -> list[tuple[str, str, str]]:
+    runs = yaml.safe_load(FULL_MANIFEST.read_text(encoding="utf-8"))["runs"]
+    return [(run["model"], run["dataset"], run["strategy"]) for run in runs]
+
+
+@pytest.mark.parametrize("cell", _manifest_cells(), ids="/".join)
+def test_every_published_line_keeps_its_votes_on_import(cell, release_dir):
+    # The multiset of imported (unique, readable, answerable) vote triples is the release's, run
+    # by run: no line's votes are copied onto another's row, none lost. Runs not downloaded skip.
+    runs = load_manifest(FULL_MANIFEST, release_dir=release_dir, check_files=False)
+    run = next(run for run in runs if (run.model, run.dataset, run.strategy) == cell)
+    if missing_runs([run]):
+        pytest.skip(f"{cell}: not in the shared copy of the release at {release_dir}")
+    _, votes = import_run(run)
+    assert _triples(votes) == _line_triples(run)
 
 
 def test_a_file_that_is_not_the_pinned_one_is_refused(tmp_path):

@@ -265,3 +265,20 @@ def test_figure_marks_are_focusable_links_over_the_image(built, tmp_path):
     assert [m["data-n"] for m in marks] == ["7", "1"]
     assert all(m["href"].startswith("explorer/index.html#f.model=m&") and m["aria-label"] == m["title"] for m in marks)
     assert not [t for t, _ in collector.tags if t == "script"]
+
+
+def test_an_imported_release_costs_unknown_not_zero():
+    # The release's authors paid its generations and judges; this run paid nothing for them:
+    # the card says the cost is unknown, never "$0.0000".
+    from bloomqg.reporting.report import cost_card, overview
+
+    study = synthetic_study(n_models=1, n_items=4)
+    imported = study.generations.assign(finish_reason="imported")
+    card = overview(study.metrics, study.votes, None, imported)
+    assert card["cost_value"] == "unknown" and "$0.0000" not in card["cost_label"]
+    assert f"unknown for the {len(imported):,} imported generations" in card["cost_label"]
+    assert "not by this run" in card["cost_label"]
+    own = overview(study.metrics, study.votes, study.ledger, study.generations)
+    assert own["cost_value"] == f"${study.ledger['cost_usd'].sum():,.4f}" and "unknown" not in own["cost_label"]
+    assert cost_card(0.5, 3) == ("$0.5000 + unknown", cost_card(0.5, 3)[1])
+    assert "this run's own API calls, as the spend ledger records them: $0.5000" in cost_card(0.5, 3)[1]

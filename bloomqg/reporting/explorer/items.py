@@ -32,6 +32,7 @@ from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.quality import line_terms
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
+from bloomqg.parsing import placeholder_reason
 from bloomqg.reporting.display import CRITERION_LABEL, is_missing, ordered_unique, strategy_label
 from bloomqg.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
 
@@ -45,11 +46,13 @@ COUNT_TERMS: dict[str, str | None] = {"n_generated": None, "n_useful": "usabilit
 #: published votes file (the rows its Table 4 counts).
 QUESTION_ROW = "question"
 LINE_ROW = "published vote line"
-#: The ``joined`` column of a line row: the join gives its votes to the originals that wrote its
-#: text; a later line of such a text counts in Table 4 only; a text no original wrote likewise.
+#: The ``joined`` column of a line row: the join gives its votes to the original whose own line
+#: it is; a line of a text judged more often than written counts in Table 4 only, and a text no
+#: original wrote likewise, and a line judging a template placeholder, which is no question.
 JOINED = "joined"
 REPEATED = "repeated text"
 NO_ORIGINAL = "no original"
+PLACEHOLDER_LINE = "placeholder"
 
 
 @dataclass(frozen=True)
@@ -376,12 +379,21 @@ def _line_cells(
         out.append({
             **empty, **verdicts, "row": LINE_ROW, "cell": key, "dataset": str(row["dataset"]),
             "model": str(row["model"]), "strategy": strategy_label(str(row["strategy"])), "line": str(row["line"]),
-            "joined": JOINED if joined else REPEATED if row["question"] in question_texts.get(key, ()) else NO_ORIGINAL,
+            "joined": _line_kind(joined, str(row["question"]), question_texts.get(key, set())),
             **{criterion: _yes_no(row[criterion]) for criterion in BINARY_CRITERIA},
             "judged_units": _as_list(row["knowledge_units"]) or [NONE],
             "gate": list(gate.get(key, [])) or ["passed"], "new_question": str(row["question"]),
         })
     return out
+
+
+def _line_kind(joined: Sequence[str], text: str, question_texts: set[str]) -> str:
+    """The ``joined`` value of a published line (:data:`JOINED` and the others)."""
+    if joined:
+        return JOINED
+    if placeholder_reason(text):
+        return PLACEHOLDER_LINE
+    return REPEATED if text in question_texts else NO_ORIGINAL
 
 
 def _checked_lines(lines: pd.DataFrame, keys: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:

@@ -124,7 +124,7 @@
     // Sort rank of each dictionary value: Bloom order for levels, else natural order.
     const order = c.key.endsWith("_level") || c.key.endsWith(".bloom_level") ? LEVEL_ORDER
       : c.key === "transition" ? TRANSITION_ORDER : c.key === "row" ? [QUESTION_ROW, LINE_ROW]
-      : c.key === "joined" ? ["joined", "repeated text", "no original"] : null;
+      : c.key === "joined" ? ["joined", "repeated text", "placeholder", "no original"] : null;
     const idx = c.dict.map((v, i) => i);
     idx.sort((a, b) => {
       const va = c.dict[a], vb = c.dict[b];
@@ -626,11 +626,12 @@
       joined = `The join gives this line's votes to ${questions.map((i) => goto(i, itemName(i))).join(", ")}` +
         (sameText.length ? `; the same text is also on ${sameText.map((i) => goto(i, lineName(i))).join(", ")}` : "") + ".";
     } else if (v("joined") === "repeated text") {
-      const first = sameText[0];
-      const takers = first === undefined ? [] : inCell(r, (i) => !isLine(i) && sameCode("line", first)(i));
-      joined = `A later line of a text judged before, on ${first === undefined ? NONE : goto(first, lineName(first))}: ` +
-        `the join gives that first line's votes to ${takers.map((i) => goto(i, itemName(i))).join(", ") || NONE}. ` +
+      joined = "This text is judged more often than the run's originals wrote it; each of them keeps its own line " +
+        `(${sameText.map((i) => goto(i, lineName(i))).join(", ") || NONE}), so no question takes these votes. ` +
         "Table 4 counts this line as well.";
+    } else if (v("joined") === "placeholder") {
+      joined = "This line judges the template's placeholder, which is no question: the original that wrote it " +
+        "failed to parse, and no question takes these votes. Table 4 counts the line.";
     } else {
       joined = "No original of this run produced this text: no question takes these votes. Table 4 counts the line.";
     }
