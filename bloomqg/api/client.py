@@ -45,6 +45,7 @@ from typing import Any, Sequence
 from bloomqg.api.budget import BudgetExceededError, estimate_prompt_tokens
 from bloomqg.api.cache import CachedResponse, call_cache_key
 from bloomqg.api.client_core import ClientCore
+from bloomqg.api.retry import mask_key
 from bloomqg.api.wire import Call
 from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 
@@ -197,7 +198,7 @@ class OpenAICompatibleClient(ClientCore):
         cost = (paid or 0.0) if self.settings.prices_known else paid
         return Completion(
             request_id=request.request_id,
-            text=cached.text,
+            text=mask_key(cached.text, self.key_in_use),
             finish_reason=cached.finish_reason,
             n_prompt_tokens=cached.n_prompt_tokens,
             n_completion_tokens=cached.n_completion_tokens,

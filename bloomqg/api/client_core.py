@@ -21,6 +21,7 @@ from typing import Sequence
 from bloomqg.api.budget import Budget, SpendLedger
 from bloomqg.api.cache import CallCache
 from bloomqg.api.settings import ClientSettings
+from bloomqg.api.transport import key_in_environment
 from bloomqg.api.wire import Call
 from bloomqg.chat import ChatRequest, Completion
 
@@ -69,6 +70,8 @@ class ClientCore:
         if settings.budget_usd is not None and self.spend is None:
             raise ValueError("budget_usd needs a call cache: the spend is recorded beside it")
         self.budget = Budget(settings.budget_usd, self.spend) if settings.budget_usd is not None else None
+        #: masked in cached answers too: an entry written before answers were masked may hold it
+        self.key_in_use = key_in_environment(settings)
 
     def budget_failure(self, call: Call) -> Completion:
         """The recorded failure of a call the budget stopped."""
