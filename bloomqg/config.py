@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
+from bloomqg.api.settings import base_url_problem
 from bloomqg.config_schema import Cell, ConfigError
 from bloomqg.judges.registry import config_schema, judge_backend
 from bloomqg.provenance import REPO_ROOT
@@ -28,6 +29,12 @@ log = logging.getLogger(__name__)
 def _describe_sources(sources: Iterable[str | Path]) -> str:
     names = [str(s) for s in sources]
     return ", ".join(names) if names else "the config"
+
+
+def _refuse(problems: Sequence[str], sources: Iterable[str | Path]) -> None:
+    """Raise :class:`ConfigError` listing ``problems`` under the config file(s) they came from."""
+    listed = "\n  - ".join(problems)
+    raise ConfigError(f"invalid configuration ({_describe_sources(sources)}):\n  - {listed}")
 
 
 def _schema() -> dict[str, Any]:
@@ -44,9 +51,22 @@ def validate_schema(config: Mapping[str, Any], *, sources: Iterable[str | Path] 
     with its key path (e.g. ``models.smollm2.dtype``) and the config file(s) it came from."""
     problems = config_schema().problems(dict(config))
     if problems:
-        raise ConfigError(
-            f"invalid configuration ({_describe_sources(sources)}):\n  - " + "\n  - ".join(problems)
-        )
+        _refuse(problems, sources)
+
+
+def check_base_urls(config: Mapping[str, Any], *, sources: Iterable[str | Path] = ()) -> None:
+    """Refuse a ``base_url`` of any models or judges entry that carries credentials (user info,
+    a query string, a fragment), naming the entry and never echoing them; see
+    :func:`bloomqg.api.settings.base_url_problem`."""
+    problems = []
+    for section in ("models", "judges"):
+        entries = config.get(section)
+        for name, spec in (entries.items() if isinstance(entries, Mapping) else ()):
+            url = spec.get("base_url") if isinstance(spec, Mapping) else None
+            if isinstance(url, str) and (problem := base_url_problem(url)):
+                problems.append(f"{section}.{name}.base_url: {problem}")
+    if problems:
+        _refuse(problems, sources)
 
 
 def apply_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -201,6 +221,7 @@ def prepare_study(
     """Validate and resolve ``config``; with ``load_datasets`` also load every dataset once so
     that bad data fails here, before any job."""
     sources = list(sources)
+    check_base_urls(config, sources=sources)  # first: a schema error may print a whole entry
     validate_schema(config, sources=sources)
     cfg = apply_defaults({**config, "gate": gate_settings(config.get("gate") or {}, sources)})
     workdir = Path(workdir).resolve()

@@ -40,6 +40,29 @@ OUT_OF_MEMORY_ADVICE = (
 
 log = logging.getLogger(__name__)
 
+#: Secrets masked in every line a job logs, tracebacks included (:func:`hide_in_logs`).
+_hidden: set[str] = set()
+#: Shorter keys are masked neither in logs nor in answers: the "EMPTY" or "test" that local
+#: servers are often given would mangle ordinary words, and a key that short guards nothing.
+MIN_MASKED_LENGTH = 8
+
+
+def hide_in_logs(secret: str | None) -> None:
+    """Mask ``secret`` (an API key) as ``***`` in every line this process logs from now on: the
+    last line of defence for a text that reaches a log on a path nothing else masked."""
+    if secret and len(secret) >= MIN_MASKED_LENGTH:
+        _hidden.add(secret)
+
+
+class _MaskingFormatter(logging.Formatter):
+    """The job log's format, with every secret given to :func:`hide_in_logs` masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        for secret in _hidden:
+            text = text.replace(secret, "***")
+        return text
+
 
 class _JobState:
     """What the exit hooks of this process need: its log, the attempt's second name, the outcome."""
@@ -71,7 +94,9 @@ def configure_job_logging(log_path: str | Path | None, level: int = logging.INFO
             _job.linked = True
         except OSError:  # no hard links here (some network file systems): copied on failure
             _job.linked = False
-    logging.basicConfig(level=level, format=_FORMAT, handlers=handlers, force=True)
+    for handler in handlers:
+        handler.setFormatter(_MaskingFormatter(_FORMAT))
+    logging.basicConfig(level=level, handlers=handlers, force=True)
     logging.captureWarnings(True)
     if log_path:
         earlier = sorted(set(attempt_logs(log_path)) - {_job.attempt_path})

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bloomqg.api.cache import canonical_json
-from bloomqg.api.retry import FatalAPIError, ItemError, RejectedRequest, RetryableError, retry_delay, status_error
+from bloomqg.api.retry import (
+    FatalAPIError, ItemError, RejectedRequest, RetryableError, redact, retry_delay, status_error,
+)
 from bloomqg.api.sync import SyncRunner
 from bloomqg.api.transport import api_key_from_env, sdk_client
 from bloomqg.api.wire import Call, parse_completion, request_body
@@ -397,7 +399,8 @@ class BatchRunner:
                 outcomes[key] = self._outcome(call, part.structured[key], record, batch.id)
         why = f"batch {batch.id} ended {batch.status} without a result for it"
         if batch.status == "failed" and batch.errors is not None and batch.errors.data:
-            why += ": " + "; ".join(f"{e.code}: {e.message}" for e in batch.errors.data[:3])
+            errors = "; ".join(f"{e.code}: {e.message}" for e in batch.errors.data[:3])
+            why += ": " + redact(errors, self.api_key)[:500]
         for key in calls:
             outcomes.setdefault(key, _Outcome(retry_reason=why))
         return outcomes
@@ -411,7 +414,9 @@ class BatchRunner:
         body = response.get("body")
         try:
             if status == 200 and isinstance(body, dict):
-                cached, done = parse_completion(self.settings, call, body, structured, batch=True)
+                cached, done = parse_completion(
+                    self.settings, call, body, structured, batch=True, api_key=self.api_key
+                )
                 assert client.cache is not None
                 client.cache.put(call.key, cached)  # before the caller sees it, as in sync mode
                 client.counts.succeeded += 1
@@ -420,12 +425,14 @@ class BatchRunner:
             if isinstance(status, int):
                 detail = (body or {}).get("error") if isinstance(body, dict) else None
                 detail = detail if isinstance(detail, dict) else {}
+                # status_error masks the key, then cuts: cut first, a key across the cut survives in part.
                 raise status_error(
-                    self.settings, status, str(detail.get("message") or body)[:300], detail.get("code"), None, self.api_key
+                    self.settings, status, str(detail.get("message") or body), detail.get("code"), None,
+                    self.api_key,
                 )
             code = (error or {}).get("code") if isinstance(error, dict) else None
             message = (error or {}).get("message") if isinstance(error, dict) else None
-            raise RetryableError(code or "batch_error", f"{code}: {message}")
+            raise RetryableError(code or "batch_error", redact(f"{code}: {message}", self.api_key)[:500])
         except FatalAPIError:
             raise
         except RetryableError as retryable:

@@ -20,7 +20,9 @@ from typing import Sequence
 
 from bloomqg.api.budget import Budget, SpendLedger
 from bloomqg.api.cache import CachedResponse, CallCache
+from bloomqg.api.retry import mask_key
 from bloomqg.api.settings import ClientSettings
+from bloomqg.api.transport import key_in_environment
 from bloomqg.api.wire import Call
 from bloomqg.chat import ChatRequest, Completion
 
@@ -69,6 +71,8 @@ class ClientCore:
         if settings.budget_usd is not None and self.spend is None:
             raise ValueError("budget_usd needs a call cache: the spend is recorded beside it")
         self.budget = Budget(settings.budget_usd, self.spend) if settings.budget_usd is not None else None
+        #: masked in cached answers too: an entry written before answers were masked may hold it
+        self.key_in_use = key_in_environment(settings)
 
     def budget_failure(self, call: Call) -> Completion:
         """The recorded failure of a call the budget stopped."""
@@ -112,7 +116,7 @@ class ClientCore:
         cost = (paid or 0.0) if self.settings.prices_known else paid
         return Completion(
             request_id=request.request_id,
-            text=cached.text,
+            text=mask_key(cached.text, self.key_in_use),  # entries cached before keys were masked
             finish_reason=cached.finish_reason,
             n_prompt_tokens=cached.n_prompt_tokens,
             n_completion_tokens=cached.n_completion_tokens,

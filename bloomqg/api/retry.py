@@ -17,6 +17,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Mapping
 
+from bloomqg.logs import MIN_MASKED_LENGTH
+
 if TYPE_CHECKING:
     from bloomqg.api.settings import ClientSettings
 
@@ -51,10 +53,21 @@ class RejectedRequest(Exception):
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` (and any ``sk-…`` token) masked: errors may echo a key."""
+    """``text`` with ``secret`` (and any ``sk-…`` token) masked: errors may echo a key. Mask the
+    whole text before cutting it: a cut through the key leaves a part the mask cannot match."""
     if secret:
         text = text.replace(secret, "***")
     return re.sub(r"\bsk-[A-Za-z0-9_\-*]{6,}", "sk-***", text)
+
+
+def mask_key(text: str, secret: str | None) -> str:
+    """An answer's ``text`` with the key in use masked, so a server that echoes the key in a
+    successful answer puts it into no cache entry, ``raw_text`` or log. Only the exact key (of
+    :data:`~bloomqg.logs.MIN_MASKED_LENGTH` characters or more): an ``sk-…`` word in an answer may be
+    content. A key is never a valid part of an answer, so the masked text parses the same."""
+    if secret and len(secret) >= MIN_MASKED_LENGTH and secret in text:
+        return text.replace(secret, "***")
+    return text
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
@@ -109,7 +122,7 @@ def status_error(
 ) -> Exception:
     """The error to raise for an HTTP error answer (sync call or batch item): fatal for
     401/403/404/insufficient quota, retryable for 408/409/429/5xx, otherwise an item error."""
-    detail = redact(f"HTTP {status}: {message}"[:500], api_key)
+    detail = redact(f"HTTP {status}: {message}", api_key)[:500]
     if status in (401, 403):
         return FatalAPIError(
             f"HTTP {status} from {settings.endpoint} (model {settings.model}): the endpoint "

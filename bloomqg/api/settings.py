@@ -64,6 +64,8 @@ class ClientSettings:
             f"model: {self.model!r} is not a non-empty string"]
         settings = {key: value for key, value in dataclasses.asdict(self).items() if key != "model"}
         problems += file_schema().problems(settings, "#/$defs/api_settings")
+        if isinstance(self.base_url, str) and (problem := base_url_problem(self.base_url)):
+            problems.append(f"base_url: {problem}")
         if self.budget_usd is not None and not self.prices_known:
             problems.append("budget_usd needs price_per_million_input and price_per_million_output: "
                             "without prices the spend cannot be counted")
@@ -120,6 +122,33 @@ class ClientSettings:
         values = dataclasses.asdict(self)
         values["base_url"] = self.endpoint
         return values
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a ``base_url``, or None. User info (``user:password@``), a query
+    string (``?token=…``) and a fragment are refused: whatever a base_url holds is written where
+    the config is (``.snakemake/`` metadata, Snakemake's report, the HTML report, Parquet
+    provenance). The message shows the URL without them, so it is safe to print."""
+    try:
+        parts = urlsplit(url)
+        shown = redact_url(url)
+    except ValueError:  # e.g. a port that is not a number
+        return "is not a valid URL (check its host and port)"
+    found = []
+    if "@" in parts.netloc:
+        found.append("user info (user:password@)")
+    if "?" in url:
+        found.append("a query string (?...)")
+    if "#" in url:
+        found.append("a fragment (#...)")
+    if not found:
+        return None
+    return (
+        f"{shown} carries {' and '.join(found)}: credentials do not belong in a base_url, which is "
+        "written into .snakemake/ metadata, the report and the Parquet provenance. Put the key in an "
+        "environment variable and name that variable in api_key_env (the key is sent as "
+        "'Authorization: Bearer <key>'), and give base_url as scheme://host[:port]/path only"
+    )
 
 
 def redact_url(url: str) -> str:

@@ -248,7 +248,9 @@ class SyncRunner:
             except RejectedRequest as second:
                 raise ItemError(str(second)) from None
             client.fall_back_to_text(str(error))
-        cached, completion = parse_completion(settings, call, response, structured, batch=False)
+        cached, completion = parse_completion(
+            settings, call, response, structured, batch=False, api_key=state.api_key
+        )
         return completion, cached
 
     async def _send(self, body: dict[str, Any], state: _RunState, idempotency_key: str) -> Any:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.retry import FatalAPIError, RetryableError, status_error
 from bloomqg.api.settings import OPENAI_BASE_URL, ClientSettings
+from bloomqg.logs import hide_in_logs
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -36,12 +37,22 @@ def api_key_from_env(settings: ClientSettings) -> str | None:
     name = settings.api_key_env
     if name is None:
         return None
-    key = os.environ.get(name, "").strip()
+    key = key_in_environment(settings)
     if not key:
         raise FatalAPIError(
             f"environment variable {name} is not set or empty: it must hold the API key for "
             f"{settings.endpoint} (model {settings.model}). Export it before running."
         )
+    return key
+
+
+def key_in_environment(settings: ClientSettings) -> str | None:
+    """The key in the entry's ``api_key_env`` variable, or None (none named, unset or empty);
+    masked from then on in every line the job logs (:func:`bloomqg.logs.hide_in_logs`)."""
+    key = os.environ.get(settings.api_key_env, "").strip() if settings.api_key_env else ""
+    if not key:
+        return None
+    hide_in_logs(key)
     return key
 
 

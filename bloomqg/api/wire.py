@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.cache import CachedResponse
-from bloomqg.api.retry import ItemError, RetryableError
+from bloomqg.api.retry import ItemError, RetryableError, mask_key
 from bloomqg.chat import ChatRequest, Completion
 
 if TYPE_CHECKING:
@@ -61,10 +61,12 @@ def request_body(
 
 
 def parse_completion(
-    settings: ClientSettings, call: Call, response: Mapping[str, Any], structured: str | None, *, batch: bool
+    settings: ClientSettings, call: Call, response: Mapping[str, Any], structured: str | None, *, batch: bool,
+    api_key: str | None,
 ) -> tuple[CachedResponse, Completion]:
     """A successful chat completion (decoded JSON, from a sync answer or a batch output line)
-    → (what to cache, Completion). A response without text is retried."""
+    → (what to cache, Completion), the ``api_key`` in use masked in its text (the cache, the
+    Parquet files and the logs all take the text from here). A response without text is retried."""
     try:
         choice = response["choices"][0]
         message = choice["message"]
@@ -78,12 +80,13 @@ def parse_completion(
         raise RetryableError(
             "invalid_response", f"no text in the message (finish_reason={api_finish!r})"
         )
+    text = mask_key(text, api_key)
     finish_reason = "length" if api_finish == "length" else "stop"
     usage = response.get("usage") if isinstance(response.get("usage"), Mapping) else {}
     prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
     completion_tokens = _int_or_none(usage.get("completion_tokens"))
     cost = settings.cost(prompt_tokens, completion_tokens, batch=batch)
-    response_model = response.get("model") if isinstance(response.get("model"), str) else None
+    response_model = mask_key(response["model"], api_key) if isinstance(response.get("model"), str) else None
     cached = CachedResponse(text, finish_reason, prompt_tokens, completion_tokens, response_model)
     return cached, Completion(
         request_id=call.request.request_id,

@@ -37,9 +37,10 @@ JUDGES = ("judge-a", "judge-b", "judge-c")
 VOTES_TARGET = "results/votes/cs/fgp/api-gen.parquet"
 
 
-def start_server(content: str | None) -> tuple[subprocess.Popen, int]:
+def start_server(content: str | None, *options: str) -> tuple[subprocess.Popen, int]:
+    """A fixed_latency_server answering ``content`` (or its verdict), with its further ``options``."""
     command = [sys.executable, str(REPO / "tests" / "support" / "fixed_latency_server.py"),
-               "--port", "0", "--latency", "0.02"]
+               "--port", "0", "--latency", "0.02", *options]
     if content is not None:
         command += ["--content", content]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)

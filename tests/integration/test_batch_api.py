@@ -257,3 +257,31 @@ def test_budget_stops_at_the_cap_and_a_higher_cap_pays_only_the_rest(tmp_path: P
         assert all(c.finish_reason == "stop" for c in completions)
         assert sum(c.cached for c in completions) == paid_first
         assert len(server.answered) == len(requests) and all(n == 1 for n in server.answered.values())
+
+
+ECHOED_KEY = "sk-Bt5wQ9zL2xN7mK4vR8pJ3cH6fD1s"
+
+
+def test_a_key_echoed_in_batch_answers_and_error_lines_is_kept_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Batch output lines echo the key in their answers, error lines put it where error text was
+    cut (300 characters): no completion, log record, cache entry or batch file keeps any of it."""
+    monkeypatch.setenv("BLOOMQG_BATCH_KEY", ECHOED_KEY)
+    message = "x" * 292 + ECHOED_KEY + " (request context)"
+    server = BatchServer(step_s=0.05, item_error_rate=0.5, seed=1, required_api_key=ECHOED_KEY,
+                         content=f"The key {ECHOED_KEY} came with the request.", error_message=message)
+    caplog.set_level("INFO", logger="bloomqg")
+    with server:
+        settings = _settings(server, api_key_env="BLOOMQG_BATCH_KEY", batch_max_rounds=0)
+        completions = OpenAICompatibleClient(settings, cache=tmp_path).complete(_requests(8, "echo"), PARAMS)
+    answered = [c for c in completions if c.finish_reason == "stop"]
+    failed = [c for c in completions if c.finish_reason == "error"]
+    assert answered and failed, "the seed should fail some items and answer others"
+    assert all(c.text == "The key *** came with the request." for c in answered)
+    assert all("HTTP 500" in c.error for c in failed)
+    stored = [path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()]
+    for piece in [ECHOED_KEY[i:i + 8] for i in range(len(ECHOED_KEY) - 7)]:
+        assert not any(piece in c.error for c in failed), piece
+        assert piece not in caplog.text, piece
+        assert not any(piece.encode() in data for data in stored), piece

@@ -84,6 +84,17 @@ def test_unknown_bloom_level_is_named(tmp_path):
     fails_naming(tmp_path, lambda c: c["datasets"]["cs"].update(path=str(bad)), "Memorize", "bad_level.csv", "bloom_level")
 
 
+def test_a_judge_base_url_carrying_a_token_stops_planning_and_is_written_nowhere(tmp_path):
+    token = "tok-Hq83ZpW61mRv"
+    judge = {"backend": "openai", "model": "gpt-4o", "base_url": f"https://api.example.com/v1?token={token}"}
+    message = fails_naming(tmp_path, lambda c: c["judges"].update(gpt4o=judge),
+                           "judges.gpt4o.base_url", "a query string", "api_key_env", "bad.yaml")
+    assert token not in message
+    for path in tmp_path.rglob("*"):  # .snakemake/ included; the config file itself is the user's
+        if path.is_file() and path.name != "bad.yaml":
+            assert token.encode() not in path.read_bytes(), f"the token reached {path}"
+
+
 def test_paper_preset_without_release_plans_its_download(tmp_path):
     result = dry_run(tmp_path, "--configfile", str(REPO / "configs" / "paper.yaml"))
     assert result.returncode == 0, result.stderr[-4000:]

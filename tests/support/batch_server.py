@@ -11,9 +11,9 @@ A batch moves ``validating`` → ``in_progress`` → ``finalizing`` → ``comple
 the items answered, the rest ``batch_expired`` error lines) or ``cancelled`` (the next
 ``cancel_batches``: an operator cancels it mid-way; answered items keep their output). Items whose
 custom_id the seeded ``item_error_rate`` picks fail their first try with a 500 error line
-(partial errors). Answers are :data:`VERDICT` (or ``content``), with usage counted by a
-stand-in tokenizer (:func:`count_tokens`: words and punctuation marks, plus chat framing), not
-by the client's own character estimate.
+(partial errors) whose message is ``error_message``. Answers are :data:`VERDICT` (or
+``content``), with usage counted by a stand-in tokenizer (:func:`count_tokens`: words and
+punctuation marks, plus chat framing), not by the client's own character estimate.
 
 Counters: ``answered`` (custom_id → times answered in a batch or sync: what would be paid),
 ``batches_created``, ``files_uploaded``, ``sync_calls``. Runs in a thread of the test process
@@ -96,8 +96,10 @@ class BatchServer:
         fail_batches: int = 0,
         seed: int = 0,
         required_api_key: str | None = None,
+        error_message: str = "The server had an error",
     ) -> None:
         self.step_s = step_s
+        self.error_message = error_message
         self.content = content or json.dumps(VERDICT)
         self.item_error_rate = item_error_rate
         self.expire_batches = expire_batches
@@ -240,7 +242,7 @@ class BatchServer:
             batch["results"][custom_id] = (
                 "error",
                 {"status_code": 500, "request_id": uuid.uuid4().hex,
-                 "body": {"error": {"message": "The server had an error", "type": "server_error"}}},
+                 "body": {"error": {"message": self.error_message, "type": "server_error"}}},
                 None,
             )
             return

@@ -3,8 +3,10 @@
 ``POST /v1/chat/completions`` waits ``latency`` seconds, then answers a fixed JSON verdict (the
 shape an LLM judge returns). ``GET /stats`` reports how many completions were requested, how
 many carried an ``Idempotency-Key`` header and how many distinct keys those were;
-``GET /health`` answers ok. Plain asyncio with HTTP/1.1 keep-alive, so the server itself costs
-far less than the latency it simulates and the client is what gets measured.
+``GET /health`` answers ok. With ``--status 500 --error-message TEXT`` every completion is
+answered with that status and an OpenAI-style error body carrying TEXT instead. Plain asyncio
+with HTTP/1.1 keep-alive, so the server itself costs far less than the latency it simulates and
+the client is what gets measured.
 
 Run: ``python tests/support/fixed_latency_server.py --port 0 --latency 0.2``; it prints
 ``READY <port>`` on stdout once listening. Loopback only.
@@ -32,8 +34,12 @@ VERDICT = {
 class FixedLatencyServer:
     """Answers every chat completion with :data:`VERDICT` after ``latency_s`` seconds."""
 
-    def __init__(self, latency_s: float, content: str | None = None) -> None:
+    def __init__(
+        self, latency_s: float, content: str | None = None, status: int = 200, error_message: str = "error"
+    ) -> None:
         self.latency_s = latency_s
+        self.status = "200 OK" if status == 200 else f"{status} Error"
+        self._error_body = json.dumps({"error": {"message": error_message, "type": "server_error"}}).encode()
         self.completions = 0
         self.idempotency_keys: list[str] = []
         self._body = json.dumps(
@@ -86,7 +92,8 @@ class FixedLatencyServer:
                     if idempotency_key:
                         self.idempotency_keys.append(idempotency_key)
                     await asyncio.sleep(self.latency_s)
-                    writer.write(self._response("200 OK", self._body, keep_alive))
+                    body = self._body if self.status == "200 OK" else self._error_body
+                    writer.write(self._response(self.status, body, keep_alive))
                 elif path == "/stats":
                     writer.write(
                         self._response(
@@ -114,8 +121,10 @@ class FixedLatencyServer:
             writer.close()
 
 
-async def serve(port: int, latency_s: float, content: str | None = None) -> None:
-    server_state = FixedLatencyServer(latency_s, content)
+async def serve(
+    port: int, latency_s: float, content: str | None = None, status: int = 200, error_message: str = "error"
+) -> None:
+    server_state = FixedLatencyServer(latency_s, content, status, error_message)
     server = await asyncio.start_server(server_state.handle, "127.0.0.1", port, backlog=1024)
     bound = server.sockets[0].getsockname()[1]
     print(f"READY {bound}", flush=True)
@@ -128,9 +137,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per completion")
     parser.add_argument("--content", default=None, help="the assistant's answer (default: a verdict)")
+    parser.add_argument("--status", type=int, default=200, help="HTTP status of every completion")
+    parser.add_argument("--error-message", default="error", help="the error body's message (status not 200)")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.port, args.latency, args.content))
+        asyncio.run(serve(args.port, args.latency, args.content, args.status, args.error_message))
     except KeyboardInterrupt:
         sys.exit(0)
 

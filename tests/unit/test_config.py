@@ -238,3 +238,42 @@ def test_planning_refuses_a_dataset_file_over_the_size_cap(tmp_path):
     config["input_limits"] = {"max_file_mb": 0.001}
     with pytest.raises(ConfigError, match=r"datasets\.cs: .*questions\.csv: [\d,]+ bytes uncompressed .*max_file_mb = 0\.001"):
         prepare_study(config, workdir=tmp_path)
+
+
+SECRET = "pw-Xq71VbN93kLm"
+CREDENTIAL_URLS = [
+    (f"https://api.example.com/v1?token={SECRET}", "a query string"),
+    (f"https://alice:{SECRET}@api.example.com/v1", "user info (user:password@)"),
+    (f"https://api.example.com/v1#{SECRET}", "a fragment"),
+]
+
+
+@pytest.mark.parametrize(("url", "found"), CREDENTIAL_URLS)
+def test_a_base_url_carrying_credentials_is_refused_naming_the_entry(tmp_path, url, found):
+    config = default_config()
+    config["judges"]["gpt4o"] = {"backend": "openai", "model": "gpt-4o", "base_url": url}
+    config["models"]["api-gen"] = {"backend": "openai", "model": "gpt-4o-mini", "base_url": url,
+                                   "colour": "blue"}  # a schema error too: the base_url is named first
+    with pytest.raises(ConfigError, match="my.yaml") as error:
+        prepare_study(config, workdir=tmp_path, sources=["my.yaml"], load_datasets=False)
+    message = str(error.value)
+    for entry in ("judges.gpt4o.base_url", "models.api-gen.base_url"):
+        assert f"{entry}: https://api.example.com/v1 carries {found}" in message
+    assert "api_key_env" in message and "colour" not in message
+    assert SECRET not in message, "the refusal must not print the credential it refuses"
+
+
+@pytest.mark.parametrize(("url", "found"), CREDENTIAL_URLS)
+def test_client_settings_refuse_a_base_url_carrying_credentials(url, found):
+    from bloomqg.api.settings import ClientSettings
+
+    with pytest.raises(ValueError, match="base_url: https://api.example.com/v1 carries") as error:
+        ClientSettings(model="m", base_url=url)
+    assert found in str(error.value) and SECRET not in str(error.value)
+
+
+def test_a_plain_base_url_with_host_port_and_path_is_accepted(tmp_path):
+    config = default_config()
+    config["judges"]["local"] = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1",
+                                 "api_key_env": None}
+    prepare_study(config, workdir=tmp_path, load_datasets=False)

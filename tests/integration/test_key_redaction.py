@@ -1,0 +1,81 @@
+"""No file a study writes holds its API key, not even in part, when endpoints echo it.
+
+One endpoint answers every generation with a question that quotes the key (a 200 answer); the
+judge's endpoint answers every call with a 500 whose message puts the key where the error text is
+cut for the log (around character 500). The key, and every 8-character piece of it, must be in no
+log, no Parquet file, no call-cache entry: nowhere in the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bloomqg.parquet_io import read_frame
+from bloomqg.frames import GENERATIONS, JUDGMENTS
+from tests.conftest import REPO
+from tests.integration.test_api_workflow import snakemake, start_server
+
+pytestmark = pytest.mark.integration
+
+#: 31 characters, as the key of the review that found the leak.
+KEY = "sk-Zq8vR2mX4pL7nK3wT9yB6cF1hJ5d"
+#: The SDK's error text is "Error code: 500 - <message>" and the client's "HTTP 500: <that>":
+#: this prefix puts the key across character 500, where the error text is cut.
+ERROR_PREFIX = "HTTP 500: Error code: 500 - "
+CUT = 500
+JUDGMENTS_TARGET = "results/judgments/cs/fgp/api-gen/echo-judge.parquet"
+
+
+def fragments(secret: str, length: int = 8) -> list[str]:
+    return [secret[i:i + length] for i in range(len(secret) - length + 1)]
+
+
+def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
+    padding = "the upstream model failed; request context follows. " * 20
+    message = padding[: CUT - 15 - len(ERROR_PREFIX)] + KEY + " (end of context)"
+    assert len(ERROR_PREFIX) + message.index(KEY) < CUT < len(ERROR_PREFIX) + message.index(KEY) + len(KEY)
+    question = json.dumps({"question": f"Why must the key {KEY} stay secret when a stack is shared?"})
+    generator, generator_port = start_server(question)
+    judge, judge_port = start_server(None, "--status", "500", "--error-message", message)
+    try:
+        api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
+               "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
+        config = {
+            "seed": 7, "limit_items": 3, "exemplars": 1, "strategies": ["fgp"],
+            "cache_dir": str(tmp_path / "cache"),
+            "datasets": {"cs": {"loader": "embedded", "path": str(REPO / "data" / "cs" / "questions.csv"),
+                                "domain": "computer science"}},
+            "models": {"api-gen": {"backend": "openai", "model": "echo-generator",
+                                   "base_url": f"http://127.0.0.1:{generator_port}/v1", **api}},
+            "judges": {"echo-judge": {"backend": "openai", "model": "echo-judge",
+                                      "base_url": f"http://127.0.0.1:{judge_port}/v1", **api}},
+            "bootstrap": {"n_resamples": 100, "confidence": 0.95},
+        }
+        config_path = tmp_path / "echo.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        result = snakemake(tmp_path, config_path, KEY, JUDGMENTS_TARGET)
+    finally:
+        for process in (generator, judge):
+            process.terminate()
+            process.wait(timeout=10)
+    assert result.returncode == 0, result.stderr[-5000:]
+
+    # The attack reached the files: the question was generated (masked), the judge's error recorded.
+    generations = read_frame(tmp_path / "results" / "generations" / "cs" / "fgp" / "api-gen.parquet", GENERATIONS)
+    assert generations["raw_text"].str.contains("Why must the key *** stay secret", regex=False).all()
+    judgments = read_frame(tmp_path / JUDGMENTS_TARGET, JUDGMENTS)
+    assert judgments["reason"].str.contains("request context follows", regex=False).all()
+    logs = list((tmp_path / "logs").rglob("*.log"))
+    assert any("HTTP 500" in log.read_text() for log in logs), "the judge's log records the 500s"
+    assert list((tmp_path / "cache").rglob("*.json")), "the generator's answers are cached"
+
+    output = result.stdout + result.stderr
+    written = [path for path in tmp_path.rglob("*") if path.is_file()]
+    for piece in [KEY, *fragments(KEY)]:
+        assert piece not in output, f"{piece!r} of the key in Snakemake's output"
+        for path in written:
+            assert piece.encode() not in path.read_bytes(), f"{piece!r} of the key in {path}"
