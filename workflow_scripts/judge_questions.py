@@ -1,6 +1,6 @@
 """Rule judge_questions: one judge's verdicts on one cell's generated questions."""
 from bloomqg.judges.registry import make_judge_text_generator
-from bloomqg.judges.stage import judge_questions
+from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
 from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS
@@ -27,7 +27,7 @@ try:
         text_generator=text_generator,
         seed=params.seed,
         # From the config, not params: changing the floor must not rerun finished judges.
-        min_answer_rate=snakemake.config["min_answer_rate"],
+        min_answer_rate=snakemake.config.get("min_answer_rate", DEFAULT_MIN_ANSWER_RATE),
     )
 finally:
     if text_generator is not None:

@@ -23,9 +23,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 def _votes() -> pd.DataFrame:
-    """Six judged questions; texts with commas, quotes, a newline and Chinese, to test quoting."""
+    """Six judged questions; texts with commas, quotes, a newline and Chinese, to test quoting, and
+    one that looks like HTML and a spreadsheet formula (it broke the form; a sheet would run it)."""
     texts = ['Design a stack, then "push" twice.', "Explain\na queue.", "什么是哈希表，如何处理冲突？",
-             "List two trees.", "Compare BFS and DFS.", "Write a heap."]
+             '=HYPERLINK("x") List two trees <!-- not a comment --> </script>', "Compare BFS and DFS.",
+             "Write a heap."]
     rows = []
     for i, text in enumerate(texts):
         rows.append({

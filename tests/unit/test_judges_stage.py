@@ -209,6 +209,14 @@ def test_a_judge_with_too_few_answers_fails_its_job_naming_cause_and_fix():
     assert len(judged([None], min_answer_rate=0.0)) == 20
 
 
+def test_the_answer_rate_floor_defaults_to_the_schemas():
+    # A rule script falls back to the code's default: Snakemake's config holds no schema defaults.
+    from bloomqg.config import load_schema
+    from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
+
+    assert load_schema()["properties"]["min_answer_rate"]["default"] == DEFAULT_MIN_ANSWER_RATE
+
+
 def test_a_judge_at_a_closed_port_fails_its_job(tmp_path):
     """The real API client against a loopback port nobody listens on: every call fails after
     its retries, and the job says so instead of finishing with no verdict."""
