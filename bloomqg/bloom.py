@@ -91,3 +91,25 @@ def normalize_level(value: object, *, allow_uncategorized: bool = True) -> str |
 def level_weight(level: str | None) -> int | None:
     """Ordinal weight 1..6 of a canonical level name, None for a missing level."""
     return None if level is None else LEVEL_WEIGHT[level]
+
+
+#: Bloom's six levels merged into three orders, as rater-agreement studies do (raters of Bloom
+#: levels agree far more often at three levels than at six): lower (Remember, Understand),
+#: middle (Apply, Analyze), higher (Evaluate, Create). The one definition of the grouping.
+BLOOM_ORDERS: tuple[str, ...] = ("Lower order", "Middle order", "Higher order")
+ORDER_OF_LEVEL: dict[str, str] = {
+    level: BLOOM_ORDERS[(rank - 1) // 2] for level, rank in LEVEL_WEIGHT.items()
+}
+#: Lower 1 .. higher 3, the ordinal weight of an order (the three-level Δ of CogShift).
+ORDER_WEIGHT: dict[str, int] = {name: rank for rank, name in enumerate(BLOOM_ORDERS, start=1)}
+
+
+def bloom_order(level: str | None) -> str | None:
+    """The order (lower / middle / higher) of a canonical level name, None for a missing level;
+    a name that is not a canonical level raises :class:`UnknownBloomLevel`."""
+    if level is None:
+        return None
+    try:
+        return ORDER_OF_LEVEL[level]
+    except KeyError:
+        raise UnknownBloomLevel(f"{level!r} is not a canonical Bloom level ({', '.join(BLOOM_LEVELS)})") from None

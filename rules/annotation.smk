@@ -2,7 +2,12 @@
 # annotators -> import_annotations, Table 9 in the report) and judges measured against the
 # release's panel (judge_validation). Both are off unless their config section is present.
 from bloomqg.annotation.form import FORM_TEMPLATE, TEMPLATE_DIR
-from bloomqg.annotation.settings import annotation_settings, judge_validation_settings
+from bloomqg.annotation.settings import (
+    annotation_settings,
+    calibration_settings,
+    judge_validation_settings,
+    plan_settings,
+)
 from bloomqg.config_schema import ConfigError
 from bloomqg.provenance import sha256_file
 
@@ -39,6 +44,8 @@ if ANNOTATION:
                 if ANNOTATION.source == "study"
                 else []
             ),
+            # items_per_cell "plan": the sampling plan's labels per cell
+            plan=["results/calibration/plan.parquet"] if ANNOTATION.items_from_plan else [],
         output:
             key=f"{ANNOTATION_DIR}/items.parquet",
             sheet=f"{ANNOTATION_DIR}/sheet.csv",
@@ -76,10 +83,13 @@ if ANNOTATION:
         conda:
             "../envs/analysis.yaml"
         params:
+            strategy_labels=STRATEGY_LABELS,  # how the tables and figures name the strategies
             annotations_dir=ANNOTATION.annotations_dir,
             bootstrap=CFG["bootstrap"],
             seed=ANNOTATION.seed,
             alt_test=ANNOTATION.alt_test,
+            # Table 9 points to the Calibrated table when calibration is configured
+            calibrated=CFG.get("calibration") is not None,
             code=CODE_ANNOTATION,
         script:
             "../workflow_scripts/import_annotations.py"
@@ -117,7 +127,7 @@ if JUDGE_VALIDATION:
             ),
             mem_mb=4000,
         params:
-            spec=lambda wc: CFG["judges"][wc.judge],
+            spec=lambda wc: STUDY.judge_params(wc.judge),
             model_spec=judge_model_spec,
             items_per_cell=JUDGE_VALIDATION.items_per_cell,
             seed=JUDGE_VALIDATION.seed,
@@ -143,6 +153,7 @@ if JUDGE_VALIDATION:
         conda:
             "../envs/analysis.yaml"
         params:
+            strategy_labels=STRATEGY_LABELS,  # how the tables and figures name the strategies
             bootstrap=CFG["bootstrap"],
             seed=JUDGE_VALIDATION.seed,
             code=CODE_ANNOTATION,
@@ -154,3 +165,78 @@ if JUDGE_VALIDATION:
         input:
             rules.judge_validation_summary.output,
         localrule: True
+
+
+# Numbers corrected by people (issue 30): the annotation rounds' labels turn the judged metrics
+# into prediction-powered estimates (calibrate), and the sampling plan says how many labels a
+# target width needs (annotation_plan). See docs/judge-reliability.md.
+try:
+    CALIBRATION = calibration_settings(CFG, ANNOTATION)
+    PLAN = plan_settings(CFG, ANNOTATION, CELLS, RELEASE_CELLS)
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
+
+CALIBRATION_DIR = "results/calibration"
+CALIBRATED_TABLES = [f"{CALIBRATION_DIR}/calibrated_estimates.{ext}" for ext in ("md", "csv", "tex", "json")]
+CALIBRATED_PAIRED_TABLES = [
+    f"{CALIBRATION_DIR}/calibrated_paired.{ext}" for ext in ("md", "csv", "tex", "json")
+]
+PLAN_TABLES = [f"{CALIBRATION_DIR}/annotation_plan.{ext}" for ext in ("md", "csv", "tex", "json")]
+
+
+if CALIBRATION:
+
+    rule calibrate:
+        """Target: judges', humans' and PPI++ estimates per annotated cell and metric (results/calibration)."""
+        input:
+            key=f"{ANNOTATION_DIR}/items.parquet",
+            sheets=calibration_sheets(CALIBRATION.rounds),
+            votes=cell_paths(
+                f"{ANNOTATION.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", ANNOTATION.cells
+            ),
+        output:
+            joined=f"{CALIBRATION_DIR}/items.parquet",
+            estimates=f"{CALIBRATION_DIR}/estimates.parquet",
+            paired=f"{CALIBRATION_DIR}/paired.parquet",
+            agreement=f"{CALIBRATION_DIR}/agreement.parquet",
+            tables=CALIBRATED_TABLES,
+            paired_tables=CALIBRATED_PAIRED_TABLES,
+        log:
+            "logs/calibrate.log",
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
+        params:
+            strategy_labels=STRATEGY_LABELS,  # how the tables and figures name the strategies
+            rounds=CALIBRATION.rounds,
+            confidence=CALIBRATION.confidence,
+            pseudo_disagreements=CALIBRATION.pseudo_disagreements,
+            config={"comparisons": CFG.get("comparisons")},
+            code=CODE_ANNOTATION,
+        script:
+            "../workflow_scripts/calibrate.py"
+
+
+rule annotation_plan:
+    """Target: human labels per cell and headline metric for PPI++ to reach the target half-width."""
+    input:
+        votes=cell_paths(f"{PLAN.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", PLAN.cells),
+        # a pilot round's measured agreement, once calibrated
+        # (not when the export draws what the plan asks for: the pilot would be of its own draw)
+        pilot=[f"{CALIBRATION_DIR}/items.parquet"] if CALIBRATION and not ANNOTATION.items_from_plan else [],
+    output:
+        plan=f"{CALIBRATION_DIR}/plan.parquet",
+        tables=PLAN_TABLES,
+    log:
+        "logs/annotation_plan.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        strategy_labels=STRATEGY_LABELS,  # how the tables and figures name the strategies
+        half_width=PLAN.half_width,
+        confidence=PLAN.confidence,
+        assumed_agreement=PLAN.assumed_agreement,
+        code=CODE_ANNOTATION,
+    script:
+        "../workflow_scripts/annotation_plan.py"

@@ -16,7 +16,7 @@ import pandas as pd
 from bloomqg.annotation.panel_agreement import ALL, HUMAN_MAJORITY, table9_rows
 from bloomqg.atomic import write_text_atomic
 from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.reporting.display import CRITERION_LABEL, strategy_label
+from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, strategy_label
 from bloomqg.reporting.tables.human import human_agreement_table
 from bloomqg.reporting.tables.latex import render_latex
 from bloomqg.reporting.tables.markdown import render_markdown
@@ -27,9 +27,16 @@ TABLE9_STEM = "table9_human_agreement"
 ALT_TEST_STEM = "alt_test"
 
 
-def table9(agreement: pd.DataFrame, *, annotations_dir: str, n_sheets: int, n_annotators: int) -> Table:
-    """Table 9 from :func:`bloomqg.annotation.panel_agreement.human_panel_agreement` rows."""
+def table9(agreement: pd.DataFrame, *, annotations_dir: str, n_sheets: int, n_annotators: int,
+           calibrated: bool = False) -> Table:
+    """Table 9 from :func:`bloomqg.annotation.panel_agreement.human_panel_agreement` rows;
+    ``calibrated``: the study calibrates from these labels, and the notes point to it."""
     table = human_agreement_table(table9_rows(agreement))
+    if calibrated:
+        table.notes.append(
+            "The numbers these labels correct: the Calibrated table (judges, humans only and PPI++ side by side, "
+            "results/calibration/calibrated_estimates.md; docs/judge-reliability.md)."
+        )
     if not n_sheets:
         table.notes.append(
             f"No annotations yet: no filled sheet (*.csv) in {annotations_dir}. Open "
@@ -57,11 +64,12 @@ def write_table(table: Table, paths: Sequence[str | Path]) -> None:
         write_text_atomic(path, text)
 
 
-def plot_human_agreement(agreement: pd.DataFrame, path: str | Path, *, annotations_dir: str) -> None:
+def plot_human_agreement(agreement: pd.DataFrame, path: str | Path, *, annotations_dir: str,
+                         strategy_labels: StrategyLabels | None = None) -> None:
     """Percent agreement of the human majority with the panel per criterion, one bar per cell,
     with bootstrap CIs and each bar's n; a criterion of a cell without items (no human or no
     panel majority) is marked "no items", never drawn as a 0% bar. Without annotations, a figure
-    that says so."""
+    that says so. ``strategy_labels`` name the strategies ({name: label})."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,7 +97,7 @@ def plot_human_agreement(agreement: pd.DataFrame, path: str | Path, *, annotatio
             color = f"C{k % 10}"
             ax.bar([x[i] for i in shown], part["value"].iloc[shown], width, color=color,
                    yerr=[low.iloc[shown], high.iloc[shown]], capsize=2,
-                   label=f"{model} · {dataset} · {strategy_label(strategy)}")
+                   label=f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}")
             for i in shown:
                 ax.text(x[i], 1, f"n={int(part['n'].iloc[i])}", ha="center", va="bottom", fontsize=6,
                         color="white", rotation=90)
@@ -107,7 +115,8 @@ def plot_human_agreement(agreement: pd.DataFrame, path: str | Path, *, annotatio
     plt.close(fig)
 
 
-def validation_summary(agreement: pd.DataFrame, confusion: pd.DataFrame, throughput: pd.DataFrame) -> str:
+def validation_summary(agreement: pd.DataFrame, confusion: pd.DataFrame, throughput: pd.DataFrame,
+                       strategy_labels: StrategyLabels | None = None) -> str:
     """Markdown: per judge, agreement with the panel pooled over the runs (value [95% CI], n),
     per run, the Bloom confusion matrix and time and cost per 1,000 questions."""
     parts = ["# Judges against the release's panel", ""]
@@ -115,7 +124,7 @@ def validation_summary(agreement: pd.DataFrame, confusion: pd.DataFrame, through
         mine = agreement[agreement["rater"] == judge]
         rows = []
         for (dataset, strategy, model), group in mine.groupby(["dataset", "strategy", "model"], sort=False):
-            label = "all runs" if model == ALL else f"{model} · {dataset} · {strategy_label(strategy)}"
+            label = "all runs" if model == ALL else f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}"
             for criterion in group["criterion"].drop_duplicates():
                 get = group[group["criterion"] == criterion].set_index("statistic")
                 pa, kappa = get.loc["percent_agreement"], get.loc["cohen_kappa"]
@@ -136,7 +145,7 @@ def validation_summary(agreement: pd.DataFrame, confusion: pd.DataFrame, through
             ["Panel"], list(BLOOM_LEVELS), [[Cell(level)] + [Cell(str(v)) for v in grid.loc[level]] for level in BLOOM_LEVELS],
             grid.reset_index(),
         )))
-    rows = [[Cell(r.judge), Cell("all runs" if r.model == ALL else f"{r.model} · {r.dataset} · {strategy_label(r.strategy)}"),
+    rows = [[Cell(r.judge), Cell("all runs" if r.model == ALL else f"{r.model} · {r.dataset} · {strategy_label(r.strategy, strategy_labels)}"),
              Cell(str(r.n_questions)), Cell(f"{r.seconds_per_1000:.1f}"), Cell(f"{r.cost_per_1000_usd:.4f}")]
             for r in throughput.itertuples(index=False)]
     parts.append(render_markdown(Table(

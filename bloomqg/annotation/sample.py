@@ -57,10 +57,27 @@ def sample_cell(frame: pd.DataFrame, items_per_cell: int | None, seed: int) -> p
     return candidates.iloc[chosen].reset_index(drop=True)
 
 
+def cell_count(items_per_cell: int | Mapping[str, int], frame: pd.DataFrame) -> int:
+    """The items to draw from the cell of ``frame``: the one number, or the cell's own."""
+    if isinstance(items_per_cell, Mapping):
+        name = cell_name(*(str(frame[c].iloc[0]) for c in CELL_KEYS))
+        if name not in items_per_cell:
+            raise ValueError(f"annotation_items: no number of items for cell {name} (the plan has {sorted(items_per_cell)})")
+        return int(items_per_cell[name])
+    return int(items_per_cell)
+
+
+def cell_counts(plan: pd.DataFrame) -> dict[str, int]:
+    """Items per cell from a sampling plan (:data:`bloomqg.frames.ANNOTATION_PLAN`): the most any
+    of the cell's headline metrics needs (every item where a target is not reachable)."""
+    needed = plan.groupby(list(CELL_KEYS))["n_needed"].max()
+    return {cell_name(*key): int(n) for key, n in needed.items()}
+
+
 def annotation_items(
     votes: Sequence[pd.DataFrame],
     *,
-    items_per_cell: int,
+    items_per_cell: int | Mapping[str, int],
     seed: int,
     knowledge_units: Mapping[str, Sequence[str]],
 ) -> pd.DataFrame:
@@ -68,13 +85,15 @@ def annotation_items(
     ``schemas.VOTES`` columns) with the panel's majorities, in the annotators' (shuffled) order.
 
     ``knowledge_units`` maps each dataset to the unit list annotators choose from; an original
-    unit missing from it is an error, since an annotator could not pick it.
+    unit missing from it is an error, since an annotator could not pick it. ``items_per_cell``
+    is one number for every cell, or a number per cell name (``dataset/strategy/model``, what
+    the sampling plan asks for; :func:`cell_counts`).
     """
     parts = []
     for frame in votes:
         if frame.empty:
             continue
-        picked = sample_cell(frame, items_per_cell, seed)
+        picked = sample_cell(frame, cell_count(items_per_cell, frame), seed)
         parts.append(picked)
     if not parts:
         raise ValueError("annotation_items: the cells hold no generated question to annotate")

@@ -30,6 +30,8 @@ class AnnotationSettings:
     title: str
     #: the alternative annotator test: epsilon, q, min_items_per_annotator
     alt_test: dict[str, float | int]
+    #: items_per_cell "plan": each cell draws what the sampling plan asks for (items_per_cell unused)
+    items_from_plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,13 @@ def annotation_settings(
         source=source,
         root=SOURCES[source],
         cells=_cells(section.get("cells"), available, "annotation.cells"),
-        items_per_cell=int(section.get("items_per_cell", DEFAULT_ITEMS_PER_CELL)),
+        items_per_cell=(DEFAULT_ITEMS_PER_CELL if section.get("items_per_cell") == "plan"
+                        else int(section.get("items_per_cell", DEFAULT_ITEMS_PER_CELL))),
         seed=int(section.get("seed", config["seed"])),
         annotations_dir=str(section.get("annotations_dir", DEFAULT_ANNOTATIONS_DIR)),
         title=str(section.get("title", DEFAULT_TITLE)),
         alt_test=_alt_test_settings(section.get("alt_test") or {}),
+        items_from_plan=section.get("items_per_cell") == "plan",
     )
 
 
@@ -110,4 +114,62 @@ def judge_validation_settings(
         cells=_cells(section.get("cells"), release_cells, "judge_validation.cells"),
         items_per_cell=section.get("items_per_cell", 200),
         seed=int(section.get("seed", config["seed"])),
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    #: folders of filled sheets (annotation rounds) read against the annotation key, in order
+    rounds: list[str]
+    confidence: float
+    pseudo_disagreements: int
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    source: str
+    root: str
+    cells: list[Cell]
+    half_width: float  # percentage points
+    confidence: float
+    assumed_agreement: dict[str, float]
+
+
+def calibration_settings(config: Mapping[str, Any], annotation: AnnotationSettings | None) -> CalibrationSettings | None:
+    """The validated ``calibration`` section, or None when the config has none."""
+    from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS
+
+    section = config.get("calibration")
+    if section is None:
+        return None
+    if annotation is None:
+        raise ConfigError("calibration: needs the annotation section (the random sample the human labels are of)")
+    rounds = [str(folder) for folder in section.get("rounds") or [annotation.annotations_dir]]
+    return CalibrationSettings(
+        rounds=rounds,
+        confidence=float(section.get("confidence", 0.95)),
+        pseudo_disagreements=int(section.get("pseudo_disagreements", DEFAULT_PSEUDO_DISAGREEMENTS)),
+    )
+
+
+def plan_settings(config: Mapping[str, Any], annotation: AnnotationSettings | None,
+                  study_cells: Sequence[Cell], release_cells: Sequence[Cell]) -> PlanSettings:
+    """The ``annotation_plan`` section with its defaults (the target runs without one): the
+    annotation's cells when annotation is configured, else every cell of ``source``."""
+    from bloomqg.annotation.plan import DEFAULT_ASSUMED_AGREEMENT, DEFAULT_CONFIDENCE, DEFAULT_HALF_WIDTH
+
+    section = config.get("annotation_plan") or {}
+    if annotation is not None:
+        source, cells = annotation.source, annotation.cells
+    else:
+        source = section.get("source", "study")
+        if source == "release" and not release_cells:
+            raise ConfigError("annotation_plan.source: 'release' needs release_manifest (the runs to plan for)")
+        cells = list(study_cells if source == "study" else release_cells)
+    assumed = {**DEFAULT_ASSUMED_AGREEMENT, **{k: float(v) for k, v in (section.get("assumed_agreement") or {}).items()}}
+    return PlanSettings(
+        source=source, root=SOURCES[source], cells=list(cells),
+        half_width=float(section.get("half_width", DEFAULT_HALF_WIDTH)),
+        confidence=float(section.get("confidence", DEFAULT_CONFIDENCE)),
+        assumed_agreement=assumed,
     )

@@ -1,0 +1,133 @@
+"""The report's "Calibrated" tables: judges / humans / PPI++ side by side per cell and metric,
+Bloom-level agreement at six and at three levels, the paired differences, and the sampling plan."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES
+from bloomqg.reporting.display import MISSING, StrategyLabels, strategy_label
+from bloomqg.reporting.tables.model import Cell, Table
+
+CALIBRATED_NAME = "calibrated_estimates"
+PAIRED_NAME = "calibrated_paired"
+PLAN_NAME = "annotation_plan"
+
+
+def _interval(value: float, low: float, high: float) -> str:
+    if value is None or math.isnan(value):
+        return MISSING
+    return f"{value:.1f} [{low:.1f}, {high:.1f}]"
+
+
+def _cell_label(row: pd.Series, strategy_labels: StrategyLabels | None = None) -> str:
+    return f"{row['model']} · {row['dataset']} · {strategy_label(row['strategy'], strategy_labels)}"
+
+
+def calibrated_table(estimates: pd.DataFrame, agreement: pd.DataFrame, *, n_annotators: int, rounds: list[str],
+                     pseudo_disagreements: int, strategy_labels: StrategyLabels | None = None) -> Table:
+    """One row per (cell, metric): judges', humans' and PPI++'s estimate with its interval, n / N."""
+    order = {metric.name: position for position, metric in enumerate(OUTCOMES)}
+    frame = estimates.assign(_order=estimates["metric"].map(order)).sort_values(
+        ["model", "dataset", "strategy", "_order"], kind="stable")
+    rows = []
+    for _, row in frame.iterrows():
+        metric = METRICS_BY_NAME[row["metric"]]
+        rows.append([
+            Cell(_cell_label(row, strategy_labels)), Cell(metric.label), Cell(metric.granularity),
+            Cell(_interval(row["judges"], row["judges_low"], row["judges_high"])),
+            Cell(_interval(row["humans"], row["humans_low"], row["humans_high"])),
+            Cell(_interval(row["ppi"], row["ppi_low"], row["ppi_high"])),
+            Cell(f"{int(row['n'])} / {int(row['big_n'])}"),
+        ])
+    confidence = float(estimates["confidence"].iloc[0]) if len(estimates) else 0.95
+    data = frame.drop(columns="_order").reset_index(drop=True)
+    table = Table(
+        name=CALIBRATED_NAME,
+        caption=f"Calibrated: each metric as the judges say, as the humans alone say, and corrected by PPI++ "
+                f"(percent of generated questions, {confidence:.0%} intervals)",
+        stub_columns=["Cell", "Metric", "Levels"],
+        columns=["Judges", "Humans only", "PPI++ (calibrated)", "n labelled / N judged"],
+        rows=rows, data=data,
+    )
+    table.notes.append(
+        "Labelled items are the export's random within-cell sample (results/annotation/items.parquet); items chosen "
+        "any other way are refused. Each metric here is a share of all the cell's generated questions (CatCons over "
+        "every question, not only the useful ones), the mean PPI corrects. "
+        f"{n_annotators} annotator(s), rounds: {', '.join(rounds)}; PPI++ adds {pseudo_disagreements} pseudo-labelled "
+        "error(s) of each kind (docs/judge-reliability.md). Intervals are normal intervals as ppi-python computes "
+        "them, not clipped to 0–100. Per-item data: results/calibration/items.parquet."
+    )
+    pooled = agreement[agreement["model"] == "all"].set_index("granularity") if len(agreement) else None
+    if pooled is not None and len(pooled) and int(pooled["n"].iloc[0]):
+        six, three = (pooled.loc[g, "percent_agreement"] for g in ("six levels", "three levels"))
+        table.notes.append(
+            f"Judge-human agreement on the Bloom level: {six:.1f}% at six levels, {three:.1f}% at three (lower: "
+            f"Remember, Understand; middle: Apply, Analyze; higher: Evaluate, Create), over {int(pooled['n'].iloc[0])} "
+            "(item, annotator) pairs; per cell: results/calibration/agreement.parquet."
+        )
+    return table
+
+
+def paired_table(paired: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Table:
+    """The calibrated paired differences b − a, one row per (model, dataset, pair, metric)."""
+    rows = []
+    for _, row in paired.iterrows():
+        rows.append([
+            Cell(f"{row['model']} · {row['dataset']}"),
+            Cell(f"{strategy_label(row['strategy_b'], strategy_labels)} − {strategy_label(row['strategy_a'], strategy_labels)}"),
+            Cell(METRICS_BY_NAME[row["metric"]].label),
+            Cell(_interval(row["judges"], row["judges_low"], row["judges_high"])),
+            Cell(_interval(row["humans"], row["humans_low"], row["humans_high"])),
+            Cell(_interval(row["ppi"], row["ppi_low"], row["ppi_high"])),
+            Cell(f"{int(row['n'])} / {int(row['big_n'])}"),
+        ])
+    table = Table(
+        name=PAIRED_NAME,
+        caption="Calibrated paired differences between strategies (percentage points, same items)",
+        stub_columns=["Model · dataset", "Difference", "Metric"],
+        columns=["Judges", "Humans only", "PPI++ (calibrated)", "n labelled in both / N pairs"],
+        rows=rows, data=paired.reset_index(drop=True),
+    )
+    table.notes.append(
+        "PPI++ on the per-item difference of outcomes. Each cell's sample is drawn on its own, so n counts the items "
+        "that happen to be labelled in both cells (a random sample of the pairs, but a small one)."
+    )
+    return table
+
+
+def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: StrategyLabels | None = None) -> Table:
+    """The sampling plan: labels per cell and headline metric for the target half-width."""
+    rows = []
+    for _, row in plan.iterrows():
+        metric = METRICS_BY_NAME[row["metric"]]
+        needed = f"{int(row['n_needed'])}" if row["reachable"] else f"all {int(row['n_needed'])} (not reachable)"
+        rows.append([
+            Cell(_cell_label(row, strategy_labels)), Cell(metric.label),
+            Cell(MISSING if pd.isna(row["judges"]) else f"{row['judges']:.1f}"),
+            Cell(f"{100 * row['disagreement']:.1f}% ({row['agreement_source']})"),
+            Cell(needed), Cell(f"± {row['half_width_at_n']:.1f}"), Cell(str(int(row["big_n"]))),
+        ])
+    width = float(plan["half_width"].iloc[0]) if len(plan) else 5.0
+    table = Table(
+        name=PLAN_NAME,
+        caption=f"How many labels? Human labels per cell for PPI++ to bound each metric to ± {width:g} points",
+        stub_columns=["Cell", "Metric"],
+        columns=["Judges (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width", "N judged"],
+        rows=rows, data=plan.reset_index(drop=True),
+    )
+    catcons = plan[plan["metric"] == "catcons_level"]
+    if not annotated and len(catcons):
+        n = int(catcons["n_needed"].max())
+        table.notes.append(
+            f"No annotation was imported: {n} labels per cell would bound CatCons to ± {width:g} points "
+            "(set annotation.items_per_cell to it, export_annotation, have the sheets filled, then calibrate)."
+        )
+    table.notes.append(
+        "Disagreement is the share of items on which judge and human would differ on the metric's outcome, at most: "
+        "measured on an imported round (pilot) or assumed from the criterion's agreement (annotation_plan.assumed_"
+        "agreement). The plan takes the smaller of PPI's and the humans' own variance bound (bloomqg/annotation/plan.py)."
+    )
+    return table

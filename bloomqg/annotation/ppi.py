@@ -1,0 +1,142 @@
+"""Prediction-powered inference for a mean: the estimators of ``ppi-python`` written out in numpy.
+
+A human label ``Y`` exists for ``n`` randomly drawn items; a judge's value ``Ŷ`` exists for
+those and for ``N`` other items of the same population. Prediction-powered inference
+(Angelopoulos et al., *Science* 2023) estimates the mean of ``Y`` as
+
+    θ̂(λ) = mean(λ·Ŷ_unlabelled) + mean(Y − λ·Ŷ_labelled)
+
+— the judges' mean corrected by the average error the humans find — with the normal interval
+θ̂ ± z·sqrt(var(λ·Ŷ_unlabelled)/N + var(Y − λ·Ŷ_labelled)/n). It is unbiased whatever the judges'
+quality; ``λ = 1`` is plain PPI, ``λ = 0`` the humans' mean alone, and PPI++ (Angelopoulos,
+Duchi & Zrnic 2024) picks the λ that minimises the variance, clipped to [0, 1], so the interval
+is never (asymptotically) wider than the humans' alone.
+
+Every function here reproduces ``ppi_py.ppi_mean_ci`` / ``ppi_mean_pointestimate`` /
+``ppi_py.classical_mean_ci`` of ppi-python 0.2.3 to rounding (the tests check 1e-9): λ̂ =
+cov(Y, Ŷ) / ((1 + n/N)·var(Ŷ over all n + N items)), with the population covariance and the
+sample (ddof 1) variance as there, and standard deviations with ddof 0. One deliberate
+difference: when the judges' values are constant (var 0) ppi-python's λ̂ is NaN; here λ̂ = 0
+(judges without variation carry no information, so the estimate is the humans' own).
+
+Small samples: the normal interval needs the labelled items to show the judges' errors. With
+50 labels and an outcome the judges get wrong on 2% of items, a sample often holds no error at
+all, the rectifier's variance is estimated as 0 and the interval collapses onto the judges'
+(biased) mean. :func:`calibrated_mean` therefore adds ``pseudo_disagreements`` pseudo-labelled
+items of each kind of disagreement — human 1 / judge 0 and human 0 / judge 1 — before PPI++,
+the device of the Agresti–Coull interval ("add two successes and two failures") carried to the
+judges' errors: it costs O(1/n) of bias and keeps the interval honest where errors are rare
+(``benchmarks/calibration.py`` measures both; 0 gives ppi-python's PPI++ unchanged).
+
+The functions take the last axis as the items, so a stack of simulated replications (``R × n``
+and ``R × N`` arrays) is estimated in one call (``benchmarks/calibration.py``). No import of
+ppi-python (numba) is needed at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """A point estimate and its two-sided interval (arrays of one shape, or floats)."""
+
+    value: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    lam: np.ndarray  # the λ used (0 for the humans-only estimate, NaN for the judges-only one)
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of ``confidence`` (1.96 for 0.95)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    return float(norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+
+
+def _as_items(values: np.ndarray, what: str) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim == 0 or array.shape[-1] == 0:
+        raise ValueError(f"{what}: no items")
+    if np.isnan(array).any():
+        raise ValueError(f"{what}: holds NaN (every item needs a value)")
+    return array
+
+
+def power_tuning(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray) -> np.ndarray:
+    """PPI++'s λ̂ for the mean, clipped to [0, 1] (0 where the judges' values do not vary)."""
+    n, big_n = y.shape[-1], yhat_unlabelled.shape[-1]
+    covariance = ((y - y.mean(-1, keepdims=True)) * (yhat - yhat.mean(-1, keepdims=True))).mean(-1)
+    pooled = np.concatenate([yhat, yhat_unlabelled], axis=-1)
+    variance = pooled.var(-1, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lam = covariance / ((1.0 + n / big_n) * variance)
+    return np.clip(np.where(variance > 0, lam, 0.0), 0.0, 1.0)
+
+
+def ppi_mean(
+    y: np.ndarray,
+    yhat: np.ndarray,
+    yhat_unlabelled: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    lam: float | np.ndarray | None = None,
+) -> MeanEstimate:
+    """The prediction-powered mean of ``y`` with its interval; ``lam=None`` is PPI++.
+
+    ``y`` and ``yhat``: the labelled items' human and judge values (``... × n``);
+    ``yhat_unlabelled``: the judge values of the other items (``... × N``).
+    """
+    y, yhat = _as_items(y, "human values"), _as_items(yhat, "judge values of the labelled items")
+    yhat_unlabelled = _as_items(yhat_unlabelled, "judge values of the unlabelled items")
+    if y.shape != yhat.shape:
+        raise ValueError(f"human values {y.shape} and judge values {yhat.shape} differ in shape")
+    n, big_n = y.shape[-1], yhat_unlabelled.shape[-1]
+    tuned = power_tuning(y, yhat, yhat_unlabelled) if lam is None else np.broadcast_to(
+        np.asarray(lam, dtype=np.float64), y.shape[:-1])
+    weight = tuned[..., None]
+    value = (weight * yhat_unlabelled).mean(-1) + (y - weight * yhat).mean(-1)
+    spread = np.sqrt((weight * yhat_unlabelled).std(-1) ** 2 / big_n + (y - weight * yhat).std(-1) ** 2 / n)
+    z = z_value(confidence)
+    return MeanEstimate(value, value - z * spread, value + z * spread, np.asarray(tuned))
+
+
+def classical_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
+    """The mean with its central-limit interval (``ppi_py.classical_mean_ci``: sd with ddof 0)."""
+    values = _as_items(values, "values")
+    value = values.mean(-1)
+    spread = values.std(-1) / np.sqrt(values.shape[-1])
+    z = z_value(confidence)
+    return MeanEstimate(value, value - z * spread, value + z * spread, np.zeros_like(value))
+
+
+#: Pseudo-labelled disagreements of each kind :func:`calibrated_mean` adds (Agresti–Coull's two).
+DEFAULT_PSEUDO_DISAGREEMENTS = 2
+
+
+def with_pseudo_disagreements(y: np.ndarray, yhat: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``y`` and ``yhat`` with ``count`` items (human 1, judge 0) and ``count`` (human 0, judge 1)
+    appended on the last axis."""
+    if count < 0:
+        raise ValueError(f"pseudo_disagreements must be at least 0, got {count}")
+    y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
+    pseudo_y = np.broadcast_to(np.tile([1.0, 0.0], count), (*y.shape[:-1], 2 * count))
+    pseudo_yhat = np.broadcast_to(np.tile([0.0, 1.0], count), (*yhat.shape[:-1], 2 * count))
+    return np.concatenate([y, pseudo_y], axis=-1), np.concatenate([yhat, pseudo_yhat], axis=-1)
+
+
+def calibrated_mean(
+    y: np.ndarray,
+    yhat: np.ndarray,
+    yhat_unlabelled: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS,
+) -> MeanEstimate:
+    """PPI++ (:func:`ppi_mean`, λ tuned) on the labelled items plus the pseudo-disagreements."""
+    y, yhat = with_pseudo_disagreements(y, yhat, pseudo_disagreements)
+    return ppi_mean(y, yhat, yhat_unlabelled, confidence=confidence)

@@ -1,0 +1,30 @@
+"""ppi-python's numbers on bloomqg's per-item calibration data: what the calibrated estimates
+are checked against (tests/unit/test_calibration.py, tests/integration/test_rater_validation.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: bloomqg.annotation.ppi.DEFAULT_PSEUDO_DISAGREEMENTS, spelled out: (human, judge) pairs appended.
+PSEUDO_HUMAN = [1.0, 0.0, 1.0, 0.0]
+PSEUDO_JUDGE = [0.0, 1.0, 0.0, 1.0]
+
+
+def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05) -> tuple[list[float], list[float]]:
+    """([PPI++ point, low, high], [humans' mean, low, high]) in percent, by ppi-python, from one
+    (cell, metric)'s joined rows (columns human, judge; NaN = unlabelled / no verdict)."""
+    import ppi_py
+
+    human, judge = part["human"].to_numpy(float), part["judge"].to_numpy(float)
+    labelled = ~np.isnan(human)
+    # a null verdict enters as the judges' mean of the cell; no verdict at all, as 0
+    prediction = np.where(np.isnan(judge), np.nanmean(judge) if (~np.isnan(judge)).any() else 0.0, judge)
+    y, yhat, unlabelled = human[labelled], prediction[labelled], prediction[~labelled]
+    classical = ppi_py.classical_mean_ci(y, alpha=alpha)
+    humans = [100 * y.mean(), 100 * classical[0], 100 * classical[1]]
+    y, yhat = np.concatenate([y, PSEUDO_HUMAN]), np.concatenate([yhat, PSEUDO_JUDGE])
+    lam = None if np.var(np.concatenate([yhat, unlabelled])) > 0 else 0.0
+    low, high = ppi_py.ppi_mean_ci(y, yhat, unlabelled, alpha=alpha, lam=lam)
+    point = ppi_py.ppi_mean_pointestimate(y, yhat, unlabelled, lam=lam)
+    return [100 * float(np.ravel(v)[0]) for v in (point, low, high)], humans
