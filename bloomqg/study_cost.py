@@ -12,6 +12,7 @@ original question stands in for the question still to be generated (counted as n
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from bloomqg.judges.bias.probe import probe_requests
 from bloomqg.judges.llm import LLMJudge
 from bloomqg.judges.registry import judge_backend
 from bloomqg.judges.rubric import load_rubric
-from bloomqg.prompts import messages_from_json
+from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes
 
 
 def estimate_study(
@@ -59,13 +60,12 @@ def estimate_study(
         if model_spec.get("backend") == "openai":
             generated_models.add(cell.model)
             settings = client_settings_from_entry(with_study_budget(model_spec, config.get("budget_usd")))
-            requests = [
-                ChatRequest(pid, messages_from_json(text, prompt_id=pid))
-                for pid, text in zip(frame["prompt_id"], frame["messages_json"])
-            ]
             params = decoding_params(model_spec.get("generation", {}), seed)
+            generated = generations.get((cell.dataset, cell.strategy, cell.model))
+            parts = [estimate_calls(settings, requests, params, cache, measured.get(settings.model), counted)
+                     for requests in generation_requests(frame, generated)]
             rows.append({"role": "generator", "name": cell.model, "dataset": cell.dataset, "strategy": cell.strategy,
-                         **estimate_calls(settings, requests, params, cache, measured.get(settings.model), counted)})
+                         **_summed(parts)})
         if not api_judges:
             continue
         generated = generations.get((cell.dataset, cell.strategy, cell.model))
@@ -88,6 +88,44 @@ def estimate_study(
     rows += _probe_rows(config, cells, prompts=prompts, datasets=datasets, generations=generations,
                         cache=cache, measured=measured, rubric=rubric, counted=counted)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
+
+
+def generation_requests(prompts: pd.DataFrame, generated: pd.DataFrame | None) -> list[list[ChatRequest]]:
+    """The requests of each pass of a cell's generation: the first pass's from the prompts;
+    a later pass's with the question the previous pass wrote where the generations file holds
+    it, else the original question standing in for the draft still to be written."""
+    per_pass = [[ChatRequest(pid, messages_from_json(text, prompt_id=pid))
+                 for pid, text in zip(prompts["prompt_id"], prompts["messages_json"])]]
+    written: dict[str, list[dict[str, Any]]] = {}
+    if generated is not None and "passes_json" in generated:
+        written = {pid: json.loads(text) for pid, text in zip(generated["prompt_id"], generated["passes_json"])
+                   if isinstance(text, str)}
+    for row in prompts.to_dict("records"):
+        for index, definition in enumerate(prompt_passes(row)[1:], start=1):
+            previous = written.get(row["prompt_id"], [])
+            if len(previous) >= index:
+                if previous[index - 1].get("new_question") is None:
+                    continue  # that pass wrote no question: the next one was never asked
+                question, answer = previous[index - 1]["new_question"], previous[index - 1].get("raw_text") or ""
+            else:
+                question = answer = " ".join(str(row["original_question"]).split())
+            while len(per_pass) <= index:
+                per_pass.append([])
+            per_pass[index].append(ChatRequest(row["prompt_id"], fill_later_pass(
+                definition["messages"], previous_question=question, previous_answer=answer)))
+    return per_pass
+
+
+def _summed(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One estimate row from the rows of a cell's passes (the first's model, mode and basis)."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    row = {key: sum(p[key] for p in parts) for key in ("requests", "cached", "to_call", "prompt_tokens", "completion_tokens")}
+    costs = [p["cost_usd"] for p in parts]
+    row.update(model=parts[0]["model"], mode=parts[0]["mode"],
+               basis=f"{parts[0]['basis']}; {len(parts)} passes (later ones: the draft question stands in when not generated yet)",
+               cost_usd=None if any(c is None for c in costs) else float(sum(costs)))
+    return row
 
 
 def _probe_rows(

@@ -4,6 +4,10 @@ from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
 from bloomqg.reporting.explorer.links import EXPLORER_HREF  # relative to {root}/report.html
 from bloomqg.reporting.explorer.write import STATIC_DIR, STATIC_FILES
+from bloomqg.strategies import default_selection, strategy_labels, strategy_specs
+
+# {strategy name: label} in defined order: how tables, figures, the report and the explorer name them
+STRATEGY_LABELS = strategy_labels(strategy_specs(CFG))
 
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]
 FIGURE_OUTPUTS = [f"results/figures/{name}" for name in FIGURE_FILES]
@@ -25,6 +29,7 @@ rule make_tables:
     conda:
         "../envs/analysis.yaml"
     params:
+        strategy_labels=STRATEGY_LABELS,
         code=CODE["report"],
     script:
         "../workflow_scripts/make_tables.py"
@@ -54,6 +59,7 @@ rule plot_figures:
     conda:
         "../envs/analysis.yaml"
     params:
+        strategy_labels=STRATEGY_LABELS,
         code=CODE["report"],
     script:
         "../workflow_scripts/plot_figures.py"
@@ -79,22 +85,63 @@ rule build_report:
             if JUDGE_BIAS and wc.root == "results"
             else []
         ),
+        # the probes' calls, which the cost ledger counts with the judges' (a base call once)
+        probes=lambda wc: (
+            [
+                path
+                for judge in JUDGE_BIAS.judges
+                for path in cell_paths(
+                    f"{JUDGE_BIAS_DIR}/probes/{{dataset}}/{{strategy}}/{{model}}/{judge}.parquet"
+                )
+            ]
+            if JUDGE_BIAS and wc.root == "results"
+            else []
+        ),
     output:
-        report("{root}/report.html", caption="../report/captions/report.rst", category="Report"),
+        # in `snakemake --report` through bundle_report, beside its explorer
+        "{root}/report.html",
     log:
         "logs/build_report/{root}.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
     params:
-        config=CFG,
+        # entries in canonical form: a default written out does not rebuild the report
+        config=STUDY.canonical_config(),
         title=lambda wc: (
             "bloomqg: the paper's release reproduced" if wc.root == "results/release" else "bloomqg report"
         ),
         code=CODE["report"],
         explorer_href=EXPLORER_HREF,
+        strategy_labels=STRATEGY_LABELS,
+        comparisons=CFG["comparisons"],
+        strategy_order=default_selection(CFG),
     script:
         "../workflow_scripts/build_report.py"
+
+
+rule bundle_report:
+    """The report and its item explorer in one folder, so the report's links to the explorer
+    resolve inside `snakemake --report report.zip` as they do on disk."""
+    input:
+        report="{root}/report.html",
+        explorer=explorer_outputs("{root}"),
+    output:
+        report(
+            directory("{root}/report_bundle"),
+            htmlindex="report.html",
+            caption="../report/captions/report.rst",
+            category="Report",
+        ),
+    log:
+        "logs/bundle_report/{root}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        code=CODE["report"],
+    script:
+        "../workflow_scripts/bundle_report.py"
 
 
 rule build_explorer:
@@ -113,6 +160,7 @@ rule build_explorer:
         "../envs/analysis.yaml"
     params:
         title=lambda wc: "the paper's release" if wc.root == "results/release" else "this study",
+        strategy_labels=STRATEGY_LABELS,
         code=CODE["report"],
     script:
         "../workflow_scripts/build_explorer.py"

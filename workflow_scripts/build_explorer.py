@@ -16,4 +16,5 @@ write_explorer_from_files(
     metrics=inputs.metrics,
     lines=inputs.get("lines", []),  # the release's published vote lines: its Table 4 counts them
     title=snakemake.params.title,
+    strategy_labels=snakemake.params.strategy_labels,  # as the report's links name them
 )

@@ -2,6 +2,7 @@
 runs imported from a published release: no judgments there, the release publishes votes)."""
 from bloomqg.job import start_job
 from bloomqg.reporting.report import build_report_from_files
+from bloomqg.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -22,4 +23,8 @@ build_report_from_files(
     title=snakemake.params.title,
     judge_bias=inputs.judge_bias,  # the "Judge bias" section's table (.json) and figure (.png)
     explorer_href=snakemake.params.explorer_href,  # the item explorer beside the report
+    strategy_labels=snakemake.params.strategy_labels,  # {name: label}, defined order
+    comparison=ComparisonSpec.from_config({"comparisons": snakemake.params.comparisons}),
+    strategy_order=snakemake.params.strategy_order,  # the first listed is the default baseline
+    probes=inputs.probes,  # the judge-bias probes' calls, in the cost ledger
 )

@@ -46,6 +46,7 @@ class GenerationRecord:
     cached: bool | None = None
     cost_usd: float | None = None
     cache_key: str | None = None
+    passes_json: str | None = None
 
     def as_row(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}

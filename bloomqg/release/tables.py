@@ -32,7 +32,8 @@ from bloomqg.release.paper import (
     reproduced_counts,
 )
 from bloomqg.reporting.tables.markdown import render_markdown
-from bloomqg.reporting.tables.model import Cell, Table
+from bloomqg.reporting.display import metric_index
+from bloomqg.reporting.tables.model import CI_NOTE, GATED_NOTE, N_NOTE, Cell, Table, metric_cell
 from bloomqg.reporting.tables.view import render_view
 
 KEY_COLUMNS: tuple[str, ...] = ("model", "dataset", "strategy")
@@ -79,13 +80,36 @@ def _run_order(frame: pd.DataFrame, figures: PaperFigures) -> pd.DataFrame:
     return frame.assign(_rank=key).sort_values(["_rank", *KEY_COLUMNS], kind="stable").drop(columns="_rank")
 
 
-def _row_cells(row: tuple, metrics: tuple[str, ...]) -> list[Cell]:
-    """A run's cells; each metric value names its (model, dataset, strategy, metric) for the
-    report's links to the item explorer."""
-    model, dataset, strategy, *values = (str(value) for value in row)
-    keys = [None, None, None, *((model, dataset, strategy, metric) for metric in metrics)]
-    texts = [model, dataset, strategy, *values]
-    return [Cell(text, source=key if key and text else None) for text, key in zip(texts, keys)]
+def _row_cells(row: tuple, metrics: tuple[str, ...], index: dict) -> list[Cell]:
+    """A run's cells: each value with its 95% interval, its n (of the run's prompts) and the
+    dagger when a criterion feeding it failed the α gate, as the study's tables show them
+    (:func:`~bloomqg.reporting.tables.model.metric_cell`); each names its (model, dataset,
+    strategy, metric) for the report's links to the item explorer. A metric that does not apply
+    stays empty."""
+    model, dataset, strategy = (str(value) for value in row[:3])
+    prompts = index.get((model, dataset, strategy, "n_generated"))
+    cells = [Cell(model), Cell(dataset), Cell(strategy)]
+    for metric in metrics:
+        source = index.get((model, dataset, strategy, metric))
+        if source is None or pd.isna(source["value"]):
+            cells.append(Cell(""))
+            continue
+        cells.append(metric_cell(source.reindex(["model", "dataset", "strategy", "value", "ci_low", "ci_high", "n",
+                                                 "alpha_gated"]).fillna({"alpha_gated": False}),
+                                 metric, of=None if prompts is None else prompts["value"]))
+    return cells
+
+
+def _display_columns(all_metrics: pd.DataFrame, values: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
+    """The CSV's columns beside each value: its interval, n and α-gate flag."""
+    frame = values.copy()
+    for suffix in ("ci_low", "ci_high", "n", "alpha_gated"):
+        if suffix not in all_metrics.columns:
+            continue
+        wide = all_metrics.pivot(index=list(KEY_COLUMNS), columns="metric", values=suffix)
+        wide = wide.reindex(columns=list(metrics)).add_suffix(f"_{suffix}").reset_index()
+        frame = frame.merge(wide, on=list(KEY_COLUMNS), how="left")
+    return frame
 
 
 def _write(out_dir: Path, name: str, table: Table, csv_frame: pd.DataFrame) -> list[Path]:
@@ -143,6 +167,7 @@ def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigur
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     wide = all_metrics.pivot(index=list(KEY_COLUMNS), columns="metric", values="value")
+    index = metric_index(all_metrics)
 
     written: list[Path] = []
     comparisons = []
@@ -157,9 +182,12 @@ def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigur
         rendered = Table(
             table, _CAPTIONS[table], ["Model", "Dataset", "Strategy"],
             [f"{metric_spec(name).label} (%)" for name in metrics],
-            [_row_cells(row, metrics) for row in frame.itertuples(index=False)], frame,
+            [_row_cells(row, metrics, index) for row in frame.itertuples(index=False)], frame,
+            notes=[CI_NOTE, N_NOTE],
         )
-        written += _write(out_dir, table, rendered, frame)
+        if rendered.has_gated:
+            rendered.notes.append(GATED_NOTE)
+        written += _write(out_dir, table, rendered, _display_columns(all_metrics, frame, metrics))
     comparison = pd.concat(comparisons, ignore_index=True)
     written += _write(out_dir, COMPARISON, comparison_table(comparison, figures), comparison)
     return written

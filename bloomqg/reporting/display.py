@@ -2,18 +2,28 @@
 
 Shared by the tables, the figures and the HTML report, so a label is written one way everywhere;
 metric labels are the metrics' own (:mod:`bloomqg.metrics.registry`).
+
+Strategies are named by their ``label`` (:class:`bloomqg.strategies.StrategySpec`): the
+workflow hands the reporting functions ``strategy_labels`` = {name: label} in the defined order
+(:func:`bloomqg.strategies.strategy_labels`), which is also the order strategies are shown in.
+Without it the built-ins' labels apply, and a strategy no mapping names is shown by its name as
+written (never upper-cased: the name is the user's).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from bloomqg.strategies import BUILTIN_STRATEGIES
 
-#: How strategies are written in tables and figures.
-STRATEGY_LABEL: dict[str, str] = {"cot": "CoT", "fgp": "FGP"}
+
+#: How the built-in strategies are written when no ``strategy_labels`` are given.
+STRATEGY_LABEL: dict[str, str] = {name: spec.label for name, spec in BUILTIN_STRATEGIES.items()}
+#: {strategy name: label}, in the order the strategies are defined (and shown).
+StrategyLabels = Mapping[str, str]
 
 CRITERION_LABEL: dict[str, str] = {
     "unique": "Unique",
@@ -24,19 +34,32 @@ CRITERION_LABEL: dict[str, str] = {
 }
 
 MISSING = "–"  # en dash: no value (no data, or every item of the cell was excluded)
+#: An empty panel's or row's mark, always followed by why it is empty.
+EMPTY = "—"
 
 
 def is_missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
-def strategy_label(strategy: str) -> str:
-    return STRATEGY_LABEL.get(strategy, strategy.upper())
+def strategy_label(strategy: str, strategy_labels: StrategyLabels | None = None) -> str:
+    """The strategy's label: from ``strategy_labels``, else a built-in's, else its name."""
+    if strategy_labels and strategy in strategy_labels:
+        return str(strategy_labels[strategy])
+    return STRATEGY_LABEL.get(strategy, strategy)
 
 
-def cell_label(dataset: str, strategy: str) -> str:
+def strategy_order(strategies: Iterable[str], strategy_labels: StrategyLabels | None = None) -> list[str]:
+    """The distinct ``strategies`` in defined order (``strategy_labels``' order, else the
+    built-ins'), then any other as first seen."""
+    present = ordered_unique(strategies)
+    defined = list(strategy_labels) if strategy_labels else list(STRATEGY_LABEL)
+    return [s for s in defined if s in present] + [s for s in present if s not in defined]
+
+
+def cell_label(dataset: str, strategy: str, strategy_labels: StrategyLabels | None = None) -> str:
     """The column-group label of a (dataset, strategy) cell, e.g. ``cs, CoT``."""
-    return f"{dataset}, {strategy_label(strategy)}"
+    return f"{dataset}, {strategy_label(strategy, strategy_labels)}"
 
 
 def ordered_unique(values: Iterable) -> list:
@@ -44,15 +67,16 @@ def ordered_unique(values: Iterable) -> list:
     return list(dict.fromkeys(v for v in values if not is_missing(v)))
 
 
-def ordered_cells(all_metrics: pd.DataFrame, dataset_order: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """(dataset, strategy) cells: datasets in ``dataset_order`` then first appearance; CoT before FGP."""
+def ordered_cells(
+    all_metrics: pd.DataFrame, dataset_order: Sequence[str] = (), strategy_labels: StrategyLabels | None = None
+) -> list[tuple[str, str]]:
+    """(dataset, strategy) cells: datasets in ``dataset_order`` then first appearance; strategies
+    in defined order (:func:`strategy_order`)."""
     datasets = list(dataset_order) + [d for d in ordered_unique(all_metrics["dataset"]) if d not in dataset_order]
-    strategy_rank = {"cot": 0, "fgp": 1}
     cells = []
     for dataset in datasets:
-        strategies = ordered_unique(all_metrics.loc[all_metrics["dataset"] == dataset, "strategy"])
-        for strategy in sorted(strategies, key=lambda s: (strategy_rank.get(s, 2), s)):
-            cells.append((dataset, strategy))
+        strategies = all_metrics.loc[all_metrics["dataset"] == dataset, "strategy"]
+        cells.extend((dataset, strategy) for strategy in strategy_order(strategies, strategy_labels))
     return cells
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, UNCATEGORIZED
-from bloomqg.reporting.display import is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.display import StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import require_columns
 
 
@@ -32,17 +32,46 @@ def _verdict(value: object) -> str:
     return "yes" if bool(value) else "no"
 
 
+def panel_judges(reliability: pd.DataFrame | None) -> dict[tuple[str, str, str], list[str]]:
+    """Per (model, dataset, strategy), the panel's judge names in the order of the votes in the
+    ``*_votes`` columns (the reliability table's judge rows keep the panel's order)."""
+    if reliability is None or reliability.empty or "judge" not in reliability.columns:
+        return {}
+    rows = reliability[reliability["judge"].notna()]
+    return {
+        (str(model), str(dataset), str(strategy)): list(dict.fromkeys(group["judge"].astype(str)))
+        for (model, dataset, strategy), group in rows.groupby(["model", "dataset", "strategy"], sort=False)
+    }
+
+
+def named_votes(votes: list, judges: list[str] | None, criterion: str) -> str:
+    """``"rules: yes, minilm: —, smollm2: yes"``: each judge's vote by name ("—": no vote).
+    Without the names (a panel of unknown size), the votes are numbered by position."""
+    def shown(vote: object) -> str:
+        if is_missing(vote):
+            return "—"
+        if criterion in ("unique", "readable", "answerable"):
+            return {"1": "yes", "0": "no", "True": "yes", "False": "no"}.get(str(vote), str(vote))
+        return str(vote)
+
+    names = judges if judges is not None and len(judges) == len(votes) else [f"judge {i + 1}" for i in range(len(votes))]
+    return ", ".join(f"{name}: {shown(vote)}" for name, vote in zip(names, votes))
+
+
 def question_examples(
     votes: pd.DataFrame,
     generations: pd.DataFrame | None,
     *,
     per_group: int = EXAMPLES_PER_GROUP,
     failures_per_model: int = FAILURES_PER_MODEL,
+    strategy_labels: StrategyLabels | None = None,
+    judges: dict[tuple[str, str, str], list[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Examples per model → original Bloom level, with verdicts and the original; plus parse failures.
 
     Deterministic: per (model, level, dataset, strategy) the first ``per_group`` generated
-    questions in item order. Texts are returned raw; the template escapes them.
+    questions in item order. Texts are returned raw; the template escapes them. ``judges``
+    (:func:`panel_judges`) names each vote.
     """
     require_columns(votes, ["prompt_id", "model", "dataset", "strategy", "original_question",
                             "original_bloom_level", "new_question", "bloom_level", "unique", "readable",
@@ -65,14 +94,15 @@ def question_examples(
             levels.append({
                 "level": level or UNCATEGORIZED,
                 "n_total": len(with_question),
-                "examples": [_example(row) for _, row in chosen.iterrows()],
+                "examples": [_example(row, (judges or {}).get((str(model), str(row["dataset"]), str(row["strategy"]))),
+                                      strategy_labels) for _, row in chosen.iterrows()],
             })
         failed = frame[frame["new_question"].isna()].head(failures_per_model)
         failures = []
         for _, row in failed.iterrows():
             generation = raw.get((row["prompt_id"], model))
             failures.append({
-                "prompt_id": row["prompt_id"], "dataset": row["dataset"], "strategy": strategy_label(row["strategy"]),
+                "prompt_id": row["prompt_id"], "dataset": row["dataset"], "strategy": strategy_label(row["strategy"], strategy_labels),
                 "original_question": row["original_question"],
                 "raw_text": None if generation is None else generation.raw_text,
                 "reason": None if generation is None else generation.parse_error,
@@ -82,14 +112,15 @@ def question_examples(
     return models
 
 
-def _example(row: pd.Series) -> dict[str, Any]:
+def _example(row: pd.Series, judges: list[str] | None = None,
+             strategy_labels: StrategyLabels | None = None) -> dict[str, Any]:
     def level(value: object) -> str:
         return str(value) if not is_missing(value) else UNCATEGORIZED
 
     return {
         "prompt_id": row["prompt_id"],
         "dataset": row["dataset"],
-        "strategy": strategy_label(row["strategy"]),
+        "strategy": strategy_label(row["strategy"], strategy_labels),
         "original_question": row["original_question"],
         "original_level": level(row["original_bloom_level"]),
         "original_units": ", ".join(map(str, _as_list(row.get("original_knowledge_units")))),
@@ -102,7 +133,7 @@ def _example(row: pd.Series) -> dict[str, Any]:
         "answerable": _verdict(row["answerable"]),
         "useful": _verdict(row["useful"]),
         "votes": {
-            c: ", ".join(map(str, _as_list(row.get(f"{c}_votes")))) for c in ("unique", "readable", "answerable", "bloom_level")
+            c: named_votes(_as_list(row.get(f"{c}_votes")), judges, c) for c in ("unique", "readable", "answerable", "bloom_level")
         },
         "gated": bool(row.get("alpha_gated", False)),
     }

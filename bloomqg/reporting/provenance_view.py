@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.reporting.display import strategy_label
+from bloomqg.reporting.display import StrategyLabels, strategy_label
 from bloomqg.reporting.tables.model import require_columns
 
 
@@ -72,15 +72,19 @@ def ledger_view(ledger: pd.DataFrame) -> dict[str, Any]:
                            "cost_usd") if c in ledger.columns]
     frame = ledger.copy()
     frame["judge"] = frame["judge"].where(frame["judge"].notna(), "generator " + frame["model"].astype(str))
+    if "stage" in frame.columns:  # a judge's bias probes are their own line: their calls are the probes'
+        probing = frame["stage"].eq("judge_bias")
+        frame.loc[probing, "judge"] = frame.loc[probing, "judge"].astype(str) + " (bias probes)"
     for column in numeric:
         frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0)
     per_judge = frame.groupby("judge", sort=False)[numeric].sum().reset_index()
     total = {c: float(frame[c].sum()) for c in numeric}
-    return {"columns": ["judge", "model", "dataset", "strategy", *numeric], "numeric": numeric,
+    labels = [c for c in ("stage", "judge", "model", "dataset", "strategy") if c in frame.columns]
+    return {"columns": [*labels, *numeric], "numeric": numeric,
             "rows": frame.to_dict("records"), "per_judge": per_judge.to_dict("records"), "total": total}
 
 
-def generation_usage(generations: pd.DataFrame) -> list[dict[str, Any]]:
+def generation_usage(generations: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> list[dict[str, Any]]:
     """Tokens and latency of generation per model × dataset × strategy."""
     if generations is None or generations.empty:
         return []
@@ -94,5 +98,28 @@ def generation_usage(generations: pd.DataFrame) -> list[dict[str, Any]]:
         completion_tokens=("n_completion_tokens", lambda s: int(pd.to_numeric(s, errors="coerce").fillna(0).sum())),
         latency_s=("latency_s", lambda s: float(pd.to_numeric(s, errors="coerce").fillna(0).sum())),
     ).reset_index()
-    usage["strategy"] = usage["strategy"].map(strategy_label)
+    usage["strategy"] = usage["strategy"].map(lambda s: strategy_label(s, strategy_labels))
     return usage.to_dict("records")
+
+
+def call_failures(judgments: pd.DataFrame | None, generations: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """Every judge and generator with failed calls (no answer: a judge's question with status
+    ``error`` on every criterion, a generation with ``parse_status`` ``error``): who, how many of
+    how many, and the commonest cause, for the report's overview."""
+    failures: list[dict[str, Any]] = []
+    if judgments is not None and len(judgments):
+        require_columns(judgments, ["judge", "model", "dataset", "strategy", "prompt_id", "status", "reason"], "judgments")
+        per_call = judgments.groupby(["judge", "model", "dataset", "strategy", "prompt_id"], sort=False).agg(
+            failed=("status", lambda s: bool((s == "error").all())), reason=("reason", "first"))
+        for judge, calls in per_call.groupby(level="judge", sort=False):
+            failed = calls[calls["failed"]]
+            if len(failed):
+                cause = failed["reason"].fillna("no reason recorded").value_counts().index[0]
+                failures.append({"who": f"judge {judge}", "failed": len(failed), "total": len(calls), "cause": str(cause)})
+    if generations is not None and len(generations):
+        for model, rows in generations.groupby("model", sort=False):
+            failed = rows[rows["parse_status"] == "error"]
+            if len(failed):
+                cause = failed["parse_error"].fillna("no reason recorded").value_counts().index[0]
+                failures.append({"who": f"generator {model}", "failed": len(failed), "total": len(rows), "cause": str(cause)})
+    return failures

@@ -6,22 +6,41 @@ tested and reused, e.g. in a paper's text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
 from bloomqg.metrics.cognitive import SHIFT_TYPES
+from bloomqg.metrics.paired import ordered_strategies
 from bloomqg.metrics.correlations import FIGURE5_PAIRS
 from bloomqg.metrics.registry import metric_spec, table_label
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
-from bloomqg.reporting.display import CRITERION_LABEL, cell_label, is_missing, ordered_unique, strategy_label
-from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION
+from bloomqg.reporting.display import (
+    CRITERION_LABEL,
+    EMPTY,
+    StrategyLabels,
+    cell_label,
+    is_missing,
+    ordered_unique,
+    strategy_label,
+)
+from bloomqg.reporting.display import strategy_order as display_order
+from bloomqg.reporting.figures.confusion import classifying_strategies
+from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
 from bloomqg.reporting.tables.model import require_columns
+from bloomqg.strategies import ComparisonSpec
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def signed(value: float, decimals: int) -> str:
+    """``+1.25`` / ``-0.50``; a value that rounds to zero is ``0.00``, with no sign."""
+    text = f"{float(value):+.{decimals}f}"
+    return text[1:] if not text.strip("+-0.") else text
 
 
 def _values(all_metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -29,36 +48,46 @@ def _values(all_metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     return frame.assign(value=frame["value"].astype(float))
 
 
-def strategy_effect(all_metrics: pd.DataFrame, metric: str) -> str | None:
-    """"On cs, FGP raised CatCons for 3 of 4 models and lowered it for 1; the largest change was X (+Y pp)."
+def strategy_effect(
+    all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None,
+    comparison: ComparisonSpec = ComparisonSpec(),
+    strategy_order: Sequence[str] = (),
+) -> str | None:
+    """"On cs, FGP raised CatCons against CoT for 3 of 4 models and lowered it for 1; the largest change was X (+Y pp)."
 
-    One sentence per dataset run under both CoT and FGP (same model in both); None when there is none.
+    One sentence per dataset and strategy pair of ``comparison`` (each strategy against the
+    baseline, by default the first of ``strategy_order`` run, as in the paired table; or every
+    pair) run on the same models; None when there is none.
     """
     frame = _values(all_metrics, metric)
     label = table_label(metric)
     unit = " pp" if metric_spec(metric).percent else ""  # a difference of percentages
     sentences = []
     for dataset in ordered_unique(frame["dataset"]):
-        wide = frame[frame["dataset"] == dataset].pivot_table(index="model", columns="strategy", values="value")
-        if not {"cot", "fgp"} <= set(wide.columns):
-            continue
-        diff = (wide["fgp"] - wide["cot"]).dropna().round(6)
-        if diff.empty:
-            continue
-        n = _plural(len(diff), "model")
-        raised, lowered = int((diff > 0).sum()), int((diff < 0).sum())
-        if raised == lowered == 0:
-            sentences.append(f"On {dataset}, FGP left {label} unchanged for all {n}.")
-            continue
-        largest = diff.abs().idxmax()
-        sentences.append(
-            f"On {dataset}, FGP raised {label} for {raised} of {n} and lowered it for {lowered}; "
-            f"the largest change was {largest} ({diff[largest]:+.2f}{unit})."
-        )
+        here = frame[frame["dataset"] == dataset]
+        wide = here.pivot_table(index="model", columns="strategy", values="value")
+        for a, b in comparison.pairs(ordered_strategies(ordered_unique(here["strategy"]), strategy_order)):
+            diff = (wide[b] - wide[a]).dropna().round(6)
+            if diff.empty:
+                continue
+            name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
+            n = _plural(len(diff), "model")
+            raised, lowered = int((diff > 0).sum()), int((diff < 0).sum())
+            if raised == lowered == 0:
+                sentences.append(f"On {dataset}, {name_b} left {label} unchanged against {name_a} for all {n}.")
+                continue
+            largest = diff.abs().idxmax()
+            ns = here[here["model"] == largest].set_index("strategy")["n"]
+            over = ("" if ns.reindex([a, b]).isna().any() else
+                    f", over n = {int(ns[a])} ({name_a}) and {int(ns[b])} ({name_b}) questions")
+            sentences.append(
+                f"On {dataset}, {name_b} raised {label} against {name_a} for {raised} of {n} and lowered it "
+                f"for {lowered}; the largest change was {largest} ({signed(diff[largest], 2)}{unit}{over})."
+            )
     return " ".join(sentences) if sentences else None
 
 
-def metric_range(all_metrics: pd.DataFrame, metric: str) -> str | None:
+def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:
     """"Knowledge-ID acc. ranged from 58.0% (m, cs) to 87.6% (m2, social)." or None."""
     frame = _values(all_metrics, metric)
     if frame.empty:
@@ -70,7 +99,8 @@ def metric_range(all_metrics: pd.DataFrame, metric: str) -> str | None:
     high = frame.loc[frame["value"].idxmax()]
 
     def where(row: pd.Series) -> str:
-        return f"{row['model']}, {cell_label(row['dataset'], row['strategy'])}"
+        n = "" if is_missing(row.get("n")) else f", n = {int(row['n'])}"
+        return f"{row['model']}, {cell_label(row['dataset'], row['strategy'], strategy_labels)}{n}"
 
     if len(frame) == 1:
         return f"{label} was {low['value']:.1f}{unit} ({where(low)})."
@@ -80,75 +110,90 @@ def metric_range(all_metrics: pd.DataFrame, metric: str) -> str | None:
     )
 
 
-def transition_summary(votes: pd.DataFrame) -> str:
-    """Share of useful judged questions that kept, raised or lowered the original's level."""
+def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
+    """Per strategy, of the useful questions with a judged level (CatCons' n, and the sum of the
+    figure's panel n's: one definition), the share that kept the original's level (CatCons'
+    match) and, of those with both levels known, how many moved up and down; the questions with
+    an Uncategorized level on one side have no direction and are counted as such."""
     parts = []
-    totals = {}
-    for strategy in ordered_unique(votes["strategy"]):
+    for strategy in display_order(votes["strategy"], strategy_labels):
         counts = transition_counts(votes[votes["strategy"] == strategy], kind="judged")
-        known = counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
-        if known.empty:
+        if counts.empty:
             continue
+        n = int(counts["count"].sum())
+        same = int(counts.loc[counts["original_level"] == counts["other_level"], "count"].sum())
+        known = counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
         delta = known["other_level"].map(LEVEL_WEIGHT) - known["original_level"].map(LEVEL_WEIGHT)
-        n = int(known["count"].sum())
-        same = int(known.loc[delta == 0, "count"].sum())
         up = int(known.loc[delta > 0, "count"].sum())
         down = int(known.loc[delta < 0, "count"].sum())
-        totals[strategy] = (n, same, up, down)
-        parts.append(
-            f"under {strategy_label(strategy)}, {100 * same / n:.0f}% of {n} useful questions kept the original's "
-            f"level, {100 * up / n:.0f}% moved up and {100 * down / n:.0f}% moved down"
-        )
+        undirected = n - same - up - down
+        text = (f"under {strategy_label(strategy, strategy_labels)}, of n = {n} useful questions with a judged "
+                f"level (CatCons' n), {100 * same / n:.0f}% kept the original's level, {100 * up / n:.0f}% moved up "
+                f"and {100 * down / n:.0f}% moved down")
+        if undirected:
+            text += f" ({undirected} with an Uncategorized level on one side only have no direction)"
+        parts.append(text)
     if not parts:
-        return "No useful question with both levels known was judged, so there is no transition to show."
+        return "No useful question with a judged level was judged, so there is no transition to show."
     sentence = "; ".join(parts)
     return sentence[0].upper() + sentence[1:] + "."
 
 
-def classification_summary(votes: pd.DataFrame) -> str:
-    """Per-level accuracy of the models' own classification under CoT, pooled over models."""
-    cot = votes[votes["strategy"] == "cot"]
-    accuracy = per_level_accuracy(cot, kind="classified") if len(cot) else pd.DataFrame()
-    accuracy = accuracy[accuracy["n"] > 0] if len(accuracy) else accuracy
-    if accuracy.empty:
-        return "No model classified the original questions (the task runs under CoT only)."
-    best = accuracy.loc[accuracy["accuracy"].idxmax()]
-    worst = accuracy.loc[accuracy["accuracy"].idxmin()]
-    return (
-        f"Pooled over models, classification of the originals was most accurate for {best['original_level']} "
-        f"({best['accuracy']:.0f}% of {int(best['n'])}) and least for {worst['original_level']} "
-        f"({worst['accuracy']:.0f}% of {int(worst['n'])})."
-    )
+def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
+    """Per-level accuracy of the models' own classification, pooled over models, under each
+    strategy whose answers classify the original (CoT's ``answer_fields``)."""
+    parts = []
+    for strategy in classifying_strategies(votes, strategy_labels):
+        accuracy = per_level_accuracy(votes[votes["strategy"] == strategy], kind="classified")
+        accuracy = accuracy[accuracy["n"] > 0] if len(accuracy) else accuracy
+        if accuracy.empty:
+            continue
+        best = accuracy.loc[accuracy["accuracy"].idxmax()]
+        worst = accuracy.loc[accuracy["accuracy"].idxmin()]
+        parts.append(
+            f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of the originals "
+            f"was most accurate for {best['original_level']} ({best['accuracy']:.0f}% of {int(best['n'])}) and least "
+            f"for {worst['original_level']} ({worst['accuracy']:.0f}% of {int(worst['n'])})."
+        )
+    return " ".join(parts) if parts else (
+        f"{EMPTY} No model classified the original questions: no strategy run asks for the original's level.")
 
 
-def correlation_summary(all_metrics: pd.DataFrame, correlations: pd.DataFrame | None) -> str:
-    """The Figure 5 correlations in words, from the correlations frame."""
-    n_models = all_metrics.loc[all_metrics["strategy"] == "cot", "model"].nunique()
+def correlation_summary(all_metrics: pd.DataFrame, correlations: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None) -> str:
+    """The Figure 5 correlations in words, from the correlations frame, under each strategy whose
+    answers identify level and units."""
+    identifying = ordered_unique(s for x, _ in FIGURE5_PAIRS for s in identifying_strategies(all_metrics, x, strategy_labels))
+    names = ", ".join(strategy_label(s, strategy_labels) for s in identifying)
+    if not identifying:
+        return f"{EMPTY} Not estimated: no strategy run asks the model to identify the original's level and units."
+    n_models = all_metrics.loc[all_metrics["strategy"].isin(identifying), "model"].nunique()
     if n_models < MIN_POINTS_FOR_CORRELATION:
-        return (f"Not estimated: the run has {_plural(n_models, 'model')} under CoT and a correlation across "
-                f"models needs at least {MIN_POINTS_FOR_CORRELATION}.")
+        return (f"{EMPTY} Not estimated: the run has {_plural(n_models, 'model')} under {names} and a correlation "
+                f"across models needs at least {MIN_POINTS_FOR_CORRELATION}.")
     if correlations is None or correlations.empty:
         return "No correlations were computed for this run."
     parts = []
     for x_metric, y_metric in FIGURE5_PAIRS:
         rows = correlations[(correlations["x_metric"] == x_metric) & (correlations["y_metric"] == y_metric)
-                            & (correlations["strategy"] == "cot")]
+                            & correlations["strategy"].isin(identifying)]
         methods = rows["method"] if "method" in rows else pd.Series("pearson", index=rows.index)
-        for dataset in ordered_unique(rows["dataset"]):
-            estimates = {m: r for m, r in zip(methods[rows["dataset"] == dataset], rows[rows["dataset"] == dataset].itertuples(index=False))}
+        for dataset, strategy in dict.fromkeys(zip(rows["dataset"], rows["strategy"])):
+            mine = (rows["dataset"] == dataset) & (rows["strategy"] == strategy)
+            estimates = {m: r for m, r in zip(methods[mine], rows[mine].itertuples(index=False))}
+            where = dataset if len(identifying) == 1 else f"{dataset} under {strategy_label(strategy, strategy_labels)}"
             pearson, spearman = estimates.get("pearson"), estimates.get("spearman")
             if pearson is None or is_missing(pearson.r):
                 continue
-            text = (f"r({table_label(x_metric)}, {table_label(y_metric)}) = {pearson.r:+.2f} on {dataset} "
+            text = (f"r({table_label(x_metric)}, {table_label(y_metric)}) = {signed(pearson.r, 2)} on {where} "
                     f"(p = {pearson.p_value:.2g}, n = {pearson.n}")
             if spearman is not None and not is_missing(spearman.r):
-                text += f"; Spearman ρ = {spearman.r:+.2f}"
+                text += f"; Spearman ρ = {signed(spearman.r, 2)}"
             parts.append(text + ")")
-    return ("Across models under CoT: " + "; ".join(parts) + ".") if parts else \
-        "The correlations frame has no CoT rows for these metric pairs."
+    return (f"Across models under {names}: " + "; ".join(parts) + ".") if parts else \
+        f"The correlations frame has no rows under {names} for these metric pairs."
 
 
-def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
+def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, Any]:
     """The α gate's settings, the cells and criteria that failed it, and its effect in words."""
     require_columns(reliability, ["judge", "criterion", "alpha", "gate_threshold", "gate_action", "gate_passed",
                                   "model", "dataset", "strategy"], "reliability")
@@ -161,7 +206,7 @@ def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
     use_ac1 = coefficients == ["ac1"]
     coefficient = "Gwet's AC1" if use_ac1 else "Krippendorff's α"
     failures = [
-        {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy),
+        {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy, strategy_labels),
          "criterion": CRITERION_LABEL.get(r.criterion, r.criterion), "alpha": r.ac1 if use_ac1 else r.alpha,
          "threshold": r.gate_threshold, "action": r.gate_action}
         for r in failed.itertuples(index=False)
@@ -169,6 +214,10 @@ def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
     threshold_text = ", ".join(f"{t:g}" for t in thresholds) or "n/a"
     if not len(panel):
         effect = "No reliability was computed (no panel-level rows)."
+    elif not failures and len(undefined):  # passed by rule, not on measured agreement: said as such
+        effect = (f"{len(panel) - len(undefined)} of {len(panel)} panel α values passed the gate (α ≥ {threshold_text}); "
+                  f"nothing was flagged or dropped, but {len(undefined)} passed only by rule: α undefined, no "
+                  "variance in the votes, so agreement there was not measured (marked in the trust table).")
     elif not failures:
         effect = f"All {len(panel)} panel α values passed the gate (α ≥ {threshold_text}); nothing was flagged or dropped."
     else:
@@ -182,7 +231,7 @@ def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
             f"{len(failures)} of {len(panel)} panel α values fell below the gate (α ≥ {threshold_text}) in "
             f"{_plural(len(cells), 'cell')}; action '{'/'.join(actions)}': {consequence}."
         )
-    if len(undefined):
+    if len(undefined) and failures:
         effect += f" α was undefined (no variation in the votes) for {len(undefined)} criterion × cell pairs."
     if use_ac1:
         effect = effect.replace("panel α values", "panel AC1 values").replace("(α ≥", "(AC1 ≥")
@@ -190,7 +239,7 @@ def gate_summary(reliability: pd.DataFrame) -> dict[str, Any]:
             "n_panel": len(panel), "coefficient": coefficient}
 
 
-def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> str:
+def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Mean and worst generation parse-failure rate, and the judges' mean."""
     frame = _values(all_metrics, "parse_failure_rate")
     parts = []
@@ -198,7 +247,7 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame) 
         worst = frame.loc[frame["value"].idxmax()]
         parts.append(
             f"Generation parse failures averaged {frame['value'].mean():.1f}% over {_plural(len(frame), 'cell')}; "
-            f"the highest was {worst['model']} ({cell_label(worst['dataset'], worst['strategy'])}: {worst['value']:.1f}%)."
+            f"the highest was {worst['model']} ({cell_label(worst['dataset'], worst['strategy'], strategy_labels)}: {worst['value']:.1f}%)."
         )
     judges = reliability[reliability["judge"].notna() & reliability["parse_failure_rate"].notna()] \
         if "parse_failure_rate" in reliability else reliability.iloc[0:0]
@@ -209,7 +258,7 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame) 
     return " ".join(parts) if parts else "No parse-failure rates were recorded."
 
 
-def shift_score_summary(all_metrics: pd.DataFrame) -> str:
+def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Mean shift scores per type and the largest single value."""
     frames = {m: _values(all_metrics, f"{m}_mean") for m in SHIFT_TYPES}
     present = {m: f for m, f in frames.items() if not f.empty}
@@ -219,7 +268,7 @@ def shift_score_summary(all_metrics: pd.DataFrame) -> str:
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
     return (f"Averaged over cells the mean shift scores were {means}; the largest was {table_label(top['kind'])} "
-            f"for {top['model']} ({cell_label(top['dataset'], top['strategy'])}: {top['value']:.2f} levels).")
+            f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: {top['value']:.2f} levels).")
 
 
 def figure_readings(
@@ -227,17 +276,19 @@ def figure_readings(
     votes: pd.DataFrame,
     reliability: pd.DataFrame,
     correlations: pd.DataFrame | None,
+    strategy_labels: StrategyLabels | None = None,
 ) -> dict[str, str]:
     """One sentence per figure stem, computed from the data the figure shows."""
+    labels = strategy_labels
     return {
-        "fig2_transitions": transition_summary(votes),
-        "fig3_shift_scores": shift_score_summary(all_metrics),
-        "fig4_knowledge_id": metric_range(all_metrics, "knowledge_id_acc")
-        or "No knowledge-identification accuracy was computed (the task runs under CoT only).",
-        "fig5_correlations": correlation_summary(all_metrics, correlations),
-        "fig6_confusion": classification_summary(votes),
-        "reliability": gate_summary(reliability)["effect"],
-        "parse_failures": parse_failure_summary(all_metrics, reliability),
+        "fig2_transitions": transition_summary(votes, labels),
+        "fig3_shift_scores": shift_score_summary(all_metrics, labels),
+        "fig4_knowledge_id": metric_range(all_metrics, "knowledge_id_acc", labels)
+        or f"{EMPTY} No knowledge-identification accuracy was computed: no strategy run asks the model to identify the units.",
+        "fig5_correlations": correlation_summary(all_metrics, correlations, labels),
+        "fig6_confusion": classification_summary(votes, labels),
+        "reliability": gate_summary(reliability, labels)["effect"],
+        "parse_failures": parse_failure_summary(all_metrics, reliability, labels),
     }
 
 
@@ -246,20 +297,29 @@ def table_readings(
     reliability: pd.DataFrame,
     paired: pd.DataFrame | None,
     table1: pd.DataFrame | None = None,
+    *,
+    strategy_labels: StrategyLabels | None = None,
+    comparison: ComparisonSpec = ComparisonSpec(),
+    strategy_order: Sequence[str] = (),
 ) -> dict[str, str]:
-    """One sentence per table stem (only where the data says something)."""
+    """One sentence per table stem (only where the data says something); strategy effects over
+    the pairs of ``comparison`` (baseline by default the first of ``strategy_order``)."""
+    labels = strategy_labels
+
+    def effect(metric: str) -> str | None:
+        return strategy_effect(all_metrics, metric, labels, comparison, strategy_order)
+
     readings: dict[str, str | None] = {
-        "table4_quality": strategy_effect(all_metrics, "unique") or metric_range(all_metrics, "unique"),
-        "table5_usability": strategy_effect(all_metrics, "catcons") or metric_range(all_metrics, "catcons"),
-        "table6_cognitive_shift": strategy_effect(all_metrics, "cogreg")
-        or metric_range(all_metrics, "cogleap"),
-        "table7_quality_by_dataset": strategy_effect(all_metrics, "answerable") or metric_range(all_metrics, "answerable"),
-        "table8_shift_by_dataset": strategy_effect(all_metrics, "cogleap") or metric_range(all_metrics, "cogleap"),
-        "table_auxiliary": metric_range(all_metrics, "classification_acc"),
-        "table_reliability": gate_summary(reliability)["effect"],
-        "table_parse_failures": parse_failure_summary(all_metrics, reliability),
+        "table4_quality": effect("unique") or metric_range(all_metrics, "unique", labels),
+        "table5_usability": effect("catcons") or metric_range(all_metrics, "catcons", labels),
+        "table6_cognitive_shift": effect("cogreg") or metric_range(all_metrics, "cogleap", labels),
+        "table7_quality_by_dataset": effect("answerable") or metric_range(all_metrics, "answerable", labels),
+        "table8_shift_by_dataset": effect("cogleap") or metric_range(all_metrics, "cogleap", labels),
+        "table_auxiliary": metric_range(all_metrics, "classification_acc", labels),
+        "table_reliability": gate_summary(reliability, labels)["effect"],
+        "table_parse_failures": parse_failure_summary(all_metrics, reliability, labels),
         "table_judges": _judge_reading(reliability),
-        "table_paired": _paired_reading(paired),
+        "table_paired": _paired_reading(paired, labels),
     }
     if table1 is not None and len(table1):
         readings["table1_datasets"] = " ".join(
@@ -280,13 +340,21 @@ def _judge_reading(reliability: pd.DataFrame) -> str | None:
             f"{agreement.idxmin()} least often ({agreement.min():.1f}%).")
 
 
-def _paired_reading(paired: pd.DataFrame | None) -> str | None:
+def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None) -> str | None:
+    """Per strategy pair: how many of its tests have p < 0.05 raw and after Holm, and which way
+    the Holm-significant ones point."""
     if paired is None or paired.empty:
         return None
     tested = paired[paired["p_value"].notna()]
     if tested.empty:
-        return "No paired test could be computed."
-    significant = tested[tested["p_value"] < 0.05]
-    favour = int((significant["diff"] > 0).sum())
-    return (f"{len(significant)} of {len(tested)} paired comparisons had p < 0.05 (unadjusted); "
-            f"{favour} of them favour FGP.")
+        return f"{EMPTY} No paired test could be computed: no item was answered under both strategies of a pair."
+    parts = []
+    for (a, b), rows in tested.groupby(["strategy_a", "strategy_b"], sort=False):
+        name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
+        raw = int((rows["p_value"] < 0.05).sum())
+        holm = rows[rows["p_adjusted"] < 0.05]
+        up, down = int((holm["diff"] > 0).sum()), int((holm["diff"] < 0).sum())
+        parts.append(f"{name_b} against {name_a}: {raw} of {_plural(len(rows), 'test')} with p < 0.05 unadjusted, "
+                     f"{len(holm)} after Holm ({up} higher under {name_b}, {down} lower)")
+    return ("; ".join(parts) + ". Holm adjusts within each metric's family: every pair × model × dataset "
+            "tested on that metric.")

@@ -25,14 +25,24 @@ import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
 from bloomqg.frames import IMPORTED
-from bloomqg.reporting.display import MISSING, is_missing, ordered_unique, strategy_label
-from bloomqg.reporting.examples import question_examples
+from bloomqg.reporting.construction import mark_by_construction
+from bloomqg.reporting.display import MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.display import strategy_order as display_order
+from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.explorer.links import metric_link
-from bloomqg.reporting.provenance_view import generation_usage, ledger_view, plain, provenance_entries
+from bloomqg.reporting.provenance_view import (
+    call_failures,
+    generation_usage,
+    ledger_view,
+    plain,
+    provenance_entries,
+)
 from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
+from bloomqg.voting.construction import construction_flags
 from bloomqg.reporting.trust import trust_context
+from bloomqg.strategies import ComparisonSpec
 
 
 log = logging.getLogger(__name__)
@@ -46,12 +56,12 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
     "of the generated question (right), useful questions only; band width = number of questions.",
     "fig3_shift_scores": "Figure 3. Mean shift score (|Δ| in Bloom levels) of regressions, drifts and leaps per model.",
-    "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under CoT (the model names the original's "
-    "knowledge unit), with 95% confidence intervals.",
-    "fig5_correlations": "Figure 5. Correlations across models under CoT: (a) classification accuracy vs CatCons, "
-    "(b) knowledge-identification accuracy vs KnowCov.",
-    "fig6_confusion": "Figure 6. Original Bloom level vs the model's own classification (CoT) and vs the judged "
-    "level of its question, pooled over datasets; rows sum to 100%.",
+    "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
+    "original's knowledge unit (CoT's), with 95% confidence intervals.",
+    "fig5_correlations": "Figure 5. Correlations across models under each strategy whose answers identify level and "
+    "units (CoT's): (a) classification accuracy vs CatCons, (b) knowledge-identification accuracy vs KnowCov.",
+    "fig6_confusion": "Figure 6. Original Bloom level vs the model's own classification (each strategy that asks "
+    "for it, as CoT does) and vs the judged level of its question, pooled over datasets; rows sum to 100%.",
     "reliability": "Judge reliability: Krippendorff's α per criterion and cell with 95% CI; dashed line = gate.",
     "parse_failures": "Parse failures of generations and of judges' answers (%).",
     "judge_bias_positions": "Judge bias, order probe: share of each judge's Bloom levels by the position the "
@@ -143,15 +153,18 @@ def _percent(fraction: object) -> str:
     return f"{100 * float(fraction):.1f}".replace("-0.0", "0.0")  # type: ignore[arg-type]
 
 
-def _cell_links(sources: list[list[list[str] | None]] | None, explorer_href: str | None) -> list[list[str | None]] | None:
+def _cell_links(sources: list[list[list[str] | None]] | None, explorer_href: str | None,
+                strategy_labels: StrategyLabels | None = None) -> list[list[str | None]] | None:
     """Per table cell, the explorer address filtered to the items behind it (None: no link)."""
     if sources is None or explorer_href is None:
         return None
-    return [[None if source is None else metric_link(tuple(source), explorer_href) for source in row] for row in sources]
+    return [[None if source is None else metric_link(tuple(source), explorer_href, strategy_labels) for source in row]
+            for row in sources]
 
 
 def _table_entries(
-    table_paths: Sequence[Path], readings: Mapping[str, str], explorer_href: str | None = None
+    table_paths: Sequence[Path], readings: Mapping[str, str], explorer_href: str | None = None,
+    strategy_labels: StrategyLabels | None = None,
 ) -> list[dict[str, Any]]:
     entries = []
     for path in table_paths:
@@ -166,7 +179,8 @@ def _table_entries(
             "stem": parsed.name, "caption": parsed.caption, "groups": parsed.groups,
             "has_groups": any(label for label, _ in parsed.groups), "header": parsed.header,
             "rows": parsed.rows, "notes": parsed.notes, "reading": readings.get(parsed.name, ""),
-            "align": parsed.align, "links": _cell_links(parsed.sources, explorer_href),
+            "align": parsed.align, "links": _cell_links(parsed.sources, explorer_href, strategy_labels),
+            "sources": parsed.sources,
             "files": sorted(p.name for p in path.parent.glob(f"{path.stem}.*") if p.suffix in (".csv", ".md", ".tex")),
         })
     return entries
@@ -186,7 +200,7 @@ def cost_card(cost_usd: float, n_imported: int) -> tuple[str, str]:
     pay it, so the card says so rather than "$0.0000"."""
     paid = f"${cost_usd:,.4f}"
     if not n_imported:
-        return paid, "API cost (judges and generators, as the spend ledger records it)"
+        return paid, "API cost (generators, judges and their bias probes, as the spend ledger records it)"
     own = f"; this run's own API calls, as the spend ledger records them: {paid}" if cost_usd else ""
     return (
         f"{paid} + unknown" if cost_usd else "unknown",
@@ -196,7 +210,8 @@ def cost_card(cost_usd: float, n_imported: int) -> tuple[str, str]:
 
 
 def overview(
-    all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFrame | None, generations: pd.DataFrame | None = None
+    all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFrame | None, generations: pd.DataFrame | None = None,
+    strategy_labels: StrategyLabels | None = None,
 ) -> dict[str, Any]:
     """Headline counts for the top of the report; ``generations`` tells imported rows apart."""
     useful = votes["useful"].map(lambda v: not is_missing(v) and bool(v)) if len(votes) else pd.Series(dtype=bool)
@@ -206,7 +221,7 @@ def overview(
     return {
         "models": ordered_unique(all_metrics["model"]),
         "datasets": ordered_unique(all_metrics["dataset"]),
-        "strategies": [strategy_label(s) for s in ordered_unique(all_metrics["strategy"])],
+        "strategies": [strategy_label(s, strategy_labels) for s in display_order(all_metrics["strategy"], strategy_labels)],
         "n_cells": int(all_metrics[["model", "dataset", "strategy"]].drop_duplicates().shape[0]),
         "n_generated": int(votes["new_question"].notna().sum()) if len(votes) else 0,
         "n_prompts": len(votes),
@@ -259,8 +274,17 @@ def build_report(
     title: str = "bloomqg report",
     judge_bias: Sequence[Path] = (),
     explorer_href: str | None = None,
+    strategy_labels: StrategyLabels | None = None,
+    comparison: ComparisonSpec = ComparisonSpec(),
+    strategy_order: Sequence[str] = (),
+    judgments: pd.DataFrame | None = None,
 ) -> None:
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
+
+    ``strategy_labels`` ({name: label}, defined order) name and order the strategies;
+    ``comparison`` and ``strategy_order`` choose the strategy pairs the readings compare, as the
+    paired table does. ``judgments``: the judges' calls, whose failures the overview counts
+    judge by judge.
 
     ``judge_bias``: the judge_bias target's table view (``.json``) and figure (``.png``); given,
     the report has a "Judge bias" section.
@@ -275,28 +299,32 @@ def build_report(
     import yaml
 
     check_metrics(all_metrics)
-    readings = figure_readings(all_metrics, votes, reliability, correlations)
-    t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths))
+    labels = strategy_labels
+    readings = figure_readings(all_metrics, votes, reliability, correlations, labels)
+    t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths), strategy_labels=labels,
+                                comparison=comparison, strategy_order=strategy_order)
     context = {
         "title": title,
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "overview": overview(all_metrics, votes, ledger, generations),
+        "overview": {**overview(all_metrics, votes, ledger, generations, labels),
+                     "call_failures": call_failures(judgments, generations)},
         "config_yaml": yaml.safe_dump(plain(dict(config)), sort_keys=False, allow_unicode=True),
         "git_commit": git_commit or "unknown (not a git checkout)",
         "package_versions": sorted(plain(dict(package_versions)).items()),
         "generation_provenance": provenance_entries(generation_provenance),
         "judgment_provenance": provenance_entries(judgment_provenance),
-        "tables": _table_entries(table_paths, t_readings, explorer_href),
+        "tables": _table_entries(table_paths, t_readings, explorer_href, labels),
         "explorer_href": explorer_href,
         "figures": _figure_entries(figure_paths, readings, explorer_href),
-        "gate": gate_summary(reliability),
-        "trust": trust_context(reliability, robustness),
+        "gate": gate_summary(reliability, labels),
+        "trust": trust_context(reliability, robustness, labels),
         "ledger": ledger_view(ledger),
-        "generation_usage": generation_usage(generations),
-        "examples": question_examples(votes, generations),
+        "generation_usage": generation_usage(generations, labels),
+        "examples": question_examples(votes, generations, judges=panel_judges(reliability), strategy_labels=labels),
         "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
         if judge_bias else None,
     }
+    mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)))
     html = render_report(context)
     out_path = Path(out_path)
     write_text_atomic(out_path, html)
@@ -320,22 +348,26 @@ def build_report_from_files(
     title: str = "bloomqg report",
     judge_bias: Sequence[Path] = (),
     explorer_href: str | None = None,
+    strategy_labels: StrategyLabels | None = None,
+    comparison: ComparisonSpec = ComparisonSpec(),
+    strategy_order: Sequence[str] = (),
+    probes: Sequence[Path] = (),
 ) -> None:
     """:func:`build_report` from the workflow's files (what the report rules hand over).
+    ``probes``: the judge-bias probe files, whose calls the cost ledger counts with the judges'.
 
     ``judgments`` may be empty (an imported release publishes votes, not the judges' calls):
     the judgments provenance and the cost ledger are then empty too.
     """
-    from bloomqg.api.ledger import LEDGER_COLUMNS, ledger_from_generations, ledger_from_judgments
+    from bloomqg.api.ledger import study_ledger
     from bloomqg.parquet_io import read_frame, read_frames, read_provenance
     from bloomqg.provenance import git_commit, package_versions
-    from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+    from bloomqg.frames import GENERATIONS, JUDGE_PROBES, JUDGMENTS, METRICS, RELIABILITY, VOTES
 
     generation_frame = read_frames(generations, GENERATIONS)
-    parts = [ledger_from_generations(generation_frame)]
-    if judgments:
-        parts.append(ledger_from_judgments(read_frames(judgments, JUDGMENTS)))
-    parts = [part for part in parts if len(part)]
+    judgment_frame = read_frames(judgments, JUDGMENTS) if judgments else None
+    ledger = study_ledger(generations=generation_frame, judgments=judgment_frame,
+                          probes=read_frames(probes, JUDGE_PROBES) if probes else None)
     build_report(
         Path(out_path),
         config=config,
@@ -345,7 +377,7 @@ def build_report_from_files(
         generations=generation_frame,
         generation_provenance=[read_provenance(p) for p in generations],
         judgment_provenance=[read_provenance(p) for p in judgments],
-        ledger=pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=LEDGER_COLUMNS),
+        ledger=ledger,
         table_paths=[Path(p) for p in tables],
         figure_paths=[Path(p) for p in figures],
         correlations=pd.read_parquet(correlations),
@@ -356,4 +388,8 @@ def build_report_from_files(
         title=title,
         judge_bias=[Path(p) for p in judge_bias],
         explorer_href=explorer_href,
+        strategy_labels=strategy_labels,
+        comparison=comparison,
+        strategy_order=strategy_order,
+        judgments=judgment_frame,
     )

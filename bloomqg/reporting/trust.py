@@ -17,7 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.reporting.display import is_missing, strategy_label
+from bloomqg.metrics.robustness import verdict_reason
+from bloomqg.reporting.display import EMPTY, StrategyLabels, is_missing, strategy_label
+from bloomqg.reporting.tables.model import fixed
 from bloomqg.frames import BINARY_CRITERIA, RELIABILITY
 from bloomqg.voting.diagnostics import suspicious_judges
 
@@ -26,7 +28,7 @@ CRITERION_NAMES = {"unique": "Unique", "readable": "Readable", "answerable": "An
 
 
 def _num(value: Any, decimals: int = 2) -> str:
-    return "–" if is_missing(value) else f"{float(value):.{decimals}f}"
+    return "–" if is_missing(value) else fixed(float(value), decimals)
 
 
 def _with_ci(value: Any, low: Any, high: Any, decimals: int = 2) -> str:
@@ -34,14 +36,14 @@ def _with_ci(value: Any, low: Any, high: Any, decimals: int = 2) -> str:
         return "–"
     if is_missing(low) or is_missing(high):
         return _num(value, decimals)
-    return f"{float(value):.{decimals}f} [{float(low):.{decimals}f}, {float(high):.{decimals}f}]"
+    return f"{fixed(float(value), decimals)} [{fixed(float(low), decimals)}, {fixed(float(high), decimals)}]"
 
 
-def _cell(row: Any) -> str:
-    return f"{row.model} · {row.dataset} · {strategy_label(row.strategy)}"
+def _cell(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
+    return f"{row.model} · {row.dataset} · {strategy_label(row.strategy, strategy_labels)}"
 
 
-def coefficient_rows(reliability: pd.DataFrame) -> list[dict[str, str]]:
+def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> list[dict[str, str]]:
     """One row per cell × criterion: n, percent agreement, prevalence, α and AC1 with CIs, the
     effective number of judges and the gate's verdict."""
     panel = reliability[reliability["judge"].isna()]
@@ -51,17 +53,26 @@ def coefficient_rows(reliability: pd.DataFrame) -> list[dict[str, str]]:
         gate = ("not assessable" if is_missing(r.gate_passed) else
                 ("passed" if bool(r.gate_passed) else "failed"))
         coefficient = r.gate_coefficient if isinstance(r.gate_coefficient, str) else "alpha"
+        symbol = "α" if coefficient == "alpha" else "AC1"
+        gate_text = f"{gate} ({symbol} ≥ {_num(r.gate_threshold)})"
+        # An undefined coefficient with pairable votes: every vote was the same, so the gate
+        # passed by its rule, not on measured agreement; marked as a failed gate is, with why.
+        undefined = assessable and gate == "passed" and is_missing(r.alpha if coefficient == "alpha" else r.ac1)
+        if undefined:
+            gate_text = (f"{symbol} undefined: no variance (every pairable vote the same); passed by rule, "
+                         "agreement not measured")
         rows.append({
-            "cell": _cell(r), "criterion": CRITERION_NAMES.get(r.criterion, r.criterion),
+            "cell": _cell(r, strategy_labels), "criterion": CRITERION_NAMES.get(r.criterion, r.criterion),
             "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),
             "agreement": _with_ci(r.percent_agreement, r.percent_agreement_ci_low, r.percent_agreement_ci_high),
             "prevalence": "–" if is_missing(r.prevalence) else
             f"{float(r.prevalence):.2f}" + ("" if not isinstance(r.majority_category, str) else
                                            f" ({_category(r.criterion, r.majority_category)})"),
-            "alpha": _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else "not assessable",
+            "alpha": ("undefined (no variance)" if assessable and is_missing(r.alpha) else
+                      _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else "not assessable"),
             "ac1": _with_ci(r.ac1, r.ac1_ci_low, r.ac1_ci_high) if assessable else "not assessable",
-            "n_eff": _num(r.n_effective_judges, 1), "gate": f"{gate} ({'α' if coefficient == 'alpha' else 'AC1'} ≥ {_num(r.gate_threshold)})",
-            "failed": gate == "failed",
+            "n_eff": _num(r.n_effective_judges, 1), "gate": gate_text,
+            "failed": gate == "failed" or undefined,
         })
     return rows
 
@@ -72,7 +83,7 @@ def _category(criterion: str, label: str) -> str:
     return label if len(label) <= 24 else label[:23] + "…"
 
 
-def judge_rows(reliability: pd.DataFrame) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """(one row per cell × criterion × judge with its diagnostics; the judges flagged, with why)."""
     judges = reliability[reliability["judge"].notna()]
     rows, flagged = [], []
@@ -87,7 +98,7 @@ def judge_rows(reliability: pd.DataFrame) -> tuple[list[dict[str, str]], list[di
                 continue
             pairwise = json.loads(r["kappa_pairwise"]) if isinstance(r.get("kappa_pairwise"), str) else {}
             rows.append({
-                "cell": f"{model} · {dataset} · {strategy_label(strategy)}",
+                "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
                 "criterion": CRITERION_NAMES.get(criterion, criterion), "judge": r["judge"],
                 "rate": _num(r["vote_rate"]),
                 "agreement": _num(r.get("agreement_with_others")),
@@ -99,12 +110,12 @@ def judge_rows(reliability: pd.DataFrame) -> tuple[list[dict[str, str]], list[di
                 "flag": flags.get(r["judge"], ""),
             })
             if r["judge"] in flags:
-                flagged.append({"judge": r["judge"], "cell": f"{model} · {dataset} · {strategy_label(strategy)}",
+                flagged.append({"judge": r["judge"], "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
                                 "criterion": CRITERION_NAMES.get(criterion, criterion), "why": flags[r["judge"]]})
     return rows, flagged
 
 
-def sensitivity_figure(reliability: pd.DataFrame) -> str | None:
+def sensitivity_figure(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str | None:
     """Base64 PNG: each judge's Dawid–Skene sensitivity and specificity (95% intervals) per
     yes/no criterion (panels) and cell (rows); None when no judge row has them."""
     judges = reliability[reliability["judge"].notna() & reliability["criterion"].isin(BINARY_CRITERIA)]
@@ -119,7 +130,7 @@ def sensitivity_figure(reliability: pd.DataFrame) -> str | None:
 
     criteria = [c for c in BINARY_CRITERIA if c in set(judges["criterion"])]
     labels = list(dict.fromkeys(
-        f"{r.model} · {r.dataset} · {strategy_label(r.strategy)} · {r.judge}" for r in judges.itertuples(index=False)
+        f"{r.model} · {r.dataset} · {strategy_label(r.strategy, strategy_labels)} · {r.judge}" for r in judges.itertuples(index=False)
     ))
     with matplotlib.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(criteria), figsize=(2.6 * len(criteria) + 2.2, 0.22 * len(labels) + 1.2),
@@ -127,7 +138,7 @@ def sensitivity_figure(reliability: pd.DataFrame) -> str | None:
         for ax, criterion in zip(axes[0], criteria):
             part = judges[judges["criterion"] == criterion]
             for r in part.itertuples(index=False):
-                y = labels.index(f"{r.model} · {r.dataset} · {strategy_label(r.strategy)} · {r.judge}")
+                y = labels.index(f"{r.model} · {r.dataset} · {strategy_label(r.strategy, strategy_labels)} · {r.judge}")
                 for value, low, high, offset, colour, marker in (
                     (r.ds_sensitivity, r.ds_sensitivity_ci_low, r.ds_sensitivity_ci_high, -0.15, OKABE_ITO["blue"], "o"),
                     (r.ds_specificity, r.ds_specificity_ci_low, r.ds_specificity_ci_high, 0.15, OKABE_ITO["vermillion"], "s"),
@@ -152,16 +163,30 @@ def sensitivity_figure(reliability: pd.DataFrame) -> str | None:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def robustness_rows(robustness: pd.DataFrame | None) -> list[dict[str, str]]:
+def _comparison_text(r: Any, strategy_labels: StrategyLabels | None) -> str:
+    """``m · cs: FGP − CoT`` (strategy vs strategy, labels from the config) or
+    ``cs · CoT: m2 − m1`` (model vs model)."""
+    if r.comparison == "cot vs fgp":  # written before strategy pairs were the config's
+        return f"{r.model} · {r.dataset}: {strategy_label('fgp', strategy_labels)} − {strategy_label('cot', strategy_labels)}"
+    strategy_b = getattr(r, "strategy_b", None)
+    if r.comparison == "strategy vs strategy" and not is_missing(strategy_b):
+        return (f"{r.model} · {r.dataset}: {strategy_label(strategy_b, strategy_labels)} − "
+                f"{strategy_label(r.strategy, strategy_labels)}")
+    return f"{r.dataset} · {strategy_label(r.strategy, strategy_labels)}: {r.model_b} − {r.model}"
+
+
+def robustness_rows(
+    robustness: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None
+) -> list[dict[str, str]]:
     """The robustness table's rows, formatted (comparison, metric, the two arms' values under the
-    majority and under Dawid–Skene, majority diff and p, each variant's difference, verdict).
+    majority and under Dawid–Skene, majority diff and p, each variant's difference, verdict and,
+    for "within judge noise", which of its clauses holds).
     Files written before the Dawid–Skene values existed show them as "–"."""
     if robustness is None or robustness.empty:
         return []
     rows = []
     for r in robustness.itertuples(index=False):
-        what = (f"{r.model} · {r.dataset}: FGP − CoT" if r.comparison == "cot vs fgp"
-                else f"{r.dataset} · {strategy_label(r.strategy)}: {r.model_b} − {r.model}")
+        what = _comparison_text(r, strategy_labels)
         variants = json.loads(r.variants) if isinstance(r.variants, str) else {}
         ds_a, ds_b = getattr(r, "value_a_dawid_skene", None), getattr(r, "value_b_dawid_skene", None)
         rows.append({
@@ -174,6 +199,7 @@ def robustness_rows(robustness: pd.DataFrame | None) -> list[dict[str, str]]:
                 for name, (d, p) in variants.items()
             ),
             "verdict": r.verdict,
+            "reason": verdict_reason(r.diff, r.p_value, r.verdict, variants) if variants else "",
             "holds": r.verdict == "holds",
         })
     return rows
@@ -182,7 +208,8 @@ def robustness_rows(robustness: pd.DataFrame | None) -> list[dict[str, str]]:
 def robustness_summary(robustness: pd.DataFrame | None) -> str:
     """One sentence: how many headline comparisons hold, depend on a judge, or are noise."""
     if robustness is None or robustness.empty:
-        return "No headline comparison could be formed (a single strategy and a single model)."
+        return (f"{EMPTY} No headline comparison could be formed: a strategy pair needs a model × dataset run "
+                "under two strategies (and the comparisons' baseline among them), a model pair two models.")
     counts = robustness["verdict"].map(
         lambda v: "holds" if v == "holds" else "not assessable" if v.startswith("not assessable")
         else "within judge noise" if v == "within judge noise" else "depends on the panel"
@@ -192,11 +219,13 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
             f"Dawid–Skene and every leave-one-judge-out panel): " + ", ".join(parts) + ".")
 
 
-def trust_context(reliability: pd.DataFrame, robustness: pd.DataFrame | None) -> dict[str, Any]:
+def trust_context(
+    reliability: pd.DataFrame, robustness: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None
+) -> dict[str, Any]:
     """The ``trust`` context of the report template. Reliability rows written before these
     measures existed lack their columns: they show as "–"."""
     reliability = reliability.reindex(columns=list(dict.fromkeys([*reliability.columns, *RELIABILITY.names])))
-    judges, flagged = judge_rows(reliability)
+    judges, flagged = judge_rows(reliability, strategy_labels)
     panel = reliability[reliability["judge"].isna()]
     n_eff = panel.dropna(subset=["n_effective_judges"]) if "n_effective_judges" in panel else panel.iloc[0:0]
     effective = [
@@ -206,11 +235,11 @@ def trust_context(reliability: pd.DataFrame, robustness: pd.DataFrame | None) ->
         for c, g in n_eff.groupby("criterion", sort=False)
     ]
     return {
-        "coefficients": coefficient_rows(reliability),
+        "coefficients": coefficient_rows(reliability, strategy_labels),
         "judges": judges,
         "flagged": flagged,
-        "figure": sensitivity_figure(reliability),
+        "figure": sensitivity_figure(reliability, strategy_labels),
         "effective": effective,
-        "robustness": robustness_rows(robustness),
+        "robustness": robustness_rows(robustness, strategy_labels),
         "robustness_summary": robustness_summary(robustness),
     }

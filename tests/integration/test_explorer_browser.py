@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import pandas as pd
 import pytest
 
 from tests.support.devtools import DevToolsPipe, chromium_or_skip
@@ -99,7 +100,10 @@ class Tab:
 
     def click(self, selector: str) -> None:
         box = self.eval(f"""(() => {{ const e = document.querySelector({json.dumps(selector)});
-            if (!e) return null; e.scrollIntoView({{block: 'center'}}); const r = e.getBoundingClientRect();
+            if (!e) return null; e.scrollIntoView({{block: 'center'}});
+            // the first box of its text: a link that wraps (report cells wrap to fit) has two
+            // boxes, and the middle of their bounding rectangle may lie between them, on no link
+            const r = e.getClientRects()[0] || e.getBoundingClientRect();
             return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
         assert box, f"nothing matches {selector}"
         for kind in ("mousePressed", "mouseReleased"):
@@ -412,3 +416,94 @@ def test_release_slice_figures_open_their_items(tab, glm_release):
     counts = _page_counts(tab, [link.fragment for _, link in links])
     wrong = [(stem, link.label, got, link.n) for (stem, link), got in zip(links, counts) if got != link.n]
     assert not wrong, wrong[:5]
+
+
+#: Every cell of every report table that leaves its table's visible box (and every box that
+#: needs a horizontal scroll), with the <details> opened so their tables are laid out too.
+OVERFLOWING_CELLS = """(() => { document.querySelectorAll('details').forEach((d) => { d.open = true; });
+  const out = [];
+  for (const wrap of document.querySelectorAll('.table-wrap')) {
+    const box = wrap.getBoundingClientRect();
+    const where = (wrap.closest('[id]') || {}).id || '?';
+    if (wrap.scrollWidth > wrap.clientWidth + 1) out.push([where, 'box scrolls by', wrap.scrollWidth - wrap.clientWidth]);
+    for (const cell of wrap.querySelectorAll('th, td')) {
+      const r = cell.getBoundingClientRect();
+      if (r.width && (r.right > box.right + 0.5 || r.left < box.left - 0.5))
+        out.push([where, cell.textContent.trim().slice(0, 40), Math.round(r.right - box.right)]);
+    }
+  }
+  return out; })()"""
+
+
+def at_width(tab, width: int) -> None:
+    tab.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 950, "deviceScaleFactor": 1, "mobile": False})
+
+
+@pytest.fixture(scope="module")
+def release_report(glm_release) -> Path:
+    """The release report's tables (Tables 4–6, the auxiliary tasks and paper_comparison, with
+    their intervals, n and daggers) and trust section, built from the GLM-4-9B slice."""
+    from bloomqg.metrics.robustness import panel_judges, robustness_table
+    from bloomqg.release.tables import release_tables
+    from bloomqg.reporting.report import build_report
+
+    out = glm_release["root"]
+    robustness = robustness_table(glm_release["votes"], panel_judges(glm_release["reliability"]), n_resamples=20)
+    tables = release_tables(glm_release["metrics"], out / "report-tables")
+    path = out / "release-report.html"
+    build_report(
+        path, config={"seed": 0}, all_metrics=glm_release["metrics"], votes=glm_release["votes"],
+        reliability=glm_release["reliability"], generations=None, generation_provenance=[], judgment_provenance=[],
+        ledger=pd.DataFrame(columns=["judge", "model", "dataset", "strategy", "requests", "cached", "prompt_tokens",
+                                     "completion_tokens", "cost_usd"]),
+        table_paths=tables, figure_paths=[], git_commit="0" * 40, package_versions={}, robustness=robustness,
+        title="the paper's release reproduced",
+    )
+    return path
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_no_report_table_cell_leaves_its_box(site, tab, width, shots):
+    at_width(tab, width)
+    try:
+        tab.send("Page.navigate", {"url": (site["root"] / "report.html").resolve().as_uri()})
+        tab.wait("document.readyState === 'complete'")
+        overflowing = tab.eval(OVERFLOWING_CELLS)
+        tab.screenshot(shots / f"report_{width}.png")
+    finally:
+        at_width(tab, 1600)
+    assert not overflowing, overflowing[:10]
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_no_release_report_table_cell_leaves_its_box(release_report, tab, width, shots):
+    at_width(tab, width)
+    try:
+        tab.send("Page.navigate", {"url": release_report.resolve().as_uri()})
+        tab.wait("document.readyState === 'complete'")
+        assert tab.eval("document.querySelectorAll('#table-paper_comparison td').length") > 0
+        assert tab.eval("document.querySelectorAll('#trust td').length") > 0  # agreement, AC1, gate, robustness
+        overflowing = tab.eval(OVERFLOWING_CELLS)
+        tab.screenshot(shots / f"release_report_{width}.png")
+    finally:
+        at_width(tab, 1600)
+    assert not overflowing, overflowing[:10]
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_explorer_shows_both_questions_side_by_side(site, tab, width):
+    at_width(tab, width)
+    try:
+        tab.open(explorer_url(site))
+        boxes = tab.eval("""(() => { const list = document.getElementById('viewport').getBoundingClientRect();
+            const box = (k) => { const e = document.querySelector(`#thead [data-sort="${k}"]`);
+                                 if (!e) return null; const r = e.getBoundingClientRect(); return [r.left, r.right]; };
+            return {list: [list.left, list.right], generated: box('new_question'), original: box('original_question')}; })()""")
+    finally:
+        at_width(tab, 1600)
+    generated, original, (left, right) = boxes["generated"], boxes["original"], boxes["list"]
+    assert generated and original, boxes
+    assert original[0] >= generated[1], "the original beside the generated question, to its right"
+    for name, (a, b) in (("generated", generated), ("original", original)):
+        assert left <= a and b <= right + 0.5, (name, boxes)  # in sight without scrolling
+        assert b - a >= 220, (name, b - a)

@@ -307,3 +307,19 @@ def test_bad_votes_are_named(study):
         build_items(study.votes.drop(columns=["useful"]))
     with pytest.raises(ValueError, match="repeat a"):
         build_items(pd.concat([study.votes.head(2), study.votes.head(1)]))
+
+
+def test_strategies_are_shown_by_their_labels_and_the_links_use_the_same(study):
+    from urllib.parse import parse_qsl
+
+    labels = {"cot": "Chain of thought", "fgp": "Fine-grained"}
+    table = build_items(study.votes, metrics=study.metrics, strategy_labels=labels)
+    assert set(table.values["strategy"]) == set(labels[s] for s in study.votes["strategy"].unique())
+    document = decode_data_script(data_script(encode_table(table, title="t")))
+    # the page maps a cell key's strategy name to the label its strategy column and filters show
+    assert document["strategy_labels"] == {s: labels[s] for s in study.votes["strategy"].unique()}
+    strategy = study.votes["strategy"].iloc[0]
+    fragment = dict(parse_qsl(metric_fragment("m", "cs", strategy, "usability", strategy_labels=labels)))
+    assert fragment["f.strategy"] == labels[strategy]
+    # without labels: the built-ins' own, and an unknown strategy by its name as written
+    assert build_items(study.votes.assign(strategy="zeroshot")).values["strategy"][0] == "zeroshot"

@@ -282,3 +282,85 @@ def test_transition_bands_and_nodes_count_their_questions(study):
     assert left == {f"original {o}": n for o, n in counts.groupby("original_level")["count"].sum().items()}
     shapes = [p for p, _ in marks if not isinstance(p, matplotlib.patches.Rectangle)]
     assert len(shapes) == sum(1 for _, link in marks if "→" in link.label)  # bands are outlines, nodes boxes
+
+
+THREE_LABELS = {"cot": "CoT", "fgp": "FGP", "refine": "Refine", "zeroshot": "Zero-shot"}
+
+
+def test_every_strategy_has_a_stable_colour_whichever_a_figure_shows():
+    from bloomqg.reporting.figures.style import strategy_colors
+
+    colors = strategy_colors(THREE_LABELS)
+    assert colors["cot"] == STRATEGY_COLOR["cot"] and colors["fgp"] == STRATEGY_COLOR["fgp"]
+    # the others take the next unused Okabe–Ito colour by their position in the defined order
+    assert colors["refine"] == OKABE_ITO["green"] and colors["zeroshot"] == OKABE_ITO["purple"]
+    assert len(set(colors.values())) == len(colors)
+    assert strategy_colors(THREE_LABELS, ["zeroshot"]) == colors  # what a figure shows does not shift them
+    assert strategy_colors(None, ["mine"])["mine"] == OKABE_ITO["purple"]  # after the built-ins
+
+
+def test_three_strategies_are_drawn_with_their_labels_and_colours():
+    from matplotlib.colors import to_hex
+
+    from bloomqg.reporting.figures.style import strategy_colors
+
+    study = synthetic_study(n_models=3, n_items=8, cells={"cs": ("cot", "fgp", "zeroshot")})
+    with matplotlib.rc_context(STYLE):
+        shift = _all_text(plot_shift_scores(study.metrics, THREE_LABELS))
+        assert "cs, Zero-shot" in shift and "ZEROSHOT" not in shift
+        # CoT and Zero-shot both identify (their metrics carry knowledge-ID accuracy): one series each, in its colour
+        fig = plot_knowledge_id(study.metrics, THREE_LABELS)
+        legend = {t.get_text(): to_hex(h.get_facecolor()) for h, t in zip(fig.legends[0].legend_handles, fig.legends[0].texts)}
+        colors = strategy_colors(THREE_LABELS)
+        assert legend == {"cs, CoT": colors["cot"].lower(), "cs, Zero-shot": colors["zeroshot"].lower()}
+        correlation_titles = [ax.get_title() for ax in plot_correlations(study.metrics, study.correlations, THREE_LABELS).axes]
+        assert any(title.endswith("(CoT, Zero-shot)") for title in correlation_titles)
+        # the classified view follows the identification columns: give Zero-shot's answers CoT's
+        votes = study.votes.copy()
+        cot = votes[votes["strategy"] == "cot"].set_index(["model", "item_id"])["identified_bloom_level"]
+        mine = votes["strategy"] == "zeroshot"
+        keys = pd.MultiIndex.from_frame(votes.loc[mine, ["model", "item_id"]])
+        votes.loc[mine, "identified_bloom_level"] = cot.reindex(keys).to_numpy()
+        titles = [ax.get_title() for ax in plot_confusion(votes, THREE_LABELS).axes]
+        assert any(t.startswith("Classified (CoT)") for t in titles)
+        assert any(t.startswith("Classified (Zero-shot)") for t in titles)
+        assert not any(t.startswith("Classified (FGP)") for t in titles)
+        assert any(t.startswith("Judged (Zero-shot)") for t in titles)
+        none = plot_confusion(votes.assign(identified_bloom_level=None), THREE_LABELS)
+        assert "— No data for this view:\nno strategy run asks the model to classify the original" in _all_text(none)
+
+
+def test_figure5_legend_sits_outside_the_data_area_and_its_key_is_no_data_point(study):
+    with matplotlib.rc_context(STYLE):
+        fig = plot_correlations(study.metrics, study.correlations)
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            assert legend is not None
+            assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer)), \
+                "the legend covers the data area"
+            for handle in legend.legend_handles:
+                assert handle.get_marker() in ("None", "", None) and handle.get_linestyle() == "--", \
+                    "a legend key drawn as a dot reads as one more data point"
+            assert all(" models" in text.get_text() for text in legend.get_texts())
+
+
+def test_figure3_states_each_bars_n(study):
+    from bloomqg.reporting.figures.bars import plot_shift_scores
+
+    with matplotlib.rc_context(STYLE):
+        fig = plot_shift_scores(study.metrics)
+    rows = study.metrics[study.metrics["metric"].str.endswith("_mean")].dropna(subset=["value"])
+    shown = sorted(text.get_text() for ax in fig.axes for text in ax.texts if text.get_text().startswith("n="))
+    assert shown and shown == sorted(f"n={int(n)}" for n in rows["n"])
+
+
+def test_figure4_states_each_bars_n(study):
+    from bloomqg.reporting.figures.bars import plot_knowledge_id
+
+    with matplotlib.rc_context(STYLE):
+        fig = plot_knowledge_id(study.metrics)
+    rows = study.metrics.query("metric == 'knowledge_id_acc'").dropna(subset=["value"])
+    shown = sorted(text.get_text() for text in fig.axes[0].texts)
+    assert shown == sorted(f"n={int(n)}" for n in rows["n"])

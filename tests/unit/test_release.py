@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -465,8 +466,8 @@ def test_glm_tables_compare_with_the_paper(glm):
 def test_glm_release_tables_write_csv_and_markdown(glm):
     assert sorted(path.name for path in glm["written"]) == sorted(RELEASE_TABLE_FILES)
     markdown = (glm["out"] / "table5.md").read_text(encoding="utf-8")
-    assert "| glm-4-9b | cs | cot | 90.70 | 37.17 | 85.45 |" in markdown
-    assert "| glm-4-9b | math | fgp | 97.71 |  |" in markdown
+    assert "| glm-4-9b | cs | cot | 90.70 [89.3, 92.2] (n=1409 of 1416) | 37.17 [34.8, 40.0] (n=1278 of 1416) |" in markdown
+    assert "| glm-4-9b | math | fgp | 97.71 [95.9, 99.0] (n=437 of 438) |  |" in markdown
     to_table(glm["metrics"], METRICS)
 
 
@@ -560,3 +561,43 @@ def test_a_malformed_figures_file_names_the_key(tmp_path):
                                     "slips": [{"table": "table4", "model": "A", "cell": "cs/cot/unique", "printed": 2, "reads": 1, "note": "n"}]}))
     with pytest.raises(PaperFiguresError, match=r"slips\[0\]: 'printed' 2 is not the table's 1.0"):
         load_paper_figures(path)
+
+
+def test_glm_release_tables_carry_daggers_n_and_intervals_as_the_workflow_gates_them(glm_manifest, tmp_path):
+    # The workflow's path: each run's votes through the α gate (release_reliability), then its
+    # metrics. With the paper's 0.7 gate unique, readable and answerable fail (α near zero under
+    # the prevalence paradox), so every release table fed by them carries the dagger.
+    from bloomqg.release.reliability import release_reliability
+
+    frames = []
+    for run in load_manifest(glm_manifest):
+        _, votes = import_run(run)
+        gated, reliability = release_reliability(votes, n_resamples=50)
+        frames.append(score_cell(gated, reliability, n_resamples=50, published_lines=published_vote_lines(run)))
+    written = release_tables(pd.concat(frames, ignore_index=True), tmp_path)
+    for name in ("table4", "table5", "table6"):
+        markdown = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        rows = [line for line in markdown.splitlines()
+                if line.startswith("| glm-4-9b") and re.search(r"\d\.\d\d", line)]  # a run the table applies to
+        assert rows and all("†" in row for row in rows), (name, rows)
+        assert all(re.search(r"\d\.\d\d \[\d+\.\d, \d+\.\d\] \(n=\d+", row) for row in rows), rows
+        assert "failed the reliability gate" in markdown
+    table4 = pd.read_csv(tmp_path / "table4.csv")
+    assert table4["unique_alpha_gated"].all() and (table4["unique_n"] > 0).all()
+    assert {path.name for path in written} == set(RELEASE_TABLE_FILES)
+
+
+def test_every_miss_of_the_comparison_says_why_or_that_it_is_unexplained(glm):
+    # A cell the reproduction misses never stands without a note: a known slip or caveat of
+    # configs/paper-figures.yaml, or the plain statement that no rule was found.
+    from bloomqg.release.paper import REPRODUCED_WITHIN, UNEXPLAINED_NOTE
+
+    comparison = pd.read_csv(glm["out"] / "paper_comparison.csv")
+    missed = comparison[comparison["difference"].abs() > REPRODUCED_WITHIN + 1e-9]
+    assert len(missed) and missed["note"].notna().all(), missed
+    usability = missed[(missed["strategy"] == "cot") & (missed["metric"] == "usability")].iloc[0]
+    assert "1,278 useful lines of 1,409" in usability["note"]
+    invented = pd.DataFrame([{"model": "glm-4-9b", "dataset": "cs", "strategy": "cot",
+                              "unique": 80.0, "readable": 100.0, "answerable": 99.86}])
+    compared = compare_with_paper(invented, "table4").set_index("metric")
+    assert compared.loc["unique", "note"] == UNEXPLAINED_NOTE and pd.isna(compared.loc["readable", "note"])

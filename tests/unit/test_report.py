@@ -20,6 +20,7 @@ from bloomqg.reporting.readings import gate_summary, strategy_effect
 from bloomqg.reporting.report import SCREEN_SCALE, ReportInputError, _figure_entries, build_report
 from bloomqg.reporting.tables.write import TABLE_STEMS, write_tables
 from bloomqg.frames import METRICS
+from bloomqg.strategies import ComparisonSpec
 from tests.support.synthetic import synthetic_study
 
 HOSTILE = "<script>alert('x')</script> & <img src=http://example.com/x.png>"
@@ -125,11 +126,28 @@ def test_strategy_effect_sentence():
     ])
     to_table(frame, METRICS)
     assert strategy_effect(frame, "catcons") == (
-        "On cs, FGP raised CatCons for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp)."
+        "On cs, FGP raised CatCons against CoT for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp, over n = 10 (CoT) and 10 (FGP) questions)."
     )
     same = frame.assign(value=10.0)
-    assert strategy_effect(same, "catcons") == "On cs, FGP left CatCons unchanged for all 2 models."
+    assert strategy_effect(same, "catcons") == "On cs, FGP left CatCons unchanged against CoT for all 2 models."
     assert strategy_effect(frame[frame["strategy"] == "fgp"], "catcons") is None
+
+
+def test_strategy_effect_covers_every_pair_with_labels():
+    rows = [("a", "cot", 30.0), ("a", "fgp", 35.0), ("a", "zeroshot", 29.0),
+            ("b", "cot", 40.0), ("b", "fgp", 38.0), ("b", "zeroshot", 40.0)]
+    frame = pd.DataFrame([
+        {"model": m, "dataset": "cs", "strategy": s, "metric": "catcons", "value": v, "ci_low": None,
+         "ci_high": None, "n": 10, "alpha_gated": False} for m, s, v in rows])
+    labels = {"cot": "CoT", "fgp": "FGP", "zeroshot": "Zero-shot"}
+    text = strategy_effect(frame, "catcons", labels)
+    assert "On cs, FGP raised CatCons against CoT" in text
+    assert "On cs, Zero-shot raised CatCons against CoT for 0 of 2 models and lowered it for 1; " \
+           "the largest change was a (-1.00 pp, over n = 10 (CoT) and 10 (Zero-shot) questions)." in text
+    every = strategy_effect(frame, "catcons", labels, ComparisonSpec(all_pairs=True))
+    assert "Zero-shot raised CatCons against FGP" in every and "ZEROSHOT" not in every
+    chosen = strategy_effect(frame, "catcons", labels, ComparisonSpec(baseline="zeroshot"))
+    assert chosen.startswith("On cs, CoT raised CatCons against Zero-shot")
 
 
 def test_gate_summary_states_the_action():
@@ -282,3 +300,40 @@ def test_an_imported_release_costs_unknown_not_zero():
     assert own["cost_value"] == f"${study.ledger['cost_usd'].sum():,.4f}" and "unknown" not in own["cost_label"]
     assert cost_card(0.5, 3) == ("$0.5000 + unknown", cost_card(0.5, 3)[1])
     assert "this run's own API calls, as the spend ledger records them: $0.5000" in cost_card(0.5, 3)[1]
+
+
+THREE_LABELS = {"cot": "CoT", "fgp": "FGP", "refine": "Refine", "zeroshot": "Zero-shot"}
+
+
+def test_a_report_of_three_strategies_names_them_by_label_with_raw_and_holm_p(tmp_path):
+    from bloomqg.metrics.robustness import ROBUSTNESS_COLUMNS, STRATEGY_COMPARISON
+
+    study = synthetic_study(n_models=2, n_items=8, cells={"cs": ("cot", "fgp", "zeroshot")})
+    assert set(study.paired["strategy_b"]) == {"fgp", "zeroshot"}
+    table_paths = write_tables(study.metrics, study.datasets, study.reliability, tmp_path / "tables",
+                               paired=study.paired, strategy_labels=THREE_LABELS)
+    base = {c: None for c in ROBUSTNESS_COLUMNS}
+    robustness = pd.DataFrame([
+        {**base, "comparison": STRATEGY_COMPARISON, "dataset": "cs", "strategy": "cot", "strategy_b": "zeroshot",
+         "model": "glm-4-9b", "metric": "unique", "n_pairs": 8, "value_a": 50.0, "value_b": 80.0,
+         "diff": 30.0, "p_value": 4.9e-06, "verdict": "within judge noise",
+         "variants": json.dumps({"dawid_skene": [28.0, 1e-5], "without a": [-2.0, 0.5], "without b": [-1.0, 0.6]})},
+    ], columns=list(ROBUSTNESS_COLUMNS))
+    path = tmp_path / "report.html"
+    build_report(
+        path, config=study.config, all_metrics=study.metrics, votes=study.votes, reliability=study.reliability,
+        generations=study.generations, generation_provenance=study.generation_provenance,
+        judgment_provenance=study.judgment_provenance, ledger=study.ledger, table_paths=table_paths,
+        figure_paths=_tiny_pngs(tmp_path / "figures"), correlations=study.correlations, paired=study.paired,
+        robustness=robustness, git_commit="c0ffee", package_versions={}, strategy_labels=THREE_LABELS,
+    )
+    collector = _Collector()
+    collector.feed(path.read_text(encoding="utf-8"))
+    text = "".join(collector.text)
+    assert "cs, Zero-shot" in text and "ZEROSHOT" not in text
+    assert "Zero-shot − CoT" in text and "FGP − CoT" in text  # the paired table's pairs and the trust row
+    assert "p (Holm)" in text and "after Holm" in text  # raw and adjusted p, in the table and its reading
+    # the trust legend states both clauses of "within judge noise", and the row says which holds
+    assert "(1) the difference is not significant under the majority" in text
+    assert "(2) whatever its p, leaving out any one of several judges turns its sign" in text
+    assert "significant under the majority (p = 4.9e-06), but leaving out any of several judges" in text

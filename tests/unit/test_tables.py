@@ -75,15 +75,15 @@ def test_value_with_interval_and_separate_csv_columns(tmp_path):
         ("glm", "cs", "cot", "catcons", 37.17, 33.0, 41.0, True),
     ])
     table = metric_table(metrics, ("usability", "catcons"), name="t", caption="c")
-    assert table.rows[0][1].text == "90.40 [88.1, 92.3]"
+    assert table.rows[0][1].text == "90.40 [88.1, 92.3] (n=100)"
     assert table.rows[0][2].gated and not table.rows[0][1].gated
     row = table.data.iloc[0]
     assert (row["usability"], row["usability_ci_low"], row["usability_ci_high"]) == (90.4, 88.1, 92.3)
     assert bool(row["catcons_alpha_gated"]) is True
     markdown = render_markdown(table)
-    assert "| glm | 90.40 [88.1, 92.3] | 37.17 [33.0, 41.0]† |" in markdown
+    assert "| glm | 90.40 [88.1, 92.3] (n=100) | 37.17 [33.0, 41.0] (n=100)† |" in markdown
     assert GATED_NOTE in markdown
-    assert r"37.17 [33.0, 41.0]$^{\dagger}$" in render_latex(table)
+    assert r"37.17 [33.0, 41.0] (n=100)$^{\dagger}$" in render_latex(table)
 
 
 def test_wide_tables_leave_intervals_to_the_csv():
@@ -135,7 +135,9 @@ def test_per_dataset_views_cover_every_dataset(written, study):
     datasets = {row[0] for row in view.rows}
     assert datasets == set(study.datasets)
     math_rows = [row for row in view.rows if row[0] == "math"]  # math runs under FGP only
-    assert all(cell == "–" for row in math_rows for cell in row[2:5])
+    # a strategy the dataset does not run is "—", and a note says why (issue 32 point 6)
+    assert all(cell == "—" for row in math_rows for cell in row[2:5])
+    assert any("—: not run (math does not run CoT)" in note for note in view.notes)
     assert all(cell != "–" for row in math_rows for cell in row[5:])
 
 
@@ -279,3 +281,41 @@ def test_a_malformed_table_view_is_a_clear_error(tmp_path):
     path.write_text(render_view(piped).replace('"1"', '"1", "2"'))
     with pytest.raises(TableInputError, match=r"t.json: 'rows'\[0\] has 3 cells, the header 2"):
         read_view(path)
+
+
+THREE_LABELS = {"cot": "CoT", "fgp": "FGP", "refine": "Refine", "zeroshot": "Zero-shot"}
+
+
+def test_three_strategies_are_shown_by_label_in_defined_order_with_raw_and_holm_p():
+    from bloomqg.reporting.tables.model import format_p
+    from bloomqg.reporting.tables.write import build_tables
+
+    study = synthetic_study(n_models=2, n_items=8, cells={"cs": ("zeroshot", "fgp", "cot"), "math": ("fgp",)})
+    tables = {t.name: t for t in build_tables(study.metrics, study.datasets, study.reliability,
+                                              paired=study.paired, strategy_labels=THREE_LABELS)}
+    assert [label for label, _ in tables["table4_quality"].groups] == ["cs, CoT", "cs, FGP", "cs, Zero-shot", "math, FGP"]
+    by_dataset = tables["table7_quality_by_dataset"]
+    assert [label for label, _ in by_dataset.groups] == ["CoT", "FGP", "Zero-shot"]
+    math_row = next(row for row in by_dataset.rows if row[0].text == "math")
+    assert [c.text for c in math_row[2:5]] == ["—"] * 3 and [c.text for c in math_row[-3:]] == ["—"] * 3
+    assert any("math does not run CoT; math does not run Zero-shot" in note for note in by_dataset.notes)
+    paired = tables["table_paired"]
+    assert paired.columns[paired.columns.index("p") + 1] == "p (Holm)"
+    pairs = {row[3].text for row in paired.rows}
+    assert pairs == {"FGP − CoT", "Zero-shot − CoT"}
+    holm = [row[paired.columns.index("p (Holm)") + 3].text for row in paired.rows]
+    assert holm == [format_p(p) for p in study.paired["p_adjusted"]]
+    assert any("Holm" in note and "family" in note for note in paired.notes)
+    # without labels a strategy is named as written, never upper-cased from its key
+    plain = {t.name: t for t in build_tables(study.metrics, study.datasets, study.reliability)}
+    assert "cs, zeroshot" in [label for label, _ in plain["table4_quality"].groups]
+
+
+def test_a_difference_that_rounds_to_zero_has_no_sign():
+    from bloomqg.reporting.tables.model import format_difference, format_number
+
+    assert format_number(-0.001) == "0.00" and format_number(-0.5) == "-0.50"
+    assert format_value(-0.001, -0.004, -0.0001) == "0.00 [0.0, 0.0]"
+    assert format_difference(-0.001, -0.004, -0.0001) == "0.00"  # "-0.00 [-0.00, -0.00]" once
+    assert format_difference(-0.5, -1.0, 0.02) == "-0.50 [-1.0, 0.0]"
+    assert format_difference(0.001, -0.3, 0.2) == "0.00 [-0.3, 0.2]"

@@ -97,8 +97,13 @@ def probe_judge(
                         "status": answer.status, "level_order": list(group.level_order),
                         "unit_order": list(group.unit_order), "question_words": len(row.new_question.split()),
                         "cached": call.cached, "cost_usd": call.cost_usd if position == 0 else None,
+                        "n_prompt_tokens": call.n_prompt_tokens if position == 0 else None,
+                        "n_completion_tokens": call.n_completion_tokens if position == 0 else None,
+                        "cache_key": call.cache_key,
                     })
     frame = pd.DataFrame.from_records(records, columns=JUDGE_PROBES.names)
+    for column in ("n_prompt_tokens", "n_completion_tokens"):
+        frame[column] = frame[column].astype("Int64")  # nullable integers, not floats with NaN
     frame.attrs["provenance"] = {
         **_provenance(judge_name, judge_spec, backend, rubric, text_generator),
         "items_per_cell": items_per_cell, "seed": seed, "sample_size": len(sample),

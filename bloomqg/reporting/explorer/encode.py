@@ -98,7 +98,7 @@ def encode_table(table: ItemTable, *, title: str) -> bytes:
     header = {
         "version": FORMAT_VERSION, "title": title, "n": len(table), "columns": columns,
         "judges": table.judges, "cells": table.cells, "metrics": table.metrics,
-        "metric_specs": table.metric_specs,
+        "metric_specs": table.metric_specs, "strategy_labels": table.strategy_labels,
     }
     text = json.dumps(header, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     head = struct.pack("<I", len(text)) + text

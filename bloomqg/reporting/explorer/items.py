@@ -33,7 +33,7 @@ from bloomqg.metrics.quality import line_terms
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.parsing import placeholder_reason
-from bloomqg.reporting.display import CRITERION_LABEL, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
 
 ColumnKind = Literal["cat", "multi", "text", "num"]
@@ -85,6 +85,8 @@ class ItemTable:
     #: metric -> {label, kind, scale, decimals}: what the banner needs to show a metric.
     metric_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
     judges: list[str] = field(default_factory=list)
+    #: strategy name -> the label the ``strategy`` column shows (the page's cell keys carry names).
+    strategy_labels: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(next(iter(self.values.values()), []))
@@ -263,7 +265,7 @@ def _columns(judges: Sequence[str], with_lines: bool = False) -> list[Column]:
     for criterion in CRITERIA:
         columns.append(Column(f"agree.{criterion}", f"Agreement: {CRITERION_LABEL[criterion]}", "cat", "Agreement"))
     columns += [
-        Column("original_question", "Original question", "text", "Text"),
+        Column("original_question", "Original question", "text", "Text", shown=True),
         Column("new_question", "Generated question", "text", "Text", shown=True),
         Column("prompt_id", "Prompt", "text", "Text"),
         Column("cell", "Cell (dataset/strategy/model)", "text", "Text"),
@@ -340,11 +342,12 @@ def _verdict_cells(
     return out, sorted(issues) or ["none"]
 
 
-def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, gate: Sequence[str]) -> dict[str, Any]:
+def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, gate: Sequence[str],
+                strategy_labels: StrategyLabels | None = None) -> dict[str, Any]:
     """Everything of one item but the judges' verdicts."""
     return {
         "cell": key, "dataset": str(row["dataset"]), "model": str(row["model"]), "item_id": str(row["item_id"]),
-        "prompt_id": str(row["prompt_id"]), "strategy": strategy_label(str(row["strategy"])),
+        "prompt_id": str(row["prompt_id"]), "strategy": strategy_label(str(row["strategy"]), strategy_labels),
         "target_level": _level(row["original_bloom_level"]),
         "judged_level": _level(row["bloom_level"], row["bloom_level_null_reason"]),
         "transition": transition(row["original_bloom_level"], row["bloom_level"], row["bloom_level_null_reason"]),
@@ -365,6 +368,7 @@ def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, ga
 def _line_cells(
     lines: pd.DataFrame, question_texts: Mapping[str, set[str]], panels: Mapping[str, Sequence[str]],
     judges: Sequence[str], gate: Mapping[str, Sequence[str]], columns: Sequence[Column],
+    strategy_labels: StrategyLabels | None = None,
 ) -> list[dict[str, Any]]:
     """The rows of published vote lines (:data:`LINE_ROW`), in order; ``question_texts``: cell
     key -> the generated questions of its originals; ``panels`` and ``gate`` by cell key."""
@@ -378,7 +382,7 @@ def _line_cells(
         verdicts, _ = _verdict_cells(voted, "", panels[key], judges, {})
         out.append({
             **empty, **verdicts, "row": LINE_ROW, "cell": key, "dataset": str(row["dataset"]),
-            "model": str(row["model"]), "strategy": strategy_label(str(row["strategy"])), "line": str(row["line"]),
+            "model": str(row["model"]), "strategy": strategy_label(str(row["strategy"]), strategy_labels), "line": str(row["line"]),
             "joined": _line_kind(joined, str(row["question"]), question_texts.get(key, set())),
             **{criterion: _yes_no(row[criterion]) for criterion in BINARY_CRITERIA},
             "judged_units": _as_list(row["knowledge_units"]) or [NONE],
@@ -451,6 +455,7 @@ def build_items(
     metrics: pd.DataFrame | None = None,
     cells: Mapping[str, Mapping[str, Any]] | None = None,
     lines: pd.DataFrame | None = None,
+    strategy_labels: StrategyLabels | None = None,
 ) -> ItemTable:
     """The item table of a run's votes (``schemas.VOTES`` columns, any number of cells).
 
@@ -461,7 +466,8 @@ def build_items(
     ``cells`` each cell's provenance. ``lines`` (an imported release's published vote lines,
     ``frames.PUBLISHED_VOTE_LINES``, gated as scored) adds a row per line after the questions,
     and the column ``row`` that tells the two kinds apart: Table 4's terms of those cells lie on
-    the lines.
+    the lines. ``strategy_labels`` ({name: label}) name the strategies in the ``strategy``
+    column, as the report's links to the explorer do (:func:`~bloomqg.reporting.explorer.links.cell_filters`).
     """
     missing = [c for c in VOTES.names if c not in votes.columns]
     if missing:
@@ -489,7 +495,7 @@ def build_items(
     for position, key in enumerate(keys):
         row = {name: lists[name][position] for name in VOTES.names}
         item_key = f"{key}/{row['prompt_id']}"
-        item = _item_cells(row, key, generation_of.get(item_key, GenerationNote()), gate.get(key, []))
+        item = _item_cells(row, key, generation_of.get(item_key, GenerationNote()), gate.get(key, []), strategy_labels)
         verdicts, item["judge_issues"] = _verdict_cells(row, item_key, judges_of[key], judges, judged)
         if lines is not None:
             item.update(row=QUESTION_ROW, joined=None, line=line_of.get((key, str(row["prompt_id"]))))
@@ -501,7 +507,7 @@ def build_items(
         for key, text in zip(keys, lists["new_question"]):
             if not is_missing(text):
                 texts.setdefault(key, set()).add(str(text))
-        for item in _line_cells(lines, texts, judges_of, judges, gate, columns):
+        for item in _line_cells(lines, texts, judges_of, judges, gate, columns, strategy_labels):
             for name in values:
                 values[name].append(item.get(name))
         terms_of = _with_line_terms(terms_of, keys, lines, line_keys)
@@ -509,6 +515,7 @@ def build_items(
         values[METRIC_COLUMN_PREFIX + name] = [None if math.isnan(v) else float(v) for v in terms.tolist()]
     table = ItemTable(columns, values, judges=judges)
     table.cells = {key: dict(value) for key, value in (cells or {}).items()}
+    table.strategy_labels = {name: strategy_label(name, strategy_labels) for name in ordered_unique(votes["strategy"])}
     table.metrics = metric_values(metrics) if metrics is not None else {}
     table.metric_specs = {
         spec.name: {"label": spec.label, "kind": spec.kind, "scale": spec.scale, "decimals": spec.decimals}

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from urllib.parse import urlencode
 
 from bloomqg.bloom import UNCATEGORIZED
-from bloomqg.reporting.display import strategy_label
+from bloomqg.reporting.display import StrategyLabels, strategy_label
 from bloomqg.reporting.explorer.items import NONE
 
 #: Where the explorer lies relative to the report (``{root}/report.html`` and
@@ -40,10 +40,13 @@ def items_fragment(
     return urlencode(pairs)
 
 
-def cell_filters(model: str, dataset: str | None, strategy: str) -> list[tuple[str, str]]:
-    """The explorer filters of a (model, dataset, strategy) cell; ``dataset=None`` pools datasets."""
+def cell_filters(
+    model: str, dataset: str | None, strategy: str, strategy_labels: StrategyLabels | None = None
+) -> list[tuple[str, str]]:
+    """The explorer filters of a (model, dataset, strategy) cell; ``dataset=None`` pools datasets.
+    The explorer shows a strategy by its label: give the same ``strategy_labels`` as its build."""
     pairs = [("model", model)] + ([("dataset", dataset)] if dataset is not None else [])
-    return pairs + [("strategy", strategy_label(strategy))]
+    return pairs + [("strategy", strategy_label(strategy, strategy_labels))]
 
 
 def explorer_level(level: str, column: str) -> str:
@@ -58,12 +61,14 @@ def explorer_level(level: str, column: str) -> str:
     return NONE if level == UNCATEGORIZED and column != "judged_level" else level
 
 
-def metric_fragment(model: str, dataset: str, strategy: str, metric: str, *, show: str | None = None) -> str:
+def metric_fragment(model: str, dataset: str, strategy: str, metric: str, *, show: str | None = None,
+                    strategy_labels: StrategyLabels | None = None) -> str:
     """The fragment (without ``#``) that opens the items of one metric value of one cell."""
-    return items_fragment(cell_filters(model, dataset, strategy), metric, show=show)
+    return items_fragment(cell_filters(model, dataset, strategy, strategy_labels), metric, show=show)
 
 
-def metric_link(source: tuple[str, str, str, str], explorer_href: str = EXPLORER_HREF) -> str:
+def metric_link(source: tuple[str, str, str, str], explorer_href: str = EXPLORER_HREF,
+                strategy_labels: StrategyLabels | None = None) -> str:
     """``explorer_href#fragment`` for a table cell's (model, dataset, strategy, metric)."""
     model, dataset, strategy, metric = source
-    return f"{explorer_href}#{metric_fragment(model, dataset, strategy, metric)}"
+    return f"{explorer_href}#{metric_fragment(model, dataset, strategy, metric, strategy_labels=strategy_labels)}"

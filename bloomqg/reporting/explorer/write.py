@@ -91,9 +91,11 @@ def write_explorer_from_files(
     metrics: Path,
     title: str,
     lines: Sequence[Path] = (),
+    strategy_labels: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """:func:`write_explorer` from the workflow's files (what the explorer rule hands over);
-    ``lines``: an imported release's published vote lines, one file per cell."""
+    ``lines``: an imported release's published vote lines, one file per cell; ``strategy_labels``
+    ({name: label}) name the strategies, as in the report."""
     from bloomqg.parquet_io import read_frame, read_frames, read_provenance
     from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
@@ -109,5 +111,6 @@ def write_explorer_from_files(
         metrics=read_frame(metrics, METRICS),
         cells=cell_provenance(generation_frames, judgment_frames, vote_frames, line_frames),
         lines=pd.concat([frame for _, frame in line_frames], ignore_index=True) if line_frames else None,
+        strategy_labels=strategy_labels,
     )
     return write_explorer(Path(out_dir), table, title=title)

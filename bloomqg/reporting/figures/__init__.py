@@ -8,7 +8,7 @@ why, never skipped. Colours follow the Okabe–Ito colour-blind-safe palette; te
 
 =====================  ==========================================================================
 ``fig2_transitions``   alluvial bands original → judged Bloom level, one panel per model × cell
-``fig3_shift_scores``  mean shift score of CogReg / CogDrift / CogLeap per model, CoT vs FGP
+``fig3_shift_scores``  mean shift score of CogReg / CogDrift / CogLeap per model, one row per strategy
 ``fig4_knowledge_id``  knowledge-identification accuracy (CoT) per model, with 95% CIs
 ``fig5_correlations``  classification acc. vs CatCons and knowledge-ID acc. vs KnowCov
 ``fig6_confusion``     original vs classified (CoT) and original vs judged level, per model

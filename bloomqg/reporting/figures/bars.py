@@ -1,4 +1,4 @@
-"""Figure 3 (mean shift scores, CoT vs FGP) and Figure 4 (knowledge-identification accuracy)."""
+"""Figure 3 (mean shift scores per strategy) and Figure 4 (knowledge-identification accuracy)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import pandas as pd
 
 from bloomqg.metrics.cognitive import SHIFT_TYPES
 from bloomqg.metrics.registry import table_label
-from bloomqg.reporting.display import is_missing, metric_index, ordered_cells, ordered_unique, strategy_label
+from bloomqg.reporting.display import (
+    StrategyLabels,
+    is_missing,
+    metric_index,
+    ordered_cells,
+    ordered_unique,
+    strategy_label,
+)
 from bloomqg.reporting.figures.links import link_mark, metric_item_link
 from bloomqg.reporting.figures.style import (
     COLUMN_WIDTH_IN,
@@ -20,6 +27,7 @@ from bloomqg.reporting.figures.style import (
     no_data,
     no_data_figure,
     strategies_in_order,
+    strategy_colors,
 )
 
 if TYPE_CHECKING:
@@ -27,15 +35,18 @@ if TYPE_CHECKING:
 
 
 _SHIFT_MEAN_METRICS: tuple[str, ...] = tuple(f"{shift}_mean" for shift in SHIFT_TYPES)
+#: Hatches telling datasets apart where colour tells strategies apart (Figure 4).
+_HATCHES: tuple[str | None, ...] = (None, "////", "....", "xxxx", "\\\\\\\\")
 
 
-def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
-    """Figure 3: mean shift score per model; rows CoT / FGP, columns datasets, bars = shift type."""
+def plot_shift_scores(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Figure:
+    """Figure 3: mean shift score per model; rows strategies (defined order), columns datasets, bars = shift
+    type, each with its n (the questions that shift type counts)."""
     frame = all_metrics[all_metrics["metric"].isin(_SHIFT_MEAN_METRICS)]
     if frame.empty:
         return no_data_figure(2.0, "no mean shift scores (cogreg_mean, cogdrift_mean, cogleap_mean)")
     datasets = ordered_unique(frame["dataset"])
-    strategies = strategies_in_order(frame["strategy"])
+    strategies = strategies_in_order(frame["strategy"], strategy_labels)
     models = ordered_unique(frame["model"])
     lookup = metric_index(frame)
     width = COLUMN_WIDTH_IN if len(datasets) == 1 else PAGE_WIDTH_IN
@@ -46,7 +57,7 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
     for i, strategy in enumerate(strategies):
         for j, dataset in enumerate(datasets):
             ax = axes[i][j]
-            title = f"{dataset}, {strategy_label(strategy)}"
+            title = f"{dataset}, {strategy_label(strategy, strategy_labels)}"
             rows = [lookup.get((m, dataset, strategy, k)) for m in models for k in _SHIFT_MEAN_METRICS]
             if all(row is None for row in rows):
                 no_data(ax, f"{title} was not run")
@@ -69,7 +80,13 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
                               label=table_label(metric.removesuffix("_mean")), yerr=[lower, upper],
                               error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
                 _link_bars(bars.patches, [lookup.get((m, dataset, strategy, metric)) for m in models],
-                           f"mean {table_label(metric.removesuffix('_mean'))} shift")
+                           f"mean {table_label(metric.removesuffix('_mean'))} shift", strategy_labels)
+                for model, value, up, at in zip(models, values, upper, x + (k - 1) * bar):  # each mean with its n
+                    row = lookup.get((model, dataset, strategy, metric))
+                    if row is not None and not is_missing(row["n"]) and not np.isnan(value):
+                        ax.annotate(f"n={int(row['n'])}", xy=(at, value + up), xytext=(0, 2), textcoords="offset points",
+                                    ha="center", va="bottom", rotation=90, fontsize=7, color="#333333")
+            ax.margins(y=0.35)  # room above the tallest bar for its n
             ax.set_title(title)
             pad = max(0.0, (3 - len(models)) / 2)  # keep bars slim when there are few models
             ax.set_xlim(-0.5 - pad, len(models) - 0.5 + pad)
@@ -84,10 +101,10 @@ def plot_shift_scores(all_metrics: pd.DataFrame) -> Figure:
     return fig
 
 
-def _link_bars(patches, rows: list[pd.Series | None], what: str) -> None:
+def _link_bars(patches, rows: list[pd.Series | None], what: str, strategy_labels: StrategyLabels | None = None) -> None:
     """Each bar drawn from a metrics row opens that value's ``n`` questions in the explorer."""
     for patch, row in zip(patches, rows):
-        link = metric_item_link(row, what)
+        link = metric_item_link(row, what, strategy_labels)
         if link is not None:
             link_mark(patch, link)
 
@@ -98,13 +115,21 @@ def _bar_handle(color: str, label: str):
     return Patch(facecolor=color, label=label)
 
 
-def plot_knowledge_id(all_metrics: pd.DataFrame) -> Figure:
-    """Figure 4: knowledge-identification accuracy per model (horizontal bars, 95% CI), per dataset."""
+def plot_knowledge_id(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Figure:
+    """Figure 4: knowledge-identification accuracy per model (horizontal bars, 95% CI), one series
+    per dataset × strategy whose answers identify the units (CoT's ``answer_fields``).
+
+    Under one strategy the series are coloured by dataset; under several, by strategy (its stable
+    colour, :func:`~bloomqg.reporting.figures.style.strategy_colors`), datasets then hatched.
+    """
     frame = all_metrics[(all_metrics["metric"] == "knowledge_id_acc") & all_metrics["value"].notna()]
     if frame.empty:
-        return no_data_figure(1.8, "no knowledge-identification accuracy\n(the task runs under CoT only)")
+        return no_data_figure(1.8, "no knowledge-identification accuracy\n(no strategy run asks the model to identify the units)")
     models = ordered_unique(frame["model"])
-    series = [(d, s) for d, s in ordered_cells(frame)]
+    series = [(d, s) for d, s in ordered_cells(frame, strategy_labels=strategy_labels)]
+    strategies = ordered_unique(s for _, s in series)
+    datasets = ordered_unique(d for d, _ in series)
+    colors = strategy_colors(strategy_labels, strategies)
     fig = new_figure(COLUMN_WIDTH_IN, 1.3 + 0.22 * len(models) * len(series) + 0.15 * len(models))
     ax = fig.subplots()
     lookup = metric_index(frame)
@@ -120,18 +145,30 @@ def plot_knowledge_id(all_metrics: pd.DataFrame) -> Figure:
             lower.append(max(value - row["ci_low"], 0) if row is not None and not is_missing(row["ci_low"]) else 0)
             upper.append(max(row["ci_high"] - value, 0) if row is not None and not is_missing(row["ci_high"]) else 0)
         offset = (k - (len(series) - 1) / 2) * height
-        label = dataset if strategy == "cot" else f"{dataset}, {strategy_label(strategy)}"
-        bars = ax.barh(y + offset, values, height, xerr=[lower, upper], color=SERIES_COLORS[k % len(SERIES_COLORS)],
+        if len(strategies) == 1:
+            label = dataset
+            color, hatch = SERIES_COLORS[datasets.index(dataset) % len(SERIES_COLORS)], None
+        else:
+            label = f"{dataset}, {strategy_label(strategy, strategy_labels)}"
+            color, hatch = colors[strategy], _HATCHES[datasets.index(dataset) % len(_HATCHES)]
+        hatched = {"hatch": hatch, "edgecolor": "white", "linewidth": 0.3} if hatch else {}
+        bars = ax.barh(y + offset, values, height, xerr=[lower, upper], color=color, **hatched,
                        label=label, error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
         _link_bars(bars.patches, [lookup.get((m, dataset, strategy, "knowledge_id_acc")) for m in models],
-                   "knowledge-identification accuracy")
+                   "knowledge-identification accuracy", strategy_labels)
+        for model, value, up, at in zip(models, values, upper, y + offset):  # each rate with its n
+            row = lookup.get((model, dataset, strategy, "knowledge_id_acc"))
+            if row is not None and not is_missing(row["n"]) and not np.isnan(value):
+                ax.text(value + up + 1.0, at, f"n={int(row['n'])}", va="center", ha="left", fontsize=7, color="#333333")
     ax.set_yticks(y, models)
     pad = max(0.0, (3 - len(models)) / 4)  # keep bars slim when there are few models
     ax.set_ylim(len(models) - 0.5 + pad, -0.5 - pad)
-    ax.set_xlim(0, 100)
+    ax.set_xlim(0, 115)  # room for the n beside a bar near 100
+    ax.set_xticks(range(0, 101, 20))
     ax.set_xlabel("Knowledge-identification accuracy (%)")
     ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     ax.set_axisbelow(True)
-    fig.legend(*ax.get_legend_handles_labels(), title="Dataset", loc="outside lower center",
+    fig.legend(*ax.get_legend_handles_labels(), title="Dataset" if len(strategies) == 1 else "Dataset, strategy",
+               loc="outside lower center",
                ncol=min(len(series), 3), frameon=False)
     return fig

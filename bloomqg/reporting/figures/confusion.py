@@ -1,4 +1,5 @@
-"""Figure 6: original vs classified (CoT) and original vs judged level as heat maps, per model."""
+"""Figure 6: original vs classified level (each strategy whose answers classify the original, as
+CoT's do) and original vs judged level (every strategy) as heat maps, per model."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.metrics.transitions import transition_counts
-from bloomqg.reporting.display import ordered_unique, strategy_label
+from bloomqg.reporting.display import StrategyLabels, ordered_unique, strategy_label
 from bloomqg.reporting.explorer.links import cell_filters, explorer_level, items_fragment
 from bloomqg.reporting.figures.links import ItemLink, link_mark
 from bloomqg.reporting.figures.style import (
@@ -54,16 +55,26 @@ def confusion_matrix(counts: pd.DataFrame) -> pd.DataFrame:
     return matrix.div(totals.where(totals > 0), axis=0) * 100
 
 
-def plot_confusion(votes: pd.DataFrame) -> Figure:
-    """Figure 6: per model, heat maps of original vs classified (CoT) and original vs judged level.
+def classifying_strategies(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> list[str]:
+    """The strategies whose answers classify the original's level (``identified_bloom_level``
+    non-empty somewhere: CoT's ``answer_fields``), in defined order."""
+    found = votes.loc[votes["identified_bloom_level"].notna(), "strategy"]
+    return strategies_in_order(found, strategy_labels)
+
+
+def plot_confusion(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Figure:
+    """Figure 6: per model, heat maps of original vs classified level (each classifying
+    strategy; one empty panel saying why when none classifies) and original vs judged level.
 
     Pooled over datasets; each row is normalised to 100% of that original level's items.
     """
     if votes.empty:
         return no_data_figure(1.6, "no votes were given")
     models = ordered_unique(votes["model"])
-    strategies = strategies_in_order(votes["strategy"])
-    views = [("classified", "cot")] + [("judged", s) for s in strategies]
+    strategies = strategies_in_order(votes["strategy"], strategy_labels)
+    classifying = classifying_strategies(votes, strategy_labels)
+    views: list[tuple[str, str | None]] = [("classified", s) for s in classifying] or [("classified", None)]
+    views += [("judged", s) for s in strategies]
     width = min(PAGE_WIDTH_IN, 0.5 + 2.1 * len(views))
     fig = new_figure(max(width, COLUMN_WIDTH_IN), 1.1 + 1.95 * len(models))
     axes = fig.subplots(len(models), len(views), squeeze=False)
@@ -72,16 +83,19 @@ def plot_confusion(votes: pd.DataFrame) -> Figure:
         for j, (kind, strategy) in enumerate(views):
             ax = axes[i][j]
             subset = votes[(votes["model"] == model) & (votes["strategy"] == strategy)]
-            label = "Classified (CoT)" if kind == "classified" else f"Judged ({strategy_label(strategy)})"
+            name = "none" if strategy is None else strategy_label(strategy, strategy_labels)
+            label = f"Classified ({name})" if kind == "classified" else f"Judged ({name})"
             counts = transition_counts(subset, kind=kind) if len(subset) else pd.DataFrame(
                 columns=["original_level", "other_level", "count"])
             matrix = confusion_matrix(counts) if not counts.empty else None
             if matrix is None or matrix.isna().all().all():
                 ax.set_title(label, fontsize=7.5)
-                no_data(ax, "no CoT classification" if kind == "classified" else "no judged levels")
+                no_data(ax, ("no strategy run asks the model to classify the original" if strategy is None
+                             else f"{model} classified no original under {name}") if kind == "classified"
+                        else f"no judged levels for {model} under {name}")
             else:
                 placed = counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)
-                image = _heatmap(ax, matrix, count_matrix(counts), (model, kind, strategy, label))
+                image = _heatmap(ax, matrix, count_matrix(counts), (model, kind, strategy, label), strategy_labels)
                 ax.set_title(f"{label}, n = {int(counts.loc[placed, 'count'].sum())}", fontsize=7.5)
                 ax.set_xlabel("Classified level" if kind == "classified" else "Judged level")
                 ax.set_ylabel("Original level" if j == 0 else "")
@@ -95,7 +109,8 @@ def plot_confusion(votes: pd.DataFrame) -> Figure:
     return fig
 
 
-def _heatmap(ax: Axes, matrix: pd.DataFrame, counts: pd.DataFrame, view: tuple[str, str, str, str]):
+def _heatmap(ax: Axes, matrix: pd.DataFrame, counts: pd.DataFrame, view: tuple[str, str, str, str],
+             strategy_labels: StrategyLabels | None = None):
     """Draw the percentages; each cell with questions opens them in the explorer."""
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
@@ -121,15 +136,16 @@ def _heatmap(ax: Axes, matrix: pd.DataFrame, counts: pd.DataFrame, view: tuple[s
             n = int(counts.iat[r, c])
             if n:
                 original, other = str(matrix.index[r]), str(matrix.columns[c])
-                link_mark(cells[r][c], _cell_link(view, original, other, n), also=[text])
+                link_mark(cells[r][c], _cell_link(view, original, other, n, strategy_labels), also=[text])
     return image
 
 
-def _cell_link(view: tuple[str, str, str, str], original: str, other: str, n: int) -> ItemLink:
+def _cell_link(view: tuple[str, str, str, str], original: str, other: str, n: int,
+               strategy_labels: StrategyLabels | None = None) -> ItemLink:
     """The questions of one cell of a model × view: pooled over datasets, as the panel is."""
     model, kind, strategy, label = view
     column, metric = _VIEW_LINK[kind]
-    filters = [*cell_filters(model, None, strategy), ("target_level", explorer_level(original, "target_level")),
+    filters = [*cell_filters(model, None, strategy, strategy_labels), ("target_level", explorer_level(original, "target_level")),
                (column, explorer_level(other, column))]
     words = f"{model}, {label}, all datasets: original {original} → {kind} {other}"
     return ItemLink(items_fragment(filters, metric), words, n)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from bloomqg.metrics.correlations import FIGURE5_PAIRS
 from bloomqg.metrics.registry import metric_spec, table_label
-from bloomqg.reporting.display import is_missing, ordered_unique
+from bloomqg.reporting.display import StrategyLabels, is_missing, strategy_label, strategy_order
 from bloomqg.reporting.figures.style import PAGE_WIDTH_IN, SERIES_COLORS, new_figure, no_data
 
 if TYPE_CHECKING:
@@ -21,25 +21,40 @@ if TYPE_CHECKING:
 MIN_POINTS_FOR_CORRELATION = 3
 
 
-def plot_correlations(all_metrics: pd.DataFrame, correlations: pd.DataFrame | None) -> Figure:
-    """Figure 5: (a) classification accuracy vs CatCons, (b) knowledge-ID accuracy vs KnowCov (CoT).
+def identifying_strategies(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> list[str]:
+    """The strategies with a value of ``metric`` (an auxiliary accuracy exists only where the
+    answers identify level or units, as CoT's do), in defined order."""
+    found = all_metrics.loc[(all_metrics["metric"] == metric) & all_metrics["value"].notna(), "strategy"]
+    return strategy_order(found, strategy_labels)
 
-    One point per model and dataset; a least-squares line and Pearson's r per dataset. r comes
-    from ``correlations`` (the metrics stage's Pearson row) when it has the pair; otherwise it is
-    computed here from the points, and the legend says so.
+
+def plot_correlations(
+    all_metrics: pd.DataFrame, correlations: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None
+) -> Figure:
+    """Figure 5: (a) classification accuracy vs CatCons, (b) knowledge-ID accuracy vs KnowCov,
+    under each strategy whose answers identify level and units (CoT's ``answer_fields``).
+
+    One point per model and dataset (and strategy, when several identify); a least-squares line
+    and Pearson's r per series. r comes from ``correlations`` (the metrics stage's Pearson row)
+    when it has the pair; otherwise it is computed here from the points, and the legend says so.
     """
+    from matplotlib.lines import Line2D
     from scipy import stats
 
-    fig = new_figure(PAGE_WIDTH_IN, 3.1)
+    fig = new_figure(PAGE_WIDTH_IN, 3.7)  # the legends sit below the axes
     axes = fig.subplots(1, 2)
     labels: dict = {ax: [] for ax in axes}
-    cot = all_metrics[all_metrics["strategy"] == "cot"]
-    wide = cot.pivot_table(index=["dataset", "model"], columns="metric", values="value", aggfunc="first")
     for ax, (x_metric, y_metric), letter in zip(axes, FIGURE5_PAIRS, "ab"):
-        title = f"({letter}) {table_label(x_metric)} vs {table_label(y_metric)} (CoT)"
-        if x_metric not in wide or y_metric not in wide:
+        strategies = identifying_strategies(all_metrics, x_metric, strategy_labels)
+        names = ", ".join(strategy_label(s, strategy_labels) for s in strategies)
+        title = f"({letter}) {table_label(x_metric)} vs {table_label(y_metric)}" + (f" ({names})" if names else "")
+        subset_metrics = all_metrics[all_metrics["strategy"].isin(strategies)]
+        wide = subset_metrics.pivot_table(index=["dataset", "strategy", "model"], columns="metric", values="value",
+                                          aggfunc="first")
+        if not strategies or x_metric not in wide or y_metric not in wide:
             ax.set_title(title)
-            no_data(ax, f"no {x_metric} / {y_metric} metrics under CoT")
+            no_data(ax, f"no {x_metric} / {y_metric} metrics: no strategy run asks the model\n"
+                        "to identify the original's level and units")
             continue
         points = wide[[x_metric, y_metric]].dropna()
         n_models = points.index.get_level_values("model").nunique()
@@ -48,25 +63,34 @@ def plot_correlations(all_metrics: pd.DataFrame, correlations: pd.DataFrame | No
             no_data(ax, f"a correlation across models needs ≥ {MIN_POINTS_FOR_CORRELATION} models\n"
                         f"(this run has {n_models})")
             continue
-        for k, dataset in enumerate(ordered_unique(points.index.get_level_values("dataset"))):
+        handles = []
+        series = list(dict.fromkeys((d, s) for d, s, _ in points.index))
+        for k, (dataset, strategy) in enumerate(series):
             color = SERIES_COLORS[k % len(SERIES_COLORS)]
-            subset = points.loc[dataset]
-            label = dataset
+            subset = points.loc[(dataset, strategy)]
+            name = dataset if len(strategies) == 1 else f"{dataset}, {strategy_label(strategy, strategy_labels)}"
+            label = f"{name} (n = {len(subset)} models)"
             if len(subset) >= MIN_POINTS_FOR_CORRELATION:
-                r, p, source = _correlation(correlations, dataset, x_metric, y_metric, subset, stats)
-                label = f"{dataset}: r = {r:+.2f}, p = {p:.2g}" + ("" if source else " (computed here)")
+                r, p, source = _correlation(correlations, dataset, x_metric, y_metric, subset, stats, strategy)
+                label = (f"{name}: r = {r:+.2f}, p = {p:.2g}, n = {len(subset)} models"
+                         + ("" if source else " (computed here)"))
                 if subset[x_metric].nunique() > 1:
                     slope, intercept = np.polyfit(subset[x_metric], subset[y_metric], 1)
                     xs = np.linspace(subset[x_metric].min(), subset[x_metric].max(), 20)
                     ax.plot(xs, slope * xs + intercept, color=color, linewidth=0.9, linestyle="--")
-            ax.scatter(subset[x_metric], subset[y_metric], s=18, color=color, label=label, zorder=3,
+            ax.scatter(subset[x_metric], subset[y_metric], s=18, color=color, zorder=3,
                        edgecolor="white", linewidth=0.4)
+            # The key is the series' colour on its fitted line's dash, not a dot a reader could
+            # take for one more model.
+            handles.append(Line2D([], [], color=color, linestyle="--", linewidth=1.4, label=label))
             labels[ax].extend((row[x_metric], row[y_metric], str(model)) for model, row in subset.iterrows())
         ax.set_title(title)
         ax.set_xlabel(f"{table_label(x_metric)} ({metric_spec(x_metric).unit})")
         ax.set_ylabel(f"{table_label(y_metric)} ({metric_spec(y_metric).unit})")
         ax.margins(x=0.25, y=0.2)
-        ax.legend(frameon=True, framealpha=0.85, edgecolor="none", loc="best")
+        # below the axes, outside the data area, where it can cover no point
+        ax.legend(handles=handles, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7,
+                  handlelength=2.2)
     for ax, points in labels.items():
         place_point_labels(fig, ax, points)
     return fig
@@ -141,11 +165,11 @@ def _box(x0: float, y0: float, x1: float, y1: float):
     return Bbox([[x0, y0], [x1, y1]])
 
 
-def _correlation(correlations, dataset, x_metric, y_metric, subset, stats) -> tuple[float, float, bool]:
+def _correlation(correlations, dataset, x_metric, y_metric, subset, stats, strategy="cot") -> tuple[float, float, bool]:
     """(r, p, from_frame): the metrics stage's estimate when present, else Pearson's here."""
     if correlations is not None and not correlations.empty:
         match = correlations[
-            (correlations["dataset"] == dataset) & (correlations["strategy"] == "cot")
+            (correlations["dataset"] == dataset) & (correlations["strategy"] == strategy)
             & (correlations["x_metric"] == x_metric) & (correlations["y_metric"] == y_metric)
         ]
         if "method" in match:  # the fitted line is least squares, so Pearson's r goes with it

@@ -12,6 +12,7 @@ import pandas as pd
 from bloomqg.reporting.display import (
     CRITERION_LABEL,
     MISSING,
+    StrategyLabels,
     is_missing,
     metric_index,
     ordered_cells,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def plot_reliability(reliability: pd.DataFrame) -> Figure:
+def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Figure:
     """Krippendorff's α (dot, 95% CI) per criterion (panels) and cell (rows); dashed line = gate."""
     panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability.iloc[0:0]
     if panel.empty:
@@ -42,7 +43,7 @@ def plot_reliability(reliability: pd.DataFrame) -> Figure:
     criteria = [c for c in CRITERION_LABEL if c in set(panel["criterion"])]
     criteria += [c for c in ordered_unique(panel["criterion"]) if c not in criteria]
     cells = panel[["model", "dataset", "strategy"]].drop_duplicates()
-    labels = [f"{m} · {d} · {strategy_label(s)}" for m, d, s in cells.itertuples(index=False)]
+    labels = [f"{m} · {d} · {strategy_label(s, strategy_labels)}" for m, d, s in cells.itertuples(index=False)]
     keys = list(cells.itertuples(index=False, name=None))
     fig = new_figure(PAGE_WIDTH_IN, 0.9 + 0.16 * len(keys))
     axes = fig.subplots(1, len(criteria), sharey=True, squeeze=False)[0]
@@ -86,7 +87,7 @@ def plot_reliability(reliability: pd.DataFrame) -> Figure:
     return fig
 
 
-def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> Figure:
+def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Figure:
     """(a) generation parse-failure rate per model × cell; (b) each judge's parse-failure rate per cell."""
     generation = all_metrics[(all_metrics["metric"] == "parse_failure_rate")]
     judges = (
@@ -101,23 +102,25 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame) ->
         no_data(axes[0], "no parse_failure_rate metric")
     else:
         matrix = generation.pivot_table(index="model", columns=["dataset", "strategy"], values="value", aggfunc="first")
-        matrix = matrix.reindex(index=ordered_unique(generation["model"]), columns=ordered_cells(generation))
+        matrix = matrix.reindex(index=ordered_unique(generation["model"]), columns=ordered_cells(generation, strategy_labels=strategy_labels))
         rows = metric_index(generation)  # a cell opens its questions: the rate's n
         _rate_heatmap(axes[0], matrix, "(a) Generation answers not parsed (%)", lambda *cell: metric_item_link(
-            rows.get((*cell, "parse_failure_rate")), "generation parse failures"))
+            rows.get((*cell, "parse_failure_rate")), "generation parse failures", strategy_labels),
+            strategy_labels)
     if judges.empty:
         axes[1].set_title("(b) Judge answers not parsed (%)")
         no_data(axes[1], "no per-judge diagnostics in the reliability frames")
     else:
         rates = judges.assign(rate=judges["parse_failure_rate"].astype(float) * 100)
         matrix = rates.pivot_table(index="judge", columns=["dataset", "strategy"], values="rate", aggfunc="mean")
-        matrix = matrix.reindex(index=ordered_unique(judges["judge"]), columns=ordered_cells(judges))
-        _rate_heatmap(axes[1], matrix, "(b) Judge answers not parsed (%)")
+        matrix = matrix.reindex(index=ordered_unique(judges["judge"]), columns=ordered_cells(judges, strategy_labels=strategy_labels))
+        _rate_heatmap(axes[1], matrix, "(b) Judge answers not parsed (%)", strategy_labels=strategy_labels)
     return fig
 
 
 def _rate_heatmap(
-    ax: Axes, matrix: pd.DataFrame, title: str, link: Callable[[str, str, str], ItemLink | None] | None = None
+    ax: Axes, matrix: pd.DataFrame, title: str, link: Callable[[str, str, str], ItemLink | None] | None = None,
+    strategy_labels: StrategyLabels | None = None,
 ) -> None:
     """Rates per row (model or judge) × (dataset, strategy); ``link`` gives a cell's explorer link."""
     from matplotlib import colormaps
@@ -127,7 +130,7 @@ def _rate_heatmap(
     values = matrix.to_numpy(dtype=float)
     top = max(10.0, float(np.nanmax(values)) if np.isfinite(values).any() else 10.0)
     cells, _ = heatmap_cells(ax, values, cmap, Normalize(0, top))
-    ax.set_xticks(range(matrix.shape[1]), [f"{d}\n{strategy_label(s)}" for d, s in matrix.columns])
+    ax.set_xticks(range(matrix.shape[1]), [f"{d}\n{strategy_label(s, strategy_labels)}" for d, s in matrix.columns])
     ax.set_yticks(range(matrix.shape[0]), list(matrix.index))
     frameless(ax)
     for r in range(values.shape[0]):

@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from bloomqg.reporting.display import is_missing, strategy_label
+from bloomqg.reporting.display import StrategyLabels, is_missing, strategy_label
 from bloomqg.reporting.explorer.links import EXPLORER_HREF, metric_fragment
 
 if TYPE_CHECKING:
@@ -58,14 +58,15 @@ class ItemLink:
             raise ValueError(f"{self.label}: n must be ≥ 0, got {self.n}")
 
 
-def metric_item_link(row: pd.Series | None, what: str) -> ItemLink | None:
+def metric_item_link(row: pd.Series | None, what: str, strategy_labels: StrategyLabels | None = None) -> ItemLink | None:
     """The link of a mark drawn from a metrics row: the explorer on that value's ``n`` questions
     (None for a value that was not computed or has no question)."""
     if row is None or is_missing(row["value"]) or is_missing(row["n"]) or int(row["n"]) == 0:
         return None
     model, dataset, strategy, metric = (str(row[k]) for k in ("model", "dataset", "strategy", "metric"))
-    label = f"{what} of {model}, {dataset}, {strategy_label(strategy)}"
-    return ItemLink(metric_fragment(model, dataset, strategy, metric), label, int(row["n"]))
+    label = f"{what} of {model}, {dataset}, {strategy_label(strategy, strategy_labels)}"
+    return ItemLink(metric_fragment(model, dataset, strategy, metric, strategy_labels=strategy_labels), label,
+                    int(row["n"]))
 
 
 _LINKS: WeakKeyDictionary[Figure, list[tuple[Artist, ItemLink]]] = WeakKeyDictionary()

@@ -6,13 +6,14 @@ figures stay legible at a column width of about 3.5 in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import LEVEL_ABBREVIATION, UNCATEGORIZED
-from bloomqg.reporting.display import ordered_unique
+from bloomqg.reporting.display import EMPTY, STRATEGY_LABEL, StrategyLabels, strategy_order
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -53,6 +54,7 @@ SHIFT_COLOR: dict[str, str] = {
     "cogdrift": OKABE_ITO["sky_blue"],
     "cogleap": OKABE_ITO["green"],
 }
+#: The paper's two strategies keep their colours; :func:`strategy_colors` gives every other one its own.
 STRATEGY_COLOR: dict[str, str] = {"cot": OKABE_ITO["blue"], "fgp": OKABE_ITO["orange"]}
 #: Colours for datasets (and other series) in order of appearance.
 SERIES_COLORS: tuple[str, ...] = (
@@ -125,7 +127,7 @@ def heatmap_cells(ax: Axes, values: np.ndarray, cmap: Colormap, norm: Normalize)
 def no_data(ax: Axes, message: str) -> None:
     """Turn ``ax`` into an explicit "no data for this view" panel with the reason."""
     ax.set_axis_off()
-    ax.text(0.5, 0.5, f"No data for this view:\n{message}", ha="center", va="center",
+    ax.text(0.5, 0.5, f"{EMPTY} No data for this view:\n{message}", ha="center", va="center",
             fontsize=7.5, color="#444444", wrap=True, transform=ax.transAxes)
 
 
@@ -136,7 +138,20 @@ def no_data_figure(height: float, message: str) -> Figure:
     return fig
 
 
-def strategies_in_order(values: pd.Series) -> list[str]:
-    """CoT before FGP (the paper's order), then any other strategy as first seen."""
-    present = ordered_unique(values)
-    return [s for s in ("cot", "fgp") if s in present] + [s for s in present if s not in ("cot", "fgp")]
+def strategies_in_order(values: pd.Series, strategy_labels: StrategyLabels | None = None) -> list[str]:
+    """The strategies of ``values`` in defined order (CoT, FGP, … by default), then others as first seen."""
+    return strategy_order(values, strategy_labels)
+
+
+def strategy_colors(strategy_labels: StrategyLabels | None = None, present: Sequence[str] = ()) -> dict[str, str]:
+    """A stable colour per strategy, whichever strategies a figure shows: CoT and FGP keep
+    :data:`STRATEGY_COLOR`; every other strategy takes the next colour of :data:`SERIES_COLORS`
+    not already taken, by its position in the defined order (``strategy_labels``' order, else the
+    built-ins'), then ``present`` strategies no mapping names, as given (cycling past eight)."""
+    defined = list(strategy_labels) if strategy_labels else list(STRATEGY_LABEL)
+    order = defined + [s for s in dict.fromkeys(present) if s not in defined]
+    free = [c for c in SERIES_COLORS if c not in STRATEGY_COLOR.values()]
+    colors = dict(STRATEGY_COLOR)
+    others = [s for s in order if s not in STRATEGY_COLOR]
+    colors.update({s: free[k % len(free)] for k, s in enumerate(others)})
+    return colors

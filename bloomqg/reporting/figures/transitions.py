@@ -9,7 +9,7 @@ import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, UNCATEGORIZED
 from bloomqg.metrics.transitions import transition_counts
-from bloomqg.reporting.display import ordered_cells, ordered_unique, strategy_label
+from bloomqg.reporting.display import StrategyLabels, ordered_cells, ordered_unique, strategy_label
 from bloomqg.reporting.explorer.links import cell_filters, explorer_level, items_fragment
 from bloomqg.reporting.figures.links import ItemLink, link_mark
 from bloomqg.reporting.figures.style import (
@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 _NODE_ORDER: tuple[str, ...] = (UNCATEGORIZED, *BLOOM_LEVELS)
 
 
-def draw_alluvial(ax: Axes, counts: pd.DataFrame, cell: tuple[str, str, str] | None = None) -> None:
+def draw_alluvial(
+    ax: Axes, counts: pd.DataFrame, cell: tuple[str, str, str] | None = None, strategy_labels: StrategyLabels | None = None
+) -> None:
     """Bands from original (left) to judged (right) level; band height = count, colour = original.
 
     ``counts`` has columns original_level, other_level, count (as
@@ -85,7 +87,7 @@ def draw_alluvial(ax: Axes, counts: pd.DataFrame, cell: tuple[str, str, str] | N
         band = ax.add_patch(PathPatch(MplPath(vertices, codes), facecolor=LEVEL_COLOR.get(row.original_level, GREY),
                                       edgecolor="none", alpha=0.55))
         if cell is not None:
-            link_mark(band, _transition_link(cell, int(row.count), row.original_level, row.other_level))
+            link_mark(band, _transition_link(cell, int(row.count), row.original_level, row.other_level, strategy_labels))
     for bottoms, totals, x, label_x, align in (
         (left_bottom, left_totals, 0.0, -0.03, "right"),
         (right_bottom, right_totals, x1, 1.03, "left"),
@@ -97,7 +99,7 @@ def draw_alluvial(ax: Axes, counts: pd.DataFrame, cell: tuple[str, str, str] | N
                                           edgecolor="white", linewidth=0.4))
             if cell is not None:
                 ends = (level, None) if bottoms is left_bottom else (None, level)
-                link_mark(node, _transition_link(cell, int(totals[level]), *ends))
+                link_mark(node, _transition_link(cell, int(totals[level]), *ends, strategy_labels))
             centres.append(bottom + height / 2)
         for level, y in zip(bottoms, spread_labels(centres, min_gap=LABEL_GAP)):
             ax.text(label_x, y, level_abbreviation(level), ha=align, va="center", fontsize=7)
@@ -106,17 +108,18 @@ def draw_alluvial(ax: Axes, counts: pd.DataFrame, cell: tuple[str, str, str] | N
     ax.set_axis_off()
 
 
-def _transition_link(cell: tuple[str, str, str], n: int, original: str | None, judged: str | None) -> ItemLink:
+def _transition_link(cell: tuple[str, str, str], n: int, original: str | None, judged: str | None,
+                     strategy_labels: StrategyLabels | None = None) -> ItemLink:
     """A band (both levels) or a node (one level): its useful questions with a verdict, the
     questions the panel draws and CatCons counts."""
     model, dataset, strategy = cell
-    filters = cell_filters(model, dataset, strategy)
+    filters = cell_filters(model, dataset, strategy, strategy_labels)
     if original is not None:
         filters.append(("target_level", explorer_level(original, "target_level")))
     if judged is not None:
         filters.append(("judged_level", explorer_level(judged, "judged_level")))
     what = " → ".join(part for part in (original and f"original {original}", judged and f"judged {judged}") if part)
-    return ItemLink(items_fragment(filters, "catcons"), f"{model}, {dataset}, {strategy_label(strategy)}: {what}", n)
+    return ItemLink(items_fragment(filters, "catcons"), f"{model}, {dataset}, {strategy_label(strategy, strategy_labels)}: {what}", n)
 
 
 #: Smallest vertical distance between two node labels, in axes units (7 pt text in a ~1.4 in panel).
@@ -151,12 +154,12 @@ def _stack(totals: pd.Series, scale: float, gap: float) -> dict[str, float]:
     return positions
 
 
-def plot_transitions(votes: pd.DataFrame) -> Figure:
+def plot_transitions(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Figure:
     """Figure 2: one alluvial panel per model (rows) × dataset/strategy cell (columns)."""
     if votes.empty:
         return no_data_figure(1.6, "no votes were given")
     models = ordered_unique(votes["model"])
-    cells = ordered_cells(votes)
+    cells = ordered_cells(votes, strategy_labels=strategy_labels)
     width = min(PAGE_WIDTH_IN, 0.4 + 1.45 * len(cells))
     fig = new_figure(max(width, COLUMN_WIDTH_IN), 0.7 + 1.55 * len(models))
     axes = fig.subplots(len(models), len(cells), squeeze=False)
@@ -165,13 +168,13 @@ def plot_transitions(votes: pd.DataFrame) -> Figure:
             ax = axes[i][j]
             subset = votes[(votes["model"] == model) & (votes["dataset"] == dataset) & (votes["strategy"] == strategy)]
             if i == 0:
-                ax.set_title(f"{dataset}, {strategy_label(strategy)}", fontsize=8)
+                ax.set_title(f"{dataset}, {strategy_label(strategy, strategy_labels)}", fontsize=8)
             counts = transition_counts(subset, kind="judged") if len(subset) else pd.DataFrame(
                 columns=["original_level", "other_level", "count"])
             if counts.empty or counts["count"].sum() == 0:
-                no_data(ax, "no useful question\nwith a judged level" if len(subset) else "cell not run")
+                no_data(ax, "no useful question\nwith a judged level" if len(subset) else f"{model} was not run on {dataset}, {strategy_label(strategy, strategy_labels)}")
             else:
-                draw_alluvial(ax, counts, (model, dataset, strategy))
+                draw_alluvial(ax, counts, (model, dataset, strategy), strategy_labels)
                 ax.text(0.5, -0.04, f"n = {int(counts['count'].sum())}", ha="center", va="top",
                         fontsize=7, transform=ax.transAxes)
             if j == 0:

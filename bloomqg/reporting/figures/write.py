@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
+from bloomqg.reporting.display import StrategyLabels
 from bloomqg.reporting.figures.bars import plot_knowledge_id, plot_shift_scores
 from bloomqg.reporting.figures.confusion import plot_confusion
 from bloomqg.reporting.figures.correlations import plot_correlations
@@ -74,8 +75,11 @@ def write_figures(
     reliability: pd.DataFrame,
     correlations: pd.DataFrame | None,
     out_dir: Path,
+    *,
+    strategy_labels: StrategyLabels | None = None,
 ) -> list[Path]:
-    """Write every file of :data:`FIGURE_FILES` into ``out_dir``; return the paths in that order."""
+    """Write every file of :data:`FIGURE_FILES` into ``out_dir``; return the paths in that order.
+    ``strategy_labels`` ({name: label}, defined order) name and order the strategies."""
     import matplotlib
 
     check_metrics(all_metrics)
@@ -83,18 +87,18 @@ def write_figures(
     paths: list[Path] = []
     with matplotlib.rc_context(STYLE):
         for stem in FIGURE_STEMS:
-            figure = _BUILDERS[stem](all_metrics, votes, reliability, correlations)
+            figure = _BUILDERS[stem](all_metrics, votes, reliability, correlations, strategy_labels)
             paths += save_figure(figure, out_dir, stem)
     log.info("wrote %d figure files to %s", len(paths), out_dir)
     return paths
 
 
 _BUILDERS = {
-    "fig2_transitions": lambda m, v, r, c: plot_transitions(v),
-    "fig3_shift_scores": lambda m, v, r, c: plot_shift_scores(m),
-    "fig4_knowledge_id": lambda m, v, r, c: plot_knowledge_id(m),
-    "fig5_correlations": lambda m, v, r, c: plot_correlations(m, c),
-    "fig6_confusion": lambda m, v, r, c: plot_confusion(v),
-    "reliability": lambda m, v, r, c: plot_reliability(r),
-    "parse_failures": lambda m, v, r, c: plot_parse_failures(m, r),
+    "fig2_transitions": lambda m, v, r, c, s=None: plot_transitions(v, s),
+    "fig3_shift_scores": lambda m, v, r, c, s=None: plot_shift_scores(m, s),
+    "fig4_knowledge_id": lambda m, v, r, c, s=None: plot_knowledge_id(m, s),
+    "fig5_correlations": lambda m, v, r, c, s=None: plot_correlations(m, c, s),
+    "fig6_confusion": lambda m, v, r, c, s=None: plot_confusion(v, s),
+    "reliability": lambda m, v, r, c, s=None: plot_reliability(r, s),
+    "parse_failures": lambda m, v, r, c, s=None: plot_parse_failures(m, r, s),
 }

@@ -23,13 +23,13 @@ Table files (:data:`~bloomqg.reporting.tables.write.TABLE_STEMS`):
 ``table4_quality``                    unique / readable / answerable per model × cell (Table 4)
 ``table5_usability``                  usability / CatCons / KnowCov (Table 5)
 ``table6_cognitive_shift``            CogReg / CogDrift / CogLeap (Table 6)
-``table7_quality_by_dataset``         Table 4 per dataset, CoT vs FGP side by side (Table 7)
-``table8_shift_by_dataset``           Table 6 per dataset, CoT vs FGP side by side (Table 8)
+``table7_quality_by_dataset``         Table 4 per dataset, the strategies side by side (Table 7)
+``table8_shift_by_dataset``           Table 6 per dataset, the strategies side by side (Table 8)
 ``table_auxiliary``                   CogShift, classification and knowledge-identification
 ``table_reliability``                 α, AC1 and prevalence per criterion and cell, gate state
 ``table_judges``                      each judge's agreement with the majority and parse failures
 ``table_parse_failures``              generation parse-failure rate per model × cell
-``table_paired``                      paired CoT-vs-FGP tests (a note only when none is given)
+``table_paired``                      paired strategy-vs-strategy tests, raw and Holm p (a note when none)
 ``table9_human_agreement``            agreement with human experts (only when given; Table 9)
 ====================================  =========================================================
 

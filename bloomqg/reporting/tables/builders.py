@@ -11,13 +11,16 @@ from bloomqg.metrics.paired import PAIRED_COLUMNS
 from bloomqg.metrics.registry import table_label
 from bloomqg.reporting.display import (
     CRITERION_LABEL,
+    EMPTY,
     MISSING,
+    StrategyLabels,
     cell_label,
     is_missing,
     metric_index,
     ordered_cells,
     ordered_unique,
     strategy_label,
+    strategy_order,
 )
 from bloomqg.reporting.tables.model import (
     CI_NOTE,
@@ -25,10 +28,12 @@ from bloomqg.reporting.tables.model import (
     GATED_NOTE,
     MAX_COLUMNS_WITH_CI,
     NO_CI_NOTE,
+    N_NOTE,
     Cell,
     Table,
     TableInputError,
     check_metrics,
+    format_difference,
     format_number,
     format_p,
     format_value,
@@ -47,6 +52,7 @@ def metric_table(
     notes: Sequence[str] = (),
     with_ci: bool | None = None,
     by_dataset: bool = False,
+    strategy_labels: StrategyLabels | None = None,
 ) -> Table:
     """Models as rows, (dataset, strategy) cells as column groups, ``metrics`` inside each group.
 
@@ -56,30 +62,40 @@ def metric_table(
 
     The CSV frame has one row per (dataset, strategy, model) with ``<metric>``,
     ``<metric>_ci_low``, ``<metric>_ci_high``, ``<metric>_n`` and ``<metric>_alpha_gated``.
+    Strategies are named by ``strategy_labels`` and shown in their order; in the per-dataset
+    layout a strategy a dataset does not run shows :data:`EMPTY` and a note says so.
     """
     check_metrics(all_metrics)
-    cells = list(cells) if cells is not None else ordered_cells(all_metrics)
+    cells = list(cells) if cells is not None else ordered_cells(all_metrics, strategy_labels=strategy_labels)
     models = ordered_unique(all_metrics["model"])
     index = metric_index(all_metrics)
     if by_dataset:
         datasets = ordered_unique(d for d, _ in cells)
-        strategies = ordered_unique(s for _, s in sorted(cells, key=lambda c: ({"cot": 0, "fgp": 1}.get(c[1], 2), c[1])))
+        strategies = strategy_order((s for _, s in cells), strategy_labels)
         row_specs = [([dataset, model], model, dataset) for dataset in datasets for model in models]
-        column_specs = [(strategy_label(s), None, s) for s in strategies]
+        column_specs = [(strategy_label(s, strategy_labels), None, s) for s in strategies]
         stub = ["Dataset", "Model"]
     else:
         row_specs = [([model], model, None) for model in models]
-        column_specs = [(cell_label(d, s), d, s) for d, s in cells]
+        column_specs = [(cell_label(d, s, strategy_labels), d, s) for d, s in cells]
         stub = ["Model"]
     if with_ci is None:
         with_ci = len(column_specs) * len(metrics) <= MAX_COLUMNS_WITH_CI
+    run = set(cells)
+    not_run: list[str] = []
     rows: list[list[Cell]] = []
     for labels, model, row_dataset in row_specs:
         row = [Cell(label) for label in labels]
         for _, column_dataset, strategy in column_specs:
             dataset = row_dataset or column_dataset
+            if (dataset, strategy) not in run:  # the dataset does not run this strategy at all
+                row.extend(Cell(EMPTY) for _ in metrics)
+                not_run.append(f"{dataset} does not run {strategy_label(strategy, strategy_labels)}")
+                continue
             for metric in metrics:
-                row.append(metric_cell(index.get((model, dataset, strategy, metric)), metric, with_ci=with_ci))
+                prompts = index.get((model, dataset, strategy, "n_generated"))
+                row.append(metric_cell(index.get((model, dataset, strategy, metric)), metric, with_ci=with_ci,
+                                       of=None if prompts is None else prompts["value"]))
         rows.append(row)
     records = []
     for dataset, strategy in cells:
@@ -93,9 +109,11 @@ def metric_table(
             records.append(record)
     columns = [table_label(m) for m in metrics] * len(column_specs)
     groups = [(label, len(metrics)) for label, _, _ in column_specs]
-    table_notes = [CI_NOTE if with_ci else NO_CI_NOTE, *notes]
+    table_notes = [CI_NOTE if with_ci else NO_CI_NOTE, N_NOTE, *notes]
+    if not_run:
+        table_notes.append(f"{EMPTY}: not run ({'; '.join(ordered_unique(not_run))}).")
     if not rows or not column_specs:
-        table_notes.append("No metrics were available for this table.")
+        table_notes.append(f"{EMPTY} No metrics were available for this table: no cell was scored.")
     table = Table(name, caption, stub, columns, rows, pd.DataFrame(records), groups, table_notes)
     if table.has_gated:
         table.notes.append(GATED_NOTE)
@@ -155,7 +173,7 @@ def _agreement_text(r: pd.Series) -> str:
     return " · ".join(parts) if len(parts) > 1 else text
 
 
-def reliability_table(reliability: pd.DataFrame) -> Table:
+def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Table:
     """Krippendorff's α (with CI), Gwet's AC1 and the prevalence per criterion (columns) and
     cell (rows); † = gate failed."""
     where = "reliability"
@@ -169,7 +187,7 @@ def reliability_table(reliability: pd.DataFrame) -> Table:
     rows, failed = [], []
     for (model, dataset, strategy), frame in panel.groupby(keys, sort=False):
         by_criterion = {r["criterion"]: r for _, r in frame.iterrows()}
-        row = [Cell(model), Cell(dataset), Cell(strategy_label(strategy))]
+        row = [Cell(model), Cell(dataset), Cell(strategy_label(strategy, strategy_labels))]
         for criterion in criteria:
             r = by_criterion.get(criterion)
             if r is None:
@@ -179,7 +197,7 @@ def reliability_table(reliability: pd.DataFrame) -> Table:
             gated = not is_missing(passed) and not bool(passed)
             row.append(Cell(_agreement_text(r), gated))
             if gated:
-                failed.append(f"{model} / {cell_label(dataset, strategy)} / {criterion}")
+                failed.append(f"{model} / {cell_label(dataset, strategy, strategy_labels)} / {criterion}")
         rows.append(row)
     thresholds = ordered_unique(panel["gate_threshold"])
     actions = ordered_unique(panel["gate_action"])
@@ -237,7 +255,9 @@ def judges_table(reliability: pd.DataFrame) -> Table:
     )
 
 
-def parse_failure_table(all_metrics: pd.DataFrame, cells: Sequence[tuple[str, str]]) -> Table:
+def parse_failure_table(
+    all_metrics: pd.DataFrame, cells: Sequence[tuple[str, str]], strategy_labels: StrategyLabels | None = None
+) -> Table:
     """Generation parse-failure rate per model (rows) and cell (columns), with the number generated."""
     check_metrics(all_metrics)
     index = metric_index(all_metrics)
@@ -263,33 +283,44 @@ def parse_failure_table(all_metrics: pd.DataFrame, cells: Sequence[tuple[str, st
     return Table(
         "table_parse_failures",
         "Share of generations whose answer could not be parsed into a question (%).",
-        ["Model"], [cell_label(d, s) for d, s in cells], rows, pd.DataFrame(records), [],
+        ["Model"], [cell_label(d, s, strategy_labels) for d, s in cells], rows, pd.DataFrame(records), [],
         ["Percent of generated answers with no parsable question; n = answers generated."],
     )
 
 
-def paired_table(paired: pd.DataFrame | None) -> Table:
-    """Paired CoT-vs-FGP comparison per model, dataset and metric (a note when there is none)."""
+def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None) -> Table:
+    """Paired strategy-vs-strategy comparison per model, dataset, metric and pair (a note when
+    there is none), with the raw p and the Holm-adjusted p side by side."""
     columns_in = list(PAIRED_COLUMNS)
-    notes = ["p values are unadjusted; the effect size's name follows it in brackets."]
+    notes = [
+        "Difference = B − A on the items both strategies answered (percentage points for percent metrics), "
+        "with a paired bootstrap 95% CI. p: raw (McNemar for yes/no outcomes, Wilcoxon for graded ones); "
+        "p (Holm): adjusted by Holm's step-down within the metric's family, i.e. every strategy pair × model × "
+        "dataset row of that metric (its size is family_size in the CSV). The effect size's name follows it "
+        "in brackets.",
+    ]
     if paired is None or paired.empty:
         paired = pd.DataFrame(columns=columns_in)
-        notes.append("No paired comparison: no dataset was run under both CoT and FGP, or none was computed.")
+        notes.append(f"{EMPTY} No paired comparison: no model × dataset was run under two of the compared "
+                     "strategies (each against the baseline, or every pair, as comparisons: says), or none was computed.")
     require_columns(paired, columns_in, "paired")
     rows = []
     for _, r in paired.iterrows():
+        label_a = strategy_label(str(r["strategy_a"]), strategy_labels)
+        label_b = strategy_label(str(r["strategy_b"]), strategy_labels)
         rows.append([
             Cell(str(r["model"])), Cell(str(r["dataset"])), Cell(table_label(str(r["metric"]))),
-            Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["cot"])), Cell(format_number(r["fgp"])),
-            Cell(format_value(r["diff"], r["ci_low"], r["ci_high"], decimals=2, ci_decimals=1)),
+            Cell(f"{label_b} − {label_a}"),
+            Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["value_a"])), Cell(format_number(r["value_b"])),
+            Cell(format_difference(r["diff"], r["ci_low"], r["ci_high"], decimals=2, ci_decimals=1)),
             Cell(str(r["test"]) if not is_missing(r["test"]) else MISSING),
-            Cell(format_p(r["p_value"])),
+            Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
             Cell(MISSING if is_missing(r["effect_size"]) else f"{float(r['effect_size']):.2f} ({r['effect_size_name']})"),
         ])
     return Table(
         "table_paired",
-        "Paired comparison of FGP against CoT on the same items (difference = FGP − CoT, percentage points).",
+        "Paired comparison of prompting strategies on the same items (B − A).",
         ["Model", "Dataset", "Metric"],
-        ["Pairs", "CoT", "FGP", "Diff. [95% CI]", "Test", "p", "Effect size"],
+        ["B − A", "Pairs", "A", "B", "Diff. [95% CI]", "Test", "p", "p (Holm)", "Effect size"],
         rows, paired[columns_in].reset_index(drop=True), [], notes,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bloomqg.bloom import normalize_level
-from bloomqg.reporting.display import CRITERION_LABEL, MISSING, is_missing, strategy_label
+from bloomqg.reporting.display import CRITERION_LABEL, MISSING, StrategyLabels, is_missing, strategy_label, strategy_order
 from bloomqg.reporting.tables.model import Cell, Table, TableInputError, require_columns
 
 
@@ -73,7 +73,7 @@ def _with_n(agreement: object, n: object) -> str:
     return f"{float(agreement):.2f} (n = {int(n)})"  # type: ignore[arg-type]
 
 
-def human_agreement_table(agreement: pd.DataFrame) -> Table:
+def human_agreement_table(agreement: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Table:
     """Table 9: rows model × prompt, columns Bloom / Unique / Readable / Answerable, each cell
     with its n, plus a last row pooled over items.
 
@@ -84,10 +84,11 @@ def human_agreement_table(agreement: pd.DataFrame) -> Table:
     lookup = {(r["model"], r["dataset"], r["strategy"], r["criterion"]): r for _, r in agreement.iterrows()}
     rows = []
     order = agreement[["model", "dataset", "strategy"]].drop_duplicates()
-    order = order.assign(_rank=order["strategy"].map({"cot": 0, "fgp": 1}).fillna(2))
+    rank = {name: k for k, name in enumerate(strategy_order(order["strategy"], strategy_labels))}
+    order = order.assign(_rank=order["strategy"].map(rank))
     order = order.sort_values(["dataset", "_rank"], kind="stable")
     for _, key in order.iterrows():
-        row = [Cell(key["model"]), Cell(key["dataset"]), Cell(strategy_label(key["strategy"]))]
+        row = [Cell(key["model"]), Cell(key["dataset"]), Cell(strategy_label(key["strategy"], strategy_labels))]
         for criterion in HUMAN_CRITERIA:
             r = lookup.get((key["model"], key["dataset"], key["strategy"], criterion))
             row.append(Cell(MISSING if r is None or is_missing(r["agreement"]) else _with_n(r["agreement"], r["n"])))

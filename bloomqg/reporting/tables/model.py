@@ -98,11 +98,17 @@ NO_CI_NOTE = (
 MAX_COLUMNS_WITH_CI = 6
 
 
+def fixed(value: float, decimals: int) -> str:
+    """``value`` with fixed decimals; one that rounds to zero has no sign ("0.00", not "-0.00")."""
+    text = f"{float(value):.{decimals}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
 def format_number(value: object, decimals: int = 2) -> str:
     """A number with fixed decimals, or the missing-value dash."""
     if is_missing(value):
         return MISSING
-    return f"{float(value):.{decimals}f}"
+    return fixed(float(value), decimals)  # type: ignore[arg-type]
 
 
 def format_value(
@@ -116,9 +122,21 @@ def format_value(
     """``"90.40 [88.1, 92.3]"``; the interval is left out when either bound is missing."""
     if is_missing(value):
         return MISSING
-    text = f"{float(value):.{decimals}f}"
+    text = fixed(float(value), decimals)  # type: ignore[arg-type]
     if not is_missing(ci_low) and not is_missing(ci_high):
-        text += f" [{float(ci_low):.{ci_decimals}f}, {float(ci_high):.{ci_decimals}f}]"
+        text += f" [{fixed(float(ci_low), ci_decimals)}, {fixed(float(ci_high), ci_decimals)}]"  # type: ignore[arg-type]
+    return text
+
+
+def format_difference(value: object, ci_low: object = None, ci_high: object = None, *, decimals: int = 2,
+                      ci_decimals: int = 1) -> str:
+    """A paired difference as :func:`format_value` writes it, except that no difference at all
+    (value and both bounds round to zero: "-0.00 [-0.0, -0.0]") is written ``0.00``."""
+    text = format_value(value, ci_low, ci_high, decimals=decimals, ci_decimals=ci_decimals)
+    bounds = [ci_low, ci_high]
+    if (text != MISSING and not fixed(float(value), decimals).strip("0.")  # type: ignore[arg-type]
+            and all(is_missing(b) or not fixed(float(b), ci_decimals).strip("0.") for b in bounds)):  # type: ignore[arg-type]
+        return fixed(0.0, decimals)
     return text
 
 
@@ -129,8 +147,28 @@ def format_p(value: object) -> str:
     return "< 0.001" if float(value) < 0.001 else f"{float(value):.3f}"
 
 
-def metric_cell(row: pd.Series | None, metric: str, *, with_ci: bool = True) -> Cell:
-    """The display cell of one METRICS row (None: no such row), with the metric's own decimals."""
+#: What the "n=… of …" beside a rate means, and why items leave its denominator.
+N_NOTE = (
+    "n = the questions a rate is over; \"of N\": the cell's N prompts, N − n excluded: for Unique, "
+    "Readable, Answerable and Usability, generations without a parsable question and items without a "
+    "majority vote (tie or too few valid votes); for CatCons and KnowCov also the questions not useful "
+    "(CatCons: or without a judged level); for the shift shares, the useful questions whose level did not change."
+)
+
+
+def with_n(text: str, n: object, of: object = None) -> str:
+    """``"90.40 [88.1, 92.3] (n=72 of 80)"``: a rate with its denominator (and the rows it was
+    drawn from, when some were excluded)."""
+    if text == MISSING or is_missing(n):
+        return text
+    if of is not None and not is_missing(of) and int(of) != int(n):
+        return f"{text} (n={int(n)} of {int(of)})"
+    return f"{text} (n={int(n)})"
+
+
+def metric_cell(row: pd.Series | None, metric: str, *, with_ci: bool = True, of: object = None) -> Cell:
+    """The display cell of one METRICS row (None: no such row), with the metric's own decimals
+    and, for a rate, its n (``of``: the cell's prompts, to show how many were excluded)."""
     if row is None:
         return Cell(MISSING)
     spec = metric_spec(metric)
@@ -139,4 +177,5 @@ def metric_cell(row: pd.Series | None, metric: str, *, with_ci: bool = True) -> 
         return Cell(format_number(row["value"], spec.decimals), bool(row["alpha_gated"]), source)
     low, high = (row["ci_low"], row["ci_high"]) if with_ci else (None, None)
     text = format_value(row["value"], low, high, decimals=spec.decimals, ci_decimals=spec.ci_decimals)
+    text = with_n(text, row.get("n"), of)
     return Cell(text, bool(row["alpha_gated"]) and text != MISSING, source if text != MISSING else None)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
 from bloomqg.metrics.registry import paper_table_metrics
-from bloomqg.reporting.display import ordered_cells
+from bloomqg.reporting.display import StrategyLabels, ordered_cells
 from bloomqg.reporting.tables.builders import (
     dataset_table,
     judges_table,
@@ -39,48 +39,52 @@ def build_tables(
     *,
     paired: pd.DataFrame | None = None,
     human: pd.DataFrame | None = None,
+    strategy_labels: StrategyLabels | None = None,
 ) -> list[Table]:
-    """Every table of :func:`write_tables`, in report order, without writing anything."""
+    """Every table of :func:`write_tables`, in report order, without writing anything;
+    strategies named and ordered by ``strategy_labels`` ({name: label}, defined order)."""
     check_metrics(all_metrics)
     for name in datasets:
         if not _SAFE_NAME.match(str(name)):
             raise TableInputError(f"dataset name {name!r} cannot be part of a file name")
-    cells = ordered_cells(all_metrics, list(datasets))
+    cells = ordered_cells(all_metrics, list(datasets), strategy_labels)
+    named = {"strategy_labels": strategy_labels}
     tables = [dataset_table(datasets)]
     tables.append(metric_table(
-        all_metrics, paper_table_metrics("table4"), name="table4_quality", cells=cells,
+        all_metrics, paper_table_metrics("table4"), name="table4_quality", cells=cells, **named,
         caption="Table 4. Uniqueness, readability and answerability of the generated questions (%).",
     ))
     tables.append(metric_table(
-        all_metrics, paper_table_metrics("table5"), name="table5_usability", cells=cells,
+        all_metrics, paper_table_metrics("table5"), name="table5_usability", cells=cells, **named,
         caption="Table 5. Usability, Bloom-level consistency (CatCons) and knowledge coverage (KnowCov) (%).",
         notes=[("Usability: share of judged questions voted unique, readable and answerable; "
                 "CatCons and KnowCov over useful questions.")],
     ))
     tables.append(metric_table(
-        all_metrics, paper_table_metrics("table6"), name="table6_cognitive_shift", cells=cells,
+        all_metrics, paper_table_metrics("table6"), name="table6_cognitive_shift", cells=cells, **named,
         caption="Table 6. Cognitive shift: regression, drift and leap among useful questions whose judged level differs from the original's (%).",
         notes=["CogReg: Δ ≤ −2; CogDrift: |Δ| = 1; CogLeap: Δ ≥ 2 Bloom levels (judged − original)."],
     ))
     tables.append(metric_table(
-        all_metrics, paper_table_metrics("table4"), name="table7_quality_by_dataset", cells=cells, by_dataset=True,
+        all_metrics, paper_table_metrics("table4"), name="table7_quality_by_dataset", cells=cells, by_dataset=True, **named,
         caption="Table 7. Uniqueness, readability and answerability per dataset under each strategy (%).",
     ))
     tables.append(metric_table(
-        all_metrics, paper_table_metrics("table6"), name="table8_shift_by_dataset", cells=cells, by_dataset=True,
+        all_metrics, paper_table_metrics("table6"), name="table8_shift_by_dataset", cells=cells, by_dataset=True, **named,
         caption="Table 8. Cognitive shift per dataset under each strategy (% of useful questions whose judged level differs from the original's).",
     ))
     tables.append(metric_table(
-        all_metrics, paper_table_metrics("auxiliary"), name="table_auxiliary", cells=cells,
-        caption="CogShift score, auxiliary tasks under CoT (question classification, knowledge identification) and question counts.",
-        notes=["CogShift is a raw score (mean (1 − δ)·|Δ|); Generated/Useful are counts; the auxiliary tasks exist only under CoT."],
+        all_metrics, paper_table_metrics("auxiliary"), name="table_auxiliary", cells=cells, **named,
+        caption="CogShift score, auxiliary tasks (question classification, knowledge identification) and question counts.",
+        notes=["CogShift is a raw score (mean (1 − δ)·|Δ|); Generated/Useful are counts; the auxiliary tasks exist only "
+               "under strategies whose answers identify the original's level and units (CoT's), – elsewhere."],
     ))
-    tables.append(reliability_table(reliability))
+    tables.append(reliability_table(reliability, strategy_labels))
     tables.append(judges_table(reliability))
-    tables.append(parse_failure_table(all_metrics, cells))
-    tables.append(paired_table(paired))
+    tables.append(parse_failure_table(all_metrics, cells, strategy_labels))
+    tables.append(paired_table(paired, strategy_labels))
     if human is not None:
-        tables.append(human_agreement_table(human))
+        tables.append(human_agreement_table(human, strategy_labels))
     return tables
 
 
@@ -115,6 +119,7 @@ def write_tables(
     *,
     paired: pd.DataFrame | None = None,
     human: pd.DataFrame | None = None,
+    strategy_labels: StrategyLabels | None = None,
 ) -> list[Path]:
     """Write every table as CSV, Markdown, LaTeX and JSON view into ``out_dir``; return the paths written.
 
@@ -124,7 +129,8 @@ def write_tables(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
-    for table in build_tables(all_metrics, datasets, reliability, paired=paired, human=human):
+    for table in build_tables(all_metrics, datasets, reliability, paired=paired, human=human,
+                              strategy_labels=strategy_labels):
         for suffix, text in (
             ("csv", table.data.to_csv(index=False, lineterminator="\n")),
             ("md", render_markdown(table)),

@@ -15,7 +15,8 @@
   const LEVEL_ORDER = ["Remember", "Understand", "Apply", "Analyze", "Evaluate", "Create", "Uncategorized"];
   const TRANSITION_ORDER = ["match", "drift", "regression", "leap", "uncategorized"];
   const NONE = "—";
-  const STRATEGY = { cot: "CoT", fgp: "FGP" };  // as bloomqg.reporting.display writes them
+  // A cell key carries the strategy's name; the strategy column its label (the data's strategy_labels).
+  const strategyLabel = (s) => ((S.data && S.data.strategy_labels) || {})[s] || s;
   const QUESTION_ROW = "question", LINE_ROW = "published vote line";  // items.QUESTION_ROW, LINE_ROW
   const WIDTHS = {
     row: "120px", line: "44px", joined: "92px",
@@ -23,7 +24,8 @@
     judged_level: "76px", transition: "84px", identified_level: "82px", target_units: "minmax(64px, 110px)",
     judged_units: "minmax(64px, 110px)", identified_units: "minmax(80px, 130px)", useful: "46px", unique: "46px",
     readable: "56px", answerable: "64px", gate: "60px", parse: "46px", judge_issues: "90px", finish_reason: "54px",
-    new_question: "minmax(200px, 3fr)", original_question: "minmax(200px, 2fr)", prompt_id: "110px",
+    // the two questions share the room left, side by side (the original is what the generated one is read against)
+    new_question: "minmax(220px, 1fr)", original_question: "minmax(220px, 1fr)", prompt_id: "110px",
   };
   const SHORT = { useful: "Usable", unique: "Uniq.", readable: "Read.", answerable: "Answ.", strategy: "Str.",
                   target_level: "Target", judged_level: "Judged", target_units: "Target units",
@@ -84,8 +86,10 @@
     S.facets = S.cols.filter((c) => (c.kind === "cat" || c.kind === "multi") && c.key !== "item_id");
     for (const c of S.facets) c.rank = rankOf(c);
     for (const c of S.facets) if (!OPEN_GROUPS.has(c.group)) S.closedGroups.add(c.group);
-    // Table columns: the generated question early, so it stays in sight on a laptop screen.
-    const first = ["dataset", "model", "strategy", "target_level", "judged_level", "transition", "useful", "new_question"];
+    // Table columns: the generated question and its original early and side by side, so both stay in
+    // sight on a laptop screen (1280 px); the levels and votes follow.
+    const first = ["dataset", "model", "strategy", "new_question", "original_question", "target_level", "judged_level",
+                   "transition", "useful"];
     const rest = S.cols.filter((c) => c.shown && !first.includes(c.key)).map((c) => c.key);
     S.defaultShown = [...first.filter((k) => S.byKey[k]), ...rest];
     S.rowKinds = S.byKey.row ? S.byKey.row.dict.slice() : null;
@@ -373,7 +377,7 @@
     const pick = (k) => S.filters.get(k);
     return Object.keys(S.data.metrics).filter((key) => {
       const [d, s, m] = key.split("/");
-      const strat = STRATEGY[s] || s.toUpperCase();
+      const strat = strategyLabel(s);
       return (!pick("dataset") || pick("dataset").has(d)) && (!pick("model") || pick("model").has(m))
         && (!pick("strategy") || pick("strategy").has(strat));
     });
@@ -391,7 +395,7 @@
     for (const key of cells) { const v = (S.data.metrics[key] || {})[S.metric]; if (v) { tableN += v[1]; if (cells.length === 1) tableValue = v[0]; } }
     const value = spec.kind === "sum" ? num : spec.kind === "count" ? counted : den ? (num / den) * spec.scale : null;
     const shown = (x) => (x === null || x === undefined ? NONE : Number(x).toFixed(spec.decimals));
-    const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${STRATEGY[s] || s}`)(cells[0].split("/")) : `${cells.length} cells`;
+    const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${strategyLabel(s)}`)(cells[0].split("/")) : `${cells.length} cells`;
     el.hidden = false;
     el.innerHTML = `<span class="metric">${esc(spec.label)}</span><span>${esc(where)}</span>` +
       `<span>table: <b>${shown(tableValue)}</b> over n = <b id="banner-table-n">${fmt(tableN)}</b></span>` +

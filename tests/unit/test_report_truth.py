@@ -1,0 +1,164 @@
+"""What a reader sees is true (issue 32): an undefined α marked as a failed gate is, votes by
+judge name, results by construction said to be so, every rate with its n."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from bloomqg.frames import RELIABILITY
+from bloomqg.reporting.examples import named_votes, panel_judges, question_examples
+from bloomqg.reporting.trust import coefficient_rows
+from tests.support.synthetic import synthetic_study
+
+
+def panel_row(**values) -> dict:
+    row = dict.fromkeys(RELIABILITY.names)
+    row.update(model="m", dataset="cs", strategy="fgp", criterion="readable", judge=None, n_items=30,
+               gate_threshold=0.7, gate_coefficient="alpha", gate_passed=True, alpha=0.9, ac1=0.9)
+    row.update(values)
+    return row
+
+
+def test_an_undefined_alpha_is_marked_like_a_failed_gate_with_the_reason():
+    reliability = pd.DataFrame([panel_row(), panel_row(criterion="unique", alpha=math.nan, ac1=math.nan)])
+    measured, undefined = coefficient_rows(reliability)
+    assert not measured["failed"] and measured["gate"] == "passed (α ≥ 0.70)"
+    assert undefined["failed"], "an α that was never measured must not pass silently"
+    assert "undefined" in undefined["gate"] and "no variance" in undefined["gate"]
+    assert undefined["alpha"] == "undefined (no variance)"
+
+
+def test_example_votes_name_their_judges():
+    assert named_votes(["1", None, "1"], ["rules", "minilm", "smollm2"], "readable") == \
+        "rules: yes, minilm: —, smollm2: yes"
+    assert named_votes(["Apply", "Create"], ["a", "b"], "bloom_level") == "a: Apply, b: Create"
+    study = synthetic_study(n_models=1, n_items=6)
+    judges = panel_judges(study.reliability)
+    examples = question_examples(study.votes, study.generations, judges=judges)
+    shown = examples[0]["levels"][0]["examples"][0]["votes"]["readable"]
+    names = next(iter(judges.values()))
+    assert shown.startswith(f"{names[0]}: ") and "None" not in shown and ", 1" not in shown
+
+
+def test_catcons_n_is_one_number_in_the_figure_2_text_the_figure_and_table_5():
+    import re
+
+    from bloomqg.metrics.cell import score_cell
+    from bloomqg.metrics.transitions import transition_counts
+    from bloomqg.reporting.readings import transition_summary
+
+    study = synthetic_study(n_models=2, n_items=16)  # cs holds Uncategorized originals
+    votes = study.votes
+    metrics = pd.concat([score_cell(cell, None, n_resamples=20) for _, cell in
+                         votes.groupby(["model", "dataset", "strategy"], sort=False)], ignore_index=True)
+    sentence = transition_summary(votes)
+    for strategy in dict.fromkeys(votes["strategy"]):
+        table_n = int(metrics.loc[(metrics["metric"] == "catcons") & (metrics["strategy"] == strategy), "n"].sum())
+        figure_n = sum(int(transition_counts(cell, kind="judged")["count"].sum())
+                       for _, cell in votes[votes["strategy"] == strategy].groupby(["model", "dataset"]))
+        label = {"cot": "CoT", "fgp": "FGP"}[strategy]
+        said = int(re.search(rf"under {label}, of n = (\d+) useful", sentence, re.IGNORECASE).group(1))
+        assert said == figure_n == table_n, (strategy, said, figure_n, table_n)
+
+
+def test_every_rate_in_a_table_carries_its_n_and_what_was_excluded():
+    from bloomqg.reporting.tables.builders import metric_table
+
+    study = synthetic_study(n_models=1, n_items=6)
+    table = metric_table(study.metrics, ("usability", "catcons", "n_generated"), name="t", caption="c")
+    rates = [cell.text for row in table.rows for cell in row[1:] if cell.source and cell.source[3] != "n_generated"]
+    assert rates and all(re.search(r"\(n=\d+( of \d+)?\)$", text) for text in rates), rates
+    assert any("excluded" in note for note in table.notes)
+
+
+def test_readings_state_the_n_of_the_rates_they_quote():
+    from bloomqg.reporting.readings import metric_range, strategy_effect
+
+    study = synthetic_study(n_models=2, n_items=6)
+    assert re.search(r"\(\S+, .+, n = \d+\) to .+, n = \d+\)", metric_range(study.metrics, "catcons"))
+    assert "over n = " in strategy_effect(study.metrics, "catcons")
+
+
+def test_a_criterion_with_a_constant_or_abstaining_judge_is_said_to_hold_by_construction():
+    from bloomqg.reporting.construction import mark_by_construction
+    from bloomqg.voting.construction import construction_flags
+
+    n = 6
+    votes = pd.DataFrame({
+        "model": "m", "dataset": "cs", "strategy": "fgp", "new_question": ["q"] * n,
+        "readable_votes": [["1", None, "1" if i % 3 else "0"] for i in range(n)],  # rules yes; minilm abstains
+        "unique_votes": [["1" if i % 2 else "0", "0" if i % 3 else "1", "1"] for i in range(n)],
+    })
+    flags = construction_flags(votes, {("m", "cs", "fgp"): ["rules", "minilm", "smollm2"]})
+    assert [(f.criterion, f.reasons) for f in flags] == [
+        ("unique", ("smollm2 always says yes",)),
+        ("readable", ("rules always says yes", "minilm abstains on 6 of 6")),
+    ]
+    tables = [{"rows": [["m", "100.00 (n=6)", "50.00 (n=6)", "40.00 (n=6)"]], "notes": [],
+               "sources": [[None, ["m", "cs", "fgp", "readable"], ["m", "cs", "fgp", "answerable"],
+                            ["m", "cs", "fgp", "usability"]]]}]
+    mark_by_construction(tables, flags)
+    assert tables[0]["rows"][0] == ["m", "100.00 (n=6) ‡", "50.00 (n=6)", "40.00 (n=6) ‡"]
+    note = tables[0]["notes"][-1]
+    assert "holds by construction" in note and "rules always says yes" in note and "minilm abstains on 6 of 6" in note
+
+
+def test_an_api_generator_below_min_answer_rate_fails_naming_the_cause_and_drops_its_checkpoint(tmp_path):
+    import pytest
+
+    from bloomqg.chat import DecodingParams
+    from bloomqg.generation.stage import TooFewGenerationsError, generate_questions
+    from tests.unit.test_hf_batches import prompts_frame
+    from tests.unit.test_judges_stage import CannedGenerator as Canned
+
+    class CannedGenerator(Canned):  # one batch, checkpointed as a real generator does
+        def complete(self, requests, params, on_batch=None):
+            out = super().complete(requests, params)
+            if on_batch is not None:
+                on_batch(out)
+            return out
+
+    answer = '{"new_question": "Which stack operation removes the top element?"}'
+    closed_port = CannedGenerator([None, None, None, answer])  # three of four calls fail
+    checkpoint, out = tmp_path / "ckpt.jsonl", tmp_path / "out.parquet"
+    with pytest.raises(TooFewGenerationsError, match=r"'api-gen': 1 of 4 prompts answered, below min_answer_rate "
+                                                     r"0.5 \(3 × HTTP 500\)\. Check the model's endpoint"):
+        generate_questions(prompts_frame(4), "api-gen", closed_port, DecodingParams(max_new_tokens=32),
+                           knowledge_units=["Stack"], out_path=out, checkpoint_path=checkpoint, min_answer_rate=0.5)
+    assert not out.exists() and not checkpoint.exists(), "a resume must send the failed calls again"
+    kept = generate_questions(prompts_frame(4), "api-gen", CannedGenerator([None, answer]), DecodingParams(max_new_tokens=32),
+                              knowledge_units=["Stack"], out_path=out, checkpoint_path=checkpoint, min_answer_rate=0.5)
+    assert (kept["parse_status"] == "error").sum() == 2  # at the floor: the errors are kept
+
+
+def test_the_overview_names_every_judge_and_generator_with_failed_calls():
+    from bloomqg.frames import CRITERIA
+    from bloomqg.reporting.provenance_view import call_failures
+
+    rows = []
+    for judge, failing in (("gpt", 2), ("rules", 0), ("local", 1)):
+        for i in range(4):
+            for criterion in CRITERIA:
+                error = i < failing
+                rows.append({"judge": judge, "model": "m", "dataset": "cs", "strategy": "fgp", "prompt_id": f"p{i}",
+                             "criterion": criterion, "status": "error" if error else "ok",
+                             "reason": "connection refused" if error else None})
+    generations = pd.DataFrame({"model": ["m"] * 3, "parse_status": ["ok", "error", "failed"],
+                                "parse_error": [None, "HTTP 500", "no JSON"]})
+    assert call_failures(pd.DataFrame(rows), generations) == [
+        {"who": "judge gpt", "failed": 2, "total": 4, "cause": "connection refused"},
+        {"who": "judge local", "failed": 1, "total": 4, "cause": "connection refused"},
+        {"who": "generator m", "failed": 1, "total": 3, "cause": "HTTP 500"},
+    ]
+
+
+def test_the_gate_summary_does_not_call_an_undefined_alpha_a_pass():
+    from bloomqg.reporting.readings import gate_summary
+
+    reliability = pd.DataFrame([panel_row(gate_action="flag"),
+                                panel_row(criterion="unique", alpha=math.nan, ac1=math.nan, gate_action="flag")])
+    effect = gate_summary(reliability)["effect"]
+    assert not effect.startswith("All") and "1 of 2 panel α values passed" in effect and "only by rule" in effect
