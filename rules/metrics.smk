@@ -1,5 +1,6 @@
 # Metrics per cell, then one tidy table of all cells with correlations and paired comparisons.
 # {root} is results (this study) or results/release (imported published runs): same rules.
+from bloomqg.strategies import default_selection
 
 
 rule score_metrics:
@@ -38,6 +39,9 @@ rule aggregate_metrics:
     params:
         bootstrap=CFG["bootstrap"],
         seed=CFG["seed"],
+        # which strategy pairs are tested (docs/config.md comparisons), the baseline by default the first listed
+        comparisons=CFG["comparisons"],
+        strategy_order=default_selection(CFG),
         code=CODE["metrics"],
     script:
         "../workflow_scripts/aggregate_metrics.py"
@@ -62,6 +66,8 @@ rule judge_robustness:
         "../envs/analysis.yaml"
     params:
         seed=CFG["seed"],
+        comparisons=CFG["comparisons"],
+        strategy_order=default_selection(CFG),
         code=[CODE["metrics"], CODE["voting"]],
     script:
         "../workflow_scripts/judge_robustness.py"

@@ -1,9 +1,10 @@
-"""Rule aggregate_metrics: all cells in one tidy table, RQ4/RQ5 correlations, CoT-vs-FGP pairs."""
+"""Rule aggregate_metrics: all cells in one tidy table, RQ4/RQ5 correlations, strategy-vs-strategy pairs."""
 from bloomqg.job import start_job
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import paired_comparisons
 from bloomqg.parquet_io import read_frames, write_frame
 from bloomqg.frames import METRICS, VOTES
+from bloomqg.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -13,5 +14,9 @@ votes = read_frames(snakemake.input.votes, VOTES)
 write_frame(all_metrics, snakemake.output.all, METRICS)
 correlations(all_metrics, confidence=params.bootstrap["confidence"]).to_parquet(snakemake.output.correlations)
 paired_comparisons(
-    votes, n_resamples=params.bootstrap["n_resamples"], seed=params.seed
+    votes,
+    comparison=ComparisonSpec.from_config({"comparisons": params.comparisons}),
+    strategy_order=params.strategy_order,
+    n_resamples=params.bootstrap["n_resamples"],
+    seed=params.seed,
 ).to_parquet(snakemake.output.paired)

@@ -3,9 +3,17 @@ from bloomqg.job import start_job
 from bloomqg.metrics.robustness import panel_judges, robustness_table
 from bloomqg.parquet_io import read_frames
 from bloomqg.frames import RELIABILITY, VOTES
+from bloomqg.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 votes = read_frames(snakemake.input.votes, VOTES)
 judges = panel_judges(read_frames(snakemake.input.reliability, RELIABILITY))
-robustness_table(votes, judges, seed=snakemake.params.seed).to_parquet(snakemake.output[0])
+params = snakemake.params
+robustness_table(
+    votes,
+    judges,
+    comparison=ComparisonSpec.from_config({"comparisons": params.comparisons}),
+    strategy_order=params.strategy_order,
+    seed=params.seed,
+).to_parquet(snakemake.output[0])

@@ -5,8 +5,9 @@
 - ``knowledge_id_acc``: identified unit set == original unit set over all rows.
 - ``parse_failure_rate``: ``parse_status != "ok"`` over all rows.
 
-The two accuracies do not apply outside CoT or when the identification column is null
-throughout: their terms are then empty (value NaN, ``n`` 0).
+The two accuracies apply to a strategy whose answers carry the identification (CoT's
+``answer_fields``); where the identification column is null throughout (FGP, or any strategy
+that does not ask for it) their terms are empty (value NaN, ``n`` 0).
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ AUXILIARY_SPECS: tuple[MetricSpec, ...] = (
 
 
 def auxiliary_rows(votes: pd.DataFrame, strategy: str) -> RowTerms:
+    """Row terms of the auxiliary metrics; ``strategy`` is not consulted: the identification
+    columns themselves say whether the strategy identified anything."""
     n = len(votes)
     none = (np.zeros(n), np.zeros(n, dtype=bool))
     rows: RowTerms = {}
     identified_levels = votes["identified_bloom_level"]
-    if strategy == "cot" and identified_levels.notna().any():
+    # Whether the strategy identifies levels (its answer fields, CoT's) shows in the cell's
+    # own rows, whatever its name: a strategy without that field leaves them all null.
+    if identified_levels.notna().any():
         w_ori = weights(votes["original_bloom_level"], "original_bloom_level")
         ori_known = ~np.isnan(w_ori)
         w_id = weights(identified_levels, "identified_bloom_level")
@@ -40,7 +45,7 @@ def auxiliary_rows(votes: pd.DataFrame, strategy: str) -> RowTerms:
         rows["classification_acc"] = none
     identified_units = votes["identified_knowledge_units"]
     originals = votes["original_knowledge_units"].tolist()
-    if strategy == "cot" and identified_units.notna().any():
+    if identified_units.notna().any():
         correct = np.array(
             [
                 unit_set(found) is not None and unit_set(found) == unit_set(original)

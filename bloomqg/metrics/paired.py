@@ -1,6 +1,14 @@
-"""CoT vs FGP on the same items: paired differences, bootstrap CIs, McNemar or Wilcoxon tests.
+"""Strategy against strategy on the same items: paired differences, bootstrap CIs, McNemar or
+Wilcoxon tests, Holm-adjusted within each metric's family.
 
 Which metrics can be paired, and with which test, is each metric spec's ``paired_outcome``.
+Which strategy pairs are compared is a :class:`~bloomqg.strategies.ComparisonSpec` (config
+``comparisons:``): each strategy against a baseline, or every pair.
+
+The *family* a p value is adjusted in is one metric's rows of :func:`paired_comparisons`: every
+pair × model × dataset tested on that metric (rows without a p value, no pairs, are not tests and
+do not count).  Holm's step-down keeps the family-wise error rate at the level without assuming
+the tests independent; the raw p stays beside the adjusted one.
 """
 
 from __future__ import annotations
@@ -15,66 +23,90 @@ from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.intervals import percentile_interval, resample_counts
 from bloomqg.metrics.registry import METRIC_SPECS, metric_spec
 from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, cell_key, require_columns
+from bloomqg.strategies import ComparisonSpec
 
 
 #: Metrics with a per-question outcome in both arms, so a pair can be compared.
 PAIRABLE: frozenset[str] = frozenset(spec.name for spec in METRIC_SPECS if spec.paired_outcome)
+DEFAULT_PAIRED_METRICS: tuple[str, ...] = ("usability", "catcons", "knowcov")
 
 
 def paired_comparison(
-    cot_votes: pd.DataFrame,
-    fgp_votes: pd.DataFrame,
+    votes_a: pd.DataFrame,
+    votes_b: pd.DataFrame,
     *,
-    metrics: Sequence[str] = ("usability", "catcons", "knowcov"),
+    metrics: Sequence[str] = DEFAULT_PAIRED_METRICS,
     n_resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
 ) -> pd.DataFrame:
-    """CoT vs FGP for one model × dataset, paired on ``item_id``.
+    """Strategy b against strategy a for one model × dataset, paired on ``item_id``.
 
     A pair enters a metric when the per-question outcome is defined in both arms (the metric's
-    denominator in :func:`bloomqg.metrics.cell.score_cell`). ``cot``/``fgp`` are the metric over those pairs,
-    ``diff`` = fgp − cot (percentage points for percent metrics) with a paired percentile
-    bootstrap CI. Binary outcomes: exact McNemar (binomial test on the discordant pairs; p = 1
-    when there are none) with Cohen's h. Graded outcomes (knowcov, cogshift): Wilcoxon
-    signed-rank on the non-zero differences (p = 1 when all are zero) with the matched-pairs
-    rank-biserial correlation. No pairs: NaN throughout with ``n_pairs`` 0.
+    denominator in :func:`bloomqg.metrics.cell.score_cell`). ``value_a``/``value_b`` are the
+    metric over those pairs, ``diff`` = b − a (percentage points for percent metrics) with a
+    paired percentile bootstrap CI. Binary outcomes: exact McNemar (binomial test on the
+    discordant pairs; p = 1 when there are none) with Cohen's h. Graded outcomes (knowcov,
+    cogshift): Wilcoxon signed-rank on the non-zero differences (p = 1 when all are zero) with
+    the matched-pairs rank-biserial correlation. No pairs: NaN throughout with ``n_pairs`` 0.
+    ``p_adjusted`` is the raw p here (a family of one); :func:`paired_comparisons` adjusts it.
     """
     unknown = [name for name in metrics if name not in PAIRABLE]
     if unknown:
         raise ValueError(f"metrics {unknown} have no per-question outcome; pairable: {sorted(PAIRABLE)}")
-    for frame, what in ((cot_votes, "cot_votes"), (fgp_votes, "fgp_votes")):
+    for frame, what in ((votes_a, "votes_a"), (votes_b, "votes_b")):
         require_columns(frame, REQUIRED_VOTE_COLUMNS + ("item_id",), what)
         if frame["item_id"].duplicated().any():
             duplicated = frame.loc[frame["item_id"].duplicated(), "item_id"].tolist()[:5]
             raise ValueError(f"{what}: item_id must be unique, repeated: {duplicated}")
-    cot_model, cot_dataset, cot_strategy = cell_key(cot_votes)
-    fgp_model, fgp_dataset, fgp_strategy = cell_key(fgp_votes)
-    if (cot_strategy, fgp_strategy) != ("cot", "fgp"):
+    model_a, dataset_a, strategy_a = cell_key(votes_a)
+    model_b, dataset_b, strategy_b = cell_key(votes_b)
+    if strategy_a == strategy_b:
+        raise ValueError(f"paired_comparison: both arms are strategy {strategy_a!r}; a pair needs two strategies")
+    if (model_a, dataset_a) != (model_b, dataset_b):
         raise ValueError(
-            f"paired_comparison: cot_votes must be a cot cell and fgp_votes an fgp cell, got "
-            f"{cot_strategy!r} and {fgp_strategy!r}"
+            f"paired_comparison needs one model × dataset, got {strategy_a} {(model_a, dataset_a)} "
+            f"and {strategy_b} {(model_b, dataset_b)}"
         )
-    if (cot_model, cot_dataset) != (fgp_model, fgp_dataset):
-        raise ValueError(
-            f"paired_comparison needs one model × dataset, got cot {(cot_model, cot_dataset)} "
-            f"and fgp {(fgp_model, fgp_dataset)}"
-        )
-    common = sorted(set(cot_votes["item_id"]) & set(fgp_votes["item_id"]))
-    cot = cot_votes.set_index("item_id").loc[common].reset_index()
-    fgp = fgp_votes.set_index("item_id").loc[common].reset_index()
-    cot_rows, fgp_rows = row_terms(cot, "cot"), row_terms(fgp, "fgp")
+    common = sorted(set(votes_a["item_id"]) & set(votes_b["item_id"]))
+    arm_a = votes_a.set_index("item_id").loc[common].reset_index()
+    arm_b = votes_b.set_index("item_id").loc[common].reset_index()
+    rows_a, rows_b = row_terms(arm_a, strategy_a), row_terms(arm_b, strategy_b)
     rng = np.random.default_rng(seed)
 
     records = []
     for name in metrics:
-        outcome = compare_outcomes(cot_rows, fgp_rows, name, rng, n_resamples=n_resamples, confidence=confidence)
+        outcome = compare_outcomes(rows_a, rows_b, name, rng, n_resamples=n_resamples, confidence=confidence)
         records.append({
-            "model": cot_model, "dataset": cot_dataset, "metric": name, "n_pairs": outcome["n_pairs"],
-            "cot": outcome["a"], "fgp": outcome["b"],
-            **{key: outcome[key] for key in ("diff", "ci_low", "ci_high", "test", "p_value", "effect_size", "effect_size_name")},
+            "model": model_a, "dataset": dataset_a, "metric": name,
+            "strategy_a": strategy_a, "strategy_b": strategy_b, "n_pairs": outcome["n_pairs"],
+            "value_a": outcome["a"], "value_b": outcome["b"],
+            **{key: outcome[key] for key in ("diff", "ci_low", "ci_high", "test", "p_value")},
+            "p_adjusted": outcome["p_value"], "family_size": 0 if pd.isna(outcome["p_value"]) else 1,
+            **{key: outcome[key] for key in ("effect_size", "effect_size_name")},
         })
     return pd.DataFrame.from_records(records, columns=list(PAIRED_COLUMNS))
+
+
+def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p values, in the input's order; a NaN stays NaN and is not a test.
+
+    With the m defined p values sorted ascending, p_(1) ≤ … ≤ p_(m), the adjusted value of the
+    i-th is max over j ≤ i of min(1, (m − j + 1) · p_(j)) (Holm 1979): reject where it is below
+    the level, and the family-wise error rate stays at that level.
+    """
+    p = np.asarray(p_values, dtype=float)
+    adjusted = np.full(p.shape, np.nan)
+    defined = np.flatnonzero(~np.isnan(p))
+    if not defined.size:
+        return adjusted
+    if ((p[defined] < 0) | (p[defined] > 1)).any():
+        raise ValueError(f"holm_adjust: p values must lie in [0, 1], got {p[defined].tolist()}")
+    m = defined.size
+    order = defined[np.argsort(p[defined], kind="stable")]
+    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted[order] = np.maximum.accumulate(steps)
+    return adjusted
 
 
 def compare_outcomes(
@@ -125,32 +157,52 @@ def compare_outcomes(
 
 
 PAIRED_COLUMNS: tuple[str, ...] = (
-    "model", "dataset", "metric", "n_pairs", "cot", "fgp", "diff", "ci_low", "ci_high",
-    "test", "p_value", "effect_size", "effect_size_name",
+    "model", "dataset", "metric", "strategy_a", "strategy_b", "n_pairs", "value_a", "value_b",
+    "diff", "ci_low", "ci_high", "test", "p_value", "p_adjusted", "family_size", "effect_size",
+    "effect_size_name",
 )
+
+
+def ordered_strategies(present: Sequence[str], order: Sequence[str] = ()) -> list[str]:
+    """``present`` (distinct) in ``order`` first, then the rest as first seen."""
+    present = list(dict.fromkeys(present))
+    return [s for s in dict.fromkeys(order) if s in present] + [s for s in present if s not in order]
 
 
 def paired_comparisons(
     votes: pd.DataFrame,
     *,
-    metrics: Sequence[str] = ("usability", "catcons", "knowcov"),
+    comparison: ComparisonSpec = ComparisonSpec(),
+    strategy_order: Sequence[str] = (),
+    metrics: Sequence[str] = DEFAULT_PAIRED_METRICS,
     n_resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
 ) -> pd.DataFrame:
-    """:func:`paired_comparison` for every model × dataset of ``votes`` run under both CoT and
-    FGP (cells with one strategy only are skipped); the columns of :data:`PAIRED_COLUMNS`."""
+    """:func:`paired_comparison` for every strategy pair of ``comparison`` in every model ×
+    dataset of ``votes`` (the columns of :data:`PAIRED_COLUMNS`), p Holm-adjusted per metric.
+
+    The strategies of a model × dataset are taken in ``strategy_order`` (the config's), then as
+    first seen; with no baseline set the first of them is the baseline. A model × dataset that
+    does not run the baseline, or runs one strategy only, has no pair and no row.
+    ``p_adjusted``: Holm within the metric's family (every row of that metric, see the module);
+    ``family_size``: the tests in that family.
+    """
     require_columns(votes, ("model", "dataset", "strategy"), "votes")
     frames = []
     for (model, dataset), group in votes.groupby(["model", "dataset"], sort=True):
-        cot, fgp = group[group["strategy"] == "cot"], group[group["strategy"] == "fgp"]
-        if cot.empty or fgp.empty:
-            continue
-        frames.append(
-            paired_comparison(
-                cot, fgp, metrics=metrics, n_resamples=n_resamples, seed=seed, confidence=confidence
-            )
-        )
+        strategies = ordered_strategies(list(group["strategy"]), strategy_order)
+        for strategy_a, strategy_b in comparison.pairs(strategies):
+            frames.append(paired_comparison(
+                group[group["strategy"] == strategy_a], group[group["strategy"] == strategy_b],
+                metrics=metrics, n_resamples=n_resamples, seed=seed, confidence=confidence,
+            ))
     if not frames:
         return pd.DataFrame(columns=list(PAIRED_COLUMNS))
-    return pd.concat(frames, ignore_index=True)
+    table = pd.concat(frames, ignore_index=True)
+    for _, rows in table.groupby("metric", sort=False):
+        adjusted = holm_adjust(rows["p_value"].to_numpy(dtype=float))
+        table.loc[rows.index, "p_adjusted"] = adjusted
+        table.loc[rows.index, "family_size"] = int(np.count_nonzero(~np.isnan(adjusted)))
+    table["family_size"] = table["family_size"].astype(int)
+    return table

@@ -1,11 +1,15 @@
 """How far each headline comparison can be trusted: does its sign and significance hold under
 Dawid–Skene instead of the majority, and when any one judge is left out of the panel?
 
-Comparisons: CoT vs FGP for every model × dataset run both ways (``fgp − cot``), and model vs
-model for every dataset × strategy and pair of models (``b − a``), both paired on the original
-item (every model rewrites the same originals) and tested with the paired test already used for
-CoT vs FGP (:func:`bloomqg.metrics.paired.compare_outcomes`: McNemar for yes/no outcomes,
-Wilcoxon for graded ones).
+Comparisons: strategy vs strategy for every pair of the config's ``comparisons:``
+(:class:`~bloomqg.strategies.ComparisonSpec`: each strategy against the baseline, or every pair)
+in every model × dataset (``b − a``), and model vs model for every dataset × strategy and pair of
+models (``b − a``), both paired on the original item (every model rewrites the same originals)
+and tested with the paired test of the paired table
+(:func:`bloomqg.metrics.paired.compare_outcomes`: McNemar for yes/no outcomes, Wilcoxon for
+graded ones).  The verdicts read the raw p: each row asks whether one comparison survives a
+change of panel, not which of many comparisons are significant (the paired table's Holm-adjusted
+p answers that).
 
 Each *panel variant* relabels the questions from the per-judge votes (``*_votes``):
 ``majority`` (the votes as stored), ``dawid_skene`` (each cell's Dawid–Skene labels for unique,
@@ -20,7 +24,8 @@ without X changes them (whether or not Dawid–Skene, which discounts an uninfor
 changes them too); **depends on the aggregation** when only Dawid–Skene does; **significance
 depends on X and Y** when the sign holds everywhere but leaving out any of several judges loses
 the significance; **within judge noise** when the majority's difference is not significant and
-some variant turns its sign, or when leaving out several judges turns it.
+some variant turns its sign, or (significant or not) when leaving out any one of several judges
+turns its sign (:func:`verdict_reason` says which of the two).
 """
 
 from __future__ import annotations
@@ -34,22 +39,26 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.metrics.cell import row_terms
-from bloomqg.metrics.paired import compare_outcomes
+from bloomqg.metrics.paired import compare_outcomes, ordered_strategies
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.frames import CRITERIA, POSTERIOR_CRITERIA
 from bloomqg.voting.agreement import nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.dawid_skene import fit_dawid_skene
+from bloomqg.strategies import ComparisonSpec
 from bloomqg.voting.majority import majority, useful_from, vote_value
 
 #: Significance level of the verdicts.
 SIGNIFICANCE = 0.05
 NOT_ASSESSABLE = "not assessable from these votes"
-#: The headline comparisons: CoT vs FGP on these metrics, model vs model on those.
+#: ``comparison`` of a strategy-vs-strategy row and of a model-vs-model row.
+STRATEGY_COMPARISON = "strategy vs strategy"
+MODEL_COMPARISON = "model vs model"
+#: The headline comparisons: strategy vs strategy on these metrics, model vs model on those.
 STRATEGY_METRICS: tuple[str, ...] = ("usability", "unique", "readable", "answerable", "catcons", "knowcov")
 MODEL_METRICS: tuple[str, ...] = ("catcons", "usability")
 ROBUSTNESS_COLUMNS: tuple[str, ...] = (
-    "comparison", "dataset", "strategy", "model", "model_b", "metric", "n_pairs", "value_a",
+    "comparison", "dataset", "strategy", "strategy_b", "model", "model_b", "metric", "n_pairs", "value_a",
     "value_b", "value_a_dawid_skene", "value_b_dawid_skene", "diff", "p_value", "verdict", "variants",
 )
 
@@ -137,21 +146,45 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     return "within judge noise"
 
 
-def _pairs(votes: pd.DataFrame) -> list[tuple[str, dict[str, Any], pd.Index, pd.Index]]:
-    """(kind, keys, rows of arm a, rows of arm b) of every headline comparison, paired on item_id."""
+def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dict[str, Sequence[float]]) -> str:
+    """Why a row reads "within judge noise": which of its two clauses holds, with the panels that
+    turn the sign; an empty string for any other verdict."""
+    if verdict_text != "within judge noise":
+        return ""
+    sign, significant = _outcome(diff, p_value)
+    flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, (d, p) in variants.items()
+               if _outcome(d, p)[0] != sign]
+    if not significant:
+        shown = "no p" if pd.isna(p_value) else f"p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
+        return (f"not significant under the majority ({shown}) and "
+                f"{', '.join(flipped)} turn{'s' if len(flipped) == 1 else ''} its sign")
+    return (f"significant under the majority (p = {p_value:.2g}), but leaving out any of several judges "
+            f"turns its sign ({', '.join(flipped)})")
+
+
+def _pairs(
+    votes: pd.DataFrame, comparison: ComparisonSpec, strategy_order: Sequence[str]
+) -> list[tuple[str, dict[str, Any], pd.Index, pd.Index]]:
+    """(kind, keys, rows of arm a, rows of arm b) of every headline comparison, paired on item_id.
+
+    A strategy row's arms differ in ``strategy`` → ``strategy_b`` (``model_b`` None); a model
+    row's in ``model`` → ``model_b`` (``strategy_b`` None)."""
     out = []
     for (model, dataset), group in votes.groupby(["model", "dataset"], sort=True):
-        cot, fgp = group[group["strategy"] == "cot"], group[group["strategy"] == "fgp"]
-        if len(cot) and len(fgp):
-            common = sorted(set(cot["item_id"]) & set(fgp["item_id"]))
-            out.append(("cot vs fgp", {"dataset": dataset, "strategy": None, "model": model, "model_b": None},
-                        cot.set_index("item_id").loc[common, "_row"], fgp.set_index("item_id").loc[common, "_row"]))
+        strategies = ordered_strategies(list(group["strategy"]), strategy_order)
+        for strategy_a, strategy_b in comparison.pairs(strategies):
+            arm_a, arm_b = group[group["strategy"] == strategy_a], group[group["strategy"] == strategy_b]
+            common = sorted(set(arm_a["item_id"]) & set(arm_b["item_id"]))
+            out.append((STRATEGY_COMPARISON, {"dataset": dataset, "strategy": strategy_a, "strategy_b": strategy_b,
+                                              "model": model, "model_b": None},
+                        arm_a.set_index("item_id").loc[common, "_row"], arm_b.set_index("item_id").loc[common, "_row"]))
     for (dataset, strategy), group in votes.groupby(["dataset", "strategy"], sort=True):
         models = sorted(group["model"].unique())
         for a, b in itertools.combinations(models, 2):
             arm_a, arm_b = group[group["model"] == a], group[group["model"] == b]
             common = sorted(set(arm_a["item_id"]) & set(arm_b["item_id"]))
-            out.append(("model vs model", {"dataset": dataset, "strategy": strategy, "model": a, "model_b": b},
+            out.append((MODEL_COMPARISON, {"dataset": dataset, "strategy": strategy, "strategy_b": None,
+                                           "model": a, "model_b": b},
                         arm_a.set_index("item_id").loc[common, "_row"], arm_b.set_index("item_id").loc[common, "_row"]))
     return out
 
@@ -162,6 +195,8 @@ def robustness_table(
     *,
     strategy_metrics: Sequence[str] = STRATEGY_METRICS,
     model_metrics: Sequence[str] = MODEL_METRICS,
+    comparison: ComparisonSpec = ComparisonSpec(),
+    strategy_order: Sequence[str] = (),
     n_resamples: int = 200,
     confidence: float = 0.95,
     seed: int = 0,
@@ -169,7 +204,8 @@ def robustness_table(
     """One row per headline comparison and metric (:data:`ROBUSTNESS_COLUMNS`): the majority's
     values, difference and p, the two arms' values under Dawid–Skene (the headline metric under
     both aggregations side by side; NaN where not assessable), the verdict, and ``variants`` = JSON {variant: [diff, p]}.
-    ``judge_names`` name the positions of the vote lists."""
+    ``judge_names`` name the positions of the vote lists; ``comparison`` and ``strategy_order``
+    choose the strategy pairs as :func:`bloomqg.metrics.paired.paired_comparisons` does."""
     import json
 
     votes = votes.reset_index(drop=True).copy()
@@ -181,10 +217,10 @@ def robustness_table(
         variants[f"without {name}"] = relabel(votes, "without", leave_out=position)
     have = voted_criteria(votes)
     records = []
-    for kind, keys, rows_a, rows_b in _pairs(votes):
-        metrics = strategy_metrics if kind == "cot vs fgp" else model_metrics
-        strategy_a = "cot" if kind == "cot vs fgp" else keys["strategy"]
-        strategy_b = "fgp" if kind == "cot vs fgp" else keys["strategy"]
+    for kind, keys, rows_a, rows_b in _pairs(votes, comparison, strategy_order):
+        metrics = strategy_metrics if kind == STRATEGY_COMPARISON else model_metrics
+        strategy_a = keys["strategy"]
+        strategy_b = keys["strategy_b"] or keys["strategy"]
         terms = {
             name: (row_terms(frame.iloc[rows_a.to_numpy()].reset_index(drop=True), strategy_a),
                    row_terms(frame.iloc[rows_b.to_numpy()].reset_index(drop=True), strategy_b))

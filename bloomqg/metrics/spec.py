@@ -16,7 +16,7 @@ from typing import Literal
 #: numerator, the denominator only counts); ``count``: a number of rows, without an interval.
 MetricKind = Literal["percent", "score", "sum", "count"]
 
-#: The per-question outcome a paired CoT-vs-FGP test compares: 0/1 (McNemar) or graded (Wilcoxon).
+#: The per-question outcome a paired strategy-vs-strategy test compares: 0/1 (McNemar) or graded (Wilcoxon).
 PairedOutcome = Literal["binary", "graded"]
 
 

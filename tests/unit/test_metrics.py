@@ -11,7 +11,8 @@ from scipy import stats
 
 from bloomqg.metrics.cell import score_cell
 from bloomqg.metrics.correlations import correlations
-from bloomqg.metrics.paired import PAIRED_COLUMNS, paired_comparison, paired_comparisons
+from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, paired_comparison, paired_comparisons
+from bloomqg.strategies import ComparisonSpec
 from bloomqg.metrics.registry import METRIC_NAMES, METRIC_SPECS, PERCENT_METRICS, paper_table_metrics
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
@@ -236,13 +237,20 @@ def test_knowledge_identification_compares_unit_sets_over_all_rows():
     assert metric(result, "parse_failure_rate")[["value", "n"]].tolist() == [25.0, 4]
 
 
-def test_auxiliary_accuracies_do_not_apply_outside_cot_or_without_identifications():
+def test_auxiliary_accuracies_apply_where_the_strategy_identifies_whatever_its_name():
+    # A strategy identifies the original's level and units when its answer fields ask for them
+    # (CoT's); its rows then carry them. One whose rows carry none gets no accuracy, whatever it
+    # is called, and a strategy of another name that identifies is scored like CoT.
     rows = [vote(id_level="Apply", id_units=["A"]), vote(id_level="Apply", id_units=["A"])]
-    fgp = score_cell(frame(rows, strategy="fgp"), None, n_resamples=50)
+    fgp = score_cell(frame([vote(), vote()], strategy="fgp"), None, n_resamples=50)
     plain = score([vote(), vote()])
     for result in (fgp, plain):
         for name in ("classification_acc", "knowledge_id_acc"):
             assert math.isnan(metric(result, name)["value"]) and metric(result, name)["n"] == 0
+    own = score_cell(frame(rows, strategy="identify-first"), None, n_resamples=50)
+    cot = score_cell(frame(rows, strategy="cot"), None, n_resamples=50)
+    for name in ("classification_acc", "knowledge_id_acc"):
+        assert metric(own, name)["value"] == metric(cot, name)["value"] and metric(own, name)["n"] == 2
 
 
 # --- bootstrap ---------------------------------------------------------------------------
@@ -454,7 +462,8 @@ def test_paired_comparison_mcnemar_and_wilcoxon():
     result = table.set_index("metric")
     usability = result.loc["usability"]
     assert usability["n_pairs"] == 12
-    assert usability[["cot", "fgp", "diff"]].tolist() == [50.0, pytest.approx(1100 / 12), pytest.approx(500 / 12)]
+    assert usability[["strategy_a", "strategy_b"]].tolist() == ["cot", "fgp"]
+    assert usability[["value_a", "value_b", "diff"]].tolist() == [50.0, pytest.approx(1100 / 12), pytest.approx(500 / 12)]
     assert usability["test"] == "mcnemar"
     assert usability["p_value"] == pytest.approx(stats.binomtest(6, 7, 0.5).pvalue)
     assert usability["effect_size_name"] == "cohens_h"
@@ -464,7 +473,7 @@ def test_paired_comparison_mcnemar_and_wilcoxon():
     knowcov = result.loc["knowcov"]
     assert knowcov["n_pairs"] == 5 and knowcov["test"] == "wilcoxon"
     # items 7 and 9 cover both units under FGP, items 6, 8, 10 one of two in both arms
-    assert knowcov[["cot", "fgp"]].tolist() == [50.0, pytest.approx(100 * (2 * 1.0 + 3 * 0.5) / 5)]
+    assert knowcov[["value_a", "value_b"]].tolist() == [50.0, pytest.approx(100 * (2 * 1.0 + 3 * 0.5) / 5)]
     assert knowcov["effect_size"] == 1.0  # every non-zero difference favours FGP
     assert knowcov["p_value"] == pytest.approx(stats.wilcoxon([50.0, 50.0]).pvalue)
 
@@ -485,7 +494,7 @@ def test_paired_comparison_rejects_mixed_models_and_repeated_items():
         paired_comparison(cot, frame([vote(item="a")], strategy="fgp", model="other"))
     with pytest.raises(ValueError, match="item_id must be unique"):
         paired_comparison(frame([vote(item="a"), vote(item="a")]), frame([vote(item="a")], strategy="fgp"))
-    with pytest.raises(ValueError, match="must be a cot cell"):
+    with pytest.raises(ValueError, match="both arms are strategy 'fgp'"):
         paired_comparison(frame([vote(item="a")], strategy="fgp"), frame([vote(item="a")], strategy="fgp"))
     with pytest.raises(ValueError, match="no per-question outcome"):
         paired_comparison(cot, frame([vote(item="a")], strategy="fgp"), metrics=("n_useful",))
@@ -498,3 +507,57 @@ def test_paired_comparisons_covers_models_run_under_both_strategies():
     result = paired_comparisons(pd.concat([cot, fgp, lonely], ignore_index=True), n_resamples=20)
     assert set(result["model"]) == {"m"} and len(result) == 3
     assert paired_comparisons(lonely).columns.tolist() == list(PAIRED_COLUMNS)
+
+
+def _three_strategies() -> pd.DataFrame:
+    """One model × dataset under cot, fgp and zeroshot: 10 items, usability 3 / 8 / 6 of 10."""
+    arms = []
+    for strategy, useful in (("cot", 3), ("fgp", 8), ("zeroshot", 6)):
+        arms.append(frame([vote(item=f"cs-{i:04d}", useful=i < useful, unique=i < useful) for i in range(10)],
+                          strategy=strategy))
+    return pd.concat(arms, ignore_index=True)
+
+
+def test_paired_comparisons_pair_each_strategy_with_the_baseline_or_every_pair():
+    votes = _three_strategies()
+    first = paired_comparisons(votes, metrics=("usability",), n_resamples=20)
+    assert first[["strategy_a", "strategy_b"]].values.tolist() == [["cot", "fgp"], ["cot", "zeroshot"]]
+    assert first["diff"].tolist() == [50.0, 30.0]
+    # the config's order decides the default baseline, not the order in the votes
+    ordered = paired_comparisons(votes, metrics=("usability",), n_resamples=20, strategy_order=["zeroshot", "cot"])
+    assert ordered[["strategy_a", "strategy_b"]].values.tolist() == [["zeroshot", "cot"], ["zeroshot", "fgp"]]
+    chosen = paired_comparisons(votes, comparison=ComparisonSpec(baseline="fgp"), metrics=("usability",),
+                                n_resamples=20)
+    assert chosen[["strategy_a", "strategy_b"]].values.tolist() == [["fgp", "cot"], ["fgp", "zeroshot"]]
+    assert chosen["diff"].tolist() == [-50.0, -20.0]
+    every = paired_comparisons(votes, comparison=ComparisonSpec(all_pairs=True), metrics=("usability", "unique"),
+                               n_resamples=20)
+    assert every[every["metric"] == "usability"][["strategy_a", "strategy_b"]].values.tolist() == [
+        ["cot", "fgp"], ["cot", "zeroshot"], ["fgp", "zeroshot"]]
+    # a baseline the cell group does not run: nothing to compare there
+    assert paired_comparisons(votes, comparison=ComparisonSpec(baseline="refine"), n_resamples=20).empty
+
+
+def test_holm_adjusts_within_each_metrics_family_as_by_hand():
+    every = paired_comparisons(_three_strategies(), comparison=ComparisonSpec(all_pairs=True),
+                               metrics=("usability", "unique"), n_resamples=20)
+    usability = every[every["metric"] == "usability"]
+    # McNemar on the discordant pairs: cot→fgp 5 of 5, cot→zeroshot 3 of 3, fgp→zeroshot 0 of 2
+    raw = [stats.binomtest(5, 5).pvalue, stats.binomtest(3, 3).pvalue, stats.binomtest(0, 2).pvalue]
+    assert usability["p_value"].tolist() == pytest.approx(raw)  # 0.0625, 0.25, 0.5
+    # by hand: sorted 0.0625, 0.25, 0.5 -> 3·0.0625, max(0.1875, 2·0.25), max(0.5, 1·0.5)
+    assert usability["p_adjusted"].tolist() == pytest.approx([0.1875, 0.5, 0.5])
+    assert (usability["family_size"] == 3).all()
+    # the unique metric is its own family of three, not pooled with usability
+    assert (every.loc[every["metric"] == "unique", "family_size"] == 3).all()
+
+
+def test_holm_adjust_keeps_order_and_nan_and_is_monotone():
+    adjusted = holm_adjust([0.04, float("nan"), 0.01, 0.03, 0.5])
+    # defined m = 4; sorted 0.01, 0.03, 0.04, 0.5 -> 0.04, 0.09, max(0.09, 0.08)=0.09, max(0.09, 0.5)=0.5
+    assert adjusted[[2, 3, 0, 4]].tolist() == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert math.isnan(adjusted[1])
+    assert holm_adjust([0.6, 0.7]).tolist() == [1.0, 1.0]
+    assert holm_adjust([]).size == 0
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm_adjust([1.5])

@@ -1,4 +1,4 @@
-"""Leave-one-judge-out and Dawid–Skene robustness of CoT-vs-FGP comparisons."""
+"""Leave-one-judge-out and Dawid–Skene robustness of strategy-vs-strategy and model-vs-model comparisons."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bloomqg.metrics.robustness import NOT_ASSESSABLE, robustness_table, verdict
+from bloomqg.metrics.robustness import (
+    NOT_ASSESSABLE,
+    STRATEGY_COMPARISON,
+    robustness_table,
+    verdict,
+    verdict_reason,
+)
+from bloomqg.strategies import ComparisonSpec
 from bloomqg.voting.cell import vote_cell
 from tests.unit.test_voting import generations_frame, judgments_frame
 
@@ -39,7 +46,8 @@ def test_a_comparison_decided_by_one_judge_is_said_to_depend_on_it():
     votes = pd.concat([arm("cot", truth, rng, False), arm("fgp", truth, rng, True)], ignore_index=True)
     table = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("unique", "readable", "catcons"), n_resamples=50)
     unique = table[table["metric"] == "unique"].iloc[0]
-    assert unique["comparison"] == "cot vs fgp"
+    assert unique["comparison"] == STRATEGY_COMPARISON
+    assert unique[["strategy", "strategy_b", "model_b"]].tolist() == ["cot", "fgp", None]
     assert unique["diff"] > 5 and unique["p_value"] < 0.05
     assert json.loads(unique["variants"])["without c"][1] >= 0.05
     assert unique["verdict"].startswith("depends on c")
@@ -90,3 +98,35 @@ def test_rows_whose_judges_all_failed_are_no_votes_not_an_error():
     votes.loc[votes["strategy"] == "cot", "bloom_level_votes"] = pd.Series([[None, None, None]] * 30, dtype=object).values
     table = robustness_table(votes, ["a", "b", "c"], n_resamples=20)
     assert len(table) and table["verdict"].str.len().gt(0).all()
+
+
+def test_every_strategy_pair_gets_its_leave_one_judge_out_rows():
+    rng = np.random.default_rng(11)
+    truth = rng.random(300) < 0.5
+    votes = pd.concat([arm("cot", truth, rng, False), arm("fgp", truth, rng, True),
+                       arm("zeroshot", truth, rng, True)], ignore_index=True)
+    metrics = ("unique", "readable")
+    baseline = robustness_table(votes, ["a", "b", "c"], strategy_metrics=metrics, n_resamples=20)
+    strategies = baseline[baseline["comparison"] == STRATEGY_COMPARISON]
+    assert strategies[["strategy", "strategy_b", "metric"]].values.tolist() == [
+        ["cot", "fgp", "unique"], ["cot", "fgp", "readable"], ["cot", "zeroshot", "unique"], ["cot", "zeroshot", "readable"]]
+    for _, row in strategies.iterrows():
+        assert set(json.loads(row["variants"])) == {"dawid_skene", "without a", "without b", "without c"}
+    # judge c says unique to every fgp and zeroshot question: both pairs against cot depend on it
+    assert all(v.startswith("depends on c") for v in strategies.loc[strategies["metric"] == "unique", "verdict"])
+    every = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("unique",), n_resamples=20,
+                             comparison=ComparisonSpec(all_pairs=True))
+    pairs = every[every["comparison"] == STRATEGY_COMPARISON][["strategy", "strategy_b"]].values.tolist()
+    assert pairs == [["cot", "fgp"], ["cot", "zeroshot"], ["fgp", "zeroshot"]]
+    chosen = robustness_table(votes, ["a", "b", "c"], strategy_metrics=("unique",), n_resamples=20,
+                              comparison=ComparisonSpec(baseline="zeroshot"), strategy_order=["cot", "fgp", "zeroshot"])
+    assert chosen[chosen["comparison"] == STRATEGY_COMPARISON][["strategy", "strategy_b"]].values.tolist() == [
+        ["zeroshot", "cot"], ["zeroshot", "fgp"]]
+
+
+def test_the_reason_of_within_judge_noise_names_its_clause():
+    noise = verdict_reason(2, 0.4, "within judge noise", {"dawid_skene": [-1, 0.6], "without a": [3, 0.3]})
+    assert noise.startswith("not significant under the majority (p = 0.4") and "Dawid–Skene turns its sign" in noise
+    several = verdict_reason(10, 4.9e-06, "within judge noise", {"without a": [-1, 0.5], "without b": [-2, 0.4]})
+    assert several.startswith("significant under the majority (p = 4.9e-06)") and "without a, without b" in several
+    assert verdict_reason(10, 0.01, "holds", {}) == ""
