@@ -31,6 +31,7 @@ rule all:
     input:
         "results/report.html",
         explorer_outputs("results"),
+        "results/report_bundle",  # the report with its explorer, for `snakemake --report`
         "results/metrics/all.parquet",
         TABLE_OUTPUTS,
         FIGURE_OUTPUTS,

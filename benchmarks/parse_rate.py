@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from bloomqg.datasets import dataset_knowledge_units, load_dataset
 from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.strategies import BUILTIN_STRATEGIES
 from bloomqg.parsing import parse_generation
 from bloomqg.prompts import (
     build_prompts,
@@ -101,7 +102,7 @@ def measure(generator, rows: list[tuple], params: DecodingParams, prefill: bool)
     started = time.perf_counter()
     completions = generator.complete(requests, params)
     wall = time.perf_counter() - started
-    parsed = [parse_generation(c.text, row.strategy, knowledge_units=units)
+    parsed = [parse_generation(c.text, BUILTIN_STRATEGIES[row.strategy].answer_fields, knowledge_units=units)
               for c, (row, units) in zip(completions, rows)]
     tokens = sum(c.n_completion_tokens or 0 for c in completions)
     after_object = 0

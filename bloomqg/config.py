@@ -22,6 +22,15 @@ from bloomqg.api.settings import base_url_problem
 from bloomqg.config_schema import Cell, ConfigError
 from bloomqg.judges.registry import config_schema, judge_backend
 from bloomqg.provenance import REPO_ROOT
+from bloomqg.strategies import (
+    StrategyError,
+    StrategySpec,
+    check_selection,
+    default_selection,
+    strategy_problems,
+    strategy_specs,
+    with_templates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +110,8 @@ class Study:
     prompt_files: dict[str, Path] = field(default_factory=dict)
     dataset_files: dict[str, list[Path]] = field(default_factory=dict)
     knowledge_units: dict[str, list[str]] = field(default_factory=dict)
+    #: every defined strategy (built-ins and the config's), templates resolved to paths
+    strategies: dict[str, StrategySpec] = field(default_factory=dict)
     #: release_dir when it does not exist yet (the download_release rule will fill it)
     release_to_download: Path | None = None
 
@@ -125,6 +136,54 @@ class Study:
     def shards(self, dataset: str) -> int:
         return int(self.datasets[dataset].get("shards", 1))
 
+    # What each rule hands its jobs as params: exactly the values the job reads, in one
+    # canonical form (a key equal to its schema default is left out, as if not written), so
+    # that writing a default explicitly, or adding a strategy, model or judge, changes no
+    # other job's params and so reruns nothing else.  Defaults are dropped, not filled in:
+    # the backends apply them, and filling keys a backend does not read (an API setting of an
+    # in-process model) would hand it keys it refuses.
+
+    def dataset_params(self, dataset: str) -> dict[str, Any]:
+        """The keys of a datasets entry that loading it reads (:func:`bloomqg.datasets.load_dataset`)."""
+        spec = self.datasets[dataset]
+        return {key: spec[key] for key in DATASET_LOAD_KEYS if spec.get(key) is not None}
+
+    def model_params(self, model: str) -> dict[str, Any]:
+        """A models entry in canonical form (schema defaults left out)."""
+        return without_defaults(self.models[model], "#/$defs/model")
+
+    def judge_params(self, judge: str) -> dict[str, Any]:
+        """A judges entry in canonical form (its backend's defaults left out)."""
+        spec = self.judges[judge]
+        return without_defaults(spec, f"#/$defs/judge_{spec['backend']}")
+
+    def strategy_params(self, strategy: str) -> dict[str, Any]:
+        """What building a strategy's prompts reads: its passes (templates and answer fields)
+        and its resolved exemplar count; not its label, which only the report shows."""
+        spec = self.strategies[strategy]
+        return {
+            "passes": [{"name": p.name, "template": p.template, "answer_fields": list(p.answer_fields)}
+                       for p in spec.passes],
+            "exemplars": spec.exemplar_count(int(self.config["exemplars"])),
+        }
+
+    def canonical_config(self) -> dict[str, Any]:
+        """The config with every datasets, models and judges entry in canonical form (what the
+        report shows, so that writing a default explicitly does not rebuild it)."""
+        cfg = copy.deepcopy(self.config)
+        for name, spec in cfg["datasets"].items():
+            cfg["datasets"][name] = without_defaults(spec, "#/$defs/dataset")
+        cfg["models"] = {name: self.model_params(name) for name in cfg["models"]}
+        cfg["judges"] = {name: self.judge_params(name) for name in cfg["judges"]}
+        # keys in sorted order (where a key is written changes nothing), the entries of the
+        # named sections in the study's order (which the report follows)
+        named = {section: cfg.pop(section) for section in ("datasets", "models", "judges", "strategies")
+                 if isinstance(cfg.get(section), Mapping)}
+        ordered = _sorted_keys(cfg)
+        for section, entries in named.items():
+            ordered[section] = {name: _sorted_keys(entry) for name, entry in entries.items()}
+        return dict(sorted(ordered.items()))
+
     def model_needs_materializing(self, model: str) -> bool:
         return bool(self.models[model].get("gguf"))
 
@@ -135,6 +194,62 @@ class Study:
     def judge_model(self, judge: str) -> str | None:
         """The models entry (``model_ref``) a judge whose backend borrows a model runs."""
         return self.judges[judge]["model_ref"] if self.judge_backend(judge).borrows_model else None
+
+
+def _sorted_keys(value: Any) -> Any:
+    """``value`` with every mapping's keys in sorted order (the order a config is written in
+    is no change of it); the order of lists is kept."""
+    if isinstance(value, Mapping):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
+#: The datasets-entry keys :func:`bloomqg.datasets.load_dataset` reads.
+DATASET_LOAD_KEYS: tuple[str, ...] = ("loader", "path", "verb_list", "bloom_level", "exclude_rows")
+
+
+def _resolve_ref(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:
+    while isinstance(node, Mapping) and "$ref" in node and node["$ref"].startswith("#/$defs/"):
+        node = {**defs[node["$ref"].removeprefix("#/$defs/")], **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def _properties(node: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared properties of a schema node: its own, and those of the schemas it
+    includes (``allOf``); an own ``key: true`` defers to the included definition."""
+    node = _resolve_ref(node, defs)
+    found: dict[str, Any] = {}
+    for part in node.get("allOf", []):
+        found.update(_properties(part, defs))
+    for key, prop in (node.get("properties") or {}).items():
+        if prop is not True or key not in found:
+            found[key] = prop
+    return found
+
+
+def without_defaults(entry: Mapping[str, Any], ref: str) -> dict[str, Any]:
+    """``entry`` (a config entry validated against schema ``ref``) without the keys whose value
+    is the schema's ``default:``, nested objects (``generation:``) alike; an object left empty
+    goes too.  Two entries that differ only in written-out defaults give the same result."""
+    defs = _schema()["$defs"]
+
+    def strip(value: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
+        properties = _properties(node, defs)
+        kept: dict[str, Any] = {}
+        for key, item in value.items():
+            prop = _resolve_ref(properties.get(key) or {}, defs) if isinstance(properties.get(key), Mapping) else {}
+            if "default" in prop and item == prop["default"]:
+                continue
+            if isinstance(item, Mapping) and _properties(prop, defs):
+                item = strip(item, prop)
+                if not item:
+                    continue
+            kept[key] = copy.deepcopy(item)
+        return dict(sorted(kept.items()))  # the order keys are written in changes nothing either
+
+    return strip(entry, {"$ref": ref})
 
 
 def resolve_path(value: str, *, workdir: Path, where: str, must_exist: bool = True) -> Path:
@@ -211,6 +326,23 @@ def gate_settings(gate: Mapping[str, Any], sources: Iterable[str | Path] = ()) -
     return {**gate, "coefficient": "alpha", "threshold": threshold}
 
 
+def check_comparisons(config: Mapping[str, Any], sources: Iterable[str | Path] = ()) -> None:
+    """Refuse a ``comparisons.baseline`` that is not a defined strategy (built-in or under
+    ``strategies:``), listing the defined ones: every paired test would silently compare nothing."""
+    from bloomqg.strategies import ComparisonSpec, StrategyError, strategy_specs
+
+    baseline = ComparisonSpec.from_config(config).baseline
+    if baseline is None:
+        return
+    try:
+        defined = strategy_specs(config)
+    except StrategyError as error:
+        raise ConfigError(f"{_describe_sources(sources)}: {error}") from error
+    if baseline not in defined:
+        _refuse([f"comparisons.baseline: {baseline!r} is not a defined strategy (defined: {', '.join(defined)})"],
+                sources)
+
+
 def prepare_study(
     config: Mapping[str, Any],
     *,
@@ -223,6 +355,7 @@ def prepare_study(
     sources = list(sources)
     check_base_urls(config, sources=sources)  # first: a schema error may print a whole entry
     validate_schema(config, sources=sources)
+    check_comparisons(config, sources)
     cfg = apply_defaults({**config, "gate": gate_settings(config.get("gate") or {}, sources)})
     workdir = Path(workdir).resolve()
     study = Study(config=cfg, workdir=workdir)
@@ -241,8 +374,13 @@ def prepare_study(
         study.prompt_files[name] = resolve_path(value, workdir=workdir, where=f"prompts.{name}")
     cfg["prompts"] = {k: str(v) for k, v in study.prompt_files.items()}
 
+    study.strategies, selection = _resolve_strategies(cfg, workdir, sources)
     for name, spec in cfg["datasets"].items():
-        spec.setdefault("strategies", list(cfg["strategies"]))
+        spec.setdefault("strategies", list(selection))
+        try:
+            check_selection(spec["strategies"], study.strategies, f"datasets.{name}.strategies")
+        except StrategyError as error:
+            _refuse([str(error)], sources)
         spec.setdefault("domain", name)
         files = []
         if isinstance(spec.get("path"), list):
@@ -301,15 +439,39 @@ def prepare_study(
                 raise ConfigError(f"datasets.{name}: {error}") from error
             study.knowledge_units[name] = dataset_knowledge_units(frame)
             items[name] = len(frame)
-        _check_paid_calls(cfg, [(cell.dataset, cell.model) for cell in study.cells], items)
+        _check_paid_calls(cfg, [(cell.dataset, cell.model) for cell in study.cells], items,
+                          [len(study.strategies[cell.strategy].passes) for cell in study.cells])
     return study
 
 
-def _check_paid_calls(cfg: Mapping[str, Any], cells: Sequence[tuple[str, str]], items: Mapping[str, int]) -> None:
+def _resolve_strategies(
+    cfg: Mapping[str, Any], workdir: Path, sources: Sequence[str | Path]
+) -> tuple[dict[str, StrategySpec], list[str]]:
+    """Every defined strategy with its templates resolved and checked (unknown variables named
+    by file and line), and the default selection; a problem is a :class:`ConfigError`."""
+    try:
+        specs = strategy_specs(cfg)
+        selection = default_selection(cfg)
+        check_selection(selection, specs, "strategies")
+    except StrategyError as error:
+        _refuse([str(error)], sources)
+
+    def resolve(value: str, where: str) -> Path:
+        return resolve_path(value, workdir=workdir, where=where, must_exist=False)
+
+    resolved = {name: with_templates(spec, resolve) for name, spec in specs.items()}
+    problems = [problem for spec in resolved.values() for problem in strategy_problems(spec)]
+    if problems:
+        _refuse(problems, sources)
+    return resolved, selection
+
+
+def _check_paid_calls(cfg: Mapping[str, Any], cells: Sequence[tuple[str, str]], items: Mapping[str, int],
+                      passes: Sequence[int]) -> None:
     # A dataset of a million rows would otherwise plan a million paid calls without a word.
     from bloomqg.api.budget import paid_calls, unbudgeted
 
-    calls = paid_calls(cfg, cells, items)
+    calls = paid_calls(cfg, cells, items, passes)
     total, threshold = sum(calls.values()), cfg["input_limits"]["paid_calls_threshold"]
     if total <= threshold:
         return

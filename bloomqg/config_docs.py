@@ -95,6 +95,7 @@ def config_rows() -> list[Row]:
         if key in entry_sections:
             continue
         rows.extend(_rows("", {"properties": {key: prop}}, defs))
+    rows.extend(_rows("strategies.<name>.", defs["strategy_definition"], defs, label=" (mapping form)"))
     rows.extend(_rows("datasets.<name>.", defs["dataset"], defs))
     rows.extend(_rows("models.<name>.", defs["model"], defs))
     rows.extend(_rows("judges.<name>.", defs["judge"], defs))

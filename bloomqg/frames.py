@@ -53,15 +53,18 @@ PROMPTS = _schema(
     f("prompt_id", _str, False),  # "<item_id>:<strategy>"
     f("item_id", _str, False),
     f("dataset", _str, False),
-    f("strategy", _str, False),  # "cot" | "fgp"
+    f("strategy", _str, False),  # a defined strategy's name (cot, fgp, refine, the config's)
     f("original_question", _str, False),
     f("original_bloom_level", _str),
     f("original_knowledge_units", _units, False),
-    f("target_bloom_level", _str),  # FGP: the original's level; CoT: null (the model decides)
-    f("target_knowledge_units", _units),  # FGP: the original's units; CoT: null
+    f("target_bloom_level", _str),  # a strategy that gives targets (FGP): the original's level; else null
+    f("target_knowledge_units", _units),  # likewise the original's units
     f("exemplar_ids", _units, False),  # few-shot items, same knowledge unit, never the item
     f("messages_json", _str, False),  # JSON list of {"role", "content"}
     f("prompt_hash", _str, False),  # sha256 of the template file(s), first 16 hex digits
+    # JSON list, one per pass: {"name", "answer_fields"}; after the first also "messages", with
+    # {previous_question}/{previous_answer} for the generation stage to fill
+    f("passes_json", _str, False),
 )
 
 #: GENERATIONS ``finish_reason`` of a row imported from a published release (no call of ours).
@@ -96,10 +99,16 @@ GENERATIONS = _schema(
     f("cached", pa.bool_()),
     f("cost_usd", pa.float64()),
     f("cache_key", _str),
+    # JSON list, one record per pass of the strategy (one for CoT/FGP): pass, raw_text,
+    # new_question, parse_status, parse_error, finish_reason, n_prompt_tokens,
+    # n_completion_tokens, latency_s, cached, cost_usd, cache_key. The row's own raw_text,
+    # question and parse columns are the last pass's (what is judged and scored); its token,
+    # latency and cost columns are the sums over the passes; null for imported rows.
+    f("passes_json", _str),
 )
 
-#: GENERATIONS columns only the cost ledger reads: judging and voting do without them.
-GENERATION_COST_COLUMNS: tuple[str, ...] = ("cached", "cost_usd", "cache_key")
+#: GENERATIONS columns only the cost ledger and audits read: judging and voting do without them.
+GENERATION_COST_COLUMNS: tuple[str, ...] = ("cached", "cost_usd", "cache_key", "passes_json")
 
 #: Judging criteria, in the order of the paper's rubric (Table 3).
 BINARY_CRITERIA: tuple[str, ...] = ("unique", "readable", "answerable")
@@ -354,6 +363,9 @@ JUDGE_PROBES = _schema(
     f("question_words", pa.int64(), False),
     f("cached", pa.bool_()),
     f("cost_usd", pa.float64()),  # once per call (on its first criterion row)
+    f("n_prompt_tokens", pa.int64()),  # once per call, as cost_usd
+    f("n_completion_tokens", pa.int64()),
+    f("cache_key", _str),  # the call's cache key: the report's ledger counts a base probe's call once
 )
 
 #: The bias estimates of every probed judge (results/judge_bias/estimates.parquet).
@@ -404,4 +416,102 @@ ALT_TEST_COMPARISONS = _schema(
     f("t_statistic", pa.float64()),
     f("p_value", pa.float64(), False),
     f("won", pa.bool_(), False),
+)
+
+# Calibration (rule calibrate): results/calibration/items.parquet -> CALIBRATION_ITEMS;
+# estimates.parquet -> CALIBRATION_ESTIMATES; paired.parquet -> CALIBRATION_PAIRED;
+# agreement.parquet -> CALIBRATION_AGREEMENT; results/calibration/plan.parquet -> ANNOTATION_PLAN.
+
+#: One row per (generated question of an annotated cell, calibrated metric): the per-item
+#: outcome (0..1) as the humans and as the panel give it. ``human`` is null for the items no
+#: annotator labelled (and for all but the export's random within-cell sample).
+CALIBRATION_ITEMS = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("prompt_id", _str, False),
+    f("item_id", _str, False),
+    f("metric", _str, False),  # bloomqg.annotation.calibration.OUTCOMES
+    f("annotation_id", _str),  # the item's id on the sheets; null = not drawn for annotation
+    f("n_annotators", pa.int64(), False),  # annotators who labelled it (0 = unlabelled)
+    f("human", pa.float64()),  # mean of the annotators' 0/1 outcomes; null = unlabelled
+    f("judge", pa.float64()),  # the panel's 0/1 outcome; null = the panel gave no verdict
+)
+
+#: One row per (cell, metric): the judges' estimate, the humans'-only one and PPI++'s, each with
+#: its normal interval, percent of questions; n labelled, N judged.
+CALIBRATION_ESTIMATES = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("metric", _str, False),
+    f("granularity", _str, False),  # "six levels" | "three levels" | "criterion"
+    f("n", pa.int64(), False),  # items with a human label (the random within-cell sample)
+    f("n_sampled", pa.int64(), False),  # items the export drew for annotation
+    f("big_n", pa.int64(), False),  # items in the metric's population, all judged
+    f("judges", pa.float64()),  # percent; the panel's mean over its verdicts
+    f("judges_low", pa.float64()),
+    f("judges_high", pa.float64()),
+    f("humans", pa.float64()),
+    f("humans_low", pa.float64()),
+    f("humans_high", pa.float64()),
+    f("ppi", pa.float64()),
+    f("ppi_low", pa.float64()),
+    f("ppi_high", pa.float64()),
+    f("lam", pa.float64()),  # PPI++'s power-tuning λ̂ in [0, 1]
+    f("pseudo_disagreements", pa.int64(), False),  # pseudo-labelled errors of each kind added (ppi.py)
+    f("confidence", pa.float64(), False),
+)
+
+#: One row per (model, dataset, strategy pair, metric): the paired difference b − a (percentage
+#: points) over the items both cells generated, judged and PPI++-corrected on the items labelled
+#: in both cells.
+CALIBRATION_PAIRED = _schema(
+    f("dataset", _str, False),
+    f("model", _str, False),
+    f("strategy_a", _str, False),
+    f("strategy_b", _str, False),
+    f("metric", _str, False),
+    f("n", pa.int64(), False),  # items labelled in both cells
+    f("big_n", pa.int64(), False),  # items both cells generated and the panel judged
+    f("judges", pa.float64()),
+    f("judges_low", pa.float64()),
+    f("judges_high", pa.float64()),
+    f("humans", pa.float64()),
+    f("humans_low", pa.float64()),
+    f("humans_high", pa.float64()),
+    f("ppi", pa.float64()),
+    f("ppi_low", pa.float64()),
+    f("ppi_high", pa.float64()),
+    f("lam", pa.float64()),
+    f("pseudo_disagreements", pa.int64(), False),
+    f("confidence", pa.float64(), False),
+)
+
+#: Judge-human agreement on the Bloom level at six levels and at three (lower / middle /
+#: higher order), per cell and pooled (dataset/strategy/model "all").
+CALIBRATION_AGREEMENT = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("granularity", _str, False),  # "six levels" | "three levels"
+    f("n", pa.int64(), False),  # (item, annotator) pairs with a panel level
+    f("percent_agreement", pa.float64()),
+)
+
+#: The sampling plan: per (cell, headline metric), the human labels needed for the target
+#: half-width of PPI++'s interval (results/calibration/plan.parquet).
+ANNOTATION_PLAN = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("metric", _str, False),
+    f("big_n", pa.int64(), False),  # items in the metric's population, judged
+    f("judges", pa.float64()),  # the judges' estimate, percent
+    f("disagreement", pa.float64(), False),  # assumed or pilot share of items judge ≠ human
+    f("agreement_source", _str, False),  # "assumed" | "pilot (n labelled items)"
+    f("half_width", pa.float64(), False),  # target, percentage points
+    f("n_needed", pa.int64(), False),  # labels for the target; big_n when it is not reachable
+    f("reachable", pa.bool_(), False),  # False: even labelling every item misses the target
+    f("half_width_at_n", pa.float64(), False),  # the predicted half-width with n_needed labels
 )

@@ -54,13 +54,23 @@ def hide_in_logs(secret: str | None) -> None:
         _hidden.add(secret)
 
 
+def mask_key(text: str, secret: str | None) -> str:
+    """``text`` with the key in use masked as ``***``, so a server that echoes the key in a
+    successful answer puts it into no cache entry, ``raw_text`` or log. Only the exact key (of
+    :data:`MIN_MASKED_LENGTH` characters or more): an ``sk-…`` word in an answer may be content.
+    A key is never a valid part of an answer, so the masked text parses the same."""
+    if secret and len(secret) >= MIN_MASKED_LENGTH and secret in text:
+        return text.replace(secret, "***")
+    return text
+
+
 class _MaskingFormatter(logging.Formatter):
     """The job log's format, with every secret given to :func:`hide_in_logs` masked."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         for secret in _hidden:
-            text = text.replace(secret, "***")
+            text = mask_key(text, secret)
         return text
 
 

@@ -1,4 +1,5 @@
-"""Parsing a generator's answer into a new question (and, under CoT, its identifications).
+"""Parsing a generator's answer into a new question (and the identifications its strategy's
+answer fields ask for: CoT's Bloom level and knowledge unit of the original).
 
 Pure functions, no I/O.  Accepted answer shapes, tried in this order:
 
@@ -20,7 +21,7 @@ Outcome rules:
   (:func:`placeholder_reason`); the caller keeps the raw text. A model that echoes the
   template has written no question, and counting it as one made it a usable generation;
   imported runs are held to the same rule (:mod:`bloomqg.release.runs`);
-- a question found -> ``"ok"``.  Under CoT the model also names the original's Bloom level and
+- a question found -> ``"ok"``.  With answer fields (CoT) the model also names the original's Bloom level and
   knowledge unit; when either is missing or not recognisable (a level
   :func:`bloomqg.bloom.normalize_level` rejects, a unit not in the dataset's list) that
   identification is null and ``parse_error`` carries a note saying why, while the status stays
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.strategies import ANSWER_FIELDS
 
 _QUESTION_KEYS = {"question", "new_question", "generated_question", "newquestion"}
 _LEVEL_KEYS = {"bloom_level", "bloom", "level", "blooms_level", "bloom_s_level",
@@ -270,13 +272,20 @@ def _failure_reason(text: str) -> str:
 
 
 def parse_generation(
-    text: str | None, strategy: str, *, knowledge_units: Sequence[str], example_questions: Sequence[str] = ()
+    text: str | None, answer_fields: Sequence[str], *, knowledge_units: Sequence[str],
+    example_questions: Sequence[str] = (),
 ) -> ParsedGeneration:
-    """Parse a model's answer for ``strategy`` ("cot" or "fgp"); never raises on bad text.
-    ``example_questions``: the prompt's own example answers' questions, which are no new
-    question when the model echoes them."""
-    if strategy not in ("cot", "fgp"):
-        raise ValueError(f"strategy {strategy!r} is not 'cot' or 'fgp'")
+    """Parse a model's answer carrying ``question`` and ``answer_fields`` (a pass's
+    :attr:`~bloomqg.strategies.PassSpec.answer_fields`: ``bloom_level`` and/or
+    ``knowledge_unit``, CoT's identifications of the original; none for FGP); never raises on
+    bad text.  ``example_questions``: the prompt's own example answers' questions, which are no
+    new question when the model echoes them."""
+    if isinstance(answer_fields, str):
+        raise TypeError(f"answer_fields is a list of field names, not {answer_fields!r} "
+                        "(a strategy's are StrategySpec.answer_fields)")
+    unknown = [name for name in answer_fields if name not in ANSWER_FIELDS]
+    if unknown:
+        raise ValueError(f"unknown answer field(s) {unknown}; known: {', '.join(ANSWER_FIELDS)}")
     if text is None or not text.strip():
         return ParsedGeneration(None, None, None, "failed", "empty answer")
     echoed = placeholder_reason(text, example_questions)
@@ -293,19 +302,20 @@ def parse_generation(
     echoed = placeholder_reason(question, example_questions)
     if echoed:
         return ParsedGeneration(None, None, None, "failed", echoed)
-    if strategy == "fgp":
-        return ParsedGeneration(question, None, None, "ok", None)
 
     notes: list[str] = []
-    level, level_note = _level(fields.get("level"))
-    if level_note:
-        notes.append(level_note)
+    level: str | None = None
+    if "bloom_level" in answer_fields:
+        level, level_note = _level(fields.get("level"))
+        if level_note:
+            notes.append(level_note)
     units: list[str] | None = None
-    if _clean(fields.get("units")) is None:
-        notes.append("no knowledge unit given for the original")
-    else:
-        matched, unmatched = _match_units(fields["units"], knowledge_units)
-        units = matched or None
-        if unmatched:
-            notes.append(f"knowledge unit(s) {unmatched!r} not in the dataset's list")
+    if "knowledge_unit" in answer_fields:
+        if _clean(fields.get("units")) is None:
+            notes.append("no knowledge unit given for the original")
+        else:
+            matched, unmatched = _match_units(fields["units"], knowledge_units)
+            units = matched or None
+            if unmatched:
+                notes.append(f"knowledge unit(s) {unmatched!r} not in the dataset's list")
     return ParsedGeneration(question, level, units, "ok", "; ".join(notes) or None)

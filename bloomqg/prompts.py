@@ -1,4 +1,11 @@
-"""Rendering the question-generation prompts (CoT and FGP) from editable template files.
+"""Rendering the question-generation prompts of a strategy from editable template files.
+
+A strategy (:class:`bloomqg.strategies.StrategySpec`) is one or more passes, each a template.
+The first pass's messages are rendered per item (``messages_json``); a later pass's messages are
+rendered too, with ``{previous_question}`` and ``{previous_answer}`` left in place for the
+generation stage to fill with what the previous pass wrote (``passes_json``,
+:func:`fill_later_pass`).  Whether the prompts carry targets is read off the strategy's first
+template (:meth:`~bloomqg.strategies.StrategySpec.gives_targets`), never its name.
 
 Templates are plain text files (``prompts/generation/*.md``).  A leading HTML comment documents
 the template and is removed before rendering.  Placeholders are ``{name}`` with a lowercase
@@ -24,6 +31,7 @@ import logging
 import random
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +39,11 @@ import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, normalize_level
 from bloomqg.frames import PROMPTS
+from bloomqg.provenance import REPO_ROOT
+from bloomqg.strategies import BUILTIN_STRATEGIES, LATER_PASS_VARIABLES, StrategySpec, with_templates
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES: tuple[str, ...] = ("cot", "fgp")
 #: Rendered in FGP prompts when the original has no Bloom level (Uncategorized).
 UNSPECIFIED_LEVEL_TEXT = "the same as the original question"
 
@@ -42,6 +51,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 # A JSON example's opening at the start of a line: `{"key": "` (string value) or `{"key": `.
 _JSON_EXAMPLE_OPENING = re.compile(r'^[ \t]*(\{[ \t]*"[^"\n]+"[ \t]*:[ \t]*"?)', re.MULTILINE)
 _LEADING_COMMENT = re.compile(r"\A\s*<!--.*?-->\s*", re.DOTALL)
+_LATER_PASS_PLACEHOLDER = re.compile(r"\{(" + "|".join(LATER_PASS_VARIABLES) + r")\}")
 _DATASET_COLUMNS = ("item_id", "dataset", "question", "bloom_level", "knowledge_units")
 
 
@@ -54,13 +64,19 @@ def template_hash(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-def prompt_hash(template_path: str | Path, system_path: str | Path | None = None) -> str:
-    """Hash of the files a prompt is built from: the template alone, or template + system."""
-    if system_path is None:
+def prompt_hash(template_path: str | Path, system_path: str | Path | None = None,
+                later_paths: Sequence[str | Path] = ()) -> str:
+    """Hash of the files a prompt is built from: the template alone, or template + system
+    (+ the later passes' templates, for a strategy of more than one pass)."""
+    if system_path is None and not later_paths:
         return template_hash(template_path)
     digest = hashlib.sha256(Path(template_path).read_bytes())
-    digest.update(b"\x00")
-    digest.update(Path(system_path).read_bytes())
+    if system_path is not None:
+        digest.update(b"\x00")
+        digest.update(Path(system_path).read_bytes())
+    for path in later_paths:
+        digest.update(b"\x01")
+        digest.update(Path(path).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -141,30 +157,56 @@ def _format_exemplars(exemplars: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def builtin_strategy(name: str, root: str | Path = REPO_ROOT) -> StrategySpec:
+    """A built-in strategy with its templates under ``root`` (the shipped ones by default)."""
+    if name not in BUILTIN_STRATEGIES:
+        raise ValueError(f"strategy {name!r} is not a built-in ({', '.join(BUILTIN_STRATEGIES)}); "
+                         "define it under strategies: in the config")
+    return with_templates(BUILTIN_STRATEGIES[name], lambda template, _where: Path(root) / template)
+
+
 def build_prompts(
     dataset: pd.DataFrame,
-    strategy: str,
+    strategy: StrategySpec | str,
     *,
-    template_path: str | Path,
     k_exemplars: int,
     seed: int,
     domain: str,
+    template_path: str | Path | None = None,
     system_path: str | Path | None = None,
 ) -> pd.DataFrame:
     """One prompt row per dataset item, with exactly the columns of :data:`bloomqg.frames.PROMPTS`.
 
-    ``strategy`` "cot" asks the model to identify the original's knowledge unit (from the
-    dataset's list) and Bloom level, then write a new question; "fgp" gives it the original's
-    units and level as the target.  ``system_path`` adds a system message.
+    ``strategy``: a :class:`StrategySpec` (templates as paths), or a built-in's name.  A strategy
+    whose first template uses the targets (:meth:`StrategySpec.gives_targets`, FGP-like) gets
+    the original's units and level as the target columns; one that does not (CoT-like) asks the
+    model to identify them.  ``k_exemplars`` is the study's count, which the strategy's own
+    ``exemplars`` overrides; ``template_path`` replaces the first pass's template;
+    ``system_path`` adds a system message to every pass.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy {strategy!r} is not one of {STRATEGIES}")
+    spec = builtin_strategy(strategy) if isinstance(strategy, str) else strategy
+    if template_path is not None:
+        spec = replace(spec, passes=(replace(spec.passes[0], template=str(template_path)), *spec.passes[1:]))
+    k_exemplars = spec.exemplar_count(k_exemplars)
     _check_dataset(dataset)
-    template = load_template(template_path)
+    first, *later = spec.passes
+    template = load_template(first.template)
+    later_templates = [load_template(p.template) for p in later]
     system = load_template(system_path) if system_path is not None else None
-    hash_ = prompt_hash(template_path, system_path)
+    hash_ = prompt_hash(first.template, system_path, [p.template for p in later])
+    gives_targets = spec.gives_targets()
     unit_list = sorted({unit for units in dataset["knowledge_units"] for unit in _units(units)})
     by_id = dataset.set_index("item_id", drop=False)
+    kept = {name: "{" + name + "}" for name in LATER_PASS_VARIABLES}  # filled by generation
+
+    def chat(text: str, values: Mapping[str, str], where: str) -> list[dict[str, str]]:
+        messages: list[dict[str, str]] = []
+        if system is not None:
+            messages.append({"role": "system",
+                             "content": render_template(system, values, where=str(system_path))})
+        messages.append({"role": "user", "content": render_template(text, values, where=where)})
+        return messages
+
     rows: list[dict[str, Any]] = []
     for item in dataset.itertuples(index=False):
         units = _units(item.knowledge_units)
@@ -179,30 +221,52 @@ def build_prompts(
             "target_knowledge_units": ", ".join(units),
             "target_bloom_level": level or UNSPECIFIED_LEVEL_TEXT,
         }
-        messages: list[dict[str, str]] = []
-        if system is not None:
-            messages.append({"role": "system",
-                             "content": render_template(system, values, where=str(system_path))})
-        messages.append({"role": "user",
-                         "content": render_template(template, values, where=str(template_path))})
+        passes = [{"name": first.name, "answer_fields": list(first.answer_fields)}] + [
+            {"name": p.name, "answer_fields": list(p.answer_fields),
+             "messages": chat(text, {**values, **kept}, p.template)}
+            for p, text in zip(later, later_templates)
+        ]
         rows.append({
-            "prompt_id": f"{item.item_id}:{strategy}",
+            "prompt_id": f"{item.item_id}:{spec.name}",
             "item_id": item.item_id,
             "dataset": item.dataset,
-            "strategy": strategy,
+            "strategy": spec.name,
             "original_question": item.question,
             "original_bloom_level": level,
             "original_knowledge_units": units,
-            "target_bloom_level": level if strategy == "fgp" else None,
-            "target_knowledge_units": units if strategy == "fgp" else None,
+            "target_bloom_level": level if gives_targets else None,
+            "target_knowledge_units": units if gives_targets else None,
             "exemplar_ids": exemplar_ids,
-            "messages_json": json.dumps(messages, ensure_ascii=False),
+            "messages_json": json.dumps(chat(template, values, first.template), ensure_ascii=False),
             "prompt_hash": hash_,
+            "passes_json": json.dumps(passes, ensure_ascii=False),
         })
     frame = pd.DataFrame(rows, columns=PROMPTS.names)
-    logger.info("built %d %s prompts (template %s, hash %s)", len(frame), strategy,
-                template_path, hash_)
+    logger.info("built %d %s prompts (%d pass(es), template %s, hash %s)", len(frame), spec.name,
+                len(spec.passes), first.template, hash_)
     return frame
+
+
+def prompt_passes(prompt: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The passes of a prompts row: ``name``, ``answer_fields`` and, after the first, the
+    ``messages`` with ``{previous_question}``/``{previous_answer}`` still to fill."""
+    raw = prompt.get("passes_json")
+    if raw is None:
+        raise ValueError(f"prompt {prompt.get('prompt_id', '?')}: no passes_json (prompts written "
+                         "before strategies had passes: rebuild the prompts)")
+    passes = json.loads(raw)
+    if not isinstance(passes, list) or not passes or not all(isinstance(p, dict) and "name" in p for p in passes):
+        raise ValueError(f"prompt {prompt.get('prompt_id', '?')}: passes_json must be a non-empty list of passes")
+    return passes
+
+
+def fill_later_pass(messages: Sequence[Mapping[str, str]], *, previous_question: str,
+                    previous_answer: str) -> tuple[dict[str, str], ...]:
+    """A later pass's messages with what the previous pass wrote filled in (one substitution
+    pass, so text the model wrote is never itself substituted)."""
+    values = {"previous_question": previous_question, "previous_answer": previous_answer}
+    return tuple({"role": m["role"], "content": _LATER_PASS_PLACEHOLDER.sub(lambda x: values[x.group(1)], m["content"])}
+                 for m in messages)
 
 
 def messages_from_json(messages_json: str, *, prompt_id: str = "?") -> tuple[dict[str, str], ...]:
@@ -220,11 +284,10 @@ def messages_from_json(messages_json: str, *, prompt_id: str = "?") -> tuple[dic
 
 
 def default_template_paths(strategy: str, root: str | Path = ".") -> Sequence[Path]:
-    """``(template, system)`` paths of the shipped templates under ``root``."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy {strategy!r} is not one of {STRATEGIES}")
-    base = Path(root) / "prompts" / "generation"
-    return (base / f"{strategy}.md", base / "system.md")
+    """``(template, system)`` paths of a built-in strategy's shipped first-pass template under
+    ``root`` (its later passes: :func:`builtin_strategy`)."""
+    spec = builtin_strategy(strategy, root)
+    return (Path(spec.template), Path(root) / "prompts" / "generation" / "system.md")
 
 
 def response_prefix(prompt_text: str) -> str | None:

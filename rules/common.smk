@@ -2,6 +2,7 @@
 # Every function the rules call lives here (Snakemake's lint: no functions among the rules).
 # Small jobs (datasets, prompts, merges, votes, metrics, tables, figures, report) are localrules:
 # on a cluster they run on the submit host; only model conversion, generation and judging are sent.
+import re
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -41,7 +42,8 @@ except ResourceError as error:
 
 wildcard_constraints:
     dataset="[A-Za-z0-9][A-Za-z0-9_-]*",
-    strategy="cot|fgp",
+    # The defined strategies (built-ins and the config's strategies: mapping), nothing else.
+    strategy="|".join(re.escape(name) for name in STUDY.strategies),
     model="[A-Za-z0-9][A-Za-z0-9_-]*",
     judge="[A-Za-z0-9][A-Za-z0-9_.-]*",
     shard=r"\d+",
@@ -60,6 +62,7 @@ STAGE_MODULES = {
         "bloomqg.prompts",
         "bloomqg.parsing",
         "bloomqg.api",
+        "bloomqg.serving",
         "bloomqg.sharding",
     ),
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
@@ -91,6 +94,43 @@ CODE["judge_bias"] = code_fingerprint(*STAGE_MODULES["judging"], *CONTRACTS)
 def model_dir(model):
     """The converted weights folder of a model shipped as a GGUF (else none)."""
     return [f"resources/models/{model}"] if STUDY.model_needs_materializing(model) else []
+
+
+# Models served by an engine (engine: vllm | transformers-serve): one generate_on_engine job per
+# model runs all its cells against one server; the others run one generate_questions job per shard.
+ENGINE_MODELS = [name for name, spec in CFG["models"].items() if spec.get("engine")]
+LOOP_MODELS = [name for name in CFG["models"] if name not in ENGINE_MODELS]
+
+
+def names_pattern(names):
+    """A wildcard constraint matching exactly ``names`` (none: a pattern nothing matches)."""
+    return "|".join(re.escape(name) for name in names) or "(?!)"
+
+
+def engine_shards(model):
+    """Every shard of every cell of ``model``: what its generate_on_engine job writes."""
+    return [
+        {
+            "dataset": c.dataset,
+            "strategy": c.strategy,
+            "shard": shard,
+            "n_shards": STUDY.shards(c.dataset),
+            "prompts": f"results/prompts/{c.dataset}/{c.strategy}.parquet",
+            "dataset_file": f"results/datasets/{c.dataset}.parquet",
+        }
+        for c in CELLS
+        if c.model == model
+        for shard in range(STUDY.shards(c.dataset))
+    ]
+
+
+def engine_inputs(wc):
+    cells = {(c.dataset, c.strategy) for c in CELLS if c.model == wc.model}
+    return {
+        "prompts": sorted(f"results/prompts/{d}/{s}.parquet" for d, s in cells),
+        "datasets": sorted({f"results/datasets/{d}.parquet" for d, _ in cells}),
+        "model": model_dir(wc.model),
+    }
 
 
 def cell_paths(pattern, cells=None):
@@ -129,7 +169,12 @@ def judge_prompt(wc):
 def judge_model_spec(wc):
     """An hf judge runs a models entry's weights with the judge's own decoding settings."""
     ref = STUDY.judge_model(wc.judge)
-    return CFG["models"][ref] if ref else None
+    return STUDY.model_params(ref) if ref else None
+
+
+def strategy_templates(wc):
+    """The template file of each pass of the strategy: editing one rebuilds its prompts."""
+    return [p["template"] for p in STUDY.strategy_params(wc.strategy)["passes"]]
 
 
 # Metrics (rules/metrics.smk).
@@ -240,7 +285,14 @@ def annotation_report_inputs(wc=None):
         f"{ANNOTATION_DIR}/table9_human_agreement.json",
         f"{ANNOTATION_DIR}/alt_test.json",
         ANNOTATION_FIGURE,
+        # the "Calibrated" tables and the sampling plan (issue 30), when calibration is configured
+        *([CALIBRATED_TABLES[-1], CALIBRATED_PAIRED_TABLES[-1], PLAN_TABLES[-1]] if CALIBRATION else []),
     ]
+
+
+def calibration_sheets(rounds):
+    """The filled sheets of every calibration round: a new or removed file reruns calibrate."""
+    return sorted(str(p) for folder in rounds if Path(folder).is_dir() for p in Path(folder).glob("*.csv"))
 
 
 def annotated_judgments():

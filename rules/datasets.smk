@@ -15,7 +15,7 @@ rule prepare_model:
         mem_mb=4000,
         runtime=30,
     params:
-        spec=lambda wc: weight_spec(CFG["models"][wc.model]),
+        spec=lambda wc: weight_spec(STUDY.model_params(wc.model)),
         code=CODE["models"],
     script:
         "../workflow_scripts/prepare_model.py"
@@ -34,7 +34,8 @@ rule prepare_dataset:
     conda:
         "../envs/analysis.yaml"
     params:
-        spec=lambda wc: CFG["datasets"][wc.dataset],
+        # only the keys loading reads: a dataset's strategies, domain or shards rerun no load
+        spec=lambda wc: STUDY.dataset_params(wc.dataset),
         release_dir=CFG.get("release_dir") or "",
         code=CODE["datasets"],
     script:
@@ -44,7 +45,7 @@ rule prepare_dataset:
 rule build_prompts:
     input:
         dataset="results/datasets/{dataset}.parquet",
-        template=lambda wc: CFG["prompts"][wc.strategy],
+        templates=strategy_templates,
         system=CFG["prompts"].get("system", []),
     output:
         "results/prompts/{dataset}/{strategy}.parquet",
@@ -54,7 +55,8 @@ rule build_prompts:
     conda:
         "../envs/analysis.yaml"
     params:
-        exemplars=CFG["exemplars"],
+        # the strategy's passes and resolved exemplar count, not its label (shown only)
+        strategy=lambda wc: STUDY.strategy_params(wc.strategy),
         seed=CFG["seed"],
         limit_items=CFG["limit_items"],
         domain=lambda wc: CFG["datasets"][wc.dataset]["domain"],

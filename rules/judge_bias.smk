@@ -42,7 +42,7 @@ if JUDGE_BIAS:
             runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
             api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
         params:
-            spec=lambda wc: CFG["judges"][wc.judge],
+            spec=lambda wc: STUDY.judge_params(wc.judge),
             model_spec=judge_model_spec,
             domain=lambda wc: CFG["datasets"][wc.dataset]["domain"],
             items_per_cell=JUDGE_BIAS.items_per_cell,

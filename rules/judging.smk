@@ -22,7 +22,7 @@ rule judge_questions:
         runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
         api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
     params:
-        spec=lambda wc: CFG["judges"][wc.judge],
+        spec=lambda wc: STUDY.judge_params(wc.judge),
         model_spec=judge_model_spec,
         domain=lambda wc: CFG["datasets"][wc.dataset]["domain"],
         seed=CFG["seed"],

@@ -3,15 +3,22 @@ from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.prompts import build_prompts, template_hash
 from bloomqg.frames import DATASET, PROMPTS
+from bloomqg.strategies import PassSpec, StrategySpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 dataset = read_frame(snakemake.input.dataset, DATASET)
+definition = snakemake.params.strategy  # the strategy's passes and resolved exemplar count
+spec = StrategySpec(
+    snakemake.wildcards.strategy,
+    snakemake.wildcards.strategy,  # the label is the report's, not the prompts'
+    tuple(PassSpec(p["name"], p["template"], tuple(p["answer_fields"])) for p in definition["passes"]),
+    exemplars=definition["exemplars"],
+)
 prompts = build_prompts(
     dataset,
-    snakemake.wildcards.strategy,
-    template_path=snakemake.input.template,
-    k_exemplars=snakemake.params.exemplars,
+    spec,
+    k_exemplars=definition["exemplars"],
     seed=snakemake.params.seed,
     domain=snakemake.params.domain,
     system_path=snakemake.input.system or None,
@@ -23,5 +30,6 @@ write_frame(
     prompts,
     snakemake.output[0],
     PROMPTS,
-    {"template": snakemake.input.template, "template_hash": template_hash(snakemake.input.template)},
+    {"template": spec.template, "templates": [p.template for p in spec.passes],
+     "template_hash": template_hash(spec.template), "passes": [p.name for p in spec.passes]},
 )

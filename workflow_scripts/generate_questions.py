@@ -4,6 +4,7 @@ from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
 from bloomqg.job import start_job
+from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import DATASET, PROMPTS
 from bloomqg.sharding import shard_rows
@@ -30,6 +31,9 @@ try:
         out_path=snakemake.output[0],
         checkpoint_path=params.checkpoint,
         response_prefill=spec.get("response_prefill"),
+        # an API generator's failed calls (a closed port) fail the job, as a judge's do
+        min_answer_rate=(snakemake.config.get("min_answer_rate", DEFAULT_MIN_ANSWER_RATE)
+                         if spec.get("backend") == "openai" else None),
     )
 finally:
     generator.close()

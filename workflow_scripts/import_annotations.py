@@ -24,8 +24,9 @@ provenance = {"sheets": {p: sha256_file(p) for p in sheets}}
 write_frame(agreement, output.agreement, RATER_AGREEMENT, provenance)
 n_annotators = ratings["annotator"].nunique() if len(ratings) else 0
 write_table(table9(agreement, annotations_dir=params.annotations_dir, n_sheets=len(sheets),
-                   n_annotators=n_annotators), output.tables)
-plot_human_agreement(agreement, output.figure, annotations_dir=params.annotations_dir)
+                   n_annotators=n_annotators, calibrated=params.calibrated), output.tables)
+plot_human_agreement(agreement, output.figure, annotations_dir=params.annotations_dir,
+                     strategy_labels=params.strategy_labels)
 
 judges = annotated_judge_ratings(items, [read_frame(p, JUDGMENTS) for p in snakemake.input.judgments])
 summary, comparisons = alt_test_frames(items, ratings, judges, **params.alt_test)

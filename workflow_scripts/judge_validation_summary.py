@@ -25,4 +25,4 @@ agreement, confusion = pd.concat(agreements, ignore_index=True), pd.concat(confu
 write_frame(agreement, output.agreement, RATER_AGREEMENT)
 write_frame(confusion, output.confusion, LEVEL_CONFUSION)
 write_frame(throughput, output.throughput, JUDGE_THROUGHPUT)
-write_text_atomic(output.summary, validation_summary(agreement, confusion, throughput))
+write_text_atomic(output.summary, validation_summary(agreement, confusion, throughput, params.strategy_labels))

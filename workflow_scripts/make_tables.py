@@ -18,4 +18,5 @@ write_tables(
     reliability,
     Path(snakemake.output[0]).parent,
     paired=pd.read_parquet(snakemake.input.paired),
+    strategy_labels=snakemake.params.strategy_labels,  # {name: label}, defined order
 )

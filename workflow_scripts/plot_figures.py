@@ -16,4 +16,5 @@ write_figures(
     read_frames(snakemake.input.reliability, RELIABILITY),
     pd.read_parquet(snakemake.input.correlations),
     Path(snakemake.output[0]).parent,
+    strategy_labels=snakemake.params.strategy_labels,  # {name: label}, defined order
 )

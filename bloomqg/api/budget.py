@@ -203,22 +203,26 @@ def check_budget_prices(config: Mapping[str, Any]) -> list[str]:
 
 
 def paid_calls(
-    config: Mapping[str, Any], cells: Iterable[tuple[str, str]], items: Mapping[str, int]
+    config: Mapping[str, Any], cells: Iterable[tuple[str, str]], items: Mapping[str, int],
+    passes: Iterable[int] | None = None,
 ) -> dict[str, int]:
     """API calls per ``models.X`` / ``judges.X`` API entry that the study's ``cells``
     (``(dataset, model)`` pairs, one per strategy) make: one per prompt to generate, one per
     generated question and API judge, before the call cache answers any. ``items`` counts each
     dataset's items; a dataset absent from it (not yet downloaded) is not counted, and probes
-    (judge_bias, judge validation) come on top."""
+    (judge_bias, judge validation) come on top.  ``passes`` (one per cell, default 1): the
+    generation calls per prompt of the cell's strategy (refine: 2)."""
     limit = config.get("limit_items")
     calls: dict[str, int] = {}
     judges = [name for name, entry in (config.get("judges") or {}).items() if entry.get("backend") == "openai"]
-    for dataset, model in cells:
+    cells = list(cells)
+    for (dataset, model), n_passes in zip(cells, [1] * len(cells) if passes is None else passes):
         if dataset not in items:
             continue
         n = items[dataset] if limit is None else min(items[dataset], limit)
-        keys = ([f"models.{model}"] if config["models"][model].get("backend") == "openai" else [])
-        for key in keys + [f"judges.{name}" for name in judges]:
+        if config["models"][model].get("backend") == "openai":
+            calls[f"models.{model}"] = calls.get(f"models.{model}", 0) + n * n_passes
+        for key in [f"judges.{name}" for name in judges]:
             calls[key] = calls.get(key, 0) + n
     return calls
 

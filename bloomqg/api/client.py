@@ -84,7 +84,7 @@ class OpenAICompatibleClient(ClientCore):
     def cache_key(self, request: ChatRequest, params: DecodingParams) -> str:
         """The call-cache key of ``request`` under ``params`` (also the batch ``custom_id``)."""
         return call_cache_key(
-            self.settings.model, request.messages, response_schema=request.response_schema,
+            self.cache_model, request.messages, response_schema=request.response_schema,
             **self._decoding(params),
         )
 
@@ -113,7 +113,7 @@ class OpenAICompatibleClient(ClientCore):
                 raise ValueError(f"duplicate request_id {request.request_id!r} (row {index})")
             seen_ids.add(request.request_id)
             key = call_cache_key(
-                self.settings.model, request.messages, response_schema=request.response_schema, **decoding
+                self.cache_model, request.messages, response_schema=request.response_schema, **decoding
             )
             if key in calls:
                 calls[key].request_indices.append(index)

@@ -20,7 +20,7 @@ from typing import Sequence
 
 from bloomqg.api.budget import Budget, SpendLedger
 from bloomqg.api.cache import CachedResponse, CallCache
-from bloomqg.api.retry import mask_key
+from bloomqg.logs import mask_key
 from bloomqg.api.settings import ClientSettings
 from bloomqg.api.transport import key_in_environment
 from bloomqg.api.wire import Call
@@ -61,6 +61,11 @@ class ClientCore:
         ``budget_usd`` is checked against) and batch jobs are remembered in ``<cache>/batches``.
         """
         self.settings = settings
+        #: what the call cache keys calls by: the model's name, or (a served engine) the name
+        #: with the engine that answers it, so that switching engines reruns and mixes nothing
+        self.cache_model: str = settings.model
+        #: continue a request's trailing assistant message (a response prefill): vLLM servers only
+        self.continue_final_message = False
         self.cache = cache if (cache is None or isinstance(cache, CallCache)) else CallCache(cache)
         self.counts = CallCounts()
         #: ask for JSON in the prompt text instead of ``response_format`` (set once the endpoint rejects it)

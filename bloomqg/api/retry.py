@@ -17,8 +17,6 @@ import re
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from bloomqg.logs import MIN_MASKED_LENGTH
-
 if TYPE_CHECKING:
     from bloomqg.api.settings import ClientSettings
 
@@ -58,16 +56,6 @@ def redact(text: str, secret: str | None) -> str:
     if secret:
         text = text.replace(secret, "***")
     return re.sub(r"\bsk-[A-Za-z0-9_\-*]{6,}", "sk-***", text)
-
-
-def mask_key(text: str, secret: str | None) -> str:
-    """An answer's ``text`` with the key in use masked, so a server that echoes the key in a
-    successful answer puts it into no cache entry, ``raw_text`` or log. Only the exact key (of
-    :data:`~bloomqg.logs.MIN_MASKED_LENGTH` characters or more): an ``sk-…`` word in an answer may be
-    content. A key is never a valid part of an answer, so the masked text parses the same."""
-    if secret and len(secret) >= MIN_MASKED_LENGTH and secret in text:
-        return text.replace(secret, "***")
-    return text
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:

@@ -235,7 +235,8 @@ class SyncRunner:
     async def _attempt(self, call: Call, state: _RunState) -> tuple[Completion, CachedResponse]:
         """One request (plus, at most once per client, a structured-output fallback probe)."""
         client, settings = self.client, self.settings
-        body, structured = request_body(settings, call, state.decoding, text_mode=client.text_mode_for_schemas)
+        body, structured = request_body(settings, call, state.decoding, text_mode=client.text_mode_for_schemas,
+                                        continue_final_message=client.continue_final_message)
         try:
             response = await self._send(body, state, call.key)
         except RejectedRequest as error:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.cache import CachedResponse
-from bloomqg.api.retry import ItemError, RetryableError, mask_key
+from bloomqg.api.retry import ItemError, RetryableError
+from bloomqg.logs import mask_key
 from bloomqg.chat import ChatRequest, Completion
 
 if TYPE_CHECKING:
@@ -36,10 +37,13 @@ class Call:
 
 
 def request_body(
-    settings: ClientSettings, call: Call, decoding: Mapping[str, Any], *, text_mode: bool
+    settings: ClientSettings, call: Call, decoding: Mapping[str, Any], *, text_mode: bool,
+    continue_final_message: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
     """Keyword arguments for ``chat.completions.create`` (also a batch line's ``body``) and
-    how JSON was asked for."""
+    how JSON was asked for. ``continue_final_message`` (a vLLM server: its chat API's extension)
+    asks the server to continue a trailing assistant message, a response prefill, rather than
+    open a new turn after it."""
     schema = call.request.response_schema
     messages = [dict(m) for m in call.request.messages]
     body: dict[str, Any] = {"model": settings.model, **decoding}
@@ -57,6 +61,8 @@ def request_body(
             body["response_format"] = json_schema_response_format(schema)
             structured = "json_schema"
     body["messages"] = messages
+    if continue_final_message and messages and messages[-1].get("role") == "assistant":
+        body.update(continue_final_message=True, add_generation_prompt=False)
     return body, structured
 
 

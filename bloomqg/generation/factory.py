@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,25 @@ from bloomqg.config_schema import file_schema
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ServingJob:
+    """What a job that starts a model's server knows (rule generate_on_engine): the model's
+    name, the threads and GPUs Snakemake granted it, the server's log, the workflow's folder."""
+
+    name: str
+    threads: int
+    gpus: int
+    log_path: Path
+    workflow_dir: Path
+
+
 def make_text_generator(
     spec: Mapping[str, Any],
     *,
     model_dir: str | Path | None,
     cache_dir: str | Path,
     num_threads: int | None = None,
+    serving: ServingJob | None = None,
 ) -> TextGenerator:
     """A loaded generator for a ``models.<name>`` (or LLM judge) config entry.
 
@@ -27,8 +41,23 @@ def make_text_generator(
     ``backend: openai`` -> ``bloomqg.generation.openai_api.OpenAITextGenerator`` with the call
     cache under ``cache_dir``. ``num_threads`` (the job's thread count) sets torch's CPU threads
     for in-process models unless the entry pins its own.
+
+    An ``hf`` entry with ``engine:`` (vllm, transformers-serve) and a ``serving`` job ->
+    :class:`bloomqg.generation.engine.EngineTextGenerator`, which starts the engine's server for
+    the job (close() stops it). Without ``serving`` (an hf judge borrowing the entry) the
+    weights run in-process as for any hf entry, and the log says so.
     """
     backend = spec.get("backend")
+    if backend == "hf" and spec.get("engine") and serving is not None:
+        from bloomqg.generation.engine import EngineTextGenerator
+
+        return EngineTextGenerator(
+            spec, name=serving.name, model_dir=model_dir, cache_dir=cache_dir, threads=serving.threads,
+            gpus=serving.gpus, log_path=serving.log_path, workflow_dir=serving.workflow_dir,
+        )
+    if backend == "hf" and spec.get("engine"):
+        logger.info("model %r: engine %r serves its generation jobs; this job runs its weights in-process",
+                    spec.get("model"), spec["engine"])
     if backend == "hf":
         from bloomqg.generation.hf.generator import HFTextGenerator
 

@@ -11,6 +11,14 @@ records the batch size an in-process generator resolved for the whole job (``bat
 resumed job, possibly on another node with other free memory, plans its remaining batches with
 it, so they are the batches the uninterrupted job would have run.
 
+Passes: a strategy of more than one pass (``refine``) runs its passes in turn, pass by pass
+over the pending prompts; each later pass's messages come from the prompts row
+(``passes_json``) with the previous pass's question and answer filled in.  Each pass's record
+(raw text, question, parse outcome, tokens, timing, cost, cache key) is kept in the row's
+``passes_json``; a pass before the last is checkpointed as ``{"batch", "pass", "records"}``
+lines, so a resumed job redoes at most the batch in flight of the pass in flight.  A row whose
+pass wrote no question ends there, failed, naming the pass.
+
 Response prefill: when on (the model entry's ``response_prefill``, carried by an in-process
 generator), each request gets a final assistant message with the opening of the JSON answer its
 prompt shows (:func:`bloomqg.prompts.with_response_prefill`), and the generator records the
@@ -41,7 +49,7 @@ from bloomqg.chat import (
 )
 from bloomqg.parquet_io import write_frame
 from bloomqg.parsing import parse_generation, prompt_example_questions
-from bloomqg.prompts import messages_from_json, with_response_prefill
+from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes, with_response_prefill
 from bloomqg.provenance import sha256_text
 from bloomqg.frames import GENERATIONS, PROMPTS
 
@@ -49,6 +57,33 @@ logger = logging.getLogger(__name__)
 
 #: tqdm refresh interval: often enough to watch, rare enough to keep log files short.
 PROGRESS_MIN_INTERVAL_S = 5.0
+
+
+class TooFewGenerationsError(RuntimeError):
+    """An API generator's calls failed on more of its prompts than ``min_answer_rate`` allows."""
+
+
+def check_generation_rate(model_name: str, frame: pd.DataFrame, min_answer_rate: float) -> None:
+    """Refuse a generator whose calls failed (``parse_status`` ``error``: no answer, not an answer
+    that did not parse) on more than ``1 - min_answer_rate`` of its prompts, as a judge is
+    refused (:func:`bloomqg.judges.stage.check_answer_rate`): the study would judge and score a
+    cell of errors as if it had been written. Names the commonest causes and the fix."""
+    if frame.empty:
+        return
+    failed = frame[frame["parse_status"] == "error"]
+    answered = len(frame) - len(failed)
+    if answered >= min_answer_rate * len(frame):
+        if len(failed):
+            logger.warning("model %s: %d of %d calls failed (kept as errors)", model_name, len(failed), len(frame))
+        return
+    causes = failed["parse_error"].fillna("no reason recorded").value_counts()
+    said = "; ".join(f"{count} × {reason}" for reason, count in causes.head(3).items())
+    raise TooFewGenerationsError(
+        f"model {model_name!r}: {answered} of {len(frame)} prompts answered, below min_answer_rate "
+        f"{min_answer_rate:g} ({said}). Check the model's endpoint (base_url, the server, the key in its "
+        "api_key_env) and rerun: answered calls are cached, only the failed ones are sent again; "
+        "lower min_answer_rate to keep a generator that fails this often."
+    )
 
 
 def _check_prompts(prompts: pd.DataFrame) -> None:
@@ -88,8 +123,12 @@ def prefill_enabled(generator: TextGenerator, requested: bool | None, model_name
     return enabled
 
 
-def load_checkpoint(path: str | Path, run_key: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    """Rows and number of batches from a checkpoint; ([], 0) when absent, torn-empty or stale."""
+def load_checkpoint(
+    path: str | Path, run_key: dict[str, Any], pass_records: dict[str, list[dict[str, Any]]] | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Finished rows and number of batches from a checkpoint; ([], 0) when absent, torn-empty
+    or stale.  ``pass_records`` (when given) receives the records of passes before the last,
+    per prompt id, in pass order."""
     path = Path(path)
     if not path.exists():
         return [], 0
@@ -118,7 +157,12 @@ def load_checkpoint(path: str | Path, run_key: dict[str, Any]) -> tuple[list[dic
                 raise ValueError(f"checkpoint {path}: line {number} is not JSON") from None
             logger.warning("checkpoint %s: dropping a torn last line (batch in flight)", path)
             break
-        rows.extend(record["rows"])
+        if "pass" in record:  # a pass before the last: records, not rows
+            if pass_records is not None:
+                for item in record["records"]:
+                    pass_records.setdefault(item["prompt_id"], []).append(item["record"])
+        else:
+            rows.extend(record["rows"])
         batches += 1
     return rows, batches
 
@@ -172,7 +216,14 @@ class _CheckpointWriter:
                 os.fsync(handle.fileno())
 
     def append(self, batch: int, rows: list[dict[str, Any]]) -> None:
-        self.handle.write(json.dumps({"batch": batch, "rows": rows}, ensure_ascii=False) + "\n")
+        self._write({"batch": batch, "rows": rows})
+
+    def append_pass(self, batch: int, pass_index: int, records: list[dict[str, Any]]) -> None:
+        """A batch of a pass before the last: ``records`` of ``{"prompt_id", "record"}``."""
+        self._write({"batch": batch, "pass": pass_index, "records": records})
+
+    def _write(self, line: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(line, ensure_ascii=False) + "\n")
         self.handle.flush()
         os.fsync(self.handle.fileno())
 
@@ -180,38 +231,63 @@ class _CheckpointWriter:
         self.handle.close()
 
 
-def _example_questions(prompt: dict[str, Any]) -> list[str]:
-    """The questions of the JSON answer examples the prompt's user messages show: an answer
-    that echoes one wrote no question."""
-    messages = json.loads(prompt["messages_json"]) if prompt.get("messages_json") else []
+def _example_questions(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """The questions of the JSON answer examples the user messages show: an answer that
+    echoes one wrote no question."""
     return [question for message in messages if message.get("role") == "user"
             for question in prompt_example_questions(str(message.get("content", "")))]
 
 
-def completion_row(
-    prompt: dict[str, Any],
+def pass_record(
+    pass_name: str,
+    answer_fields: Sequence[str],
+    messages: Sequence[dict[str, Any]],
     completion: Completion,
-    model_name: str,
-    seed: int,
     knowledge_units: Sequence[str],
 ) -> dict[str, Any]:
-    """One GENERATIONS row from a prompt row and what the generator returned for it."""
+    """What one pass of one prompt gave: the completion, parsed for the pass's answer fields."""
     if completion.text is None:
-        parsed_values = {
-            "new_question": None, "identified_bloom_level": None,
-            "identified_knowledge_units": None, "parse_status": "error",
-            "parse_error": completion.error or "generation failed",
-        }
+        parsed = {"new_question": None, "identified_bloom_level": None, "identified_knowledge_units": None,
+                  "parse_status": "error", "parse_error": completion.error or "generation failed"}
     else:
-        parsed = parse_generation(completion.text, prompt["strategy"], knowledge_units=knowledge_units,
-                                  example_questions=_example_questions(prompt))
-        parsed_values = {
-            "new_question": parsed.new_question,
-            "identified_bloom_level": parsed.identified_bloom_level,
-            "identified_knowledge_units": parsed.identified_knowledge_units,
-            "parse_status": parsed.parse_status,
-            "parse_error": parsed.parse_error,
-        }
+        answer = parse_generation(completion.text, list(answer_fields), knowledge_units=knowledge_units,
+                                  example_questions=_example_questions(messages))
+        parsed = {"new_question": answer.new_question, "identified_bloom_level": answer.identified_bloom_level,
+                  "identified_knowledge_units": answer.identified_knowledge_units,
+                  "parse_status": answer.parse_status, "parse_error": answer.parse_error}
+    return {
+        "pass": pass_name, "answer_fields": list(answer_fields), "raw_text": completion.text, **parsed,
+        "finish_reason": completion.finish_reason, "n_prompt_tokens": completion.n_prompt_tokens,
+        "n_completion_tokens": completion.n_completion_tokens, "latency_s": completion.latency_s,
+        "batch_index": completion.batch_index, "cached": completion.cached, "cost_usd": completion.cost_usd,
+        "cache_key": completion.extra.get("cache_key"),
+    }
+
+
+def _total(values: Sequence[Any]) -> Any:
+    known = [value for value in values if value is not None]
+    return sum(known) if known else None
+
+
+def final_row(prompt: dict[str, Any], records: Sequence[dict[str, Any]], model_name: str, seed: int) -> dict[str, Any]:
+    """One GENERATIONS row from a prompt row and the records of the passes it ran (all of them,
+    or up to the one that wrote no question).  The question, raw text and parse outcome are the
+    last record's; the identifications come from the pass that asks for them; tokens, latency
+    and cost are summed over the passes."""
+    last = records[-1]
+    several = len(records) > 1 or len(prompt_passes(prompt)) > 1
+
+    def noted(record: dict[str, Any]) -> str | None:
+        return f"pass {record['pass']}: {record['parse_error']}" if several and record["parse_error"] else record["parse_error"]
+
+    identified = {}
+    for column, field_name in (("identified_bloom_level", "bloom_level"), ("identified_knowledge_units", "knowledge_unit")):
+        identified[column] = next((r[column] for r in records if field_name in r["answer_fields"]), None)
+    if last["parse_status"] == "ok":
+        notes = [note for note in map(noted, records) if note]
+        parse_error = "; ".join(notes) or None
+    else:
+        parse_error = noted(last)
     return {
         "prompt_id": prompt["prompt_id"],
         "item_id": prompt["item_id"],
@@ -221,19 +297,37 @@ def completion_row(
         "original_question": prompt["original_question"],
         "original_bloom_level": prompt["original_bloom_level"],
         "original_knowledge_units": list(prompt["original_knowledge_units"]),
-        "raw_text": completion.text,
-        **parsed_values,
-        "finish_reason": completion.finish_reason,
-        "n_prompt_tokens": completion.n_prompt_tokens,
-        "n_completion_tokens": completion.n_completion_tokens,
-        "latency_s": completion.latency_s,
-        "batch_index": completion.batch_index,
+        "raw_text": last["raw_text"],
+        "new_question": last["new_question"],
+        **identified,
+        "parse_status": last["parse_status"],
+        "parse_error": parse_error,
+        "finish_reason": last["finish_reason"],
+        "n_prompt_tokens": _total([r["n_prompt_tokens"] for r in records]),
+        "n_completion_tokens": _total([r["n_completion_tokens"] for r in records]),
+        "latency_s": _total([r["latency_s"] for r in records]),
+        "batch_index": last["batch_index"],
         "seed": seed,
         "prompt_hash": prompt["prompt_hash"],
-        "cached": completion.cached,
-        "cost_usd": completion.cost_usd,
-        "cache_key": completion.extra.get("cache_key"),
+        "cached": all(bool(r["cached"]) for r in records),
+        "cost_usd": _total([r["cost_usd"] for r in records]),
+        "cache_key": last["cache_key"],
+        "passes_json": json.dumps(list(records), ensure_ascii=False),
     }
+
+
+def completion_row(
+    prompt: dict[str, Any],
+    completion: Completion,
+    model_name: str,
+    seed: int,
+    knowledge_units: Sequence[str],
+) -> dict[str, Any]:
+    """One GENERATIONS row of a one-pass prompt from what the generator returned for it."""
+    first = prompt_passes(prompt)[0]
+    messages = json.loads(prompt["messages_json"]) if prompt.get("messages_json") else []
+    record = pass_record(first["name"], first.get("answer_fields", []), messages, completion, knowledge_units)
+    return final_row(prompt, [record], model_name, seed)
 
 
 def generate_questions(
@@ -246,8 +340,13 @@ def generate_questions(
     out_path: str | Path,
     checkpoint_path: str | Path,
     response_prefill: bool | None = None,
+    min_answer_rate: float | None = None,
 ) -> pd.DataFrame:
     """Generate and parse one question per prompt row; write ``out_path`` (GENERATIONS).
+
+    ``min_answer_rate`` (an API generator's): below it the job raises
+    :class:`TooFewGenerationsError` and drops the checkpoint, whose failed rows a resume would
+    otherwise keep as done; the answered calls are in the call cache, so a rerun pays for none.
 
     Resumable: finished batches are appended to ``checkpoint_path``; a rerun after a crash
     skips the prompt ids found there.  On success ``out_path`` is written atomically with
@@ -271,61 +370,108 @@ def generate_questions(
         for pid, chat in list(messages.items()):
             messages[pid], prefixes[pid] = with_response_prefill(chat, prompt_id=pid)
     run_key = _run_key(prompts, model_name, params, prefixes)
-    done_rows, done_batches = load_checkpoint(checkpoint_path, run_key)
+    pass_records: dict[str, list[dict[str, Any]]] = {}
+    done_rows, done_batches = load_checkpoint(checkpoint_path, run_key, pass_records)
     done_ids = {row["prompt_id"] for row in done_rows}
     prompt_rows = {row["prompt_id"]: row for row in prompts.to_dict("records")}
-    stray = done_ids - set(prompt_rows)
+    passes = {pid: prompt_passes(row) for pid, row in prompt_rows.items()}
+    stray = (done_ids | set(pass_records)) - set(prompt_rows)
     if stray or len(done_ids) != len(done_rows):
         raise ValueError(f"checkpoint {checkpoint_path} holds unknown or duplicate prompt ids "
                          f"{sorted(stray)[:5]}; delete it to start afresh")
-    pending = [row for pid, row in prompt_rows.items() if pid not in done_ids]
-    if done_rows:
+    records = {pid: list(pass_records.get(pid, [])) for pid in prompt_rows if pid not in done_ids}
+    n_passes = max((len(p) for p in passes.values()), default=1)
+    if done_rows or pass_records:
         logger.info("resuming from %s: %d of %d prompts already done in %d batches",
                     checkpoint_path, len(done_rows), len(prompt_rows), done_batches)
-    logger.info("generating %d questions with %s", len(pending), model_name)
-    requests = [ChatRequest(row["prompt_id"], messages[row["prompt_id"]]) for row in pending]
+    logger.info("generating %d questions with %s (%d pass(es))", len(records), model_name, n_passes)
+
+    def pass_messages(pid: str, index: int) -> tuple[dict[str, str], ...]:
+        """Pass ``index``'s messages; a later pass's get the previous pass's question and answer."""
+        if index == 0:
+            return messages[pid]
+        previous = records[pid][-1]
+        chat = fill_later_pass(passes[pid][index]["messages"], previous_question=previous["new_question"],
+                               previous_answer=previous["raw_text"] or "")
+        return with_response_prefill(chat, prompt_id=pid)[0] if prefill else chat
+
     # in-process generators resolve one batch size for the job, kept across a resume
     resolve = getattr(generator, "resolve_batch_size", None)
-    batch_size = checkpoint_batch_size(checkpoint_path) if done_rows else None
-    if batch_size is None and resolve is not None and requests:
-        batch_size = int(resolve(requests, params))
-    if done_rows and batch_size is not None:
+    batch_size = checkpoint_batch_size(checkpoint_path) if (done_rows or pass_records) else None
+    first_requests = [ChatRequest(pid, messages[pid]) for pid, done in records.items() if not done]
+    if batch_size is None and resolve is not None and (first_requests or records):
+        batch_size = int(resolve(first_requests or [ChatRequest(pid, messages[pid]) for pid in records], params))
+    if (done_rows or pass_records) and batch_size is not None:
         logger.info("resuming with the batch size of the first run: %d", batch_size)
 
-    writer = _CheckpointWriter(checkpoint_path, run_key, fresh=not done_rows, batch_size=batch_size)
-    progress = tqdm(total=len(prompt_rows), initial=len(done_rows), desc=f"generate {model_name}",
-                    unit="q", mininterval=PROGRESS_MIN_INTERVAL_S, file=sys.stderr)
+    fresh = not done_rows and not pass_records
+    writer = _CheckpointWriter(checkpoint_path, run_key, fresh=fresh, batch_size=batch_size)
+    total = len(prompt_rows) * n_passes
+    progress = tqdm(total=total, initial=total - sum(n_passes - len(r) for r in records.values()),
+                    desc=f"generate {model_name}", unit="call", mininterval=PROGRESS_MIN_INTERVAL_S, file=sys.stderr)
     started = time.perf_counter()
     counters = {"tokens": 0, "batches": 0}
+    extra = {"batch_size": batch_size} if batch_size is not None and resolve is not None else {}
 
-    def on_batch(completions: list[Completion]) -> None:
-        rows = [completion_row(prompt_rows[c.request_id], c, model_name, params.seed,
-                               knowledge_units) for c in completions]
+    def finish(rows: list[dict[str, Any]]) -> None:
         # number batches as an uninterrupted run would: resumption skips whole leading batches
         for row in rows:
             if row["batch_index"] is not None:
                 row["batch_index"] += done_batches
-        batch_number = done_batches + counters["batches"]
-        writer.append(batch_number, rows)
+        writer.append(done_batches + counters["batches"], rows)
         counters["batches"] += 1
-        counters["tokens"] += sum(c.n_completion_tokens or 0 for c in completions)
-        elapsed = time.perf_counter() - started
-        rate = counters["tokens"] / elapsed if elapsed else 0.0
-        failed = sum(row["parse_status"] != "ok" for row in rows)
-        progress.update(len(rows))
-        progress.set_postfix(tok_s=f"{rate:.1f}")
-        logger.info("checkpointed batch %d: %d items (%d not parsed), %d/%d done, %.1f tok/s",
-                    batch_number, len(rows), failed, progress.n, len(prompt_rows), rate)
+        for row in rows:
+            records.pop(row["prompt_id"], None)
 
-    extra = {"batch_size": batch_size} if batch_size is not None and resolve is not None else {}
     try:
-        completions = generator.complete(requests, params, on_batch=on_batch, **extra)
+        for index in range(n_passes):
+            todo = [pid for pid, done in records.items() if len(done) == index]
+            if index > 0:  # a row whose previous pass wrote no question ends there
+                stopped = [pid for pid in todo if records[pid][-1]["new_question"] is None]
+                if stopped:
+                    finish([final_row(prompt_rows[pid], records[pid], model_name, params.seed) for pid in stopped])
+                    progress.update(len(stopped) * (n_passes - index))
+                todo = [pid for pid in todo if pid not in stopped]
+            if not todo:
+                continue
+            requests = [ChatRequest(pid, pass_messages(pid, index)) for pid in todo]
+            request_messages = {r.request_id: r.messages for r in requests}
+
+            def on_batch(completions: list[Completion], index: int = index,
+                         request_messages: dict[str, Any] = request_messages) -> None:
+                new = []
+                for c in completions:
+                    definition = passes[c.request_id][index]
+                    new.append(pass_record(definition["name"], definition.get("answer_fields", []),
+                                           list(request_messages[c.request_id]), c, knowledge_units))
+                last = [len(passes[c.request_id]) == index + 1 for c in completions]
+                for c, record in zip(completions, new):
+                    records[c.request_id].append(record)
+                finished = [c.request_id for c, is_last in zip(completions, last) if is_last]
+                ongoing = [c.request_id for c, is_last in zip(completions, last) if not is_last]
+                if ongoing:
+                    writer.append_pass(done_batches + counters["batches"], index,
+                                       [{"prompt_id": pid, "record": records[pid][-1]} for pid in ongoing])
+                    counters["batches"] += 1
+                if finished:
+                    finish([final_row(prompt_rows[pid], records[pid], model_name, params.seed) for pid in finished])
+                counters["tokens"] += sum(c.n_completion_tokens or 0 for c in completions)
+                elapsed = time.perf_counter() - started
+                rate = counters["tokens"] / elapsed if elapsed else 0.0
+                failed = sum(record["parse_status"] != "ok" for record in new)
+                progress.update(len(completions))
+                progress.set_postfix(tok_s=f"{rate:.1f}")
+                logger.info("checkpointed pass %s batch: %d items (%d not parsed), %.1f tok/s",
+                            passes[completions[0].request_id][index]["name"] if completions else index,
+                            len(completions), failed, rate)
+
+            completions = generator.complete(requests, params, on_batch=on_batch, **extra)
+            if len(completions) != len(requests):
+                raise RuntimeError(f"generator returned {len(completions)} completions for "
+                                   f"{len(requests)} requests")
     finally:
         progress.close()
         writer.close()
-    if len(completions) != len(requests):
-        raise RuntimeError(f"generator returned {len(completions)} completions for "
-                           f"{len(requests)} requests")
 
     final_rows, _ = load_checkpoint(checkpoint_path, run_key)
     by_id = {row["prompt_id"]: row for row in final_rows}
@@ -334,6 +480,12 @@ def generate_questions(
         raise RuntimeError(f"checkpoint {checkpoint_path} lacks prompts {missing[:5]} or holds "
                            "duplicates after generation")
     frame = pd.DataFrame([by_id[pid] for pid in prompt_rows], columns=GENERATIONS.names)
+    if min_answer_rate is not None:
+        try:
+            check_generation_rate(model_name, frame, min_answer_rate)
+        except TooFewGenerationsError:
+            checkpoint_path.unlink(missing_ok=True)
+            raise
     status_counts = frame["parse_status"].value_counts().to_dict()
     provenance = {
         "stage": "generate_questions",

@@ -20,8 +20,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import BIAS_ESTIMATES, JUDGE_PROBES
+from bloomqg.api.budget import SpendLedger
+from bloomqg.api.ledger import study_ledger
+from bloomqg.parquet_io import read_frame, read_frames
+from bloomqg.frames import BIAS_ESTIMATES, GENERATIONS, JUDGE_PROBES, JUDGMENTS
 from tests.conftest import REPO
 from tests.integration.test_workflow import planned_jobs
 from tests.support.planted_judge_server import PlantedJudgeServer
@@ -40,7 +42,8 @@ def server():
 
 def write_config(workdir: Path, server: PlantedJudgeServer) -> Path:
     api = {"backend": "openai", "base_url": server.base_url, "api_key_env": "BLOOMQG_PLANTED_KEY",
-           "max_retries": 2, "timeout_s": 10, "concurrency": 8}
+           "max_retries": 2, "timeout_s": 10, "concurrency": 8,
+           "price_per_million_input": 1.0, "price_per_million_output": 4.0}  # priced: the ledger counts money
     judges = {name: {**api, "model": name, "family": family, "generation": {"temperature": 0.0, "max_new_tokens": 128}}
               for name, family in API_JUDGES.items()}
     judges["rules"] = {"backend": "rules"}
@@ -127,10 +130,29 @@ def test_planted_biases_are_found_and_a_rerun_sends_nothing(bias_study, server):
     table = (tmp_path / "results" / "judge_bias" / "judge_bias.md").read_text()
     assert "position: first-listed excess" in table and "*" in table
 
-    # Each API judge's probes again, forced: the rules judge and the summary send no request.
-    before = server.requests
+    # The judges' own jobs now: their calls are the base probes' (answered from the cache, no
+    # second payment), and the report's ledger over generation, judging and the probes counts
+    # each call once, per stage as the estimate does, to the cent of the spend ledger.
     probe_files = [f"results/judge_bias/probes/cs/fgp/gen-{family}/{judge}.parquet"
                    for family in ("alpha", "beta") for judge in API_JUDGES]
+    judgment_files = [f"results/judgments/cs/fgp/gen-{family}/{judge}.parquet"
+                      for family in ("alpha", "beta") for judge in [*API_JUDGES, "rules"]]
+    asked_total = server.requests
+    judged = snakemake(tmp_path, config, *judgment_files)
+    assert judged.returncode == 0, judged.stderr[-5000:]
+    assert server.requests == asked_total, "a judge's call its base probe paid for must not be paid again"
+    ledger = study_ledger(
+        generations=read_frames([tmp_path / f"results/generations/cs/fgp/gen-{f}.parquet" for f in ("alpha", "beta")],
+                                GENERATIONS),
+        judgments=read_frames([tmp_path / path for path in judgment_files], JUDGMENTS),
+        probes=read_frames([tmp_path / path for path in probe_files], JUDGE_PROBES),
+    )
+    paid = sum(entry["cost_usd"] for entry in SpendLedger(tmp_path / "cache" / "spend.jsonl").entries())
+    assert paid > 0 and ledger["cost_usd"].sum() == pytest.approx(paid, rel=1e-9)
+    assert ledger["paid_earlier"].sum() == 0, "a call this run paid is not 'paid earlier'"
+
+    # Each API judge's probes again, forced: the rules judge and the summary send no request.
+    before = server.requests
     rerun = snakemake(tmp_path, config, *probe_files, "--forcerun", "probe_judge")
     assert rerun.returncode == 0, rerun.stderr[-5000:]
     assert planned_jobs(rerun.stderr) == {"probe_judge": len(probe_files)}
@@ -147,6 +169,12 @@ def test_planted_biases_are_found_and_a_rerun_sends_nothing(bias_study, server):
     uncached = pd.read_csv(tmp_path / "logs" / "estimate_cost.tsv", sep="\t")
     to_call = uncached[uncached["role"].isin(["judge", "judge_bias"])].groupby("name")["to_call"].sum()
     assert {judge: to_call[judge] for judge in API_JUDGES} == asked
+
+    stage_of_role = {"generator": "generation", "judge": "judging", "judge_bias": "judge_bias"}
+    estimated = (uncached.assign(stage=uncached["role"].map(stage_of_role))
+                 .groupby(["stage", "name"])["to_call"].sum())
+    counted = ledger.assign(name=ledger["judge"].fillna(ledger["model"])).groupby(["stage", "name"])["requests"].sum()
+    assert counted[counted > 0].to_dict() == estimated[estimated > 0].to_dict()
 
     estimate = snakemake(tmp_path, config, "estimate_cost")
     assert estimate.returncode == 0, estimate.stderr[-5000:]

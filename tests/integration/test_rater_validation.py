@@ -1,6 +1,7 @@
 """The rater-validation targets on the GLM-4-9B slice of the paper's release (../shared/data):
-judge_validation with the rules judge, then export_annotation, two filled sheets, and
-import_annotations; every figure is checked against a computation made here from the files."""
+judge_validation with the rules judge, then export_annotation, two filled sheets,
+import_annotations, calibrate and annotation_plan; every figure is checked against a computation
+made here from the files (the calibrated intervals against ppi-python's)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ import pytest
 import yaml
 
 from bloomqg.parquet_io import read_frame
-from bloomqg.frames import ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT, VOTES
+from bloomqg.frames import (
+    ANNOTATION_ITEMS,
+    ANNOTATION_PLAN,
+    CALIBRATION_ESTIMATES,
+    CALIBRATION_ITEMS,
+    JUDGMENTS,
+    RATER_AGREEMENT,
+    VOTES,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +47,7 @@ def workdir(tmp_path_factory, release_dir) -> Path:
     })
     config["judge_validation"].update({"judges": ["rules"], "items_per_cell": ITEMS_PER_RUN})
     config["annotation"]["items_per_cell"] = ANNOTATED_PER_RUN
+    config["calibration"] = {}  # calibrate from the annotations/ round the test fills
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
     return workdir
 
@@ -123,3 +133,40 @@ def test_export_fill_and_import_annotations(workdir):
     assert "No annotations yet" not in table and "2 annotator(s), 2 sheet(s)" in table
     # the alternative annotator test needs three annotators: written, and says it did not run
     assert "Not run: 2 annotator(s)" in (folder / "alt_test.md").read_text(encoding="utf-8")
+
+
+def test_calibrate_corrects_the_release_runs_with_the_filled_sheets(workdir):
+    if not (workdir / "annotations").is_dir():
+        test_export_fill_and_import_annotations(workdir)
+    ppi_reference = pytest.importorskip("tests.support.ppi_reference")
+    pytest.importorskip("ppi_py")
+    snakemake(workdir, "calibrate", "annotation_plan")
+    folder = workdir / "results" / "calibration"
+    items = read_frame(workdir / "results" / "annotation" / "items.parquet", ANNOTATION_ITEMS)
+    joined = read_frame(folder / "items.parquet", CALIBRATION_ITEMS)
+    # the sheets' rule: a and b say readable, answerable, Apply and the original units; b says no to unique
+    labelled = joined[joined["annotation_id"].notna()]
+    original = items.set_index("annotation_id")["original_bloom_level"]
+    assert (labelled["n_annotators"] == 2).all() and len(labelled["annotation_id"].unique()) == len(items)
+    by_metric = {metric: part for metric, part in labelled.groupby("metric")}
+    assert (by_metric["unique"]["human"] == 0.5).all() and (by_metric["readable"]["human"] == 1.0).all()
+    assert (by_metric["share_apply"]["human"] == 1.0).all() and (by_metric["share_middle_order"]["human"] == 1.0).all()
+    level = by_metric["catcons_level"]
+    assert (level["human"] == (original.loc[level["annotation_id"]].to_numpy() == "Apply")).all()
+    estimates = read_frame(folder / "estimates.parquet", CALIBRATION_ESTIMATES)
+    compared = 0
+    for row in estimates.itertuples(index=False):
+        part = joined[(joined["dataset"] == row.dataset) & (joined["strategy"] == row.strategy)
+                      & (joined["model"] == row.model) & (joined["metric"] == row.metric)]
+        assert (row.n, row.big_n) == (part["human"].notna().sum(), len(part))
+        if row.n >= 2:
+            ppi, humans = ppi_reference.ppi_python_estimates(part)
+            assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9)
+            assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(humans, abs=1e-9)
+            compared += 1
+    assert compared > 0
+    assert "PPI++ (calibrated)" in (folder / "calibrated_estimates.md").read_text(encoding="utf-8")
+    plan = read_frame(folder / "plan.parquet", ANNOTATION_PLAN)
+    assert len(plan) and (plan["n_needed"] >= 2).all()
+    assert "Calibrated table" in (workdir / "results" / "annotation" / "table9_human_agreement.md").read_text(
+        encoding="utf-8")

@@ -3,9 +3,10 @@
 A small API-only study (two generator models on a loopback server; two judges, the fewest a
 judge can be removed from: an API one on another loopback server and the rules judge) runs
 once; each test then edits a copy of its config and dry-runs it: adding a model plans only that
-model's jobs and the aggregates, removing a judge plans votes and below but no generation or
-judging, changing one model's decoding plans only that model's chain, and an unchanged config
-plans nothing. (A template edit: test_workflow.py.)
+model's jobs and the aggregates, adding a strategy plans only that strategy's jobs and the
+aggregates, removing a judge plans votes and below but no generation or judging, changing one
+model's decoding plans only that model's chain, and an unchanged config, or one with every
+default written out, plans nothing. (A template edit: test_workflow.py.)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ STRATEGIES = ("fgp",)
 #: robustness of the headline comparisons reads every cell's votes, the item explorer every
 #: cell's generations, votes and metrics).
 AGGREGATES = {"aggregate_metrics": 1, "judge_robustness": 1, "make_tables": 1, "plot_figures": 1, "build_explorer": 1,
-              "build_report": 1, "all": 1}
+              "build_report": 1, "bundle_report": 1, "all": 1}
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +142,59 @@ def test_changing_one_models_decoding_reruns_only_that_model(study):
     }, plan[-3000:]
     for rule in ("generate_questions", "merge_generations", "judge_questions", "vote_judgments", "score_metrics"):
         assert {wc["model"] for wc in planned_wildcards(plan, rule)} == {"api-a"}, rule
+
+
+def test_adding_a_strategy_plans_only_its_jobs_and_the_aggregates(study):
+    plan = dry_run(study, lambda c: c.update(strategies=[*STRATEGIES, "cot"]))
+    cells = len(MODELS)
+    assert planned_jobs(plan) == {
+        "build_prompts": 1, "generate_questions": cells, "merge_generations": cells,
+        "judge_questions": cells * len(JUDGES), "vote_judgments": cells, "score_metrics": cells, **AGGREGATES,
+    }, plan[-3000:]
+    for rule in ("build_prompts", "generate_questions", "judge_questions", "vote_judgments", "score_metrics"):
+        assert {wc["strategy"] for wc in planned_wildcards(plan, rule)} == {"cot"}, rule
+
+
+def with_every_default(config: dict) -> dict:
+    """``config`` with every key the schema gives a default written out: the top level and its
+    objects, each dataset, model (less the in-process settings an API model refuses) and judge,
+    their decoding blocks included."""
+    from bloomqg.config import _properties, _resolve_ref, apply_defaults
+    from bloomqg.judges.registry import config_schema
+
+    schema = config_schema().schema
+    defs = schema["$defs"]
+
+    def fill(entry: dict, ref: str, skip: set[str] = frozenset()) -> dict:
+        filled = dict(entry)
+        for key, prop in _properties({"$ref": ref}, defs).items():
+            prop = _resolve_ref(prop, defs) if isinstance(prop, dict) else {}
+            if key in skip:
+                continue
+            if "default" in prop:
+                filled.setdefault(key, prop["default"])
+            elif key == "generation":
+                filled[key] = fill(filled.get(key) or {}, "#/$defs/generation")
+        return filled
+
+    hf_only = set(defs["model"]["then"]["properties"])
+    written = apply_defaults(config)
+    written["datasets"] = {name: {**fill(spec, "#/$defs/dataset"), "domain": spec.get("domain", name),
+                                  "strategies": spec.get("strategies", list(STRATEGIES))}
+                           for name, spec in config["datasets"].items()}
+    written["models"] = {name: fill(spec, "#/$defs/model", hf_only if spec["backend"] == "openai" else set())
+                         for name, spec in config["models"].items()}
+    written["judges"] = {name: fill(spec, f"#/$defs/judge_{spec['backend']}") for name, spec in config["judges"].items()}
+    return written
+
+
+def test_writing_every_default_out_plans_nothing(study):
+    def write_defaults(config: dict) -> None:
+        written = with_every_default(config)
+        assert written["judges"]["rules"]["min_words"] == 4 and written["datasets"]["cs"]["shards"] == 1
+        assert written["models"]["api-a"]["generation"]["top_p"] == 1.0
+        config.clear()
+        config.update(written)
+
+    plan = dry_run(study, write_defaults)
+    assert planned_jobs(plan) == {}, plan[-3000:]

@@ -15,6 +15,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -77,9 +78,10 @@ def planned_jobs(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
-#: The datasets of the .test study this module runs: computer science under both strategies (the
-#: paired CoT-FGP comparisons and their robustness need a dataset with both) and K-12 math, FGP
-#: only (a dataset with one strategy). The social-science set is a third embedded CSV through the
+#: The datasets of the .test study this module runs: computer science under three strategies (CoT,
+#: FGP and zeroshot, which only the config and a template define: the paired comparisons against
+#: the baseline and their robustness need a dataset with several) and K-12 math, FGP only (a
+#: dataset with one strategy). The social-science set is a third embedded CSV through the
 #: same loader and the same two cells as computer science: it would add two cells (about a third
 #: of this module's time) and no rule or code path (`make study` runs it, test_datasets.py loads it).
 DATASETS = ("cs", "math")
@@ -104,7 +106,9 @@ def test_generation_ran_on_its_share_of_the_cores(finished_study):
     profile = Path(os.environ.get("SNAKEMAKE_PROFILE", "")) / "config.yaml"
     cap = (yaml.safe_load(profile.read_text()) or {}).get("max-threads", 8) if profile.is_file() else 8
     generations = sorted((workdir / "results" / "generations").glob("*/*/*.parquet"))
-    assert len(generations) == 3, generations  # cs under CoT and FGP, math under FGP
+    cfg = yaml.safe_load(config.read_text())
+    n_cells = sum(len(s["strategies"]) for s in cfg["datasets"].values()) * len(cfg["models"])
+    assert len(generations) == n_cells == 4, generations  # cs under CoT, FGP and zeroshot; math under FGP
     for path in generations:
         assert read_provenance(path)["generator"]["num_threads"] == min(8, 2, cap), path
 
@@ -150,6 +154,36 @@ def check_study_outputs(workdir: Path, config: Path) -> None:
     assert 'href="explorer/index.html#f.model=' in report
 
 
+def test_a_strategy_only_the_config_defines_is_compared_and_shown_everywhere(finished_study):
+    """zeroshot: a .test config entry and a template, no code. Its cells are scored, compared with
+    the baseline (the first listed, CoT) with Holm-adjusted p, in the robustness rows, and named
+    by its label in the tables, the report and the explorer."""
+    from bloomqg.reporting.explorer.encode import decode_data_script
+
+    workdir, config = finished_study
+    cfg = yaml.safe_load(config.read_text())
+    assert cfg["strategies"]["zeroshot"]["label"] == "Zero-shot"
+    results = workdir / "results"
+    metrics = read_frame(results / "metrics" / "all.parquet", METRICS)
+    assert {"usability", "catcons"} <= set(metrics.loc[metrics["strategy"] == "zeroshot", "metric"])
+    paired = pd.read_parquet(results / "metrics" / "paired.parquet")
+    pairs = set(zip(paired["strategy_a"], paired["strategy_b"]))
+    assert pairs == {("cot", "fgp"), ("cot", "zeroshot")}  # each against the baseline, no fgp-zeroshot
+    tested = paired.dropna(subset=["p_value"])
+    assert len(tested) and (tested["p_adjusted"] >= tested["p_value"] - 1e-12).all()
+    assert (tested["family_size"] >= 1).all()
+    robustness = pd.read_parquet(results / "metrics" / "robustness.parquet")
+    compared = robustness[robustness["comparison"] == "strategy vs strategy"]
+    assert {("cot", "fgp"), ("cot", "zeroshot")} <= set(zip(compared["strategy"], compared["strategy_b"]))
+    paired_table = (results / "tables" / "table_paired.md").read_text()
+    assert "Zero-shot" in paired_table and "ZEROSHOT" not in paired_table
+    assert "Zero-shot" in (results / "tables" / "table5_usability.md").read_text()
+    report = (results / "report.html").read_text()
+    assert "Zero-shot − CoT" in report and "ZEROSHOT" not in report
+    explorer = decode_data_script((results / "explorer" / "data.js").read_text(encoding="utf-8"))
+    assert explorer["strategy_labels"] == {"cot": "CoT", "fgp": "FGP", "zeroshot": "Zero-shot"}
+
+
 def test_second_run_does_nothing(finished_study):
     workdir, config = finished_study
     started = time.monotonic()
@@ -171,13 +205,29 @@ def test_runs_from_another_directory(finished_study, tmp_path):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_snakemake_report_bundles_outputs(finished_study):
+def test_snakemake_report_bundles_outputs(finished_study, tmp_path):
+    from tests.support.report_zip import broken_links, unpack, workflow_description
+
     workdir, config = finished_study
     snakemake(workdir, config, "--report", str(workdir / "report.zip"))
     with zipfile.ZipFile(workdir / "report.zip") as bundle:
         names = bundle.namelist()
     assert any(name.endswith("report.html") for name in names)
     assert any(name.endswith("fig2_transitions.png") for name in names)
+    # Unpacked, every link of every page resolves inside the zip: the study's report lies beside
+    # its explorer (bundle_report), so its table cells and figure marks open the items.
+    index = unpack(workdir / "report.zip", tmp_path)
+    assert any(name.endswith("explorer/index.html") for name in names)
+    assert not broken_links(index.parent), broken_links(index.parent)[:10]
+    # The workflow description shows this run's config, the gate in its current keys.
+    cfg = yaml.safe_load(config.read_text())
+    text = workflow_description(index)
+    assert "None" not in text and "{{" not in text and "{%" not in text
+    assert f"models {', '.join(cfg['models'])};" in text and f"datasets {', '.join(cfg['datasets'])};" in text
+    assert f"judges {', '.join(cfg['judges'])}." in text
+    gate = {"coefficient": "alpha", "threshold": 0.7, "action": "flag", **cfg.get("gate", {})}
+    coefficient = "Gwet's AC1" if gate["coefficient"] == "ac1" else "Krippendorff's α"
+    assert f"Reliability gate: {coefficient} ≥ {gate['threshold']} (action: {gate['action']})." in text
 
 
 def test_changing_decoding_or_batching_reruns_generation_not_the_conversion(finished_study, tmp_path):

@@ -3,7 +3,7 @@
 ``POST /v1/chat/completions`` waits ``latency`` seconds, then answers a fixed JSON verdict (the
 shape an LLM judge returns). ``GET /stats`` reports how many completions were requested, how
 many carried an ``Idempotency-Key`` header and how many distinct keys those were;
-``GET /health`` answers ok. With ``--status 500 --error-message TEXT`` every completion is
+``GET /health`` answers ok, and ``GET /v1/models`` an empty list. With ``--status 500 --error-message TEXT`` every completion is
 answered with that status and an OpenAI-style error body carrying TEXT instead. Plain asyncio
 with HTTP/1.1 keep-alive, so the server itself costs far less than the latency it simulates and
 the client is what gets measured.
@@ -106,6 +106,8 @@ class FixedLatencyServer:
                             keep_alive,
                         )
                     )
+                elif path == "/v1/models":  # what a model server's readiness poll asks
+                    writer.write(self._response("200 OK", b'{"object":"list","data":[]}', keep_alive))
                 elif path == "/health":
                     writer.write(self._response("200 OK", b'{"status":"ok"}', keep_alive))
                 else:

@@ -93,7 +93,7 @@ def judged_study(root: Path, *, n_models: int = 3, n_items: int = 24, seed: int 
         generation_file = root / "generations" / f"{where}.parquet"
         generation_file.parent.mkdir(parents=True, exist_ok=True)
         # In-process generations: no call was cached or paid (the API cost columns generate_questions writes).
-        cell = cell.assign(cached=False, cost_usd=None, cache_key=None)
+        cell = cell.assign(cached=False, cost_usd=None, cache_key=None, passes_json=None)
         # The keys generate_questions records (bloomqg.generation.stage).
         write_frame(cell, generation_file, GENERATIONS, {
             "stage": "generate_questions", "model_name": model,

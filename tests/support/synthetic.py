@@ -2,7 +2,7 @@
 
 One call, :func:`synthetic_study`, builds a coherent small study (2–6 models × 3 datasets ×
 strategies): the datasets, the generations, the votes on them, the judges' reliability, tidy
-metrics, correlations, paired CoT-vs-FGP comparisons, a token/cost ledger, human annotations and
+metrics, correlations, paired strategy-vs-strategy comparisons, a token/cost ledger, human annotations and
 provenance dictionaries. Each frame also has its own function, so a test can build just one.
 
 The numbers are *plausible*, not computed by :mod:`bloomqg.metrics`: models differ in a seeded
@@ -23,6 +23,7 @@ import pandas as pd
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import PERCENT_METRICS
 from bloomqg.frames import CRITERIA
+from bloomqg.strategies import ComparisonSpec
 
 #: Model names in the order of the paper's tables (up to six).
 MODEL_NAMES: tuple[str, ...] = (
@@ -385,30 +386,39 @@ def synthetic_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def synthetic_paired(metrics: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Paired CoT-vs-FGP rows for datasets run under both strategies."""
+def synthetic_paired(metrics: pd.DataFrame, seed: int = 0, comparison: ComparisonSpec = ComparisonSpec()) -> pd.DataFrame:
+    """Paired rows for every strategy pair of ``comparison`` (by default each against the first
+    strategy, CoT first) in each model × dataset, p Holm-adjusted per metric as the real stage does."""
+    from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, ordered_strategies
+
     rng = np.random.default_rng([seed, 11])
     rows = []
     wide = metrics.set_index(["model", "dataset", "strategy", "metric"])["value"]
     for (model, dataset), frame in metrics.groupby(["model", "dataset"], sort=False):
-        if set(frame["strategy"]) != {"cot", "fgp"}:
-            continue
-        for metric, test, effect in (
-            ("unique", "mcnemar", "odds_ratio"), ("usability", "mcnemar", "odds_ratio"),
-            ("catcons", "mcnemar", "odds_ratio"), ("knowcov", "wilcoxon", "rank_biserial"),
-        ):
-            cot = float(wide[(model, dataset, "cot", metric)])
-            fgp = float(wide[(model, dataset, "fgp", metric)])
-            diff = fgp - cot
-            half = float(rng.uniform(2, 6))
-            rows.append({
-                "model": model, "dataset": dataset, "metric": metric, "n_pairs": 28,
-                "cot": cot, "fgp": fgp, "diff": diff, "ci_low": diff - half, "ci_high": diff + half,
-                "test": test, "p_value": float(min(1.0, rng.uniform(0, 0.2) if abs(diff) > 5 else rng.uniform(0.05, 1))),
-                "effect_size": float(rng.uniform(0.5, 3.0) if effect == "odds_ratio" else rng.uniform(-0.5, 0.5)),
-                "effect_size_name": effect,
-            })
-    return pd.DataFrame(rows)
+        strategies = ordered_strategies(list(frame["strategy"]), ("cot", "fgp"))
+        for strategy_a, strategy_b in comparison.pairs(strategies):
+            for metric, test, effect in (
+                ("unique", "mcnemar", "odds_ratio"), ("usability", "mcnemar", "odds_ratio"),
+                ("catcons", "mcnemar", "odds_ratio"), ("knowcov", "wilcoxon", "rank_biserial"),
+            ):
+                value_a = float(wide[(model, dataset, strategy_a, metric)])
+                value_b = float(wide[(model, dataset, strategy_b, metric)])
+                diff = value_b - value_a
+                half = float(rng.uniform(2, 6))
+                rows.append({
+                    "model": model, "dataset": dataset, "metric": metric, "strategy_a": strategy_a,
+                    "strategy_b": strategy_b, "n_pairs": 28, "value_a": value_a, "value_b": value_b, "diff": diff,
+                    "ci_low": diff - half, "ci_high": diff + half, "test": test,
+                    "p_value": float(min(1.0, rng.uniform(0, 0.2) if abs(diff) > 5 else rng.uniform(0.05, 1))),
+                    "effect_size": float(rng.uniform(0.5, 3.0) if effect == "odds_ratio" else rng.uniform(-0.5, 0.5)),
+                    "effect_size_name": effect,
+                })
+    table = pd.DataFrame(rows, columns=[c for c in PAIRED_COLUMNS if c not in ("p_adjusted", "family_size")])
+    table["p_adjusted"], table["family_size"] = np.nan, 0
+    for _, part in table.groupby("metric", sort=False):
+        table.loc[part.index, "p_adjusted"] = holm_adjust(part["p_value"].to_numpy(dtype=float))
+        table.loc[part.index, "family_size"] = len(part)
+    return table[list(PAIRED_COLUMNS)]
 
 
 def synthetic_ledger(

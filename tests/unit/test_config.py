@@ -34,6 +34,9 @@ def test_paper_preset_is_schema_valid():
         (lambda c: c["models"]["smollm2-135m"].update(dtype="int3"), "models.smollm2-135m.dtype"),
         (lambda c: c["gate"].update(action="ignore"), "gate.action"),
         (lambda c: c.pop("judges"), "'judges' is a required property"),
+        (lambda c: c.update(strategies={"mine": {"templte": "x.md"}}), "strategies"),
+        (lambda c: c.update(strategies={"mine": {"template": "x.md", "answer_fields": ["topic"]}}), "strategies"),
+        (lambda c: c["datasets"]["cs"].update(strategies=["no spaces allowed"]), "datasets.cs.strategies"),
     ],
 )
 def test_schema_errors_name_the_key(mutate, expected):
@@ -277,3 +280,95 @@ def test_a_plain_base_url_with_host_port_and_path_is_accepted(tmp_path):
     config["judges"]["local"] = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1",
                                  "api_key_env": None}
     prepare_study(config, workdir=tmp_path, load_datasets=False)
+
+
+def test_a_strategy_defined_by_a_mapping_entry_runs_where_selected(tmp_path):
+    template = tmp_path / "zeroshot.md"
+    template.write_text("Write one {domain} question like: {original_question}\n")
+    config = default_config()
+    config["strategies"] = {"cot": None, "fgp": {"label": "Fine-grained"},
+                            "zeroshot": {"template": str(template), "exemplars": 0, "label": "Zero-shot"}}
+    config["datasets"]["math"]["strategies"] = ["fgp", "refine"]
+    for name in ("cs", "social"):  # these run the mapping's names
+        config["datasets"][name].pop("strategies", None)
+    study = prepare_study(config, workdir=tmp_path, load_datasets=False)
+    cells = {(c.dataset, c.strategy) for c in study.cells}
+    assert ("cs", "zeroshot") in cells and ("social", "cot") in cells and ("math", "refine") in cells
+    assert ("math", "zeroshot") not in cells
+    assert study.strategies["zeroshot"].label == "Zero-shot" and study.strategies["fgp"].label == "Fine-grained"
+    assert study.strategy_params("zeroshot") == {
+        "passes": [{"name": "generate", "template": str(template.resolve()), "answer_fields": []}], "exemplars": 0}
+    assert [p["name"] for p in study.strategy_params("refine")["passes"]] == ["generate", "revise"]
+    assert "label" not in study.strategy_params("fgp")  # a label change rebuilds no prompts
+
+
+def test_a_strategy_no_one_defined_is_refused_with_the_defined_ones(tmp_path):
+    config = default_config()
+    config["datasets"]["cs"]["strategies"] = ["cot", "socratic"]
+    with pytest.raises(ConfigError, match="datasets.cs.strategies") as error:
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+    assert "'socratic' is not defined" in str(error.value) and "cot, fgp, refine" in str(error.value)
+
+
+def test_a_template_with_an_unknown_variable_is_refused_naming_file_line_and_variable(tmp_path):
+    template = tmp_path / "mine.md"
+    template.write_text("<!-- doc: {anything} goes here -->\nAsk about {domain}.\nUse {topic_hint}.\n")
+    config = default_config()
+    config["strategies"] = {"mine": {"template": str(template)}}
+    with pytest.raises(ConfigError, match="strategies.mine.template") as error:
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+    assert f"{template.resolve()}:3: unknown variable {{topic_hint}}" in str(error.value)
+    # a first pass may not use what only a later pass has
+    template.write_text("Improve {previous_question}.\n")
+    with pytest.raises(ConfigError, match="previous_question"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+
+
+def test_the_legacy_prompts_keys_still_set_the_builtin_templates(tmp_path):
+    own = tmp_path / "my_fgp.md"
+    own.write_text((REPO / "prompts" / "generation" / "fgp.md").read_text())
+    config = default_config()
+    config["prompts"] = {"fgp": str(own)}
+    study = prepare_study(config, workdir=tmp_path, load_datasets=False)
+    assert study.strategies["fgp"].template == str(own.resolve())
+    assert study.strategies["refine"].template == str(own.resolve())  # refine drafts as FGP
+    assert study.strategies["cot"].template == str((REPO / "prompts" / "generation" / "cot.md").resolve())
+
+
+def test_params_are_canonical_so_written_defaults_change_nothing(tmp_path):
+    plain = prepare_study(default_config(), workdir=tmp_path, load_datasets=False)
+    config = default_config()
+    config["datasets"]["cs"].update(shards=1, domain=config["datasets"]["cs"]["domain"])
+    config["models"]["smollm2-135m"].update(revision=None, trust_remote_code=False, batch_size="auto", gpus=0)
+    config["models"]["smollm2-135m"]["generation"].update(do_sample=True)
+    config["judges"]["rules"].update(min_words=4)
+    written = prepare_study(config, workdir=tmp_path, load_datasets=False)
+    for name in plain.datasets:
+        assert written.dataset_params(name) == plain.dataset_params(name)
+    assert written.model_params("smollm2-135m") == plain.model_params("smollm2-135m")
+    assert written.judge_params("rules") == plain.judge_params("rules") == {"backend": "rules"}
+    assert written.canonical_config() == plain.canonical_config()
+    config["judges"]["rules"].update(min_words=5)  # a value that is not the default is kept
+    assert prepare_study(config, workdir=tmp_path, load_datasets=False).judge_params("rules")["min_words"] == 5
+
+
+def test_paid_calls_count_every_pass_of_a_strategy():
+    from bloomqg.api.budget import paid_calls
+
+    config = _with_api_judge(default_config())
+    config["models"]["api-model"] = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    cells = [("cs", "api-model"), ("cs", "api-model")]  # fgp (one pass), refine (two)
+    calls = paid_calls(config, cells, {"cs": 10}, passes=[1, 2])
+    assert calls == {"models.api-model": 30, "judges.api-judge": 20}  # the judges see one question per prompt
+
+
+def test_a_comparison_baseline_must_be_a_defined_strategy(tmp_path):
+    config = default_config()
+    config["comparisons"] = {"baseline": "fgp", "all_pairs": False}
+    assert prepare_study(config, workdir=tmp_path, load_datasets=False).config["comparisons"]["baseline"] == "fgp"
+    config["comparisons"] = {"baseline": "zeroshot"}
+    with pytest.raises(ConfigError, match=r"comparisons\.baseline: 'zeroshot' is not a defined strategy \(defined: cot, fgp, refine"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+    del config["comparisons"]
+    defaults = prepare_study(config, workdir=tmp_path, load_datasets=False).config["comparisons"]
+    assert defaults == {"baseline": None, "all_pairs": False}

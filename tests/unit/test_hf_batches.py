@@ -75,7 +75,8 @@ def prompts_frame(n: int) -> pd.DataFrame:
                      "original_question": f"w{i}", "original_bloom_level": "Apply",
                      "original_knowledge_units": ["Stack"], "target_bloom_level": "Apply",
                      "target_knowledge_units": ["Stack"], "exemplar_ids": [],
-                     "messages_json": json.dumps(messages), "prompt_hash": "0" * 16})
+                     "messages_json": json.dumps(messages), "prompt_hash": "0" * 16,
+                     "passes_json": json.dumps([{"name": "generate", "answer_fields": []}])})
     return pd.DataFrame(rows)
 
 

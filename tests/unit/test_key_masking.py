@@ -8,7 +8,8 @@ from pathlib import Path
 
 from bloomqg.api.cache import CachedResponse, CallCache
 from bloomqg.api.client import OpenAICompatibleClient
-from bloomqg.api.retry import RetryableError, mask_key, status_error
+from bloomqg.api.retry import RetryableError, status_error
+from bloomqg.logs import mask_key
 from bloomqg.api.settings import ClientSettings
 from bloomqg.chat import ChatRequest, DecodingParams
 

@@ -12,18 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from bloomqg.strategies import BUILTIN_STRATEGIES
 from bloomqg.parsing import ParsedGeneration, parse_generation, placeholder_reason, prompt_example_questions
 
 UNITS = ["Stack", "Queue", "Binary Tree", "Sorting"]
+COT_FIELDS = BUILTIN_STRATEGIES["cot"].answer_fields
+FIELDS = {name: spec.answer_fields for name, spec in BUILTIN_STRATEGIES.items()}
 FIXTURES = Path(__file__).parent / "fixtures" / "smollm2_generations.json"
 
 
 def cot(text):
-    return parse_generation(text, "cot", knowledge_units=UNITS)
+    return parse_generation(text, COT_FIELDS, knowledge_units=UNITS)
 
 
 def fgp(text):
-    return parse_generation(text, "fgp", knowledge_units=UNITS)
+    return parse_generation(text, (), knowledge_units=UNITS)
 
 
 def test_plain_json_cot():
@@ -132,9 +135,9 @@ def test_the_prompts_own_example_answer_is_no_question():
     assert examples == ["How would you reverse a string with a stack?"]
     echoed = parse_generation('{"knowledge_unit": "Stack", "bloom_level": "Apply", '
                               '"question": "How would you reverse a string  with a stack?"}',
-                              "cot", knowledge_units=UNITS, example_questions=examples)
+                              COT_FIELDS, knowledge_units=UNITS, example_questions=examples)
     assert echoed.parse_status == "failed" and "prompt's own example question" in echoed.parse_error
-    other = parse_generation('{"question": "How would you check brackets with a stack?"}', "fgp",
+    other = parse_generation('{"question": "How would you check brackets with a stack?"}', (),
                              knowledge_units=UNITS, example_questions=examples)
     assert other.parse_status == "ok"
     assert placeholder_reason("What is a <tag> in HTML?") is None, "a question that mentions one is a question"
@@ -149,9 +152,17 @@ def test_shipped_templates_example_answers_are_placeholders():
         assert [placeholder_reason(q) is not None for q in prompt_example_questions(template)] == [True]
 
 
-def test_unknown_strategy_is_a_programming_error():
-    with pytest.raises(ValueError, match="strategy"):
-        parse_generation("{}", "zero-shot", knowledge_units=UNITS)
+def test_parsing_follows_answer_fields_not_a_strategy_name():
+    with pytest.raises(TypeError, match="answer_fields"):
+        parse_generation("{}", "cot", knowledge_units=UNITS)  # a name is no field list
+    with pytest.raises(ValueError, match="unknown answer field"):
+        parse_generation("{}", ["topic"], knowledge_units=UNITS)
+    answer = '{"knowledge_unit": "Stack", "bloom_level": "Apply", "question": "How would a stack reverse a list?"}'
+    level_only = parse_generation(answer, ["bloom_level"], knowledge_units=UNITS)
+    assert (level_only.identified_bloom_level, level_only.identified_knowledge_units) == ("Apply", None)
+    units_only = parse_generation(answer, ["knowledge_unit"], knowledge_units=UNITS)
+    assert (units_only.identified_bloom_level, units_only.identified_knowledge_units) == (None, ["Stack"])
+    assert parse_generation(answer, [], knowledge_units=UNITS).identified_bloom_level is None
 
 
 def _fixture_cases():
@@ -161,7 +172,7 @@ def _fixture_cases():
 
 @pytest.mark.parametrize("case", _fixture_cases())
 def test_real_smollm2_outputs(case):
-    parsed = parse_generation(case["text"], case["strategy"], knowledge_units=UNITS)
+    parsed = parse_generation(case["text"], FIELDS[case["strategy"]], knowledge_units=UNITS)
     expected = case["expected"]
     assert parsed.parse_status == expected["parse_status"]
     assert parsed.new_question == expected["new_question"]
@@ -203,6 +214,7 @@ def test_a_generation_that_echoes_its_prompts_example_fails_to_parse():
         "prompt_id": "cs-0001:fgp", "item_id": "cs-0001", "dataset": "cs", "strategy": "fgp",
         "original_question": "What is a stack?", "original_bloom_level": "Remember",
         "original_knowledge_units": ["Stack"], "prompt_hash": "0" * 16,
+        "passes_json": json.dumps([{"name": "generate", "answer_fields": []}]),
         "messages_json": json.dumps([{"role": "system", "content": "Be brief."}, {
             "role": "user", "content": f'Reply in this form:\n{{"question": "{example}"}}\nOriginal question: What is a stack?'}]),
     }

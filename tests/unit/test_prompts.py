@@ -240,3 +240,33 @@ def test_with_response_prefill_refuses_prompts_it_cannot_prefill():
                                {"role": "assistant", "content": "{"}], prompt_id="cs-0009:fgp")
     with pytest.raises(ValueError, match="no messages"):
         with_response_prefill([], prompt_id="x")
+
+
+def test_a_strategy_defined_as_data_renders_its_own_template_and_exemplar_count(tmp_path):
+    from bloomqg.strategies import PassSpec, StrategySpec
+
+    template = tmp_path / "zeroshot.md"
+    template.write_text("Write a {domain} question at level {target_bloom_level}.\n"
+                        '{"question": "<q>"}\nOriginal question: {original_question}\n')
+    spec = StrategySpec("zeroshot", "Zero-shot", (PassSpec("generate", str(template)),), exemplars=0)
+    frame = build_prompts(make_dataset(), spec, k_exemplars=2, seed=3, domain="computer science")
+    assert set(frame["strategy"]) == {"zeroshot"} and frame["prompt_id"].iloc[0] == "cs-0001:zeroshot"
+    assert all(len(ids) == 0 for ids in frame["exemplar_ids"])  # its own 0 beats the study's 2
+    assert frame["target_bloom_level"].iloc[0] == "Remember"  # it uses {target_bloom_level}: gives targets
+    assert json.loads(frame["passes_json"].iloc[0]) == [{"name": "generate", "answer_fields": []}]
+    assert "computer science" in messages_from_json(frame["messages_json"].iloc[0])[0]["content"]
+
+
+def test_refine_renders_its_second_pass_with_the_draft_left_to_fill():
+    from bloomqg.prompts import fill_later_pass, prompt_passes
+
+    frame = build("refine", template_path=None)
+    first, second = prompt_passes(frame.iloc[0].to_dict())
+    assert (first["name"], second["name"]) == ("generate", "revise") and "messages" not in first
+    user = second["messages"][-1]["content"]
+    assert "{previous_question}" in user and "Target Bloom level: Remember" in user
+    filled = fill_later_pass(second["messages"], previous_question="What is {x} a stack?", previous_answer="{}")
+    assert "Draft question: What is {x} a stack?" in filled[-1]["content"]
+    assert frame["target_bloom_level"].iloc[0] == "Remember"
+    # the hash covers the second pass's template: editing it rebuilds the prompts
+    assert frame["prompt_hash"].iloc[0] != build("fgp")["prompt_hash"].iloc[0]

@@ -1,5 +1,6 @@
 """The .test study (.test/config/config.yaml, run by the integration tests) is the default study
-cut down and nothing else, so a key added to or changed in config.yaml reaches it too."""
+cut down, plus a third strategy defined by its config entry and a template file alone, and
+nothing else, so a key added to or changed in config.yaml reaches it too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ CUT_DOWN = {
     ("models", "smollm2-135m", "generation", "max_new_tokens"): 48,
     ("judges", "smollm2", "generation", "max_new_tokens"): 48,
     ("bootstrap", "n_resamples"): 200,
+    # zeroshot: no code names it; .test/prompts/zeroshot.md is its template
+    ("strategies",): {"cot": None, "fgp": None, "zeroshot": {
+        "template": ".test/prompts/zeroshot.md", "answer_fields": [], "exemplars": 0, "label": "Zero-shot"}},
+    ("datasets", "cs", "strategies"): ["cot", "fgp", "zeroshot"],
 }
 
 
@@ -26,3 +31,14 @@ def test_the_test_study_is_the_default_study_cut_down():
         assert key in section, f"config.yaml has no {'.'.join((*parents, key))} to cut down"
         section[key] = value
     assert test_study == default
+
+
+def test_the_test_studys_own_strategy_is_planned_from_its_entry(tmp_path):
+    from bloomqg.config import prepare_study
+
+    study = prepare_study(yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text()),
+                          workdir=tmp_path, load_datasets=False)
+    assert ("cs", "zeroshot") in {(c.dataset, c.strategy) for c in study.cells}
+    spec = study.strategies["zeroshot"]
+    assert (spec.label, spec.exemplars, spec.answer_fields, spec.gives_targets()) == ("Zero-shot", 0, (), True)
+    assert spec.template == str(REPO / ".test" / "prompts" / "zeroshot.md")
