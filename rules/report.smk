@@ -79,6 +79,10 @@ rule build_report:
             and wc.root == {"study": "results", "release": "results/release"}[ANNOTATION.source]
             else []
         ),
+        # "How many labels?" (rules/annotation.smk) in the report of the root it plans for, when
+        # no annotation is calibrated: the report says how many labels would bound CatCons
+        # (calibrated, the plan comes with the annotation inputs above)
+        plan=lambda wc: [PLAN_TABLES[-1]] if wc.root == PLAN.root and not CALIBRATION else [],
         # the "Judge bias" section (rules/judge_bias.smk), when judge_bias is configured
         judge_bias=lambda wc: (
             [JUDGE_BIAS_OUTPUTS["view"], JUDGE_BIAS_OUTPUTS["figure"]]

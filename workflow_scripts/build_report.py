@@ -18,7 +18,7 @@ build_report_from_files(
     reliability=inputs.reliability,
     generations=inputs.generations,  # an imported run's provenance: the release's commit and hashes
     judgments=inputs.judgments,
-    tables=[*inputs.tables, *inputs.annotation],  # Table 9 when annotation is configured
+    tables=[*inputs.tables, *inputs.annotation, *inputs.plan],  # Table 9 when annotated; the labels plan
     figures=[*inputs.figures, *inputs.annotation],
     title=snakemake.params.title,
     judge_bias=inputs.judge_bias,  # the "Judge bias" section's table (.json) and figure (.png)

@@ -184,6 +184,19 @@ def test_a_strategy_only_the_config_defines_is_compared_and_shown_everywhere(fin
     assert explorer["strategy_labels"] == {"cot": "CoT", "fgp": "FGP", "zeroshot": "Zero-shot"}
 
 
+def test_the_report_says_how_many_labels_would_bound_catcons(finished_study):
+    """No annotation is imported in this study: annotation_plan runs on its votes, and the report
+    says how many labels per cell would bound CatCons to the target half-width (issue 30)."""
+    workdir, _ = finished_study
+    plan = pd.read_parquet(workdir / "results" / "calibration" / "plan.parquet")
+    catcons = plan[plan["metric"] == "catcons_level"]
+    assert len(catcons) == 4 and (catcons["n_needed"] >= 1).all()
+    assert (catcons["n_needed"] <= catcons["big_n"]).all() and set(catcons["agreement_source"]) == {"assumed"}
+    n = int(catcons["n_needed"].max())
+    report = (workdir / "results" / "report.html").read_text()
+    assert f"No annotation was imported: {n} labels per cell would bound CatCons to ± 5 points" in report
+
+
 def test_second_run_does_nothing(finished_study):
     workdir, config = finished_study
     started = time.monotonic()
@@ -242,6 +255,55 @@ def test_changing_decoding_or_batching_reruns_generation_not_the_conversion(fini
     n_cells = sum(len(s["strategies"]) for s in cfg["datasets"].values())
     assert jobs.get("generate_questions") == n_cells
     assert "prepare_model" not in jobs and "build_prompts" not in jobs and "prepare_dataset" not in jobs
+
+
+def test_calibrate_on_the_study_with_a_sheet_filled_by_a_rule_equals_ppi_python(finished_study, tmp_path):
+    """Issue 30 on this .test study: export the blind sample, fill the sheet by a known rule (every
+    question readable and answerable, unique only when the sheet's row number is even, Bloom level
+    Apply, the original's units), import it and calibrate; each interval equals ppi-python's on
+    the joined per-item data, and the joined rows are the sheet's answers."""
+    ppi_reference = pytest.importorskip("tests.support.ppi_reference")
+    pytest.importorskip("ppi_py")
+    from bloomqg.frames import ANNOTATION_ITEMS, CALIBRATION_ESTIMATES, CALIBRATION_ITEMS
+
+    workdir, config = finished_study
+    cfg = yaml.safe_load(config.read_text())
+    cfg.update({"annotation": {"items_per_cell": 3}, "calibration": {}})
+    edited = tmp_path / "annotated.yaml"
+    edited.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    snakemake(workdir, edited, "export_annotation")
+    folder = workdir / "results" / "annotation"
+    sheet = pd.read_csv(folder / "sheet.csv", encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    unique = ["yes" if i % 2 == 0 else "no" for i in range(len(sheet))]
+    filled = sheet.assign(annotator="a", unique=unique, readable="yes", answerable="yes", bloom_level="Apply",
+                          knowledge_units=sheet["original_knowledge_units"])
+    (workdir / "annotations").mkdir()
+    filled.to_csv(workdir / "annotations" / "a.csv", index=False)
+    snakemake(workdir, edited, "calibrate")
+
+    items = read_frame(folder / "items.parquet", ANNOTATION_ITEMS)
+    # four cells, up to three drawn in each (a cell offers only the questions it generated)
+    per_cell = items.groupby(["dataset", "strategy", "model"]).size()
+    assert len(per_cell) == 4 and per_cell.between(1, 3).all(), per_cell
+    joined = read_frame(workdir / "results" / "calibration" / "items.parquet", CALIBRATION_ITEMS)
+    said = dict(zip(filled["annotation_id"], filled["unique"]))
+    uniques = joined[(joined["metric"] == "unique") & joined["annotation_id"].notna()]
+    assert sorted(uniques["annotation_id"]) == sorted(items["annotation_id"])
+    assert all(human == (said[a] == "yes") for a, human in zip(uniques["annotation_id"], uniques["human"]))
+    readable = joined[(joined["metric"] == "readable") & joined["annotation_id"].notna()]
+    assert (readable["human"] == 1.0).all()
+    estimates = read_frame(workdir / "results" / "calibration" / "estimates.parquet", CALIBRATION_ESTIMATES)
+    compared = 0
+    for row in estimates.itertuples(index=False):
+        part = joined[(joined["dataset"] == row.dataset) & (joined["strategy"] == row.strategy)
+                      & (joined["model"] == row.model) & (joined["metric"] == row.metric)]
+        assert (row.n, row.big_n) == (part["human"].notna().sum(), len(part))
+        if row.n >= 2:
+            ppi, humans = ppi_reference.ppi_python_estimates(part)
+            assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9)
+            assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(humans, abs=1e-9)
+            compared += 1
+    assert compared >= 3 * (per_cell >= 2).sum()  # at least the three yes/no criteria of each cell of 2 or more
 
 
 def test_editing_the_fgp_template_reruns_only_fgp_work(finished_study):
