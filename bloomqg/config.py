@@ -22,6 +22,7 @@ from bloomqg.api.settings import base_url_problem
 from bloomqg.config_schema import Cell, ConfigError
 from bloomqg.judges.registry import config_schema, judge_backend
 from bloomqg.provenance import REPO_ROOT
+from bloomqg.specs import StudySpec, study_spec
 from bloomqg.strategies import (
     StrategyError,
     StrategySpec,
@@ -114,6 +115,8 @@ class Study:
     strategies: dict[str, StrategySpec] = field(default_factory=dict)
     #: release_dir when it does not exist yet (the download_release rule will fill it)
     release_to_download: Path | None = None
+    #: the models, judges and datasets as typed specs, read once from the resolved config
+    spec: StudySpec | None = None
 
     def is_downloaded(self, path: str | Path) -> bool:
         """Whether ``path`` lies in a release folder that download_release has yet to fetch."""
@@ -407,9 +410,10 @@ def prepare_study(
                 f"(known: {', '.join(cfg['models'])})"
             )
 
+    study.spec = study_spec(cfg)
     from bloomqg.api.budget import check_budget_prices
 
-    unpriced = check_budget_prices(cfg)
+    unpriced = check_budget_prices(study.spec)
     if unpriced:
         raise ConfigError(
             f"budget_usd is set but {', '.join(unpriced)} give no price_per_million_input/output: "
@@ -439,7 +443,7 @@ def prepare_study(
                 raise ConfigError(f"datasets.{name}: {error}") from error
             study.knowledge_units[name] = dataset_knowledge_units(frame)
             items[name] = len(frame)
-        _check_paid_calls(cfg, [(cell.dataset, cell.model) for cell in study.cells], items,
+        _check_paid_calls(study.spec, [(cell.dataset, cell.model) for cell in study.cells], items,
                           [len(study.strategies[cell.strategy].passes) for cell in study.cells])
     return study
 
@@ -466,17 +470,17 @@ def _resolve_strategies(
     return resolved, selection
 
 
-def _check_paid_calls(cfg: Mapping[str, Any], cells: Sequence[tuple[str, str]], items: Mapping[str, int],
+def _check_paid_calls(spec: StudySpec, cells: Sequence[tuple[str, str]], items: Mapping[str, int],
                       passes: Sequence[int]) -> None:
     # A dataset of a million rows would otherwise plan a million paid calls without a word.
     from bloomqg.api.budget import paid_calls, unbudgeted
 
-    calls = paid_calls(cfg, cells, items, passes)
-    total, threshold = sum(calls.values()), cfg["input_limits"]["paid_calls_threshold"]
-    if total <= threshold:
+    calls = paid_calls(spec, cells, items, passes)
+    total, threshold = sum(calls.values()), spec.paid_calls_threshold
+    if threshold is None or total <= threshold:
         return
     counts = ", ".join(f"{key} {n:,}" for key, n in calls.items())
-    uncapped = unbudgeted(cfg, calls)
+    uncapped = unbudgeted(spec, calls)
     if uncapped:
         raise ConfigError(
             f"the study plans up to {total:,} paid API calls ({counts}), above"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.api.budget import SpendLedger, with_study_budget
+from bloomqg.api.budget import SpendLedger
 from bloomqg.api.cache import CallCache
 from bloomqg.api.estimate import ESTIMATE_COLUMNS, Calibration, calibrations, estimate_calls
 from bloomqg.chat import ChatRequest
@@ -33,10 +33,11 @@ from bloomqg.judges.llm import LLMJudge
 from bloomqg.judges.registry import judge_backend
 from bloomqg.judges.rubric import load_rubric
 from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes
+from bloomqg.specs import StudySpec
 
 
 def estimate_study(
-    config: Mapping[str, Any],
+    study: StudySpec,
     cells: Sequence[Any],
     *,
     prompts: Mapping[tuple[str, str], pd.DataFrame],
@@ -48,19 +49,19 @@ def estimate_study(
     """One row per API generator or judge and cell (see the module docstring)."""
     cache = CallCache(cache_dir) if Path(cache_dir).is_dir() else None
     measured = calibrations(SpendLedger(Path(cache_dir) / "spend.jsonl"))
-    seed = config["seed"]
+    seed = study.seed
     rows: list[dict[str, Any]] = []
-    api_judges = {n: s for n, s in config["judges"].items() if judge_backend(s["backend"]).api_entry}
+    api_judges = {n: s for n, s in study.judges.items() if judge_backend(s.backend).api_entry}
     rubric = load_rubric(rubric_path) if api_judges else None
     generated_models = set()
     counted: set[str] = set()  # calls an earlier row pays for: each is estimated once
     for cell in cells:
-        model_spec = config["models"][cell.model]
+        model_spec = study.models[cell.model]
         frame = prompts[(cell.dataset, cell.strategy)]
-        if model_spec.get("backend") == "openai":
+        if model_spec.is_api:
             generated_models.add(cell.model)
-            settings = client_settings_from_entry(with_study_budget(model_spec, config.get("budget_usd")))
-            params = decoding_params(model_spec.get("generation", {}), seed)
+            settings = client_settings_from_entry(study.with_budget(model_spec))
+            params = decoding_params(model_spec.generation, seed)
             generated = generations.get((cell.dataset, cell.strategy, cell.model))
             parts = [estimate_calls(settings, requests, params, cache, measured.get(settings.model), counted)
                      for requests in generation_requests(frame, generated)]
@@ -77,15 +78,15 @@ def estimate_study(
             ids, questions, originals = frame["prompt_id"], frame["original_question"], frame["original_question"]
         units = dataset_knowledge_units(datasets[cell.dataset])
         for name, spec in api_judges.items():
-            settings = client_settings_from_entry(with_study_budget(spec, config.get("budget_usd")))
-            judge = LLMJudge(None, units, config["datasets"][cell.dataset]["domain"], template=rubric,  # type: ignore[arg-type]
-                             decoding=decoding_params(spec.get("generation"), seed, where=f"judges.{name}.generation"))
+            settings = client_settings_from_entry(study.with_budget(spec))
+            judge = LLMJudge(None, units, study.domains[cell.dataset], template=rubric,  # type: ignore[arg-type]
+                             decoding=decoding_params(spec.generation, seed, where=f"{spec.key}.generation"))
             requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(ids, questions, originals)])
             row = estimate_calls(settings, requests, judge.decoding, cache, measured.get(settings.model), counted)
             if generated is None:
                 row["basis"] += "; questions not generated yet"
             rows.append({"role": "judge", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
-    rows += _probe_rows(config, cells, prompts=prompts, datasets=datasets, generations=generations,
+    rows += _probe_rows(study, cells, prompts=prompts, datasets=datasets, generations=generations,
                         cache=cache, measured=measured, rubric=rubric, counted=counted)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
 
@@ -129,7 +130,7 @@ def _summed(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _probe_rows(
-    config: Mapping[str, Any],
+    study: StudySpec,
     cells: Sequence[Any],
     *,
     prompts: Mapping[tuple[str, str], pd.DataFrame],
@@ -143,12 +144,11 @@ def _probe_rows(
     """Rows (role ``judge_bias``) for the probes' calls of the API judges ``judge_bias`` names:
     the base probe's calls are judge_questions' own, counted in the judges' rows (``counted``)
     and cached once a judged study ran, so they are estimated once."""
-    bias = judge_bias_settings(config)
+    bias = judge_bias_settings(study)
     if bias is None:
         return []
-    probed = {n: config["judges"][n] for n in bias.judges if judge_backend(config["judges"][n]["backend"]).api_entry}
-    if probed and rubric is None:
-        rubric = load_rubric(config["prompts"]["judge"])
+    # API judges only: then estimate_study has loaded the rubric
+    probed = {n: study.judges[n] for n in bias.judges if judge_backend(study.judges[n].backend).api_entry}
     rows: list[dict[str, Any]] = []
     for cell in cells:
         generated = generations.get((cell.dataset, cell.strategy, cell.model))
@@ -160,9 +160,9 @@ def _probe_rows(
         sample = bias_sample(generated, bias.items_per_cell, bias.seed)
         units = dataset_knowledge_units(datasets[cell.dataset])
         for name, spec in probed.items():
-            settings = client_settings_from_entry(with_study_budget(spec, config.get("budget_usd")))
-            pairs = probe_requests(sample, name, spec, knowledge_units=units,
-                                   domain=config["datasets"][cell.dataset]["domain"], rubric=rubric, seed=bias.seed)
+            settings = client_settings_from_entry(study.with_budget(spec))
+            pairs = probe_requests(sample, name, spec.entry, knowledge_units=units,
+                                   domain=study.domains[cell.dataset], rubric=rubric, seed=bias.seed)
             parts = []
             for decoding in dict.fromkeys(d for _, d in pairs):
                 same = [r for r, d in pairs if d == decoding]

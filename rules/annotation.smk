@@ -121,9 +121,7 @@ if JUDGE_VALIDATION:
         threads: lambda wc: STUDY.judge_backend(wc.judge).threads
         resources:
             gpu=lambda wc: (
-                CFG["models"][STUDY.judge_model(wc.judge)].get("gpus", 0)
-                if STUDY.judge_model(wc.judge)
-                else 0
+                MODEL_RESOURCES[STUDY.judge_model(wc.judge)].gpu if STUDY.judge_model(wc.judge) else 0
             ),
             mem_mb=4000,
         params:

@@ -98,7 +98,7 @@ def model_dir(model):
 
 # Models served by an engine (engine: vllm | transformers-serve): one generate_on_engine job per
 # model runs all its cells against one server; the others run one generate_questions job per shard.
-ENGINE_MODELS = [name for name, spec in CFG["models"].items() if spec.get("engine")]
+ENGINE_MODELS = [name for name, spec in STUDY.spec.models.items() if spec.engine]
 LOOP_MODELS = [name for name in CFG["models"] if name not in ENGINE_MODELS]
 
 

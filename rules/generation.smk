@@ -18,7 +18,7 @@ rule generate_questions:
     conda:
         "../envs/generation.yaml"
     # Capped by --cores / --max-threads; an API generator mostly waits on the network.
-    threads: lambda wc: 1 if CFG["models"][wc.model]["backend"] == "openai" else 8
+    threads: lambda wc: 1 if STUDY.spec.models[wc.model].is_api else 8
     # gpu: the local --resources cap and the SLURM plugin's --gpus; api: capped by the profiles.
     resources:
         gpu=lambda wc: MODEL_RESOURCES[wc.model].gpu,

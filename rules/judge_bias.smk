@@ -4,7 +4,7 @@
 from bloomqg.judges.bias.design import families, judge_bias_settings
 
 try:
-    JUDGE_BIAS = judge_bias_settings(CFG)
+    JUDGE_BIAS = judge_bias_settings(STUDY.spec)
 except ValueError as error:
     raise WorkflowError(str(error)) from None
 
@@ -70,7 +70,7 @@ if JUDGE_BIAS:
         conda:
             "../envs/analysis.yaml"
         params:
-            families=families(CFG),
+            families=families(STUDY.spec),
             bootstrap=CFG["bootstrap"],
             seed=JUDGE_BIAS.seed,
             code=CODE["judge_bias"] + CODE["report"],

@@ -7,11 +7,13 @@ from bloomqg.config_schema import Cell
 from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import DATASET, GENERATIONS, PROMPTS
+from bloomqg.specs import study_spec
 from bloomqg.study_cost import estimate_study
 
 snakemake = globals()["snakemake"]
 start_job(snakemake, snakemake.log.text)
 params = snakemake.params
+study = study_spec(params.config)  # the config read once into typed specs
 cells = [Cell(*cell) for cell in params.cells]
 prompts = {(p.parent.name, p.stem): read_frame(p, PROMPTS) for p in map(Path, snakemake.input.prompts)}
 datasets = {p.stem: read_frame(p, DATASET) for p in map(Path, snakemake.input.datasets)}
@@ -21,12 +23,12 @@ generations = {
     if path.exists()
 }
 estimate = estimate_study(
-    params.config, cells, prompts=prompts, datasets=datasets, generations=generations,
+    study, cells, prompts=prompts, datasets=datasets, generations=generations,
     cache_dir=params.cache_dir, rubric_path=snakemake.input.rubric[0] if snakemake.input.rubric else None,
 )
 estimate.to_csv(snakemake.log.table, sep="\t", index=False)
 spent = SpendLedger(Path(params.cache_dir) / "spend.jsonl").total()
-report = format_estimate(estimate, entry_caps(params.config), spent)
+report = format_estimate(estimate, entry_caps(study), spent)
 with open(snakemake.log.text, "a", encoding="utf-8") as log_file:
     log_file.write(report + "\n")
 print(report, flush=True)

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from bloomqg.specs import API_BACKEND, StudySpec
+
 log = logging.getLogger(__name__)
 
 #: Characters per token of English text for OpenAI's tokenizers (their documented rule of thumb).
@@ -180,30 +182,22 @@ class Budget:
 def with_study_budget(entry: Mapping[str, Any], budget_usd: float | None) -> dict[str, Any]:
     """An API config entry with the study's ``budget_usd`` unless it sets its own; other
     backends unchanged. The cap is not a ``params:`` value of any rule: raising it must not
-    rerun the jobs that finished within it."""
+    rerun the jobs that finished within it. (A job handed one entry and the study's cap uses
+    this; :meth:`bloomqg.specs.StudySpec.with_budget` is the same for a spec.)"""
     entry = dict(entry)
-    if entry.get("backend") == "openai" and budget_usd is not None and entry.get("budget_usd") is None:
+    if entry.get("backend") == API_BACKEND and budget_usd is not None and entry.get("budget_usd") is None:
         entry["budget_usd"] = budget_usd
     return entry
 
 
-def check_budget_prices(config: Mapping[str, Any]) -> list[str]:
+def check_budget_prices(study: StudySpec) -> list[str]:
     """``models.X`` / ``judges.X`` API entries that a budget applies to but that lack prices
     (their spend could not be counted)."""
-    problems = []
-    for section in ("models", "judges"):
-        for name, entry in (config.get(section) or {}).items():
-            if entry.get("backend") != "openai":
-                continue
-            budget = entry.get("budget_usd", config.get("budget_usd"))
-            priced = entry.get("price_per_million_input") is not None and entry.get("price_per_million_output") is not None
-            if budget is not None and not priced:
-                problems.append(f"{section}.{name}")
-    return problems
+    return [spec.key for spec in study.api_entries() if study.budget_of(spec) is not None and not spec.priced]
 
 
 def paid_calls(
-    config: Mapping[str, Any], cells: Iterable[tuple[str, str]], items: Mapping[str, int],
+    study: StudySpec, cells: Iterable[tuple[str, str]], items: Mapping[str, int],
     passes: Iterable[int] | None = None,
 ) -> dict[str, int]:
     """API calls per ``models.X`` / ``judges.X`` API entry that the study's ``cells``
@@ -212,27 +206,22 @@ def paid_calls(
     dataset's items; a dataset absent from it (not yet downloaded) is not counted, and probes
     (judge_bias, judge validation) come on top.  ``passes`` (one per cell, default 1): the
     generation calls per prompt of the cell's strategy (refine: 2)."""
-    limit = config.get("limit_items")
     calls: dict[str, int] = {}
-    judges = [name for name, entry in (config.get("judges") or {}).items() if entry.get("backend") == "openai"]
+    judges = [spec.key for spec in study.judges.values() if spec.is_api]
     cells = list(cells)
     for (dataset, model), n_passes in zip(cells, [1] * len(cells) if passes is None else passes):
         if dataset not in items:
             continue
-        n = items[dataset] if limit is None else min(items[dataset], limit)
-        if config["models"][model].get("backend") == "openai":
-            calls[f"models.{model}"] = calls.get(f"models.{model}", 0) + n * n_passes
-        for key in [f"judges.{name}" for name in judges]:
+        n = items[dataset] if study.limit_items is None else min(items[dataset], study.limit_items)
+        generator = study.models[model]
+        if generator.is_api:
+            calls[generator.key] = calls.get(generator.key, 0) + n * n_passes
+        for key in judges:
             calls[key] = calls.get(key, 0) + n
     return calls
 
 
-def unbudgeted(config: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+def unbudgeted(study: StudySpec, keys: Iterable[str]) -> list[str]:
     """Those of the ``models.X`` / ``judges.X`` ``keys`` that no ``budget_usd`` caps (neither
     their own nor the study's)."""
-    found = []
-    for key in keys:
-        section, name = key.split(".", 1)
-        if config[section][name].get("budget_usd", config.get("budget_usd")) is None:
-            found.append(key)
-    return found
+    return [key for key in keys if study.budget_of(study.entry(key)) is None]

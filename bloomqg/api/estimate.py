@@ -29,6 +29,7 @@ import pandas as pd
 from bloomqg.api.budget import SpendLedger, estimate_prompt_tokens
 from bloomqg.api.cache import CallCache, call_cache_key
 from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.specs import StudySpec
 
 ESTIMATE_COLUMNS = [
     "role", "name", "model", "mode", "dataset", "strategy", "requests", "cached", "to_call",
@@ -120,15 +121,14 @@ def estimate_calls(
     }
 
 
-def entry_caps(config: Mapping[str, Any]) -> dict[str, float]:
+def entry_caps(study: StudySpec) -> dict[str, float]:
     """Each spending cap and where it is set: the study's ``budget_usd`` and any API entry's own."""
     caps: dict[str, float] = {}
-    if config.get("budget_usd") is not None:
-        caps["budget_usd"] = float(config["budget_usd"])
-    for section in ("models", "judges"):
-        for name, entry in (config.get(section) or {}).items():
-            if entry.get("backend") == "openai" and entry.get("budget_usd") is not None:
-                caps[f"{section}.{name}.budget_usd"] = float(entry["budget_usd"])
+    if study.budget_usd is not None:
+        caps["budget_usd"] = study.budget_usd
+    for spec in study.api_entries():
+        if spec.own_budget_usd is not None:
+            caps[f"{spec.key}.budget_usd"] = spec.own_budget_usd
     return caps
 
 

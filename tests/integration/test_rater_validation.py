@@ -154,16 +154,7 @@ def test_calibrate_corrects_the_release_runs_with_the_filled_sheets(workdir):
     level = by_metric["catcons_level"]
     assert (level["human"] == (original.loc[level["annotation_id"]].to_numpy() == "Apply")).all()
     estimates = read_frame(folder / "estimates.parquet", CALIBRATION_ESTIMATES)
-    compared = 0
-    for row in estimates.itertuples(index=False):
-        part = joined[(joined["dataset"] == row.dataset) & (joined["strategy"] == row.strategy)
-                      & (joined["model"] == row.model) & (joined["metric"] == row.metric)]
-        assert (row.n, row.big_n) == (part["human"].notna().sum(), len(part))
-        if row.n >= 2:
-            ppi, humans = ppi_reference.ppi_python_estimates(part)
-            assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9)
-            assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(humans, abs=1e-9)
-            compared += 1
+    compared = ppi_reference.check_estimates_against_ppi_python(estimates, joined)
     assert compared > 0
     assert "PPI++ (calibrated)" in (folder / "calibrated_estimates.md").read_text(encoding="utf-8")
     plan = read_frame(folder / "plan.parquet", ANNOTATION_PLAN)

@@ -1,5 +1,6 @@
 """ppi-python's numbers on bloomqg's per-item calibration data: what the calibrated estimates
-are checked against (tests/unit/test_calibration.py, tests/integration/test_rater_validation.py)."""
+are checked against (tests/unit/test_calibration.py, tests/integration/test_rater_validation.py,
+tests/integration/test_workflow.py)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,22 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05) -> tuple[li
     low, high = ppi_py.ppi_mean_ci(y, yhat, unlabelled, alpha=alpha, lam=lam)
     point = ppi_py.ppi_mean_pointestimate(y, yhat, unlabelled, lam=lam)
     return [100 * float(np.ravel(v)[0]) for v in (point, low, high)], humans
+
+
+def check_estimates_against_ppi_python(estimates: pd.DataFrame, joined: pd.DataFrame) -> int:
+    """Assert every row of ``estimates`` (CALIBRATION_ESTIMATES) has the n / N of its (cell,
+    metric) rows in ``joined`` (CALIBRATION_ITEMS) and, with 2 or more labels, ppi-python's PPI++
+    and classical intervals on them to 1e-9; returns how many rows were compared that way."""
+    import pytest
+
+    compared = 0
+    for row in estimates.itertuples(index=False):
+        part = joined[(joined["dataset"] == row.dataset) & (joined["strategy"] == row.strategy)
+                      & (joined["model"] == row.model) & (joined["metric"] == row.metric)]
+        assert (row.n, row.big_n) == (part["human"].notna().sum(), len(part)), row
+        if row.n >= 2:
+            ppi, humans = ppi_python_estimates(part)
+            assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9), row
+            assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(humans, abs=1e-9), row
+            compared += 1
+    return compared

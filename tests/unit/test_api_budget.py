@@ -19,6 +19,7 @@ from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.api.settings import ClientSettings
 from bloomqg.api.estimate import Calibration, calibrations, estimate_calls, format_estimate, shown_answer_tokens
 from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.specs import study_spec
 
 PARAMS = DecodingParams(temperature=0.0, do_sample=False, max_new_tokens=100, seed=1)
 
@@ -85,7 +86,11 @@ def test_study_budget_applies_to_api_entries_that_set_none() -> None:
         "models": {"gen": {"backend": "openai", "model": "g"}, "local": {"backend": "hf", "model": "x"}},
         "judges": {"j": {"backend": "openai", "model": "j", "price_per_million_input": 1, "price_per_million_output": 2}},
     }
-    assert check_budget_prices(config) == ["models.gen"]
+    assert check_budget_prices(study_spec({"seed": 1, **config})) == ["models.gen"]
+    from bloomqg.api.estimate import entry_caps
+
+    config["judges"]["j"]["budget_usd"] = 1.5
+    assert entry_caps(study_spec({"seed": 1, **config})) == {"budget_usd": 3.0, "judges.j.budget_usd": 1.5}
     with pytest.raises(ValueError, match="budget_usd.*needs price_per_million_input"):
         ClientSettings(model="m", budget_usd=1.0)
 

@@ -218,7 +218,7 @@ def test_paid_calls_above_the_threshold_are_refused_without_a_budget(tmp_path):
     study = prepare_study(config, workdir=tmp_path)  # under the default threshold: plans
     from bloomqg.api.budget import paid_calls
 
-    calls = paid_calls(study.config, [(c.dataset, c.model) for c in study.cells], {"cs": 100, "math": 7, "social": 3})
+    calls = paid_calls(study.spec, [(c.dataset, c.model) for c in study.cells], {"cs": 100, "math": 7, "social": 3})
     cells_of = {d: sum(1 for c in study.cells if c.dataset == d) for d in ("cs", "math", "social")}
     assert calls == {"judges.api-judge": 100 * cells_of["cs"] + 7 * cells_of["math"] + 3 * cells_of["social"]}
     config = _with_api_judge(default_config())
@@ -354,11 +354,12 @@ def test_params_are_canonical_so_written_defaults_change_nothing(tmp_path):
 
 def test_paid_calls_count_every_pass_of_a_strategy():
     from bloomqg.api.budget import paid_calls
+    from bloomqg.specs import study_spec
 
     config = _with_api_judge(default_config())
     config["models"]["api-model"] = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
     cells = [("cs", "api-model"), ("cs", "api-model")]  # fgp (one pass), refine (two)
-    calls = paid_calls(config, cells, {"cs": 10}, passes=[1, 2])
+    calls = paid_calls(study_spec(config), cells, {"cs": 10}, passes=[1, 2])
     assert calls == {"models.api-model": 30, "judges.api-judge": 20}  # the judges see one question per prompt
 
 

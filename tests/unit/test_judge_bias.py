@@ -52,12 +52,27 @@ def test_plan_is_a_latin_square_of_the_levels_and_deterministic():
 
 
 def test_settings_name_unknown_judges():
+    from bloomqg.specs import study_spec
+
     config = {"seed": 3, "judges": {"rules": {"backend": "rules"}}, "models": {}}
-    assert judge_bias_settings(config) is None
-    settings = judge_bias_settings({**config, "judge_bias": {"judges": ["rules"]}})
+    assert judge_bias_settings(study_spec(config)) is None
+    settings = judge_bias_settings(study_spec({**config, "judge_bias": {"judges": ["rules"]}}))
     assert settings.items_per_cell == 30 and settings.seed == 3
     with pytest.raises(ValueError, match=r"judge_bias.judges: \['gpt'\]"):
-        judge_bias_settings({**config, "judge_bias": {"judges": ["gpt"]}})
+        judge_bias_settings(study_spec({**config, "judge_bias": {"judges": ["gpt"]}}))
+
+
+def test_a_judge_family_is_its_own_else_that_of_the_model_it_borrows():
+    from bloomqg.judges.bias.design import families
+    from bloomqg.specs import study_spec
+
+    study = study_spec({"seed": 1, "models": {"qwen": {"backend": "hf", "model": "q", "family": "qwen"},
+                                              "other": {"backend": "hf", "model": "o"}},
+                        "judges": {"own": {"backend": "openai", "model": "g", "family": "gpt"},
+                                   "borrowed": {"backend": "hf", "model_ref": "qwen"},
+                                   "none": {"backend": "rules"}}})
+    assert families(study) == {"judges": {"own": "gpt", "borrowed": "qwen", "none": None},
+                               "generators": {"qwen": "qwen", "other": None}}
 
 
 @pytest.mark.parametrize("name, spec", [("rules", {"backend": "rules"}), ("minilm", {"backend": "embedding"})])

@@ -8,13 +8,14 @@ before any is made.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.specs import StudySpec
 
 #: The probes, in the order they are asked.
 PROBES: tuple[str, ...] = ("base", "repeat", "order")
@@ -34,38 +35,28 @@ class BiasSettings:
     seed: int
 
 
-def judge_bias_settings(config: Mapping[str, Any]) -> BiasSettings | None:
+def judge_bias_settings(study: StudySpec) -> BiasSettings | None:
     """The section's settings; None when the config has no ``judge_bias:`` (the target is off).
     A name that is no judges entry is a ValueError naming the key."""
-    section = config.get("judge_bias")
+    section = study.judge_bias
     if not section:
         return None
-    unknown = [name for name in section["judges"] if name not in config["judges"]]
+    unknown = [name for name in section["judges"] if name not in study.judges]
     if unknown:
-        raise ValueError(f"judge_bias.judges: {unknown} are not judges entries (known: {list(config['judges'])})")
+        raise ValueError(f"judge_bias.judges: {unknown} are not judges entries (known: {list(study.judges)})")
     return BiasSettings(
         judges=tuple(section["judges"]),
         items_per_cell=int(section.get("items_per_cell", DEFAULT_ITEMS_PER_CELL)),
-        seed=int(config["seed"]),
+        seed=study.seed,
     )
 
 
-def judge_family(judge: str, config: Mapping[str, Any]) -> str | None:
-    """A judge's ``family``: its own, else that of the models entry it borrows (``model_ref``)."""
-    spec = config["judges"][judge]
-    if spec.get("family"):
-        return str(spec["family"])
-    ref = spec.get("model_ref")
-    family = config["models"].get(ref, {}).get("family") if ref else None
-    return str(family) if family else None
-
-
-def families(config: Mapping[str, Any]) -> dict[str, dict[str, str | None]]:
-    """``{"judges": {judge: family}, "generators": {model: family}}`` (None: not declared)."""
+def families(study: StudySpec) -> dict[str, dict[str, str | None]]:
+    """``{"judges": {judge: family}, "generators": {model: family}}`` (None: not declared); a
+    judge's family is its own, else that of the models entry it borrows (``model_ref``)."""
     return {
-        "judges": {name: judge_family(name, config) for name in config["judges"]},
-        "generators": {name: (str(spec["family"]) if spec.get("family") else None)
-                       for name, spec in config["models"].items()},
+        "judges": {name: study.judge_family(name) for name in study.judges},
+        "generators": {name: spec.own_family for name, spec in study.models.items()},
     }
 
 

@@ -1,0 +1,161 @@
+"""The study's models, judges and datasets, read once from the validated config into typed,
+read-only specs: what the cost estimate, the budget checks and the bias probes take instead of
+the raw config mapping (strategies have theirs in :mod:`bloomqg.strategies`).
+
+A spec keeps its validated entry whole (``entry``, read-only) for the backend that builds a
+generator or judge from it; the questions the study asks of an entry (is it a paid API? what
+does it cost? which family is it?) are answered here once, not by each caller reaching back
+into ``config["models"][name]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+#: The backend of a paid, OpenAI-compatible API entry (a generator or a judge).
+API_BACKEND = "openai"
+
+
+def _frozen(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(entry))
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    """A ``models`` or ``judges`` entry: its name, section and validated keys."""
+
+    name: str
+    entry: Mapping[str, Any]
+
+    #: "models" or "judges": the config section, and the first part of :attr:`key`
+    section = ""
+
+    @property
+    def key(self) -> str:
+        """``models.NAME`` / ``judges.NAME``: how messages and the call counts name the entry."""
+        return f"{self.section}.{self.name}"
+
+    @property
+    def backend(self) -> str:
+        return str(self.entry["backend"])
+
+    @property
+    def is_api(self) -> bool:
+        """A paid OpenAI-compatible entry (its calls are counted, priced and capped)."""
+        return self.backend == API_BACKEND
+
+    @property
+    def own_budget_usd(self) -> float | None:
+        value = self.entry.get("budget_usd")
+        return None if value is None else float(value)
+
+    @property
+    def priced(self) -> bool:
+        return (self.entry.get("price_per_million_input") is not None
+                and self.entry.get("price_per_million_output") is not None)
+
+    @property
+    def generation(self) -> Mapping[str, Any]:
+        """The entry's decoding settings (``generation:``), empty when it sets none."""
+        return self.entry.get("generation") or {}
+
+    @property
+    def own_family(self) -> str | None:
+        family = self.entry.get("family")
+        return str(family) if family else None
+
+
+@dataclass(frozen=True)
+class ModelSpec(EntrySpec):
+    """A ``models`` entry: a generator (and what a judge's ``model_ref`` borrows)."""
+
+    section = "models"
+
+    @property
+    def engine(self) -> str | None:
+        """The serving engine that runs it (``vllm``, ``transformers-serve``), None in-process."""
+        return self.entry.get("engine")
+
+
+@dataclass(frozen=True)
+class JudgeSpec(EntrySpec):
+    """A ``judges`` entry."""
+
+    section = "judges"
+
+    @property
+    def model_ref(self) -> str | None:
+        return self.entry.get("model_ref")
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What the study-wide checks and the cost estimate read of a config, read once."""
+
+    seed: int
+    limit_items: int | None
+    #: the study's spending cap (an API entry's own ``budget_usd`` takes precedence)
+    budget_usd: float | None
+    #: dataset name -> its ``domain`` (what the judge rubric names)
+    domains: Mapping[str, str]
+    models: Mapping[str, ModelSpec]
+    judges: Mapping[str, JudgeSpec]
+    #: the ``judge_bias:`` section as written (None: the probes are off);
+    #: :func:`bloomqg.judges.bias.design.judge_bias_settings` resolves it
+    judge_bias: Mapping[str, Any] | None = None
+    paid_calls_threshold: int | None = None
+
+    def api_entries(self) -> Iterator[EntrySpec]:
+        """Every paid API entry, models first, in the config's order."""
+        for spec in (*self.models.values(), *self.judges.values()):
+            if spec.is_api:
+                yield spec
+
+    def entry(self, key: str) -> EntrySpec:
+        """The spec of ``models.NAME`` / ``judges.NAME``."""
+        section, name = key.split(".", 1)
+        return {"models": self.models, "judges": self.judges}[section][name]
+
+    def budget_of(self, spec: EntrySpec) -> float | None:
+        """The cap a paid entry's calls count against: its own, else the study's."""
+        own = spec.own_budget_usd
+        return own if own is not None else self.budget_usd
+
+    def with_budget(self, spec: EntrySpec) -> dict[str, Any]:
+        """The entry's keys, with the study's ``budget_usd`` on an API entry that sets none
+        (what the API client is built from; the cap is no rule's ``params:`` value, so raising
+        it reruns nothing)."""
+        entry = dict(spec.entry)
+        if spec.is_api and self.budget_usd is not None and entry.get("budget_usd") is None:
+            entry["budget_usd"] = self.budget_usd
+        return entry
+
+    def judge_family(self, judge: str) -> str | None:
+        """A judge's ``family``: its own, else that of the models entry it borrows."""
+        spec = self.judges[judge]
+        if spec.own_family:
+            return spec.own_family
+        borrowed = self.models.get(spec.model_ref) if spec.model_ref else None
+        return borrowed.own_family if borrowed is not None else None
+
+
+def study_spec(config: Mapping[str, Any]) -> StudySpec:
+    """The specs of a validated config (:func:`bloomqg.config.prepare_study` makes one; a rule
+    script handed the config makes its own, once, at its start)."""
+    limits = config.get("input_limits") or {}
+    return StudySpec(
+        seed=int(config["seed"]),
+        limit_items=config.get("limit_items"),
+        budget_usd=None if config.get("budget_usd") is None else float(config["budget_usd"]),
+        domains=MappingProxyType({name: str(entry.get("domain", ""))
+                                  for name, entry in (config.get("datasets") or {}).items()}),
+        models=MappingProxyType({name: ModelSpec(name, _frozen(entry))
+                                 for name, entry in (config.get("models") or {}).items()}),
+        judges=MappingProxyType({name: JudgeSpec(name, _frozen(entry))
+                                 for name, entry in (config.get("judges") or {}).items()}),
+        judge_bias=_frozen(config["judge_bias"]) if config.get("judge_bias") else None,
+        paid_calls_threshold=limits.get("paid_calls_threshold"),
+    )
