@@ -24,6 +24,8 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05) -> tuple[li
     y, yhat, unlabelled = human[labelled], prediction[labelled], prediction[~labelled]
     classical = ppi_py.classical_mean_ci(y, alpha=alpha)
     humans = [100 * y.mean(), 100 * classical[0], 100 * classical[1]]
+    if not len(unlabelled):  # every item labelled: bloomqg's PPI is the humans' own estimate
+        return humans, humans
     y, yhat = np.concatenate([y, PSEUDO_HUMAN]), np.concatenate([yhat, PSEUDO_JUDGE])
     lam = None if np.var(np.concatenate([yhat, unlabelled])) > 0 else 0.0
     low, high = ppi_py.ppi_mean_ci(y, yhat, unlabelled, alpha=alpha, lam=lam)
