@@ -161,3 +161,9 @@ def test_calibrate_corrects_the_release_runs_with_the_filled_sheets(workdir):
     assert len(plan) and (plan["n_needed"] >= 2).all()
     assert "Calibrated table" in (workdir / "results" / "annotation" / "table9_human_agreement.md").read_text(
         encoding="utf-8")
+    # On the release: its report carries the calibrated section with n and N, beside Table 9.
+    snakemake(workdir, "results/release/report.html")
+    report = (workdir / "results" / "release" / "report.html").read_text(encoding="utf-8")
+    assert 'id="table-calibrated_estimates"' in report and "PPI++ (calibrated)" in report
+    assert "n labelled / N judged" in report and 'id="table-annotation_plan"' in report
+    assert 'id="table-table9_human_agreement"' in report
