@@ -1,4 +1,7 @@
 """Rule judge_questions: one judge's verdicts on one cell's generated questions."""
+from pathlib import Path
+
+from bloomqg.generation.factory import ServingJob
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
 from bloomqg.job import start_job
@@ -9,12 +12,20 @@ snakemake = globals()["snakemake"]
 start_job(snakemake)
 params = snakemake.params
 spec = dict(params.spec)
+# An hf judge borrowing an entry that an engine serves starts that server for this job, on the
+# threads and GPUs Snakemake granted it.
+serving = ServingJob(
+    name=spec.get("model_ref") or snakemake.wildcards.judge, threads=snakemake.threads,
+    gpus=int(snakemake.resources.gpu or 0), log_path=Path(snakemake.log.server),
+    workflow_dir=Path(snakemake.scriptdir).resolve().parent,
+) if params.model_spec and params.model_spec.get("engine") else None
 # An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec. The cap
 # comes from the config, not params: raising it must not rerun finished jobs.
 text_generator = make_judge_text_generator(
     snakemake.wildcards.judge, spec, model_spec=params.model_spec,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=snakemake.config.get("budget_usd"),
+    serving=serving,
 )
 try:
     judgments = judge_questions(

@@ -44,8 +44,9 @@ def make_text_generator(
 
     An ``hf`` entry with ``engine:`` (vllm, transformers-serve) and a ``serving`` job ->
     :class:`bloomqg.generation.engine.EngineTextGenerator`, which starts the engine's server for
-    the job (close() stops it). Without ``serving`` (an hf judge borrowing the entry) the
-    weights run in-process as for any hf entry, and the log says so.
+    the job (close() stops it): generate_on_engine's job, or a judge_questions job of an hf judge
+    borrowing the entry. Without ``serving`` the weights run in-process as for any hf entry, and
+    the log says so.
     """
     backend = spec.get("backend")
     if backend == "hf" and spec.get("engine") and serving is not None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # heavy at import time; only the annotations need them
     import pandas as pd
 
     from bloomqg.chat import TextGenerator
+    from bloomqg.generation.factory import ServingJob
     from bloomqg.judges.base import Judge
     from bloomqg.judges.rubric import RubricTemplate
 
@@ -76,6 +77,9 @@ class GeneratorSource:
     num_threads: int | None
     #: the study's budget_usd (applies to API entries that set none of their own)
     budget_usd: float | None = None
+    #: what the job knows to start the borrowed entry's server, when that entry names an
+    #: ``engine`` (:class:`bloomqg.generation.factory.ServingJob`); None: in-process
+    serving: "ServingJob | None" = None
 
 
 @dataclass(frozen=True)
@@ -216,11 +220,13 @@ def make_judge_text_generator(
     cache_dir: str | Path,
     num_threads: int | None,
     budget_usd: float | None = None,
+    serving: "ServingJob | None" = None,
 ) -> "TextGenerator | None":
-    """The text generator a judge_questions job hands this judge; None when it needs none."""
+    """The text generator a judge_questions job hands this judge; None when it needs none.
+    ``serving``: the job's server settings, for a judge whose borrowed entry names an engine."""
     backend = judge_backend(spec["backend"])
     if backend.text_generator is None:
         return None
     return backend.text_generator(
-        GeneratorSource(judge_name, spec, model_spec, model_dir, cache_dir, num_threads, budget_usd)
+        GeneratorSource(judge_name, spec, model_spec, model_dir, cache_dir, num_threads, budget_usd, serving)
     )

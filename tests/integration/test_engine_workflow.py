@@ -6,6 +6,8 @@ one generate_on_engine job. The first run is killed with -9 (Snakemake's whole p
 as a CI timeout or a closed terminal does) once a cell is done: no process of the server's group
 may survive it and its port must be free. The rerun completes, asking the server nothing the
 first run had answered, and its outputs record the engine; afterwards nothing is left running.
+An hf judge borrowing an engine entry asks a server its own judge job starts (transformers serve
+here: it starts in seconds and needs no second environment).
 Skipped, with the reason, where ``.venv-vllm`` is absent.
 """
 
@@ -172,3 +174,48 @@ def test_transformers_serve_is_the_second_engine_behind_the_same_interface(tmp_p
     assert generator.provenance["engine"] == "transformers-serve"
     assert "transformers" in generator.provenance["engine_versions"]
     assert_nothing_left(pgid, port, within_s=1.0)
+
+
+def test_an_hf_judge_borrowing_an_engine_entry_asks_a_server_its_job_starts(tmp_path, smollm2_dir):
+    """Issue 31 point 1, the judge's side: the .test study's smollm2 judge borrows the model entry;
+    with ``engine: transformers-serve`` on that entry, generation runs on the engine's server and
+    the judge's judge_questions job starts a server of its own (logs/serve/judge_questions/…),
+    asks it through the OpenAI client, records the engine, and leaves nothing running; forced to
+    run again, every answer comes from the call cache."""
+    from bloomqg.frames import JUDGMENTS
+
+    workdir = tmp_path / "study"
+    workdir.mkdir()
+    seed_converted_smollm2(workdir, smollm2_dir, MODEL)
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
+    config["cache_dir"] = str(workdir / "cache")
+    config["datasets"] = {"cs": {**config["datasets"]["cs"], "strategies": ["fgp"]}}
+    config["judges"] = {"smollm2": config["judges"]["smollm2"]}
+    # transformers serve cannot continue an assistant message: no response prefill
+    config["models"][MODEL].update(engine="transformers-serve", response_prefill=False, engine_ready_timeout_s=300,
+                                   concurrency=4)
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    target = f"results/judgments/cs/fgp/{MODEL}/smollm2.parquet"
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+               "--configfile", str(path), "--cores", "2", target]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-6000:]
+
+    generator = read_provenance(workdir / f"results/generations/cs/fgp/{MODEL}.parquet")["generator"]
+    assert generator["backend"] == "engine" and generator["engine"] == "transformers-serve"
+    served = read_provenance(workdir / target)["text_generator"]
+    assert served["backend"] == "engine" and served["engine"] == "transformers-serve"
+    judged = read_frame(workdir / target, JUDGMENTS)
+    assert len(judged) and judged["raw_text"].notna().any()
+    log = workdir / "logs" / "serve" / "judge_questions" / "cs" / "fgp" / MODEL / "smollm2.log"
+    ports = [int(p) for p in re.findall(r"^=== \S+ .* on 127\.0\.0\.1:(\d+): ", log.read_text(), re.M)]
+    assert len(ports) == 1 and not listening(ports[0])
+
+    again = subprocess.run([*command, "--forcerun", "judge_questions"], capture_output=True, text=True, timeout=1200)
+    assert again.returncode == 0, again.stderr[-6000:]
+    rejudged = read_frame(workdir / target, JUDGMENTS)
+    assert rejudged["raw_text"].tolist() == judged["raw_text"].tolist()
+    asked = rejudged[rejudged["cache_key"].notna()]
+    assert len(asked) and asked["cached"].all(), "answered from the call cache"
+    assert not judged.loc[judged["cache_key"].notna(), "cached"].any()  # the first run asked the server

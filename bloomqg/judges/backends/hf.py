@@ -1,7 +1,12 @@
-"""Backend ``hf``: an LLM run in-process on a models entry's weights, asked with the rubric.
+"""Backend ``hf``: an LLM on a models entry's weights, asked with the rubric.
 
-Its answers go through :class:`bloomqg.generation.cached.CachedTextGenerator`, so a rerun of a
-judge_questions job (``--forcerun``) reads them back from the call cache instead of generating.
+In-process, its answers go through :class:`bloomqg.generation.cached.CachedTextGenerator`, so a
+rerun of a judge_questions job (``--forcerun``) reads them back from the call cache instead of
+generating. When the entry names an ``engine`` (vllm, transformers-serve) and the job passes its
+server settings (judge_questions does), the job starts that engine's server for itself
+(:class:`bloomqg.generation.engine.EngineTextGenerator`) and asks it through the OpenAI client,
+whose call cache is keyed by the engine and its versions; validate_judge and probe_judge still
+run the weights in-process.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ def _text_generator(source: GeneratorSource) -> Any:
 
     if source.model_spec is None:
         raise ValueError(f"judge {source.judge_name!r}: an hf judge needs the models entry named by model_ref")
+    if source.model_spec.get("engine") and source.serving is not None:
+        # the engine generator caches its calls itself (keyed by the engine's identity)
+        return make_text_generator(source.model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir,
+                                   serving=source.serving)
+    # no server settings (validate_judge, probe_judge): in-process, which make_text_generator logs
     inner = make_text_generator(
         source.model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir, num_threads=source.num_threads,
     )
