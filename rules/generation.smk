@@ -60,7 +60,8 @@ rule generate_on_engine:
         mem_mb=lambda wc: MODEL_RESOURCES[wc.model].mem_mb,
         runtime=lambda wc: MODEL_RESOURCES[wc.model].runtime,
     params:
-        spec=lambda wc: CFG["models"][wc.model],
+        # canonical, as generate_questions': a default written out reruns nothing
+        spec=lambda wc: STUDY.model_params(wc.model),
         seed=CFG["seed"],
         shards=lambda wc: engine_shards(wc.model),
         # Outside the outputs (a directory Snakemake empties before the job): a killed job's
