@@ -8,8 +8,12 @@ heavy dependencies (torch, openai) inside their own modules, never here. It sits
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,3 +76,32 @@ class TextGenerator(Protocol):
     def close(self) -> None:
         """Release the model or connections."""
         ...
+
+
+class AnswerRateError(RuntimeError):
+    """A generator's or judge's calls failed on more of its items than ``min_answer_rate`` allows."""
+
+
+def refuse_low_answer_rate(role: str, name: str, *, asked: int, failure_reasons: Sequence[str | None],
+                      min_answer_rate: float, items: str, error: type[AnswerRateError]) -> None:
+    """Refuse a generator or judge (``role``: "model" / "judge") whose calls failed (no answer,
+    not an answer that did not parse) on more than ``1 - min_answer_rate`` of the ``asked``
+    ``items`` ("prompts" / "questions"), one reason per failed item: the study would go on as if
+    its work had been done. Below the floor raises ``error`` naming the commonest causes and the
+    fix; at or above it, failures are only logged (they are kept as errors)."""
+    if not asked:
+        return
+    answered = asked - len(failure_reasons)
+    if answered >= min_answer_rate * asked:
+        if failure_reasons:
+            logger.warning("%s %s: %d of %d calls failed (kept as errors)", role, name, len(failure_reasons), asked)
+        return
+    causes = Counter(reason or "no reason recorded" for reason in failure_reasons)
+    said = "; ".join(f"{count} × {reason}" for reason, count in causes.most_common(3))
+    kind = "generator" if role == "model" else role
+    raise error(
+        f"{role} {name!r}: {answered} of {asked} {items} answered, below min_answer_rate "
+        f"{min_answer_rate:g} ({said}). Check the {role}'s endpoint (base_url, the server, the key in its "
+        "api_key_env) and rerun: answered calls are cached, only the failed ones are sent again; "
+        f"lower min_answer_rate to keep a {kind} that fails this often."
+    )

@@ -42,10 +42,12 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.chat import (
+    AnswerRateError,
     ChatRequest,
     Completion,
     DecodingParams,
     TextGenerator,
+    refuse_low_answer_rate,
 )
 from bloomqg.parquet_io import write_frame
 from bloomqg.parsing import parse_generation, prompt_example_questions
@@ -59,31 +61,19 @@ logger = logging.getLogger(__name__)
 PROGRESS_MIN_INTERVAL_S = 5.0
 
 
-class TooFewGenerationsError(RuntimeError):
+class TooFewGenerationsError(AnswerRateError):
     """An API generator's calls failed on more of its prompts than ``min_answer_rate`` allows."""
 
 
 def check_generation_rate(model_name: str, frame: pd.DataFrame, min_answer_rate: float) -> None:
     """Refuse a generator whose calls failed (``parse_status`` ``error``: no answer, not an answer
     that did not parse) on more than ``1 - min_answer_rate`` of its prompts, as a judge is
-    refused (:func:`bloomqg.judges.stage.check_answer_rate`): the study would judge and score a
-    cell of errors as if it had been written. Names the commonest causes and the fix."""
-    if frame.empty:
-        return
+    refused (:func:`bloomqg.chat.refuse_low_answer_rate`, which both use): the study would judge and
+    score a cell of errors as if it had been written."""
     failed = frame[frame["parse_status"] == "error"]
-    answered = len(frame) - len(failed)
-    if answered >= min_answer_rate * len(frame):
-        if len(failed):
-            logger.warning("model %s: %d of %d calls failed (kept as errors)", model_name, len(failed), len(frame))
-        return
-    causes = failed["parse_error"].fillna("no reason recorded").value_counts()
-    said = "; ".join(f"{count} × {reason}" for reason, count in causes.head(3).items())
-    raise TooFewGenerationsError(
-        f"model {model_name!r}: {answered} of {len(frame)} prompts answered, below min_answer_rate "
-        f"{min_answer_rate:g} ({said}). Check the model's endpoint (base_url, the server, the key in its "
-        "api_key_env) and rerun: answered calls are cached, only the failed ones are sent again; "
-        "lower min_answer_rate to keep a generator that fails this often."
-    )
+    refuse_low_answer_rate("model", model_name, asked=len(frame),
+                           failure_reasons=failed["parse_error"].fillna("no reason recorded").tolist(),
+                           min_answer_rate=min_answer_rate, items="prompts", error=TooFewGenerationsError)
 
 
 def _check_prompts(prompts: pd.DataFrame) -> None:

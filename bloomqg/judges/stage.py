@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bloomqg.datasets import dataset_knowledge_units
-from bloomqg.chat import TextGenerator
+from bloomqg.chat import AnswerRateError, TextGenerator, refuse_low_answer_rate
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
 from bloomqg.judges.verdict import STATUS_ERROR, STATUS_NO_QUESTION, CriterionVerdict, Verdict
@@ -36,30 +36,18 @@ logger = logging.getLogger(__name__)
 DEFAULT_MIN_ANSWER_RATE = 0.5
 
 
-class TooFewAnswersError(RuntimeError):
+class TooFewAnswersError(AnswerRateError):
     """A judge's calls failed on more of its questions than ``min_answer_rate`` allows."""
 
 
 def check_answer_rate(judge_name: str, judged: Sequence[JudgedItem], min_answer_rate: float) -> None:
     """Refuse a judge that gave no answer (status ``error`` on every criterion: a failed call, not
     an answer that did not parse) on more than ``1 - min_answer_rate`` of its questions: a panel
-    silently short of a judge would vote on as if nothing happened. Names the commonest causes."""
-    if not judged:
-        return
+    silently short of a judge would vote on as if nothing happened (:func:`bloomqg.chat.refuse_low_answer_rate`)."""
     failed = [item for item in judged if all(item.verdict[c].status == STATUS_ERROR for c in CRITERIA)]
-    answered = len(judged) - len(failed)
-    if answered >= min_answer_rate * len(judged):
-        if failed:
-            logger.warning("judge %s: %d of %d calls failed (kept as errors)", judge_name, len(failed), len(judged))
-        return
-    causes = pd.Series([item.verdict["unique"].reason for item in failed]).value_counts()
-    said = "; ".join(f"{count} × {reason}" for reason, count in causes.head(3).items())
-    raise TooFewAnswersError(
-        f"judge {judge_name!r}: {answered} of {len(judged)} questions answered, below min_answer_rate "
-        f"{min_answer_rate:g} ({said}). Check the judge's endpoint (base_url, the server, the key in its "
-        "api_key_env) and rerun: answered calls are cached, only the failed ones are sent again; "
-        "lower min_answer_rate to keep a judge that fails this often."
-    )
+    refuse_low_answer_rate("judge", judge_name, asked=len(judged),
+                           failure_reasons=[item.verdict["unique"].reason for item in failed],
+                           min_answer_rate=min_answer_rate, items="questions", error=TooFewAnswersError)
 
 
 def validate_judge_spec(judge_name: str, judge_spec: Mapping[str, Any]) -> JudgeBackend:
