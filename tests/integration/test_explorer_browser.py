@@ -462,31 +462,31 @@ def release_report(glm_release) -> Path:
     return path
 
 
-@pytest.mark.parametrize("width", [1280, 1920])
-def test_no_report_table_cell_leaves_its_box(site, tab, width, shots):
+def overflowing_cells_at(tab, page: Path, width: int, shot: Path) -> list:
+    """The table cells of ``page`` that overflow their table's visible box at ``width`` px
+    (a screenshot to ``shot``); the tab is back at 1600 px afterwards, the page still open."""
     at_width(tab, width)
     try:
-        tab.send("Page.navigate", {"url": (site["root"] / "report.html").resolve().as_uri()})
+        tab.send("Page.navigate", {"url": page.resolve().as_uri()})
         tab.wait("document.readyState === 'complete'")
         overflowing = tab.eval(OVERFLOWING_CELLS)
-        tab.screenshot(shots / f"report_{width}.png")
+        tab.screenshot(shot)
     finally:
         at_width(tab, 1600)
+    return overflowing
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_no_report_table_cell_leaves_its_box(site, tab, width, shots):
+    overflowing = overflowing_cells_at(tab, site["root"] / "report.html", width, shots / f"report_{width}.png")
     assert not overflowing, overflowing[:10]
 
 
 @pytest.mark.parametrize("width", [1280, 1920])
 def test_no_release_report_table_cell_leaves_its_box(release_report, tab, width, shots):
-    at_width(tab, width)
-    try:
-        tab.send("Page.navigate", {"url": release_report.resolve().as_uri()})
-        tab.wait("document.readyState === 'complete'")
-        assert tab.eval("document.querySelectorAll('#table-paper_comparison td').length") > 0
-        assert tab.eval("document.querySelectorAll('#trust td').length") > 0  # agreement, AC1, gate, robustness
-        overflowing = tab.eval(OVERFLOWING_CELLS)
-        tab.screenshot(shots / f"release_report_{width}.png")
-    finally:
-        at_width(tab, 1600)
+    overflowing = overflowing_cells_at(tab, release_report, width, shots / f"release_report_{width}.png")
+    assert tab.eval("document.querySelectorAll('#table-paper_comparison td').length") > 0
+    assert tab.eval("document.querySelectorAll('#trust td').length") > 0  # agreement, AC1, gate, robustness
     assert not overflowing, overflowing[:10]
 
 
