@@ -8,10 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.reporting.display import strategy_label
+from bloomqg.reporting.display import CRITERION_LABEL, strategy_label
 from bloomqg.voting.construction import MARK, ConstructionFlag
-
-CRITERION_NAMES = {"unique": "Unique", "readable": "Readable", "answerable": "Answerable", "bloom_level": "Bloom level"}
 
 
 def _criteria(metric: str) -> frozenset[str]:
@@ -42,5 +40,5 @@ def mark_by_construction(tables: list[dict[str, Any]], flags: Sequence[Construct
                         used[(flag.model, flag.dataset, flag.strategy, flag.criterion)] = flag
         if used:
             table["notes"] = [*table["notes"], f"{MARK} holds by construction, not a finding: " + "; ".join(
-                f"{CRITERION_NAMES.get(f.criterion, f.criterion)} in {f.model} · {f.dataset} · "
+                f"{CRITERION_LABEL.get(f.criterion, f.criterion)} in {f.model} · {f.dataset} · "
                 f"{strategy_label(f.strategy)}: {f.text}" for f in used.values()) + "."]

@@ -18,14 +18,10 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.robustness import verdict_reason
-from bloomqg.reporting.display import EMPTY, StrategyLabels, is_missing, strategy_label
+from bloomqg.reporting.display import CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, strategy_label
 from bloomqg.reporting.tables.model import fixed
 from bloomqg.frames import BINARY_CRITERIA, RELIABILITY
 from bloomqg.voting.diagnostics import suspicious_judges
-
-CRITERION_NAMES = {"unique": "Unique", "readable": "Readable", "answerable": "Answerable",
-                   "bloom_level": "Bloom level", "knowledge_units": "Knowledge units"}
-
 
 def _num(value: Any, decimals: int = 2) -> str:
     return "–" if is_missing(value) else fixed(float(value), decimals)
@@ -62,7 +58,7 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
             gate_text = (f"{symbol} undefined: no variance (every pairable vote the same); passed by rule, "
                          "agreement not measured")
         rows.append({
-            "cell": _cell(r, strategy_labels), "criterion": CRITERION_NAMES.get(r.criterion, r.criterion),
+            "cell": _cell(r, strategy_labels), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
             "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),
             "agreement": _with_ci(r.percent_agreement, r.percent_agreement_ci_low, r.percent_agreement_ci_high),
             "prevalence": "–" if is_missing(r.prevalence) else
@@ -99,7 +95,7 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
             pairwise = json.loads(r["kappa_pairwise"]) if isinstance(r.get("kappa_pairwise"), str) else {}
             rows.append({
                 "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
-                "criterion": CRITERION_NAMES.get(criterion, criterion), "judge": r["judge"],
+                "criterion": CRITERION_LABEL.get(criterion, criterion), "judge": r["judge"],
                 "rate": _num(r["vote_rate"]),
                 "agreement": _num(r.get("agreement_with_others")),
                 "kappa": _num(r.get("kappa_with_others")),
@@ -111,7 +107,7 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
             })
             if r["judge"] in flags:
                 flagged.append({"judge": r["judge"], "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
-                                "criterion": CRITERION_NAMES.get(criterion, criterion), "why": flags[r["judge"]]})
+                                "criterion": CRITERION_LABEL.get(criterion, criterion), "why": flags[r["judge"]]})
     return rows, flagged
 
 
@@ -147,7 +143,7 @@ def sensitivity_figure(reliability: pd.DataFrame, strategy_labels: StrategyLabel
                         continue
                     err = None if is_missing(low) else [[max(0.0, value - low)], [max(0.0, high - value)]]
                     ax.errorbar(value, y + offset, xerr=err, fmt=marker, color=colour, markersize=3, capsize=1.5, linewidth=0.8)
-            ax.set_title(CRITERION_NAMES[criterion])
+            ax.set_title(CRITERION_LABEL[criterion])
             ax.set_xlim(-0.02, 1.02)
             ax.axvline(0.5, color="#999999", linestyle=":", linewidth=0.7)
             ax.set_xlabel("Dawid–Skene estimate")
@@ -229,7 +225,7 @@ def trust_context(
     panel = reliability[reliability["judge"].isna()]
     n_eff = panel.dropna(subset=["n_effective_judges"]) if "n_effective_judges" in panel else panel.iloc[0:0]
     effective = [
-        {"criterion": CRITERION_NAMES.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
+        {"criterion": CRITERION_LABEL.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
          "n_judges": str(int(g["n_judges"].max()))}
         for c, g in n_eff.groupby("criterion", sort=False)
