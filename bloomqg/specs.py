@@ -126,12 +126,8 @@ class StudySpec:
 
     def with_budget(self, spec: EntrySpec) -> dict[str, Any]:
         """The entry's keys, with the study's ``budget_usd`` on an API entry that sets none
-        (what the API client is built from; the cap is no rule's ``params:`` value, so raising
-        it reruns nothing)."""
-        entry = dict(spec.entry)
-        if spec.is_api and self.budget_usd is not None and entry.get("budget_usd") is None:
-            entry["budget_usd"] = self.budget_usd
-        return entry
+        (what the API client is built from)."""
+        return with_study_budget(spec.entry, self.budget_usd)
 
     def judge_family(self, judge: str) -> str | None:
         """A judge's ``family``: its own, else that of the models entry it borrows."""
@@ -140,6 +136,16 @@ class StudySpec:
             return spec.own_family
         borrowed = self.models.get(spec.model_ref) if spec.model_ref else None
         return borrowed.own_family if borrowed is not None else None
+
+
+def with_study_budget(entry: Mapping[str, Any], budget_usd: float | None) -> dict[str, Any]:
+    """An API config entry with the study's ``budget_usd`` unless it sets its own; other
+    backends unchanged. The cap is not a ``params:`` value of any rule: raising it must not
+    rerun the jobs that finished within it."""
+    entry = dict(entry)
+    if entry.get("backend") == API_BACKEND and budget_usd is not None and entry.get("budget_usd") is None:
+        entry["budget_usd"] = budget_usd
+    return entry
 
 
 def study_spec(config: Mapping[str, Any]) -> StudySpec:

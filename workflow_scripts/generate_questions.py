@@ -1,5 +1,5 @@
 """Rule generate_questions: one shard of one model × dataset × strategy."""
-from bloomqg.api.budget import with_study_budget
+from bloomqg.specs import with_study_budget
 from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions

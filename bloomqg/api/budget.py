@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from bloomqg.specs import API_BACKEND, StudySpec
+from bloomqg.specs import StudySpec
 
 log = logging.getLogger(__name__)
 
@@ -177,17 +177,6 @@ class Budget:
     def release(self, amount_usd: float) -> None:
         """A reserved call ended (its real cost, if any, is in the ledger by now)."""
         self.reserved = max(0.0, self.reserved - amount_usd)
-
-
-def with_study_budget(entry: Mapping[str, Any], budget_usd: float | None) -> dict[str, Any]:
-    """An API config entry with the study's ``budget_usd`` unless it sets its own; other
-    backends unchanged. The cap is not a ``params:`` value of any rule: raising it must not
-    rerun the jobs that finished within it. (A job handed one entry and the study's cap uses
-    this; :meth:`bloomqg.specs.StudySpec.with_budget` is the same for a spec.)"""
-    entry = dict(entry)
-    if entry.get("backend") == API_BACKEND and budget_usd is not None and entry.get("budget_usd") is None:
-        entry["budget_usd"] = budget_usd
-    return entry
 
 
 def check_budget_prices(study: StudySpec) -> list[str]:

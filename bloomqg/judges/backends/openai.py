@@ -14,7 +14,7 @@ from bloomqg.resources import API_MEM_MB, API_RUNTIME_MIN, JobResources
 
 
 def _text_generator(source: GeneratorSource) -> Any:
-    from bloomqg.api.budget import with_study_budget
+    from bloomqg.specs import with_study_budget
     from bloomqg.generation.factory import make_text_generator
 
     return make_text_generator(
