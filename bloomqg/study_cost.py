@@ -65,8 +65,11 @@ def estimate_study(
             generated = generations.get((cell.dataset, cell.strategy, cell.model))
             parts = [estimate_calls(settings, requests, params, cache, measured.get(settings.model), counted)
                      for requests in generation_requests(frame, generated)]
+            row = dict(parts[0]) if len(parts) == 1 else _summed(parts, (
+                f"{parts[0]['basis']}; {len(parts)} passes (later ones: the draft question stands in when not "
+                "generated yet)"))
             rows.append({"role": "generator", "name": cell.model, "dataset": cell.dataset, "strategy": cell.strategy,
-                         **_summed(parts)})
+                         **row})
         if not api_judges:
             continue
         generated = generations.get((cell.dataset, cell.strategy, cell.model))
@@ -117,16 +120,14 @@ def generation_requests(prompts: pd.DataFrame, generated: pd.DataFrame | None) -
     return per_pass
 
 
-def _summed(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One estimate row from the rows of a cell's passes (the first's model, mode and basis)."""
-    if len(parts) == 1:
-        return dict(parts[0])
-    row = {key: sum(p[key] for p in parts) for key in ("requests", "cached", "to_call", "prompt_tokens", "completion_tokens")}
+def _summed(parts: Sequence[Mapping[str, Any]], basis: str) -> dict[str, Any]:
+    """One estimate row from several (a cell's passes, a probe's decodings): the counts and costs
+    summed (the cost unknown if any part's is), the first part's model and mode."""
     costs = [p["cost_usd"] for p in parts]
-    row.update(model=parts[0]["model"], mode=parts[0]["mode"],
-               basis=f"{parts[0]['basis']}; {len(parts)} passes (later ones: the draft question stands in when not generated yet)",
-               cost_usd=None if any(c is None for c in costs) else float(sum(costs)))
-    return row
+    return {**{key: sum(p[key] for p in parts) for key in ("requests", "cached", "to_call", "prompt_tokens",
+                                                           "completion_tokens")},
+            "model": parts[0]["model"], "mode": parts[0]["mode"], "basis": basis,
+            "cost_usd": None if any(c is None for c in costs) else float(sum(costs))}
 
 
 def _probe_rows(
@@ -169,10 +170,7 @@ def _probe_rows(
                 parts.append(estimate_calls(settings, same, decoding, cache, measured.get(settings.model), counted))
             if not parts:
                 continue
-            row = {key: sum(p[key] for p in parts) for key in ("requests", "cached", "to_call", "prompt_tokens", "completion_tokens")}
-            costs = [p["cost_usd"] for p in parts]
-            row.update(model=settings.model, mode=settings.mode, basis=parts[0]["basis"],
-                       cost_usd=None if any(c is None for c in costs) else float(sum(costs)))
+            row = _summed(parts, parts[0]["basis"])
             if stand_in:
                 row["basis"] += "; questions not generated yet"
             rows.append({"role": "judge_bias", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
