@@ -21,6 +21,16 @@ holds any of its calls not yet cached, resuming its polling (or, killed between 
 creation, finding the batch by its metadata), and submits new batches only for the calls no
 unfinished batch holds. A batch whose results were all taken is renamed ``<digest>.done.json``,
 so a later round with the same calls creates a new one.
+
+Never paid twice by two jobs at once either (a judge's job and its bias probes, two studies
+sharing a cache): the job that creates a batch holds an exclusive ``flock`` on
+``<digest>.lock`` until its results are cached, and every job checks the cache, scans the
+unfinished batches and submits its own under one lock on the folder (``.submit.lock``). A job
+whose calls a live job's batch holds waits for that lock to go, then reads their answers from
+the cache, as a sync call waits on :meth:`~bloomqg.api.cache.CallCache.claim`; a batch whose
+job died leaves its lock free, and the first job that needs its calls takes it over. A call a
+sync job is paying for right now (its claim held) waits in the same way, and a sync job looks
+for live batches before it pays (:mod:`bloomqg.api.inflight`).
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bloomqg.api.cache import canonical_json
+from bloomqg.api.cache import canonical_json, held_lock, try_lock
+from bloomqg.api.inflight import SUBMIT_LOCK, batches_dir, claim_is_free
 from bloomqg.api.retry import (
     FatalAPIError, ItemError, RejectedRequest, RetryableError, redact, retry_delay, status_error,
 )
@@ -72,6 +83,8 @@ class _Part:
     state: dict[str, Any] = field(default_factory=dict)
     reserved_usd: float = 0.0
     last_progress: tuple[int, int, int] | None = None
+    #: the descriptor holding ``<digest>.lock`` while this job answers for the batch
+    lock_fd: int | None = None
 
 
 @dataclass
@@ -90,7 +103,7 @@ class BatchRunner:
             raise ValueError("mode: batch needs a call cache: the batch ids are kept beside it")
         self.client = client
         self.settings = client.settings
-        self.state_dir = client.cache.directory / "batches"
+        self.state_dir = batches_dir(client.cache)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._started = time.monotonic()
 
@@ -130,10 +143,10 @@ class BatchRunner:
                     if on_batch is not None and group:
                         on_batch(group)
                     return batch_index + 1
-                pending, batch_index = await self._round(
+                pending, batch_index, sent = await self._round(
                     sdk, pending, requests, decoding, results, on_batch, batch_index, attempts, last_error
                 )
-                round_number += 1
+                round_number += sent  # a round spent waiting on another job's batch is not a try
             return batch_index
         finally:
             await sdk.close()
@@ -150,9 +163,10 @@ class BatchRunner:
         batch_index: int,
         attempts: dict[str, int],
         last_error: dict[str, str],
-    ) -> tuple[list[Call], int]:
-        """Submit (or resume) the batches for ``calls``, wait for them, take their results.
-        Returns the calls to try again and the next batch index."""
+    ) -> tuple[list[Call], int, bool]:
+        """Submit (or resume) the batches for ``calls``, wait for them and for other jobs'
+        batches that hold some of them, take their results. Returns the calls to try again, the
+        next batch index and whether this job sent or took up a batch (a try)."""
         client = self.client
         admitted: list[Call] = []
         stopped: list[Completion] = []
@@ -162,46 +176,171 @@ class BatchRunner:
                 client.deliver(call, client.budget_failure(call), requests, results, stopped, batch_index)
                 continue
             admitted.append(call)
-        parts = self._unfinished_parts(admitted, decoding)
-        taken = {call.key for part in parts for call in part.calls}
-        parts += self._parts([call for call in admitted if call.key not in taken], decoding)
-        for part in parts:
-            part.reserved_usd = sum(client.reservation_usd(call, batch=True) for call in part.calls) if budget else 0.0
-            await self._submit(sdk, part)
+        owned: list[_Part] = []
+        watched: list[_Part] = []
+        claimed: list[Call] = []
         retry: list[Call] = []
-        unfinished = list(parts)
-        delay = self.settings.batch_poll_s
-        while unfinished:
-            for part in list(unfinished):
-                batch = await self._control("retrieve batch", lambda: sdk.batches.retrieve(part.state["batch_id"]))
-                self._log_progress(part, batch)
-                if batch.status not in TERMINAL_STATUSES:
-                    continue
-                unfinished.remove(part)
-                outcomes = await self._collect(sdk, part, batch)
-                group: list[Completion] = []
-                for call in part.calls:
-                    attempts[call.key] += 1
-                    outcome = outcomes[call.key]
-                    if outcome.completion is None:
-                        assert outcome.retry_reason is not None
-                        last_error[call.key] = outcome.retry_reason
-                        client.counts.retries[_cause(outcome.retry_reason)] += 1
-                        retry.append(call)
+        try:
+            async with held_lock(self.state_dir / SUBMIT_LOCK):
+                admitted, batch_index = self._take_cached(
+                    admitted, requests, results, on_batch, batch_index, reserved=True)
+                owned, watched = self._unfinished_parts(admitted, decoding)
+                for call in (call for part in watched for call in part.calls):
+                    self._release_reservation(call)  # the job that made that batch pays for it
+                taken = {call.key for part in owned + watched for call in part.calls}
+                free, claimed = [], []
+                for call in admitted:
+                    if call.key not in taken:
+                        (free if claim_is_free(client.cache, call.key) else claimed).append(call)
+                for call in claimed:
+                    self._release_reservation(call)  # a sync job is paying for it now
+                new = self._parts(free, decoding)
+                for part in new:
+                    await self._own(part)
+                    owned.append(part)
+                for part in owned:
+                    part.reserved_usd = sum(client.reservation_usd(c, batch=True) for c in part.calls) if budget else 0.0
+                    await self._submit(sdk, part)
+            sent = bool(owned)
+            unfinished = list(owned)
+            delay = self.settings.batch_poll_s
+            while unfinished or watched or claimed:
+                answered = [call for call in claimed if claim_is_free(client.cache, call.key)]
+                if answered:
+                    answered_keys = {call.key for call in answered}
+                    claimed = [call for call in claimed if call.key not in answered_keys]
+                    unanswered, batch_index = self._take_cached(
+                        answered, requests, results, on_batch, batch_index, reserved=False)
+                    retry += unanswered  # that sync call failed: this job tries it next round
+                for part in list(watched):
+                    if not self._take_lock(part):
+                        continue  # its job is still waiting for its batch
+                    watched.remove(part)
+                    if part.state_path.is_file():  # its job died before taking the results
+                        part.state = self._read_state(part.state_path)
+                        log.info("batch %s: the job that made it is gone; this job takes it up",
+                                 part.state.get("batch_id") or part.digest[:16])
+                        owned.append(part)
+                        unfinished.append(part)
+                        sent = True
+                        await self._submit(sdk, part)  # paid already, or found by its metadata
                         continue
-                    outcome.completion.extra["attempts"] = attempts[call.key]
-                    outcome.completion.extra["batch_id"] = part.state["batch_id"]
-                    client.deliver(call, outcome.completion, requests, results, group, batch_index)
-                self._mark_done(part)
-                if budget is not None:
-                    budget.release(part.reserved_usd)
-                if on_batch is not None and group:
-                    on_batch(group)
-                batch_index += 1
-            if unfinished:
-                await asyncio.sleep(delay)
-                delay = min(delay * POLL_GROWTH, self.settings.batch_poll_max_s)
-        return retry, batch_index
+                    self._release(part)
+                    waited_for, batch_index = self._take_cached(
+                        part.calls, requests, results, on_batch, batch_index, reserved=False)
+                    retry += waited_for  # that batch failed them: this job tries them next round
+                for part in list(unfinished):
+                    batch = await self._control("retrieve batch", lambda: sdk.batches.retrieve(part.state["batch_id"]))
+                    self._log_progress(part, batch)
+                    if batch.status not in TERMINAL_STATUSES:
+                        continue
+                    unfinished.remove(part)
+                    retry += await self._take_results(sdk, part, batch, requests, results, on_batch, batch_index,
+                                                      attempts, last_error)
+                    batch_index += 1
+                if unfinished or watched or claimed:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * POLL_GROWTH, self.settings.batch_poll_max_s)
+        finally:
+            for part in owned + watched:
+                self._release(part)
+        return retry, batch_index, sent
+
+    async def _take_results(
+        self,
+        sdk: Any,
+        part: _Part,
+        batch: Any,
+        requests: Sequence[ChatRequest],
+        results: list[Completion | None],
+        on_batch: BatchCallback | None,
+        batch_index: int,
+        attempts: dict[str, int],
+        last_error: dict[str, str],
+    ) -> list[Call]:
+        """Deliver a finished batch's answers (cached as they are read), mark it done and let
+        go of it; returns its calls to try again."""
+        client = self.client
+        outcomes = await self._collect(sdk, part, batch)
+        group: list[Completion] = []
+        retry: list[Call] = []
+        for call in part.calls:
+            attempts[call.key] += 1
+            outcome = outcomes[call.key]
+            if outcome.completion is None:
+                assert outcome.retry_reason is not None
+                last_error[call.key] = outcome.retry_reason
+                client.counts.retries[_cause(outcome.retry_reason)] += 1
+                retry.append(call)
+                continue
+            outcome.completion.extra["attempts"] = attempts[call.key]
+            outcome.completion.extra["batch_id"] = part.state["batch_id"]
+            client.deliver(call, outcome.completion, requests, results, group, batch_index)
+        self._mark_done(part)
+        self._release(part)  # after the answers are cached: a job waiting on it reads them
+        if client.budget is not None:
+            client.budget.release(part.reserved_usd)
+        if on_batch is not None and group:
+            on_batch(group)
+        return retry
+
+    def _take_cached(
+        self,
+        calls: list[Call],
+        requests: Sequence[ChatRequest],
+        results: list[Completion | None],
+        on_batch: BatchCallback | None,
+        batch_index: int,
+        *,
+        reserved: bool,
+    ) -> tuple[list[Call], int]:
+        """Deliver the calls another job answered since this one looked, as cache hits (their
+        budget reservations released when ``reserved``); returns the rest and the next batch
+        index."""
+        client = self.client
+        assert client.cache is not None
+        rest: list[Call] = []
+        group: list[Completion] = []
+        for call in calls:
+            cached = client.cache.get(call.key)
+            if cached is None:
+                rest.append(call)
+                continue
+            if reserved:
+                self._release_reservation(call)
+            client.counts.cache_hits += 1
+            client.deliver(call, client.from_cache(call.request, call.key, cached), requests, results, group,
+                           batch_index)
+        if group:
+            if on_batch is not None:
+                on_batch(group)
+            batch_index += 1
+        return rest, batch_index
+
+    def _release_reservation(self, call: Call) -> None:
+        if self.client.budget is not None:
+            self.client.budget.release(self.client.reservation_usd(call, batch=True))
+
+    # ------------------------------------------------------------------ who answers for a batch
+    def _lock_path(self, part: _Part) -> Path:
+        return self.state_dir / f"{part.digest}.lock"
+
+    def _take_lock(self, part: _Part) -> bool:
+        """Hold the part's lock if no live job does; True when this job now holds it."""
+        if part.lock_fd is None:
+            part.lock_fd = try_lock(self._lock_path(part))
+        return part.lock_fd is not None
+
+    async def _own(self, part: _Part) -> None:
+        """Hold a new part's lock. Another job holds one of the same digest only between
+        finishing that batch and letting go of it (its calls failed there): a moment's wait."""
+        while not self._take_lock(part):
+            await asyncio.sleep(self.settings.batch_poll_s)
+
+    def _release(self, part: _Part) -> None:
+        if part.lock_fd is not None:
+            os.close(part.lock_fd)
+            part.lock_fd = None
 
     def _parts(self, calls: list[Call], decoding: dict[str, Any]) -> list[_Part]:
         """The JSONL lines of ``calls``, split at the per-batch request and byte limits."""
@@ -251,35 +390,54 @@ class BatchRunner:
         return parts
 
     # ------------------------------------------------------------------ submit / resume
-    def _unfinished_parts(self, calls: list[Call], decoding: dict[str, Any]) -> list[_Part]:
-        """Batches a killed job left unfinished that hold some of ``calls``: each becomes a part
-        with those calls, to be resumed rather than paid for again."""
+    def _unfinished_parts(self, calls: list[Call], decoding: dict[str, Any]) -> tuple[list[_Part], list[_Part]]:
+        """Unfinished batches that hold some of ``calls``, each as a part with those calls: the
+        ones whose job is gone (their lock was free; this job now holds it), to be resumed rather
+        than paid for again, and the ones a live job is waiting for, whose answers this job will
+        read from the cache."""
         by_key = {call.key: call for call in calls}
-        parts: list[_Part] = []
+        orphaned: list[_Part] = []
+        live: list[_Part] = []
         for path in sorted(self.state_dir.glob("*.json")):
             if path.name.endswith(".done.json"):
                 continue
             try:
-                state = json.loads(path.read_text())
-                keys = state["custom_ids"]
+                state = self._read_state(path)
             except FileNotFoundError:  # another job finished that batch just now
                 continue
-            except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(
-                    f"batch state {path} is unreadable ({error}); it may name a batch already paid for: "
-                    "look it up in the provider's dashboard before deleting the file"
-                ) from None
             if state.get("endpoint") != self.settings.endpoint or state.get("model") != self.settings.model:
                 continue
-            mine = [by_key.pop(key) for key in keys if key in by_key]
+            mine = [by_key.pop(key) for key in state["custom_ids"] if key in by_key]
             if not mine:
                 continue
             structured = {
                 call.key: request_body(self.settings, call, decoding, text_mode=bool(state.get("text_mode")))[1]
                 for call in mine
             }
-            parts.append(_Part(mine, b"", structured, path.stem, path, state))
-        return parts
+            part = _Part(mine, b"", structured, path.stem, path, state)
+            if not self._take_lock(part):
+                live.append(part)
+            elif path.is_file():
+                orphaned.append(part)
+            else:  # finished between the read and the lock: its answers are cached by now
+                self._release(part)
+                live.append(part)
+        return orphaned, live
+
+    @staticmethod
+    def _read_state(path: Path) -> dict[str, Any]:
+        """A batch state file; an unreadable one stops the job (it may name a paid batch)."""
+        try:
+            state = json.loads(path.read_text())
+            state["custom_ids"]
+        except FileNotFoundError:
+            raise
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"batch state {path} is unreadable ({error}); it may name a batch already paid for: "
+                "look it up in the provider's dashboard before deleting the file"
+            ) from None
+        return state
 
     def _save(self, part: _Part) -> None:
         write_text_atomic(part.state_path, json.dumps(part.state))

@@ -48,6 +48,33 @@ CLAIM_POLL_S = 0.05
 CACHE_FORMAT_VERSION = 1
 
 
+def try_lock(path: Path) -> int | None:
+    """An exclusive ``flock`` on ``path`` (created if missing) if no other process holds one: the
+    descriptor that holds it (closing it releases the lock), or None. The kernel drops a lock
+    with its process, so one a killed job held is free again."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.asynccontextmanager
+async def held_lock(path: Path) -> AsyncIterator[None]:
+    """Hold :func:`try_lock`'s lock on ``path``, waiting for it without blocking the event loop."""
+    while (fd := try_lock(path)) is None:
+        await asyncio.sleep(CLAIM_POLL_S)
+    try:
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 @dataclass(frozen=True)
 class CachedResponse:
     """What a successful call returned: the answer text, its usage and why it stopped."""
@@ -178,17 +205,8 @@ class CallCache:
         cache, pays for the call and stores its answer; waits, without blocking the event loop,
         while another holder pays for it. Check the cache again once inside: the holder before
         you may have stored the answer."""
-        fd = os.open(self.claim_path(key), os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    await asyncio.sleep(CLAIM_POLL_S)
+        async with held_lock(self.claim_path(key)):
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
 
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None

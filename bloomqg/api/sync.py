@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bloomqg.api.cache import CachedResponse
+from bloomqg.api.inflight import InFlightBatches
 from bloomqg.api.pacing import Pacer
 from bloomqg.api.retry import ItemError, RejectedRequest, RetryableError, retry_delay
 from bloomqg.api.transport import api_key_from_env, post_chat, sdk_client
@@ -53,6 +54,7 @@ class SyncRunner:
     def __init__(self, client: ClientCore) -> None:
         self.client = client
         self.settings = client.settings
+        self.batches = InFlightBatches(client.cache) if client.cache is not None else None
 
     async def run(
         self,
@@ -136,12 +138,15 @@ class SyncRunner:
     ) -> Completion:
         """Make ``call`` under the cache's claim on its key: a job beside this one that is paying
         for the same call is waited for and its answer read from the cache, and the claim is
-        held until this answer is stored, so one call is paid once however many jobs need it."""
+        held until this answer is stored, so one call is paid once however many jobs need it.
+        A live Batch API job holding the call is waited for too (:mod:`bloomqg.api.inflight`)."""
         client = self.client
         if client.cache is None:
             return (await self._call_with_retries(call, state))[0]
         async with client.cache.claim(call.key):
             cached = client.cache.get(call.key)
+            if cached is None and self.batches is not None and await self.batches.wait_for(call.key):
+                cached = client.cache.get(call.key)  # a batch job beside this one paid for it
             if cached is not None:  # stored by the holder we waited for
                 client.counts.cache_hits += 1
                 return client.from_cache(call.request, call.key, cached)

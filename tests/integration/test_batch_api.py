@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,19 +129,26 @@ OpenAICompatibleClient(settings, cache={cache!r}).complete(_requests(8, "killed"
 """
 
 
+def _start_killable_job(script: str, cache: Path) -> subprocess.Popen:
+    """Run ``script`` in a process group of its own; return once it has created its batch."""
+    job = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not any("batch_id" in json.loads(p.read_text()) for p in batch_state_files(cache)):
+        if job.poll() is not None or time.monotonic() > deadline:
+            job.kill()
+            raise AssertionError(f"the job never created its batch: {job.stdout.read() if job.stdout else ''}")
+        time.sleep(0.05)
+    return job
+
+
 def test_a_job_killed_while_polling_resumes_the_same_batch(tmp_path: Path) -> None:
     with BatchServer(step_s=1.5) as server:
         settings = dict(model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
                         batch_poll_s=0.1, batch_poll_max_s=0.2, **PRICES)
         script = KILLED_JOB.format(repo=str(REPO), settings=settings, cache=str(tmp_path))
-        job = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        job = _start_killable_job(script, tmp_path)
         try:
-            deadline = time.monotonic() + 60
-            while not any("batch_id" in json.loads(p.read_text()) for p in batch_state_files(tmp_path)):
-                assert job.poll() is None, job.stdout.read() if job.stdout else ""
-                assert time.monotonic() < deadline, "the job never created its batch"
-                time.sleep(0.05)
             os.killpg(job.pid, signal.SIGKILL)  # while it polls: the batch is still validating
         finally:
             job.wait(timeout=10)
@@ -202,6 +210,109 @@ def test_killed_while_taking_results_finishes_from_the_same_batch(tmp_path: Path
         _paid_once(server, client, requests)
         spent = SpendLedger(tmp_path / "spend.jsonl").entries()
         assert len(spent) == len(requests), "answers taken again are recorded once"
+
+
+SHARED_JOB = """
+import sys
+sys.path.insert(0, {repo!r})
+from bloomqg.api.client import OpenAICompatibleClient
+from bloomqg.api.settings import ClientSettings
+from tests.integration.test_batch_api import PARAMS, _requests
+done = OpenAICompatibleClient(ClientSettings(**{settings!r}), cache={cache!r}).complete(_requests(6, "shared"), PARAMS)
+assert all(c.finish_reason == "stop" for c in done)
+"""
+
+
+def test_calls_two_batch_jobs_need_at_once_are_paid_once(tmp_path: Path) -> None:
+    """Another process submits six calls while its upload is still on the wire; this process
+    then needs those six and two more (a judge's job and its bias probes, two studies sharing a
+    cache). It waits for the first job's batch instead of submitting the six again, reads their
+    answers from the cache, and pays for its two alone; every call is answered once."""
+    with BatchServer(step_s=0.3, upload_delay_s=1.5) as server:
+        settings = dict(model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
+                        batch_poll_s=0.05, batch_poll_max_s=0.2, **PRICES)
+        script = SHARED_JOB.format(repo=str(REPO), settings=settings, cache=str(tmp_path))
+        first = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while server.uploads_started < 1:  # the first job's file is on the wire, no state saved yet
+                assert first.poll() is None, first.stdout.read() if first.stdout else ""
+                assert time.monotonic() < deadline, "the first job never uploaded"
+                time.sleep(0.01)
+            assert not batch_state_files(tmp_path)
+            client = OpenAICompatibleClient(ClientSettings(**settings), cache=tmp_path)
+            requests = _requests(8, "shared")
+            completions = client.complete(requests, PARAMS)
+            assert first.wait(timeout=60) == 0, first.stdout.read() if first.stdout else ""
+        finally:
+            first.kill()
+        assert all(c.finish_reason == "stop" for c in completions)
+        assert [c.cached for c in completions] == [True] * 6 + [False] * 2
+        assert all(count == 1 for count in server.answered.values()), server.answered
+        assert len(server.answered) == 8 and server.batches_created == 2
+        ledger = client.ledger()
+        assert ledger["cache_hits"] == 6 and ledger["batch_items_sent"] == 2
+        spent = SpendLedger(tmp_path / "spend.jsonl").entries()
+        assert len(spent) == 8, "each answer is recorded once, by the job that paid for it"
+
+
+def test_a_batch_whose_job_died_is_taken_up_by_the_job_waiting_for_it(tmp_path: Path) -> None:
+    """A job waiting on another's batch (its lock held) takes the batch up when that job is
+    killed: it polls the same batch instead of paying again."""
+    with BatchServer(step_s=1.0) as server:
+        settings = dict(model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
+                        batch_poll_s=0.05, batch_poll_max_s=0.2, **PRICES)
+        script = KILLED_JOB.format(repo=str(REPO), settings=settings, cache=str(tmp_path))
+        job = _start_killable_job(script, tmp_path)
+        try:
+            client = OpenAICompatibleClient(ClientSettings(**settings), cache=tmp_path)
+            requests = _requests(8, "killed")
+            killer = threading.Timer(0.5, os.killpg, (job.pid, signal.SIGKILL))  # while this one waits
+            killer.start()
+            completions = client.complete(requests, PARAMS)
+            killer.join()
+        finally:
+            job.kill()
+            job.wait(timeout=10)
+        assert job.returncode == -signal.SIGKILL, "the first job was still waiting when it was killed"
+        assert all(c.finish_reason == "stop" and not c.cached for c in completions)
+        assert server.batches_created == 1 and client.ledger()["batches_resumed"] == 1
+        _paid_once(server, client, requests)
+
+
+@pytest.mark.parametrize("first_mode", ["sync", "batch"])
+def test_a_call_a_job_of_the_other_mode_is_paying_for_is_waited_for(tmp_path: Path, first_mode: str) -> None:
+    """A sync job and a batch job need the same six calls (a judge in one mode, its probes or
+    another study in the other). Whichever pays first, the other waits for it and reads the six
+    from the cache: a sync call waits on a live batch holding it, a batch leaves out calls whose
+    sync claim is held. Each call is paid once, in one mode."""
+    second_mode = "batch" if first_mode == "sync" else "sync"
+    with BatchServer(step_s=0.3, chat_delay_s=2.0) as server:
+        common = dict(model="judge-model", base_url=server.base_url, api_key_env=None, batch_poll_s=0.05,
+                      batch_poll_max_s=0.2, batch_sync_below=0, concurrency=8, **PRICES)
+        script = SHARED_JOB.format(repo=str(REPO), settings={**common, "mode": first_mode}, cache=str(tmp_path))
+        first = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            # the first job is paying: six sync calls on the wire, or its batch created
+            while (server.sync_calls if first_mode == "sync" else server.batches_created) < (
+                    6 if first_mode == "sync" else 1):
+                assert first.poll() is None, first.stdout.read() if first.stdout else ""
+                assert time.monotonic() < deadline, "the first job never paid"
+                time.sleep(0.01)
+            client = OpenAICompatibleClient(ClientSettings(**common, mode=second_mode), cache=tmp_path)
+            completions = client.complete(_requests(8, "shared"), PARAMS)
+            assert first.wait(timeout=60) == 0, first.stdout.read() if first.stdout else ""
+        finally:
+            first.kill()
+        assert all(c.finish_reason == "stop" for c in completions)
+        assert [c.cached for c in completions] == [True] * 6 + [False] * 2
+        batch_answered = {k: n for k, n in server.answered.items() if not k.startswith("sync:")}
+        assert all(n == 1 for n in server.answered.values()), server.answered
+        paid_in_batches = 6 if first_mode == "batch" else 2
+        assert (len(batch_answered), server.sync_calls) == (paid_in_batches, 8 - paid_in_batches)
 
 
 def test_batches_split_at_the_request_and_byte_limits(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ A batch moves ``validating`` → ``in_progress`` → ``finalizing`` → ``comple
 the items answered, the rest ``batch_expired`` error lines) or ``cancelled`` (the next
 ``cancel_batches``: an operator cancels it mid-way; answered items keep their output). Items whose
 custom_id the seeded ``item_error_rate`` picks fail their first try with a 500 error line
-(partial errors) whose message is ``error_message``. Answers are :data:`VERDICT` (or
+(partial errors) whose message is ``error_message``. An upload is answered after
+``upload_delay_s`` (counted in ``uploads_started`` as it arrives), a sync chat call after
+``chat_delay_s`` (counted in ``sync_calls`` as it arrives). Answers are :data:`VERDICT` (or
 ``content``), with usage counted by a stand-in tokenizer (:func:`count_tokens`: words and
 punctuation marks, plus chat framing), not by the client's own character estimate.
 
@@ -97,8 +99,12 @@ class BatchServer:
         seed: int = 0,
         required_api_key: str | None = None,
         error_message: str = "The server had an error",
+        upload_delay_s: float = 0.0,
+        chat_delay_s: float = 0.0,
     ) -> None:
+        self.chat_delay_s = chat_delay_s
         self.step_s = step_s
+        self.upload_delay_s = upload_delay_s
         self.error_message = error_message
         self.content = content or json.dumps(VERDICT)
         self.item_error_rate = item_error_rate
@@ -114,6 +120,7 @@ class BatchServer:
         self.failed_once: set[str] = set()
         self.batches_created = 0
         self.files_uploaded = 0
+        self.uploads_started = 0
         self.sync_calls = 0
         self.statuses_seen: Counter[str] = Counter()
         self.port: int | None = None
@@ -154,6 +161,8 @@ class BatchServer:
         return obj
 
     async def upload(self, request: web.Request) -> web.Response:
+        self.uploads_started += 1
+        await asyncio.sleep(self.upload_delay_s)  # a large batch file takes a while to send
         form = await request.post()
         upload = form.get("file")
         purpose = str(form.get("purpose", ""))
@@ -351,6 +360,7 @@ class BatchServer:
         body = await request.json()
         self.sync_calls += 1
         self.answered[f"sync:{json.dumps(body.get('messages'), sort_keys=True)}"] += 1
+        await asyncio.sleep(self.chat_delay_s)
         return web.json_response(chat_completion(body, self.content))
 
     # ------------------------------------------------------------------ lifecycle
