@@ -22,6 +22,7 @@ from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 from bloomqg.generation.openai_api import OpenAITextGenerator
 from bloomqg.models import read_model_provenance
 from bloomqg.serving.engines import (
+    READY_PATHS,
     EngineSettings,
     engine_python,
     engine_settings,
@@ -98,6 +99,7 @@ class EngineTextGenerator:
             argv, port=port, env=server_env(self.settings, os.environ if environ is None else environ,
                                             threads=threads),
             log_path=log_path, ready_timeout_s=self.settings.ready_timeout_s,
+            ready_paths=READY_PATHS[self.settings.engine],
             name=f"{self.settings.engine} server for {name}",
         )
         logger.info("starting %s (threads %d, gpus %d): %s", self.server.name, threads, gpus,

