@@ -1,7 +1,8 @@
 """The device check and the GPU benchmark on a CPU: their JSON judges every goal, and a lost
 completion makes them fail.
 
-``benchmarks/gpu_check.sh --dry-run`` runs the tests marked ``gpu`` on the CPU and
+``benchmarks/gpu_check.sh --dry-run`` runs the tests marked ``gpu`` on the CPU,
+``benchmarks/engine_gpu.py --tiny`` (transformers serve on a tiny random model saved to disk) and
 ``benchmarks/generation_gpu.py --tiny``; the planted loss drops one completion of a real
 ``HFTextGenerator.complete`` call inside the benchmark's own process (through a
 ``sitecustomize`` module on its path), so the benchmark's checks, not the test, must notice.
@@ -61,7 +62,7 @@ def test_device_script_dry_run_prints_every_goal_judged(tmp_path):
     assert report["mode"] == "cpu-dry-run" and report["pass"] is True and report["failed_goals"] == []
     goals = {goal["goal"]: goal for goal in report["goals"]}
     assert {goal["result"] for goal in goals.values()} <= VERDICTS
-    assert {f"benchmark.{name}" for name in BENCHMARK_GOALS} | {"gpu_tests", "under_8_minutes"} <= set(goals)
+    assert {f"benchmark.{name}" for name in BENCHMARK_GOALS} | {"gpu_tests", "under_9_minutes"} <= set(goals)
     for name in ("gpu_tests", "benchmark.equivalence_fp32", "benchmark.forced_oom_split_lost_nothing",
                  "benchmark.baichuan2_standin_batches_and_matches_batch1_fp32",
                  "benchmark.every_completion_returned"):
@@ -69,6 +70,12 @@ def test_device_script_dry_run_prints_every_goal_judged(tmp_path):
     # throughput and memory goals carry a measurement but are judged on a GPU only
     assert goals["benchmark.speedup_batched_over_batch1"]["result"] == "not judged"
     assert isinstance(goals["benchmark.speedup_batched_over_batch1"]["measured"], float)
+    # the engines step: transformers serve started as the workflow starts it, every request answered
+    assert goals["engines.transformers-serve_answered_every_request"]["result"] == "pass"
+    speedup = goals["engines.engine_speedup_vs_loop_batch64"]
+    assert speedup["result"] == "not judged" and speedup["measured"]["engine"] == "transformers-serve"
+    served = report["engines"]["runs"]["transformers-serve"]
+    assert served["identical_to_loop"] == served["requests"], "the same greedy texts in fp32 on the CPU"
     tests = report["tests"]
     assert tests["failed"] == tests["error"] == 0 and tests["passed"] >= 10
     outcomes = {case["test"].rsplit("::", 1)[-1].split("[")[0]: case["outcome"] for case in tests["cases"]}
@@ -113,5 +120,11 @@ def test_the_device_check_fails_when_a_part_fails():
     crashed = {"returncode": 137, "stderr_tail": "Killed"}
     assert "benchmark_ran" in combine("gpu", tests, crashed, 300.0)["failed_goals"]
     assert combine("gpu", {**tests, "returncode": 1, "failed": 1}, good, 300.0)["failed_goals"] == ["gpu_tests"]
-    assert combine("gpu", tests, good, 500.0)["failed_goals"] == ["under_8_minutes"]
-    assert combine("cpu-dry-run", tests, good, 500.0)["pass"] is True  # not timed off a GPU
+    assert combine("gpu", tests, good, 600.0)["failed_goals"] == ["under_9_minutes"]
+    assert combine("cpu-dry-run", tests, good, 600.0)["pass"] is True  # not timed off a GPU
+    assert "engines_ran" in combine("gpu", tests, good, 300.0, engines=crashed)["failed_goals"]
+    slow = {"returncode": 1, "goals": [{"goal": "engine_speedup_vs_loop_batch64", "result": "fail"}]}
+    assert combine("gpu", tests, good, 300.0, engines=slow)["failed_goals"] == ["engines.engine_speedup_vs_loop_batch64"]
+    only_engines = combine("gpu", None, None, 200.0, engines=good)  # --steps engines
+    assert only_engines["pass"] is True and {g["goal"] for g in only_engines["goals"]} == {
+        "engines.every_completion_returned", "under_9_minutes"}
