@@ -119,9 +119,12 @@ class ClientCore:
         marks those; an answer the ledger does not know (another cache) costs 0 here."""
         paid = self.spend.paid_for(key) if self.spend is not None else None
         cost = (paid or 0.0) if self.settings.prices_known else paid
+        text = mask_key(cached.text, self.key_in_use)
+        if text != cached.text and self.cache is not None:  # cached before answers were masked
+            self._scrub(key, dataclasses.replace(cached, text=text))
         return Completion(
             request_id=request.request_id,
-            text=mask_key(cached.text, self.key_in_use),  # entries cached before keys were masked
+            text=text,
             finish_reason=cached.finish_reason,
             n_prompt_tokens=cached.n_prompt_tokens,
             n_completion_tokens=cached.n_completion_tokens,
@@ -130,6 +133,19 @@ class ClientCore:
             cost_usd=cost,
             extra={"cache_key": key, "response_model": cached.response_model, "paid_earlier": paid is not None},
         )
+
+    def _scrub(self, key: str, masked: CachedResponse) -> None:
+        """Rewrite an entry whose answer holds the key in use, masked, so the key stays in no
+        file: entries written before answers were masked are cleaned as a study reads them."""
+        assert self.cache is not None
+        try:
+            path = self.cache.put(key, masked)
+        except OSError as error:
+            log.warning("call cache: the entry for %s holds the API key and could not be rewritten (%s); "
+                        "delete it or the cache", key, error)
+            return
+        log.warning("call cache: %s held the API key in its answer (cached before answers were masked); "
+                    "rewritten with the key masked", path)
 
     def deliver(
         self,

@@ -37,15 +37,18 @@ def test_answers_lose_the_exact_key_only() -> None:
     assert mask_key("Use sk-learn-contrib here.", KEY) == "Use sk-learn-contrib here."
 
 
-def test_a_cached_answer_holding_the_key_is_masked_on_replay(tmp_path: Path, monkeypatch) -> None:
-    """An entry written before answers were masked: replayed without the key, no call made."""
+def test_a_cached_answer_holding_the_key_is_masked_on_replay_and_on_disk(tmp_path: Path, monkeypatch) -> None:
+    """An entry written before answers were masked: replayed without the key, no call made, and
+    the file rewritten masked, so no piece of the key stays in the cache."""
     monkeypatch.setenv("BLOOMQG_MASK_KEY", KEY)
     client = OpenAICompatibleClient(SETTINGS, cache=tmp_path)
     request = ChatRequest("r1", ({"role": "user", "content": "Write a question."},))
     params = DecodingParams(temperature=0.0, top_p=1.0, max_new_tokens=16, do_sample=False, seed=1)
-    CallCache(tmp_path).put(client.cache_key(request, params), CachedResponse(f"echo {KEY}", "stop"))
+    entry = CallCache(tmp_path).put(client.cache_key(request, params), CachedResponse(f"echo {KEY}", "stop"))
     [completion] = client.complete([request], params)
     assert completion.cached and completion.text == "echo ***"
+    assert not any(piece in entry.read_text() for piece in pieces(KEY))
+    assert CallCache(tmp_path).get(client.cache_key(request, params)).text == "echo ***"
 
 
 def test_the_job_log_masks_a_key_on_every_path(tmp_path: Path) -> None:
