@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -20,13 +19,11 @@ import yaml
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import CRITERIA, JUDGMENTS, VOTES
 from tests.conftest import REPO
+from tests.support.workflow_copy import copy_workflow
 
 pytestmark = pytest.mark.integration
 
 N_ITEMS = 3
-#: what a copy of the workflow leaves out: outputs, caches, environments
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".snakemake", ".cache", "results", "logs", "resources",
-                                    "__pycache__", ".pytest_cache")
 
 
 def documented_backend_example() -> str:
@@ -55,8 +52,7 @@ def generator_server():
 
 
 def test_a_one_file_backend_runs_a_study(tmp_path, generator_server):
-    workflow = tmp_path / "workflow"
-    shutil.copytree(REPO, workflow, ignore=NOT_COPIED)
+    workflow = copy_workflow(tmp_path / "workflow")
     (workflow / "bloomqg" / "judges" / "backends" / "length.py").write_text(documented_backend_example())
 
     workdir = tmp_path / "study"

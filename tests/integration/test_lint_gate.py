@@ -6,7 +6,6 @@ package's layers (`lint-imports`), a deferred one included."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,15 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.workflow_copy import copy_workflow
 
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
-#: What a copy of the workflow leaves out: version control, run outputs and caches.
-NOT_COPIED = shutil.ignore_patterns(
-    ".git", ".venv", "results", "logs", ".snakemake", ".cache", "resources", "__pycache__", ".pytest_cache",
-    ".import_linter_cache",
-)
 
 
 def lint(workflow: Path) -> subprocess.CompletedProcess:
@@ -41,9 +36,7 @@ def lint(workflow: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def workflow(tmp_path) -> Path:
-    copy = tmp_path / "workflow"
-    shutil.copytree(REPO, copy, ignore=NOT_COPIED)
-    return copy
+    return copy_workflow(tmp_path / "workflow")
 
 
 def test_the_gate_passes_on_the_workflow_as_committed(workflow):
