@@ -430,9 +430,7 @@ class BatchRunner:
         try:
             state = json.loads(path.read_text())
             state["custom_ids"]
-        except FileNotFoundError:
-            raise
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError) as error:  # a missing file (OSError) goes to the caller
             raise ValueError(
                 f"batch state {path} is unreadable ({error}); it may name a batch already paid for: "
                 "look it up in the provider's dashboard before deleting the file"

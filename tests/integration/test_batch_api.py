@@ -129,8 +129,12 @@ OpenAICompatibleClient(settings, cache={cache!r}).complete(_requests(8, "killed"
 """
 
 
-def _start_killable_job(script: str, cache: Path) -> subprocess.Popen:
-    """Run ``script`` in a process group of its own; return once it has created its batch."""
+def _start_killable_job(server: BatchServer, cache: Path, poll_s: float) -> tuple[subprocess.Popen, dict]:
+    """KILLED_JOB against ``server`` in a process group of its own, returned with its settings
+    once it has created its batch."""
+    settings = dict(model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
+                    batch_poll_s=poll_s, batch_poll_max_s=0.2, **PRICES)
+    script = KILLED_JOB.format(repo=str(REPO), settings=settings, cache=str(cache))
     job = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
@@ -139,15 +143,12 @@ def _start_killable_job(script: str, cache: Path) -> subprocess.Popen:
             job.kill()
             raise AssertionError(f"the job never created its batch: {job.stdout.read() if job.stdout else ''}")
         time.sleep(0.05)
-    return job
+    return job, settings
 
 
 def test_a_job_killed_while_polling_resumes_the_same_batch(tmp_path: Path) -> None:
     with BatchServer(step_s=1.5) as server:
-        settings = dict(model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
-                        batch_poll_s=0.1, batch_poll_max_s=0.2, **PRICES)
-        script = KILLED_JOB.format(repo=str(REPO), settings=settings, cache=str(tmp_path))
-        job = _start_killable_job(script, tmp_path)
+        job, settings = _start_killable_job(server, tmp_path, poll_s=0.1)
         try:
             os.killpg(job.pid, signal.SIGKILL)  # while it polls: the batch is still validating
         finally:
@@ -261,10 +262,7 @@ def test_a_batch_whose_job_died_is_taken_up_by_the_job_waiting_for_it(tmp_path: 
     """A job waiting on another's batch (its lock held) takes the batch up when that job is
     killed: it polls the same batch instead of paying again."""
     with BatchServer(step_s=1.0) as server:
-        settings = dict(model="judge-model", base_url=server.base_url, api_key_env=None, mode="batch",
-                        batch_poll_s=0.05, batch_poll_max_s=0.2, **PRICES)
-        script = KILLED_JOB.format(repo=str(REPO), settings=settings, cache=str(tmp_path))
-        job = _start_killable_job(script, tmp_path)
+        job, settings = _start_killable_job(server, tmp_path, poll_s=0.05)
         try:
             client = OpenAICompatibleClient(ClientSettings(**settings), cache=tmp_path)
             requests = _requests(8, "killed")
