@@ -30,7 +30,8 @@ whose calls a live job's batch holds waits for that lock to go, then reads their
 the cache, as a sync call waits on :meth:`~bloomqg.api.cache.CallCache.claim`; a batch whose
 job died leaves its lock free, and the first job that needs its calls takes it over. A call a
 sync job is paying for right now (its claim held) waits in the same way, and a sync job looks
-for live batches before it pays (:mod:`bloomqg.api.inflight`).
+for live batches before it pays (:mod:`bloomqg.api.inflight`) and takes up, through
+:meth:`BatchRunner.take_up`, the batches of dead jobs that hold its calls.
 """
 
 from __future__ import annotations
@@ -151,6 +152,30 @@ class BatchRunner:
         finally:
             await sdk.close()
 
+    async def take_up(
+        self,
+        calls: list[Call],
+        requests: Sequence[ChatRequest],
+        decoding: dict[str, Any],
+        results: list[Completion | None],
+        on_batch: BatchCallback | None,
+        batch_index: int,
+    ) -> tuple[list[Call], int]:
+        """For a sync job: wait for the unfinished batches of killed jobs that hold ``calls``
+        and take their answers, submitting nothing new. Returns the calls still unanswered (a
+        batch ended without them, or none holds them any more: the sync job makes them) and the
+        next batch index."""
+        api_key = api_key_from_env(self.settings)
+        sdk = sdk_client(self.settings, api_key)
+        self.api_key = api_key
+        attempts: dict[str, int] = {call.key: 0 for call in calls}
+        try:
+            retry, batch_index, _ = await self._round(
+                sdk, calls, requests, decoding, results, on_batch, batch_index, attempts, {}, submit=False)
+        finally:
+            await sdk.close()
+        return retry, batch_index
+
     # ------------------------------------------------------------------ one round
     async def _round(
         self,
@@ -163,10 +188,13 @@ class BatchRunner:
         batch_index: int,
         attempts: dict[str, int],
         last_error: dict[str, str],
+        *,
+        submit: bool = True,
     ) -> tuple[list[Call], int, bool]:
         """Submit (or resume) the batches for ``calls``, wait for them and for other jobs'
         batches that hold some of them, take their results. Returns the calls to try again, the
-        next batch index and whether this job sent or took up a batch (a try)."""
+        next batch index and whether this job sent or took up a batch (a try). With ``submit``
+        false no new batch is made: calls no batch holds are returned at once."""
         client = self.client
         admitted: list[Call] = []
         stopped: list[Completion] = []
@@ -194,6 +222,10 @@ class BatchRunner:
                         (free if claim_is_free(client.cache, call.key) else claimed).append(call)
                 for call in claimed:
                     self._release_reservation(call)  # a sync job is paying for it now
+                if not submit:
+                    for call in free:
+                        self._release_reservation(call)
+                    retry, free = free, []
                 new = self._parts(free, decoding)
                 for part in new:
                     await self._own(part)

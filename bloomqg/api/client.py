@@ -45,6 +45,7 @@ from typing import Any, Sequence
 from bloomqg.api.budget import BudgetExceededError, estimate_prompt_tokens
 from bloomqg.api.cache import call_cache_key
 from bloomqg.api.client_core import ClientCore
+from bloomqg.api.inflight import InFlightBatches
 from bloomqg.api.wire import Call
 from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 
@@ -152,9 +153,7 @@ class OpenAICompatibleClient(ClientCore):
 
                 await BatchRunner(self).run(list(calls.values()), requests, decoding, results, on_batch, batch_index)
             else:
-                from bloomqg.api.sync import SyncRunner
-
-                await SyncRunner(self).run(list(calls.values()), requests, decoding, results, on_batch, batch_index)
+                await self._run_sync(list(calls.values()), requests, decoding, results, on_batch, batch_index)
         missing = [requests[i].request_id for i, c in enumerate(results) if c is None]
         if missing:  # a bug, not an API failure: never return fewer rows than asked for
             raise RuntimeError(f"no completion for request(s) {missing[:5]}")
@@ -176,6 +175,48 @@ class OpenAICompatibleClient(ClientCore):
         """Nothing to release: each :meth:`complete` opens and closes its own connections."""
 
     # ------------------------------------------------------------------------------ internals
+    async def _run_sync(
+        self,
+        calls: list[Call],
+        requests: Sequence[ChatRequest],
+        decoding: dict[str, Any],
+        results: list[Completion | None],
+        on_batch: BatchCallback | None,
+        batch_index: int,
+    ) -> None:
+        """Sync calls; those an unfinished batch of a killed batch job holds (the mode switched
+        after a kill, or a study sharing the cache) are taken from that batch instead, which is
+        paid for whether or not it is read. The rest are called meanwhile."""
+        from bloomqg.api.sync import SyncRunner
+
+        held = InFlightBatches(self.cache).held_by_dead_jobs(c.key for c in calls) if self.cache is not None else set()
+        if not held:
+            await SyncRunner(self).run(calls, requests, decoding, results, on_batch, batch_index)
+            return
+        from bloomqg.api.batch import BatchRunner
+
+        in_batches = [call for call in calls if call.key in held]
+        rest = [call for call in calls if call.key not in held]
+        log.warning(
+            "%d of these calls are in unfinished Batch API batches whose job was killed: this sync job "
+            "waits for those batches (already paid for, answers within batch_completion_window=%s) "
+            "instead of paying again; the other %d are called now",
+            len(in_batches), self.settings.batch_completion_window, len(rest),
+        )
+        # Each group handed over carries one finished row at least: the sync calls cannot use
+        # more indices than they have calls, so the batches' groups are numbered after them.
+        taken_from = batch_index + len(rest) + 1
+        async with asyncio.TaskGroup() as group:
+            taking = group.create_task(
+                BatchRunner(self).take_up(in_batches, requests, decoding, results, on_batch, taken_from))
+            if rest:
+                calling = group.create_task(
+                    SyncRunner(self).run(rest, requests, decoding, results, on_batch, batch_index))
+        unanswered, next_index = taking.result()
+        if unanswered:  # a batch ended without them: pay for them now
+            next_index = max(next_index, calling.result() if rest else batch_index)
+            await SyncRunner(self).run(unanswered, requests, decoding, results, on_batch, next_index)
+
     @staticmethod
     def _decoding(params: DecodingParams) -> dict[str, Any]:
         """The decoding fields sent (and keyed): greedy decoding is temperature 0, top_p 1."""

@@ -8,12 +8,17 @@ batch they check that no sync job holds its claim (:meth:`~bloomqg.api.cache.Cal
 A sync job, holding a call's claim and finding no answer, looks under the same lock for a live
 batch holding the call (:class:`InFlightBatches`) and waits for it to end before paying itself.
 Either way round, each call is paid once however the jobs that need it are set to run.
+A sync job whose calls an unfinished batch holds after that batch's job died
+(:meth:`InFlightBatches.held_by_dead_jobs`) takes that batch up and waits for it
+(:meth:`~bloomqg.api.batch.BatchRunner.take_up`): the batch is paid for whether or not its
+answers are read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from bloomqg.api.cache import CallCache, held_lock, try_lock
@@ -64,6 +69,23 @@ class InFlightBatches:
                 locks.update(dict.fromkeys(keys, path.with_suffix(".lock")))
             self._locks, self._seen_mtime_ns = locks, mtime_ns
         return self._locks.get(key)
+
+    def held_by_dead_jobs(self, keys: Iterable[str]) -> set[str]:
+        """Those of ``keys`` that an unfinished batch holds whose job is gone (its lock free)."""
+        free: dict[Path, bool] = {}
+        held: set[str] = set()
+        for key in keys:
+            lock = self.lock_for(key)
+            if lock is None:
+                continue
+            if lock not in free:
+                fd = try_lock(lock)
+                free[lock] = fd is not None
+                if fd is not None:
+                    os.close(fd)
+            if free[lock]:
+                held.add(key)
+        return held
 
     async def wait_for(self, key: str) -> bool:
         """Wait while a live batch job holds ``key``; True when one held it (the caller then

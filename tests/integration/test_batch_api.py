@@ -279,6 +279,32 @@ def test_a_batch_whose_job_died_is_taken_up_by_the_job_waiting_for_it(tmp_path: 
         _paid_once(server, client, requests)
 
 
+def test_a_sync_job_takes_up_a_killed_batch_jobs_batch_instead_of_paying_again(tmp_path: Path) -> None:
+    """A batch job is killed while its batch runs; the study is rerun in sync mode (or another
+    sync study shares the cache). The eight calls in that batch come from it, not from new chat
+    calls: the batch is paid for whether or not it is read. The two calls no batch holds are
+    called at once, while the batch is still running."""
+    with BatchServer(step_s=1.0) as server:
+        job, settings = _start_killable_job(server, tmp_path, poll_s=0.05)
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        finally:
+            job.wait(timeout=10)
+        assert server.batches_created == 1 and not server.answered
+        sync = ClientSettings(**{**settings, "mode": "sync", "batch_poll_s": 0.05})
+        client = OpenAICompatibleClient(sync, cache=tmp_path)
+        requests = _requests(8, "killed") + _requests(2, "new")
+        completions = client.complete(requests, PARAMS)
+        assert all(c.finish_reason == "stop" and not c.cached for c in completions)
+        assert server.batches_created == 1 and server.sync_calls == 2
+        assert client.ledger()["batches_resumed"] == 1
+        _paid_once(server, client, requests)
+        assert len(server.answered) == len(requests)
+        assert {c.extra.get("batch_id") is not None for c in completions[:8]} == {True}
+        assert {c.extra.get("batch_id") for c in completions[8:]} == {None}
+        assert [e["mode"] for e in SpendLedger(tmp_path / "spend.jsonl").entries()].count("batch") == 8
+
+
 @pytest.mark.parametrize("first_mode", ["sync", "batch"])
 def test_a_call_a_job_of_the_other_mode_is_paying_for_is_waited_for(tmp_path: Path, first_mode: str) -> None:
     """A sync job and a batch job need the same six calls (a judge in one mode, its probes or
