@@ -6,15 +6,19 @@ and sends its requests through the same OpenAI-compatible client as API models
 (:class:`~bloomqg.generation.openai_api.OpenAITextGenerator`: call cache, concurrency, retries,
 ledger), at price 0. The call cache keys calls by the model's name *and* its engine (name,
 versions, arguments, weights), so switching engines reruns generation and nothing is mixed;
-each output's provenance records the same. :meth:`EngineTextGenerator.close` stops the server.
+each output's provenance records the same. The server starts at the first request the cache
+cannot answer: a rerun whose answers are all cached loads no model (minutes for a 7B model on a
+GPU). :meth:`EngineTextGenerator.close` stops the server.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,7 @@ from bloomqg.serving.engines import (
     server_env,
     wire_model_name,
 )
-from bloomqg.serving.server import ModelServer, free_port
+from bloomqg.serving.server import HOST, ModelServer, free_port
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +44,8 @@ logger = logging.getLogger(__name__)
 #: (on a CPU, a 500-token answer among 16 takes minutes).
 CLIENT_KEYS = ("concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s")
 ENGINE_CLIENT_DEFAULTS = {"concurrency": 16, "timeout_s": 900, "max_retries": 3}
+#: The client's port until the server starts: nothing listens there, and nothing is sent before.
+UNSTARTED_PORT = 9
 
 
 def model_source(spec: Mapping[str, Any], model_dir: str | Path | None) -> str:
@@ -84,10 +90,11 @@ class EngineTextGenerator:
         versions = engine_versions(self.settings, python)
         source = model_source(spec, model_dir)
         served = str(spec["model"])
-        port = free_port()
-        argv = server_argv(self.settings, python=python, model_path=source, served_name=served, port=port,
-                           dtype=str(spec.get("dtype") or "auto"), gpus=gpus,
-                           trust_remote_code=bool(spec.get("trust_remote_code", False)))
+        #: the server's command line for a port (chosen when it starts, so that no other socket
+        #: takes it meanwhile)
+        self._argv = functools.partial(
+            server_argv, self.settings, python=python, model_path=source, served_name=served,
+            dtype=str(spec.get("dtype") or "auto"), gpus=gpus, trust_remote_code=bool(spec.get("trust_remote_code", False)))
         weights = read_model_provenance(model_dir) if model_dir else {}
         #: what decides the answers besides the request: the cache key's model part
         self.identity = {
@@ -95,41 +102,57 @@ class EngineTextGenerator:
             "engine_args": list(self.settings.args), "dtype": spec.get("dtype", "auto"),
             "weights_sha256": weights.get("source_gguf_sha256"), "revision": spec.get("revision"),
         }
-        self.server = ModelServer(
-            argv, port=port, env=server_env(self.settings, os.environ if environ is None else environ,
-                                            threads=threads),
-            log_path=log_path, ready_timeout_s=self.settings.ready_timeout_s,
-            ready_paths=READY_PATHS[self.settings.engine],
-            name=f"{self.settings.engine} server for {name}",
-        )
-        logger.info("starting %s (threads %d, gpus %d): %s", self.server.name, threads, gpus,
-                    self.server.command_line)
-        self.server.__enter__()
-        logger.info("%s ready after %.1f s at %s", self.server.name, self.server.ready_after_s or 0.0,
-                    self.server.base_url)
-        try:
-            client_spec: dict[str, Any] = {
-                **ENGINE_CLIENT_DEFAULTS, **{key: spec[key] for key in CLIENT_KEYS if key in spec},
-                "backend": "openai", "model": wire_model_name(self.settings, model_path=source, served_name=served),
-                "base_url": self.server.base_url, "api_key_env": None,
-                "price_per_million_input": 0, "price_per_million_output": 0, "structured_outputs": "none",
-            }
-            self.inner = OpenAITextGenerator(client_spec, cache_dir=cache_dir)
-            self.inner.client.cache_model = json.dumps(self.identity, sort_keys=True)
-            self.inner.client.continue_final_message = self.supports_response_prefill
-        except BaseException:
-            self.server.stop()
-            raise
-        #: recorded with every output: the engine, its versions and its command line (port elided)
+        self._env = server_env(self.settings, os.environ if environ is None else environ, threads=threads)
+        self._log_path, self._name, self._threads = log_path, name, threads
+        #: started at the first request the cache cannot answer (:meth:`complete`)
+        self.server: ModelServer | None = None
+        client_spec: dict[str, Any] = {
+            **ENGINE_CLIENT_DEFAULTS, **{key: spec[key] for key in CLIENT_KEYS if key in spec},
+            "backend": "openai", "model": wire_model_name(self.settings, model_path=source, served_name=served),
+            "base_url": f"http://{HOST}:{UNSTARTED_PORT}/v1", "api_key_env": None,
+            "price_per_million_input": 0, "price_per_million_output": 0, "structured_outputs": "none",
+        }
+        self.inner = OpenAITextGenerator(client_spec, cache_dir=cache_dir)
+        self.inner.client.cache_model = json.dumps(self.identity, sort_keys=True)
+        self.inner.client.continue_final_message = self.supports_response_prefill
+        argv = self._argv(port=UNSTARTED_PORT)
+        #: recorded with every output: the engine, its versions and its command line (port
+        #: elided); ``engine_ready_after_s`` stays None while every answer came from the cache
         self.provenance: dict[str, Any] = {
             "backend": "engine",
             **self.identity,
-            "engine_command": [("{port}" if part == str(port) else part) for part in argv],
+            "engine_command": ["{port}" if before == "--port" else part for before, part in zip(["", *argv], argv)],
             "engine_threads": threads,
             "engine_gpus": gpus,
-            "engine_ready_after_s": round(self.server.ready_after_s or 0.0, 1),
+            "engine_ready_after_s": None,
             "client": self.inner.provenance["settings"],
         }
+
+    @property
+    def started(self) -> bool:
+        """Whether this object started its server."""
+        return self.server is not None
+
+    def _start(self) -> None:
+        port = free_port()
+        self.server = ModelServer(
+            self._argv(port=port), port=port, env=self._env, log_path=self._log_path,
+            ready_timeout_s=self.settings.ready_timeout_s, ready_paths=READY_PATHS[self.settings.engine],
+            name=f"{self.settings.engine} server for {self._name}",
+        )
+        logger.info("starting %s (threads %d, gpus %d): %s", self.server.name, self._threads,
+                    self.provenance["engine_gpus"], self.server.command_line)
+        self.server.__enter__()
+        logger.info("%s ready after %.1f s at %s", self.server.name, self.server.ready_after_s or 0.0,
+                    self.server.base_url)
+        self.inner.rebase(self.server.base_url)
+        self.provenance["client"] = self.inner.provenance["settings"]
+        self.provenance["engine_ready_after_s"] = round(self.server.ready_after_s or 0.0, 1)
+
+    def _all_cached(self, requests: Sequence[ChatRequest], params: DecodingParams) -> bool:
+        client = self.inner.client
+        return client.cache is not None and all(
+            client.cache.get(client.cache_key(request, params)) is not None for request in requests)
 
     def complete(
         self,
@@ -137,11 +160,14 @@ class EngineTextGenerator:
         params: DecodingParams,
         on_batch: BatchCallback | None = None,
     ) -> list[Completion]:
-        """One Completion per request, in order. A server that died mid-run fails the job
+        """One Completion per request, in order; the server starts first when the call cache
+        cannot answer them all. A server that died mid-run fails the job
         before the batch it spoiled is handed on (and checkpointed as failures). A request that
         ends with an assistant message (a response prefill) gets that prefix before its text, as
         the in-process loop records it."""
-        self.server.check_alive()
+        if self.server is None and not self._all_cached(requests, params):
+            self._start()
+        self._check_alive()
         prefixes = {r.request_id: r.messages[-1]["content"] for r in requests
                     if self.supports_response_prefill and r.messages and r.messages[-1].get("role") == "assistant"}
 
@@ -154,15 +180,19 @@ class EngineTextGenerator:
 
         def checked(completions: list[Completion]) -> None:
             if any(c.finish_reason == "error" and not c.cached for c in completions):
-                self.server.check_alive()
+                self._check_alive()
             for completion in completions:
                 with_prefix(completion)
             if on_batch is not None:
                 on_batch(completions)
 
         completions = [with_prefix(c) for c in self.inner.complete(requests, params, checked)]
-        self.server.check_alive()
+        self._check_alive()
         return completions
+
+    def _check_alive(self) -> None:
+        if self.server is not None:
+            self.server.check_alive()
 
     def ledger(self) -> dict[str, Any]:
         return self.inner.ledger()
@@ -170,7 +200,13 @@ class EngineTextGenerator:
     def close(self) -> None:
         """Close the client, then stop the server's whole process group."""
         try:
-            if hasattr(self, "inner"):
-                self.inner.close()
+            self.inner.close()
         finally:
-            self.server.stop()
+            if self.server is not None:
+                self.server.stop()
+            else:  # the job's server log says why it is empty
+                Path(self._log_path).parent.mkdir(parents=True, exist_ok=True)
+                with open(self._log_path, "a", encoding="utf-8") as log:
+                    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                    log.write(f"\n--- {stamp} {self.settings.engine} server for {self._name} not started: "
+                              "the call cache answered every request\n")

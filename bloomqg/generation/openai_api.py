@@ -8,6 +8,7 @@ config entry onto it and records provenance without secrets.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -59,6 +60,14 @@ class OpenAITextGenerator:
             "base_url_host": urlsplit(base_url).hostname,
             "settings": self.settings.public_dict(),
         }
+
+    def rebase(self, base_url: str) -> None:
+        """Send later calls to ``base_url``: a served engine's port is known once it starts.
+        What the cache keys calls by does not change."""
+        self.settings = dataclasses.replace(self.settings, base_url=base_url)
+        self.client.settings = self.settings
+        self.provenance["base_url_host"] = urlsplit(base_url).hostname
+        self.provenance["settings"] = self.settings.public_dict()
 
     def complete(
         self,

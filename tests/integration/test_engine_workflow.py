@@ -218,4 +218,8 @@ def test_an_hf_judge_borrowing_an_engine_entry_asks_a_server_its_job_starts(tmp_
     assert rejudged["raw_text"].tolist() == judged["raw_text"].tolist()
     asked = rejudged[rejudged["cache_key"].notna()]
     assert len(asked) and asked["cached"].all(), "answered from the call cache"
+    # Snakemake empties a job's logs before it runs: this is the rerun's alone
+    assert "=== " not in log.read_text(), "the rerun, answered by the cache, started no server"
+    assert "not started: the call cache answered every request" in log.read_text()
+    assert read_provenance(workdir / target)["text_generator"]["engine_ready_after_s"] is None
     assert not judged.loc[judged["cache_key"].notna(), "cached"].any()  # the first run asked the server

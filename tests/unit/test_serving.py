@@ -280,6 +280,51 @@ def test_engine_generator_serves_caches_per_engine_and_records_it(tmp_path, monk
     assert [c.cached for c in other] == [False]
 
 
+def test_a_rerun_answered_by_the_cache_starts_no_server(tmp_path, monkeypatch):
+    """The server starts at the first request the call cache cannot answer: a job whose answers
+    are all cached (a rerun, a forced judge) loads no model; one new request starts it."""
+    from bloomqg.chat import ChatRequest, DecodingParams
+    from bloomqg.generation.engine import EngineTextGenerator
+
+    monkeypatch.setenv("FAKE_ENGINE_CONTENT", "Why?")
+    shim = engine_shim(tmp_path)
+    params = DecodingParams(temperature=0.0, top_p=1.0, max_new_tokens=8, do_sample=False, seed=1)
+    asked = [ChatRequest(f"r{i}", ({"role": "user", "content": f"Ask {i}."},)) for i in range(3)]
+    spec = {"backend": "hf", "model": "org/M", "engine": "vllm", "engine_python": str(shim), "dtype": "float32"}
+    log = tmp_path / "serve" / "m.log"
+
+    def generator() -> EngineTextGenerator:
+        return EngineTextGenerator(spec, name="m", model_dir=None, cache_dir=tmp_path / "cache", threads=1, gpus=0,
+                                   log_path=log, workflow_dir=tmp_path)
+
+    first = generator()
+    try:
+        answered = first.complete(asked, params)
+    finally:
+        first.close()
+    assert first.started and first.provenance["engine_ready_after_s"] is not None
+    assert first.provenance["client"]["base_url"] == first.server.base_url
+    rerun = generator()
+    try:
+        again = rerun.complete(asked[:2], params)
+        assert not rerun.started, "every answer was cached"
+        assert rerun.provenance["engine_ready_after_s"] is None
+        assert rerun.provenance["engine_command"] == first.provenance["engine_command"]
+        more = rerun.complete(asked[1:] + [ChatRequest("new", ({"role": "user", "content": "Ask anew."},))], params)
+        assert rerun.started
+    finally:
+        rerun.close()
+    assert [c.text for c in again] == [c.text for c in answered[:2]] and all(c.cached for c in again)
+    assert [c.cached for c in more] == [True, True, False] and more[-1].text == "Why?"
+    assert log.read_text().count("=== ") == 2, "one server start per generator that needed one"
+    cached_only = generator()
+    cached_only.complete(asked, params)
+    cached_only.close()
+    assert log.read_text().count("=== ") == 2
+    assert log.read_text().rstrip().endswith("not started: the call cache answered every request")
+    assert not alive(rerun.server.process.pid)
+
+
 def test_the_schema_takes_engine_keys_on_hf_entries_only():
     from bloomqg.config_schema import file_schema
 
