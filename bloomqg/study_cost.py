@@ -30,7 +30,6 @@ from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.bias.design import bias_sample, judge_bias_settings
 from bloomqg.judges.bias.probe import probe_requests
 from bloomqg.judges.llm import LLMJudge
-from bloomqg.judges.registry import judge_backend
 from bloomqg.judges.rubric import load_rubric
 from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes
 from bloomqg.specs import StudySpec
@@ -51,7 +50,7 @@ def estimate_study(
     measured = calibrations(SpendLedger(Path(cache_dir) / "spend.jsonl"))
     seed = study.seed
     rows: list[dict[str, Any]] = []
-    api_judges = {n: s for n, s in study.judges.items() if judge_backend(s.backend).api_entry}
+    api_judges = {n: s for n, s in study.judges.items() if s.is_api}
     rubric = load_rubric(rubric_path) if api_judges else None
     generated_models = set()
     counted: set[str] = set()  # calls an earlier row pays for: each is estimated once
@@ -149,7 +148,7 @@ def _probe_rows(
     if bias is None:
         return []
     # API judges only: then estimate_study has loaded the rubric
-    probed = {n: study.judges[n] for n in bias.judges if judge_backend(study.judges[n].backend).api_entry}
+    probed = {n: study.judges[n] for n in bias.judges if study.judges[n].is_api}
     rows: list[dict[str, Any]] = []
     for cell in cells:
         generated = generations.get((cell.dataset, cell.strategy, cell.model))

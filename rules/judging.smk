@@ -62,7 +62,7 @@ rule estimate_cost:
     input:
         prompts=sorted({f"results/prompts/{c.dataset}/{c.strategy}.parquet" for c in CELLS}),
         datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
-        rubric=([CFG["prompts"]["judge"]] if any(STUDY.judge_backend(j).api_entry for j in JUDGES) else []),
+        rubric=([CFG["prompts"]["judge"]] if any(STUDY.spec.judges[j].is_api for j in JUDGES) else []),
     log:
         text="logs/estimate_cost.log",
         table="logs/estimate_cost.tsv",

@@ -107,8 +107,6 @@ class JudgeBackend:
     text_generator: Callable[[GeneratorSource], "TextGenerator"] | None = None
     #: whether ``model_ref`` names a models entry whose weights the judge runs
     borrows_model: bool = False
-    #: whether the entry is itself an API endpoint: estimate_cost prices its calls
-    api_entry: bool = False
     #: extra provenance of a judgments file: ``(judge name, entry) -> dict``
     provenance: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None
 

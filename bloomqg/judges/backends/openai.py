@@ -30,7 +30,6 @@ BACKEND = JudgeBackend(
     resources=lambda name, spec, models: JobResources(gpu=0, mem_mb=API_MEM_MB, runtime=API_RUNTIME_MIN, api=1),
     needs_rubric=True,
     text_generator=_text_generator,
-    api_entry=True,
     required=("model",),
     includes=("#/$defs/api_settings",),
     properties={
