@@ -206,12 +206,15 @@ class OpenAICompatibleClient(ClientCore):
         # Each group handed over carries one finished row at least: the sync calls cannot use
         # more indices than they have calls, so the batches' groups are numbered after them.
         taken_from = batch_index + len(rest) + 1
-        async with asyncio.TaskGroup() as group:
-            taking = group.create_task(
-                BatchRunner(self).take_up(in_batches, requests, decoding, results, on_batch, taken_from))
-            if rest:
-                calling = group.create_task(
-                    SyncRunner(self).run(rest, requests, decoding, results, on_batch, batch_index))
+        try:
+            async with asyncio.TaskGroup() as group:  # one failing stops the other
+                taking = group.create_task(
+                    BatchRunner(self).take_up(in_batches, requests, decoding, results, on_batch, taken_from))
+                if rest:
+                    calling = group.create_task(
+                        SyncRunner(self).run(rest, requests, decoding, results, on_batch, batch_index))
+        except BaseExceptionGroup as failed:  # the callers catch FatalAPIError, not a group of them
+            raise failed.exceptions[0] from None
         unanswered, next_index = taking.result()
         if unanswered:  # a batch ended without them: pay for them now
             next_index = max(next_index, calling.result() if rest else batch_index)

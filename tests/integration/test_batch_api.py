@@ -146,13 +146,19 @@ def _start_killable_job(server: BatchServer, cache: Path, poll_s: float) -> tupl
     return job, settings
 
 
+def _killed_job(server: BatchServer, cache: Path, poll_s: float) -> dict:
+    """KILLED_JOB killed with -9 once it has created its batch; its settings."""
+    job, settings = _start_killable_job(server, cache, poll_s)
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    finally:
+        job.wait(timeout=10)
+    return settings
+
+
 def test_a_job_killed_while_polling_resumes_the_same_batch(tmp_path: Path) -> None:
     with BatchServer(step_s=1.5) as server:
-        job, settings = _start_killable_job(server, tmp_path, poll_s=0.1)
-        try:
-            os.killpg(job.pid, signal.SIGKILL)  # while it polls: the batch is still validating
-        finally:
-            job.wait(timeout=10)
+        settings = _killed_job(server, tmp_path, poll_s=0.1)  # while it polls: the batch is still validating
         assert server.batches_created == 1 and not server.answered
 
         # The rerun splits differently (3 requests a batch): it still takes up the killed
@@ -285,11 +291,7 @@ def test_a_sync_job_takes_up_a_killed_batch_jobs_batch_instead_of_paying_again(t
     calls: the batch is paid for whether or not it is read. The two calls no batch holds are
     called at once, while the batch is still running."""
     with BatchServer(step_s=1.0) as server:
-        job, settings = _start_killable_job(server, tmp_path, poll_s=0.05)
-        try:
-            os.killpg(job.pid, signal.SIGKILL)
-        finally:
-            job.wait(timeout=10)
+        settings = _killed_job(server, tmp_path, poll_s=0.05)
         assert server.batches_created == 1 and not server.answered
         sync = ClientSettings(**{**settings, "mode": "sync", "batch_poll_s": 0.05})
         client = OpenAICompatibleClient(sync, cache=tmp_path)
@@ -303,6 +305,20 @@ def test_a_sync_job_takes_up_a_killed_batch_jobs_batch_instead_of_paying_again(t
         assert {c.extra.get("batch_id") is not None for c in completions[:8]} == {True}
         assert {c.extra.get("batch_id") for c in completions[8:]} == {None}
         assert [e["mode"] for e in SpendLedger(tmp_path / "spend.jsonl").entries()].count("batch") == 8
+
+
+def test_a_fatal_answer_while_taking_up_a_batch_fails_the_sync_job_as_itself(tmp_path: Path) -> None:
+    """The provider no longer knows the killed job's batch (404): the sync job fails at once with
+    the FatalAPIError naming it, not a group of errors, and pays for nothing meanwhile."""
+    with BatchServer(step_s=1.0) as server:
+        settings = _killed_job(server, tmp_path, poll_s=0.05)
+        (state_path,) = batch_state_files(tmp_path)
+        state = json.loads(state_path.read_text())
+        state_path.write_text(json.dumps({**state, "batch_id": "batch_unknown"}))
+        client = OpenAICompatibleClient(ClientSettings(**{**settings, "mode": "sync"}), cache=tmp_path)
+        with pytest.raises(FatalAPIError, match="batch_unknown|404"):
+            client.complete(_requests(8, "killed"), PARAMS)
+        assert server.sync_calls == 0
 
 
 @pytest.mark.parametrize("first_mode", ["sync", "batch"])
