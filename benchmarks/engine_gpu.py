@@ -136,6 +136,7 @@ def engine_run(engine: str, model_dir: Path, work: Path, reqs: Sequence[Any], wa
                                     threads=threads, gpus=1 if on_gpu else 0, log_path=folder / "serve.log",
                                     workflow_dir=REPO)
     try:
+        generator.start()  # the model's load and the server's start-up, timed apart from the requests
         startup = time.perf_counter() - started
         timed_complete(generator, warm, params, on_gpu, completeness, f"{engine}_warmup")
         run = timed_complete(generator, reqs, params, on_gpu, completeness, engine)

@@ -6,7 +6,8 @@ or hand-written ones where the release is absent; greedy, ``--max-new-tokens``) 
 - ``hf``: our loop (:class:`bloomqg.generation.hf.generator.HFTextGenerator`) at ``--batch-size``;
 - ``vllm`` and ``transformers-serve``: the server the workflow would start for the model
   (:class:`bloomqg.generation.engine.EngineTextGenerator`), ``--concurrency`` requests in flight,
-  with an empty call cache (every answer generated), its start-up timed apart.
+  with an empty call cache (every answer generated), its start-up (with one warm-up request:
+  transformers serve loads the model at its first) timed apart.
 
 Each gets ``--threads`` torch threads (the server's ``OMP_NUM_THREADS``). Tokens/s = completion
 tokens ÷ the wall time of ``complete()``. The texts are compared with the loop's (how many of N
@@ -144,6 +145,13 @@ def main() -> None:
                 spec, name=f"bench-{name}", model_dir=model_dir, cache_dir=cache, threads=args.threads,
                 gpus=args.gpus, log_path=Path(cache) / "serve.log", workflow_dir=REPO)
             settings = {"concurrency": args.concurrency, "engine_versions": generator.provenance["engine_versions"]}
+            try:
+                generator.start()  # the server's start-up, timed apart from the requests, and one
+                # request: transformers serve loads the model at its first
+                generator.complete([ChatRequest("warm-up", ({"role": "user", "content": "Say hi."},))], params)
+            except BaseException:
+                generator.close()
+                raise
         startup = time.perf_counter() - started
         prefill = args.response_prefill and generator.supports_response_prefill
         try:

@@ -133,7 +133,11 @@ class EngineTextGenerator:
         """Whether this object started its server."""
         return self.server is not None
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the server now (``complete`` does at the first uncached request); once only.
+        The benchmarks call it to time the start-up apart from the requests."""
+        if self.server is not None:
+            return
         port = free_port()
         self.server = ModelServer(
             self._argv(port=port), port=port, env=self._env, log_path=self._log_path,
@@ -166,7 +170,7 @@ class EngineTextGenerator:
         ends with an assistant message (a response prefill) gets that prefix before its text, as
         the in-process loop records it."""
         if self.server is None and not self._all_cached(requests, params):
-            self._start()
+            self.start()
         self._check_alive()
         prefixes = {r.request_id: r.messages[-1]["content"] for r in requests
                     if self.supports_response_prefill and r.messages and r.messages[-1].get("role") == "assistant"}
