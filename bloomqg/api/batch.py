@@ -37,12 +37,13 @@ for live batches before it pays (:mod:`bloomqg.api.inflight`) and takes up, thro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,13 +121,10 @@ class BatchRunner:
         """Fill ``results`` for ``calls``; fire ``on_batch`` per finished batch. Returns the
         next batch index."""
         client, settings = self.client, self.settings
-        api_key = api_key_from_env(settings)  # before any request: a missing key fails the job at once
-        sdk = sdk_client(settings, api_key)
-        self.api_key = api_key
         pending = list(calls)
         attempts: dict[str, int] = {call.key: 0 for call in calls}
         last_error: dict[str, str] = {}
-        try:
+        async with self._connected() as sdk:
             round_number = 0
             while pending:
                 if round_number > 0 and len(pending) <= settings.batch_sync_below:
@@ -149,6 +147,15 @@ class BatchRunner:
                 )
                 round_number += sent  # a round spent waiting on another job's batch is not a try
             return batch_index
+
+    @contextlib.asynccontextmanager
+    async def _connected(self) -> AsyncIterator[Any]:
+        """The SDK client of one run, closed at its end. The key is read first: a missing key
+        fails the job before any request."""
+        self.api_key = api_key_from_env(self.settings)
+        sdk = sdk_client(self.settings, self.api_key)
+        try:
+            yield sdk
         finally:
             await sdk.close()
 
@@ -165,15 +172,10 @@ class BatchRunner:
         and take their answers, submitting nothing new. Returns the calls still unanswered (a
         batch ended without them, or none holds them any more: the sync job makes them) and the
         next batch index."""
-        api_key = api_key_from_env(self.settings)
-        sdk = sdk_client(self.settings, api_key)
-        self.api_key = api_key
         attempts: dict[str, int] = {call.key: 0 for call in calls}
-        try:
+        async with self._connected() as sdk:
             retry, batch_index, _ = await self._round(
                 sdk, calls, requests, decoding, results, on_batch, batch_index, attempts, {}, submit=False)
-        finally:
-            await sdk.close()
         return retry, batch_index
 
     # ------------------------------------------------------------------ one round

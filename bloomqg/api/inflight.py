@@ -33,13 +33,18 @@ def batches_dir(cache: CallCache) -> Path:
     return cache.directory / "batches"
 
 
-def claim_is_free(cache: CallCache, key: str) -> bool:
-    """No sync job holds ``key``'s claim at this moment (it may be paying for the call)."""
-    fd = try_lock(cache.claim_path(key))
+def lock_is_free(path: Path) -> bool:
+    """No process holds the ``flock`` on ``path`` at this moment."""
+    fd = try_lock(path)
     if fd is None:
         return False
     os.close(fd)
     return True
+
+
+def claim_is_free(cache: CallCache, key: str) -> bool:
+    """No sync job holds ``key``'s claim at this moment (it may be paying for the call)."""
+    return lock_is_free(cache.claim_path(key))
 
 
 class InFlightBatches:
@@ -79,10 +84,7 @@ class InFlightBatches:
             if lock is None:
                 continue
             if lock not in free:
-                fd = try_lock(lock)
-                free[lock] = fd is not None
-                if fd is not None:
-                    os.close(fd)
+                free[lock] = lock_is_free(lock)
             if free[lock]:
                 held.add(key)
         return held
