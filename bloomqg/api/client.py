@@ -139,6 +139,8 @@ class OpenAICompatibleClient(ClientCore):
             on_batch(list(hits))
             batch_index += 1
         if calls:
+            if self.before_sending is not None:
+                self.before_sending()
             log.info(
                 "%s @ %s: %d cache hits, %d calls to make (%s mode, %d concurrent)",
                 self.settings.model,

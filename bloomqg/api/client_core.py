@@ -16,7 +16,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from bloomqg.api.budget import Budget, SpendLedger
 from bloomqg.api.cache import CachedResponse, CallCache
@@ -66,6 +66,9 @@ class ClientCore:
         self.cache_model: str = settings.model
         #: continue a request's trailing assistant message (a response prefill): vLLM servers only
         self.continue_final_message = False
+        #: called before the first request is sent, once the cache has answered what it could
+        #: (a served engine starts its server here, so a fully cached run starts none)
+        self.before_sending: Callable[[], None] | None = None
         self.cache = cache if (cache is None or isinstance(cache, CallCache)) else CallCache(cache)
         self.counts = CallCounts()
         #: ask for JSON in the prompt text instead of ``response_format`` (set once the endpoint rejects it)

@@ -115,6 +115,7 @@ class EngineTextGenerator:
         self.inner = OpenAITextGenerator(client_spec, cache_dir=cache_dir)
         self.inner.client.cache_model = json.dumps(self.identity, sort_keys=True)
         self.inner.client.continue_final_message = self.supports_response_prefill
+        self.inner.client.before_sending = self.start  # only when the cache cannot answer all
         argv = self._argv(port=UNSTARTED_PORT)
         #: recorded with every output: the engine, its versions and its command line (port
         #: elided); ``engine_ready_after_s`` stays None while every answer came from the cache
@@ -134,7 +135,8 @@ class EngineTextGenerator:
         return self.server is not None
 
     def start(self) -> None:
-        """Start the server now (``complete`` does at the first uncached request); once only.
+        """Start the server now (the client does, before the first request the call cache
+        cannot answer); once only.
         The benchmarks call it to time the start-up apart from the requests."""
         if self.server is not None:
             return
@@ -153,11 +155,6 @@ class EngineTextGenerator:
         self.provenance["client"] = self.inner.provenance["settings"]
         self.provenance["engine_ready_after_s"] = round(self.server.ready_after_s or 0.0, 1)
 
-    def _all_cached(self, requests: Sequence[ChatRequest], params: DecodingParams) -> bool:
-        client = self.inner.client
-        return client.cache is not None and all(
-            client.cache.get(client.cache_key(request, params)) is not None for request in requests)
-
     def complete(
         self,
         requests: Sequence[ChatRequest],
@@ -169,8 +166,6 @@ class EngineTextGenerator:
         before the batch it spoiled is handed on (and checkpointed as failures). A request that
         ends with an assistant message (a response prefill) gets that prefix before its text, as
         the in-process loop records it."""
-        if self.server is None and not self._all_cached(requests, params):
-            self.start()
         self._check_alive()
         prefixes = {r.request_id: r.messages[-1]["content"] for r in requests
                     if self.supports_response_prefill and r.messages and r.messages[-1].get("role") == "assistant"}
