@@ -271,6 +271,7 @@ METRICS = _schema(
     f("ci_low", pa.float64()),
     f("ci_high", pa.float64()),
     f("n", pa.int64()),  # the denominator the value was computed over
+    f("ci_method", _str),  # how the interval was made (bloomqg.metrics.intervals); null: none
     f("alpha_gated", pa.bool_(), False),  # a criterion feeding this metric failed the α gate
 )
 

@@ -17,6 +17,7 @@ rule score_metrics:
         "../envs/analysis.yaml"
     params:
         bootstrap=CFG["bootstrap"],
+        intervals=CFG["intervals"],
         seed=CFG["seed"],
         code=CODE["metrics"],
     script:
@@ -38,6 +39,7 @@ rule aggregate_metrics:
         "../envs/analysis.yaml"
     params:
         bootstrap=CFG["bootstrap"],
+        intervals=CFG["intervals"],
         seed=CFG["seed"],
         # which strategy pairs are tested (docs/config.md comparisons), the baseline by default the first listed
         comparisons=CFG["comparisons"],

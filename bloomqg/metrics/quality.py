@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bloomqg.metrics.intervals import percentile_interval, resample_counts
+from bloomqg.metrics.intervals import IntervalSpec, percentile_interval, rate_interval, resample_counts
 from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, cell_key, not_null, require_columns, true
 from bloomqg.metrics.spec import MetricSpec
 from bloomqg.frames import BINARY_CRITERIA
@@ -45,9 +45,12 @@ def line_terms(lines: pd.DataFrame) -> RowTerms:
 
 
 def line_rates(
-    lines: pd.DataFrame, cell: tuple[str, str, str], n_resamples: int, confidence: float, seed: int
-) -> dict[str, tuple[float, float, float, int]]:
-    """Table 4's unique / readable / answerable over every published line: (value, CI, n)."""
+    lines: pd.DataFrame, cell: tuple[str, str, str], intervals: IntervalSpec, seed: int
+) -> dict[str, tuple[float, float, float, int, str | None]]:
+    """Table 4's unique / readable / answerable over every published line: (value, CI, n, method).
+
+    The lines are the unit (a text repeated on two lines counts twice, as the paper counts it),
+    so a score interval takes them as independent; ``percentile_bootstrap`` resamples them."""
     require_columns(lines, ("model", "dataset", "strategy", *BINARY_CRITERIA), "published_lines")
     if lines.empty:
         raise ValueError(f"published_lines of {cell}: no lines")
@@ -62,13 +65,20 @@ def line_rates(
             return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan) * 100.0
 
     sizes = members.sum(axis=0)
-    values = rate(numerators.sum(axis=0), sizes)
-    rng = np.random.default_rng(seed)
-    estimates = np.concatenate(
-        [rate(counts @ numerators, counts @ members) for counts in resample_counts(rng, len(lines), n_resamples)]
-    )
-    low, high = percentile_interval(estimates, confidence)
+    successes = numerators.sum(axis=0)
+    values = rate(successes, sizes)
+    if intervals.bootstrap:
+        rng = np.random.default_rng(seed)
+        estimates = np.concatenate(
+            [rate(counts @ numerators, counts @ members)
+             for counts in resample_counts(rng, len(lines), intervals.n_resamples)]
+        )
+        low, high = percentile_interval(estimates, intervals.confidence)
+    else:
+        low, high = (100.0 * bound for bound in rate_interval(successes, sizes, intervals.method,
+                                                               intervals.confidence))
     return {
-        name: (float(values[i]), float(low[i]), float(high[i]), int(sizes[i]))
+        name: (float(values[i]), float(low[i]), float(high[i]), int(sizes[i]),
+               intervals.method if sizes[i] else None)
         for i, name in enumerate(BINARY_CRITERIA)
     }
