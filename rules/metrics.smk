@@ -49,6 +49,27 @@ rule aggregate_metrics:
         "../workflow_scripts/aggregate_metrics.py"
 
 
+rule study_plan:
+    """Items per cell each planned comparison needs to detect plan.difference, and the minimum
+    detectable difference of the study as run (docs/statistics.md)."""
+    input:
+        votes=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.parquet"),
+    output:
+        "{root}/metrics/study_plan.parquet",
+    log:
+        "logs/study_plan/{root}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        plan=CFG["plan"],
+        comparisons=CFG["comparisons"],
+        strategy_order=default_selection(CFG),
+        code=CODE["metrics"],
+    script:
+        "../workflow_scripts/study_plan.py"
+
+
 rule judge_robustness:
     """Whether each headline comparison holds under Dawid–Skene and every leave-one-judge-out
     panel (docs/judge-reliability.md)."""

@@ -105,6 +105,7 @@ rule reproduce_release:
                 *RELEASE_TABLE_OUTPUTS,
                 *RELEASE_FIGURE_OUTPUTS,
                 "results/release/report.html",
+                "results/release/metrics/study_plan.parquet",
                 *explorer_outputs("results/release"),
             ]
         ),

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS, MeanEstimate, calibrated_mean, classical_mean
+from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS, MeanEstimate, calibrated_mean, score_mean
 from bloomqg.annotation.sample import CELL_KEYS, cell_count, cell_name, sample_cell
 from bloomqg.bloom import BLOOM_LEVELS, BLOOM_ORDERS, LEVEL_WEIGHT, ORDER_OF_LEVEL, ORDER_WEIGHT
 from bloomqg.frames import (
@@ -313,21 +313,26 @@ _NAN3 = (math.nan, math.nan, math.nan)
 
 
 def estimate_one(human: np.ndarray, judge: np.ndarray, confidence: float,
-                 pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS) -> dict[str, float]:
+                 pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS, *,
+                 differences: bool = False) -> dict[str, float]:
     """The three estimates (percent) of one population: ``human`` NaN where unlabelled, ``judge``
     NaN where the panel gave no verdict. Keys judges*, humans*, ppi*, lam (columns of
-    :data:`~bloomqg.frames.CALIBRATION_ESTIMATES`)."""
+    :data:`~bloomqg.frames.CALIBRATION_ESTIMATES`). The judges' and the humans' own intervals
+    are score intervals (:func:`~bloomqg.annotation.ppi.score_mean`); ``differences``: the values
+    are paired differences in [−1, 1], and the PPI guard is mirrored (unbiased at 0)."""
     labelled = ~np.isnan(human)
     judged = ~np.isnan(judge)
-    judges = _percent(classical_mean(judge[judged], confidence=confidence)) if judged.sum() >= 1 else _NAN3
+    judges = _percent(score_mean(judge[judged], confidence=confidence, differences=differences)) \
+        if judged.sum() >= 1 else _NAN3
     prediction = np.where(judged, judge, np.nanmean(judge) if judged.any() else 0.0)
     if labelled.sum() < MIN_LABELLED:
         humans, ppi, lam = _NAN3, _NAN3, math.nan
     else:
-        humans = _percent(classical_mean(human[labelled], confidence=confidence))
+        humans = _percent(score_mean(human[labelled], confidence=confidence, differences=differences))
         if (~labelled).any():
             result = calibrated_mean(human[labelled], prediction[labelled], prediction[~labelled],
-                                     confidence=confidence, pseudo_disagreements=pseudo_disagreements)
+                                     confidence=confidence, pseudo_disagreements=pseudo_disagreements,
+                                     differences=differences)
             ppi, lam = _percent(result), float(np.asarray(result.lam).reshape(-1)[0])
         else:  # every item labelled: nothing for the judges to add
             ppi, lam = humans, 0.0
@@ -384,7 +389,7 @@ def paired_estimates(joined: pd.DataFrame, pairs: Sequence[tuple[str, str]], *, 
             records.append({
                 "dataset": dataset, "model": model, "strategy_a": a, "strategy_b": b, "metric": metric,
                 "n": int((~np.isnan(human)).sum()), "big_n": len(both),
-                **estimate_one(human, judge, confidence, pseudo_disagreements),
+                **estimate_one(human, judge, confidence, pseudo_disagreements, differences=True),
                 "pseudo_disagreements": pseudo_disagreements, "confidence": confidence,
             })
     return pd.DataFrame.from_records(records, columns=CALIBRATION_PAIRED.names)

@@ -652,3 +652,33 @@ def test_paired_comparison_names_its_interval_methods():
     assert table.loc["knowcov", "ci_method"] == "agresti_min_paired_t"
     boot = paired_comparison(cot, fgp, bootstrap=True, n_resamples=200).set_index("metric")
     assert set(boot["ci_method"]) == {"percentile_bootstrap"}
+
+
+# --- the study plan ------------------------------------------------------------------------
+
+
+def test_mcnemar_power_matches_a_simulation_of_the_exact_test():
+    from bloomqg.metrics.plan import mcnemar_power
+
+    rng = np.random.default_rng(0)
+    n, psi, d, alpha = 60, 0.3, 0.15, 0.05
+    cells = rng.choice(3, size=(3000, n), p=[(psi + d) / 2, (psi - d) / 2, 1 - psi])
+    only_b, only_a = (cells == 0).sum(1), (cells == 1).sum(1)
+    rejected = [stats.binomtest(int(x), int(x + y), 0.5).pvalue < alpha for x, y in zip(only_b, only_a) if x + y]
+    assert mcnemar_power(n, psi, d, alpha) == pytest.approx(sum(rejected) / 3000, abs=0.03)
+
+
+def test_study_plan_gives_items_needed_and_the_minimum_detectable_difference():
+    from bloomqg.metrics.plan import PlanSpec, study_plan
+
+    cot = frame(_random_rows(40, seed=8))
+    fgp = frame(_random_rows(40, seed=9), strategy="fgp")
+    plan = study_plan(pd.concat([cot, fgp], ignore_index=True), PlanSpec(difference=5.0))
+    assert set(plan["metric"]) == {"usability", "catcons", "knowcov"}
+    row = plan.set_index("metric").loc["usability"]
+    assert row["n_pairs"] == 40 and row["family_size"] == 1 and row["discordance_source"] == "measured on 40 pairs"
+    # 40 pairs cannot detect 5 points; the MDD is what they can detect, the items needed far more
+    assert row["mdd"] > 5.0 and row["n_needed"] > 40 and bool(row["reachable"])
+    assert row["power_at_difference"] < 0.8
+    bigger = study_plan(pd.concat([cot, fgp], ignore_index=True), PlanSpec(difference=row["mdd"]))
+    assert bigger.set_index("metric").loc["usability", "pairs_needed"] <= 41
