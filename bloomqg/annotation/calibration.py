@@ -318,7 +318,7 @@ def estimate_one(human: np.ndarray, judge: np.ndarray, confidence: float,
     """The three estimates (percent) of one population: ``human`` NaN where unlabelled, ``judge``
     NaN where the panel gave no verdict. Keys judges*, humans*, ppi*, lam (columns of
     :data:`~bloomqg.frames.CALIBRATION_ESTIMATES`). The judges' and the humans' own intervals
-    are score intervals (:func:`~bloomqg.annotation.ppi.score_mean`); ``differences``: the values
+    hold at small n (:func:`~bloomqg.annotation.ppi.score_mean`); ``differences``: the values
     are paired differences in [−1, 1], and the PPI guard is mirrored (unbiased at 0)."""
     labelled = ~np.isnan(human)
     judged = ~np.isnan(judge)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from bloomqg.metrics.intervals import augmented_paired_t, bounded_mean_interval
+from bloomqg.metrics.intervals import IntervalSpec, augmented_paired_t, bounded_mean_interval
 
 
 @dataclass(frozen=True)
@@ -108,10 +108,11 @@ def ppi_mean(
 
 
 def score_mean(values: np.ndarray, *, confidence: float = 0.95, differences: bool = False) -> MeanEstimate:
-    """The mean of one sample with an interval that holds at small n: Wilson's score interval
-    for a mean of outcomes in [0, 1] (exact Wilson for 0/1 outcomes, conservative for fractions
-    such as a mean over annotators), the Agresti–Min-augmented t interval for paired differences
-    in [−1, 1] (:mod:`bloomqg.metrics.intervals`). 1-D ``values`` only."""
+    """The mean of one sample with an interval that holds at small n: the rates' interval
+    (Clopper–Pearson, :class:`~bloomqg.metrics.intervals.IntervalSpec`'s default) for a mean of
+    outcomes in [0, 1] (exact for 0/1 outcomes, conservative for fractions such as a mean over
+    annotators), the Agresti–Min-augmented t interval for paired differences in [−1, 1]
+    (:mod:`bloomqg.metrics.intervals`). 1-D ``values`` only."""
     values = _as_items(values, "values")
     if values.ndim != 1:
         raise ValueError("score_mean: one sample (a 1-D array) at a time")
@@ -119,7 +120,7 @@ def score_mean(values: np.ndarray, *, confidence: float = 0.95, differences: boo
     if differences:
         low, high = augmented_paired_t(values, 1.0, 1.0, confidence)
     else:
-        low, high = bounded_mean_interval(value, len(values), 0.0, 1.0, "wilson", confidence)
+        low, high = bounded_mean_interval(value, len(values), 0.0, 1.0, IntervalSpec().method, confidence)
     return MeanEstimate(np.asarray(value), np.asarray(low), np.asarray(high), np.asarray(0.0))
 
 

@@ -4,10 +4,13 @@ A percentile bootstrap of a rate covers a true 95% rate about 40% of the time at
 resample of ten yes votes is 100%); this module gives each kind of number an interval whose
 coverage ``benchmarks/intervals.py`` measures by simulation:
 
-- **rates** (a share of 0/1 outcomes): Wilson's score interval (default), Clopper–Pearson or
-  Jeffreys (Brown, Cai & DasGupta 2001). Never degenerate: 0 of 10 gives [0, 27.8].
+- **rates** (a share of 0/1 outcomes): Clopper–Pearson's exact interval (default), Wilson's score
+  interval or Jeffreys' (Brown, Cai & DasGupta 2001). Never degenerate: 0 of 10 gives [0, 30.8].
+  The default is the one whose coverage held: computed exactly over the true rates 0.02 … 0.98,
+  Wilson's dips to 0.92 at n = 10 and n = 50 (its known oscillation near the boundaries),
+  Clopper–Pearson's stays ≥ 0.955 from n = 10, at 1.03–1.16 × Wilson's width.
 - **bounded means** (KnowCov's coverage fractions, CogShift's |Δ| in 0..5, the shift magnitudes
-  in 2..5): the same score interval on the mean rescaled to [0, 1]. A variable in [a, b] with mean
+  in 2..5): the rate's interval on the mean rescaled to [0, 1]. A variable in [a, b] with mean
   μ has variance at most (μ − a)(b − μ), the binomial's, so the interval is conservative where the
   outcome is not 0/1 and exact Wilson where it is.
 - **clustered designs** (``cluster: unit``: questions on one knowledge unit are not independent):
@@ -52,7 +55,7 @@ PERCENTILE = "percentile_bootstrap"
 class IntervalSpec:
     """How a study's intervals are made (config ``intervals:`` and ``bootstrap:``)."""
 
-    method: RateMethod = "wilson"
+    method: RateMethod = "clopper_pearson"
     cluster: ClusterBy = "item"
     confidence: float = 0.95
     #: Resamples of the percentile bootstrap (when chosen) and of the statistics that keep one.
@@ -73,7 +76,7 @@ class IntervalSpec:
         """From a resolved config: ``intervals`` (method, cluster) and ``bootstrap``."""
         intervals = config.get("intervals") or {}
         bootstrap = config.get("bootstrap") or {}
-        return cls(method=intervals.get("method", "wilson"), cluster=intervals.get("cluster", "item"),
+        return cls(method=intervals.get("method", cls.method), cluster=intervals.get("cluster", "item"),
                    confidence=float(bootstrap.get("confidence", 0.95)),
                    n_resamples=int(bootstrap.get("n_resamples", 1000)))
 
@@ -148,7 +151,7 @@ def jeffreys(successes: np.ndarray | float, n: np.ndarray | float,
 _SCORE_RATE = {"wilson": wilson, "clopper_pearson": clopper_pearson, "jeffreys": jeffreys}
 
 
-def rate_interval(successes: np.ndarray | float, n: np.ndarray | float, method: str = "wilson",
+def rate_interval(successes: np.ndarray | float, n: np.ndarray | float, method: str = "clopper_pearson",
                   confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """The interval of a rate by a score method (not the bootstrap, which needs the rows)."""
     try:
@@ -186,7 +189,7 @@ def effective_size(values: np.ndarray, members: np.ndarray, clusters: np.ndarray
     return n / deff, float(c - 1)
 
 
-def bounded_mean_interval(mean: float, n: float, lower: float, upper: float, method: str = "wilson",
+def bounded_mean_interval(mean: float, n: float, lower: float, upper: float, method: str = "clopper_pearson",
                           confidence: float = 0.95, df: float = math.inf) -> tuple[float, float]:
     """The interval of a mean over ``n`` (possibly effective, fractional) observations of a
     variable in [``lower``, ``upper``]: a rate's score interval on the rescaled mean (see the

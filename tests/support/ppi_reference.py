@@ -16,15 +16,15 @@ PSEUDO_JUDGE_DIFFERENCES = [0.0, 1.0, 0.0, -1.0] * 2
 
 
 def humans_interval(y: np.ndarray, *, alpha: float, differences: bool) -> list[float]:
-    """The humans' own estimate and score interval, in percent, by statsmodels: Wilson's interval
-    of a share, or of a difference the t interval of the Agresti–Min-augmented pairs (half a pair
+    """The humans' own estimate and interval, in percent, by statsmodels: Clopper–Pearson's
+    (``beta``) interval of a share, or of a difference the t interval of the Agresti–Min-augmented pairs (half a pair
     at +1 and at −1, one at 0) on n − 1 degrees of freedom."""
     from scipy import stats
     from statsmodels.stats.proportion import proportion_confint
     from statsmodels.stats.weightstats import DescrStatsW
 
     if not differences:
-        low, high = proportion_confint(float(y.sum()), len(y), alpha=alpha, method="wilson")
+        low, high = proportion_confint(float(y.sum()), len(y), alpha=alpha, method="beta")
         return [100 * y.mean(), 100 * low, 100 * high]
     augmented = DescrStatsW(np.r_[y, 1.0, -1.0, 0.0], weights=np.r_[np.ones(len(y)), 0.5, 0.5, 1.0], ddof=1)
     half = stats.t.ppf(1 - alpha / 2, max(len(y) - 1, 1)) * augmented.std_mean

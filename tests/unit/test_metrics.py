@@ -311,8 +311,8 @@ def test_score_intervals_contain_the_value_and_name_their_method():
     assert (with_ci["ci_low"] <= with_ci["value"] + 1e-9).all()
     assert (with_ci["value"] <= with_ci["ci_high"] + 1e-9).all()
     methods = result.set_index("metric")["ci_method"]
-    assert methods["usability"] == "wilson" and methods["catcons"] == "wilson"
-    assert methods["cogshift"] == "wilson_bounded_mean"
+    assert methods["usability"] == "clopper_pearson" and methods["catcons"] == "clopper_pearson"
+    assert methods["cogshift"] == "clopper_pearson_bounded_mean"
     assert pd.isna(methods["n_generated"])
 
 
@@ -321,7 +321,7 @@ def test_a_rate_of_0_or_100_percent_has_an_interval_of_non_zero_width():
     for useful in (True, False):
         row = metric(score_cell(frame([vote(useful=useful) for _ in range(17)]), None), "usability")
         assert row["n"] == 17 and row["ci_high"] - row["ci_low"] > 15.0
-        low, high = (float(x) * 100 for x in wilson(17 if useful else 0, 17))
+        low, high = (float(x) * 100 for x in rate_interval(17 if useful else 0, 17, "clopper_pearson"))
         assert (row["ci_low"], row["ci_high"]) == (pytest.approx(low), pytest.approx(high))
     one = metric(score_cell(frame([vote(useful=True)]), None), "usability")
     assert one["n"] == 1 and one["ci_low"] < 50.0 and one["ci_high"] == 100.0
@@ -346,7 +346,7 @@ def test_clustering_on_the_unit_widens_a_rate_whose_units_differ():
     by_unit = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="unit")), "usability")
     assert (plain["ci_low"], plain["ci_high"]) == (by_item["ci_low"], by_item["ci_high"])
     assert by_unit["ci_high"] - by_unit["ci_low"] > 2 * (plain["ci_high"] - plain["ci_low"])
-    assert by_unit["ci_method"] == "wilson_clustered_unit"
+    assert by_unit["ci_method"] == "clopper_pearson_clustered_unit"
 
 
 def test_wider_confidence_gives_a_wider_interval():

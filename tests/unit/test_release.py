@@ -466,8 +466,8 @@ def test_glm_tables_compare_with_the_paper(glm):
 def test_glm_release_tables_write_csv_and_markdown(glm):
     assert sorted(path.name for path in glm["written"]) == sorted(RELEASE_TABLE_FILES)
     markdown = (glm["out"] / "table5.md").read_text(encoding="utf-8")
-    assert "| glm-4-9b | cs | cot | 90.70 [89.1, 92.1] (n=1409 of 1416) | 37.17 [34.6, 39.9] (n=1278 of 1416) |" in markdown
-    assert "| glm-4-9b | math | fgp | 97.71 [95.8, 98.8] (n=437 of 438) |  |" in markdown
+    assert "| glm-4-9b | cs | cot | 90.70 [89.1, 92.2] (n=1409 of 1416) | 37.17 [34.5, 39.9] (n=1278 of 1416) |" in markdown
+    assert "| glm-4-9b | math | fgp | 97.71 [95.8, 98.9] (n=437 of 438) |  |" in markdown
     to_table(glm["metrics"], METRICS)
 
 
