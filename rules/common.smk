@@ -73,6 +73,7 @@ STAGE_MODULES = {
         "bloomqg.release.records",
         "bloomqg.release.download",
         "bloomqg.release.reliability",
+        "bloomqg.parsing",  # the placeholder rule and the questions' join keys
         "bloomqg.voting",
     ),
     "report": (

@@ -28,7 +28,10 @@ occurrence one line's votes (InternLM3-8B's 104 ``<new_question>`` rows all (1, 
 lines 25 × (1, 0, 0), 19 × (1, 1, 0), 18 × (0, 0, 0), ...), and α, AC1, the per-judge
 diagnostics, Dawid–Skene and the robustness rows were computed on those copies. Rows with no
 new question, or whose question was never judged, stay in the frame with null votes (their
-reasons say so), so the auxiliary accuracies use every original.
+reasons say so), so the auxiliary accuracies use every original. A question written in the
+template's slot brackets (``<How can ...?>``) is kept, and joined, without them
+(:func:`bloomqg.parsing.unbracketed`); a placeholder (``<new_question>``) is no question, and
+its row a parse failure.
 
 Table 4 is the exception to the join: its unique / readable / answerable are the means of the
 published majority columns over *every line* of the votes file, a text judged on several lines
@@ -59,7 +62,7 @@ import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
-from bloomqg.parsing import placeholder_reason
+from bloomqg.parsing import placeholder_reason, unbracketed
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
 from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, VOTES
 
@@ -428,11 +431,11 @@ def _generation_record(
             split_knowledge_units(row[_COT_COLUMNS["identified_units"]], _IDENTIFIED_SEPARATORS) or None
         )
     # The release keeps only the extracted question; one that is the template's placeholder
-    # ("<new_question>") is no question, as bloomqg.parsing rules for our own generations.
+    # ("<new_question>") is no question, and one written in the slot's brackets ("<How can
+    # ...?>") is kept without them, as bloomqg.parsing rules for our own generations.
     raw_text = new_question
     parse_error = NO_QUESTION if new_question is None else placeholder_reason(new_question)
-    if parse_error is not None:
-        new_question = None
+    new_question = None if parse_error is not None or new_question is None else unbracketed(new_question)
     return GenerationRecord(
         prompt_id=f"{item_id}:{run.strategy}",
         item_id=item_id,
@@ -466,6 +469,13 @@ def _vote_record(
     return VoteRecord(generation, n_judges, criteria)
 
 
+def _join_key(text: str) -> str:
+    """A row's question and a line's text are compared as the row keeps its question: stripped
+    and without the brackets of the template's slot (``<How can ...?>``:
+    :func:`bloomqg.parsing.unbracketed`), which the votes file keeps."""
+    return unbracketed(text.strip())
+
+
 def lines_of_rows(texts: Sequence[str | None], judged: Sequence[JudgedLine]) -> list[JudgedLine | None]:
     """Each sheet row's own judged line (None: no question, or never judged), by position.
 
@@ -475,8 +485,8 @@ def lines_of_rows(texts: Sequence[str | None], judged: Sequence[JudgedLine]) -> 
     most one row. A row the alignment leaves over takes the next unpaired line of its text, in
     order, if there is one (a line judged out of place); never the line of another row."""
     # A row without a question must match nothing: a key no line has.
-    row_keys: list[object] = [text if text is not None else ("no question", i) for i, text in enumerate(texts)]
-    line_texts = [line.question for line in judged]
+    row_keys: list[object] = [_join_key(text) if text is not None else ("no question", i) for i, text in enumerate(texts)]
+    line_texts = [_join_key(line.question) for line in judged]
     paired: list[JudgedLine | None] = [None] * len(texts)
     taken = [False] * len(judged)
     matcher = SequenceMatcher(None, row_keys, line_texts, autojunk=False)
@@ -485,12 +495,12 @@ def lines_of_rows(texts: Sequence[str | None], judged: Sequence[JudgedLine]) -> 
             paired[block.a + k] = judged[block.b + k]
             taken[block.b + k] = True
     left: dict[str, list[JudgedLine]] = {}
-    for line, used in zip(judged, taken):
+    for line, text, used in zip(judged, line_texts, taken):
         if not used:
-            left.setdefault(line.question, []).append(line)
-    for row, text in enumerate(texts):
-        if paired[row] is None and text is not None and left.get(text):
-            paired[row] = left[text].pop(0)
+            left.setdefault(text, []).append(line)
+    for row, key in enumerate(row_keys):
+        if paired[row] is None and isinstance(key, str) and left.get(key):
+            paired[row] = left[key].pop(0)
     return paired
 
 
@@ -545,8 +555,8 @@ def _log_import(
         # Kept as a warning: the votes of a line no original wrote cannot enter any metric but
         # Table 4, and one mangled line should not block the import of a whole run.
         logger.warning(
-            "%s: %d lines (first: %s) judge no row of %s (a text no original wrote, or one judged more "
-            "often than written); they are left out of every metric but Table 4",
+            "%s: %d lines (first: %s) judge no row of %s (a template placeholder, a text no original "
+            "wrote, or one judged more often than written); they are left out of every metric but Table 4",
             run.votes, len(unmatched), unmatched[:10], run.generations,
         )
     if unrecognised_levels:
@@ -616,3 +626,4 @@ def _judged_level(
     except UnknownBloomLevel as error:
         raise ReleaseError(f"{run.generations}: row {sheet_row}: column {column!r}: {error}") from error
     return CriterionVote(level, None, None, None if level else JUDGED_UNCATEGORIZED)
+

@@ -175,6 +175,28 @@ def test_a_placeholder_is_a_parse_failure_and_its_lines_count_in_table4_only(tmp
     assert by_lines.loc["usability", ["value", "n"]].tolist() == [100.0, 3]
 
 
+def _run_of(tmp_path: Path, texts: list[str | None], lines: list[dict]) -> ReleaseRun:
+    """A CS CoT run in the release's format whose rows wrote ``texts``, judged on ``lines``."""
+    rows = [("Stacks", "Apply", f"Original {i}?", "Stacks", "Apply", text, "Apply") for i, text in enumerate(texts)]
+    xlsx, jsonl = write_cs_cot(tmp_path, rows=rows)
+    jsonl.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    return ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+
+
+def test_a_question_in_the_slots_brackets_is_kept_without_them_and_keeps_its_line(tmp_path):
+    # Spark3.5-Max's CS FGP run wrote five questions as "<...?>", and its votes file judged them
+    # so: each is a question, joined to its own line (Table 6 of that run needs their votes).
+    bracketed = '<How can doubly linked lists enhance the "undo" and "redo" operations of a text editor?>'
+    run = _run_of(tmp_path, ["Q0.", bracketed, "<新问题>"],
+                  [judged("Q0."), judged(bracketed, unique=(0, 1, 1)), judged("<新问题>", unique=(0, 0, 1))])
+    generations, votes = import_run(run)
+    assert generations["parse_status"].tolist() == ["ok", "ok", "failed"]
+    assert generations.loc[1, "new_question"] == bracketed[1:-1] and generations.loc[1, "raw_text"] == bracketed
+    assert votes.loc[1, "unique_votes"] == ["0", "1", "1"] and votes.loc[1, "useful"] is True
+    lines = published_vote_lines(run, votes)
+    assert lines["joined"].tolist() == [["cs-0001:cot"], ["cs-0002:cot"], []]
+
+
 def test_a_line_judged_out_of_place_still_goes_to_its_own_original(tmp_path):
     # The release's lines follow the rows' order; one judged late (moved to the end) still
     # pairs with the row that wrote it, and a repeated text's lines stay one per original.
@@ -372,7 +394,8 @@ def glm_manifest(tmp_path_factory, release_dir) -> Path:
 def glm(glm_manifest, tmp_path_factory) -> dict:
     runs = load_manifest(glm_manifest)
     imported = {(run.dataset, run.strategy): import_run(run) for run in runs}
-    lines = {(run.dataset, run.strategy): published_vote_lines(run) for run in runs}
+    lines = {(run.dataset, run.strategy): published_vote_lines(run, imported[(run.dataset, run.strategy)][1])
+             for run in runs}
     all_metrics = pd.concat(
         [score_cell(votes, None, n_resamples=100, published_lines=lines[cell]) for cell, (_, votes) in imported.items()],
         ignore_index=True,
