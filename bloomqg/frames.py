@@ -153,6 +153,10 @@ VOTES = _schema(
     f("identified_bloom_level", _str),
     f("identified_knowledge_units", _units),
     f("parse_status", _str, False),
+    # the model's answer has text (GENERATIONS raw_text not blank), a question or not; False: an
+    # empty answer, a failed call, a release row without an output. Usability counts an answered
+    # row whose parse failed as generated and not useful (bloomqg.metrics.quality)
+    f("answered", pa.bool_(), False),
     f("n_judges", pa.int64(), False),
     # strict-majority votes; null = tie, too few valid votes, or gated out (see *_null_reason)
     f("unique", pa.bool_()),

@@ -258,6 +258,13 @@ def unbracketed(question: str) -> str:
     return match.group(1).strip()
 
 
+def answered(raw_text: object) -> bool:
+    """The model's answer has text, a question or not (VOTES ``answered``): ``raw_text`` is a
+    string that is not blank. An empty answer, a failed call (null) or a release row without an
+    output is no answer."""
+    return isinstance(raw_text, str) and bool(raw_text.strip())
+
+
 def prompt_example_questions(prompt_text: str) -> list[str]:
     """The question values of the JSON answer examples ``prompt_text`` shows (lines that start
     with ``{"key":`` and parse as JSON objects); the shipped templates' is a placeholder."""

@@ -66,7 +66,7 @@ STAGE_MODULES = {
         "bloomqg.sharding",
     ),
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
-    "voting": ("bloomqg.voting",),
+    "voting": ("bloomqg.voting", "bloomqg.parsing"),  # parsing: what counts as an answer
     "metrics": ("bloomqg.metrics",),
     "release": (
         "bloomqg.release.runs",

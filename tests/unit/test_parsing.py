@@ -15,6 +15,7 @@ import pytest
 from bloomqg.strategies import BUILTIN_STRATEGIES
 from bloomqg.parsing import (
     ParsedGeneration,
+    answered,
     parse_generation,
     placeholder_reason,
     prompt_example_questions,
@@ -165,6 +166,11 @@ def test_unbracketed_leaves_slots_and_other_texts_as_they_are():
     # The line between the two: up to five words of letters, no punctuation or digits, is a slot;
     # one sign of a sentence makes it a question.
     assert placeholder_reason("<What is a stack>") and placeholder_reason("<What is a stack?>") is None
+
+
+def test_answered_means_the_answer_has_text():
+    assert answered("<new_question>") and answered("no JSON here")
+    assert not answered(None) and not answered("") and not answered(" \n") and not answered(float("nan"))
 
 
 def test_the_prompts_own_example_answer_is_no_question():

@@ -170,9 +170,10 @@ def test_a_placeholder_is_a_parse_failure_and_its_lines_count_in_table4_only(tmp
     published = published_vote_lines(run, votes)
     assert published["joined"].tolist() == [["cs-0001:cot"], [], ["cs-0003:cot"], [], ["cs-0005:cot"]]
     by_lines = score_cell(votes, None, n_resamples=20, published_lines=published).set_index("metric")
-    # Table 4 is the release's, over its five lines; usability counts the three questions.
+    # Table 4 is the release's, over its five lines; usability is useful / generated: the three
+    # questions, all useful, and the two placeholder outputs, generated and not useful.
     assert by_lines.loc["unique", ["value", "n"]].tolist() == [60.0, 5]
-    assert by_lines.loc["usability", ["value", "n"]].tolist() == [100.0, 3]
+    assert by_lines.loc["usability", ["value", "n"]].tolist() == [60.0, 5]
 
 
 def _run_of(tmp_path: Path, texts: list[str | None], lines: list[dict]) -> ReleaseRun:
@@ -193,6 +194,7 @@ def test_a_question_in_the_slots_brackets_is_kept_without_them_and_keeps_its_lin
     assert generations["parse_status"].tolist() == ["ok", "ok", "failed"]
     assert generations.loc[1, "new_question"] == bracketed[1:-1] and generations.loc[1, "raw_text"] == bracketed
     assert votes.loc[1, "unique_votes"] == ["0", "1", "1"] and votes.loc[1, "useful"] is True
+    assert votes["answered"].tolist() == [True, True, True]
     lines = published_vote_lines(run, votes)
     assert lines["joined"].tolist() == [["cs-0001:cot"], ["cs-0002:cot"], []]
 
@@ -299,7 +301,7 @@ def test_record_types_have_the_schemas_columns_in_order():
 def test_frame_of_names_the_columns_a_record_type_lacks():
     generation = GenerationRecord("p", "i", "cs", "cot", "m", "Q?", None, ["U"], None, None, None, None,
                                   "failed", None, "imported")
-    with pytest.raises(ValueError, match=r"GenerationRecord rows do not match the schema: missing \['n_judges'"):
+    with pytest.raises(ValueError, match=r"GenerationRecord rows do not match the schema: missing \['answered', 'n_judges'"):
         frame_of([generation], VOTES)
 
 
