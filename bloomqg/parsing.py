@@ -15,7 +15,7 @@ Keys and labels match case-insensitively, with spaces, hyphens and underscores t
 
 Outcome rules:
 
-- no question found, or the question is empty, a template placeholder (a slot: one to five
+- no question found, or the question is empty, a template placeholder (a slot: up to five
   words in angle brackets and no sentence, ``<your new question>``, the paper's
   ``<new_question>``) or the question of the prompt's own JSON answer example ->
   ``parse_status="failed"`` and the reason in ``parse_error`` (:func:`placeholder_reason`); the
@@ -23,8 +23,8 @@ Outcome rules:
   counting it as one made it a usable generation; imported runs are held to the same rule
   (:mod:`bloomqg.release.runs`);
 - a question found -> ``"ok"``; a question written in the slot's brackets (``<How can ...?>``)
-  is kept without them (:func:`unbracketed`).  With answer fields (CoT) the model also names the original's Bloom level and
-  knowledge unit; when either is missing or not recognisable (a level
+  is kept without them (:func:`unbracketed`). With answer fields (CoT) the model also names the
+  original's Bloom level and knowledge unit; when either is missing or not recognisable (a level
   :func:`bloomqg.bloom.normalize_level` rejects, a unit not in the dataset's list) that
   identification is null and ``parse_error`` carries a note saying why, while the status stays
   "ok": the question itself is still judged, only the auxiliary identification task counts it
