@@ -15,14 +15,16 @@ Keys and labels match case-insensitively, with spaces, hyphens and underscores t
 
 Outcome rules:
 
-- no question found, or the question is empty, a template placeholder (``<your new question>``,
-  the paper's ``<new_question>``: any ``<...>`` alone) or the question of the prompt's own JSON
-  answer example -> ``parse_status="failed"`` and the reason in ``parse_error``
-  (:func:`placeholder_reason`); the caller keeps the raw text. A model that echoes the
-  template has written no question, and counting it as one made it a usable generation;
-  imported runs are held to the same rule (:mod:`bloomqg.release.runs`);
-- a question found -> ``"ok"``.  With answer fields (CoT) the model also names the original's Bloom level and
-  knowledge unit; when either is missing or not recognisable (a level
+- no question found, or the question is empty, a template placeholder (a slot: up to five
+  words in angle brackets and no sentence, ``<your new question>``, the paper's
+  ``<new_question>``) or the question of the prompt's own JSON answer example ->
+  ``parse_status="failed"`` and the reason in ``parse_error`` (:func:`placeholder_reason`); the
+  caller keeps the raw text. A model that echoes the template has written no question, and
+  counting it as one made it a usable generation; imported runs are held to the same rule
+  (:mod:`bloomqg.release.runs`);
+- a question found -> ``"ok"``; a question written in the slot's brackets (``<How can ...?>``)
+  is kept without them (:func:`unbracketed`). With answer fields (CoT) the model also names the
+  original's Bloom level and knowledge unit; when either is missing or not recognisable (a level
   :func:`bloomqg.bloom.normalize_level` rejects, a unit not in the dataset's list) that
   identification is null and ``parse_error`` carries a note saying why, while the status stays
   "ok": the question itself is still judged, only the auxiliary identification task counts it
@@ -56,7 +58,14 @@ _LABEL = re.compile(
     r"\s*\**\s*[:：]\s*\**\s*(.*)$",
     re.IGNORECASE,
 )
-_PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
+# A template's slot: up to five words of letters in angle brackets, at most 40 characters
+# (<new_question>, <your new question>, the release's <新问题>; a run of ideographs, written
+# without spaces, is one word of at most 8). A sentence in brackets (punctuation, digits, more
+# words) is a question the model wrapped in the slot's brackets: :func:`unbracketed`.
+_IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_SLOT_WORD = rf"(?:[^\W\d_{_IDEOGRAPHS}]+|[{_IDEOGRAPHS}]{{1,8}})"
+_PLACEHOLDER = re.compile(rf"^\s*<(?=[^<>]{{0,40}}>)\s*(?:{_SLOT_WORD}(?:[\s_'’-]+{_SLOT_WORD}){{0,4}})?\s*>\s*$")
+_BRACKETED = re.compile(r"^\s*<([^<>]*)>\s*$")
 _ENUMERATION = re.compile(r"^(?:\d{1,2}[.)]|[-*•])\s+")
 
 
@@ -239,6 +248,23 @@ def placeholder_reason(question: str | None, example_questions: Sequence[str] = 
     return None
 
 
+def unbracketed(question: str) -> str:
+    """``question`` without the angle brackets a model wrapped it in whole, as its template
+    showed the answer's slot (``<How can a stack undo an edit?>`` -> ``How can a stack undo an
+    edit?``); any other text, a slot itself (:func:`placeholder_reason`) included, as it is."""
+    match = _BRACKETED.match(question)
+    if match is None or _PLACEHOLDER.match(question) or not match.group(1).strip():
+        return question
+    return match.group(1).strip()
+
+
+def answered(raw_text: object) -> bool:
+    """The model's answer has text, a question or not (VOTES ``answered``): ``raw_text`` is a
+    string that is not blank. An empty answer, a failed call (null) or a release row without an
+    output is no answer."""
+    return isinstance(raw_text, str) and bool(raw_text.strip())
+
+
 def prompt_example_questions(prompt_text: str) -> list[str]:
     """The question values of the JSON answer examples ``prompt_text`` shows (lines that start
     with ``{"key":`` and parse as JSON objects); the shipped templates' is a placeholder."""
@@ -302,6 +328,7 @@ def parse_generation(
     echoed = placeholder_reason(question, example_questions)
     if echoed:
         return ParsedGeneration(None, None, None, "failed", echoed)
+    question = unbracketed(question)
 
     notes: list[str] = []
     level: str | None = None

@@ -1,9 +1,21 @@
-"""Unique, readable, answerable (Table 4) and usability (Table 5): shares of judged questions.
+"""Unique, readable, answerable (Table 4) and usability (Table 5).
 
-Denominators: questions with a non-null majority vote for the criterion (for usability, a
-non-null ``useful``). For an imported published run, :func:`line_rates` takes the first three
+Unique, readable, answerable: shares of judged questions, over the questions with a non-null
+majority vote for the criterion. For an imported published run, :func:`line_rates` takes them
 over every line of its votes file as published instead (the paper's Table 4 rule; see
 :func:`bloomqg.metrics.cell.score_cell`).
+
+Usability is the paper's useful / generated: the questions voted useful over the questions with
+a usefulness verdict (non-null ``useful``) **and the generated outputs that hold no question**:
+an answer with text (``answered``) whose parse failed, a template placeholder such as
+``<new_question>``, the prompt's own example or prose without a question, counts as generated
+and not useful (:func:`generated_unusable`). A row without an output (an empty answer, a failed
+call, a release row with no generated question) generated nothing and stays out, as does a
+question whose verdict is undecided (a tie, too few votes, never judged). The same rule holds
+for the workflow's own generations and for imported runs. On the paper's release it gives
+InternLM3-8B's computer-science CoT usability (91.33: its 104 placeholder outputs count), and
+the paper leaves rows without an output out as well; its four other runs with placeholder
+outputs follow other rules (docs/reproducing-the-paper.md).
 """
 
 from __future__ import annotations
@@ -28,12 +40,18 @@ QUALITY_SPECS: tuple[MetricSpec, ...] = (
 )
 
 
+def generated_unusable(votes: pd.DataFrame) -> np.ndarray:
+    """Rows whose model wrote an answer that holds no question (``answered`` and parse
+    ``failed``): generated, and not useful."""
+    return true(votes["answered"]) & (votes["parse_status"] == "failed").to_numpy(dtype=bool)
+
+
 def quality_rows(votes: pd.DataFrame) -> RowTerms:
-    """Per-row terms of the three criteria and of usability."""
+    """Per-row terms of the three criteria and of usability (useful / generated)."""
     rows: RowTerms = {}
     for criterion in BINARY_CRITERIA:
         rows[criterion] = (true(votes[criterion]), not_null(votes[criterion]))
-    rows["usability"] = (true(votes["useful"]), not_null(votes["useful"]))
+    rows["usability"] = (true(votes["useful"]), not_null(votes["useful"]) | generated_unusable(votes))
     return rows
 
 

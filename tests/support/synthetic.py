@@ -201,7 +201,7 @@ def synthetic_generations_and_votes(
                         }
                     )
                     votes.append(
-                        {**base, **_votes_for(rng, failed, new_level, item.knowledge_units, units, skill + bonus),
+                        {**base, "answered": True, **_votes_for(rng, failed, new_level, item.knowledge_units, units, skill + bonus),
                          "alpha_gated": (model, dataset, strategy) in gated_cells}
                     )
     return pd.DataFrame(generations), pd.DataFrame(votes)

@@ -46,7 +46,7 @@ def vote(
         original_question="q", original_bloom_level=ori,
         original_knowledge_units=["A"] if k_ori is None else k_ori, new_question="new",
         identified_bloom_level=id_level, identified_knowledge_units=id_units,
-        parse_status=parse_status, n_judges=3, bloom_level=new,
+        parse_status=parse_status, answered=True, n_judges=3, bloom_level=new,
         bloom_level_null_reason=level_reason if new is None else None,
         knowledge_units=None if k_new is None else list(k_new), useful=useful, alpha_gated=False, **binary,
     )
@@ -123,6 +123,26 @@ def test_binary_criteria_and_usability_use_non_null_votes_as_denominator():
     assert metric(result, "n_useful")["value"] == 1
     assert metric(result, "n_generated")["value"] == 4
     assert math.isnan(metric(result, "n_useful")["ci_low"])
+
+
+def test_usability_counts_an_answer_without_a_question_as_generated_and_not_useful():
+    # useful / generated: a parse failure of an answer with text (a placeholder, prose) is a
+    # generated output that is not useful; an empty answer, a failed call and an undecided
+    # verdict stay out of the denominator.
+    no_question = dict(useful=None, unique=None, readable=None, answerable=None, new=None, parse_status="failed")
+    rows = [
+        vote(useful=True), vote(useful=True),
+        vote(useful=False, unique=False, readable=True, answerable=True),
+        {**vote(**no_question), "new_question": None},  # "<new_question>": answered, no question
+        {**vote(**no_question), "new_question": None, "answered": False},  # empty answer
+        {**vote(**{**no_question, "parse_status": "error"}), "new_question": None, "answered": False},  # call failed
+        vote(useful=None, unique=None, readable=True, answerable=True),  # a tie: undecided
+    ]
+    result = score(rows)
+    assert metric(result, "usability")[["value", "n"]].tolist() == [50.0, 4]
+    assert metric(result, "n_useful")["value"] == 2 and metric(result, "n_generated")["value"] == 7
+    # CatCons and the other metrics over useful questions do not see the failure.
+    assert metric(result, "catcons")[["value", "n"]].tolist() == [100.0, 2]
 
 
 # --- CatCons -----------------------------------------------------------------------------
