@@ -1,0 +1,174 @@
+"""Text on its way to disk: secrets masked in any spelling, and made storable.
+
+:func:`redact` is the one place a secret (an API key) is masked. The client masks an answer
+before it is cached, the parser masks what JSON decoding revealed, the job log's formatter
+masks every line, and the Parquet writer masks every string cell: each calls this function.
+A provider or a model may spell a key in many ways, and each is masked:
+
+- the key itself, and any run of :data:`MIN_SECRET_LENGTH` or more of its characters (a key cut
+  by a message's length limit, or echoed as a 12-character prefix and suffix);
+- the same characters written as escapes a reply can carry: JSON's ``\\u0067`` and ``\\/``,
+  URL ``%67``, HTML ``&#103;`` / ``&#x67;``, mixed with plain characters;
+- the shapes providers use to show a key partly: a prefix, a run of ``*``, ``•``, ``…`` or
+  ``...``, and a suffix (``gsk_Wd3R****x8Cv``): with 4 or more key characters on either side.
+
+:func:`storable_text` makes generated text safe to store: lone surrogates (which JSON escapes
+can carry and UTF-8 cannot encode) become U+FFFD, NUL and other control characters (tab and
+newline kept) are removed, and how many of each is reported.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: Shorter secrets are never masked: the "EMPTY" or "test" local servers are given would mangle
+#: ordinary words, and a key that short guards nothing.
+MIN_SECRET_LENGTH = 8
+#: Key characters a partly shown key must keep on one side of its stars to be masked.
+_MIN_SHOWN = 4
+MASK = "***"
+
+#: Secrets of this process (every key a client used): :func:`redact` masks them everywhere.
+_registered: set[str] = set()
+
+#: One character of a text as a reply may spell it: an escape, or any single character.
+_UNIT = re.compile(
+    r"\\u[0-9a-fA-F]{4}|\\[/\\\"]|%[0-9a-fA-F]{2}|&#[xX][0-9a-fA-F]{1,6};|&#[0-9]{1,7};|.", re.DOTALL
+)
+#: Where a provider shows a key only partly: the stars between its prefix and suffix.
+_STARS = re.compile(r"[*•·]{3,}|…+|\.{3,}")
+#: Keys of the usual providers' shapes, masked in error texts (which never carry content).
+_KEY_TOKEN = re.compile(r"\b(?:sk|gsk|pk|rk|xai|key|api)[-_][A-Za-z0-9_\-*]{6,}", re.IGNORECASE)
+
+
+def register_secret(secret: str | None) -> None:
+    """Mask ``secret`` in every text :func:`redact` sees in this process from now on."""
+    if secret and len(secret) >= MIN_SECRET_LENGTH:
+        _registered.add(secret)
+
+
+def registered_secrets() -> frozenset[str]:
+    return frozenset(_registered)
+
+
+def _decoded(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with its escapes decoded, and the span of ``text`` each decoded character came from."""
+    if "\\" not in text and "%" not in text and "&" not in text:
+        return text, [(index, index + 1) for index in range(len(text))]
+    chars: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for match in _UNIT.finditer(text):
+        unit = match.group()
+        if len(unit) == 1:
+            char = unit
+        elif unit.startswith("\\u"):
+            char = chr(int(unit[2:], 16))
+        elif unit.startswith("\\"):
+            char = unit[1]
+        elif unit.startswith("%"):
+            char = chr(int(unit[1:], 16))
+        else:
+            number = int(unit[3:-1], 16) if unit[2] in "xX" else int(unit[2:-1])
+            char = chr(number) if number <= 0x10FFFF else unit
+        chars.append(char)
+        spans.append(match.span())
+    return "".join(chars), spans
+
+
+def _covered(decoded: str, secret: str) -> set[int]:
+    """Positions of ``decoded`` that belong to a run of the secret's characters or to a partly
+    shown key (see the module docstring)."""
+    covered: set[int] = set()
+    size = MIN_SECRET_LENGTH
+    for start in range(len(secret) - size + 1):
+        piece = secret[start:start + size]
+        found = decoded.find(piece)
+        while found >= 0:
+            covered.update(range(found, found + size))
+            found = decoded.find(piece, found + 1)
+    for stars in _STARS.finditer(decoded):
+        begin, end = stars.span()
+        before = next((k for k in range(min(len(secret), begin), _MIN_SHOWN - 1, -1)
+                       if decoded[begin - k:begin] == secret[:k]), 0)
+        after = next((k for k in range(min(len(secret), len(decoded) - end), _MIN_SHOWN - 1, -1)
+                      if decoded[end:end + k] == secret[-k:]), 0)
+        if before or after:
+            covered.update(range(begin - before, end + after))
+    return covered
+
+
+def _runs(indices: list[int]) -> Iterable[tuple[int, int]]:
+    """(first, last) of each run of consecutive numbers in sorted ``indices``."""
+    first = previous = indices[0]
+    for index in indices[1:]:
+        if index != previous + 1:
+            yield first, previous
+            first = index
+        previous = index
+    yield first, previous
+
+
+def redact(text: str, secrets: Iterable[str | None] = (), *, key_tokens: bool = False) -> str:
+    """``text`` with every registered secret and every one of ``secrets`` masked as ``***`` in
+    any spelling the module docstring lists. ``key_tokens``: also mask any word shaped like a
+    provider's key (``sk-…``, ``gsk_…``): for error texts, where such a word is never content."""
+    wanted = {s for s in (*_registered, *secrets) if s and len(s) >= MIN_SECRET_LENGTH}
+    if wanted and text:
+        decoded, spans = _decoded(text)
+        covered: set[int] = set()
+        for secret in wanted:
+            covered |= _covered(decoded, secret)
+        if covered:
+            parts: list[str] = []
+            position = 0
+            for first, last in _runs(sorted(covered)):
+                parts += [text[position:spans[first][0]], MASK]
+                position = spans[last][1]
+            parts.append(text[position:])
+            text = "".join(parts)
+    if key_tokens:
+        text = _KEY_TOKEN.sub(lambda match: match.group().split("-")[0].split("_")[0] + "-***", text)
+    return text
+
+
+@dataclass(frozen=True)
+class StorableText:
+    """Text fit to store, and what was changed to make it so."""
+
+    text: str
+    surrogates_replaced: int
+    controls_removed: int
+
+    def note(self) -> str | None:
+        """What changed, for a row's parse_error; None when nothing did."""
+        notes = []
+        if self.surrogates_replaced:
+            notes.append(f"{self.surrogates_replaced} invalid surrogate(s) replaced by U+FFFD")
+        if self.controls_removed:
+            notes.append(f"{self.controls_removed} NUL/control character(s) removed")
+        return "; ".join(notes) or None
+
+
+_KEPT_CONTROLS = {"\n", "\t", "\r"}
+
+
+def storable_text(text: str) -> StorableText:
+    """``text`` with lone surrogates replaced by U+FFFD and NUL and other control characters
+    (Unicode category Cc, but tab and line breaks) removed: what UTF-8 files, Parquet and the
+    pages built from them can hold."""
+    surrogates = controls = 0
+    if text.isascii() and text.isprintable():
+        return StorableText(text, 0, 0)
+    out: list[str] = []
+    for char in text:
+        if "\ud800" <= char <= "\udfff":
+            surrogates += 1
+            out.append("\ufffd")
+        elif char not in _KEPT_CONTROLS and unicodedata.category(char) == "Cc":
+            controls += 1
+        else:
+            out.append(char)
+    return StorableText("".join(out), surrogates, controls)

@@ -1,0 +1,193 @@
+"""Attacks on the study's inputs (issue 42's seven): each is refused, or made harmless, here.
+
+1. a key spelled in JSON escapes; 2. a key partly echoed; 3. a reply that cannot be stored;
+4. spreadsheet bombs; 5. YAML alias bombs; 6. numbers that hang or overflow a job; 7. the rest
+(duplicate keys, strategy names, Markdown labels, secrets in base_url, a leading apostrophe,
+paths outside the working directory). The fuzz tests run the reply parser and the redaction
+over 2,000 generated replies each.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import urllib.parse
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bloomqg.parsing import parse_generation
+from bloomqg.stored_text import redact, storable_text
+
+KEY = "gsk_Wd3Rt7Yu9pQ2mX4pL7nK3wT9yB6cF1hx8Cv"
+
+
+def pieces(secret: str, size: int = 8) -> list[str]:
+    return [secret[i:i + size] for i in range(len(secret) - size + 1)]
+
+
+def leaks(text: str, secret: str = KEY) -> list[str]:
+    return [piece for piece in pieces(secret) if piece in text]
+
+
+def escaped(text: str, which: list[int], style: str) -> str:
+    """``text`` with the characters at ``which`` written as ``style`` escapes."""
+    spell = {
+        "json": lambda c: f"\\u{ord(c):04x}",
+        "JSON": lambda c: f"\\u{ord(c):04X}",
+        "url": lambda c: f"%{ord(c):02X}",
+        "html": lambda c: f"&#{ord(c)};",
+        "hex": lambda c: f"&#x{ord(c):x};",
+    }[style]
+    return "".join(spell(c) if i in which else c for i, c in enumerate(text))
+
+
+# -- 1. the key, decoded ------------------------------------------------------------------------
+
+def test_a_key_in_json_escapes_is_masked_in_the_raw_reply_and_in_the_parsed_question() -> None:
+    reply = '{"question": "What does \\u0067' + KEY[1:] + ' unlock?"}'
+    assert leaks(json.loads(reply)["question"]), "the attack: decoding reveals the key"
+    assert not leaks(redact(reply, [KEY]))
+    parsed = parse_generation(reply, [], knowledge_units=[], secrets=[KEY])
+    assert parsed.parse_status == "ok" and not leaks(parsed.new_question)
+
+
+# -- 2. the key, partly echoed --------------------------------------------------------------------
+
+@pytest.mark.parametrize("echo", [
+    f"Incorrect API key provided: {KEY[:12]}****************{KEY[-4:]}",
+    f"invalid key {KEY[:12]}...{KEY[-12:]}",
+    f"key {KEY[:6]}…{KEY[-4:]} was revoked",
+    f"forbidden for {KEY[3:15]} / {KEY[20:32]}",
+])
+def test_a_partly_echoed_key_leaves_no_piece_and_no_prefix(echo: str) -> None:
+    masked = redact(echo, [KEY])
+    assert not leaks(masked) and KEY[:6] not in masked, masked
+
+
+def test_an_error_masks_any_provider_key_shape_even_unregistered() -> None:
+    from bloomqg.api.retry import redact_error
+
+    assert "Wd3Rt7Yu" not in redact_error("HTTP 401: bad key gsk_Wd3Rt7Yu9pQ2", None)
+
+
+# -- 3. a reply that cannot be stored -------------------------------------------------------------
+
+def test_a_lone_surrogate_nul_and_controls_are_made_storable_and_counted() -> None:
+    parsed = parse_generation('{"question": "x \\ud800 y\\u0000 z\\u0007?"}', [], knowledge_units=[])
+    assert parsed.parse_status == "ok"
+    assert parsed.new_question == "x \ufffd y z?"
+    parsed.new_question.encode("utf-8")  # what the checkpoint and Parquet writers need
+    assert "1 invalid surrogate(s)" in parsed.parse_error and "2 NUL/control" in parsed.parse_error
+
+
+def test_an_overlong_question_fails_its_row_saying_why() -> None:
+    parsed = parse_generation(json.dumps({"question": "Why " + "very " * 20_000 + "?"}), [],
+                              knowledge_units=[], max_question_chars=4000)
+    assert parsed.parse_status == "failed" and parsed.new_question is None
+    assert "max_question_chars = 4,000" in parsed.parse_error
+
+
+def test_a_reply_of_controls_only_fails_its_row() -> None:
+    parsed = parse_generation('{"question": "\\u0000\\u0001\\u0002"}', [], knowledge_units=[])
+    assert parsed.parse_status == "failed"
+
+
+def test_the_stored_record_of_a_hostile_reply_encodes(tmp_path) -> None:
+    """The checkpoint writer's and the Parquet writer's encodings: the crash of the issue."""
+    from bloomqg.chat import Completion
+    from bloomqg.generation.stage import pass_record
+
+    completion = Completion(request_id="p1", text='{"question": "x \ud800 \\ud800 y\x00?"}', finish_reason="stop")
+    record = pass_record("generate", [], [], completion, [])
+    json.dumps(record, ensure_ascii=False).encode("utf-8")
+    assert record["parse_status"] == "ok" and "\x00" not in record["raw_text"]
+
+
+# -- 7. the rest: the leading apostrophe ----------------------------------------------------------
+
+@pytest.mark.parametrize("reply, question", [
+    ('{"question": "\'Twas brillig: who wrote the line?"}', "'Twas brillig: who wrote the line?"),
+    ("Question: 'Hamlet' is a play by whom?", "'Hamlet' is a play by whom?"),
+    ("Question: 'Who wrote Hamlet?'", "Who wrote Hamlet?"),
+])
+def test_the_parser_keeps_a_leading_apostrophe(reply: str, question: str) -> None:
+    assert parse_generation(reply, [], knowledge_units=[]).new_question == question
+
+
+# -- fuzz: the reply parser and the redaction -----------------------------------------------------
+
+_ESCAPES = st.sampled_from(["json", "JSON", "url", "html", "hex"])
+#: Text around the key: anything but the escape characters, whose meaning next to an escape is
+#: ambiguous outside JSON (a backslash before \u0067 makes it the text "\u0067").
+_NOISE = st.text(alphabet=st.characters(exclude_characters="\\%&"), max_size=40)
+
+
+def decoded(text: str) -> str:
+    """Every escape style of :func:`escaped` decoded (what a reader of the stored text sees)."""
+    text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+    return html.unescape(urllib.parse.unquote(text))
+
+
+@st.composite
+def spelled_key_replies(draw: st.DrawFn) -> tuple[str, str]:
+    """A reply carrying the whole key or a run of 8+ of its characters, some escaped, in JSON or prose."""
+    start = draw(st.integers(0, len(KEY) - 8))
+    end = draw(st.integers(start + 8, len(KEY)))
+    fragment = KEY[start:end]
+    which = draw(st.lists(st.integers(0, len(fragment) - 1), max_size=len(fragment)))
+    spelled = escaped(fragment, which, draw(_ESCAPES))
+    before, after = draw(_NOISE), draw(_NOISE)
+    shape = draw(st.sampled_from(["json", "prose", "label"]))
+    if shape == "json":
+        reply = json.dumps({"question": before + "X" + after})[:-1].replace("X", spelled) + "}"
+    elif shape == "prose":
+        reply = before + spelled + after
+    else:
+        reply = f"Question: {before}{spelled}{after}"
+    return reply, fragment
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spelled_key_replies())
+def test_fuzz_no_spelling_of_the_key_survives_redaction_or_parsing(case: tuple[str, str]) -> None:
+    reply, _fragment = case
+    masked = redact(reply, [KEY])
+    assert not leaks(masked), masked
+    assert not leaks(decoded(masked)), masked
+    parsed = parse_generation(reply, ["bloom_level", "knowledge_unit"], knowledge_units=["sets"], secrets=[KEY])
+    for text in (parsed.new_question, parsed.parse_error, *(parsed.identified_knowledge_units or [])):
+        if text is not None:
+            assert not leaks(text), text
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30)
+    | st.sampled_from(["\\ud800", "\\u0000", "\ud800", "\x00", "\\", '"', "'", "<x>", KEY[5:20]]),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.sampled_from(["question", "Question", "bloom_level", "knowledge_unit", "x"]),
+                      children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_JSONISH, st.booleans(), st.integers(1, 200))
+def test_fuzz_the_parser_never_raises_and_stores_only_storable_text(value, dumped: bool, cap: int) -> None:
+    reply = json.dumps(value) if dumped else str(value)
+    parsed = parse_generation(reply, ["bloom_level", "knowledge_unit"], knowledge_units=["sets"],
+                              max_question_chars=cap, secrets=[KEY])
+    assert parsed.parse_status in ("ok", "failed")
+    for text in (parsed.new_question, parsed.parse_error, *(parsed.identified_knowledge_units or [])):
+        if text is not None:
+            text.encode("utf-8")
+            assert "\x00" not in text and not leaks(text)
+    if parsed.new_question is not None:
+        assert 0 < len(parsed.new_question) <= cap
+
+
+def test_storable_text_keeps_ordinary_text() -> None:
+    text = "Wie berechnet man 3² − 1? 数学\nZeile\tzwei"
+    assert storable_text(text).text == text and storable_text(text).note() is None
