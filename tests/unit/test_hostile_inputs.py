@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from bloomqg.parsing import parse_generation
 from bloomqg.stored_text import redact, storable_text
+from tests.support import xlsx_bombs
 
 KEY = "gsk_Wd3Rt7Yu9pQ2mX4pL7nK3wT9yB6cF1hx8Cv"
 
@@ -191,3 +192,42 @@ def test_fuzz_the_parser_never_raises_and_stores_only_storable_text(value, dumpe
 def test_storable_text_keeps_ordinary_text() -> None:
     text = "Wie berechnet man 3² − 1? 数学\nZeile\tzwei"
     assert storable_text(text).text == text and storable_text(text).note() is None
+
+
+# -- 4. spreadsheets by their declared size -------------------------------------------------------
+
+@pytest.mark.parametrize("build, extent", [
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "xfd.xlsx"), "declares (A1:XFD20000) 20,000 rows × 16,384 columns"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "bare.xlsx", declare=False), "reaches row 20,000, column 16,384"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "last.xlsx", "A1048576", declare=False), "reaches row 1,048,576"),
+    (lambda folder: xlsx_bombs.empty_cells(folder / "empty.xlsx", megabytes=8), "reaches row 5,001, column 100"),
+])
+def test_an_xlsx_bomb_is_refused_naming_file_and_extent(tmp_path, build, extent: str) -> None:
+    from bloomqg.datasets import DatasetError, load_dataset
+
+    path = build(tmp_path)
+    with pytest.raises(DatasetError) as error:
+        load_dataset("bomb", {"loader": "release_math", "path": str(path)}, base_dir=tmp_path)
+    assert str(path) in str(error.value) and extent in str(error.value)
+    assert "input_limits.max_sheet_cells = 500,000" in str(error.value)
+
+
+def test_a_workbook_within_the_bound_is_read(tmp_path) -> None:
+    from bloomqg.sheet_extent import check_workbook_extent
+
+    path = xlsx_bombs.one_far_cell(tmp_path / "small.xlsx", "C40")
+    check_workbook_extent(path, 120)  # 40 rows × 3 columns
+    with pytest.raises(ValueError, match="40 rows × 3 columns"):
+        check_workbook_extent(path, 119)
+
+
+def test_an_annotation_sheet_beyond_its_sample_is_refused_while_streaming(tmp_path) -> None:
+    from bloomqg.annotation.sheets import AnnotationError, SHEET_COLUMNS, _read_rows
+
+    path = tmp_path / "sheet.csv"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(",".join(SHEET_COLUMNS) + "\n")
+        handle.write(("," * (len(SHEET_COLUMNS) - 1) + "\n") * 5000)
+    with pytest.raises(AnnotationError, match=r"sheet.csv: more than 1,030 rows, for a sample of 30 items"):
+        _read_rows(path, 1030)
+    assert len(_read_rows(path, 5000)) == 5000
