@@ -231,3 +231,66 @@ def test_an_annotation_sheet_beyond_its_sample_is_refused_while_streaming(tmp_pa
     with pytest.raises(AnnotationError, match=r"sheet.csv: more than 1,030 rows, for a sample of 30 items"):
         _read_rows(path, 1030)
     assert len(_read_rows(path, 5000)) == 5000
+
+
+# -- 5. config that cannot expand ------------------------------------------------------------------
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+
+
+def test_an_alias_bomb_is_refused_before_any_walk(tmp_path) -> None:
+    import yaml
+
+    from bloomqg.config import ConfigError, parse_config_text, prepare_study
+
+    with pytest.raises(ConfigError, match=r"bomb.yaml: 490,329,064 YAML nodes once its aliases"):
+        parse_config_text(ALIAS_BOMB, "bomb.yaml")
+    source = tmp_path / "study.yaml"
+    source.write_text("judges:\n  rules:\n    backend: rules\n    extra:\n"
+                      + "".join("      " + line + "\n" for line in ALIAS_BOMB.splitlines()))
+    loaded = yaml.safe_load(source.read_text())  # what Snakemake hands over: shared lists
+    with pytest.raises(ConfigError, match="YAML nodes once its aliases"):
+        prepare_study(loaded, workdir=tmp_path, sources=[source])
+    with pytest.raises(ConfigError, match="values once its YAML aliases are expanded"):
+        prepare_study(loaded, workdir=tmp_path)  # no file to read: the loaded mapping is counted
+
+
+# -- 6. numbers that pass the bounds and break the job --------------------------------------------
+
+@pytest.mark.parametrize("path, value", [
+    (("seed",), 2**70),
+    (("seed",), -1),
+    (("models", "api", "backoff_base_s"), 1e308),
+    (("models", "api", "backoff_max_s"), 1e308),
+    (("models", "api", "timeout_s"), 1e308),
+    (("models", "api", "rpm"), 10**300),
+    (("models", "api", "budget_usd"), 1e308),
+    (("budget_usd",), 1e308),
+])
+def test_a_number_past_its_meaningful_bound_is_refused_at_plan_time_naming_the_key(path, value) -> None:
+    from bloomqg.config import ConfigError, validate_schema
+
+    config = {"datasets": {"cs": {"loader": "embedded", "path": "data/cs/questions.csv"}},
+              "models": {"api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
+              "judges": {"rules": {"backend": "rules"}}}
+    validate_schema(config)
+    node = config
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError, match=re.escape(".".join(path)) + ": "):
+        validate_schema(config)
+
+
+# -- 7. the rest: duplicate keys ---------------------------------------------------------------------
+
+def test_a_key_written_twice_is_refused_naming_it_and_both_lines(tmp_path) -> None:
+    from bloomqg.config import ConfigError, load_config_file
+
+    source = tmp_path / "study.yaml"
+    source.write_text("seed: 1\nlimit_items: 8\nexemplars: 1\nlimit_items: 2\n")
+    with pytest.raises(ConfigError, match=r"study.yaml: key 'limit_items' is written twice in one mapping, at lines 2 and 4"):
+        load_config_file(source)
+    source.write_text("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n")
+    assert load_config_file(source)["other"] == {"x": 1, "y": 3}  # a merge key's keys may be overridden
