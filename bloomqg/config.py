@@ -329,6 +329,28 @@ def gate_settings(gate: Mapping[str, Any], sources: Iterable[str | Path] = ()) -
     return {**gate, "coefficient": "alpha", "threshold": threshold}
 
 
+#: Config keys naming a folder the workflow writes to.
+WRITTEN_PATHS: tuple[str, ...] = ("cache_dir",)
+
+
+def check_written_paths(cfg: Mapping[str, Any], workdir: Path, sources: Iterable[str | Path] = ()) -> None:
+    """A folder the workflow writes (:data:`WRITTEN_PATHS`) lies in the working directory, or is
+    written as an absolute path: a relative path that climbs out of it (``cache_dir: ../..``)
+    is refused, an absolute one outside it is allowed and said in the log."""
+    for key in WRITTEN_PATHS:
+        value = cfg.get(key)
+        if not isinstance(value, str):
+            continue
+        path = Path(os.path.expanduser(value))
+        resolved = (path if path.is_absolute() else workdir / path).resolve()
+        if resolved.is_relative_to(workdir):
+            continue
+        if not path.is_absolute():
+            _refuse([f"{key}: {value!r} leads outside the working directory {workdir} (to {resolved}); "
+                     "write it as an absolute path if the workflow is to write there"], sources)
+        log.warning("%s is outside the working directory %s: the workflow writes to %s", key, workdir, resolved)
+
+
 def check_comparisons(config: Mapping[str, Any], sources: Iterable[str | Path] = ()) -> None:
     """Refuse a ``comparisons.baseline`` that is not a defined strategy (built-in or under
     ``strategies:``), listing the defined ones: every paired test would silently compare nothing."""
@@ -372,6 +394,7 @@ def prepare_study(
         cfg["release_dir"] = str(release_dir)
     cfg = _substitute(cfg, cfg.get("release_dir"), "config")
     study.config = cfg
+    check_written_paths(cfg, workdir, sources)
 
     for name, value in cfg["prompts"].items():
         if value is None:

@@ -14,6 +14,7 @@ import json
 import re
 import urllib.parse
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -294,3 +295,72 @@ def test_a_key_written_twice_is_refused_naming_it_and_both_lines(tmp_path) -> No
         load_config_file(source)
     source.write_text("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n")
     assert load_config_file(source)["other"] == {"x": 1, "y": 3}  # a merge key's keys may be overridden
+
+
+# -- 7. the rest: strategy names, Markdown labels, base_url secrets, paths outside -----------------
+
+@pytest.mark.parametrize("name", ["my socratic", "../x"])
+def test_a_bad_strategy_name_is_told_which_characters_are_allowed(name: str) -> None:
+    from bloomqg.config import ConfigError, validate_schema
+
+    config = {"datasets": {"cs": {"loader": "embedded", "path": "data/cs/questions.csv"}},
+              "models": {"m": {"backend": "openai", "model": "m"}}, "judges": {"rules": {"backend": "rules"}},
+              "strategies": {name: {"template": "prompts/fgp.txt"}}}
+    with pytest.raises(ConfigError) as error:
+        validate_schema(config)
+    assert f"{name!r} is not valid here: A strategy's name: 1 to 64 characters, only letters" in str(error.value)
+    assert "'_' and '-'" in str(error.value)
+
+
+def test_docs_config_says_which_characters_a_strategy_name_may_hold() -> None:
+    from tests.conftest import REPO
+
+    assert "only letters A-Z and a-z, digits 0-9, '_' and '-'" in (REPO / "docs" / "config.md").read_text()
+
+
+def test_markdown_tables_escape_html_in_labels() -> None:
+    from bloomqg.reporting.tables.markdown import render_markdown
+    from bloomqg.reporting.tables.model import Cell as TableCell, Table
+
+    label = "<img src=x onerror=alert(1)>"
+    table = Table(name="t", caption=f"Strategies {label}", stub_columns=["strategy"], columns=["n"],
+                  rows=[[TableCell(label), TableCell("1")]], data=pd.DataFrame())
+    markdown = render_markdown(table)
+    assert "<img" not in markdown and "&lt;img src=x onerror=alert(1)&gt;" in markdown
+
+
+@pytest.mark.parametrize("url, what", [
+    ("http://127.0.0.1:8000/v1;token=abc123", "path parameters"),
+    ("http://127.0.0.1:8000/sk-Zq8vR2mX4pL7nK3wT9/v1", "a path segment that looks like a key"),
+    ("http://127.0.0.1:8000/v1/Zq8vR2mX4pL7nK3wT9yB6cF1", "a path segment that looks like a key"),
+])
+def test_a_secret_in_base_urls_path_is_refused_without_echoing_it(url: str, what: str) -> None:
+    from bloomqg.config import ConfigError, check_base_urls
+
+    with pytest.raises(ConfigError) as error:
+        check_base_urls({"models": {"api": {"base_url": url}}})
+    assert what in str(error.value) and "models.api.base_url" in str(error.value)
+    assert "Zq8vR2mX" not in str(error.value) and "abc123" not in str(error.value)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "https://x.openai.azure.com/openai/deployments/gpt-4o-2024-08-06",
+                                 "https://gateway.ai.cloudflare.com/v1/0123456789abcdef0123456789abcdef/gw/openai"])
+def test_ordinary_base_urls_pass(url: str) -> None:
+    from bloomqg.api.settings import base_url_problem
+
+    assert base_url_problem(url) is None
+
+
+def test_a_written_path_outside_the_working_directory_must_be_absolute(tmp_path, caplog) -> None:
+    from bloomqg.config import ConfigError, check_written_paths
+
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    with pytest.raises(ConfigError, match=r"cache_dir: '\.\./\.\.' leads outside the working directory"):
+        check_written_paths({"cache_dir": "../.."}, workdir)
+    check_written_paths({"cache_dir": ".cache/bloomqg"}, workdir)
+    assert not caplog.records
+    with caplog.at_level("WARNING"):
+        check_written_paths({"cache_dir": str(tmp_path / "shared-cache")}, workdir)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"cache_dir is outside the working directory {workdir}: the workflow writes to {tmp_path / 'shared-cache'}"]
