@@ -364,3 +364,47 @@ def test_a_written_path_outside_the_working_directory_must_be_absolute(tmp_path,
         check_written_paths({"cache_dir": str(tmp_path / "shared-cache")}, workdir)
     assert [record.getMessage() for record in caplog.records] == [
         f"cache_dir is outside the working directory {workdir}: the workflow writes to {tmp_path / 'shared-cache'}"]
+
+
+# -- 1 and 2 through the writers: every file the path of a reply writes, read back decoded -------
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(spelled_key_replies())
+def test_a_spelled_key_reaches_no_file_a_reply_is_written_to(tmp_path_factory, case: tuple[str, str]) -> None:
+    """The reply as an endpoint sends it (in the response's JSON, its escapes intact) → the call
+    cache entry, the checkpoint line and the GENERATIONS Parquet (read back), and a log line that
+    quotes the reply: no 8-character piece of the key in any of them, decoded."""
+    import logging
+
+    from bloomqg.api.cache import CallCache
+    from bloomqg.api.settings import ClientSettings
+    from bloomqg.api.wire import Call, parse_completion
+    from bloomqg.chat import ChatRequest
+    from bloomqg.frames import GENERATIONS
+    from bloomqg.generation.stage import final_row, pass_record
+    from bloomqg.logs import _MaskingFormatter, hide_in_logs
+    from bloomqg.parquet_io import read_frame, write_frame
+
+    reply, _fragment = case
+    folder = tmp_path_factory.mktemp("run")
+    settings_ = ClientSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="BLOOMQG_FUZZ_KEY")
+    call = Call("k1", ChatRequest("p1", ({"role": "user", "content": "Write."},)), [0], 10, 10)
+    response = json.loads(json.dumps({"choices": [{"message": {"content": reply}, "finish_reason": "stop"}]}))
+    cached, completion = parse_completion(settings_, call, response, None, batch=False, api_key=KEY)
+    entry = CallCache(folder / "cache").put("0" * 64, cached)
+    record = pass_record("generate", [], [], completion, [])
+    checkpoint = json.dumps(record, ensure_ascii=False)
+    prompt = {"prompt_id": "p1", "item_id": "cs-0001", "dataset": "cs", "strategy": "fgp",
+              "original_question": "What is a set?", "original_bloom_level": "Remember",
+              "original_knowledge_units": ["sets"],
+              "prompt_hash": "0" * 64, "passes_json": json.dumps([{"name": "generate", "answer_fields": []}])}
+    row = final_row(prompt, [record], "api", 7)
+    write_frame(pd.DataFrame([row])[GENERATIONS.names], folder / "g.parquet", GENERATIONS)
+    stored = read_frame(folder / "g.parquet", GENERATIONS).to_json()
+    hide_in_logs(KEY)
+    line = _MaskingFormatter("%(message)s").format(
+        logging.LogRecord("x", logging.WARNING, __file__, 1, "the endpoint said %s", (reply,), None))
+    for where, text in {"cache": entry.read_text(encoding="utf-8"), "checkpoint": checkpoint,
+                        "parquet": stored, "log": line}.items():
+        assert not leaks(decoded(text)) and not leaks(decoded(json.loads(json.dumps(text)))), (where, text)
