@@ -19,6 +19,8 @@ newline kept) are removed, and how many of each is reported.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -34,10 +36,8 @@ MASK = "***"
 #: Secrets of this process (every key a client used): :func:`redact` masks them everywhere.
 _registered: set[str] = set()
 
-#: One character of a text as a reply may spell it: an escape, or any single character.
-_UNIT = re.compile(
-    r"\\u[0-9a-fA-F]{4}|\\[/\\\"]|%[0-9a-fA-F]{2}|&#[xX][0-9a-fA-F]{1,6};|&#[0-9]{1,7};|.", re.DOTALL
-)
+#: One character as a reply may spell it in an escape.
+_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\[/\\\"]|%[0-9a-fA-F]{2}|&#[xX][0-9a-fA-F]{1,6};|&#[0-9]{1,7};")
 #: Where a provider shows a key only partly: the stars between its prefix and suffix.
 _STARS = re.compile(r"[*•·]{3,}|…+|\.{3,}")
 #: Keys of the usual providers' shapes, masked in error texts (which never carry content).
@@ -54,17 +54,18 @@ def registered_secrets() -> frozenset[str]:
     return frozenset(_registered)
 
 
-def _decoded(text: str) -> tuple[str, list[tuple[int, int]]]:
-    """``text`` with its escapes decoded, and the span of ``text`` each decoded character came from."""
+def _decoded(text: str) -> tuple[str, list[tuple[int, int, int]]]:
+    """``text`` with its escapes decoded, and each escape as (its position in the decoded text,
+    its start and end in ``text``): what :func:`_raw_span` maps decoded positions back with."""
     if "\\" not in text and "%" not in text and "&" not in text:
-        return text, [(index, index + 1) for index in range(len(text))]
-    chars: list[str] = []
-    spans: list[tuple[int, int]] = []
-    for match in _UNIT.finditer(text):
+        return text, []
+    parts: list[str] = []
+    escapes: list[tuple[int, int, int]] = []
+    position = length = 0
+    for match in _ESCAPE.finditer(text):
+        start, end = match.span()
         unit = match.group()
-        if len(unit) == 1:
-            char = unit
-        elif unit.startswith("\\u"):
+        if unit.startswith("\\u"):
             char = chr(int(unit[2:], 16))
         elif unit.startswith("\\"):
             char = unit[1]
@@ -72,10 +73,37 @@ def _decoded(text: str) -> tuple[str, list[tuple[int, int]]]:
             char = chr(int(unit[1:], 16))
         else:
             number = int(unit[3:-1], 16) if unit[2] in "xX" else int(unit[2:-1])
-            char = chr(number) if number <= 0x10FFFF else unit
-        chars.append(char)
-        spans.append(match.span())
-    return "".join(chars), spans
+            if number > 0x10FFFF:
+                continue
+            char = chr(number)
+        parts += [text[position:start], char]
+        length += start - position
+        escapes.append((length, start, end))
+        length += 1
+        position = end
+    parts.append(text[position:])
+    return "".join(parts), escapes
+
+
+def _raw_span(index: int, escapes: list[tuple[int, int, int]], starts: list[int]) -> tuple[int, int]:
+    """Where decoded position ``index`` came from in the raw text (``starts``: the escapes'
+    decoded positions, for bisecting)."""
+    at = bisect.bisect_right(starts, index) - 1
+    if at < 0:
+        return index, index + 1
+    decoded_at, raw_start, raw_end = escapes[at]
+    if decoded_at == index:
+        return raw_start, raw_end
+    raw = raw_end + index - decoded_at - 1
+    return raw, raw + 1
+
+
+@functools.lru_cache(maxsize=64)
+def _pieces(secret: str) -> tuple[re.Pattern[str], frozenset[str]]:
+    """A pattern matching runs of 8+ characters the secret is made of, and its 8-character pieces."""
+    alphabet = "".join(sorted(set(secret)))
+    runs = re.compile(f"[{re.escape(alphabet)}]{{{MIN_SECRET_LENGTH},}}")
+    return runs, frozenset(secret[i:i + MIN_SECRET_LENGTH] for i in range(len(secret) - MIN_SECRET_LENGTH + 1))
 
 
 def _covered(decoded: str, secret: str) -> set[int]:
@@ -83,18 +111,19 @@ def _covered(decoded: str, secret: str) -> set[int]:
     shown key (see the module docstring)."""
     covered: set[int] = set()
     size = MIN_SECRET_LENGTH
-    for start in range(len(secret) - size + 1):
-        piece = secret[start:start + size]
-        found = decoded.find(piece)
-        while found >= 0:
-            covered.update(range(found, found + size))
-            found = decoded.find(piece, found + 1)
+    runs, grams = _pieces(secret)
+    for run in runs.finditer(decoded):  # only runs of the key's characters can hold a piece of it
+        text, offset = run.group(), run.start()
+        for start in range(len(text) - size + 1):
+            if text[start:start + size] in grams:
+                covered.update(range(offset + start, offset + start + size))
     for stars in _STARS.finditer(decoded):
         begin, end = stars.span()
+        # a shown prefix ends in, and a shown suffix starts with, 4 characters of the key
         before = next((k for k in range(min(len(secret), begin), _MIN_SHOWN - 1, -1)
-                       if decoded[begin - k:begin] == secret[:k]), 0)
+                       if decoded[begin - k:begin] == secret[:k]), 0) if decoded[begin - _MIN_SHOWN:begin] in secret else 0
         after = next((k for k in range(min(len(secret), len(decoded) - end), _MIN_SHOWN - 1, -1)
-                      if decoded[end:end + k] == secret[-k:]), 0)
+                      if decoded[end:end + k] == secret[-k:]), 0) if decoded[end:end + _MIN_SHOWN] in secret else 0
         if before or after:
             covered.update(range(begin - before, end + after))
     return covered
@@ -117,16 +146,17 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, key_tokens: bool = 
     provider's key (``sk-…``, ``gsk_…``): for error texts, where such a word is never content."""
     wanted = {s for s in (*_registered, *secrets) if s and len(s) >= MIN_SECRET_LENGTH}
     if wanted and text:
-        decoded, spans = _decoded(text)
+        decoded, escapes = _decoded(text)
         covered: set[int] = set()
         for secret in wanted:
             covered |= _covered(decoded, secret)
         if covered:
             parts: list[str] = []
             position = 0
+            starts = [escape[0] for escape in escapes]
             for first, last in _runs(sorted(covered)):
-                parts += [text[position:spans[first][0]], MASK]
-                position = spans[last][1]
+                parts += [text[position:_raw_span(first, escapes, starts)[0]], MASK]
+                position = _raw_span(last, escapes, starts)[1]
             parts.append(text[position:])
             text = "".join(parts)
     if key_tokens:
