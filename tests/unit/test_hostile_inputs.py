@@ -408,3 +408,17 @@ def test_a_spelled_key_reaches_no_file_a_reply_is_written_to(tmp_path_factory, c
     for where, text in {"cache": entry.read_text(encoding="utf-8"), "checkpoint": checkpoint,
                         "parquet": stored, "log": line}.items():
         assert not leaks(decoded(text)) and not leaks(decoded(json.loads(json.dumps(text)))), (where, text)
+
+
+def test_every_job_masks_the_keys_its_config_names(monkeypatch) -> None:
+    """A job that calls no endpoint (a report, the explorer) still masks every configured key."""
+    from bloomqg import stored_text
+    from bloomqg.job import hide_configured_secrets
+
+    monkeypatch.setattr(stored_text, "_registered", set())
+    monkeypatch.setenv("BLOOMQG_JUDGE_KEY", KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-default-0123456789")
+    hide_configured_secrets({"models": {"api": {"backend": "openai", "model": "m"}},
+                             "judges": {"j": {"backend": "openai", "api_key_env": "BLOOMQG_JUDGE_KEY"}}})
+    assert stored_text.registered_secrets() == {KEY, "sk-openai-default-0123456789"}
+    assert redact(f"saw {KEY[2:14]} and sk-openai-default-0123456789") == "saw *** and ***"
