@@ -202,3 +202,9 @@ def storable_text(text: str) -> StorableText:
         else:
             out.append(char)
     return StorableText("".join(out), surrogates, controls)
+
+
+def stored_or_none(text: str | None) -> str | None:
+    """``text`` redacted and storable, for a column that takes generated text as it is (a judge's
+    reason); None stays None."""
+    return None if text is None else storable_text(redact(text)).text

@@ -51,7 +51,7 @@ from bloomqg.chat import (
 )
 from bloomqg.parquet_io import write_frame
 from bloomqg.parsing import MAX_QUESTION_CHARS, parse_generation, prompt_example_questions
-from bloomqg.stored_text import redact, storable_text
+from bloomqg.stored_text import stored_or_none
 from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes, with_response_prefill
 from bloomqg.provenance import sha256_text
 from bloomqg.frames import GENERATIONS, PROMPTS
@@ -240,7 +240,7 @@ def pass_record(
     """What one pass of one prompt gave: the completion, parsed for the pass's answer fields.
     The raw text is stored text too (:func:`bloomqg.stored_text.storable_text`): a reply the
     checkpoint or Parquet cannot encode fails no cell, and its replay from the cache none either."""
-    raw_text = None if completion.text is None else storable_text(redact(completion.text)).text
+    raw_text = stored_or_none(completion.text)
     if completion.text is None:
         parsed = {"new_question": None, "identified_bloom_level": None, "identified_knowledge_units": None,
                   "parse_status": "error", "parse_error": completion.error or "generation failed"}

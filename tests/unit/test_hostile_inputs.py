@@ -422,3 +422,13 @@ def test_every_job_masks_the_keys_its_config_names(monkeypatch) -> None:
                              "judges": {"j": {"backend": "openai", "api_key_env": "BLOOMQG_JUDGE_KEY"}}})
     assert stored_text.registered_secrets() == {KEY, "sk-openai-default-0123456789"}
     assert redact(f"saw {KEY[2:14]} and sk-openai-default-0123456789") == "saw *** and ***"
+
+
+def test_a_judges_reason_is_stored_text_too(monkeypatch) -> None:
+    from bloomqg import stored_text
+    from bloomqg.stored_text import stored_or_none
+
+    monkeypatch.setattr(stored_text, "_registered", {KEY})
+    reason = stored_or_none(f"fine \ud800 question\x00 ({KEY[:10]}…{KEY[-5:]})")
+    reason.encode("utf-8")
+    assert reason == "fine \ufffd question (***)" and stored_or_none(None) is None
