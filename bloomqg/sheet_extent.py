@@ -63,7 +63,10 @@ class _Extent:
         tag = name.rpartition(":")[2]
         if tag == "c":
             position = _cell(attributes.get("r", ""))
-            self.column = position[1] if position else self.column + 1
+            if position:  # a cell's own reference wins over the row it sits in
+                self.row, self.column = max(self.row, position[0]), position[1]
+            else:
+                self.column += 1
             self.cells += 1
             self._grow(self.row, self.column)
             if self.cells > self.max_cells:
