@@ -22,6 +22,10 @@ Outcome rules:
   caller keeps the raw text. A model that echoes the template has written no question, and
   counting it as one made it a usable generation; imported runs are held to the same rule
   (:mod:`bloomqg.release.runs`);
+- a question longer than ``max_question_chars`` -> ``"failed"``, the reason saying its length;
+- every text the result carries is stored text (:mod:`bloomqg.stored_text`): JSON decoding may
+  reveal an API key a raw reply spelled in escapes (masked here), or lone surrogates and control
+  characters (replaced and removed, counted in ``parse_error``);
 - a question found -> ``"ok"``; a question written in the slot's brackets (``<How can ...?>``)
   is kept without them (:func:`unbracketed`). With answer fields (CoT) the model also names the
   original's Bloom level and knowledge unit; when either is missing or not recognisable (a level
@@ -40,7 +44,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.stored_text import redact, storable_text
 from bloomqg.strategies import ANSWER_FIELDS
+
+#: Longest generated question kept, in characters (``input_limits.max_question_chars``'s
+#: default); a longer one is a parse failure saying so.
+MAX_QUESTION_CHARS = 4000
 
 _QUESTION_KEYS = {"question", "new_question", "generated_question", "newquestion"}
 _LEVEL_KEYS = {"bloom_level", "bloom", "level", "blooms_level", "bloom_s_level",
@@ -85,6 +94,15 @@ def _key(name: str) -> str:
     return re.sub(r"[\s\-']+", "_", name.strip().lower()).strip("_")
 
 
+def _unquoted(text: str) -> str:
+    """``text`` without stray double quotes at its ends and without single quotes that enclose
+    it whole: a question may begin with an apostrophe ('Twas, 'Hamlet' is ...)."""
+    text = text.strip('"').strip()
+    while len(text) >= 2 and text[0] == text[-1] == "'":
+        text = text[1:-1].strip()
+    return text
+
+
 def _clean(value: Any) -> str | None:
     """A scalar answer value as tidy text; None when empty or a template placeholder."""
     if value is None:
@@ -92,7 +110,7 @@ def _clean(value: Any) -> str | None:
     if isinstance(value, (list, tuple)):
         parts = [part for part in (_clean(item) for item in value) if part]
         return ", ".join(parts) if parts else None
-    text = " ".join(str(value).split()).strip().strip('"').strip("'").strip()
+    text = _unquoted(" ".join(str(value).split()).strip())
     text = text.strip("*").strip()
     text = _ENUMERATION.sub("", text)  # "1. What is ...?" -> "What is ...?"
     if not text or _PLACEHOLDER.match(text) or text in ("...", "…"):
@@ -298,6 +316,40 @@ def _failure_reason(text: str) -> str:
 
 
 def parse_generation(
+    text: str | None, answer_fields: Sequence[str], *, knowledge_units: Sequence[str],
+    example_questions: Sequence[str] = (), max_question_chars: int = MAX_QUESTION_CHARS,
+    secrets: Sequence[str] = (),
+) -> ParsedGeneration:
+    """:func:`parse_answer`'s result in stored form: every text redacted (the process's
+    registered secrets and ``secrets``) and storable (the changes counted in ``parse_error``),
+    a question over ``max_question_chars`` a failure."""
+    parsed = parse_answer(text, answer_fields, knowledge_units=knowledge_units,
+                          example_questions=example_questions)
+    notes: list[str] = []
+
+    def stored(value: str | None) -> str | None:
+        if value is None:
+            return None
+        result = storable_text(redact(value, secrets))
+        if result.note():
+            notes.append(result.note())
+        return result.text
+
+    question = stored(parsed.new_question)
+    units = [stored(unit) or "" for unit in parsed.identified_knowledge_units or []] or None
+    error = stored(parsed.parse_error)
+    status = parsed.parse_status
+    if question is not None and len(question) > max_question_chars:
+        return ParsedGeneration(None, None, None, "failed",
+                                f"the question is {len(question):,} characters long, above "
+                                f"input_limits.max_question_chars = {max_question_chars:,}")
+    if question is not None and not question.strip():
+        return ParsedGeneration(None, None, None, "failed", "the question is empty once control characters are removed")
+    error = "; ".join(part for part in (error, *dict.fromkeys(notes)) if part) or None
+    return ParsedGeneration(question, parsed.identified_bloom_level, units, status, error)
+
+
+def parse_answer(
     text: str | None, answer_fields: Sequence[str], *, knowledge_units: Sequence[str],
     example_questions: Sequence[str] = (),
 ) -> ParsedGeneration:

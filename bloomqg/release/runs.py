@@ -62,10 +62,12 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.datasets import DEFAULT_INPUT_LIMITS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.parsing import placeholder_reason, unbracketed
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
 from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
+from bloomqg.sheet_extent import SheetTooLarge, SheetUnreadable, check_workbook_extent
 
 logger = logging.getLogger(__name__)
 
@@ -271,6 +273,10 @@ def verify_run_files(run: ReleaseRun) -> dict[str, str]:
 
 
 def _read_generations(run: ReleaseRun) -> pd.DataFrame:
+    try:
+        check_workbook_extent(run.generations, DEFAULT_INPUT_LIMITS["max_sheet_cells"])
+    except (SheetTooLarge, SheetUnreadable) as error:
+        raise ReleaseError(str(error)) from None
     try:
         frame = pd.read_excel(run.generations, dtype=object)
     except Exception as error:  # openpyxl raises several types for a broken workbook
