@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from bloomqg.metrics.intervals import IntervalSpec, augmented_paired_t, bounded_mean_interval
+from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired
 
 
 @dataclass(frozen=True)
@@ -107,21 +107,24 @@ def ppi_mean(
     return MeanEstimate(value, value - z * spread, value + z * spread, np.asarray(tuned))
 
 
-def score_mean(values: np.ndarray, *, confidence: float = 0.95, differences: bool = False) -> MeanEstimate:
-    """The mean of one sample with an interval that holds at small n: the rates' interval
-    (Clopper–Pearson, :class:`~bloomqg.metrics.intervals.IntervalSpec`'s default) for a mean of
-    outcomes in [0, 1] (exact for 0/1 outcomes, conservative for fractions such as a mean over
-    annotators), the Agresti–Min-augmented t interval for paired differences in [−1, 1]
-    (:mod:`bloomqg.metrics.intervals`). 1-D ``values`` only."""
+def score_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
+    """The mean of one sample of outcomes in [0, 1] with the rates' interval (Clopper–Pearson,
+    :class:`~bloomqg.metrics.intervals.IntervalSpec`'s default): exact for 0/1 outcomes,
+    conservative for fractions such as a mean over annotators. 1-D ``values`` only."""
     values = _as_items(values, "values")
     if values.ndim != 1:
         raise ValueError("score_mean: one sample (a 1-D array) at a time")
     value = float(values.mean())
-    if differences:
-        low, high = augmented_paired_t(values, 1.0, 1.0, confidence)
-    else:
-        low, high = bounded_mean_interval(value, len(values), 0.0, 1.0, IntervalSpec().method, confidence)
+    low, high = bounded_mean_interval(value, len(values), 0.0, 1.0, IntervalSpec().method, confidence)
     return MeanEstimate(np.asarray(value), np.asarray(low), np.asarray(high), np.asarray(0.0))
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
+    """mean(b − a) of paired outcomes in [0, 1] with Newcombe's paired score interval (its MOVER
+    form, :func:`bloomqg.metrics.intervals.mover_paired`), as the strategy comparisons use."""
+    a, b = _as_items(a, "first arm"), _as_items(b, "second arm")
+    low, high = mover_paired(a, b, 0.0, 1.0, confidence)
+    return MeanEstimate(np.asarray(float((b - a).mean())), np.asarray(low), np.asarray(high), np.asarray(0.0))
 
 
 def classical_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:

@@ -16,11 +16,11 @@ coverage ``benchmarks/intervals.py`` measures by simulation:
 - **clustered designs** (``cluster: unit``: questions on one knowledge unit are not independent):
   the interval of the effective sample size n / design effect (Korn & Graubard 1998), the design
   effect from the cluster-robust variance, with a t quantile on clusters − 1 degrees of freedom.
-- **paired differences** b − a of 0/1 outcomes: Newcombe's hybrid score interval (1998, method
-  10), beside the exact McNemar p of :mod:`bloomqg.metrics.paired`; of graded outcomes: a t
-  interval on the differences with Agresti–Min's pseudo-pairs (half a pair each at +step and
-  −step, one at 0), symmetric, so it neither biases the difference nor collapses when every pair
-  agrees.
+- **paired differences** b − a: each arm's score interval combined with the arms' correlation
+  (MOVER, Zou & Donner 2008), which for 0/1 outcomes is Newcombe's hybrid score interval (1998,
+  method 10, with his φ*), beside the exact McNemar p of :mod:`bloomqg.metrics.paired`; graded
+  outcomes (KnowCov, CogShift) get the same construction beside the Wilcoxon p. It neither biases
+  a difference nor collapses when every pair agrees.
 
 ``percentile_bootstrap`` stays available as an explicit choice (config ``intervals.method``).
 """
@@ -47,7 +47,7 @@ CLUSTER_CHOICES: tuple[str, ...] = ("item", "unit", "none")
 #: Names written to ``ci_method`` and the tables' notes.
 BOUNDED_MEAN_METHOD = "wilson_bounded_mean"
 NEWCOMBE = "newcombe_paired_score"
-AUGMENTED_T = "agresti_min_paired_t"
+MOVER = "mover_paired_score"
 PERCENTILE = "percentile_bootstrap"
 
 
@@ -89,7 +89,7 @@ class IntervalSpec:
         return {"method": self.method, "cluster": self.cluster, "confidence": self.confidence,
                 "n_resamples": self.n_resamples, "bounded_means": self.mean_method,
                 "paired_binary": NEWCOMBE if not self.bootstrap else PERCENTILE,
-                "paired_graded": AUGMENTED_T if not self.bootstrap else PERCENTILE}
+                "paired_graded": MOVER if not self.bootstrap else PERCENTILE}
 
     @property
     def mean_method(self) -> str:
@@ -211,44 +211,41 @@ def bounded_mean_interval(mean: float, n: float, lower: float, upper: float, met
     return lower + width * float(low), lower + width * float(high)
 
 
-def newcombe_paired(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """Newcombe's hybrid score interval (1998, method 10) of mean(b) − mean(a) over 0/1 pairs."""
-    a = np.asarray(a, dtype=bool)
-    b = np.asarray(b, dtype=bool)
+def mover_paired(a: np.ndarray, b: np.ndarray, lower: float = 0.0, upper: float = 1.0,
+                 confidence: float = 0.95) -> tuple[float, float]:
+    """The interval of mean(b) − mean(a) over pairs of outcomes in [``lower``, ``upper``]: each
+    arm's Wilson interval on its rescaled mean, combined with the arms' correlation (the method
+    of variance estimates recovery, Zou & Donner 2008). For 0/1 outcomes it is Newcombe's hybrid
+    score interval (1998, method 10) exactly, with his φ*: a positive covariance is shrunk by
+    1/(2n) (n/2 in the 2 × 2 table's counts), which keeps the interval from narrowing on an
+    association a small table cannot yet show. Graded outcomes (KnowCov's fractions, CogShift's
+    levels) get the same construction, conservative because each arm's interval is."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
     n = len(a)
     if n == 0:
         return math.nan, math.nan
-    both, only_b, only_a = int(np.sum(a & b)), int(np.sum(b & ~a)), int(np.sum(a & ~b))
-    neither = n - both - only_b - only_a
-    p1, p2 = (both + only_b) / n, (both + only_a) / n
-    l1, u1 = (float(x) for x in wilson(both + only_b, n, confidence))
-    l2, u2 = (float(x) for x in wilson(both + only_a, n, confidence))
-    # φ of the 2×2 table (b as rows, a as columns); 0 when a margin is empty
-    product = (both + only_b) * (only_a + neither) * (both + only_a) * (only_b + neither)
-    phi = (both * neither - only_b * only_a) / math.sqrt(product) if product > 0 else 0.0
-    diff = p1 - p2
-    delta = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
-    epsilon = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
-    return max(diff - delta, -1.0), min(diff + epsilon, 1.0)
+    mean_a, mean_b = float(a.mean()), float(b.mean())
+    low_a, high_a = bounded_mean_interval(mean_a, n, lower, upper, "wilson", confidence)
+    low_b, high_b = bounded_mean_interval(mean_b, n, lower, upper, "wilson", confidence)
+    covariance = float(np.mean((a - mean_a) * (b - mean_b)))
+    if covariance > 0:
+        covariance = max(covariance - (upper - lower) ** 2 / (2 * n), 0.0)
+    spread = math.sqrt(float(a.var()) * float(b.var()))
+    r = covariance / spread if spread > 0 else 0.0
+    diff = mean_b - mean_a
+    delta = math.sqrt(max((mean_b - low_b) ** 2 - 2 * r * (mean_b - low_b) * (high_a - mean_a)
+                          + (high_a - mean_a) ** 2, 0.0))
+    epsilon = math.sqrt(max((high_b - mean_b) ** 2 - 2 * r * (high_b - mean_b) * (mean_a - low_a)
+                            + (mean_a - low_a) ** 2, 0.0))
+    width = upper - lower
+    return max(diff - delta, -width), min(diff + epsilon, width)
 
 
-def augmented_paired_t(differences: np.ndarray, step: float, bound: float,
-                       confidence: float = 0.95) -> tuple[float, float]:
-    """A t interval of the mean difference with Agresti–Min's pseudo-pairs: weight ½ at +``step``
-    and at −``step`` and 1 at 0 (for 0/1 pairs, half a pair added to each cell of the 2 × 2
-    table). The mean moves toward 0 by O(1/n) and never away; the interval is clipped to
-    ±``bound``, the largest difference possible."""
-    d = np.asarray(differences, dtype=np.float64)
-    n = len(d)
-    if n == 0:
-        return math.nan, math.nan
-    size = n + 2.0
-    mean = d.sum() / size
-    second = (np.sum(d * d) + step * step) / size
-    variance = max(second - mean * mean, 0.0) * size / (size - 1.0)
-    t = float(stats.t.ppf(0.5 + confidence / 2.0, max(n - 1, 1)))
-    half = t * math.sqrt(variance / size)
-    return max(mean - half, -bound), min(mean + half, bound)
+def newcombe_paired(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (1998, method 10, with φ*) of mean(b) − mean(a) over
+    0/1 pairs: :func:`mover_paired` on [0, 1]."""
+    return mover_paired(np.asarray(a, dtype=bool), np.asarray(b, dtype=bool), 0.0, 1.0, confidence)
 
 
 def resample_counts(rng: np.random.Generator, n: int, n_resamples: int) -> Iterable[np.ndarray]:

@@ -1,6 +1,6 @@
 """Strategy against strategy on the same items: paired differences with their intervals
-(Newcombe's paired score interval for 0/1 outcomes, an Agresti–Min-augmented t interval for graded
-ones; :mod:`bloomqg.metrics.intervals`), McNemar or Wilcoxon tests, Holm-adjusted within each
+(Newcombe's paired score interval for 0/1 outcomes, its MOVER generalisation for graded ones;
+:mod:`bloomqg.metrics.intervals`), McNemar or Wilcoxon tests, Holm-adjusted within each
 metric's family.
 
 Which metrics can be paired, and with which test, is each metric spec's ``paired_outcome``.
@@ -23,10 +23,10 @@ import pandas as pd
 
 from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.intervals import (
-    AUGMENTED_T,
+    MOVER,
     NEWCOMBE,
     PERCENTILE,
-    augmented_paired_t,
+    mover_paired,
     newcombe_paired,
     percentile_interval,
     resample_counts,
@@ -56,8 +56,8 @@ def paired_comparison(
     A pair enters a metric when the per-question outcome is defined in both arms (the metric's
     denominator in :func:`bloomqg.metrics.cell.score_cell`). ``value_a``/``value_b`` are the
     metric over those pairs, ``diff`` = b − a (percentage points for percent metrics) with
-    Newcombe's paired score interval (binary outcomes) or the augmented paired t interval (graded
-    ones), or with ``bootstrap`` a paired percentile bootstrap; ``ci_method`` names it. Binary outcomes: exact McNemar (binomial test on the
+    Newcombe's paired score interval (binary outcomes) or its MOVER generalisation (graded ones),
+    or with ``bootstrap`` a paired percentile bootstrap; ``ci_method`` names it. Binary outcomes: exact McNemar (binomial test on the
     discordant pairs; p = 1 when there are none) with Cohen's h. Graded outcomes (knowcov,
     cogshift): Wilcoxon signed-rank on the non-zero differences (p = 1 when all are zero) with
     the matched-pairs rank-biserial correlation. No pairs: NaN throughout with ``n_pairs`` 0.
@@ -158,9 +158,8 @@ def compare_outcomes(
         method = NEWCOMBE
     else:
         lower, upper = spec.outcome_range or (0.0, 1.0)
-        # pseudo-pairs one unit apart (a level of CogShift, a whole unit of KnowCov's coverage)
-        low, high = (scale * x for x in augmented_paired_t(b - a, 1.0, upper - lower, confidence))
-        method = AUGMENTED_T
+        low, high = (scale * x for x in mover_paired(a, b, lower, upper, confidence))
+        method = MOVER
     record.update(a=float(a.mean() * scale), b=float(b.mean() * scale), diff=float(differences.mean()),
                   ci_low=low, ci_high=high, ci_method=method)
     if binary:

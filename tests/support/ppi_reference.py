@@ -4,6 +4,8 @@ tests/integration/test_workflow.py)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -15,20 +17,12 @@ PSEUDO_HUMAN_DIFFERENCES = [1.0, 0.0, -1.0, 0.0] * 2
 PSEUDO_JUDGE_DIFFERENCES = [0.0, 1.0, 0.0, -1.0] * 2
 
 
-def humans_interval(y: np.ndarray, *, alpha: float, differences: bool) -> list[float]:
-    """The humans' own estimate and interval, in percent, by statsmodels: Clopper–Pearson's
-    (``beta``) interval of a share, or of a difference the t interval of the Agresti–Min-augmented pairs (half a pair
-    at +1 and at −1, one at 0) on n − 1 degrees of freedom."""
-    from scipy import stats
+def humans_interval(y: np.ndarray, *, alpha: float) -> list[float]:
+    """The humans' own share and its Clopper–Pearson (``beta``) interval, in percent, by statsmodels."""
     from statsmodels.stats.proportion import proportion_confint
-    from statsmodels.stats.weightstats import DescrStatsW
 
-    if not differences:
-        low, high = proportion_confint(float(y.sum()), len(y), alpha=alpha, method="beta")
-        return [100 * y.mean(), 100 * low, 100 * high]
-    augmented = DescrStatsW(np.r_[y, 1.0, -1.0, 0.0], weights=np.r_[np.ones(len(y)), 0.5, 0.5, 1.0], ddof=1)
-    half = stats.t.ppf(1 - alpha / 2, max(len(y) - 1, 1)) * augmented.std_mean
-    return [100 * y.mean(), 100 * max(augmented.mean - half, -1.0), 100 * min(augmented.mean + half, 1.0)]
+    low, high = proportion_confint(float(y.sum()), len(y), alpha=alpha, method="beta")
+    return [100 * y.mean(), 100 * low, 100 * high]
 
 
 def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
@@ -42,7 +36,8 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
     # a null verdict enters as the judges' mean of the cell; no verdict at all, as 0
     prediction = np.where(np.isnan(judge), np.nanmean(judge) if (~np.isnan(judge)).any() else 0.0, judge)
     y, yhat, unlabelled = human[labelled], prediction[labelled], prediction[~labelled]
-    humans = humans_interval(y, alpha=alpha, differences=differences)
+    # a difference's own interval needs its two arms: the caller checks it (Newcombe's, paired)
+    humans = [math.nan] * 3 if differences else humans_interval(y, alpha=alpha)
     if not len(unlabelled):  # every item labelled: bloomqg's PPI is the humans' own estimate
         return humans, humans
     pseudo = (PSEUDO_HUMAN_DIFFERENCES, PSEUDO_JUDGE_DIFFERENCES) if differences else (PSEUDO_HUMAN, PSEUDO_JUDGE)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bloomqg.metrics.intervals import mover_paired
 from bloomqg.annotation.calibration import (
     METRICS_BY_NAME,
     CalibrationError,
@@ -245,23 +246,31 @@ def test_paired_differences_are_ppi_on_the_per_item_difference(study, ppi_py):
     difference = pd.DataFrame({"human": both["human_b"] - both["human_a"], "judge": both["judge_b"] - both["judge_a"]})
     assert row.big_n == len(both) and row.n == difference["human"].notna().sum()
     if row.n >= 2:
-        ppi, humans = ppi_python_estimates(difference, differences=True)
+        ppi, _ = ppi_python_estimates(difference, differences=True)
         assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9)
-        assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(humans, abs=1e-9)
+        labelled = difference["human"].notna()
+        arm_a, arm_b = both.loc[labelled, "human_a"].to_numpy(float), both.loc[labelled, "human_b"].to_numpy(float)
+        low, high = mover_paired(arm_a, arm_b)
+        assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(
+            [100 * (arm_b - arm_a).mean(), 100 * low, 100 * high], abs=1e-9)
 
 
 def test_a_paired_difference_of_0_is_estimated_without_bias_and_antisymmetrically():
     # the pseudo-disagreements for shares pulled a difference toward +50 points: 14.29 [-4.04, 32.62]
-    human = np.r_[np.zeros(10), np.full(90, np.nan)]
-    result = estimate_one(human, np.zeros(100), 0.95, differences=True)
+    zeros, unlabelled = np.zeros(100), np.r_[np.zeros(10), np.full(90, np.nan)]
+    result = estimate_one(unlabelled, zeros, 0.95, arms=((unlabelled, unlabelled), (zeros, zeros)))
     assert result["ppi"] == 0.0 and result["ppi_low"] == pytest.approx(-result["ppi_high"])
+    assert result["humans"] == 0.0 and result["humans_low"] < 0 < result["humans_high"]
     rng = np.random.default_rng(2)
-    judge = rng.integers(-1, 2, 100).astype(float)
-    human = np.where(np.arange(100) < 30, np.clip(judge + rng.integers(-1, 2, 100), -1, 1), np.nan)
-    forward = estimate_one(human, judge, 0.95, differences=True)
-    backward = estimate_one(-human, -judge, 0.95, differences=True)
+    judge_a, judge_b = rng.integers(0, 2, 100).astype(float), rng.integers(0, 2, 100).astype(float)
+    keep = np.arange(100) < 30
+    human_a = np.where(keep, np.where(rng.random(100) < 0.8, judge_a, 1 - judge_a), np.nan)
+    human_b = np.where(keep, np.where(rng.random(100) < 0.8, judge_b, 1 - judge_b), np.nan)
+    forward = estimate_one(human_b - human_a, judge_b - judge_a, 0.95, arms=((human_a, human_b), (judge_a, judge_b)))
+    backward = estimate_one(human_a - human_b, judge_a - judge_b, 0.95, arms=((human_b, human_a), (judge_b, judge_a)))
     assert forward["ppi"] == pytest.approx(-backward["ppi"], abs=1e-12)
     assert (forward["ppi_low"], forward["ppi_high"]) == pytest.approx((-backward["ppi_high"], -backward["ppi_low"]))
+    assert (forward["humans_low"], forward["humans_high"]) == pytest.approx((-backward["humans_high"], -backward["humans_low"]))
 
 
 def test_items_not_drawn_by_the_export_are_refused(study):

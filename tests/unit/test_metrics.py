@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from bloomqg.metrics.cell import score_cell
-from bloomqg.metrics.intervals import IntervalSpec, augmented_paired_t, newcombe_paired, rate_interval, wilson
+from bloomqg.metrics.intervals import IntervalSpec, mover_paired, newcombe_paired, rate_interval
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, paired_comparison, paired_comparisons
 from bloomqg.strategies import ComparisonSpec
@@ -655,13 +655,14 @@ def test_paired_intervals_are_antisymmetric_and_never_degenerate():
         back = newcombe_paired(b, a)
         assert (low, high) == pytest.approx((-back[1], -back[0]))
         assert low <= b.mean() - a.mean() <= high
-        d = rng.integers(-2, 3, n).astype(float)
-        low, high = augmented_paired_t(d, 1.0, 5.0)
-        assert (low, high) == pytest.approx(tuple(-x for x in reversed(augmented_paired_t(-d, 1.0, 5.0))))
+        x, y = rng.integers(0, 6, n).astype(float), rng.integers(0, 6, n).astype(float)
+        low, high = mover_paired(x, y, 0.0, 5.0)
+        assert (low, high) == pytest.approx(tuple(-v for v in reversed(mover_paired(y, x, 0.0, 5.0))))
+        assert low <= y.mean() - x.mean() <= high
     # every pair agrees: the difference is 0 with an interval around it, not [0, 0]
     same = np.ones(12)
     assert newcombe_paired(same, same)[0] < 0 < newcombe_paired(same, same)[1]
-    assert augmented_paired_t(np.zeros(12), 1.0, 1.0)[0] < 0 < augmented_paired_t(np.zeros(12), 1.0, 1.0)[1]
+    assert mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[0] < 0 < mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[1]
 
 
 def test_paired_comparison_names_its_interval_methods():
@@ -669,7 +670,7 @@ def test_paired_comparison_names_its_interval_methods():
     cot, fgp = frame(rows), frame(_random_rows(60, seed=6), strategy="fgp")
     table = paired_comparison(cot, fgp).set_index("metric")
     assert table.loc["usability", "ci_method"] == "newcombe_paired_score"
-    assert table.loc["knowcov", "ci_method"] == "agresti_min_paired_t"
+    assert table.loc["knowcov", "ci_method"] == "mover_paired_score"
     boot = paired_comparison(cot, fgp, bootstrap=True, n_resamples=200).set_index("metric")
     assert set(boot["ci_method"]) == {"percentile_bootstrap"}
 
