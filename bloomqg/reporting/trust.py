@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.metrics.robustness import verdict_reason
+from bloomqg.metrics.robustness import NOT_COMPARED, verdict_reason
 from bloomqg.reporting.display import CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, strategy_label
 from bloomqg.reporting.tables.model import fixed
 from bloomqg.frames import BINARY_CRITERIA, RELIABILITY
@@ -208,9 +208,13 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
                 "under two strategies (and the comparisons' baseline among them), a model pair two models.")
     counts = robustness["verdict"].map(
         lambda v: "holds" if v == "holds" else "not assessable" if v.startswith("not assessable")
+        else NOT_COMPARED if v == NOT_COMPARED
         else "within judge noise" if v == "within judge noise" else "depends on the panel"
     ).value_counts()
-    parts = [f"{counts[k]} {k}" for k in ("holds", "depends on the panel", "within judge noise", "not assessable") if k in counts]
+    parts = [f"{counts[k]} {k}" for k in ("holds", "depends on the panel", "within judge noise", "not assessable",
+                                          NOT_COMPARED) if k in counts]
+    if NOT_COMPARED in counts:
+        parts[-1] += " (0 pairs or no value: nothing to hold)"
     return (f"Of {len(robustness)} headline comparisons (sign and significance at p < 0.05 under the majority, "
             f"Dawid–Skene and every leave-one-judge-out panel): " + ", ".join(parts) + ".")
 
