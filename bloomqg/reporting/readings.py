@@ -198,26 +198,28 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
     require_columns(reliability, ["judge", "criterion", "alpha", "gate_threshold", "gate_action", "gate_passed",
                                   "model", "dataset", "strategy"], "reliability")
     panel = reliability[reliability["judge"].isna()]
-    failed = panel[panel["gate_passed"].notna() & ~panel["gate_passed"].fillna(True).astype(bool)]
-    undefined = panel[panel["alpha"].isna()]
-    thresholds = [float(t) for t in ordered_unique(panel["gate_threshold"])]
-    actions = [str(a) for a in ordered_unique(panel["gate_action"])]
     coefficients = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
     use_ac1 = coefficients == ["ac1"]
     coefficient = "Gwet's AC1" if use_ac1 else "Krippendorff's α"
+    gated_value = panel["ac1"] if use_ac1 and "ac1" in panel else panel["alpha"]
+    # An undefined coefficient fails the gate (bloomqg.voting.agreement.gate_passes); files written
+    # when it passed "by rule" are read the same way, so the page never calls it a pass.
+    undefined_mask = gated_value.isna() & panel["gate_passed"].notna()  # null: not assessable (a release)
+    failed_mask = (panel["gate_passed"].notna() & ~panel["gate_passed"].fillna(True).astype(bool)) | undefined_mask
+    failed = panel[failed_mask]
+    undefined = panel[undefined_mask]
+    thresholds = [float(t) for t in ordered_unique(panel["gate_threshold"])]
+    actions = [str(a) for a in ordered_unique(panel["gate_action"])]
     failures = [
         {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy, strategy_labels),
          "criterion": CRITERION_LABEL.get(r.criterion, r.criterion), "alpha": r.ac1 if use_ac1 else r.alpha,
+         "undefined": bool(undefined_mask.loc[index]),
          "threshold": r.gate_threshold, "action": r.gate_action}
-        for r in failed.itertuples(index=False)
+        for index, r in zip(failed.index, failed.itertuples(index=False))
     ]
     threshold_text = ", ".join(f"{t:g}" for t in thresholds) or "n/a"
     if not len(panel):
         effect = "No reliability was computed (no panel-level rows)."
-    elif not failures and len(undefined):  # passed by rule, not on measured agreement: said as such
-        effect = (f"{len(panel) - len(undefined)} of {len(panel)} panel α values passed the gate (α ≥ {threshold_text}); "
-                  f"nothing was flagged or dropped, but {len(undefined)} passed only by rule: α undefined, no "
-                  "variance in the votes, so agreement there was not measured (marked in the trust table).")
     elif not failures:
         effect = f"All {len(panel)} panel α values passed the gate (α ≥ {threshold_text}); nothing was flagged or dropped."
     else:
@@ -228,13 +230,15 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
         else:
             consequence = "the metrics those criteria feed are marked † in the tables; no vote was removed"
         effect = (
-            f"{len(failures)} of {len(panel)} panel α values fell below the gate (α ≥ {threshold_text}) in "
+            f"{len(failures)} of {len(panel)} panel α values failed the gate (α ≥ {threshold_text}) in "
             f"{_plural(len(cells), 'cell')}; action '{'/'.join(actions)}': {consequence}."
         )
-    if len(undefined) and failures:
-        effect += f" α was undefined (no variation in the votes) for {len(undefined)} criterion × cell pairs."
+        if len(undefined):
+            effect += (f" {len(undefined)} of the {len(failures)} failed because α was undefined (no variation in "
+                       "the votes, or no item with two votes): agreement there was not measured, so it is not a pass.")
     if use_ac1:
-        effect = effect.replace("panel α values", "panel AC1 values").replace("(α ≥", "(AC1 ≥")
+        effect = effect.replace("panel α values", "panel AC1 values").replace("(α ≥", "(AC1 ≥").replace(
+            "because α was", "because AC1 was")
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
             "n_panel": len(panel), "coefficient": coefficient}
 

@@ -51,12 +51,12 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
         coefficient = r.gate_coefficient if isinstance(r.gate_coefficient, str) else "alpha"
         symbol = "α" if coefficient == "alpha" else "AC1"
         gate_text = f"{gate} ({symbol} ≥ {_num(r.gate_threshold)})"
-        # An undefined coefficient with pairable votes: every vote was the same, so the gate
-        # passed by its rule, not on measured agreement; marked as a failed gate is, with why.
-        undefined = assessable and gate == "passed" and is_missing(r.alpha if coefficient == "alpha" else r.ac1)
+        # An undefined coefficient fails the gate: agreement was not measured (files written when
+        # it passed "by rule" are shown the same way).
+        undefined = assessable and gate != "not assessable" and is_missing(r.alpha if coefficient == "alpha" else r.ac1)
         if undefined:
-            gate_text = (f"{symbol} undefined: no variance (every pairable vote the same); passed by rule, "
-                         "agreement not measured")
+            gate = "failed"
+            gate_text = f"failed: {symbol} undefined (no variance: every pairable vote the same), agreement not measured"
         rows.append({
             "cell": _cell(r, strategy_labels), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
             "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),

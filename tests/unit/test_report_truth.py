@@ -161,4 +161,7 @@ def test_the_gate_summary_does_not_call_an_undefined_alpha_a_pass():
     reliability = pd.DataFrame([panel_row(gate_action="flag"),
                                 panel_row(criterion="unique", alpha=math.nan, ac1=math.nan, gate_action="flag")])
     effect = gate_summary(reliability)["effect"]
-    assert not effect.startswith("All") and "1 of 2 panel α values passed" in effect and "only by rule" in effect
+    assert not effect.startswith("All") and "1 of 2 panel α values failed" in effect
+    assert "1 of the 1 failed because α was undefined" in effect
+    failures = gate_summary(reliability)["failures"]
+    assert [(f["criterion"], f["undefined"]) for f in failures] == [("Unique", True)]
