@@ -96,6 +96,7 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
             rows.append({
                 "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
                 "criterion": CRITERION_LABEL.get(criterion, criterion), "judge": r["judge"],
+                "n": "–" if is_missing(r.get("n_items")) else str(int(r["n_items"])),
                 "rate": _num(r["vote_rate"]),
                 "agreement": _num(r.get("agreement_with_others")),
                 "kappa": _num(r.get("kappa_with_others")),
