@@ -22,6 +22,7 @@ from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, ordered_strategies
 from bloomqg.metrics.registry import metric_spec, table_label
 from bloomqg.metrics.robustness import NOT_ASSESSABLE, NOT_COMPARED, STRATEGY_COMPARISON
 from bloomqg.reporting.display import StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.tables.model import format_p, paired_difference
 from bloomqg.strategies import ComparisonSpec
 
 #: Significance level of the Answer's verdicts (Holm-adjusted p).
@@ -35,13 +36,10 @@ def _points(metric: str) -> str:
 
 
 def _difference(row: Any, metric: str) -> str:
-    """``+5.0 points [−3.1, 12.9]``; one pair or no interval: the difference and why none."""
-    diff = f"{float(row.diff):+.1f}".replace("-", "−")
-    if int(row.n_pairs) < 2 or is_missing(row.ci_low) or is_missing(row.ci_high):
-        why = "one pair" if int(row.n_pairs) == 1 else "not estimable"
-        return f"{diff} {_points(metric)} (no interval: {why})"
-    low, high = (f"{float(v):.1f}".replace("-", "−") for v in (row.ci_low, row.ci_high))
-    return f"{diff} {_points(metric)} [{low}, {high}]"
+    """The difference as the paired table writes it (:func:`paired_difference`) and its unit."""
+    text = paired_difference(row.diff, row.ci_low, row.ci_high, row.n_pairs)
+    value, _, rest = text.partition(" ")
+    return f"{value} {_points(metric)}{' ' + rest if rest else ''}"
 
 
 def _survival(robustness: pd.DataFrame | None, key: dict[str, str]) -> str:
@@ -57,17 +55,18 @@ def _survival(robustness: pd.DataFrame | None, key: dict[str, str]) -> str:
         return "the same with any one judge left out"
     if verdict in (NOT_COMPARED, NOT_ASSESSABLE):
         return f"without each judge: {verdict}"
-    return f"not the same with every judge: {verdict}"
+    return f"changes without a judge ({verdict})"
 
 
 def _detectable(plan: pd.DataFrame | None, key: dict[str, str]) -> str:
+    """What a non-significant comparison could have detected (the study plan's ``mdd``)."""
     if plan is None:
-        return NO_PLAN
+        return ""  # said once for the whole block: NO_PLAN
     rows = plan[(plan["model"] == key["model"]) & (plan["dataset"] == key["dataset"]) & (plan["metric"] == key["metric"])
                 & (plan["strategy_a"] == key["strategy_a"]) & (plan["strategy_b"] == key["strategy_b"])]
     if rows.empty or is_missing(rows["mdd"].iloc[0]):
-        return "minimum detectable difference: not computed (the study plan has no value for it)"
-    return f"this study could detect ≥ {float(rows['mdd'].iloc[0]):.1f} {_points(key['metric'])}"
+        return " (minimum detectable difference: not computed, the study plan has no value for it)"
+    return f"; this study could detect ≥ {float(rows['mdd'].iloc[0]):.1f} {_points(key['metric'])}"
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -119,9 +118,9 @@ def answer_context(
                 n_tests += 1
                 significant = not is_missing(r.p_adjusted) and float(r.p_adjusted) < SIGNIFICANCE
                 n_significant += significant
-                p = "–" if is_missing(r.p_adjusted) else f"{float(r.p_adjusted):.2g}"
+                p = format_p(r.p_adjusted)
                 verdict = (f"significant, {name_b} {'higher' if float(r.diff) > 0 else 'lower'}" if significant
-                           else f"no detectable difference; {_detectable(study_plan, key)}")
+                           else f"no detectable difference{_detectable(study_plan, key)}")
                 clauses.append(f"{where}: {_difference(r, metric)}, Holm p = {p}, n = {int(r.n_pairs)} pairs, "
                                f"{_survival(robustness, key)}; {verdict}")
             sentences.append({"metric": table_label(metric), "text": "; ".join(clauses) + "."})
@@ -133,6 +132,8 @@ def answer_context(
         else:
             headline = (f"{name_b} against {name_a}: {n_significant} of {n_tests} paired comparisons significant "
                         f"after Holm (p < {SIGNIFICANCE:g}).")
+        if sentences and study_plan is None and n_significant < n_tests:
+            headline += f" {NO_PLAN[0].upper()}{NO_PLAN[1:]}: how large a difference this study could have seen is unknown."
         blocks.append({"pair": f"{name_b} − {name_a}", "headline": headline, "sentences": sentences,
                        "left_out": left_out(all_metrics, (a, b), strategy_labels)})
     return {"blocks": blocks, "trust": trust_line(gate, reliability), "has_plan": study_plan is not None}
@@ -144,6 +145,7 @@ def _range(values: pd.Series) -> str:
         return "undefined everywhere"
     low, high = defined.min(), defined.max()
     text = f"{low:.2f}" if round(low, 2) == round(high, 2) else f"{low:.2f} to {high:.2f}"
+    text = text.replace("-", "−")
     missing = int(values.isna().sum())
     return text + (f" ({missing} undefined)" if missing else "")
 

@@ -104,6 +104,8 @@ def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: Strate
 
     if len(frame) == 1:
         return f"{label} was {low['value']:.1f}{unit} ({where(low)})."
+    if f"{low['value']:.1f}" == f"{high['value']:.1f}":  # one value: no "from X to X"
+        return f"{label} was {low['value']:.1f}{unit} in all {len(frame)} cells ({'; '.join(where(r) for _, r in frame.iterrows())})."
     return (
         f"{label} ranged from {low['value']:.1f}{unit} ({where(low)}) "
         f"to {high['value']:.1f}{unit} ({where(high)})."
@@ -150,6 +152,11 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
             continue
         best = accuracy.loc[accuracy["accuracy"].idxmax()]
         worst = accuracy.loc[accuracy["accuracy"].idxmin()]
+        if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
+            levels = ", ".join(f"{r['original_level']} (of {int(r['n'])})" for _, r in accuracy.iterrows())
+            parts.append(f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of "
+                         f"the originals was {best['accuracy']:.0f}% accurate at every level: {levels}.")
+            continue
         parts.append(
             f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of the originals "
             f"was most accurate for {best['original_level']} ({best['accuracy']:.0f}% of {int(best['n'])}) and least "
@@ -340,6 +347,8 @@ def _judge_reading(reliability: pd.DataFrame) -> str | None:
     if judges.empty:
         return None
     agreement = judges.groupby("judge")["agreement_with_majority"].mean() * 100
+    if f"{agreement.max():.1f}" == f"{agreement.min():.1f}":
+        return f"Every judge agreed with the panel majority equally often ({agreement.max():.1f}%)."
     return (f"{agreement.idxmax()} agreed with the panel majority most often ({agreement.max():.1f}%), "
             f"{agreement.idxmin()} least often ({agreement.min():.1f}%).")
 

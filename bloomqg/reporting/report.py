@@ -41,7 +41,8 @@ from bloomqg.reporting.provenance_view import (
 from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
-from bloomqg.voting.construction import construction_flags
+from bloomqg.reporting.tables.model import DAGGER
+from bloomqg.voting.construction import MARK, construction_flags
 from bloomqg.reporting.trust import trust_context
 from bloomqg.strategies import ComparisonSpec
 
@@ -197,6 +198,30 @@ def all_empty(rows: Sequence[Sequence[str]], align: Sequence[str]) -> bool:
     return bool(rows) and bool(values) and all(v in (MISSING, EMPTY, "") for v in values)
 
 
+def section_notes(tables: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The Tables section's footnotes, each once (in order of first use), with an anchor; each
+    table's ``notes`` become the list of its notes' anchors (``note_refs``), in place."""
+    notes: dict[str, str] = {}
+    for table in tables:
+        refs = []
+        for note in table["notes"]:
+            anchor = notes.setdefault(note, f"note-{len(notes) + 1}")
+            refs.append({"anchor": anchor, "number": anchor.removeprefix("note-")})
+        table["note_refs"] = refs
+    return [{"anchor": anchor, "number": anchor.removeprefix("note-"), "text": text} for text, anchor in notes.items()]
+
+
+def _marked(text: Any) -> Any:
+    """A table cell with its marks as links to their notes: † to the gate's, ‡ to the rule of
+    numbers decided by construction (the text escaped, the links not)."""
+    from markupsafe import Markup, escape
+
+    out = str(escape(text))
+    out = out.replace(DAGGER, f'<a class="mark-ref" href="#mark-gate">{DAGGER}</a>')
+    out = out.replace(MARK, f'<a class="mark-ref" href="#mark-construction">{MARK}</a>')
+    return Markup(out)
+
+
 def _table1_frame(table_paths: Sequence[Path]) -> pd.DataFrame | None:
     for path in table_paths:
         path = Path(path)
@@ -264,6 +289,7 @@ def render_report(context: Mapping[str, Any]) -> str:
         lstrip_blocks=True,
     )
     environment.filters["number"] = _format_number
+    environment.filters["marked"] = _marked
     return environment.get_template(TEMPLATE_NAME).render(**context)
 
 
@@ -353,7 +379,9 @@ def build_report(
         "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
         if judge_bias else None,
     }
-    mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)))
+    context["construction"] = mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)),
+                                                   labels)
+    context["table_notes"] = section_notes(context["tables"])
     html = render_report(context)
     out_path = Path(out_path)
     write_text_atomic(out_path, html)

@@ -112,6 +112,19 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
     return rows, flagged
 
 
+def flagged_summary(flagged: list[dict[str, str]]) -> str:
+    """"smollm2 in 8 criterion × cell pairs (Readable, Unique), rules in 1 (Answerable)": one
+    clause per judge, in order of first appearance."""
+    by_judge: dict[str, list[dict[str, str]]] = {}
+    for f in flagged:
+        by_judge.setdefault(f["judge"], []).append(f)
+    return "; ".join(
+        f"{judge} in {len(rows)} criterion × cell pair{'s' if len(rows) != 1 else ''} "
+        f"({', '.join(dict.fromkeys(r['criterion'] for r in rows))})"
+        for judge, rows in by_judge.items()
+    )
+
+
 def sensitivity_figure(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str | None:
     """Base64 PNG: each judge's Dawid–Skene sensitivity and specificity (95% intervals) per
     yes/no criterion (panels) and cell (rows); None when no judge row has them."""
@@ -239,6 +252,7 @@ def trust_context(
         "coefficients": coefficient_rows(reliability, strategy_labels),
         "judges": judges,
         "flagged": flagged,
+        "flagged_summary": flagged_summary(flagged),
         "figure": sensitivity_figure(reliability, strategy_labels),
         "effective": effective,
         "robustness": robustness_rows(robustness, strategy_labels),

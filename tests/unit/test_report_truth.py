@@ -100,10 +100,16 @@ def test_a_criterion_with_a_constant_or_abstaining_judge_is_said_to_hold_by_cons
     tables = [{"rows": [["m", "100.00 (n=6)", "50.00 (n=6)", "40.00 (n=6)"]], "notes": [],
                "sources": [[None, ["m", "cs", "fgp", "readable"], ["m", "cs", "fgp", "answerable"],
                             ["m", "cs", "fgp", "usability"]]]}]
-    mark_by_construction(tables, flags)
-    assert tables[0]["rows"][0] == ["m", "100.00 (n=6) ‡", "50.00 (n=6)", "40.00 (n=6) ‡"]
-    note = tables[0]["notes"][-1]
-    assert "holds by construction" in note and "rules always says yes" in note and "minilm abstains on 6 of 6" in note
+    notes = mark_by_construction(tables, flags)
+    # readable: rules always says yes and the only other vote (smollm2's) is at most half: no item
+    # can have a "no" majority, so 100 could not have been otherwise. unique: two free judges of
+    # three can outvote smollm2, so usability (which reads unique) is not marked.
+    assert [f.decided for f in flags] == [False, True]
+    assert tables[0]["rows"][0] == ["m", "100.00 (n=6) ‡", "50.00 (n=6)", "40.00 (n=6)"]
+    assert tables[0]["notes"] == []  # the notes are the section's, once
+    assert notes["marked"] == ["Readable in m · cs · FGP: rules always says yes; minilm abstains on 6 of 6"]
+    assert notes["uninformative"] == ["Unique in m · cs · FGP: smollm2 always says yes"]
+    assert "could not have come out otherwise" in notes["rule"]
 
 
 def test_an_api_generator_below_min_answer_rate_fails_naming_the_cause_and_drops_its_checkpoint(tmp_path):
