@@ -275,11 +275,18 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
     present = {m: f for m, f in frames.items() if not f.empty}
     if not present:
         return "No mean shift scores were computed."
-    means = ", ".join(f"{table_label(m)} {f['value'].mean():.2f}" for m, f in present.items())
+    def over(f: pd.DataFrame) -> str:  # the questions the means are over, where the rows say
+        n = pd.to_numeric(f["n"], errors="coerce") if "n" in f else pd.Series(dtype=float)
+        return f" (over {_plural(len(f), 'cell')}, n = {int(n.sum())} questions)" if n.notna().any() else \
+            f" (over {_plural(len(f), 'cell')})"
+
+    means = ", ".join(f"{table_label(m)} {f['value'].mean():.2f}{over(f)}" for m, f in present.items())
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
+    n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
     return (f"Averaged over cells the mean shift scores were {means}; the largest was {table_label(top['kind'])} "
-            f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: {top['value']:.2f} levels).")
+            f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
+            f"{top['value']:.2f} levels{n_top}).")
 
 
 def figure_readings(

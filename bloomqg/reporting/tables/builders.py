@@ -269,7 +269,8 @@ def parse_failure_table(
             rate = index.get((model, dataset, strategy, "parse_failure_rate"))
             generated = index.get((model, dataset, strategy, "n_generated"))
             cell = metric_cell(rate, "parse_failure_rate")
-            if generated is not None and cell.text != MISSING:
+            # the rate's own n (metric_cell) is the answers generated: said once, not "(n=8) (n=8)"
+            if generated is not None and cell.text != MISSING and "(n=" not in cell.text:
                 cell = Cell(f"{cell.text} (n={format_number(generated['value'], 0)})", cell.gated, cell.source)
             row.append(cell)
             records.append({
