@@ -73,7 +73,9 @@ rule build_report:
         paired="{root}/metrics/paired.parquet",
         robustness="{root}/metrics/robustness.parquet",
         # the Answer's minimum detectable differences, once a rule study_plan writes them
-        study_plan=lambda wc: [f"{wc.root}/metrics/study_plan.parquet"] if hasattr(rules, "study_plan") else [],
+        study_plan=lambda wc: (
+            [f"{wc.root}/metrics/study_plan.parquet"] if hasattr(rules, "study_plan") else []
+        ),
         # Table 9 + figure (rules/annotation.smk), in the report of the root it sampled
         annotation=lambda wc: (
             annotation_report_inputs()
