@@ -112,14 +112,31 @@ def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: Strate
     )
 
 
+def common_design(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """(the votes of the model × dataset groups run under every strategy of ``votes``; what was
+    left out, e.g. "math (FGP only)"): a dataset only some strategies ran is a difference of
+    design, never pooled into a comparison of strategies."""
+    strategies = set(votes["strategy"].dropna())
+    ran = votes.groupby(["model", "dataset"], sort=False)["strategy"].agg(lambda s: set(s.dropna()))
+    full = [key for key, present in ran.items() if present == strategies]
+    if len(strategies) < 2 or len(full) == len(ran) or not full:
+        return votes, []
+    keys = pd.MultiIndex.from_frame(votes[["model", "dataset"]])
+    left = [f"{dataset} ({', '.join(strategy_label(s, strategy_labels) for s in display_order(present, strategy_labels))} only)"
+            for (model, dataset), present in ran.items() if present != strategies]
+    return votes[keys.isin(full)], list(dict.fromkeys(left))
+
+
 def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Per strategy, of the useful questions with a judged level (CatCons' n, and the sum of the
     figure's panel n's: one definition), the share that kept the original's level (CatCons'
     match) and, of those with both levels known, how many moved up and down; the questions with
-    an Uncategorized level on one side have no direction and are counted as such."""
+    an Uncategorized level on one side have no direction and are counted as such. Strategies are
+    compared on the datasets they all ran (:func:`common_design`); the rest is said apart."""
+    compared, left_out = common_design(votes, strategy_labels)
     parts = []
-    for strategy in display_order(votes["strategy"], strategy_labels):
-        counts = transition_counts(votes[votes["strategy"] == strategy], kind="judged")
+    for strategy in display_order(compared["strategy"], strategy_labels):
+        counts = transition_counts(compared[compared["strategy"] == strategy], kind="judged")
         if counts.empty:
             continue
         n = int(counts["count"].sum())
@@ -138,7 +155,11 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     if not parts:
         return "No useful question with a judged level was judged, so there is no transition to show."
     sentence = "; ".join(parts)
-    return sentence[0].upper() + sentence[1:] + "."
+    sentence = sentence[0].upper() + sentence[1:] + "."
+    if left_out:
+        sentence = (f"On the datasets every strategy ran: {sentence[0].lower()}{sentence[1:]} Not pooled into this "
+                    f"comparison (a difference of design): {'; '.join(left_out)}; the figure draws them all.")
+    return sentence
 
 
 def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
