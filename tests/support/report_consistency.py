@@ -57,23 +57,26 @@ def report_inconsistencies(page: str) -> list[str]:
         comparison, metric, n, verdict = row[0], row[1], row[2], row[7]
         if n == "0" and not verdict.startswith("not compared"):
             problems.append(f"robustness verdict without pairs: {comparison} {metric}: {verdict}")
-        where, _, pair = comparison.split(" · ")[-1].partition(": ")
-        pairs_of[(where, pair, metric.lower())] = n
+        where, _, pair = comparison.partition(": ")
+        model, _, dataset = where.partition(" · ")
+        pairs_of[(model, dataset, pair, metric.lower())] = n
 
     paired = {}
     for row in table_rows(page, 'id="table-table_paired"'):
         if len(row) >= 11:
             model, dataset, metric, pair, n, _, _, diff, _, _, p_holm = row[:11]
-            paired[(dataset, pair, metric)] = (diff, p_holm, n)
+            paired[(model, dataset, pair, metric)] = (diff, p_holm, n)
+    models = {key[0] for key in paired}
     for item in re.findall(r"<li>(.*?)</li>", _section(page, "answer"), re.S):
         metric = text_of(item.split("</strong>", 1)[0])
         pair = text_of(item).split(" (", 1)[1].split(")", 1)[0]  # "CatCons (FGP − CoT) — …"
         clauses = text_of(item).split(" — ", 1)[-1]
-        for match in re.finditer(r"(?:^|; )(?:\S+ · )?(\S+): (\S+) points( \[[^\]]*\]| \(one pair: no interval\))?, "
+        for match in re.finditer(r"(?:^|; )(?:(\S+) · )?(\S+): (\S+) points( \[[^\]]*\]| \(one pair: no interval\))?, "
                                  r"Holm p = (\S+), n = (\d+) pairs", clauses):
-            dataset, diff, interval, p_holm, n = match.groups()
+            model, dataset, diff, interval, p_holm, n = match.groups()
+            model = model or (next(iter(models)) if len(models) == 1 else None)  # one model: not named
             shown = f"{diff}{interval or ''}".replace(" (one pair: no interval)", "")
-            in_table = paired.get((dataset, pair, metric))
+            in_table = paired.get((model, dataset, pair, metric))
             if in_table is None:
                 problems.append(f"the Answer's {metric} on {dataset} has no row in the paired table")
                 continue
@@ -81,7 +84,7 @@ def report_inconsistencies(page: str) -> list[str]:
             if (table_diff, in_table[1], in_table[2]) != (shown, p_holm, n):
                 problems.append(f"{metric} on {dataset}: the Answer says {shown}, p {p_holm}, n {n}; "
                                 f"the paired table {in_table}")
-            robust_n = pairs_of.get((dataset, pair, metric.lower()))
+            robust_n = pairs_of.get((model, dataset, pair, metric.lower()))
             if robust_n is not None and robust_n != n:
                 problems.append(f"{metric} on {dataset}: {n} pairs in the Answer, {robust_n} in the robustness table")
 
