@@ -112,6 +112,15 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
     return rows, flagged
 
 
+def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Series) -> str:
+    """"smollm2 in 4 of 5 cells": the flagged judges of one criterion, beside its effective number."""
+    counts: dict[str, int] = {}
+    for f in flagged:
+        if f["criterion"] == criterion:
+            counts[f["judge"]] = counts.get(f["judge"], 0) + 1
+    return ", ".join(f"{judge} in {n} of {len(cells)} cells" for judge, n in counts.items())
+
+
 def flagged_summary(flagged: list[dict[str, str]]) -> str:
     """"smollm2 in 8 criterion × cell pairs (Readable, Unique), rules in 1 (Answerable)": one
     clause per judge, in order of first appearance."""
@@ -245,7 +254,9 @@ def trust_context(
     effective = [
         {"criterion": CRITERION_LABEL.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
-         "n_judges": str(int(g["n_judges"].max()))}
+         "n_judges": str(int(g["n_judges"].max())),
+         "uninformative": _uninformative(flagged, CRITERION_LABEL.get(c, c), g["model"].astype(str) + " · "
+                                         + g["dataset"].astype(str))}
         for c, g in n_eff.groupby("criterion", sort=False)
     ]
     return {
