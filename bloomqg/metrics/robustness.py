@@ -25,7 +25,10 @@ changes them too); **depends on the aggregation** when only Dawid–Skene does; 
 depends on X and Y** when the sign holds everywhere but leaving out any of several judges loses
 the significance; **within judge noise** when the majority's difference is not significant and
 some variant turns its sign, or (significant or not) when leaving out any one of several judges
-turns its sign (:func:`verdict_reason` says which of the two).
+turns its sign (:func:`verdict_reason` says which of the two).  A variant with no value (its
+panel labels too few questions for the metric) turns no sign: it only loses the significance.
+A comparison with **0 pairs**, or whose majority difference is undefined, is **not compared**:
+there is nothing that could hold.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ from bloomqg.voting.majority import majority, useful_from, vote_value
 #: Significance level of the verdicts.
 SIGNIFICANCE = 0.05
 NOT_ASSESSABLE = "not assessable from these votes"
+#: The verdict of a comparison with no value to test: no item answered under both arms
+#: (0 pairs), or a metric undefined on the pairs there are. Nothing held or failed.
+NOT_COMPARED = "not compared"
 #: ``comparison`` of a strategy-vs-strategy row and of a model-vs-model row.
 STRATEGY_COMPARISON = "strategy vs strategy"
 MODEL_COMPARISON = "model vs model"
@@ -125,14 +131,22 @@ def _outcome(diff: float, p_value: float) -> tuple[float, bool]:
     return (math.nan if pd.isna(diff) else float(np.sign(diff))), (not pd.isna(p_value) and p_value < SIGNIFICANCE)
 
 
+def _turns_sign(diff: float, sign: float) -> bool:
+    """A variant's difference has the other sign (a variant with no value turns nothing)."""
+    return not pd.isna(diff) and float(np.sign(diff)) != sign
+
+
 def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     """The plain sentence of one comparison (rules in the module's docstring)."""
+    if int(base.get("n_pairs", 1) or 0) == 0 or pd.isna(base["diff"]):
+        return NOT_COMPARED
     sign, significant = _outcome(base["diff"], base["p_value"])
+    # a variant with no value changes only what was significant (it cannot keep it)
     changed = [name for name, row in variants.items()
-               if _outcome(row["diff"], row["p_value"]) != (sign, significant)]
+               if (significant if pd.isna(row["diff"]) else _outcome(row["diff"], row["p_value"]) != (sign, significant))]
     if not changed:
         return "holds"
-    flipped = [name for name in changed if _outcome(variants[name]["diff"], variants[name]["p_value"])[0] != sign]
+    flipped = [name for name in changed if _turns_sign(variants[name]["diff"], sign)]
     if not significant and flipped:
         return "within judge noise"
     judges = [name.removeprefix("without ") for name in changed if name != "dawid_skene"]
@@ -153,7 +167,7 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
         return ""
     sign, significant = _outcome(diff, p_value)
     flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, (d, p) in variants.items()
-               if _outcome(d, p)[0] != sign]
+               if _turns_sign(math.nan if d is None else d, sign)]
     if not significant:
         shown = "no p" if pd.isna(p_value) else f"p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
         return (f"not significant under the majority ({shown}) and "
@@ -241,7 +255,8 @@ def robustness_table(
                 "value_a": base["a"], "value_b": base["b"],
                 "value_a_dawid_skene": by_posterior["a"], "value_b_dawid_skene": by_posterior["b"],
                 "diff": base["diff"], "p_value": base["p_value"],
-                "verdict": verdict(pd.Series(base), others) if assessable else NOT_ASSESSABLE,
+                "verdict": (NOT_COMPARED if not base["n_pairs"] else
+                            verdict(pd.Series(base), others) if assessable else NOT_ASSESSABLE),
                 "variants": json.dumps({name: [r["diff"], r["p_value"]] for name, r in others.items()} if assessable else {}),
             })
     return pd.DataFrame.from_records(records, columns=list(ROBUSTNESS_COLUMNS))

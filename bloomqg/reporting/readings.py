@@ -104,20 +104,39 @@ def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: Strate
 
     if len(frame) == 1:
         return f"{label} was {low['value']:.1f}{unit} ({where(low)})."
+    if f"{low['value']:.1f}" == f"{high['value']:.1f}":  # one value: no "from X to X"
+        return f"{label} was {low['value']:.1f}{unit} in all {len(frame)} cells ({'; '.join(where(r) for _, r in frame.iterrows())})."
     return (
         f"{label} ranged from {low['value']:.1f}{unit} ({where(low)}) "
         f"to {high['value']:.1f}{unit} ({where(high)})."
     )
 
 
+def common_design(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """(the votes of the model × dataset groups run under every strategy of ``votes``; what was
+    left out, e.g. "math (FGP only)"): a dataset only some strategies ran is a difference of
+    design, never pooled into a comparison of strategies."""
+    strategies = set(votes["strategy"].dropna())
+    ran = votes.groupby(["model", "dataset"], sort=False)["strategy"].agg(lambda s: set(s.dropna()))
+    full = [key for key, present in ran.items() if present == strategies]
+    if len(strategies) < 2 or len(full) == len(ran) or not full:
+        return votes, []
+    keys = pd.MultiIndex.from_frame(votes[["model", "dataset"]])
+    left = [f"{dataset} ({', '.join(strategy_label(s, strategy_labels) for s in display_order(present, strategy_labels))} only)"
+            for (model, dataset), present in ran.items() if present != strategies]
+    return votes[keys.isin(full)], list(dict.fromkeys(left))
+
+
 def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Per strategy, of the useful questions with a judged level (CatCons' n, and the sum of the
     figure's panel n's: one definition), the share that kept the original's level (CatCons'
     match) and, of those with both levels known, how many moved up and down; the questions with
-    an Uncategorized level on one side have no direction and are counted as such."""
+    an Uncategorized level on one side have no direction and are counted as such. Strategies are
+    compared on the datasets they all ran (:func:`common_design`); the rest is said apart."""
+    compared, left_out = common_design(votes, strategy_labels)
     parts = []
-    for strategy in display_order(votes["strategy"], strategy_labels):
-        counts = transition_counts(votes[votes["strategy"] == strategy], kind="judged")
+    for strategy in display_order(compared["strategy"], strategy_labels):
+        counts = transition_counts(compared[compared["strategy"] == strategy], kind="judged")
         if counts.empty:
             continue
         n = int(counts["count"].sum())
@@ -136,7 +155,11 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     if not parts:
         return "No useful question with a judged level was judged, so there is no transition to show."
     sentence = "; ".join(parts)
-    return sentence[0].upper() + sentence[1:] + "."
+    sentence = sentence[0].upper() + sentence[1:] + "."
+    if left_out:
+        sentence = (f"On the datasets every strategy ran: {sentence[0].lower()}{sentence[1:]} Not pooled into this "
+                    f"comparison (a difference of design): {'; '.join(left_out)}; the figure draws them all.")
+    return sentence
 
 
 def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
@@ -150,6 +173,11 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
             continue
         best = accuracy.loc[accuracy["accuracy"].idxmax()]
         worst = accuracy.loc[accuracy["accuracy"].idxmin()]
+        if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
+            levels = ", ".join(f"{r['original_level']} (of {int(r['n'])})" for _, r in accuracy.iterrows())
+            parts.append(f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of "
+                         f"the originals was {best['accuracy']:.0f}% accurate at every level: {levels}.")
+            continue
         parts.append(
             f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of the originals "
             f"was most accurate for {best['original_level']} ({best['accuracy']:.0f}% of {int(best['n'])}) and least "
@@ -198,26 +226,28 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
     require_columns(reliability, ["judge", "criterion", "alpha", "gate_threshold", "gate_action", "gate_passed",
                                   "model", "dataset", "strategy"], "reliability")
     panel = reliability[reliability["judge"].isna()]
-    failed = panel[panel["gate_passed"].notna() & ~panel["gate_passed"].fillna(True).astype(bool)]
-    undefined = panel[panel["alpha"].isna()]
-    thresholds = [float(t) for t in ordered_unique(panel["gate_threshold"])]
-    actions = [str(a) for a in ordered_unique(panel["gate_action"])]
     coefficients = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
     use_ac1 = coefficients == ["ac1"]
     coefficient = "Gwet's AC1" if use_ac1 else "Krippendorff's α"
+    gated_value = panel["ac1"] if use_ac1 and "ac1" in panel else panel["alpha"]
+    # An undefined coefficient fails the gate (bloomqg.voting.agreement.gate_passes); files written
+    # when it passed "by rule" are read the same way, so the page never calls it a pass.
+    undefined_mask = gated_value.isna() & panel["gate_passed"].notna()  # null: not assessable (a release)
+    failed_mask = (panel["gate_passed"].notna() & ~panel["gate_passed"].fillna(True).astype(bool)) | undefined_mask
+    failed = panel[failed_mask]
+    undefined = panel[undefined_mask]
+    thresholds = [float(t) for t in ordered_unique(panel["gate_threshold"])]
+    actions = [str(a) for a in ordered_unique(panel["gate_action"])]
     failures = [
         {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy, strategy_labels),
          "criterion": CRITERION_LABEL.get(r.criterion, r.criterion), "alpha": r.ac1 if use_ac1 else r.alpha,
+         "undefined": bool(undefined_mask.loc[index]),
          "threshold": r.gate_threshold, "action": r.gate_action}
-        for r in failed.itertuples(index=False)
+        for index, r in zip(failed.index, failed.itertuples(index=False))
     ]
     threshold_text = ", ".join(f"{t:g}" for t in thresholds) or "n/a"
     if not len(panel):
         effect = "No reliability was computed (no panel-level rows)."
-    elif not failures and len(undefined):  # passed by rule, not on measured agreement: said as such
-        effect = (f"{len(panel) - len(undefined)} of {len(panel)} panel α values passed the gate (α ≥ {threshold_text}); "
-                  f"nothing was flagged or dropped, but {len(undefined)} passed only by rule: α undefined, no "
-                  "variance in the votes, so agreement there was not measured (marked in the trust table).")
     elif not failures:
         effect = f"All {len(panel)} panel α values passed the gate (α ≥ {threshold_text}); nothing was flagged or dropped."
     else:
@@ -228,13 +258,15 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
         else:
             consequence = "the metrics those criteria feed are marked † in the tables; no vote was removed"
         effect = (
-            f"{len(failures)} of {len(panel)} panel α values fell below the gate (α ≥ {threshold_text}) in "
+            f"{len(failures)} of {len(panel)} panel α values failed the gate (α ≥ {threshold_text}) in "
             f"{_plural(len(cells), 'cell')}; action '{'/'.join(actions)}': {consequence}."
         )
-    if len(undefined) and failures:
-        effect += f" α was undefined (no variation in the votes) for {len(undefined)} criterion × cell pairs."
+        if len(undefined):
+            effect += (f" {len(undefined)} of the {len(failures)} failed because α was undefined (no variation in "
+                       "the votes, or no item with two votes): agreement there was not measured, so it is not a pass.")
     if use_ac1:
-        effect = effect.replace("panel α values", "panel AC1 values").replace("(α ≥", "(AC1 ≥")
+        effect = effect.replace("panel α values", "panel AC1 values").replace("(α ≥", "(AC1 ≥").replace(
+            "because α was", "because AC1 was")
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
             "n_panel": len(panel), "coefficient": coefficient}
 
@@ -264,11 +296,18 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
     present = {m: f for m, f in frames.items() if not f.empty}
     if not present:
         return "No mean shift scores were computed."
-    means = ", ".join(f"{table_label(m)} {f['value'].mean():.2f}" for m, f in present.items())
+    def over(f: pd.DataFrame) -> str:  # the questions the means are over, where the rows say
+        n = pd.to_numeric(f["n"], errors="coerce") if "n" in f else pd.Series(dtype=float)
+        return f" (over {_plural(len(f), 'cell')}, n = {int(n.sum())} questions)" if n.notna().any() else \
+            f" (over {_plural(len(f), 'cell')})"
+
+    means = ", ".join(f"{table_label(m)} {f['value'].mean():.2f}{over(f)}" for m, f in present.items())
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
+    n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
     return (f"Averaged over cells the mean shift scores were {means}; the largest was {table_label(top['kind'])} "
-            f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: {top['value']:.2f} levels).")
+            f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
+            f"{top['value']:.2f} levels{n_top}).")
 
 
 def figure_readings(
@@ -336,6 +375,8 @@ def _judge_reading(reliability: pd.DataFrame) -> str | None:
     if judges.empty:
         return None
     agreement = judges.groupby("judge")["agreement_with_majority"].mean() * 100
+    if f"{agreement.max():.1f}" == f"{agreement.min():.1f}":
+        return f"Every judge agreed with the panel majority equally often ({agreement.max():.1f}%)."
     return (f"{agreement.idxmax()} agreed with the panel majority most often ({agreement.max():.1f}%), "
             f"{agreement.idxmin()} least often ({agreement.min():.1f}%).")
 

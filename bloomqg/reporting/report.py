@@ -25,8 +25,9 @@ import pandas as pd
 
 from bloomqg.atomic import write_text_atomic
 from bloomqg.frames import IMPORTED
+from bloomqg.reporting.answer import answer_context
 from bloomqg.reporting.construction import mark_by_construction
-from bloomqg.reporting.display import MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.explorer.links import metric_link
@@ -40,7 +41,8 @@ from bloomqg.reporting.provenance_view import (
 from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
-from bloomqg.voting.construction import construction_flags
+from bloomqg.reporting.tables.model import DAGGER
+from bloomqg.voting.construction import MARK, construction_flags
 from bloomqg.reporting.trust import trust_context
 from bloomqg.strategies import ComparisonSpec
 
@@ -113,6 +115,8 @@ def _figure_entries(
             "files": [p.name for p in given if p.parent == path.parent and p.stem == path.stem],
             "width": round(width * SCREEN_SCALE), "height": round(height * SCREEN_SCALE),
             "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "reading": readings.get(path.stem, ""),
+            # a reading that opens with the empty mark says why nothing is drawn: no empty frame
+            "empty": readings.get(path.stem, "").startswith(EMPTY),
             "links": figure_links(sidecar, raw, explorer_href) if explorer_href and sidecar in given else [],
         })
     return entries
@@ -179,11 +183,43 @@ def _table_entries(
             "stem": parsed.name, "caption": parsed.caption, "groups": parsed.groups,
             "has_groups": any(label for label, _ in parsed.groups), "header": parsed.header,
             "rows": parsed.rows, "notes": parsed.notes, "reading": readings.get(parsed.name, ""),
+            "empty": all_empty(parsed.rows, parsed.align),
             "align": parsed.align, "links": _cell_links(parsed.sources, explorer_href, strategy_labels),
             "sources": parsed.sources,
             "files": sorted(p.name for p in path.parent.glob(f"{path.stem}.*") if p.suffix in (".csv", ".md", ".tex")),
         })
     return entries
+
+
+def all_empty(rows: Sequence[Sequence[str]], align: Sequence[str]) -> bool:
+    """Every value cell (right-aligned: the numbers) of a table with rows has no value: not
+    drawn, one line says why."""
+    values = [str(cell).strip() for row in rows for cell, side in zip(row, align) if side == "right"]
+    return bool(rows) and bool(values) and all(v in (MISSING, EMPTY, "") for v in values)
+
+
+def section_notes(tables: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The Tables section's footnotes, each once (in order of first use), with an anchor; each
+    table's ``notes`` become the list of its notes' anchors (``note_refs``), in place."""
+    notes: dict[str, str] = {}
+    for table in tables:
+        refs = []
+        for note in table["notes"]:
+            anchor = notes.setdefault(note, f"note-{len(notes) + 1}")
+            refs.append({"anchor": anchor, "number": anchor.removeprefix("note-")})
+        table["note_refs"] = refs
+    return [{"anchor": anchor, "number": anchor.removeprefix("note-"), "text": text} for text, anchor in notes.items()]
+
+
+def _marked(text: Any) -> Any:
+    """A table cell with its marks as links to their notes: † to the gate's, ‡ to the rule of
+    numbers decided by construction (the text escaped, the links not)."""
+    from markupsafe import Markup, escape
+
+    out = str(escape(text))
+    out = out.replace(DAGGER, f'<a class="mark-ref" href="#mark-gate">{DAGGER}</a>')
+    out = out.replace(MARK, f'<a class="mark-ref" href="#mark-construction">{MARK}</a>')
+    return Markup(out)
 
 
 def _table1_frame(table_paths: Sequence[Path]) -> pd.DataFrame | None:
@@ -232,6 +268,15 @@ def overview(
     }
 
 
+def _min_answer_rate(config: Mapping) -> float:
+    """The answer-rate floor the judges' jobs ran under: the config's, else the schema's default
+    (the report's config is in canonical form, a default left out)."""
+    from bloomqg.config_schema import file_schema
+
+    value = config.get("min_answer_rate")
+    return float(file_schema().schema["properties"]["min_answer_rate"]["default"] if value is None else value)
+
+
 def render_report(context: Mapping[str, Any]) -> str:
     """Render the Jinja2 template with autoescaping (every text is escaped unless marked safe)."""
     import jinja2
@@ -244,6 +289,7 @@ def render_report(context: Mapping[str, Any]) -> str:
         lstrip_blocks=True,
     )
     environment.filters["number"] = _format_number
+    environment.filters["marked"] = _marked
     return environment.get_template(TEMPLATE_NAME).render(**context)
 
 
@@ -278,8 +324,12 @@ def build_report(
     comparison: ComparisonSpec = ComparisonSpec(),
     strategy_order: Sequence[str] = (),
     judgments: pd.DataFrame | None = None,
+    study_plan: pd.DataFrame | None = None,
 ) -> None:
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
+
+    ``study_plan``: ``metrics/study_plan.parquet`` (the minimum detectable difference of each
+    planned comparison) for the Answer section; None says "not computed (no study plan)".
 
     ``strategy_labels`` ({name: label}, defined order) name and order the strategies;
     ``comparison`` and ``strategy_order`` choose the strategy pairs the readings compare, as the
@@ -303,11 +353,16 @@ def build_report(
     readings = figure_readings(all_metrics, votes, reliability, correlations, labels)
     t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths), strategy_labels=labels,
                                 comparison=comparison, strategy_order=strategy_order)
+    gate = gate_summary(reliability, labels)
     context = {
         "title": title,
+        "answer": answer_context(paired, all_metrics, robustness=robustness, study_plan=study_plan, gate=gate,
+                                 reliability=reliability, strategy_labels=labels, comparison=comparison,
+                                 strategy_order=strategy_order),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": {**overview(all_metrics, votes, ledger, generations, labels),
-                     "call_failures": call_failures(judgments, generations)},
+                     "call_failures": call_failures(judgments, generations),
+                     "min_answer_rate": _min_answer_rate(config)},
         "config_yaml": yaml.safe_dump(plain(dict(config)), sort_keys=False, allow_unicode=True),
         "git_commit": git_commit or "unknown (not a git checkout)",
         "package_versions": sorted(plain(dict(package_versions)).items()),
@@ -316,7 +371,7 @@ def build_report(
         "tables": _table_entries(table_paths, t_readings, explorer_href, labels),
         "explorer_href": explorer_href,
         "figures": _figure_entries(figure_paths, readings, explorer_href),
-        "gate": gate_summary(reliability, labels),
+        "gate": gate,
         "trust": trust_context(reliability, robustness, labels),
         "ledger": ledger_view(ledger),
         "generation_usage": generation_usage(generations, labels),
@@ -324,7 +379,9 @@ def build_report(
         "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
         if judge_bias else None,
     }
-    mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)))
+    context["construction"] = mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)),
+                                                   labels)
+    context["table_notes"] = section_notes(context["tables"])
     html = render_report(context)
     out_path = Path(out_path)
     write_text_atomic(out_path, html)
@@ -352,8 +409,10 @@ def build_report_from_files(
     comparison: ComparisonSpec = ComparisonSpec(),
     strategy_order: Sequence[str] = (),
     probes: Sequence[Path] = (),
+    study_plan: Path | None = None,
 ) -> None:
     """:func:`build_report` from the workflow's files (what the report rules hand over).
+    ``study_plan``: ``metrics/study_plan.parquet`` when the workflow wrote one (else None).
     ``probes``: the judge-bias probe files, whose calls the cost ledger counts with the judges'.
 
     ``judgments`` may be empty (an imported release publishes votes, not the judges' calls):
@@ -392,4 +451,5 @@ def build_report_from_files(
         comparison=comparison,
         strategy_order=strategy_order,
         judgments=judgment_frame,
+        study_plan=pd.read_parquet(study_plan) if study_plan else None,
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.metrics.robustness import verdict_reason
+from bloomqg.metrics.robustness import NOT_COMPARED, verdict_reason
 from bloomqg.reporting.display import CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, strategy_label
 from bloomqg.reporting.tables.model import fixed
 from bloomqg.frames import BINARY_CRITERIA, RELIABILITY
@@ -51,12 +51,12 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
         coefficient = r.gate_coefficient if isinstance(r.gate_coefficient, str) else "alpha"
         symbol = "α" if coefficient == "alpha" else "AC1"
         gate_text = f"{gate} ({symbol} ≥ {_num(r.gate_threshold)})"
-        # An undefined coefficient with pairable votes: every vote was the same, so the gate
-        # passed by its rule, not on measured agreement; marked as a failed gate is, with why.
-        undefined = assessable and gate == "passed" and is_missing(r.alpha if coefficient == "alpha" else r.ac1)
+        # An undefined coefficient fails the gate: agreement was not measured (files written when
+        # it passed "by rule" are shown the same way).
+        undefined = assessable and gate != "not assessable" and is_missing(r.alpha if coefficient == "alpha" else r.ac1)
         if undefined:
-            gate_text = (f"{symbol} undefined: no variance (every pairable vote the same); passed by rule, "
-                         "agreement not measured")
+            gate = "failed"
+            gate_text = f"failed: {symbol} undefined (no variance: every pairable vote the same), agreement not measured"
         rows.append({
             "cell": _cell(r, strategy_labels), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
             "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),
@@ -96,6 +96,7 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
             rows.append({
                 "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
                 "criterion": CRITERION_LABEL.get(criterion, criterion), "judge": r["judge"],
+                "n": "–" if is_missing(r.get("n_items")) else str(int(r["n_items"])),
                 "rate": _num(r["vote_rate"]),
                 "agreement": _num(r.get("agreement_with_others")),
                 "kappa": _num(r.get("kappa_with_others")),
@@ -109,6 +110,28 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
                 flagged.append({"judge": r["judge"], "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
                                 "criterion": CRITERION_LABEL.get(criterion, criterion), "why": flags[r["judge"]]})
     return rows, flagged
+
+
+def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Series) -> str:
+    """"smollm2 in 4 of 5 cells": the flagged judges of one criterion, beside its effective number."""
+    counts: dict[str, int] = {}
+    for f in flagged:
+        if f["criterion"] == criterion:
+            counts[f["judge"]] = counts.get(f["judge"], 0) + 1
+    return ", ".join(f"{judge} in {n} of {len(cells)} cells" for judge, n in counts.items())
+
+
+def flagged_summary(flagged: list[dict[str, str]]) -> str:
+    """"smollm2 in 8 criterion × cell pairs (Readable, Unique), rules in 1 (Answerable)": one
+    clause per judge, in order of first appearance."""
+    by_judge: dict[str, list[dict[str, str]]] = {}
+    for f in flagged:
+        by_judge.setdefault(f["judge"], []).append(f)
+    return "; ".join(
+        f"{judge} in {len(rows)} criterion × cell pair{'s' if len(rows) != 1 else ''} "
+        f"({', '.join(dict.fromkeys(r['criterion'] for r in rows))})"
+        for judge, rows in by_judge.items()
+    )
 
 
 def sensitivity_figure(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str | None:
@@ -208,9 +231,13 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
                 "under two strategies (and the comparisons' baseline among them), a model pair two models.")
     counts = robustness["verdict"].map(
         lambda v: "holds" if v == "holds" else "not assessable" if v.startswith("not assessable")
+        else NOT_COMPARED if v == NOT_COMPARED
         else "within judge noise" if v == "within judge noise" else "depends on the panel"
     ).value_counts()
-    parts = [f"{counts[k]} {k}" for k in ("holds", "depends on the panel", "within judge noise", "not assessable") if k in counts]
+    parts = [f"{counts[k]} {k}" for k in ("holds", "depends on the panel", "within judge noise", "not assessable",
+                                          NOT_COMPARED) if k in counts]
+    if NOT_COMPARED in counts:
+        parts[-1] += " (0 pairs or no value: nothing to hold)"
     return (f"Of {len(robustness)} headline comparisons (sign and significance at p < 0.05 under the majority, "
             f"Dawid–Skene and every leave-one-judge-out panel): " + ", ".join(parts) + ".")
 
@@ -227,13 +254,16 @@ def trust_context(
     effective = [
         {"criterion": CRITERION_LABEL.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
-         "n_judges": str(int(g["n_judges"].max()))}
+         "n_judges": str(int(g["n_judges"].max())),
+         "uninformative": _uninformative(flagged, CRITERION_LABEL.get(c, c), g["model"].astype(str) + " · "
+                                         + g["dataset"].astype(str))}
         for c, g in n_eff.groupby("criterion", sort=False)
     ]
     return {
         "coefficients": coefficient_rows(reliability, strategy_labels),
         "judges": judges,
         "flagged": flagged,
+        "flagged_summary": flagged_summary(flagged),
         "figure": sensitivity_figure(reliability, strategy_labels),
         "effective": effective,
         "robustness": robustness_rows(robustness, strategy_labels),

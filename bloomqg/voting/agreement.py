@@ -200,11 +200,11 @@ def gate_value(coefficient: str, alpha: float, ac1: float) -> float:
     raise ValueError(f"gate coefficient {coefficient!r} is not one of {list(GATE_COEFFICIENTS)}")
 
 
-def gate_passes(coefficient: str, value: float, threshold: float, *, n_items: int, no_variation: bool) -> bool:
-    """The coefficient at or above the threshold. α undefined because pairable votes never vary
-    passes (nothing disagrees); no pairable item at all fails (no evidence of agreement)."""
-    if n_items == 0:
+def gate_passes(value: float, threshold: float, *, n_items: int) -> bool:
+    """The coefficient at or above the threshold. An undefined coefficient fails: with no
+    pairable item there is no evidence of agreement, and when the pairable votes never vary
+    agreement was not measured either: a judge that always says "yes" would
+    otherwise pass by rule. The report marks both as failed (†) and lists them in its gate table."""
+    if n_items == 0 or math.isnan(value):
         return False
-    if math.isnan(value):
-        return no_variation
     return value >= threshold

@@ -187,9 +187,7 @@ def measure_criterion(
         votes_lists, criterion, level, n_resamples=n_resamples, confidence=confidence, seed=seed
     )
     value = gate_value(gate_coefficient, alpha.alpha, agreement.ac1)
-    passed = gate_passes(
-        gate_coefficient, value, gate_threshold, n_items=alpha.n_items, no_variation=alpha.no_variation
-    )
+    passed = gate_passes(value, gate_threshold, n_items=alpha.n_items)
     binary = criterion in BINARY_CRITERIA
     votes_lists = nominal_rows(votes_lists, criterion, level)  # "1"/"0", level names, "a|b" unit sets
     fit = None

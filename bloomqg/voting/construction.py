@@ -3,6 +3,14 @@ every item it votes on (constant), or votes on at most half the items with a que
 (abstains), so the majority is decided by the panel's make-up rather than by the questions:
 one judge that always says yes and one that abstains give "Readable 100 [100, 100]" whatever
 was written. Read from a cell's ``*_votes`` lists (one entry per judge, in panel order).
+
+A flag says a judge is uninformative; it ``decides`` the criterion only when no vote of the other
+judges could have changed the result: the constant judges share one value and on every item the
+other judges' valid votes are at most half of the valid votes, so no other value can win a
+strict majority (each item's majority is that value or none: the value could not have been
+otherwise). The
+report's mark ‡ stands on a number only when every criterion it reads is decided in its cell
+(:data:`DECIDED_RULE`, stated once on the page); a flag that decides nothing is a note.
 """
 
 from __future__ import annotations
@@ -17,6 +25,12 @@ FLAGGED_CRITERIA: tuple[str, ...] = ("unique", "readable", "answerable", "bloom_
 #: A judge voting on at most this share of the items with a question abstains on most of them.
 ABSTAIN_SHARE = 0.5
 MARK = "‡"
+#: The mark's rule, as the report states it once.
+DECIDED_RULE = (
+    "‡ marks a number that could not have come out otherwise: in its cell, for every criterion it reads, the "
+    "judges that always give the same answer cast at least half of every item's valid votes, so no vote of the "
+    "other judges could have given another majority."
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +42,9 @@ class ConstructionFlag:
     strategy: str
     criterion: str
     reasons: tuple[str, ...]
+    #: the constant judges alone are a strict majority on every item: the criterion's majority
+    #: could not have been otherwise
+    decided: bool = False
 
     @property
     def text(self) -> str:
@@ -62,7 +79,7 @@ def construction_flags(
                 continue
             lists = [list(v) if v is not None and not isinstance(v, float) else [] for v in asked[column]]
             width = max((len(v) for v in lists), default=0)
-            reasons = []
+            reasons, constant = [], []
             for position in range(width):
                 name = names[position] if len(names) == width else f"judge {position + 1}"
                 given = [v[position] for v in lists if position < len(v) and v[position] is not None]
@@ -70,6 +87,23 @@ def construction_flags(
                     reasons.append(f"{name} abstains on {len(asked) - len(given)} of {len(asked)}")
                 elif len(set(given)) == 1:
                     reasons.append(f"{name} always says {_shown(criterion, str(given[0]))}")
+                    constant.append(position)
             if reasons:
-                flags.append(ConstructionFlag(str(model), str(dataset), str(strategy), criterion, tuple(reasons)))
+                flags.append(ConstructionFlag(str(model), str(dataset), str(strategy), criterion, tuple(reasons),
+                                              decided=_decided(lists, constant)))
     return flags
+
+
+def _decided(lists: Sequence[Sequence[object]], constant: Sequence[int]) -> bool:
+    """The constant judges share one value and, on every item, the other judges' valid votes are
+    at most half of its valid votes: no other value could win a strict majority, so each item's
+    majority is that value or none, and the criterion's rate could not have been otherwise."""
+    values = {votes[k] for votes in lists for k in constant if k < len(votes) and votes[k] is not None}
+    if len(values) != 1:
+        return False
+    for votes in lists:
+        valid = sum(v is not None for v in votes)
+        others = sum(v is not None for k, v in enumerate(votes) if k not in constant)
+        if 2 * others > valid:
+            return False
+    return True

@@ -421,16 +421,24 @@ def test_release_slice_figures_open_their_items(tab, glm_release):
 #: Every cell of every report table that leaves its table's visible box (and every box that
 #: needs a horizontal scroll), with the <details> opened so their tables are laid out too.
 OVERFLOWING_CELLS = """(() => { document.querySelectorAll('details').forEach((d) => { d.open = true; });
+  // A table wider than its frame scrolls inside it (overflow-x auto) with its first column sticky:
+  // a cell outside the visible box is fine there, and nowhere else.
   const out = [];
   for (const wrap of document.querySelectorAll('.table-wrap')) {
     const box = wrap.getBoundingClientRect();
     const where = (wrap.closest('[id]') || {}).id || '?';
-    if (wrap.scrollWidth > wrap.clientWidth + 1) out.push([where, 'box scrolls by', wrap.scrollWidth - wrap.clientWidth]);
-    for (const cell of wrap.querySelectorAll('th, td')) {
-      const r = cell.getBoundingClientRect();
-      if (r.width && (r.right > box.right + 0.5 || r.left < box.left - 0.5))
-        out.push([where, cell.textContent.trim().slice(0, 40), Math.round(r.right - box.right)]);
+    if (wrap.scrollWidth <= wrap.clientWidth + 1) {
+      for (const cell of wrap.querySelectorAll('th, td')) {
+        const r = cell.getBoundingClientRect();
+        if (r.width && (r.right > box.right + 0.5 || r.left < box.left - 0.5))
+          out.push([where, cell.textContent.trim().slice(0, 40), Math.round(r.right - box.right)]);
+      }
+      continue;
     }
+    if (!['auto', 'scroll'].includes(getComputedStyle(wrap).overflowX)) out.push([where, 'runs past a frame that does not scroll']);
+    const first = wrap.querySelector('tbody td:first-child, tr td:first-child');
+    if (first && getComputedStyle(first).position !== 'sticky') out.push([where, 'scrolls without a sticky first column']);
+    if (box.right > innerWidth + 0.5) out.push([where, 'frame past the page', Math.round(box.right - innerWidth)]);
   }
   return out; })()"""
 
@@ -507,3 +515,10 @@ def test_the_explorer_shows_both_questions_side_by_side(site, tab, width):
     for name, (a, b) in (("generated", generated), ("original", original)):
         assert left <= a and b <= right + 0.5, (name, boxes)  # in sight without scrolling
         assert b - a >= 220, (name, b - a)
+
+
+def test_the_explorer_links_back_to_the_report_beside_it(site, tab):
+    tab.open(explorer_url(site))
+    back = tab.eval("(e => e ? e.getAttribute('href') : null)(document.getElementById('report-link'))")
+    assert back == "../report.html"
+    assert (site["root"] / "explorer" / back).resolve() == (site["root"] / "report.html").resolve()

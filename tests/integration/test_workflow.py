@@ -184,6 +184,20 @@ def test_a_strategy_only_the_config_defines_is_compared_and_shown_everywhere(fin
     assert explorer["strategy_labels"] == {"cot": "CoT", "fgp": "FGP", "zeroshot": "Zero-shot"}
 
 
+def test_the_report_answers_first_and_contradicts_itself_nowhere(finished_study):
+    """The .test study's report (issue 41): the Answer first, and the same quantity the same
+    wherever it appears (tests/support/report_consistency.py)."""
+    from tests.support.report_consistency import report_inconsistencies
+
+    workdir, _ = finished_study
+    report = (workdir / "results" / "report.html").read_text()
+    assert report.index('<section id="answer">') < report.index('<section id="overview">')
+    assert "Zero-shot against CoT:" in report and "FGP against CoT:" in report
+    assert report_inconsistencies(report) == []
+    robustness = pd.read_parquet(workdir / "results" / "metrics" / "robustness.parquet")
+    assert not ((robustness["n_pairs"] == 0) & (robustness["verdict"] != "not compared")).any()
+
+
 def test_the_report_says_how_many_labels_would_bound_catcons(finished_study):
     """No annotation is imported in this study: annotation_plan runs on its votes, and the report
     says how many labels per cell would bound CatCons to the target half-width (issue 30)."""

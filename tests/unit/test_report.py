@@ -113,7 +113,7 @@ def test_config_provenance_and_ledger_are_shown(built):
 
 
 def test_gate_failures_are_listed(built):
-    assert "fell below the gate" in built["text"]
+    assert "failed the gate" in built["text"]
     assert "qwen2.5-7b" in built["text"]
 
 

@@ -55,6 +55,10 @@ def test_catcons_n_is_one_number_in_the_figure_2_text_the_figure_and_table_5():
     metrics = pd.concat([score_cell(cell, None, n_resamples=20) for _, cell in
                          votes.groupby(["model", "dataset", "strategy"], sort=False)], ignore_index=True)
     sentence = transition_summary(votes)
+    # strategies are compared on the datasets they all ran: math (FGP only) is said apart
+    both = [d for d, s in votes.groupby("dataset")["strategy"].agg(set).items() if s == set(votes["strategy"])]
+    assert "Not pooled into this comparison (a difference of design): math (FGP only)" in sentence
+    votes, metrics = votes[votes["dataset"].isin(both)], metrics[metrics["dataset"].isin(both)]
     for strategy in dict.fromkeys(votes["strategy"]):
         table_n = int(metrics.loc[(metrics["metric"] == "catcons") & (metrics["strategy"] == strategy), "n"].sum())
         figure_n = sum(int(transition_counts(cell, kind="judged")["count"].sum())
@@ -100,10 +104,16 @@ def test_a_criterion_with_a_constant_or_abstaining_judge_is_said_to_hold_by_cons
     tables = [{"rows": [["m", "100.00 (n=6)", "50.00 (n=6)", "40.00 (n=6)"]], "notes": [],
                "sources": [[None, ["m", "cs", "fgp", "readable"], ["m", "cs", "fgp", "answerable"],
                             ["m", "cs", "fgp", "usability"]]]}]
-    mark_by_construction(tables, flags)
-    assert tables[0]["rows"][0] == ["m", "100.00 (n=6) ‡", "50.00 (n=6)", "40.00 (n=6) ‡"]
-    note = tables[0]["notes"][-1]
-    assert "holds by construction" in note and "rules always says yes" in note and "minilm abstains on 6 of 6" in note
+    notes = mark_by_construction(tables, flags)
+    # readable: rules always says yes and the only other vote (smollm2's) is at most half: no item
+    # can have a "no" majority, so 100 could not have been otherwise. unique: two free judges of
+    # three can outvote smollm2, so usability (which reads unique) is not marked.
+    assert [f.decided for f in flags] == [False, True]
+    assert tables[0]["rows"][0] == ["m", "100.00 (n=6) ‡", "50.00 (n=6)", "40.00 (n=6)"]
+    assert tables[0]["notes"] == []  # the notes are the section's, once
+    assert notes["marked"] == ["Readable in m · cs · FGP: rules always says yes; minilm abstains on 6 of 6"]
+    assert notes["uninformative"] == ["Unique in m · cs · FGP: smollm2 always says yes"]
+    assert "could not have come out otherwise" in notes["rule"]
 
 
 def test_an_api_generator_below_min_answer_rate_fails_naming_the_cause_and_drops_its_checkpoint(tmp_path):
@@ -161,4 +171,7 @@ def test_the_gate_summary_does_not_call_an_undefined_alpha_a_pass():
     reliability = pd.DataFrame([panel_row(gate_action="flag"),
                                 panel_row(criterion="unique", alpha=math.nan, ac1=math.nan, gate_action="flag")])
     effect = gate_summary(reliability)["effect"]
-    assert not effect.startswith("All") and "1 of 2 panel α values passed" in effect and "only by rule" in effect
+    assert not effect.startswith("All") and "1 of 2 panel α values failed" in effect
+    assert "1 of the 1 failed because α was undefined" in effect
+    failures = gate_summary(reliability)["failures"]
+    assert [(f["criterion"], f["undefined"]) for f in failures] == [("Unique", True)]

@@ -130,3 +130,28 @@ def test_the_reason_of_within_judge_noise_names_its_clause():
     several = verdict_reason(10, 4.9e-06, "within judge noise", {"without a": [-1, 0.5], "without b": [-2, 0.4]})
     assert several.startswith("significant under the majority (p = 4.9e-06)") and "without a, without b" in several
     assert verdict_reason(10, 0.01, "holds", {}) == ""
+
+
+def test_a_comparison_without_pairs_or_value_is_not_compared_and_a_variant_without_value_turns_no_sign():
+    from bloomqg.metrics.robustness import NOT_COMPARED
+
+    row = lambda diff, p, n=10: pd.Series({"diff": diff, "p_value": p, "n_pairs": n})  # noqa: E731
+    assert verdict(row(float("nan"), float("nan"), 0), {"without a": row(float("nan"), float("nan"), 0)}) == NOT_COMPARED
+    assert verdict(row(float("nan"), float("nan")), {}) == NOT_COMPARED
+    # leaving out a has no value at all: it cannot have turned the sign
+    assert verdict(row(2, 0.4), {"without a": row(float("nan"), float("nan"))}) == "holds"
+    assert verdict(row(9, 0.01), {"without a": row(float("nan"), float("nan"))}) == "depends on a"
+    assert "without a" not in verdict_reason(2, 0.4, "within judge noise",
+                                             {"without a": [None, None], "without b": [-1, 0.5]})
+
+
+def test_a_pair_of_arms_with_no_item_in_common_gets_no_verdict():
+    from bloomqg.metrics.robustness import NOT_COMPARED
+
+    rng = np.random.default_rng(5)
+    truth = rng.random(20) < 0.5
+    cot, fgp = arm("cot", truth, rng, False), arm("fgp", truth, rng, True)
+    fgp["item_id"] = [f"other-{i}" for i in range(len(fgp))]  # no original answered under both
+    table = robustness_table(pd.concat([cot, fgp], ignore_index=True), ["a", "b", "c"],
+                             strategy_metrics=("unique", "knowcov"), model_metrics=(), n_resamples=20)
+    assert (table["n_pairs"] == 0).all() and table["verdict"].eq(NOT_COMPARED).all(), table[["n_pairs", "verdict"]]

@@ -231,7 +231,7 @@ def test_gate_flag_keeps_votes_and_drop_nulls_the_failing_criterion():
     assert not passing["alpha_gated"].any()
 
 
-def test_no_variation_passes_gate_but_no_pairable_items_fails_it():
+def test_an_undefined_alpha_fails_the_gate_whether_votes_never_vary_or_never_pair():
     gens = generations_frame(3)
     unanimous = {c: [True] * 3 for c in ("unique", "readable", "answerable")}
     unanimous |= {"bloom_level": ["Apply"] * 3, "knowledge_units": [["Stacks"]] * 3}
@@ -241,7 +241,7 @@ def test_no_variation_passes_gate_but_no_pairable_items_fails_it():
     votes, reliability = vote_cell(gens, judgments, n_resamples=20)
     rows = reliability[reliability["judge"].isna()].set_index("criterion")
     assert math.isnan(rows.loc["unique", "alpha"]) and rows.loc["unique", "n_items"] == 3
-    assert rows.loc["unique", "gate_passed"]
+    assert not rows.loc["unique", "gate_passed"]  # no variation: agreement not measured, not a pass
     assert math.isnan(rows.loc["readable", "alpha"]) and rows.loc["readable", "n_items"] == 0
     assert not rows.loc["readable", "gate_passed"]
     assert votes["alpha_gated"].all()

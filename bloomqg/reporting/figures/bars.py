@@ -159,7 +159,9 @@ def plot_knowledge_id(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels
         for model, value, up, at in zip(models, values, upper, y + offset):  # each rate with its n
             row = lookup.get((model, dataset, strategy, "knowledge_id_acc"))
             if row is not None and not is_missing(row["n"]) and not np.isnan(value):
-                ax.text(value + up + 1.0, at, f"n={int(row['n'])}", va="center", ha="left", fontsize=7, color="#333333")
+                # a 0% bar has no width: its value is written out, so it is not taken for no data
+                shown = f"0% (n={int(row['n'])})" if value == 0 else f"n={int(row['n'])}"
+                ax.text(value + up + 1.0, at, shown, va="center", ha="left", fontsize=7, color="#333333")
     ax.set_yticks(y, models)
     pad = max(0.0, (3 - len(models)) / 4)  # keep bars slim when there are few models
     ax.set_ylim(len(models) - 0.5 + pad, -0.5 - pad)

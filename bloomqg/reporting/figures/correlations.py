@@ -47,7 +47,8 @@ def plot_correlations(
     for ax, (x_metric, y_metric), letter in zip(axes, FIGURE5_PAIRS, "ab"):
         strategies = identifying_strategies(all_metrics, x_metric, strategy_labels)
         names = ", ".join(strategy_label(s, strategy_labels) for s in strategies)
-        title = f"({letter}) {table_label(x_metric)} vs {table_label(y_metric)}" + (f" ({names})" if names else "")
+        # the strategies on a line of their own: a long list must not cut the panel's title
+        title = f"({letter}) {table_label(x_metric)} vs {table_label(y_metric)}" + (f"\n({names})" if names else "")
         subset_metrics = all_metrics[all_metrics["strategy"].isin(strategies)]
         wide = subset_metrics.pivot_table(index=["dataset", "strategy", "model"], columns="metric", values="value",
                                           aggfunc="first")

@@ -104,9 +104,11 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame, st
         matrix = generation.pivot_table(index="model", columns=["dataset", "strategy"], values="value", aggfunc="first")
         matrix = matrix.reindex(index=ordered_unique(generation["model"]), columns=ordered_cells(generation, strategy_labels=strategy_labels))
         rows = metric_index(generation)  # a cell opens its questions: the rate's n
+        counts = generation.pivot_table(index="model", columns=["dataset", "strategy"], values="n", aggfunc="first") \
+            if "n" in generation else None
         _rate_heatmap(axes[0], matrix, "(a) Generation answers not parsed (%)", lambda *cell: metric_item_link(
             rows.get((*cell, "parse_failure_rate")), "generation parse failures", strategy_labels),
-            strategy_labels)
+            strategy_labels, counts=None if counts is None else counts.reindex_like(matrix))
     if judges.empty:
         axes[1].set_title("(b) Judge answers not parsed (%)")
         no_data(axes[1], "no per-judge diagnostics in the reliability frames")
@@ -114,15 +116,23 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame, st
         rates = judges.assign(rate=judges["parse_failure_rate"].astype(float) * 100)
         matrix = rates.pivot_table(index="judge", columns=["dataset", "strategy"], values="rate", aggfunc="mean")
         matrix = matrix.reindex(index=ordered_unique(judges["judge"]), columns=ordered_cells(judges, strategy_labels=strategy_labels))
-        _rate_heatmap(axes[1], matrix, "(b) Judge answers not parsed (%)", strategy_labels=strategy_labels)
+        # n: the questions each judge was asked in the cell (those with a question), over its models
+        asked = all_metrics[all_metrics["metric"] == "n_generated"]
+        counts = None
+        if not asked.empty:
+            per_cell = asked.groupby(["dataset", "strategy"])["value"].sum()
+            counts = pd.DataFrame([[per_cell.get(column, np.nan) for column in matrix.columns] for _ in matrix.index],
+                                  index=matrix.index, columns=matrix.columns)
+        _rate_heatmap(axes[1], matrix, "(b) Judge answers not parsed (%)", strategy_labels=strategy_labels, counts=counts)
     return fig
 
 
 def _rate_heatmap(
     ax: Axes, matrix: pd.DataFrame, title: str, link: Callable[[str, str, str], ItemLink | None] | None = None,
-    strategy_labels: StrategyLabels | None = None,
+    strategy_labels: StrategyLabels | None = None, counts: pd.DataFrame | None = None,
 ) -> None:
-    """Rates per row (model or judge) × (dataset, strategy); ``link`` gives a cell's explorer link."""
+    """Rates per row (model or judge) × (dataset, strategy); ``link`` gives a cell's explorer link;
+    ``counts`` (same shape): the n each rate is over, printed under it."""
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
 
@@ -137,6 +147,9 @@ def _rate_heatmap(
         for c in range(values.shape[1]):
             value = values[r, c]
             text = MISSING if math.isnan(value) else f"{value:.1f}"
+            n = np.nan if counts is None else float(counts.iloc[r, c])
+            if not math.isnan(value) and not math.isnan(n):
+                text += f"\nn={int(n)}"
             label = ax.text(c, r, text, ha="center", va="center", fontsize=7,
                             color="white" if not math.isnan(value) and value > 0.6 * top else "black")
             target = link(str(matrix.index[r]), *map(str, matrix.columns[c])) if link is not None else None

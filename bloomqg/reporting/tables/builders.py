@@ -33,7 +33,7 @@ from bloomqg.reporting.tables.model import (
     Table,
     TableInputError,
     check_metrics,
-    format_difference,
+    paired_difference,
     format_number,
     format_p,
     format_value,
@@ -269,7 +269,8 @@ def parse_failure_table(
             rate = index.get((model, dataset, strategy, "parse_failure_rate"))
             generated = index.get((model, dataset, strategy, "n_generated"))
             cell = metric_cell(rate, "parse_failure_rate")
-            if generated is not None and cell.text != MISSING:
+            # the rate's own n (metric_cell) is the answers generated: said once, not "(n=8) (n=8)"
+            if generated is not None and cell.text != MISSING and "(n=" not in cell.text:
                 cell = Cell(f"{cell.text} (n={format_number(generated['value'], 0)})", cell.gated, cell.source)
             row.append(cell)
             records.append({
@@ -312,7 +313,7 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(str(r["model"])), Cell(str(r["dataset"])), Cell(table_label(str(r["metric"]))),
             Cell(f"{label_b} − {label_a}"),
             Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["value_a"])), Cell(format_number(r["value_b"])),
-            Cell(format_difference(r["diff"], r["ci_low"], r["ci_high"], decimals=2, ci_decimals=1)),
+            Cell(paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"])),
             Cell(str(r["test"]) if not is_missing(r["test"]) else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
             Cell(MISSING if is_missing(r["effect_size"]) else f"{float(r['effect_size']):.2f} ({r['effect_size_name']})"),

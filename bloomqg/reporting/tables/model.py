@@ -140,6 +140,15 @@ def format_difference(value: object, ci_low: object = None, ci_high: object = No
     return text
 
 
+def paired_difference(value: object, ci_low: object, ci_high: object, n_pairs: object) -> str:
+    """A paired difference as the paired table and the report's Answer write it: two decimals and
+    its interval to one; one pair has no interval (a bootstrap of one pair is the pair itself),
+    which is said rather than shown as ``[d, d]``."""
+    if not is_missing(n_pairs) and int(n_pairs) == 1 and not is_missing(value):  # type: ignore[call-overload]
+        return f"{format_difference(value)} (one pair: no interval)"
+    return format_difference(value, ci_low, ci_high, decimals=2, ci_decimals=1)
+
+
 def format_p(value: object) -> str:
     """A p value: three decimals, or ``< 0.001``."""
     if is_missing(value):
