@@ -35,7 +35,7 @@ from bloomqg.release.paper import (
 )
 from bloomqg.reporting.tables.markdown import render_markdown
 from bloomqg.reporting.display import metric_index
-from bloomqg.reporting.tables.model import CI_NOTE, GATED_NOTE, N_NOTE, Cell, Table, metric_cell
+from bloomqg.reporting.tables.model import GATED_NOTE, N_NOTE, Cell, Table, interval_note, metric_cell
 from bloomqg.reporting.tables.view import render_view
 
 KEY_COLUMNS: tuple[str, ...] = ("model", "dataset", "strategy")
@@ -208,7 +208,7 @@ def release_tables(
             table, _CAPTIONS[table], ["Model", "Dataset", "Strategy"],
             [f"{metric_spec(name).label} (%)" for name in metrics],
             [_row_cells(row, metrics, index) for row in frame.itertuples(index=False)], frame,
-            notes=[CI_NOTE, N_NOTE],
+            notes=[interval_note(all_metrics.loc[all_metrics["metric"].isin(list(metrics)), "ci_method"]), N_NOTE],
         )
         if rendered.has_gated:
             rendered.notes.append(GATED_NOTE)

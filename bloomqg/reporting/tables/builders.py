@@ -23,7 +23,6 @@ from bloomqg.reporting.display import (
     strategy_order,
 )
 from bloomqg.reporting.tables.model import (
-    CI_NOTE,
     DAGGER,
     GATED_NOTE,
     MAX_COLUMNS_WITH_CI,
@@ -37,6 +36,8 @@ from bloomqg.reporting.tables.model import (
     format_number,
     format_p,
     format_value,
+    interval_note,
+    interval_words,
     metric_cell,
     require_columns,
 )
@@ -109,7 +110,8 @@ def metric_table(
             records.append(record)
     columns = [table_label(m) for m in metrics] * len(column_specs)
     groups = [(label, len(metrics)) for label, _, _ in column_specs]
-    table_notes = [CI_NOTE if with_ci else NO_CI_NOTE, N_NOTE, *notes]
+    shown = all_metrics[all_metrics["metric"].isin(list(metrics))]
+    table_notes = [interval_note(shown["ci_method"]) if with_ci else NO_CI_NOTE, N_NOTE, *notes]
     if not_run:
         table_notes.append(f"{EMPTY}: not run ({'; '.join(ordered_unique(not_run))}).")
     if not rows or not column_specs:
@@ -293,9 +295,11 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
     """Paired strategy-vs-strategy comparison per model, dataset, metric and pair (a note when
     there is none), with the raw p and the Holm-adjusted p side by side."""
     columns_in = list(PAIRED_COLUMNS)
+    methods = paired["ci_method"] if paired is not None and "ci_method" in paired.columns else []
     notes = [
         "Difference = B − A on the items both strategies answered (percentage points for percent metrics), "
-        "with a paired bootstrap 95% CI. p: raw (McNemar for yes/no outcomes, Wilcoxon for graded ones); "
+        f"with its 95% interval ({interval_words(methods) or 'docs/statistics.md'}). "
+        "p: raw (McNemar for yes/no outcomes, Wilcoxon for graded ones); "
         "p (Holm): adjusted by Holm's step-down within the metric's family, i.e. every strategy pair × model × "
         "dataset row of that metric (its size is family_size in the CSV). The effect size's name follows it "
         "in brackets.",

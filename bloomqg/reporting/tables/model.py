@@ -88,7 +88,7 @@ GATED_NOTE = (
     "(its agreement coefficient, Krippendorff's α or Gwet's AC1 as gate.coefficient says, below the "
     "threshold; see table_reliability)."
 )
-CI_NOTE = "Values are percentages with bootstrap 95% confidence intervals in brackets unless noted."
+CI_NOTE = "Values are percentages with 95% confidence intervals in brackets unless noted."
 
 NO_CI_NOTE = (
     "Values are percentages unless noted; 95% confidence intervals are in the CSV file and in the "
@@ -96,6 +96,45 @@ NO_CI_NOTE = (
 )
 #: Wider tables leave intervals out of the Markdown/LaTeX cells (they stay in the CSV).
 MAX_COLUMNS_WITH_CI = 6
+
+#: How each ``ci_method`` of :mod:`bloomqg.metrics.intervals` reads in a table's note.
+CI_METHOD_WORDS = {
+    "clopper_pearson": "exact (Clopper–Pearson) intervals of shares",
+    "wilson": "Wilson score intervals of shares",
+    "jeffreys": "Jeffreys intervals of shares",
+    "percentile_bootstrap": "percentile bootstrap intervals over questions",
+    "newcombe_paired_score": "Newcombe's paired score interval",
+    "mover_paired_score": "Newcombe's paired interval on the arms' means (MOVER)",
+}
+
+
+def interval_words(methods: Iterable[object]) -> str | None:
+    """The interval methods of the rows shown (their ``ci_method``) in words; None for none."""
+    bases: dict[str, None] = {}
+    graded, clusters = False, set()
+    for method in (str(m) for m in methods if not is_missing(m)):
+        base, _, cluster = method.partition("_clustered_")
+        graded |= base.endswith("_bounded_mean")
+        bases[base.removesuffix("_bounded_mean")] = None
+        if cluster:
+            clusters.add(cluster)
+    if not bases:
+        return None
+    words = "; ".join(CI_METHOD_WORDS.get(base, base.replace("_", " ")) for base in bases)
+    if graded:
+        words += ", for a graded outcome (KnowCov, CogShift) on its mean rescaled to 0–1"
+    if clusters:
+        words += f", widened by the design effect of questions clustered by {', '.join(sorted(clusters))}"
+    return words
+
+
+def interval_note(methods: Iterable[object], confidence: float = 0.95) -> str:
+    """The table note naming the interval methods of the rows shown (see docs/statistics.md)."""
+    words = interval_words(methods)
+    if words is None:
+        return CI_NOTE
+    return (f"Values are percentages with {100 * confidence:g}% confidence intervals in brackets unless noted: "
+            f"{words} (docs/statistics.md).")
 
 
 def fixed(value: float, decimals: int) -> str:
@@ -142,9 +181,11 @@ def format_difference(value: object, ci_low: object = None, ci_high: object = No
 
 def paired_difference(value: object, ci_low: object, ci_high: object, n_pairs: object) -> str:
     """A paired difference as the paired table and the report's Answer write it: two decimals and
-    its interval to one; one pair has no interval (a bootstrap of one pair is the pair itself),
-    which is said rather than shown as ``[d, d]``."""
-    if not is_missing(n_pairs) and int(n_pairs) == 1 and not is_missing(value):  # type: ignore[call-overload]
+    its interval to one. A percentile bootstrap of one pair is the pair itself: that has no
+    interval, which is said rather than shown as ``[d, d]``; a score interval of one pair is real
+    (and wide) and is shown."""
+    degenerate = is_missing(ci_low) or is_missing(ci_high) or float(ci_low) == float(ci_high)  # type: ignore[arg-type]
+    if not is_missing(n_pairs) and int(n_pairs) == 1 and not is_missing(value) and degenerate:  # type: ignore[call-overload]
         return f"{format_difference(value)} (one pair: no interval)"
     return format_difference(value, ci_low, ci_high, decimals=2, ci_decimals=1)
 
