@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 
 from bloomqg.serving.owner import (
     chain_broken,
+    listening_inodes,
     owner_chain,
     port_holders,
     read_process,
@@ -79,11 +80,13 @@ class ServerError(RuntimeError):
 
 class _PortTaken(Exception):
     def __init__(self, holders: Mapping[int, int]) -> None:
-        super().__init__(", ".join(describe_pid(pid) for pid in holders) or "a process of another user")
+        super().__init__(", ".join(describe_pid(pid) for pid in holders))
         self.holders = dict(holders)
 
 
 def describe_pid(pid: int) -> str:
+    if pid == 0:
+        return "a process of another user"
     process = read_process(pid)
     return process.describe() if process else f"pid {pid}"
 
@@ -274,6 +277,8 @@ class ModelServer:
             holders = port_holders(self.port)
             ours = [pid for pid, group in holders.items() if group == self.process.pid]
             foreign = {pid: group for pid, group in holders.items() if pid not in ours} or foreign
+            if not holders and listening_inodes(self.port):  # a socket of a process we cannot read
+                foreign = {0: 0}
             if code is not None:
                 if foreign:
                     raise _PortTaken(foreign)
