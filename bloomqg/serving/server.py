@@ -326,7 +326,7 @@ class ModelServer:
         """The owner watch (a daemon thread per start; see the module's description)."""
         chain = owner_chain() if self._watch_owner else []
         log = snakemake_log(chain)
-        offset = log.stat().st_size if log is not None and log.exists() else 0
+        offset = 0  # the run's own log, read whole: a SIGTERM before this server started counts
         while not self._watch_stop.wait(WATCH_S):
             gone = chain_broken(chain)
             graceful, offset = stopping_gracefully(log, offset)

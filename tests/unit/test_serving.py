@@ -518,3 +518,20 @@ def test_the_server_log_is_not_a_snakemake_log():
 
     assert server_log_path("logs/generate_on_engine/m.log") == Path("logs/serve/generate_on_engine/m.log")
     assert server_log_path("logs/judge_questions/cs/cot/m/j.log") == Path("logs/serve/judge_questions/cs/cot/m/j.log")
+
+
+def test_the_owner_chain_ends_at_snakemake_and_its_graceful_stop_is_read_from_its_log(tmp_path):
+    from bloomqg.serving.owner import Process, is_snakemake, owner_chain, stopping_gracefully
+
+    assert is_snakemake(Process(1, 0, ("/usr/bin/python3", ".venv/bin/snakemake", "--cores", "2")))
+    assert is_snakemake(Process(1, 0, ("python", "-m", "snakemake", "-s", "Snakefile")))
+    assert not is_snakemake(Process(1, 0, ("python", ".snakemake/scripts/tmp1.judge_questions.py")))
+    assert [p.pid for p in owner_chain()] == [os.getppid()]  # no Snakemake above: the parent alone
+    log = tmp_path / "x.snakemake.log"
+    log.write_text("Select jobs to execute...\n")
+    seen, offset = stopping_gracefully(log, 0)
+    assert not seen
+    with open(log, "a") as handle:  # written before the server started: still seen from offset 0
+        handle.write("Will exit after finishing currently running jobs (scheduler).\n")
+    assert stopping_gracefully(log, 0)[0] and stopping_gracefully(log, offset)[0]
+    assert stopping_gracefully(None, 0) == (False, 0)
