@@ -126,6 +126,8 @@ def main() -> None:
                             seed=args.seed)
 
     results: dict[str, dict] = {}
+    # each engine's call cache and server log; removed when the benchmark exits, failed or not
+    scratch = tempfile.TemporaryDirectory(prefix="bench-engines-")
     for name in chosen:
         started = time.perf_counter()
         if name == "hf":
@@ -140,7 +142,7 @@ def main() -> None:
             spec = {"backend": "hf", "model": args.model_id, "engine": name, "dtype": args.dtype,
                     "concurrency": args.concurrency, "engine_args": list(args.engine_arg),
                     "response_prefill": args.response_prefill and name == "vllm"}
-            cache = tempfile.mkdtemp(prefix=f"bench-{name}-")
+            cache = tempfile.mkdtemp(prefix=f"bench-{name}-", dir=scratch.name)
             generator = EngineTextGenerator(
                 spec, name=f"bench-{name}", model_dir=model_dir, cache_dir=cache, threads=args.threads,
                 gpus=args.gpus, log_path=Path(cache) / "serve.log", workflow_dir=REPO)
@@ -163,6 +165,7 @@ def main() -> None:
         print(json.dumps({name: {k: v for k, v in results[name].items() if k != "completions"}}),
               file=sys.stderr, flush=True)
 
+    scratch.cleanup()
     reference = {c.request_id: c.text for c in results["hf"]["completions"]} if "hf" in results else None
     report: dict = {
         "benchmark": "engines", "model": args.model_id, "model_dir": str(model_dir), "dtype": args.dtype,

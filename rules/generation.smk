@@ -45,8 +45,9 @@ rule generate_on_engine:
     output:
         directory("results/engine/{model}"),
     log:
+        # the server's own log: logs/serve/generate_on_engine/{model}.log, kept across reruns
+        # (bloomqg.serving.server.server_log_path)
         job="logs/generate_on_engine/{model}.log",
-        server="logs/serve/{model}.log",
     benchmark:
         "logs/benchmarks/generate_on_engine/{model}.tsv"
     wildcard_constraints:

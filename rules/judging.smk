@@ -10,9 +10,9 @@ rule judge_questions:
     output:
         "results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet",
     log:
+        # an hf judge whose models entry names an engine logs the server this job starts to
+        # logs/serve/judge_questions/... (bloomqg.serving.server.server_log_path)
         job="logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
-        # an hf judge whose models entry names an engine: the server this job starts
-        server="logs/serve/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
     benchmark:
         "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
     conda:

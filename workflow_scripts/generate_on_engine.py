@@ -3,6 +3,7 @@ from pathlib import Path
 
 from bloomqg.generation.engine_job import generate_on_engine
 from bloomqg.job import start_job
+from bloomqg.serving.server import server_log_path
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -18,7 +19,7 @@ generate_on_engine(
     cache_dir=params.cache_dir,
     threads=snakemake.threads,
     gpus=int(snakemake.resources.gpu or 0),
-    server_log=snakemake.log.server,
+    server_log=server_log_path(snakemake.log.job),
     # the workflow's folder, where `make engine-vllm` puts .venv-vllm
     workflow_dir=Path(snakemake.scriptdir).resolve().parent,
 )

@@ -5,6 +5,7 @@ from bloomqg.generation.factory import ServingJob
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
 from bloomqg.job import start_job
+from bloomqg.serving.server import server_log_path
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS
 
@@ -16,7 +17,7 @@ spec = dict(params.spec)
 # threads and GPUs Snakemake granted it.
 serving = ServingJob(
     name=spec.get("model_ref") or snakemake.wildcards.judge, threads=snakemake.threads,
-    gpus=int(snakemake.resources.gpu or 0), log_path=Path(snakemake.log.server),
+    gpus=int(snakemake.resources.gpu or 0), log_path=server_log_path(snakemake.log.job),
     workflow_dir=Path(snakemake.scriptdir).resolve().parent,
 ) if params.model_spec and params.model_spec.get("engine") else None
 # An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec. The cap

@@ -35,7 +35,7 @@ from bloomqg.serving.engines import (
     server_env,
     wire_model_name,
 )
-from bloomqg.serving.server import HOST, ModelServer, free_port
+from bloomqg.serving.server import HOST, ModelServer
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ CLIENT_KEYS = ("concurrency", "timeout_s", "max_retries", "backoff_base_s", "bac
 ENGINE_CLIENT_DEFAULTS = {"concurrency": 16, "timeout_s": 900, "max_retries": 3}
 #: The client's port until the server starts: nothing listens there, and nothing is sent before.
 UNSTARTED_PORT = 9
+#: The server's address as provenance records it (the port varies from run to run).
+ELIDED_BASE_URL = f"http://{HOST}:{{port}}/v1"
 
 
 def model_source(spec: Mapping[str, Any], model_dir: str | Path | None) -> str:
@@ -126,7 +128,7 @@ class EngineTextGenerator:
             "engine_threads": threads,
             "engine_gpus": gpus,
             "engine_ready_after_s": None,
-            "client": self.inner.provenance["settings"],
+            "client": {**self.inner.provenance["settings"], "base_url": ELIDED_BASE_URL},
         }
 
     @property
@@ -140,9 +142,8 @@ class EngineTextGenerator:
         The benchmarks call it to time the start-up apart from the requests."""
         if self.server is not None:
             return
-        port = free_port()
         self.server = ModelServer(
-            self._argv(port=port), port=port, env=self._env, log_path=self._log_path,
+            lambda port: self._argv(port=port), port=None, env=self._env, log_path=self._log_path,
             ready_timeout_s=self.settings.ready_timeout_s, ready_paths=READY_PATHS[self.settings.engine],
             name=f"{self.settings.engine} server for {self._name}",
         )
@@ -152,7 +153,8 @@ class EngineTextGenerator:
         logger.info("%s ready after %.1f s at %s", self.server.name, self.server.ready_after_s or 0.0,
                     self.server.base_url)
         self.inner.rebase(self.server.base_url)
-        self.provenance["client"] = self.inner.provenance["settings"]
+        # the port is this run's accident, as in engine_command: not provenance
+        self.provenance["client"] = {**self.inner.provenance["settings"], "base_url": ELIDED_BASE_URL}
         self.provenance["engine_ready_after_s"] = round(self.server.ready_after_s or 0.0, 1)
 
     def complete(

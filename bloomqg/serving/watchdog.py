@@ -11,7 +11,9 @@ pipe's write end. The watchdog starts ``CMD`` and waits for either of two things
 Either way it ends the whole group: SIGTERM, then SIGKILL after a grace period, so the engine's
 worker processes go too. A SIGTERM, SIGINT or SIGHUP sent to the watchdog does the same, and
 ``PR_SET_PDEATHSIG`` sends it a SIGTERM when its parent dies, in case the pipe stays open
-(a forked child holding the write end). It exits with the server's status (or 128+signal).
+(a forked child holding the write end); the job forks it from a thread that lives as long as
+the job (the signal follows the forking *thread*). The server gets the same signal should the
+watchdog die. It exits with the server's status (or 128+signal).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from bloomqg.serving.owner import group_members
 
 #: Seconds between SIGTERM and SIGKILL to the group.
 GRACE_S = 10.0
@@ -50,31 +54,14 @@ def end_group(pgid: int, grace_s: float = GRACE_S, *, spare: int | None = None) 
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not _group_members(pgid, spare):
+        if not group_members(pgid, spare):
             return
         time.sleep(0.1)
-    for pid in _group_members(pgid, spare):
+    for pid in group_members(pgid, spare):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def _group_members(pgid: int, spare: int | None) -> list[int]:
-    """Live (not zombie) processes of group ``pgid`` other than ``spare``, read from /proc."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == spare:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state not in ("Z", "X"):
-            members.append(int(entry))
-    return members
 
 
 def main(argv: list[str]) -> int:
@@ -94,7 +81,9 @@ def main(argv: list[str]) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
-    server = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    # the server too gets a SIGTERM should this watchdog be killed (-9): it shuts its engine
+    # down, and the job that owns the group ends what is left (ModelServer's watch)
+    server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
     def watch_pipe() -> None:
         # the raw descriptor, not sys.stdin: a daemon thread blocked in a buffered read aborts

@@ -303,7 +303,7 @@ def test_a_rerun_answered_by_the_cache_starts_no_server(tmp_path, monkeypatch):
     finally:
         first.close()
     assert first.started and first.provenance["engine_ready_after_s"] is not None
-    assert first.provenance["client"]["base_url"] == first.server.base_url
+    assert first.provenance["client"]["base_url"] == "http://127.0.0.1:{port}/v1"  # not the run's port
     rerun = generator()
     try:
         again = rerun.complete(asked[:2], params)
@@ -354,3 +354,184 @@ def test_only_a_trailing_assistant_message_asks_vllm_to_continue_it():
     assert body(prefilled, True)["add_generation_prompt"] is False
     assert "continue_final_message" not in body(prefilled[:1], True)  # nothing to continue
     assert "continue_final_message" not in body(prefilled, False)  # an API: never sent
+
+
+# --- issue 43: a server cannot outlive its owner, and the right server answers -----------------
+
+def group_left(pgid: int) -> list[int]:
+    from bloomqg.serving.owner import group_members
+
+    return group_members(pgid)
+
+
+def wait_clean(pgid: int, port: int, within_s: float = 15.0) -> float:
+    """Seconds until no process of group ``pgid`` is left and nothing listens on ``port``;
+    fails after ``within_s``."""
+    started = time.monotonic()
+    while time.monotonic() - started < within_s and (group_left(pgid) or port_bound(port)):
+        time.sleep(0.1)
+    assert not group_left(pgid), f"left running after {within_s} s: {group_left(pgid)}"
+    assert not port_bound(port), f"port {port} still bound after {within_s} s"
+    return time.monotonic() - started
+
+
+def test_a_server_started_from_a_short_lived_thread_survives_the_threads_exit(tmp_path):
+    """PR_SET_PDEATHSIG follows the thread that forked: the watchdog is forked from a thread that
+    lives as long as the job, not from the caller's (an executor's, an event loop's helper)."""
+    import threading
+
+    port = free_port()
+    server = ModelServer(fake_argv(port), port=port, env=dict(os.environ), log_path=tmp_path / "m.log",
+                         ready_timeout_s=30)
+    starter = threading.Thread(target=server.__enter__)
+    starter.start()
+    starter.join()
+    try:
+        time.sleep(2.0)  # the parent-death signal would have reached the watchdog by now
+        server.check_alive()
+        assert alive(server.process.pid) and port_bound(port)
+    finally:
+        server.stop()
+    wait_clean(server.process.pid, port, within_s=1.0)
+
+
+def test_a_killed_watchdog_is_noticed_and_its_group_ended(tmp_path):
+    port = free_port()
+    pid_file = tmp_path / "pids"
+    server = ModelServer(fake_argv(port, "--pid-file", str(pid_file)), port=port, env=dict(os.environ),
+                         log_path=tmp_path / "m.log", ready_timeout_s=30)
+    with server:
+        pids = server_pids(pid_file)
+        os.kill(server.process.pid, signal.SIGKILL)
+        took = wait_clean(server.process.pid, port)
+        assert not any(map(alive, pids))
+        with pytest.raises(ServerError, match=r"was ended while serving: its watchdog \(pid \d+\) was killed by signal 9"):
+            server.check_alive()
+    print(f"watchdog killed: clean after {took:.1f} s")
+
+
+def test_stop_ends_the_group_even_when_the_watchdog_is_gone(tmp_path):
+    """stop() does not trust the watchdog: a group whose watchdog died is ended all the same."""
+    port = free_port()
+    pid_file = tmp_path / "pids"
+    server = ModelServer(fake_argv(port, "--pid-file", str(pid_file)), port=port, env=dict(os.environ),
+                         log_path=tmp_path / "m.log", ready_timeout_s=30, watch_owner=False)
+    server.__enter__()
+    server._watch_stop.set()  # the watch thread out of the way: stop() alone must do it
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.stop()
+    wait_clean(server.process.pid, port, within_s=1.0)
+
+
+def test_a_port_held_by_another_process_moves_the_server_or_fails_naming_the_holder(tmp_path):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        with ModelServer(fake_argv, port=taken, env=dict(os.environ), log_path=tmp_path / "moved.log",
+                         ready_timeout_s=30) as server:
+            assert server.port != taken
+            server.check_alive()
+        log = (tmp_path / "moved.log").read_text()
+        assert f"port {taken} is held by " in log and f"(pid {os.getpid()}): starting again on port {server.port}" in log
+        fixed = ModelServer(fake_argv(taken), port=taken, env=dict(os.environ), log_path=tmp_path / "fixed.log",
+                            ready_timeout_s=30, name="fake server")
+        with pytest.raises(ServerError, match=rf"fake server could not bind port {taken}: it is held by .*\(pid {os.getpid()}\)"):
+            fixed.__enter__()
+
+
+def test_readiness_ignores_a_stranger_answering_on_the_port(tmp_path):
+    """Another server answering 200 on the port is not ours: no 'ready' until our group holds it."""
+    port = free_port()
+    stranger = subprocess.Popen(fake_argv(port), stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not port_bound(port):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        server = ModelServer([sys.executable, "-c", "import time; time.sleep(600)"], port=port,
+                             env=dict(os.environ), log_path=tmp_path / "m.log", ready_timeout_s=3)
+        with pytest.raises(ServerError, match=rf"within 3 s \(engine_ready_timeout_s\); port {port} is held by .*pid {stranger.pid}"):
+            server.__enter__()
+    finally:
+        os.killpg(stranger.pid, signal.SIGKILL)  # the stand-in and its worker
+        stranger.wait()
+
+
+PARENT = textwrap.dedent("""
+    import signal, subprocess, sys, time
+    log = open({log!r}, "a")
+    job = subprocess.Popen([sys.executable, "-c", {job!r}], stdout=sys.stdout)
+    def graceful(*_):  # as Snakemake does: say so in its log, then wait for the running jobs
+        log.write("Will exit after finishing currently running jobs (scheduler).\\n"); log.flush()
+    signal.signal(signal.SIGTERM, graceful)
+    job.wait()
+    time.sleep(600)
+""")
+
+
+def start_parent(tmp_path: Path, name: str) -> tuple[subprocess.Popen, int, int]:
+    """A stand-in for Snakemake (an executable named ``snakemake`` writing ``*.snakemake.log``)
+    running a job that holds a server; returns the parent, the job's port and its server group."""
+    port = free_port()
+    job = JOB.format(repo=str(REPO), fake=str(FAKE_ENGINE), port=port, pids=str(tmp_path / "pids"),
+                     log=str(tmp_path / "m.log"))
+    parent_bin = tmp_path / "bin" / "snakemake"
+    parent_bin.parent.mkdir()
+    parent_bin.write_text(f"#!{sys.executable}\n" + PARENT.format(log=str(tmp_path / f"{name}.snakemake.log"), job=job))
+    parent_bin.chmod(0o755)
+    parent = subprocess.Popen([str(parent_bin)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    line = parent.stdout.readline()
+    assert line.startswith("READY"), (line, (tmp_path / "m.log").read_text())
+    return parent, port, int(line.split()[1])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_the_workflow_killed_or_stopping_takes_the_server_down(tmp_path, signum):
+    """kill -9 of the Snakemake process (its job is orphaned), or a SIGTERM to it (Snakemake would
+    wait for the job): the job's owner watch stops the server and ends the job."""
+    parent, port, pgid = start_parent(tmp_path, "run")
+    try:
+        parent.send_signal(signum)
+        took = wait_clean(pgid, port)
+        log = (tmp_path / "m.log").read_text()
+        expected = "is gone: stopping the server" if signum == signal.SIGKILL else "was asked to stop (SIGTERM)"
+        assert expected in log, log
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+    print(f"{signal.Signals(signum).name} to the workflow: clean after {took:.1f} s")
+
+
+def test_an_argument_error_quotes_the_error_line_not_the_usage(tmp_path):
+    from bloomqg.serving.server import without_usage
+
+    lines = ["INFO starting", "usage: api_server.py [-h] [--model MODEL]", *[f"  --opt{i} X" for i in range(39)],
+             "api_server.py: error: unrecognized arguments: --bogus"]
+    assert without_usage(lines) == ["INFO starting", "[usage text left out]",
+                                    "api_server.py: error: unrecognized arguments: --bogus"]
+    assert without_usage(lines[:-1]) == lines[:-1]
+
+
+def test_the_server_log_is_not_a_snakemake_log():
+    from bloomqg.serving.server import server_log_path
+
+    assert server_log_path("logs/generate_on_engine/m.log") == Path("logs/serve/generate_on_engine/m.log")
+    assert server_log_path("logs/judge_questions/cs/cot/m/j.log") == Path("logs/serve/judge_questions/cs/cot/m/j.log")
+
+
+def test_the_owner_chain_ends_at_snakemake_and_its_graceful_stop_is_read_from_its_log(tmp_path):
+    from bloomqg.serving.owner import Process, is_snakemake, owner_chain, stopping_gracefully
+
+    assert is_snakemake(Process(1, 0, ("/usr/bin/python3", ".venv/bin/snakemake", "--cores", "2")))
+    assert is_snakemake(Process(1, 0, ("python", "-m", "snakemake", "-s", "Snakefile")))
+    assert not is_snakemake(Process(1, 0, ("python", ".snakemake/scripts/tmp1.judge_questions.py")))
+    assert [p.pid for p in owner_chain()] == [os.getppid()]  # no Snakemake above: the parent alone
+    log = tmp_path / "x.snakemake.log"
+    log.write_text("Select jobs to execute...\n")
+    seen, offset = stopping_gracefully(log, 0)
+    assert not seen
+    with open(log, "a") as handle:  # written before the server started: still seen from offset 0
+        handle.write("Will exit after finishing currently running jobs (scheduler).\n")
+    assert stopping_gracefully(log, 0)[0] and stopping_gracefully(log, offset)[0]
+    assert stopping_gracefully(None, 0) == (False, 0)
