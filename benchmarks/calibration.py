@@ -1,7 +1,7 @@
 """Does calibration hold? Coverage and width of the three 95% intervals — judges-only,
 humans-only, PPI++ — on simulated cells whose truth is known (issue 30), beside the ones they
 were chosen over: the humans' Wald interval (``humans_wald``; the report prints the exact one,
-``humans``), PPI++ with one pseudo-disagreement of each kind instead of two (``ppi_pseudo1``) and
+``humans``), PPI++ with two pseudo-disagreements of each kind instead of one (``ppi_pseudo2``) and
 without any (``ppi_plain``).
 
 Each replication simulates a cell of N = 3,200 generated questions with a true verdict and a
@@ -10,7 +10,7 @@ to adjacent levels; unique / readable / answerable 90.75% / 98.08% / 95.83%;
 :mod:`bloomqg.annotation.simulation`), labels a random n of them, and asks whether each
 interval covers the cell's true share (what experts would say of those N questions). "ppi" is
 the estimator bloomqg reports (:func:`bloomqg.annotation.ppi.calibrated_mean`: ppi-python's
-PPI++ on the labels plus two pseudo-labelled disagreements of each kind); "ppi_plain" is
+PPI++ on the labels plus one pseudo-labelled disagreement of each kind); "ppi_plain" is
 ppi-python's PPI++ as is, printed beside it to show why the guard is there. 1,000
 replications for n ∈ {50, 100, 200, 400}, every metric of the simulation, vectorised over the
 replications (:func:`bloomqg.annotation.ppi.ppi_mean`, checked here against ppi-python on the
@@ -50,7 +50,7 @@ def exact_mean(values: np.ndarray) -> MeanEstimate:
 
 BIG_N = 3200
 LABELLED = (50, 100, 200, 400)
-ESTIMATORS = ("judges", "humans", "humans_wald", "ppi", "ppi_pseudo1", "ppi_plain")
+ESTIMATORS = ("judges", "humans", "humans_wald", "ppi", "ppi_pseudo2", "ppi_plain")
 CHUNK = 100  # replications simulated at once (memory: metrics × 2 × CHUNK × N floats)
 PLAN_METRICS = ("usable", "catcons_level", "catcons_order", "cogleap")
 
@@ -97,7 +97,7 @@ def run(replications: int, seed: int) -> dict:
                 for name, estimate in (("judges", judges), ("humans", exact_mean(y)),
                                        ("humans_wald", classical_mean(y)),
                                        ("ppi", calibrated_mean(y, yhat, unlabelled)),
-                                       ("ppi_pseudo1", calibrated_mean(y, yhat, unlabelled, pseudo_disagreements=1)),
+                                       ("ppi_pseudo2", calibrated_mean(y, yhat, unlabelled, pseudo_disagreements=2)),
                                        ("ppi_plain", ppi_mean(y, yhat, unlabelled))):
                     covered = (estimate.ci_low <= target) & (target <= estimate.ci_high)
                     hits[(name, metric, n)] += int(covered.sum())
@@ -137,9 +137,9 @@ def plot(result: dict, path: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
     colours = {"judges": "tab:red", "humans": "tab:blue", "humans_wald": "tab:cyan", "ppi": "tab:green",
-               "ppi_pseudo1": "tab:purple", "ppi_plain": "tab:olive"}
+               "ppi_pseudo2": "tab:purple", "ppi_plain": "tab:olive"}
     labels = {"judges": "judges only", "humans": "humans only (exact)", "humans_wald": "humans only (Wald)",
-              "ppi": "PPI++ (+2 pseudo-errors)", "ppi_pseudo1": "PPI++ (+1 pseudo-error)",
+              "ppi": "PPI++ (+1 pseudo-error, bloomqg)", "ppi_pseudo2": "PPI++ (+2 pseudo-errors)",
               "ppi_plain": "PPI++ (ppi-python as is)"}
     for estimator in ESTIMATORS:
         for metric in SIMULATED_METRICS:

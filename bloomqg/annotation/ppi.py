@@ -24,9 +24,12 @@ Small samples: the normal interval needs the labelled items to show the judges' 
 all, the rectifier's variance is estimated as 0 and the interval collapses onto the judges'
 (biased) mean. :func:`calibrated_mean` therefore adds ``pseudo_disagreements`` pseudo-labelled
 items of each kind of disagreement — human 1 / judge 0 and human 0 / judge 1 — before PPI++,
-the device of the Agresti–Coull interval ("add two successes and two failures") carried to the
-judges' errors: it costs O(1/n) of bias and keeps the interval honest where errors are rare
-(``benchmarks/calibration.py`` measures both; 0 gives ppi-python's PPI++ unchanged).
+the device of the Agresti–Coull interval ("add successes and failures") carried to the judges'
+errors: it costs O(1/n) of bias and keeps the interval honest where errors are rare. One of each
+kind is the default: ``benchmarks/calibration.py`` measured the lowest coverage over 22 metrics
+at 0.942–0.957 for n = 50 … 400 labels with one (mean width 18.1 points at n = 50), 0.945–0.958
+with two (19.1 points), 0.619 with none; one is the narrowest that holds 0.94. 0 gives
+ppi-python's PPI++ unchanged.
 
 The functions take the last axis as the items, so a stack of simulated replications (``R × n``
 and ``R × N`` arrays) is estimated in one call (``benchmarks/calibration.py``). No import of
@@ -136,8 +139,8 @@ def classical_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstim
     return MeanEstimate(value, value - z * spread, value + z * spread, np.zeros_like(value))
 
 
-#: Pseudo-labelled disagreements of each kind :func:`calibrated_mean` adds (Agresti–Coull's two).
-DEFAULT_PSEUDO_DISAGREEMENTS = 2
+#: Pseudo-labelled disagreements of each kind :func:`calibrated_mean` adds (see the module).
+DEFAULT_PSEUDO_DISAGREEMENTS = 1
 
 
 def with_pseudo_disagreements(y: np.ndarray, yhat: np.ndarray, count: int, *,

@@ -133,6 +133,9 @@ def test_make_reproduce_writes_the_paper_tables_and_report(made):
     assert len(comparison) == 9 + 8 + 6 and set(comparison["paper_model"]) == {"GLM-4-9B"}
     within = comparison.assign(ok=comparison["difference"].abs() <= 0.05).groupby("table")["ok"].sum()
     assert within.to_dict() == {"table4": 9, "table5": 5, "table6": 6}
+    # The study plan of the release: CoT against FGP on each dataset both ran (computer science).
+    plan = pd.read_parquet(out / "metrics" / "study_plan.parquet")
+    assert set(plan["dataset"]) == {"cs"} and (plan["n_pairs"] > 1000).all() and (plan["mdd"] < 10).all()
     # The import report: every GLM-4-9B vote line gives its votes to its own question.
     assert read_frame(out / "import_report.parquet", UNJOINED_LINES).empty
     assert "Every line of the imported votes files gives its votes" in (out / "paper_comparison.md").read_text(encoding="utf-8")

@@ -11,10 +11,10 @@ import pandas as pd
 
 #: bloomqg.annotation.ppi.DEFAULT_PSEUDO_DISAGREEMENTS, spelled out: (human, judge) pairs appended;
 #: for paired differences with their mirror images.
-PSEUDO_HUMAN = [1.0, 0.0, 1.0, 0.0]
-PSEUDO_JUDGE = [0.0, 1.0, 0.0, 1.0]
-PSEUDO_HUMAN_DIFFERENCES = [1.0, 0.0, -1.0, 0.0] * 2
-PSEUDO_JUDGE_DIFFERENCES = [0.0, 1.0, 0.0, -1.0] * 2
+PSEUDO_HUMAN = [1.0, 0.0]
+PSEUDO_JUDGE = [0.0, 1.0]
+PSEUDO_HUMAN_DIFFERENCES = [1.0, 0.0, -1.0, 0.0]
+PSEUDO_JUDGE_DIFFERENCES = [0.0, 1.0, 0.0, -1.0]
 
 
 def humans_interval(y: np.ndarray, *, alpha: float) -> list[float]:
