@@ -10,18 +10,6 @@ from bloomqg.strategies import default_selection, strategy_labels, strategy_spec
 STRATEGY_LABELS = strategy_labels(strategy_specs(CFG))
 
 
-def rule_defined(name):
-    """Whether the workflow has rule ``name`` (``rules.<name>`` raises WorkflowError, not
-    AttributeError, so ``hasattr`` cannot ask): the report reads an input once its rule exists."""
-    from snakemake.exceptions import WorkflowError
-
-    try:
-        getattr(rules, name)
-    except WorkflowError:
-        return False
-    return True
-
-
 TABLE_OUTPUTS = [f"results/tables/{name}" for name in TABLE_FILES]
 FIGURE_OUTPUTS = [f"results/figures/{name}" for name in FIGURE_FILES]
 RELEASE_TABLE_OUTPUTS = [f"results/release/{name}" for name in RELEASE_TABLE_FILES]
@@ -85,10 +73,8 @@ rule build_report:
         correlations="{root}/metrics/correlations.parquet",
         paired="{root}/metrics/paired.parquet",
         robustness="{root}/metrics/robustness.parquet",
-        # the Answer's minimum detectable differences, once a rule study_plan writes them
-        study_plan=lambda wc: (
-            [f"{wc.root}/metrics/study_plan.parquet"] if rule_defined("study_plan") else []
-        ),
+        # the Answer's minimum detectable differences (rule study_plan)
+        study_plan="{root}/metrics/study_plan.parquet",
         # Table 9 + figure (rules/annotation.smk), in the report of the root it sampled
         annotation=lambda wc: (
             annotation_report_inputs()

@@ -27,5 +27,5 @@ build_report_from_files(
     comparison=ComparisonSpec.from_config({"comparisons": snakemake.params.comparisons}),
     strategy_order=snakemake.params.strategy_order,  # the first listed is the default baseline
     probes=inputs.probes,  # the judge-bias probes' calls, in the cost ledger
-    study_plan=inputs.study_plan[0] if inputs.study_plan else None,  # the Answer's detectable differences
+    study_plan=inputs.study_plan,  # the Answer's detectable differences
 )
