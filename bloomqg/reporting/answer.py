@@ -64,9 +64,22 @@ def _detectable(plan: pd.DataFrame | None, key: dict[str, str]) -> str:
         return ""  # said once for the whole block: NO_PLAN
     rows = plan[(plan["model"] == key["model"]) & (plan["dataset"] == key["dataset"]) & (plan["metric"] == key["metric"])
                 & (plan["strategy_a"] == key["strategy_a"]) & (plan["strategy_b"] == key["strategy_b"])]
-    if rows.empty or is_missing(rows["mdd"].iloc[0]):
-        return " (minimum detectable difference: not computed, the study plan has no value for it)"
-    return f"; this study could detect ≥ {float(rows['mdd'].iloc[0]):.1f} {_points(key['metric'])}"
+    if rows.empty:
+        return " (minimum detectable difference: not computed, the study plan has no row for it)"
+    row = rows.iloc[0]
+    target = f"{float(row['difference']):g} {_points(key['metric'])} would need {_needed(row)}"
+    if is_missing(row["mdd"]):  # the plan searched every size: none reaches its power at this n
+        return (f"; with {int(row['n_pairs'])} pairs this study could not detect a difference of any size "
+                f"(power {float(row['power']):.0%}); {target}")
+    return (f"; this study could detect ≥ {float(row['mdd']):.1f} {_points(key['metric'])} "
+            f"(power {float(row['power']):.0%}); {target}")
+
+
+def _needed(row: pd.Series) -> str:
+    """The study plan's items per cell for its difference, or that no number of them reaches it."""
+    if is_missing(row["n_needed"]):
+        return "more items than the plan searches"
+    return f"{int(row['n_needed'])} items per cell"
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:

@@ -73,8 +73,14 @@ def test_with_a_study_plan_a_non_significant_comparison_says_what_it_could_have_
                           "n_needed": 120, "difference": 10.0, "discordance": 0.3, "discordance_source": "pilot"}])
     answer = answer_context(PAIRED, metrics_frame(), robustness=ROBUSTNESS, study_plan=plan, metrics=("catcons",))
     text = answer["blocks"][0]["sentences"][0]["text"]
-    assert "no detectable difference; this study could detect ≥ 42.3 points" in text
+    assert "no detectable difference; this study could detect ≥ 42.3 points (power 80%); 10 points would need 120 items per cell" in text
     assert NO_PLAN not in answer["blocks"][0]["headline"]
+    # too few pairs for any difference: said so, with what it would take, never "≥ nan"
+    hopeless = answer_context(PAIRED, metrics_frame(), robustness=ROBUSTNESS, metrics=("catcons",),
+                              study_plan=plan.assign(n_pairs=2, mdd=float("nan")))
+    text = hopeless["blocks"][0]["sentences"][0]["text"]
+    assert "with 2 pairs this study could not detect a difference of any size (power 80%); 10 points would need 120" in text
+    assert "nan" not in text
 
 
 def test_the_trust_line_gives_the_gate_and_the_coefficient_ranges_without_from_x_to_x():
