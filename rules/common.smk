@@ -162,6 +162,15 @@ def judge_model_dir(wc):
     return model_dir(ref) if ref else []
 
 
+def learned_model(wc):
+    """A learned judge's trained model (rule train_learned_judge makes the default file)."""
+    if STUDY.judge_backend(wc.judge).name != "learned":
+        return []
+    from bloomqg.judges.backends.learned import model_file
+
+    return [model_file(wc.judge, CFG["judges"][wc.judge])]
+
+
 def judge_prompt(wc):
     return [CFG["prompts"]["judge"]] if STUDY.judge_backend(wc.judge).needs_rubric else []
 
