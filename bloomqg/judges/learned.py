@@ -321,7 +321,7 @@ def train_model(
     provenance = {
         "source": source_name, "rows": len(rows), "rows_sha256": digest, "features": FEATURES,
         "settings": settings, "libraries": library_versions(), "cross_validated": cv,
-        "datasets": sorted(rows["dataset"].unique().tolist()), "model_sha256": training_digest(digest, settings),
+        "datasets": sorted(rows["dataset"].unique().tolist()), "digest": training_digest(digest, settings),
         "criteria": {c: sorted(p) for c, p in pipelines.items()},
     }
     return LearnedModel(pipelines, provenance)

@@ -75,6 +75,7 @@ def test_judge_validation_measures_the_learned_judge_it_trained(workdir):
     assert provenance["features"] == FEATURES and provenance["source"] == "release"
     assert set(provenance["libraries"]) >= {"scikit-learn", "sentence-transformers"}
     assert provenance["criteria"] == {"bloom_level": ["*"], "knowledge_units": ["cs", "math"]}
+    assert (workdir / "cache" / "learned" / f"{provenance['digest']}.joblib").is_file()  # its content address
     # cross-validated by original item: well above the rules judge's 0.48 on these questions
     assert provenance["cross_validated"]["bloom_level/*"]["agreement"] > 0.55
 
