@@ -83,8 +83,23 @@ def agreement(judge: pd.Series, panel: pd.Series) -> dict:
             "kappa": round(float(cohen_kappa_score(mine, theirs)), 4), "n": int(len(mine))}
 
 
+class MemoModel:
+    """The MiniLM model as the minilm judge calls it, answered from the features' memo (the same
+    unit-length vectors), so no text is encoded twice."""
+
+    def __init__(self, source: FeatureSource) -> None:
+        self.source = source
+
+    def encode(self, texts, **_options) -> np.ndarray:
+        return self.source.encode(list(texts))
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.source.encoder.get_sentence_embedding_dimension()
+
+
 def minilm_verdicts(rows: pd.DataFrame, encoder) -> pd.DataFrame:
-    """The ``minilm`` judge's level and unit per row (its default settings, own item left out)."""
+    """The ``minilm`` judge's level and unit per row (its default settings, own item left out);
+    ``encoder``: a SentenceTransformer, or a :class:`MemoModel`."""
     out = pd.DataFrame(index=rows.index, columns=["bloom_level", "knowledge_units"], dtype=object)
     for dataset, group in rows.groupby("dataset"):
         first = group.drop_duplicates("item_id")
@@ -121,7 +136,7 @@ def main() -> None:
     features = feature_frame(source, rows["dataset"].tolist(), rows["new_question"].tolist(),
                              rows["original_question"].tolist(), rows["original_bloom_level"].tolist(),
                              rows["item_id"].tolist())
-    minilm = minilm_verdicts(rows, encoder)
+    minilm = minilm_verdicts(rows, MemoModel(source))
     rules_level = features["rules_level"].where(features["rules_level"] != "none")
     rules_unit = features["rules_unit"].where(features["rules_unit"] != "none")
     print(f"{len(rows)} judged questions of {rows['item_id'].nunique()} originals; features in "

@@ -185,7 +185,7 @@ def make_pipeline(criterion: str, *, C: float = 1.0, seed: int = 0) -> "Pipeline
 
     categorical = ["rules_level", "original_level"] + (["rules_unit"] if criterion == "knowledge_units" else [])
     columns = ColumnTransformer([
-        ("embedding", StandardScaler(), make_column_selector(pattern=r"^(emb_\d+|cosine)$")),
+        ("embedding", StandardScaler(), make_column_selector(pattern=r"^(?:emb_\d+|cosine)$")),
         ("words", TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True), "text"),
         ("categories", OneHotEncoder(handle_unknown="ignore"), categorical),
         ("verbs", "passthrough", [f"verb_{level}" for level in BLOOM_LEVELS]),
