@@ -111,21 +111,6 @@ rule reproduce_release:
     localrule: True
 
 
-def learned_training_votes(wc):
-    """The votes a learned judge trains on: its source's runs (train.source: release)."""
-    from bloomqg.judges.registry import judge_backend
-
-    train = judge_backend("learned").with_defaults(CFG["judges"][wc.judge])["train"]
-    models = train.get("models")
-    cells = [c for c in RELEASE_CELLS if models is None or c.model in models]
-    if not cells:
-        raise WorkflowError(
-            f"judges.{wc.judge}.train: no release run to train on (release_manifest: "
-            f"{CFG.get('release_manifest')!r}, models: {models})"
-        )
-    return cell_paths("results/release/votes/{dataset}/{strategy}/{model}.parquet", cells)
-
-
 rule train_learned_judge:
     """A learned judge's classifier, trained on its source's votes; content-addressed in the
     cache, so the same votes and settings retrain nothing (docs/judge-reliability.md)."""
