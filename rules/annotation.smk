@@ -110,6 +110,7 @@ if JUDGE_VALIDATION:
             votes="results/release/votes/{dataset}/{strategy}/{model}.parquet",
             prompt=judge_prompt,
             model=judge_model_dir,
+            learned=learned_model,
         output:
             f"{VALIDATION_DIR}/{{dataset}}/{{strategy}}/{{model}}/{{judge}}.parquet",
         log:

@@ -163,6 +163,31 @@ def judge_model_dir(wc):
     return model_dir(ref) if ref else []
 
 
+def learned_model(wc):
+    """A learned judge's trained model (rule train_learned_judge makes the default file)."""
+    if STUDY.judge_backend(wc.judge).name != "learned":
+        return []
+    from bloomqg.judges.backends.learned import model_file
+
+    return [model_file(wc.judge, CFG["judges"][wc.judge])]
+
+
+def learned_training_votes(wc):
+    """The votes a learned judge trains on: its source's runs (train.source: release; rule
+    train_learned_judge in rules/release.smk, RELEASE_CELLS from there)."""
+    from bloomqg.judges.registry import judge_backend
+
+    train = judge_backend("learned").with_defaults(CFG["judges"][wc.judge])["train"]
+    models = train.get("models")
+    cells = [c for c in RELEASE_CELLS if models is None or c.model in models]
+    if not cells:
+        raise WorkflowError(
+            f"judges.{wc.judge}.train: no release run to train on (release_manifest: "
+            f"{CFG.get('release_manifest')!r}, models: {models})"
+        )
+    return cell_paths("results/release/votes/{dataset}/{strategy}/{model}.parquet", cells)
+
+
 def judge_prompt(wc):
     return [CFG["prompts"]["judge"]] if STUDY.judge_backend(wc.judge).needs_rubric else []
 

