@@ -158,7 +158,7 @@ def _conversation(prompt: Mapping[str, Any], records: Sequence[Mapping[str, Any]
 _STOP_REASONS = {"stop": "stop", "length": "max_tokens"}
 
 
-def _sample(generation: Mapping[str, Any], prompt: Mapping[str, Any], judgments: pd.DataFrame,
+def _sample(generation: Mapping[str, Any], prompt: Mapping[str, Any], judgments: Sequence[Mapping[str, Any]],
             vote: Mapping[str, Any], model: str) -> Any:
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ModelOutput, ModelUsage
@@ -175,8 +175,7 @@ def _sample(generation: Mapping[str, Any], prompt: Mapping[str, Any], judgments:
                                   output_tokens=generation["n_completion_tokens"],
                                   total_tokens=generation["n_prompt_tokens"] + generation["n_completion_tokens"])
     output.time = generation["latency_s"]
-    scores = {f"{row['judge']}/{row['criterion']}": _judgment_score(row)
-              for row in judgments.to_dict("records")}
+    scores = {f"{row['judge']}/{row['criterion']}": _judgment_score(row) for row in judgments}
     scores.update(_vote_scores(vote))
     level = generation["original_bloom_level"]
     return EvalSample(
@@ -209,7 +208,7 @@ def _results(cell: CellFrames) -> Any:
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore
 
     scores = []
-    for row in cell.metrics.to_dict("records"):
+    for row in (_record(r) for _, r in cell.metrics.iterrows()):
         spec = SPEC_BY_NAME.get(row["metric"])
         label = spec.label if spec else row["metric"]
         metrics = {"value": EvalMetric(name="value", value=row["value"] if row["value"] is not None else math.nan)}
@@ -236,8 +235,9 @@ def build_eval_log(cell: CellFrames, *, model_spec: Mapping[str, Any], decoding:
 
     prompts = {row["prompt_id"]: row for row in (_record(r) for _, r in cell.prompts.iterrows())}
     votes = {row["prompt_id"]: row for row in (_record(r) for _, r in cell.votes.iterrows())}
-    judgments = {pid: frame for pid, frame in cell.judgments.groupby("prompt_id", sort=False)}
-    empty = cell.judgments.iloc[0:0]
+    judgments: dict[str, list[dict[str, Any]]] = {}
+    for _, row in cell.judgments.iterrows():
+        judgments.setdefault(row["prompt_id"], []).append(_record(row))
     model = f"{model_spec.get('backend', 'bloomqg')}/{model_spec.get('model', cell.model)}"
     samples = []
     for _, row in cell.generations.iterrows():
@@ -247,9 +247,7 @@ def build_eval_log(cell: CellFrames, *, model_spec: Mapping[str, Any], decoding:
         if missing:
             raise ValueError(f"cell {cell.model}/{cell.dataset}/{cell.strategy}: generation {pid} has no row in "
                              f"its {' and '.join(missing)}")
-        frame = judgments.get(pid, empty)
-        samples.append(_sample(generation, prompts[pid], frame.map(_plain) if len(frame) else frame,
-                               votes[pid], model))
+        samples.append(_sample(generation, prompts[pid], judgments.get(pid, []), votes[pid], model))
     prompt_hashes = sorted({row["prompt_hash"] for row in prompts.values()})
     eval_id = cell.content_hash[:22]
     spec = EvalSpec(
@@ -296,7 +294,7 @@ def read_cell(model: str, dataset: str, strategy: str, *, generations: str | Pat
         model=model, dataset=dataset, strategy=strategy,
         generations=read_frame(generations, GENERATIONS), prompts=read_frame(prompts, PROMPTS),
         judgments=read_frames(judgments, JUDGMENTS) if judgments else pd.DataFrame(columns=JUDGMENTS.names),
-        votes=read_frame(votes, VOTES), metrics=cell_metrics.map(_plain), generation_provenance=provenance,
+        votes=read_frame(votes, VOTES), metrics=cell_metrics, generation_provenance=provenance,
         content_hash=digest.hexdigest(), created=created,
     )
 
