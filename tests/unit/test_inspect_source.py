@@ -115,3 +115,50 @@ def test_an_unfinished_run_or_a_missing_path_is_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InspectImportError, match=r"empty: no .eval log there"):
         import_generations(tmp_path / "empty", prompts(), "m", knowledge_units=UNITS, seed=0)
+
+
+# -- the models entry (schema and plan-time checks) ------------------------------------------
+
+
+def _config_with(entry: dict) -> dict:
+    import yaml
+
+    from tests.conftest import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["models"]["from-inspect"] = entry
+    return config
+
+
+def test_an_inspect_entry_plans_cells_and_runs_no_model(tmp_path):
+    from bloomqg.config import prepare_study
+    from bloomqg.resources import model_resources
+
+    study = prepare_study(_config_with({"backend": "inspect", "model": "openai/x", "logs": "runs"}),
+                          workdir=tmp_path, load_datasets=False)
+    assert any(cell.model == "from-inspect" for cell in study.cells)
+    assert not study.model_needs_materializing("from-inspect")
+    assert model_resources("from-inspect", study.config["models"]["from-inspect"]).gpu == 0
+
+
+@pytest.mark.parametrize(("entry", "expected"), [
+    ({"backend": "inspect", "model": "openai/x"}, "logs"),
+    ({"backend": "inspect", "model": "x", "logs": "runs", "engine": "vllm"}, "engine"),
+    ({"backend": "hf", "model": "x", "logs": "runs"}, "logs"),
+])
+def test_an_inspect_entry_without_logs_or_with_a_models_keys_is_refused(tmp_path, entry, expected):
+    from bloomqg.config import prepare_study
+    from bloomqg.config_schema import ConfigError
+
+    with pytest.raises(ConfigError, match=expected):
+        prepare_study(_config_with(entry), workdir=tmp_path, load_datasets=False)
+
+
+def test_a_judge_cannot_borrow_an_inspect_entry(tmp_path):
+    from bloomqg.config import prepare_study
+    from bloomqg.config_schema import ConfigError
+
+    config = _config_with({"backend": "inspect", "model": "openai/x", "logs": "runs"})
+    config["judges"]["smollm2"]["model_ref"] = "from-inspect"
+    with pytest.raises(ConfigError, match=r"judges.smollm2.model_ref: 'from-inspect' imports questions from Inspect"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
