@@ -16,7 +16,8 @@ Inspect's schema. What maps to what (docs/inspect.md):
 - the results: every metric of the cell with its interval and denominator; the eval spec: the
   model, its decoding settings, the strategy's prompt hash and bloomqg's version and commit.
 
-The log's ids and timestamps derive from the cell's files, so the same inputs give the same log.
+The log's ids, its messages' ids and its timestamps derive from the cell's files, so the same
+inputs give the same log (the same content: the zip's entries carry the time they were written).
 """
 
 from __future__ import annotations
@@ -122,11 +123,13 @@ def _vote_scores(vote: Mapping[str, Any]) -> dict[str, Any]:
     return scores
 
 
-def _chat(messages: Sequence[Mapping[str, str]]) -> list[Any]:
+def _chat(messages: Sequence[Mapping[str, str]], prompt_id: str) -> list[Any]:
+    """Inspect's chat messages, their ids derived from the prompt (Inspect's own are random: the
+    same cell would give a different log each time)."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 
     kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
-    return [kinds[m["role"]](content=m["content"]) for m in messages]
+    return [kinds[m["role"]](id=f"{prompt_id}/{index}", content=m["content"]) for index, m in enumerate(messages)]
 
 
 def _passes(generation: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -170,6 +173,7 @@ def _sample(generation: Mapping[str, Any], prompt: Mapping[str, Any], judgments:
         stop_reason=_STOP_REASONS.get(generation["finish_reason"], "unknown"),
         error=None if generation["parse_status"] != "error" else generation["parse_error"],
     )
+    output.choices[0].message.id = f"{generation['prompt_id']}/output"
     if generation["n_prompt_tokens"] is not None and generation["n_completion_tokens"] is not None:
         output.usage = ModelUsage(input_tokens=generation["n_prompt_tokens"],
                                   output_tokens=generation["n_completion_tokens"],
@@ -183,7 +187,7 @@ def _sample(generation: Mapping[str, Any], prompt: Mapping[str, Any], judgments:
         epoch=1,
         input=generation["original_question"],
         target=level or NO_LEVEL,
-        messages=_chat(_conversation(prompt, records)),
+        messages=_chat(_conversation(prompt, records), generation["prompt_id"]),
         output=output,
         scores=scores,
         metadata={
