@@ -34,6 +34,7 @@ rule all:
         explorer_outputs("results"),
         "results/report_bundle",  # the report with its explorer, for `snakemake --report`
         "results/metrics/all.parquet",
+        "results/metrics/study_plan.parquet",
         TABLE_OUTPUTS,
         FIGURE_OUTPUTS,
         INSPECT_ALL,  # inspect.export: true

@@ -1,5 +1,8 @@
 """Does calibration hold? Coverage and width of the three 95% intervals — judges-only,
-humans-only, PPI++ — on simulated cells whose truth is known (issue 30).
+humans-only, PPI++ — on simulated cells whose truth is known (issue 30), beside the ones they
+were chosen over: the humans' Wald interval (``humans_wald``; the report prints the exact one,
+``humans``), PPI++ with one pseudo-disagreement of each kind instead of two (``ppi_pseudo1``) and
+without any (``ppi_plain``).
 
 Each replication simulates a cell of N = 3,200 generated questions with a true verdict and a
 panel's verdict at the paper's quality (Table 9: Bloom level agreement 46.58%, confusions mostly
@@ -35,12 +38,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bloomqg.annotation.plan import DEFAULT_ASSUMED_AGREEMENT, assumed_disagreement, labels_needed  # noqa: E402
-from bloomqg.annotation.ppi import calibrated_mean, classical_mean, ppi_mean  # noqa: E402
+from bloomqg.annotation.ppi import MeanEstimate, calibrated_mean, classical_mean, ppi_mean  # noqa: E402
 from bloomqg.annotation.simulation import SIMULATED_METRICS, simulate  # noqa: E402
+from bloomqg.metrics.intervals import IntervalSpec, rate_interval  # noqa: E402
+
+
+def exact_mean(values: np.ndarray) -> MeanEstimate:
+    """The report's interval of a 0/1 sample's mean (Clopper–Pearson by default), per row."""
+    low, high = rate_interval(values.sum(-1), values.shape[-1], IntervalSpec().method)
+    return MeanEstimate(values.mean(-1), low, high, np.zeros(values.shape[:-1]))
 
 BIG_N = 3200
 LABELLED = (50, 100, 200, 400)
-ESTIMATORS = ("judges", "humans", "ppi", "ppi_plain")
+ESTIMATORS = ("judges", "humans", "humans_wald", "ppi", "ppi_pseudo1", "ppi_plain")
 CHUNK = 100  # replications simulated at once (memory: metrics × 2 × CHUNK × N floats)
 PLAN_METRICS = ("usable", "catcons_level", "catcons_order", "cogleap")
 
@@ -81,11 +91,13 @@ def run(replications: int, seed: int) -> dict:
                 plan_n[metric] = labels_needed(panel[metric][0], disagreement).n_needed
         for metric in SIMULATED_METRICS:
             target = truth[metric].mean(axis=1)
-            judges = classical_mean(panel[metric])
+            judges = exact_mean(panel[metric])
             for n in LABELLED:
                 y, yhat, unlabelled = truth[metric][:, :n], panel[metric][:, :n], panel[metric][:, n:]
-                for name, estimate in (("judges", judges), ("humans", classical_mean(y)),
+                for name, estimate in (("judges", judges), ("humans", exact_mean(y)),
+                                       ("humans_wald", classical_mean(y)),
                                        ("ppi", calibrated_mean(y, yhat, unlabelled)),
+                                       ("ppi_pseudo1", calibrated_mean(y, yhat, unlabelled, pseudo_disagreements=1)),
                                        ("ppi_plain", ppi_mean(y, yhat, unlabelled))):
                     covered = (estimate.ci_low <= target) & (target <= estimate.ci_high)
                     hits[(name, metric, n)] += int(covered.sum())
@@ -124,8 +136,10 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-    colours = {"judges": "tab:red", "humans": "tab:blue", "ppi": "tab:green", "ppi_plain": "tab:olive"}
-    labels = {"judges": "judges only", "humans": "humans only", "ppi": "PPI++ (+2 pseudo-errors)",
+    colours = {"judges": "tab:red", "humans": "tab:blue", "humans_wald": "tab:cyan", "ppi": "tab:green",
+               "ppi_pseudo1": "tab:purple", "ppi_plain": "tab:olive"}
+    labels = {"judges": "judges only", "humans": "humans only (exact)", "humans_wald": "humans only (Wald)",
+              "ppi": "PPI++ (+2 pseudo-errors)", "ppi_pseudo1": "PPI++ (+1 pseudo-error)",
               "ppi_plain": "PPI++ (ppi-python as is)"}
     for estimator in ESTIMATORS:
         for metric in SIMULATED_METRICS:

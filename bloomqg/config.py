@@ -329,6 +329,28 @@ def gate_settings(gate: Mapping[str, Any], sources: Iterable[str | Path] = ()) -
     return {**gate, "coefficient": "alpha", "threshold": threshold}
 
 
+#: Config keys naming a folder the workflow writes to.
+WRITTEN_PATHS: tuple[str, ...] = ("cache_dir",)
+
+
+def check_written_paths(cfg: Mapping[str, Any], workdir: Path, sources: Iterable[str | Path] = ()) -> None:
+    """A folder the workflow writes (:data:`WRITTEN_PATHS`) lies in the working directory, or is
+    written as an absolute path: a relative path that climbs out of it (``cache_dir: ../..``)
+    is refused, an absolute one outside it is allowed and said in the log."""
+    for key in WRITTEN_PATHS:
+        value = cfg.get(key)
+        if not isinstance(value, str):
+            continue
+        path = Path(os.path.expanduser(value))
+        resolved = (path if path.is_absolute() else workdir / path).resolve()
+        if resolved.is_relative_to(workdir):
+            continue
+        if not path.is_absolute():
+            _refuse([f"{key}: {value!r} leads outside the working directory {workdir} (to {resolved}); "
+                     "write it as an absolute path if the workflow is to write there"], sources)
+        log.warning("%s is outside the working directory %s: the workflow writes to %s", key, workdir, resolved)
+
+
 def check_comparisons(config: Mapping[str, Any], sources: Iterable[str | Path] = ()) -> None:
     """Refuse a ``comparisons.baseline`` that is not a defined strategy (built-in or under
     ``strategies:``), listing the defined ones: every paired test would silently compare nothing."""
@@ -356,7 +378,9 @@ def prepare_study(
     """Validate and resolve ``config``; with ``load_datasets`` also load every dataset once so
     that bad data fails here, before any job."""
     sources = list(sources)
-    check_base_urls(config, sources=sources)  # first: a schema error may print a whole entry
+    check_config_sources(sources)  # before any walk: an alias bomb, a key written twice
+    check_config_size(config)
+    check_base_urls(config, sources=sources)  # a schema error may print a whole entry
     validate_schema(config, sources=sources)
     check_comparisons(config, sources)
     cfg = apply_defaults({**config, "gate": gate_settings(config.get("gate") or {}, sources)})
@@ -370,6 +394,7 @@ def prepare_study(
         cfg["release_dir"] = str(release_dir)
     cfg = _substitute(cfg, cfg.get("release_dir"), "config")
     study.config = cfg
+    check_written_paths(cfg, workdir, sources)
 
     for name, value in cfg["prompts"].items():
         if value is None:
@@ -509,11 +534,101 @@ def _verify_release_datasets(study: Study) -> None:
             raise ConfigError(f"datasets.{name}: {error}") from error
 
 
+#: Most nodes a config may hold with every YAML alias expanded: the paper's study holds about
+#: 1,500; 600 bytes of nested aliases expand to 9**9.
+MAX_CONFIG_NODES = 100_000
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key written twice in one mapping (naming it and both lines)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<: *base": its keys may be overridden on purpose
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(f"{self.name}: key {key!r} is written twice in one mapping, at lines "
+                                  f"{seen[key]} and {line} (YAML would silently keep the last)")
+            seen.setdefault(key, line)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes under ``node`` with every alias expanded, counted once per distinct node (an alias
+    is the same node object again, so nine aliases of nine aliases cost 18 steps, not 9**9)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a recursive alias counts as one while it is being counted
+    if isinstance(node, yaml.MappingNode):
+        total = 1 + sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        total = 1 + sum(_expanded_nodes(item, memo) for item in node.value)
+    else:
+        total = 1
+    memo[id(node)] = total
+    return total
+
+
+def parse_config_text(text: str, name: str) -> Any:
+    """A config file's YAML, checked before anything walks it: no more than
+    :data:`MAX_CONFIG_NODES` nodes with aliases expanded (an alias bomb), no key written twice."""
+    try:
+        loader = _StrictLoader(text)
+        loader.name = name
+        try:
+            root = loader.get_single_node()
+            nodes = _expanded_nodes(root, {}) if root is not None else 0
+            if nodes > MAX_CONFIG_NODES:
+                raise ConfigError(f"{name}: {nodes:,} YAML nodes once its aliases (*name) are expanded, above"
+                                  f" the {MAX_CONFIG_NODES:,} a config may hold; refused before reading it")
+            return loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
+    except RecursionError:
+        raise ConfigError(f"{name}: nested too deeply to be a config") from None
+
+
+def check_config_sources(sources: Iterable[str | Path]) -> None:
+    """Refuse a config file that is an alias bomb or writes a key twice (:func:`parse_config_text`),
+    before Snakemake's copy of it is walked: the file as written, whichever loader read it."""
+    for source in sources:
+        path = Path(source)
+        if path.is_file():
+            try:
+                parse_config_text(path.read_text(encoding="utf-8"), str(path))
+            except yaml.YAMLError as error:
+                raise ConfigError(f"{path}: not valid YAML: {error}") from error
+
+
+def check_config_size(config: Any) -> None:
+    """Refuse a loaded config whose aliases expand beyond :data:`MAX_CONFIG_NODES` nodes (the
+    same containers shared again and again), counted without expanding them."""
+    memo: dict[int, int] = {}
+
+    def size(value: Any) -> int:
+        if not isinstance(value, (Mapping, list, tuple)):
+            return 1
+        if id(value) in memo:
+            return memo[id(value)]
+        memo[id(value)] = 1
+        items = value.values() if isinstance(value, Mapping) else value
+        memo[id(value)] = total = 1 + sum(size(item) for item in items)
+        return total
+
+    nodes = size(config)
+    if nodes > MAX_CONFIG_NODES:
+        raise ConfigError(f"the config holds {nodes:,} values once its YAML aliases are expanded, above the"
+                          f" {MAX_CONFIG_NODES:,} a config may hold; refused before reading it")
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file, naming it in any error."""
+    """Read a YAML config file, naming it in any error (:func:`parse_config_text`'s checks)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = parse_config_text(path.read_text(), str(path))
     except FileNotFoundError as error:
         raise ConfigError(f"config file not found: {path}") from error
     except yaml.YAMLError as error:

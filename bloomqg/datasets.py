@@ -35,6 +35,7 @@ import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
 from bloomqg.frames import DATASET
+from bloomqg.sheet_extent import SheetTooLarge, SheetUnreadable, check_workbook_extent
 from bloomqg.verbs import VerbAnnotator, VerbListError, load_verb_list
 
 logger = logging.getLogger(__name__)
@@ -465,7 +466,8 @@ def load_dataset(
         base_dir: directory that relative paths in ``spec`` are resolved against.
         limits: the config's ``input_limits`` (``max_file_mb``: uncompressed size of the data
             file, for an xlsx the sum of its zip members; ``max_field_chars``: length of one
-            question or knowledge-unit cell); absent keys take :data:`DEFAULT_INPUT_LIMITS`.
+            question or knowledge-unit cell; ``max_sheet_cells``: rows × columns of an xlsx sheet's
+            extent, checked on its streamed XML before pandas reads it); absent keys take :data:`DEFAULT_INPUT_LIMITS`.
 
     Raises:
         DatasetError: a missing file, key or column, an unknown loader or Bloom level, an empty
@@ -514,6 +516,10 @@ def load_dataset(
         )
     limits = {**DEFAULT_INPUT_LIMITS, **(limits or {})}
     _check_file_size(path, limits["max_file_mb"])
+    try:
+        check_workbook_extent(path, limits["max_sheet_cells"])
+    except (SheetTooLarge, SheetUnreadable) as error:
+        raise DatasetError(str(error)) from None
     records = LOADERS[loader](path, _annotator(verb_list, name))
     _check_field_lengths(records, path, loader, limits["max_field_chars"])
     if fixed_level is not None:
@@ -583,7 +589,7 @@ def _release_math(path: Path, _annotator: VerbAnnotator | None) -> list[dict[str
 
 #: Loader name -> function(path, verb annotator or None) -> records.
 #: The schema's defaults of ``input_limits`` (a unit test keeps them equal).
-DEFAULT_INPUT_LIMITS: dict[str, Any] = {"max_file_mb": 64, "max_field_chars": 20_000}
+DEFAULT_INPUT_LIMITS: dict[str, Any] = {"max_file_mb": 64, "max_field_chars": 20_000, "max_sheet_cells": 500_000}
 
 #: Per loader, the file's column of the question and of the knowledge units, for error messages.
 _FIELD_COLUMNS: dict[str, dict[str, str]] = {

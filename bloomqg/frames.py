@@ -16,6 +16,7 @@ File contracts (paths relative to the working directory):
 - ``results/votes/{dataset}/{strategy}/{model}.parquet`` -> :data:`VOTES`
 - ``results/votes/{dataset}/{strategy}/{model}.reliability.parquet`` -> :data:`RELIABILITY`
 - ``results/release/votes/{dataset}/{strategy}/{model}.lines.parquet`` -> :data:`PUBLISHED_VOTE_LINES`
+- ``results/release/import_report.parquet`` -> :data:`UNJOINED_LINES`
 - ``results/metrics/{dataset}/{strategy}/{model}.parquet`` and ``results/metrics/all.parquet``
   -> :data:`METRICS`
 """
@@ -153,6 +154,10 @@ VOTES = _schema(
     f("identified_bloom_level", _str),
     f("identified_knowledge_units", _units),
     f("parse_status", _str, False),
+    # the model's answer has text (GENERATIONS raw_text not blank), a question or not; False: an
+    # empty answer, a failed call, a release row without an output. Usability counts an answered
+    # row whose parse failed as generated and not useful (bloomqg.metrics.quality)
+    f("answered", pa.bool_(), False),
     f("n_judges", pa.int64(), False),
     # strict-majority votes; null = tie, too few valid votes, or gated out (see *_null_reason)
     f("unique", pa.bool_()),
@@ -214,6 +219,20 @@ PUBLISHED_VOTE_LINES = _schema(
     f("joined", _units),
 )
 
+#: The import report of a release: one row per published vote line that gives its votes to no
+#: generated question (:func:`bloomqg.release.runs.unjoined_lines`), with why.
+UNJOINED_LINES = _schema(
+    f("dataset", _str, False),
+    f("strategy", _str, False),
+    f("model", _str, False),
+    f("line", pa.int64(), False),  # 1-based line number in the votes file
+    f("question", _str, False),  # the line's text
+    f("reason", _str, False),  # "placeholder" | "judged_again" | "no_row" (release.runs.UNJOINED_REASONS)
+    # prompt_ids: the placeholder row the line judges, or the rows that wrote a text judged again
+    f("rows", _units, False),
+    f("detail", _str, False),  # the reason as a sentence
+)
+
 #: Krippendorff's α and judge diagnostics per criterion of one cell (model×dataset×strategy).
 RELIABILITY = _schema(
     f("dataset", _str, False),
@@ -271,6 +290,7 @@ METRICS = _schema(
     f("ci_low", pa.float64()),
     f("ci_high", pa.float64()),
     f("n", pa.int64()),  # the denominator the value was computed over
+    f("ci_method", _str),  # how the interval was made (bloomqg.metrics.intervals); null: none
     f("alpha_gated", pa.bool_(), False),  # a criterion feeding this metric failed the α gate
 )
 

@@ -7,10 +7,14 @@ claim its GPUs ran its model across every GPU of the workstation (``probe_judge`
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from bloomqg.devices import DeviceClaim, claim_job_gpus
 from bloomqg.logs import configure_job_logging
+from bloomqg.stored_text import register_secret
 
 
 def start_job(snakemake: object, log_path: str | Path | None = None) -> DeviceClaim:
@@ -18,4 +22,19 @@ def start_job(snakemake: object, log_path: str | Path | None = None) -> DeviceCl
     the job the GPUs its rule's ``gpu`` resource asks for, none when it asks for none (see
     :func:`bloomqg.devices.claim_gpus`); before anything initialises CUDA, so first thing."""
     configure_job_logging(getattr(snakemake, "log")[0] if log_path is None else log_path)
+    hide_configured_secrets(getattr(snakemake, "config", None) or {})
     return claim_job_gpus(snakemake)
+
+
+def hide_configured_secrets(config: Mapping[str, Any]) -> None:
+    """Mask the key of every models and judges entry (the value of its ``api_key_env``, when
+    set in the environment) in every text this job logs or writes
+    (:func:`bloomqg.stored_text.register_secret`), whether or not the job calls its endpoint."""
+    for section in ("models", "judges"):
+        entries = config.get(section)
+        for spec in (entries.values() if isinstance(entries, Mapping) else ()):
+            if not isinstance(spec, Mapping):
+                continue
+            name = spec.get("api_key_env", "OPENAI_API_KEY" if spec.get("backend") == "openai" else None)
+            if isinstance(name, str):
+                register_secret(os.environ.get(name))

@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+from bloomqg.stored_text import redact, register_secret
+
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: The last line of the log of a job that ended without an uncaught exception.
 FINISHED = "bloomqg: job finished"
@@ -40,38 +42,18 @@ OUT_OF_MEMORY_ADVICE = (
 
 log = logging.getLogger(__name__)
 
-#: Secrets masked in every line a job logs, tracebacks included (:func:`hide_in_logs`).
-_hidden: set[str] = set()
-#: Shorter keys are masked neither in logs nor in answers: the "EMPTY" or "test" that local
-#: servers are often given would mangle ordinary words, and a key that short guards nothing.
-MIN_MASKED_LENGTH = 8
-
-
 def hide_in_logs(secret: str | None) -> None:
-    """Mask ``secret`` (an API key) as ``***`` in every line this process logs from now on: the
-    last line of defence for a text that reaches a log on a path nothing else masked."""
-    if secret and len(secret) >= MIN_MASKED_LENGTH:
-        _hidden.add(secret)
-
-
-def mask_key(text: str, secret: str | None) -> str:
-    """``text`` with the key in use masked as ``***``, so a server that echoes the key in a
-    successful answer puts it into no cache entry, ``raw_text`` or log. Only the exact key (of
-    :data:`MIN_MASKED_LENGTH` characters or more): an ``sk-…`` word in an answer may be content.
-    A key is never a valid part of an answer, so the masked text parses the same."""
-    if secret and len(secret) >= MIN_MASKED_LENGTH and secret in text:
-        return text.replace(secret, "***")
-    return text
+    """Mask ``secret`` (an API key) as ``***`` in every line this process logs from now on, and
+    in every other text :func:`bloomqg.stored_text.redact` masks: the last line of defence for a
+    text that reaches a log on a path nothing else masked."""
+    register_secret(secret)
 
 
 class _MaskingFormatter(logging.Formatter):
     """The job log's format, with every secret given to :func:`hide_in_logs` masked."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        for secret in _hidden:
-            text = mask_key(text, secret)
-        return text
+        return redact(super().format(record))
 
 
 class _JobState:

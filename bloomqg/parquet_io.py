@@ -6,18 +6,29 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bloomqg.atomic import atomic_target
 from bloomqg.provenance import base_provenance
+from bloomqg.stored_text import redact, registered_secrets
 
 PROVENANCE_KEY = b"bloomqg.provenance"
 
 
 class SchemaMismatch(ValueError):
     """A frame does not fit the schema of the file it is written to."""
+
+
+def _redacted(value: Any) -> Any:
+    """A cell with every registered secret masked in its text (:func:`bloomqg.stored_text.redact`)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_redacted(item) for item in value]
+    return value
 
 
 def to_table(frame: pd.DataFrame, schema: pa.Schema, *, where: str = "frame") -> pa.Table:
@@ -34,8 +45,10 @@ def to_table(frame: pd.DataFrame, schema: pa.Schema, *, where: str = "frame") ->
     for field in schema:
         values = frame[field.name]
         # pandas NaN in object columns must reach arrow as null, not as a float.
-        values = values.astype(object).where(values.notna(), None)
-        columns[field.name] = pa.array(values.tolist(), type=field.type, from_pandas=True)
+        values = values.astype(object).where(values.notna(), None).tolist()
+        if registered_secrets():  # the writers' share of redaction: no key reaches a file
+            values = [_redacted(value) for value in values]
+        columns[field.name] = pa.array(values, type=field.type, from_pandas=True)
     return pa.Table.from_pydict(columns, schema=schema)
 
 

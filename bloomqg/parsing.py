@@ -15,14 +15,20 @@ Keys and labels match case-insensitively, with spaces, hyphens and underscores t
 
 Outcome rules:
 
-- no question found, or the question is empty, a template placeholder (``<your new question>``,
-  the paper's ``<new_question>``: any ``<...>`` alone) or the question of the prompt's own JSON
-  answer example -> ``parse_status="failed"`` and the reason in ``parse_error``
-  (:func:`placeholder_reason`); the caller keeps the raw text. A model that echoes the
-  template has written no question, and counting it as one made it a usable generation;
-  imported runs are held to the same rule (:mod:`bloomqg.release.runs`);
-- a question found -> ``"ok"``.  With answer fields (CoT) the model also names the original's Bloom level and
-  knowledge unit; when either is missing or not recognisable (a level
+- no question found, or the question is empty, a template placeholder (a slot: up to five
+  words in angle brackets and no sentence, ``<your new question>``, the paper's
+  ``<new_question>``) or the question of the prompt's own JSON answer example ->
+  ``parse_status="failed"`` and the reason in ``parse_error`` (:func:`placeholder_reason`); the
+  caller keeps the raw text. A model that echoes the template has written no question, and
+  counting it as one made it a usable generation; imported runs are held to the same rule
+  (:mod:`bloomqg.release.runs`);
+- a question longer than ``max_question_chars`` -> ``"failed"``, the reason saying its length;
+- every text the result carries is stored text (:mod:`bloomqg.stored_text`): JSON decoding may
+  reveal an API key a raw reply spelled in escapes (masked here), or lone surrogates and control
+  characters (replaced and removed, counted in ``parse_error``);
+- a question found -> ``"ok"``; a question written in the slot's brackets (``<How can ...?>``)
+  is kept without them (:func:`unbracketed`). With answer fields (CoT) the model also names the
+  original's Bloom level and knowledge unit; when either is missing or not recognisable (a level
   :func:`bloomqg.bloom.normalize_level` rejects, a unit not in the dataset's list) that
   identification is null and ``parse_error`` carries a note saying why, while the status stays
   "ok": the question itself is still judged, only the auxiliary identification task counts it
@@ -38,7 +44,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.stored_text import redact, storable_text
 from bloomqg.strategies import ANSWER_FIELDS
+
+#: Longest generated question kept, in characters (``input_limits.max_question_chars``'s
+#: default); a longer one is a parse failure saying so.
+MAX_QUESTION_CHARS = 4000
 
 _QUESTION_KEYS = {"question", "new_question", "generated_question", "newquestion"}
 _LEVEL_KEYS = {"bloom_level", "bloom", "level", "blooms_level", "bloom_s_level",
@@ -56,7 +67,14 @@ _LABEL = re.compile(
     r"\s*\**\s*[:：]\s*\**\s*(.*)$",
     re.IGNORECASE,
 )
-_PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
+# A template's slot: up to five words of letters in angle brackets, at most 40 characters
+# (<new_question>, <your new question>, the release's <新问题>; a run of ideographs, written
+# without spaces, is one word of at most 8). A sentence in brackets (punctuation, digits, more
+# words) is a question the model wrapped in the slot's brackets: :func:`unbracketed`.
+_IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_SLOT_WORD = rf"(?:[^\W\d_{_IDEOGRAPHS}]+|[{_IDEOGRAPHS}]{{1,8}})"
+_PLACEHOLDER = re.compile(rf"^\s*<(?=[^<>]{{0,40}}>)\s*(?:{_SLOT_WORD}(?:[\s_'’-]+{_SLOT_WORD}){{0,4}})?\s*>\s*$")
+_BRACKETED = re.compile(r"^\s*<([^<>]*)>\s*$")
 _ENUMERATION = re.compile(r"^(?:\d{1,2}[.)]|[-*•])\s+")
 
 
@@ -76,6 +94,15 @@ def _key(name: str) -> str:
     return re.sub(r"[\s\-']+", "_", name.strip().lower()).strip("_")
 
 
+def _unquoted(text: str) -> str:
+    """``text`` without stray double quotes at its ends and without single quotes that enclose
+    it whole: a question may begin with an apostrophe ('Twas, 'Hamlet' is ...)."""
+    text = text.strip('"').strip()
+    while len(text) >= 2 and text[0] == text[-1] == "'":
+        text = text[1:-1].strip()
+    return text
+
+
 def _clean(value: Any) -> str | None:
     """A scalar answer value as tidy text; None when empty or a template placeholder."""
     if value is None:
@@ -83,7 +110,7 @@ def _clean(value: Any) -> str | None:
     if isinstance(value, (list, tuple)):
         parts = [part for part in (_clean(item) for item in value) if part]
         return ", ".join(parts) if parts else None
-    text = " ".join(str(value).split()).strip().strip('"').strip("'").strip()
+    text = _unquoted(" ".join(str(value).split()).strip())
     text = text.strip("*").strip()
     text = _ENUMERATION.sub("", text)  # "1. What is ...?" -> "What is ...?"
     if not text or _PLACEHOLDER.match(text) or text in ("...", "…"):
@@ -239,6 +266,23 @@ def placeholder_reason(question: str | None, example_questions: Sequence[str] = 
     return None
 
 
+def unbracketed(question: str) -> str:
+    """``question`` without the angle brackets a model wrapped it in whole, as its template
+    showed the answer's slot (``<How can a stack undo an edit?>`` -> ``How can a stack undo an
+    edit?``); any other text, a slot itself (:func:`placeholder_reason`) included, as it is."""
+    match = _BRACKETED.match(question)
+    if match is None or _PLACEHOLDER.match(question) or not match.group(1).strip():
+        return question
+    return match.group(1).strip()
+
+
+def answered(raw_text: object) -> bool:
+    """The model's answer has text, a question or not (VOTES ``answered``): ``raw_text`` is a
+    string that is not blank. An empty answer, a failed call (null) or a release row without an
+    output is no answer."""
+    return isinstance(raw_text, str) and bool(raw_text.strip())
+
+
 def prompt_example_questions(prompt_text: str) -> list[str]:
     """The question values of the JSON answer examples ``prompt_text`` shows (lines that start
     with ``{"key":`` and parse as JSON objects); the shipped templates' is a placeholder."""
@@ -273,6 +317,40 @@ def _failure_reason(text: str) -> str:
 
 def parse_generation(
     text: str | None, answer_fields: Sequence[str], *, knowledge_units: Sequence[str],
+    example_questions: Sequence[str] = (), max_question_chars: int = MAX_QUESTION_CHARS,
+    secrets: Sequence[str] = (),
+) -> ParsedGeneration:
+    """:func:`parse_answer`'s result in stored form: every text redacted (the process's
+    registered secrets and ``secrets``) and storable (the changes counted in ``parse_error``),
+    a question over ``max_question_chars`` a failure."""
+    parsed = parse_answer(text, answer_fields, knowledge_units=knowledge_units,
+                          example_questions=example_questions)
+    notes: list[str] = []
+
+    def stored(value: str | None) -> str | None:
+        if value is None:
+            return None
+        result = storable_text(redact(value, secrets))
+        if result.note():
+            notes.append(result.note())
+        return result.text
+
+    question = stored(parsed.new_question)
+    units = [stored(unit) or "" for unit in parsed.identified_knowledge_units or []] or None
+    error = stored(parsed.parse_error)
+    status = parsed.parse_status
+    if question is not None and len(question) > max_question_chars:
+        return ParsedGeneration(None, None, None, "failed",
+                                f"the question is {len(question):,} characters long, above "
+                                f"input_limits.max_question_chars = {max_question_chars:,}")
+    if question is not None and not question.strip():
+        return ParsedGeneration(None, None, None, "failed", "the question is empty once control characters are removed")
+    error = "; ".join(part for part in (error, *dict.fromkeys(notes)) if part) or None
+    return ParsedGeneration(question, parsed.identified_bloom_level, units, status, error)
+
+
+def parse_answer(
+    text: str | None, answer_fields: Sequence[str], *, knowledge_units: Sequence[str],
     example_questions: Sequence[str] = (),
 ) -> ParsedGeneration:
     """Parse a model's answer carrying ``question`` and ``answer_fields`` (a pass's
@@ -302,6 +380,7 @@ def parse_generation(
     echoed = placeholder_reason(question, example_questions)
     if echoed:
         return ParsedGeneration(None, None, None, "failed", echoed)
+    question = unbracketed(question)
 
     notes: list[str] = []
     level: str | None = None

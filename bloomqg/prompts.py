@@ -30,11 +30,13 @@ import json
 import logging
 import random
 import re
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, normalize_level
@@ -330,3 +332,59 @@ def with_response_prefill(
             "generation template, or turn response_prefill off for this model)")
     prefilled = tuple({"role": m["role"], "content": m["content"]} for m in messages)
     return (*prefilled, {"role": "assistant", "content": prefix}), prefix
+
+
+def limited_items(dataset: pd.DataFrame, limit: int, *, by: str = "stratified", seed: int = 0) -> list[str]:
+    """The ``limit`` item ids a study limited to ``limit`` items per dataset asks about, in the
+    dataset's order (config ``limit_items`` and ``limit_items_by``).
+
+    ``first``: the first rows. ``stratified``: a seeded draw stratified by Bloom level and
+    knowledge unit, so a pilot sees the levels and units the full study will: with at least as
+    many items as strata, one item per stratum and the rest in proportion to the strata's sizes
+    (largest remainders); with fewer, strata are taken one at a time, each adding a level or a
+    unit not yet drawn where one is left. The draw depends on the dataset and seed only, so
+    every strategy of a dataset gets the same items (the paired comparisons need them)."""
+    if limit < 1:
+        raise ValueError(f"limit_items must be at least 1, got {limit}")
+    ids = dataset["item_id"].astype(str).tolist()
+    if limit >= len(ids):
+        return ids
+    if by == "first":
+        return ids[:limit]
+    if by != "stratified":
+        raise ValueError(f"limit_items_by: {by!r} is not one of stratified, first")
+    rng = np.random.default_rng([seed, zlib.crc32(str(dataset["dataset"].iloc[0]).encode())])
+    levels = ["Uncategorized" if level is None or level != level else str(level) for level in dataset["bloom_level"]]
+    units = [" | ".join(sorted(str(u) for u in found)) for found in dataset["knowledge_units"]]
+    strata: dict[tuple[str, str], list[int]] = {}
+    for position, key in enumerate(zip(levels, units)):
+        strata.setdefault(key, []).append(position)
+    keys = list(strata)
+    for key in keys:  # a random order inside each stratum: its first items are the draw
+        rng.shuffle(strata[key])
+    if limit >= len(keys):
+        counts = {key: 1 for key in keys}
+        rest = limit - len(keys)
+        spare = np.array([len(strata[key]) - 1 for key in keys], dtype=float)
+        if rest and spare.sum():
+            quota = rest * spare / spare.sum()
+            extra = np.floor(quota).astype(int)
+            order = np.lexsort((rng.random(len(keys)), -(quota - extra)))
+            for index in order[: rest - int(extra.sum())]:
+                extra[index] += 1
+            for key, more in zip(keys, extra):
+                counts[key] += int(more)
+    else:
+        counts, per_level, seen_units = {}, {}, set()
+        remaining = [keys[i] for i in rng.permutation(len(keys))]
+        while len(counts) < limit:
+            # a new level or unit first, then the level drawn least so far
+            best = max(range(len(remaining)), key=lambda i: (
+                (remaining[i][0] not in per_level) + (remaining[i][1] not in seen_units),
+                -per_level.get(remaining[i][0], 0)))
+            key = remaining.pop(best)
+            counts[key] = 1
+            per_level[key[0]] = per_level.get(key[0], 0) + 1
+            seen_units.add(key[1])
+    chosen = sorted(position for key, count in counts.items() for position in strata[key][:count])
+    return [ids[position] for position in chosen]

@@ -66,13 +66,14 @@ STAGE_MODULES = {
         "bloomqg.sharding",
     ),
     "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
-    "voting": ("bloomqg.voting",),
+    "voting": ("bloomqg.voting", "bloomqg.parsing"),  # parsing: what counts as an answer
     "metrics": ("bloomqg.metrics",),
     "release": (
         "bloomqg.release.runs",
         "bloomqg.release.records",
         "bloomqg.release.download",
         "bloomqg.release.reliability",
+        "bloomqg.parsing",  # the placeholder rule and the questions' join keys
         "bloomqg.voting",
     ),
     "report": (

@@ -59,6 +59,7 @@ rule build_prompts:
         strategy=lambda wc: STUDY.strategy_params(wc.strategy),
         seed=CFG["seed"],
         limit_items=CFG["limit_items"],
+        limit_items_by=CFG["limit_items_by"],
         domain=lambda wc: CFG["datasets"][wc.dataset]["domain"],
         code=CODE["prompts"],
     script:

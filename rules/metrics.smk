@@ -17,6 +17,7 @@ rule score_metrics:
         "../envs/analysis.yaml"
     params:
         bootstrap=CFG["bootstrap"],
+        intervals=CFG["intervals"],
         seed=CFG["seed"],
         code=CODE["metrics"],
     script:
@@ -38,6 +39,7 @@ rule aggregate_metrics:
         "../envs/analysis.yaml"
     params:
         bootstrap=CFG["bootstrap"],
+        intervals=CFG["intervals"],
         seed=CFG["seed"],
         # which strategy pairs are tested (docs/config.md comparisons), the baseline by default the first listed
         comparisons=CFG["comparisons"],
@@ -45,6 +47,27 @@ rule aggregate_metrics:
         code=CODE["metrics"],
     script:
         "../workflow_scripts/aggregate_metrics.py"
+
+
+rule study_plan:
+    """Items per cell each planned comparison needs to detect plan.difference, and the minimum
+    detectable difference of the study as run (docs/statistics.md)."""
+    input:
+        votes=lambda wc: root_cell_paths(wc.root, "votes/{dataset}/{strategy}/{model}.parquet"),
+    output:
+        "{root}/metrics/study_plan.parquet",
+    log:
+        "logs/study_plan/{root}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        plan=CFG["plan"],
+        comparisons=CFG["comparisons"],
+        strategy_order=default_selection(CFG),
+        code=CODE["metrics"],
+    script:
+        "../workflow_scripts/study_plan.py"
 
 
 rule judge_robustness:

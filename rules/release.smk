@@ -19,6 +19,7 @@ if CFG.get("release_manifest"):
     if STUDY.release_to_download is None:
         RELEASE_MISSING = missing_runs(list(RELEASE_RUNS.values()))
 RELEASE_CELLS = [Cell(d, s, m) for (d, s, m) in RELEASE_RUNS]
+RELEASE_IMPORT_REPORT = "results/release/import_report.parquet"
 
 
 if STUDY.release_to_download is not None:
@@ -81,18 +82,25 @@ rule import_release_run:
 
 
 rule release_tables:
+    """The paper's tables from the imported runs, beside the paper's figures, and the import
+    report: every vote line that gives its votes to no generated question, with why."""
     input:
         metrics="results/release/metrics/all.parquet",
         paper_figures=f"{workflow.basedir}/configs/paper-figures.yaml",
+        generations=cell_paths(
+            "results/release/generations/{dataset}/{strategy}/{model}.parquet", RELEASE_CELLS
+        ),
+        lines=cell_paths("results/release/votes/{dataset}/{strategy}/{model}.lines.parquet", RELEASE_CELLS),
     output:
         RELEASE_TABLE_OUTPUTS,
+        import_report=RELEASE_IMPORT_REPORT,
     log:
         "logs/release_tables.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
     params:
-        code=CODE["report"],
+        code=[CODE["report"], CODE["release"]],
     script:
         "../workflow_scripts/release_tables.py"
 
@@ -103,8 +111,10 @@ rule reproduce_release:
         lambda wc: release_ready(
             [
                 *RELEASE_TABLE_OUTPUTS,
+                RELEASE_IMPORT_REPORT,
                 *RELEASE_FIGURE_OUTPUTS,
                 "results/release/report.html",
+                "results/release/metrics/study_plan.parquet",
                 *explorer_outputs("results/release"),
             ]
         ),

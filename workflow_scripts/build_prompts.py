@@ -1,7 +1,7 @@
 """Rule build_prompts: chat messages per item for one dataset × strategy."""
 from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.prompts import build_prompts, template_hash
+from bloomqg.prompts import build_prompts, limited_items, template_hash
 from bloomqg.frames import DATASET, PROMPTS
 from bloomqg.strategies import PassSpec, StrategySpec
 
@@ -23,9 +23,11 @@ prompts = build_prompts(
     domain=snakemake.params.domain,
     system_path=snakemake.input.system or None,
 )
-# limit_items keeps the first N items; exemplars above were still drawn from the whole dataset.
+# limit_items keeps N items (stratified or the first); exemplars were drawn from the whole dataset.
 if snakemake.params.limit_items:
-    prompts = prompts.head(snakemake.params.limit_items)
+    kept = limited_items(dataset, snakemake.params.limit_items, by=snakemake.params.limit_items_by,
+                         seed=snakemake.params.seed)
+    prompts = prompts[prompts["item_id"].isin(kept)].reset_index(drop=True)
 write_frame(
     prompts,
     snakemake.output[0],

@@ -4,6 +4,7 @@ from bloomqg.datasets import dataset_knowledge_units
 from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
 from bloomqg.job import start_job
+from bloomqg.parsing import MAX_QUESTION_CHARS
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import DATASET, PROMPTS
@@ -34,6 +35,8 @@ try:
         # an API generator's failed calls (a closed port) fail the job, as a judge's do
         min_answer_rate=(snakemake.config.get("min_answer_rate", DEFAULT_MIN_ANSWER_RATE)
                          if spec.get("backend") == "openai" else None),
+        # from the config, not params, as min_answer_rate: setting it reruns no finished job
+        max_question_chars=(snakemake.config.get("input_limits") or {}).get("max_question_chars", MAX_QUESTION_CHARS),
     )
 finally:
     generator.close()

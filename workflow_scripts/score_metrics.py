@@ -1,6 +1,7 @@
-"""Rule score_metrics: the paper's metrics with bootstrap CIs for one cell."""
+"""Rule score_metrics: the paper's metrics with their intervals for one cell."""
 from bloomqg.job import start_job
 from bloomqg.metrics.cell import score_cell
+from bloomqg.metrics.intervals import IntervalSpec
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
@@ -9,12 +10,12 @@ start_job(snakemake)
 params = snakemake.params
 # An imported release run also has its votes file line by line: Table 4 is computed over it.
 lines = snakemake.input.get("lines")
+intervals = IntervalSpec.from_config({"intervals": params.intervals, "bootstrap": params.bootstrap})
 metrics = score_cell(
     read_frame(snakemake.input.votes, VOTES),
     read_frame(snakemake.input.reliability, RELIABILITY),
-    n_resamples=params.bootstrap["n_resamples"],
-    confidence=params.bootstrap["confidence"],
+    intervals=intervals,
     seed=params.seed,
     published_lines=read_frame(lines, PUBLISHED_VOTE_LINES) if lines else None,
 )
-write_frame(metrics, snakemake.output[0], METRICS, {"bootstrap": dict(params.bootstrap)})
+write_frame(metrics, snakemake.output[0], METRICS, {"intervals": intervals.describe()})

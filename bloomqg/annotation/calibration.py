@@ -36,7 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS, MeanEstimate, calibrated_mean, classical_mean
+from bloomqg.annotation.ppi import (
+    DEFAULT_PSEUDO_DISAGREEMENTS,
+    MeanEstimate,
+    calibrated_mean,
+    paired_difference,
+    score_mean,
+)
 from bloomqg.annotation.sample import CELL_KEYS, cell_count, cell_name, sample_cell
 from bloomqg.bloom import BLOOM_LEVELS, BLOOM_ORDERS, LEVEL_WEIGHT, ORDER_OF_LEVEL, ORDER_WEIGHT
 from bloomqg.frames import (
@@ -313,21 +319,34 @@ _NAN3 = (math.nan, math.nan, math.nan)
 
 
 def estimate_one(human: np.ndarray, judge: np.ndarray, confidence: float,
-                 pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS) -> dict[str, float]:
+                 pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS, *,
+                 arms: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+                 ) -> dict[str, float]:
     """The three estimates (percent) of one population: ``human`` NaN where unlabelled, ``judge``
     NaN where the panel gave no verdict. Keys judges*, humans*, ppi*, lam (columns of
-    :data:`~bloomqg.frames.CALIBRATION_ESTIMATES`)."""
+    :data:`~bloomqg.frames.CALIBRATION_ESTIMATES`). The judges' and the humans' own intervals
+    hold at small n (:func:`~bloomqg.annotation.ppi.score_mean`). ``arms`` (``((human_a,
+    human_b), (judge_a, judge_b))``): the values are paired differences b − a, the own intervals
+    Newcombe's paired ones on the arms, and the PPI guard is mirrored (unbiased at 0)."""
     labelled = ~np.isnan(human)
     judged = ~np.isnan(judge)
-    judges = _percent(classical_mean(judge[judged], confidence=confidence)) if judged.sum() >= 1 else _NAN3
+    differences = arms is not None
+
+    def own(values: np.ndarray, keep: np.ndarray, pair: tuple[np.ndarray, np.ndarray] | None) -> MeanEstimate:
+        if pair is None:
+            return score_mean(values[keep], confidence=confidence)
+        return paired_difference(pair[0][keep], pair[1][keep], confidence=confidence)
+
+    judges = _percent(own(judge, judged, arms[1] if arms else None)) if judged.sum() >= 1 else _NAN3
     prediction = np.where(judged, judge, np.nanmean(judge) if judged.any() else 0.0)
     if labelled.sum() < MIN_LABELLED:
         humans, ppi, lam = _NAN3, _NAN3, math.nan
     else:
-        humans = _percent(classical_mean(human[labelled], confidence=confidence))
+        humans = _percent(own(human, labelled, arms[0] if arms else None))
         if (~labelled).any():
             result = calibrated_mean(human[labelled], prediction[labelled], prediction[~labelled],
-                                     confidence=confidence, pseudo_disagreements=pseudo_disagreements)
+                                     confidence=confidence, pseudo_disagreements=pseudo_disagreements,
+                                     differences=differences)
             ppi, lam = _percent(result), float(np.asarray(result.lam).reshape(-1)[0])
         else:  # every item labelled: nothing for the judges to add
             ppi, lam = humans, 0.0
@@ -379,12 +398,14 @@ def paired_estimates(joined: pd.DataFrame, pairs: Sequence[tuple[str, str]], *, 
                                                            lsuffix="_a", rsuffix="_b")
             if both.empty:
                 continue
-            judge = _column(both["judge_b"]) - _column(both["judge_a"])
-            human = _column(both["human_b"]) - _column(both["human_a"])
+            judge_a, judge_b = _column(both["judge_a"]), _column(both["judge_b"])
+            human_a, human_b = _column(both["human_a"]), _column(both["human_b"])
+            judge, human = judge_b - judge_a, human_b - human_a
             records.append({
                 "dataset": dataset, "model": model, "strategy_a": a, "strategy_b": b, "metric": metric,
                 "n": int((~np.isnan(human)).sum()), "big_n": len(both),
-                **estimate_one(human, judge, confidence, pseudo_disagreements),
+                **estimate_one(human, judge, confidence, pseudo_disagreements,
+                               arms=((human_a, human_b), (judge_a, judge_b))),
                 "pseudo_disagreements": pseudo_disagreements, "confidence": confidence,
             })
     return pd.DataFrame.from_records(records, columns=CALIBRATION_PAIRED.names)

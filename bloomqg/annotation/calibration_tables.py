@@ -98,6 +98,22 @@ def paired_table(paired: pd.DataFrame, strategy_labels: StrategyLabels | None = 
     return table
 
 
+def catcons_plan_sentence(catcons: pd.DataFrame, width: float) -> str:
+    """What the plan says of CatCons, from its ``reachable`` column: labels that bound it, or the
+    half-width labelling every question would reach where no number of labels bounds it."""
+    reachable = catcons[catcons["reachable"].astype(bool)]
+    if len(reachable) == len(catcons):
+        n = int(catcons["n_needed"].max())
+        return (f"No annotation was imported: {n} labels per cell would bound CatCons to ± {width:g} points "
+                "(set annotation.items_per_cell to it, export_annotation, have the sheets filled, then calibrate).")
+    short = catcons[~catcons["reachable"].astype(bool)]
+    widest = float(short["half_width_at_n"].max())
+    cells = f"{len(short)} of {len(catcons)} cells"
+    return (f"No annotation was imported: in {cells}, labelling every question would still leave CatCons at up to "
+            f"± {widest:.1f} points, not ± {width:g}: those cells have too few questions to bound it"
+            + (f"; the other cells need up to {int(reachable['n_needed'].max())} labels." if len(reachable) else "."))
+
+
 def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: StrategyLabels | None = None) -> Table:
     """The sampling plan: labels per cell and headline metric for the target half-width."""
     rows = []
@@ -120,11 +136,7 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
     )
     catcons = plan[plan["metric"] == "catcons_level"]
     if not annotated and len(catcons):
-        n = int(catcons["n_needed"].max())
-        table.notes.append(
-            f"No annotation was imported: {n} labels per cell would bound CatCons to ± {width:g} points "
-            "(set annotation.items_per_cell to it, export_annotation, have the sheets filled, then calibrate)."
-        )
+        table.notes.append(catcons_plan_sentence(catcons, width))
     table.notes.append(
         "Disagreement is the share of items on which judge and human would differ on the metric's outcome, at most: "
         "measured on an imported round (pilot) or assumed from the criterion's agreement (annotation_plan.assumed_"

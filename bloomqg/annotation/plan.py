@@ -84,11 +84,14 @@ def labels_needed(judge: np.ndarray, disagreement: float, *, half_width: float =
     population (NaN: no verdict) and the disagreement share; every item when not reachable."""
     values = np.asarray(judge, dtype=np.float64)
     big_n = len(values)
-    if big_n < 2:
-        return LabelPlan(big_n, False, math.nan)
+    if big_n < 1:
+        raise ValueError("labels_needed: the metric's population is empty (no generated question)")
     known = values[~np.isnan(values)]
     rate = float(known.mean()) if len(known) else 0.5
     variance = float(known.var()) if len(known) else 0.25
+    if big_n < 2:  # one question: labelling it is all there is, and the plan says how wide that is
+        width = float(predicted_half_width(1, 1, rate, variance, disagreement, confidence))
+        return LabelPlan(1, width <= half_width, width)
     candidates = np.arange(2, big_n + 1)
     widths = predicted_half_width(candidates, big_n, rate, variance, disagreement, confidence)
     ok = np.flatnonzero(widths <= half_width)
@@ -129,6 +132,8 @@ def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAUL
             if metric not in METRICS_BY_NAME:
                 raise ValueError(f"annotation_plan: unknown metric {metric!r}")
             values = pd.to_numeric(judged.loc[judged["metric"] == metric, "judge"], errors="coerce").to_numpy(float)
+            if not len(values):  # no question of the cell is in the metric's population
+                continue
             if metric in measured and measured[metric][1] >= MIN_PILOT_ITEMS:
                 disagreement, source = measured[metric][0], f"pilot ({measured[metric][1]} labelled items)"
             else:

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
+from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired
+
 
 @dataclass(frozen=True)
 class MeanEstimate:
@@ -105,6 +107,26 @@ def ppi_mean(
     return MeanEstimate(value, value - z * spread, value + z * spread, np.asarray(tuned))
 
 
+def score_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
+    """The mean of one sample of outcomes in [0, 1] with the rates' interval (Clopper–Pearson,
+    :class:`~bloomqg.metrics.intervals.IntervalSpec`'s default): exact for 0/1 outcomes,
+    conservative for fractions such as a mean over annotators. 1-D ``values`` only."""
+    values = _as_items(values, "values")
+    if values.ndim != 1:
+        raise ValueError("score_mean: one sample (a 1-D array) at a time")
+    value = float(values.mean())
+    low, high = bounded_mean_interval(value, len(values), 0.0, 1.0, IntervalSpec().method, confidence)
+    return MeanEstimate(np.asarray(value), np.asarray(low), np.asarray(high), np.asarray(0.0))
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
+    """mean(b − a) of paired outcomes in [0, 1] with Newcombe's paired score interval (its MOVER
+    form, :func:`bloomqg.metrics.intervals.mover_paired`), as the strategy comparisons use."""
+    a, b = _as_items(a, "first arm"), _as_items(b, "second arm")
+    low, high = mover_paired(a, b, 0.0, 1.0, confidence)
+    return MeanEstimate(np.asarray(float((b - a).mean())), np.asarray(low), np.asarray(high), np.asarray(0.0))
+
+
 def classical_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
     """The mean with its central-limit interval (``ppi_py.classical_mean_ci``: sd with ddof 0)."""
     values = _as_items(values, "values")
@@ -118,14 +140,23 @@ def classical_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstim
 DEFAULT_PSEUDO_DISAGREEMENTS = 2
 
 
-def with_pseudo_disagreements(y: np.ndarray, yhat: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+def with_pseudo_disagreements(y: np.ndarray, yhat: np.ndarray, count: int, *,
+                              differences: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``y`` and ``yhat`` with ``count`` items (human 1, judge 0) and ``count`` (human 0, judge 1)
-    appended on the last axis."""
+    appended on the last axis.
+
+    ``differences`` (paired differences b − a in {−1, 0, 1}): the mirror images too, (human −1,
+    judge 0) and (human 0, judge −1). The pairs for 0/1 shares pull an estimate toward ½, which for
+    a share is Agresti–Coull's guard but for a difference a bias of up to +50 points; with their
+    mirrors the pseudo-items sum to 0 in both human and judge values, so the guard is symmetric
+    (PPI(b − a) = −PPI(a − b)) and pulls a difference only toward 0."""
     if count < 0:
         raise ValueError(f"pseudo_disagreements must be at least 0, got {count}")
     y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
-    pseudo_y = np.broadcast_to(np.tile([1.0, 0.0], count), (*y.shape[:-1], 2 * count))
-    pseudo_yhat = np.broadcast_to(np.tile([0.0, 1.0], count), (*yhat.shape[:-1], 2 * count))
+    human, judge = ([1.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, -1.0]) if differences else ([1.0, 0.0], [0.0, 1.0])
+    width = len(human) * count
+    pseudo_y = np.broadcast_to(np.tile(human, count), (*y.shape[:-1], width))
+    pseudo_yhat = np.broadcast_to(np.tile(judge, count), (*yhat.shape[:-1], width))
     return np.concatenate([y, pseudo_y], axis=-1), np.concatenate([yhat, pseudo_yhat], axis=-1)
 
 
@@ -136,7 +167,9 @@ def calibrated_mean(
     *,
     confidence: float = 0.95,
     pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS,
+    differences: bool = False,
 ) -> MeanEstimate:
-    """PPI++ (:func:`ppi_mean`, λ tuned) on the labelled items plus the pseudo-disagreements."""
-    y, yhat = with_pseudo_disagreements(y, yhat, pseudo_disagreements)
+    """PPI++ (:func:`ppi_mean`, λ tuned) on the labelled items plus the pseudo-disagreements
+    (mirrored for ``differences``, see :func:`with_pseudo_disagreements`)."""
+    y, yhat = with_pseudo_disagreements(y, yhat, pseudo_disagreements, differences=differences)
     return ppi_mean(y, yhat, yhat_unlabelled, confidence=confidence)

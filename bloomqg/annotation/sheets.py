@@ -80,12 +80,27 @@ def _parse_answer(criterion: str, text: str, choices: Sequence[str], where: _Whe
     return frozenset(units)
 
 
-def _read_rows(path: Path) -> list[dict[str, str]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise AnnotationError(f"{path}: not UTF-8 text ({error})") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+#: Largest filled sheet read, in bytes: a sheet holds one short row per item of its sample.
+MAX_SHEET_BYTES = 64_000_000
+#: Rows a sheet may hold beyond one per item of the sample (blank lines, notes).
+SPARE_SHEET_ROWS = 1000
+
+
+def _read_rows(path: Path, max_rows: int) -> list[dict[str, str]]:
+    """The rows of a filled sheet, read as a stream: a file over :data:`MAX_SHEET_BYTES`, or
+    holding more than ``max_rows`` rows, is refused before it is read whole."""
+    size = path.stat().st_size
+    if size > MAX_SHEET_BYTES:
+        raise AnnotationError(f"{path}: {size:,} bytes, above the {MAX_SHEET_BYTES:,} a filled sheet may hold")
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        try:
+            return _sheet_rows(path, handle, max_rows)
+        except UnicodeDecodeError as error:
+            raise AnnotationError(f"{path}: not UTF-8 text ({error})") from None
+
+
+def _sheet_rows(path: Path, handle: io.TextIOBase, max_rows: int) -> list[dict[str, str]]:
+    reader = csv.DictReader(handle)
     header = reader.fieldnames or []
     missing = [column for column in ("annotation_id", "annotator", *ANSWER_COLUMNS) if column not in header]
     if missing:
@@ -106,6 +121,9 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
             ) from None
         if None in row:  # more cells than header columns
             raise AnnotationError(f"{path}: row {reader.line_num}: more cells than columns")
+        if len(rows) >= max_rows:
+            raise AnnotationError(f"{path}: more than {max_rows:,} rows, for a sample of"
+                                  f" {max_rows - SPARE_SHEET_ROWS:,} items; refused")
         rows.append({key: sheet_text((value or "").strip()) for key, value in row.items()})
     return rows
 
@@ -120,7 +138,7 @@ def read_sheets(paths: Sequence[str | Path], items: pd.DataFrame) -> pd.DataFram
     for path in sorted(Path(p) for p in paths):
         annotator_of_file: str | None = None
         seen: dict[str, int] = {}
-        for position, row in enumerate(_read_rows(path), start=2):
+        for position, row in enumerate(_read_rows(path, len(items) + SPARE_SHEET_ROWS), start=2):
             where = _Where(path, position)
             answers = {criterion: row.get(criterion, "") for criterion in ANSWER_COLUMNS}
             item_id = row.get("annotation_id", "")

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from bloomqg.api.cache import canonical_json, held_lock, try_lock
 from bloomqg.api.inflight import SUBMIT_LOCK, batches_dir, claim_is_free
 from bloomqg.api.retry import (
-    FatalAPIError, ItemError, RejectedRequest, RetryableError, redact, retry_delay, status_error,
+    FatalAPIError, ItemError, RejectedRequest, RetryableError, redact_error, retry_delay, status_error,
 )
 from bloomqg.api.sync import SyncRunner
 from bloomqg.api.transport import api_key_from_env, sdk_client
@@ -590,7 +590,7 @@ class BatchRunner:
         why = f"batch {batch.id} ended {batch.status} without a result for it"
         if batch.status == "failed" and batch.errors is not None and batch.errors.data:
             errors = "; ".join(f"{e.code}: {e.message}" for e in batch.errors.data[:3])
-            why += ": " + redact(errors, self.api_key)[:500]
+            why += ": " + redact_error(errors, self.api_key)[:500]
         for key in calls:
             outcomes.setdefault(key, _Outcome(retry_reason=why))
         return outcomes
@@ -622,7 +622,7 @@ class BatchRunner:
                 )
             code = (error or {}).get("code") if isinstance(error, dict) else None
             message = (error or {}).get("message") if isinstance(error, dict) else None
-            raise RetryableError(code or "batch_error", redact(f"{code}: {message}", self.api_key)[:500])
+            raise RetryableError(code or "batch_error", redact_error(f"{code}: {message}", self.api_key)[:500])
         except FatalAPIError:
             raise
         except RetryableError as retryable:

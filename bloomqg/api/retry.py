@@ -17,6 +17,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Mapping
 
+from bloomqg.stored_text import redact
+
 if TYPE_CHECKING:
     from bloomqg.api.settings import ClientSettings
 
@@ -50,12 +52,11 @@ class RejectedRequest(Exception):
     """HTTP 400/422: the endpoint rejected the request's content (maybe its response_format)."""
 
 
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` (and any ``sk-…`` token) masked: errors may echo a key. Mask the
-    whole text before cutting it: a cut through the key leaves a part the mask cannot match."""
-    if secret:
-        text = text.replace(secret, "***")
-    return re.sub(r"\bsk-[A-Za-z0-9_\-*]{6,}", "sk-***", text)
+def redact_error(text: str, secret: str | None) -> str:
+    """An error text with ``secret`` and any key-shaped word masked (errors may echo a key; an
+    ``sk-…`` word in one is never content): :func:`bloomqg.stored_text.redact`. Mask the whole
+    text before cutting it: a cut through the key leaves a part the mask cannot match."""
+    return redact(text, [secret], key_tokens=True)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
@@ -110,7 +111,7 @@ def status_error(
 ) -> Exception:
     """The error to raise for an HTTP error answer (sync call or batch item): fatal for
     401/403/404/insufficient quota, retryable for 408/409/429/5xx, otherwise an item error."""
-    detail = redact(f"HTTP {status}: {message}", api_key)[:500]
+    detail = redact_error(f"HTTP {status}: {message}", api_key)[:500]
     if status in (401, 403):
         return FatalAPIError(
             f"HTTP {status} from {settings.endpoint} (model {settings.model}): the endpoint "

@@ -8,9 +8,10 @@ them imports this module, which imports none of them.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bloomqg.config_schema import file_schema
 
@@ -141,6 +142,10 @@ def base_url_problem(url: str) -> str | None:
         found.append("a query string (?...)")
     if "#" in url:
         found.append("a fragment (#...)")
+    if ";" in parts.path:
+        found.append("path parameters (;...)")
+    if any(_secret_looking(segment) for segment in parts.path.split(";")[0].split("/")):
+        found.append("a path segment that looks like a key or token")
     if not found:
         return None
     return (
@@ -151,10 +156,29 @@ def base_url_problem(url: str) -> str | None:
     )
 
 
+#: A path segment shaped like a provider's key, or holding ``name=value``.
+_KEY_SEGMENT = re.compile(r"^(?:sk|gsk|xai)[-_][A-Za-z0-9_-]{6,}|=", re.IGNORECASE)
+_TOKEN_SEGMENT = re.compile(r"[A-Za-z0-9_.~-]{20,}")
+
+
+def _secret_looking(segment: str) -> bool:
+    """Whether a URL path segment looks like a credential: a provider key's shape, ``name=value``,
+    or a random token (20+ characters mixing upper and lower case letters and digits; an Azure
+    deployment or a Cloudflare account id, lower case, is none)."""
+    segment = unquote(segment)
+    if _KEY_SEGMENT.search(segment):
+        return True
+    return bool(_TOKEN_SEGMENT.fullmatch(segment)) and all(
+        any(test(char) for char in segment) for test in (str.isupper, str.islower, str.isdigit))
+
+
 def redact_url(url: str) -> str:
-    """``url`` without user info, query string or fragment (where credentials sometimes hide)."""
+    """``url`` without user info, query string, fragment, path parameters or a path segment that
+    looks like a key (where credentials sometimes hide)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    path = "/".join("***" if _secret_looking(segment) else segment
+                    for segment in parts.path.split(";")[0].split("/"))
+    return urlunsplit((parts.scheme, host, path, "", ""))

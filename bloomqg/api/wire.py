@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.cache import CachedResponse
 from bloomqg.api.retry import ItemError, RetryableError
-from bloomqg.logs import mask_key
+from bloomqg.stored_text import redact, storable_text
 from bloomqg.chat import ChatRequest, Completion
 
 if TYPE_CHECKING:
@@ -86,13 +86,15 @@ def parse_completion(
         raise RetryableError(
             "invalid_response", f"no text in the message (finish_reason={api_finish!r})"
         )
-    text = mask_key(text, api_key)
+    # masked before anything stores it; storable, so a lone surrogate the endpoint's JSON escaped
+    # cannot break the cache entry (the parser counts what decoding the text itself reveals)
+    text = storable_text(redact(text, [api_key])).text
     finish_reason = "length" if api_finish == "length" else "stop"
     usage = response.get("usage") if isinstance(response.get("usage"), Mapping) else {}
     prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
     completion_tokens = _int_or_none(usage.get("completion_tokens"))
     cost = settings.cost(prompt_tokens, completion_tokens, batch=batch)
-    response_model = mask_key(response["model"], api_key) if isinstance(response.get("model"), str) else None
+    response_model = redact(response["model"], [api_key]) if isinstance(response.get("model"), str) else None
     cached = CachedResponse(text, finish_reason, prompt_tokens, completion_tokens, response_model)
     return cached, Completion(
         request_id=call.request.request_id,

@@ -50,7 +50,8 @@ from bloomqg.chat import (
     refuse_low_answer_rate,
 )
 from bloomqg.parquet_io import write_frame
-from bloomqg.parsing import parse_generation, prompt_example_questions
+from bloomqg.parsing import MAX_QUESTION_CHARS, parse_generation, prompt_example_questions
+from bloomqg.stored_text import stored_or_none
 from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes, with_response_prefill
 from bloomqg.provenance import sha256_text
 from bloomqg.frames import GENERATIONS, PROMPTS
@@ -234,19 +235,24 @@ def pass_record(
     messages: Sequence[dict[str, Any]],
     completion: Completion,
     knowledge_units: Sequence[str],
+    max_question_chars: int = MAX_QUESTION_CHARS,
 ) -> dict[str, Any]:
-    """What one pass of one prompt gave: the completion, parsed for the pass's answer fields."""
+    """What one pass of one prompt gave: the completion, parsed for the pass's answer fields.
+    The raw text is stored text too (:func:`bloomqg.stored_text.storable_text`): a reply the
+    checkpoint or Parquet cannot encode fails no cell, and its replay from the cache none either."""
+    raw_text = stored_or_none(completion.text)
     if completion.text is None:
         parsed = {"new_question": None, "identified_bloom_level": None, "identified_knowledge_units": None,
                   "parse_status": "error", "parse_error": completion.error or "generation failed"}
     else:
         answer = parse_generation(completion.text, list(answer_fields), knowledge_units=knowledge_units,
-                                  example_questions=_example_questions(messages))
+                                  example_questions=_example_questions(messages),
+                                  max_question_chars=max_question_chars)
         parsed = {"new_question": answer.new_question, "identified_bloom_level": answer.identified_bloom_level,
                   "identified_knowledge_units": answer.identified_knowledge_units,
                   "parse_status": answer.parse_status, "parse_error": answer.parse_error}
     return {
-        "pass": pass_name, "answer_fields": list(answer_fields), "raw_text": completion.text, **parsed,
+        "pass": pass_name, "answer_fields": list(answer_fields), "raw_text": raw_text, **parsed,
         "finish_reason": completion.finish_reason, "n_prompt_tokens": completion.n_prompt_tokens,
         "n_completion_tokens": completion.n_completion_tokens, "latency_s": completion.latency_s,
         "batch_index": completion.batch_index, "cached": completion.cached, "cost_usd": completion.cost_usd,
@@ -331,8 +337,11 @@ def generate_questions(
     checkpoint_path: str | Path,
     response_prefill: bool | None = None,
     min_answer_rate: float | None = None,
+    max_question_chars: int = MAX_QUESTION_CHARS,
 ) -> pd.DataFrame:
     """Generate and parse one question per prompt row; write ``out_path`` (GENERATIONS).
+
+    ``max_question_chars`` (``input_limits.max_question_chars``): a longer question fails its row.
 
     ``min_answer_rate`` (an API generator's): below it the job raises
     :class:`TooFewGenerationsError` and drops the checkpoint, whose failed rows a resume would
@@ -433,7 +442,8 @@ def generate_questions(
                 for c in completions:
                     definition = passes[c.request_id][index]
                     new.append(pass_record(definition["name"], definition.get("answer_fields", []),
-                                           list(request_messages[c.request_id]), c, knowledge_units))
+                                           list(request_messages[c.request_id]), c, knowledge_units,
+                                           max_question_chars))
                 last = [len(passes[c.request_id]) == index + 1 for c in completions]
                 for c, record in zip(completions, new):
                     records[c.request_id].append(record)

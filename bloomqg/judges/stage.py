@@ -26,6 +26,7 @@ from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, j
 from bloomqg.judges.verdict import STATUS_ERROR, STATUS_NO_QUESTION, CriterionVerdict, Verdict
 from bloomqg.provenance import code_fingerprint
 from bloomqg.frames import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
+from bloomqg.stored_text import stored_or_none
 
 if TYPE_CHECKING:  # loaded only by the backends that render the rubric
     from bloomqg.judges.rubric import RubricTemplate
@@ -202,8 +203,9 @@ def judge_questions(
                     "value_level": value if criterion == "bloom_level" else None,
                     "value_units": list(value) if criterion == "knowledge_units" and value is not None else None,
                     "status": answer.status,
-                    "reason": answer.reason,
-                    "raw_text": verdict.raw_text,
+                    # a judge's answer is generated text: storable, its key masked (bloomqg.stored_text)
+                    "reason": stored_or_none(answer.reason),
+                    "raw_text": stored_or_none(verdict.raw_text),
                     "cached": call.cached,
                     # call-level numbers once per question, so column sums count each call once
                     "n_prompt_tokens": call.n_prompt_tokens if position == 0 else None,

@@ -1,4 +1,4 @@
-"""All metrics of one (model, dataset, strategy) cell, with bootstrap CIs and the α gate.
+"""All metrics of one (model, dataset, strategy) cell, with confidence intervals and the α gate.
 
 Metrics that do not apply — the auxiliary accuracies outside CoT or when the identification
 column is null throughout, or any ratio whose denominator is empty — are kept as a row with
@@ -8,6 +8,7 @@ column is null throughout, or any ratio whose denominator is empty — are kept 
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pandas as pd
@@ -15,11 +16,19 @@ import pandas as pd
 from bloomqg.metrics.auxiliary import auxiliary_rows
 from bloomqg.metrics.cognitive import cognitive_rows
 from bloomqg.metrics.counts import count_results
-from bloomqg.metrics.intervals import percentile_interval, resample_counts
+from bloomqg.metrics.intervals import (
+    PERCENTILE,
+    IntervalSpec,
+    bounded_mean_interval,
+    effective_size,
+    percentile_interval,
+    resample_counts,
+)
 from bloomqg.metrics.knowcov import knowcov_rows
 from bloomqg.metrics.quality import line_rates, quality_rows
 from bloomqg.metrics.registry import METRIC_SPECS
-from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, RowTerms, cell_key, require_columns
+from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, RowTerms, cell_key, require_columns, unit_set
+from bloomqg.metrics.spec import MetricSpec
 from bloomqg.frames import BINARY_CRITERIA, METRICS
 
 logger = logging.getLogger(__name__)
@@ -51,10 +60,53 @@ def gated_criteria(reliability: pd.DataFrame | None, cell: tuple[str, str, str])
     return set(failed["criterion"].tolist())
 
 
+def cluster_labels(votes: pd.DataFrame, cluster: str) -> np.ndarray | None:
+    """Each row's cluster for ``intervals.cluster``: its source item, its knowledge unit(s), or
+    none (every question independent)."""
+    if cluster == "none":
+        return None
+    if cluster == "item":
+        return votes["item_id"].astype(str).to_numpy() if "item_id" in votes.columns else None
+    return np.array(["|".join(sorted(unit_set(units) or ())) for units in votes["original_knowledge_units"]],
+                    dtype=object)
+
+
+def score_intervals(
+    numerators: np.ndarray, members: np.ndarray, specs: list[MetricSpec], intervals: IntervalSpec,
+    clusters: np.ndarray | None, base_members: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """Score intervals (in the metrics' ratio units, before scaling) of every ratio metric, and
+    the method each got (``ci_method``). Sums (the shift totals) take the interval of the mean of
+    their per-question terms over ``base_members`` (questions with both levels known), times
+    their number."""
+    low = np.full(len(specs), np.nan)
+    high = np.full(len(specs), np.nan)
+    methods: list[str | None] = []
+    for i, spec in enumerate(specs):
+        member = base_members if spec.kind == "sum" else members[:, i] > 0
+        n = float(member.sum())
+        lower, upper = spec.outcome_range or (0.0, 1.0)
+        if n == 0:
+            methods.append(None)
+            continue
+        outcome = numerators[member, i]
+        mean = float(outcome.sum()) / n
+        n_eff, df = effective_size(np.where(member, numerators[:, i], 0.0), member.astype(np.float64),
+                                   clusters, lower, upper)
+        a, b = bounded_mean_interval(mean, n_eff, lower, upper, intervals.method, intervals.confidence, df)
+        factor = n if spec.kind == "sum" else 1.0
+        low[i], high[i] = a * factor, b * factor
+        binary = (lower, upper) == (0.0, 1.0) and bool(np.isin(outcome, (0.0, 1.0)).all())
+        name = intervals.method if binary else f"{intervals.method}_bounded_mean"
+        methods.append(f"{name}_clustered_{intervals.cluster}" if math.isfinite(df) else name)
+    return low, high, methods
+
+
 def score_cell(
     votes: pd.DataFrame,
     reliability: pd.DataFrame | None,
     *,
+    intervals: IntervalSpec | None = None,
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -63,26 +115,27 @@ def score_cell(
     """Every metric of :data:`~bloomqg.metrics.registry.METRIC_SPECS` for the one cell in ``votes``.
 
     Returns the columns of :data:`bloomqg.frames.METRICS`, one row per metric in
-    :data:`~bloomqg.metrics.registry.METRIC_NAMES` order. CIs are percentile bootstrap intervals
-    over questions (``n_resamples`` resamples of the cell's rows, seeded by ``seed``); counts get
-    none. ``alpha_gated`` is True when a criterion of the metric's spec failed the α gate in
+    :data:`~bloomqg.metrics.registry.METRIC_NAMES` order. Intervals follow ``intervals`` (default:
+    Wilson, clustered on the item, at ``confidence``; :mod:`bloomqg.metrics.intervals`): a rate's
+    score interval, a bounded mean's score interval on its rescaled mean, a total's the mean's
+    times its questions; ``percentile_bootstrap`` resamples the cell's rows ``n_resamples``
+    times, seeded by ``seed``. ``ci_method`` names what each row got; counts get none.
+    ``alpha_gated`` is True when a criterion of the metric's spec failed the α gate in
     ``reliability``; without a reliability frame, the votes' own cell-level ``alpha_gated``
     flag marks every metric that depends on a judged criterion.
 
     ``published_lines`` (columns of :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`, the same cell):
     an imported run's votes file line by line; unique, readable and answerable are then the
-    share of its lines (non-null) voted yes, with a bootstrap over lines and ``n`` = lines.
+    share of its lines (non-null) voted yes, with ``n`` = lines.
     That is the paper's Table 4 rule and it reproduces all six models' printed figures; the
     one-row-per-original join (duplicate texts take the first judged line) gives the same for
     GLM-4-9B only, and stays the basis of every other metric.
     """
+    if intervals is None:
+        intervals = IntervalSpec(confidence=confidence, n_resamples=n_resamples)
     require_columns(votes, REQUIRED_VOTE_COLUMNS, "votes")
     if votes.empty:
         raise ValueError("votes: no rows; a cell needs at least one generated question")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
     model, dataset, strategy = cell = cell_key(votes)
     votes = votes.reset_index(drop=True)
     per_row = row_terms(votes, strategy)
@@ -101,14 +154,22 @@ def score_cell(
 
     sizes = members.sum(axis=0)
     values = estimate(numerators.sum(axis=0), sizes)
-    rng = np.random.default_rng(seed)
-    estimates = np.concatenate(
-        [
-            estimate(counts @ numerators, counts @ members)
-            for counts in resample_counts(rng, len(votes), n_resamples)
-        ]
-    )
-    low, high = percentile_interval(estimates, confidence)
+    if intervals.bootstrap:
+        rng = np.random.default_rng(seed)
+        estimates = np.concatenate(
+            [
+                estimate(counts @ numerators, counts @ members)
+                for counts in resample_counts(rng, len(votes), intervals.n_resamples)
+            ]
+        )
+        low, high = percentile_interval(estimates, intervals.confidence)
+        methods: list[str | None] = [PERCENTILE] * len(ratio_specs)
+    else:
+        both = members[:, ratio_names.index("cogshift")] > 0
+        low, high, methods = score_intervals(
+            numerators, members, ratio_specs, intervals, cluster_labels(votes, intervals.cluster), both
+        )
+        low, high = low * scale, high * scale
     if sizes[ratio_names.index("cogshift")] == 0:
         # No question with both levels known: shift totals are undefined, not zero.
         values[is_total] = np.nan
@@ -117,11 +178,12 @@ def score_cell(
     high[undefined] = np.nan
 
     results = {
-        name: (values[i], low[i], high[i], int(sizes[i])) for i, name in enumerate(ratio_names)
+        name: (values[i], low[i], high[i], int(sizes[i]), None if undefined[i] else methods[i])
+        for i, name in enumerate(ratio_names)
     }
     if published_lines is not None:
-        results.update(line_rates(published_lines, cell, n_resamples, confidence, seed))
-    results.update(count_results(len(votes), per_row))
+        results.update(line_rates(published_lines, cell, intervals, seed))
+    results.update({name: (*row, None) for name, row in count_results(len(votes), per_row).items()})
 
     if reliability is not None:
         gated = gated_criteria(reliability, cell)
@@ -134,7 +196,7 @@ def score_cell(
 
     records = []
     for spec in METRIC_SPECS:
-        value, ci_low, ci_high, size = results[spec.name]
+        value, ci_low, ci_high, size, method = results[spec.name]
         records.append(
             {
                 "model": model,
@@ -145,6 +207,7 @@ def score_cell(
                 "ci_low": float(ci_low),
                 "ci_high": float(ci_high),
                 "n": int(size),
+                "ci_method": method,
                 "alpha_gated": bool(spec.criteria & gated),
             }
         )

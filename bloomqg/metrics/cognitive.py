@@ -27,24 +27,31 @@ from bloomqg.metrics.spec import MetricSpec
 
 SHIFT_TYPES: tuple[str, ...] = ("cogreg", "cogdrift", "cogleap")
 _SHIFT_LABEL = {"cogreg": "CogReg", "cogdrift": "CogDrift", "cogleap": "CogLeap"}
+#: The largest |Δ| between two of the six levels, and the |Δ| each shift type can take.
+_MAX_SHIFT = 5.0
+_SHIFT_RANGE = {"cogreg": (2.0, _MAX_SHIFT), "cogdrift": (1.0, 1.0), "cogleap": (2.0, _MAX_SHIFT)}
 
 COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("catcons", "CatCons", "percent", True, "%", criteria=BLOOM_FED, paper_table="table5",
                paired_outcome="binary"),
     MetricSpec("cogshift", "CogShift", "score", False, "levels", criteria=BLOOM_FED, ci_decimals=2,
-               paper_table="auxiliary", paired_outcome="graded"),
+               paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT)),
     *(
         MetricSpec(shift, _SHIFT_LABEL[shift], "percent", None, "%", criteria=BLOOM_FED, paper_table="table6")
         for shift in SHIFT_TYPES
     ),
     *(
+        # a total's interval is the questions with both levels known times that of the mean of
+        # |Δ|·[shift of this type] over them: the per-question range is 0 to the type's largest |Δ|
         MetricSpec(f"{shift}_total", f"{_SHIFT_LABEL[shift]} total |Δ|", "sum", None, "levels",
-                   criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} total")
+                   criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} total",
+                   outcome_range=(0.0, _SHIFT_RANGE[shift][1]))
         for shift in SHIFT_TYPES
     ),
     *(
         MetricSpec(f"{shift}_mean", f"{_SHIFT_LABEL[shift]} mean |Δ|", "score", None, "levels",
-                   criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} mean", ci_decimals=2)
+                   criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} mean", ci_decimals=2,
+                   outcome_range=_SHIFT_RANGE[shift])
         for shift in SHIFT_TYPES
     ),
 )

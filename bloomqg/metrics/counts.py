@@ -9,9 +9,9 @@ from bloomqg.metrics.spec import MetricSpec
 
 COUNT_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("n_generated", "Generated", "count", None, "questions", decimals=0, ci_decimals=0,
-               paper_table="auxiliary"),
+               paper_table="auxiliary", outcome_range=None),
     MetricSpec("n_useful", "Useful", "count", None, "questions", criteria=USEFUL_CRITERIA, decimals=0,
-               ci_decimals=0, paper_table="auxiliary"),
+               ci_decimals=0, paper_table="auxiliary", outcome_range=None),
 )
 
 

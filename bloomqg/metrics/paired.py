@@ -1,5 +1,7 @@
-"""Strategy against strategy on the same items: paired differences, bootstrap CIs, McNemar or
-Wilcoxon tests, Holm-adjusted within each metric's family.
+"""Strategy against strategy on the same items: paired differences with their intervals
+(Newcombe's paired score interval for 0/1 outcomes, its MOVER generalisation for graded ones;
+:mod:`bloomqg.metrics.intervals`), McNemar or Wilcoxon tests, Holm-adjusted within each
+metric's family.
 
 Which metrics can be paired, and with which test, is each metric spec's ``paired_outcome``.
 Which strategy pairs are compared is a :class:`~bloomqg.strategies.ComparisonSpec` (config
@@ -20,7 +22,15 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.metrics.cell import row_terms
-from bloomqg.metrics.intervals import percentile_interval, resample_counts
+from bloomqg.metrics.intervals import (
+    MOVER,
+    NEWCOMBE,
+    PERCENTILE,
+    mover_paired,
+    newcombe_paired,
+    percentile_interval,
+    resample_counts,
+)
 from bloomqg.metrics.registry import METRIC_SPECS, metric_spec
 from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, cell_key, require_columns
 from bloomqg.strategies import ComparisonSpec
@@ -39,13 +49,15 @@ def paired_comparison(
     n_resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    bootstrap: bool = False,
 ) -> pd.DataFrame:
     """Strategy b against strategy a for one model × dataset, paired on ``item_id``.
 
     A pair enters a metric when the per-question outcome is defined in both arms (the metric's
     denominator in :func:`bloomqg.metrics.cell.score_cell`). ``value_a``/``value_b`` are the
-    metric over those pairs, ``diff`` = b − a (percentage points for percent metrics) with a
-    paired percentile bootstrap CI. Binary outcomes: exact McNemar (binomial test on the
+    metric over those pairs, ``diff`` = b − a (percentage points for percent metrics) with
+    Newcombe's paired score interval (binary outcomes) or its MOVER generalisation (graded ones),
+    or with ``bootstrap`` a paired percentile bootstrap; ``ci_method`` names it. Binary outcomes: exact McNemar (binomial test on the
     discordant pairs; p = 1 when there are none) with Cohen's h. Graded outcomes (knowcov,
     cogshift): Wilcoxon signed-rank on the non-zero differences (p = 1 when all are zero) with
     the matched-pairs rank-biserial correlation. No pairs: NaN throughout with ``n_pairs`` 0.
@@ -76,12 +88,13 @@ def paired_comparison(
 
     records = []
     for name in metrics:
-        outcome = compare_outcomes(rows_a, rows_b, name, rng, n_resamples=n_resamples, confidence=confidence)
+        outcome = compare_outcomes(rows_a, rows_b, name, rng, n_resamples=n_resamples, confidence=confidence,
+                                   bootstrap=bootstrap)
         records.append({
             "model": model_a, "dataset": dataset_a, "metric": name,
             "strategy_a": strategy_a, "strategy_b": strategy_b, "n_pairs": outcome["n_pairs"],
             "value_a": outcome["a"], "value_b": outcome["b"],
-            **{key: outcome[key] for key in ("diff", "ci_low", "ci_high", "test", "p_value")},
+            **{key: outcome[key] for key in ("diff", "ci_low", "ci_high", "ci_method", "test", "p_value")},
             "p_adjusted": outcome["p_value"], "family_size": 0 if pd.isna(outcome["p_value"]) else 1,
             **{key: outcome[key] for key in ("effect_size", "effect_size_name")},
         })
@@ -110,11 +123,13 @@ def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
 
 
 def compare_outcomes(
-    a_rows: dict, b_rows: dict, name: str, rng: np.random.Generator, *, n_resamples: int, confidence: float
+    a_rows: dict, b_rows: dict, name: str, rng: np.random.Generator, *, n_resamples: int, confidence: float,
+    bootstrap: bool = False,
 ) -> dict:
     """Metric ``name`` over pairs defined in both arms (row terms of the same items, in the same
-    order): ``a``, ``b``, ``diff`` = b − a with a paired bootstrap CI, and the spec's test
-    (McNemar with Cohen's h, or Wilcoxon with the rank-biserial correlation)."""
+    order): ``a``, ``b``, ``diff`` = b − a with its paired interval (see
+    :func:`paired_comparison`; ``rng`` and ``n_resamples`` serve the bootstrap only), and the
+    spec's test (McNemar with Cohen's h, or Wilcoxon with the rank-biserial correlation)."""
     from scipy import stats
 
     spec = metric_spec(name)
@@ -126,18 +141,27 @@ def compare_outcomes(
     n_pairs = int(defined.sum())
     record = {
         "n_pairs": n_pairs, "a": math.nan, "b": math.nan, "diff": math.nan, "ci_low": math.nan,
-        "ci_high": math.nan, "test": "mcnemar" if binary else "wilcoxon", "p_value": math.nan,
+        "ci_high": math.nan, "ci_method": None, "test": "mcnemar" if binary else "wilcoxon", "p_value": math.nan,
         "effect_size": math.nan, "effect_size_name": "cohens_h" if binary else "rank_biserial",
     }
     if not n_pairs:
         return record
     differences = (b - a) * scale
-    boot = np.concatenate(
-        [counts @ differences / n_pairs for counts in resample_counts(rng, n_pairs, n_resamples)]
-    )
-    ci_low, ci_high = percentile_interval(boot[:, None], confidence)
+    if bootstrap:
+        boot = np.concatenate(
+            [counts @ differences / n_pairs for counts in resample_counts(rng, n_pairs, n_resamples)]
+        )
+        low, high = (float(x[0]) for x in percentile_interval(boot[:, None], confidence))
+        method = PERCENTILE
+    elif binary:
+        low, high = (scale * x for x in newcombe_paired(a, b, confidence))
+        method = NEWCOMBE
+    else:
+        lower, upper = spec.outcome_range or (0.0, 1.0)
+        low, high = (scale * x for x in mover_paired(a, b, lower, upper, confidence))
+        method = MOVER
     record.update(a=float(a.mean() * scale), b=float(b.mean() * scale), diff=float(differences.mean()),
-                  ci_low=float(ci_low[0]), ci_high=float(ci_high[0]))
+                  ci_low=low, ci_high=high, ci_method=method)
     if binary:
         only_b = int(np.sum((b == 1) & (a == 0)))
         only_a = int(np.sum((a == 1) & (b == 0)))
@@ -158,7 +182,7 @@ def compare_outcomes(
 
 PAIRED_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "n_pairs", "value_a", "value_b",
-    "diff", "ci_low", "ci_high", "test", "p_value", "p_adjusted", "family_size", "effect_size",
+    "diff", "ci_low", "ci_high", "ci_method", "test", "p_value", "p_adjusted", "family_size", "effect_size",
     "effect_size_name",
 )
 
@@ -178,6 +202,7 @@ def paired_comparisons(
     n_resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    bootstrap: bool = False,
 ) -> pd.DataFrame:
     """:func:`paired_comparison` for every strategy pair of ``comparison`` in every model ×
     dataset of ``votes`` (the columns of :data:`PAIRED_COLUMNS`), p Holm-adjusted per metric.
@@ -195,7 +220,7 @@ def paired_comparisons(
         for strategy_a, strategy_b in comparison.pairs(strategies):
             frames.append(paired_comparison(
                 group[group["strategy"] == strategy_a], group[group["strategy"] == strategy_b],
-                metrics=metrics, n_resamples=n_resamples, seed=seed, confidence=confidence,
+                metrics=metrics, n_resamples=n_resamples, seed=seed, confidence=confidence, bootstrap=bootstrap,
             ))
     if not frames:
         return pd.DataFrame(columns=list(PAIRED_COLUMNS))

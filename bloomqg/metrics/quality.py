@@ -1,9 +1,21 @@
-"""Unique, readable, answerable (Table 4) and usability (Table 5): shares of judged questions.
+"""Unique, readable, answerable (Table 4) and usability (Table 5).
 
-Denominators: questions with a non-null majority vote for the criterion (for usability, a
-non-null ``useful``). For an imported published run, :func:`line_rates` takes the first three
+Unique, readable, answerable: shares of judged questions, over the questions with a non-null
+majority vote for the criterion. For an imported published run, :func:`line_rates` takes them
 over every line of its votes file as published instead (the paper's Table 4 rule; see
 :func:`bloomqg.metrics.cell.score_cell`).
+
+Usability is the paper's useful / generated: the questions voted useful over the questions with
+a usefulness verdict (non-null ``useful``) **and the generated outputs that hold no question**:
+an answer with text (``answered``) whose parse failed, a template placeholder such as
+``<new_question>``, the prompt's own example or prose without a question, counts as generated
+and not useful (:func:`generated_unusable`). A row without an output (an empty answer, a failed
+call, a release row with no generated question) generated nothing and stays out, as does a
+question whose verdict is undecided (a tie, too few votes, never judged). The same rule holds
+for the workflow's own generations and for imported runs. On the paper's release it gives
+InternLM3-8B's computer-science CoT usability (91.33: its 104 placeholder outputs count), and
+the paper leaves rows without an output out as well; its four other runs with placeholder
+outputs follow other rules (docs/reproducing-the-paper.md).
 """
 
 from __future__ import annotations
@@ -11,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bloomqg.metrics.intervals import percentile_interval, resample_counts
+from bloomqg.metrics.intervals import IntervalSpec, percentile_interval, rate_interval, resample_counts
 from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, cell_key, not_null, require_columns, true
 from bloomqg.metrics.spec import MetricSpec
 from bloomqg.frames import BINARY_CRITERIA
@@ -28,12 +40,18 @@ QUALITY_SPECS: tuple[MetricSpec, ...] = (
 )
 
 
+def generated_unusable(votes: pd.DataFrame) -> np.ndarray:
+    """Rows whose model wrote an answer that holds no question (``answered`` and parse
+    ``failed``): generated, and not useful."""
+    return true(votes["answered"]) & (votes["parse_status"] == "failed").to_numpy(dtype=bool)
+
+
 def quality_rows(votes: pd.DataFrame) -> RowTerms:
-    """Per-row terms of the three criteria and of usability."""
+    """Per-row terms of the three criteria and of usability (useful / generated)."""
     rows: RowTerms = {}
     for criterion in BINARY_CRITERIA:
         rows[criterion] = (true(votes[criterion]), not_null(votes[criterion]))
-    rows["usability"] = (true(votes["useful"]), not_null(votes["useful"]))
+    rows["usability"] = (true(votes["useful"]), not_null(votes["useful"]) | generated_unusable(votes))
     return rows
 
 
@@ -45,9 +63,12 @@ def line_terms(lines: pd.DataFrame) -> RowTerms:
 
 
 def line_rates(
-    lines: pd.DataFrame, cell: tuple[str, str, str], n_resamples: int, confidence: float, seed: int
-) -> dict[str, tuple[float, float, float, int]]:
-    """Table 4's unique / readable / answerable over every published line: (value, CI, n)."""
+    lines: pd.DataFrame, cell: tuple[str, str, str], intervals: IntervalSpec, seed: int
+) -> dict[str, tuple[float, float, float, int, str | None]]:
+    """Table 4's unique / readable / answerable over every published line: (value, CI, n, method).
+
+    The lines are the unit (a text repeated on two lines counts twice, as the paper counts it),
+    so a score interval takes them as independent; ``percentile_bootstrap`` resamples them."""
     require_columns(lines, ("model", "dataset", "strategy", *BINARY_CRITERIA), "published_lines")
     if lines.empty:
         raise ValueError(f"published_lines of {cell}: no lines")
@@ -62,13 +83,20 @@ def line_rates(
             return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan) * 100.0
 
     sizes = members.sum(axis=0)
-    values = rate(numerators.sum(axis=0), sizes)
-    rng = np.random.default_rng(seed)
-    estimates = np.concatenate(
-        [rate(counts @ numerators, counts @ members) for counts in resample_counts(rng, len(lines), n_resamples)]
-    )
-    low, high = percentile_interval(estimates, confidence)
+    successes = numerators.sum(axis=0)
+    values = rate(successes, sizes)
+    if intervals.bootstrap:
+        rng = np.random.default_rng(seed)
+        estimates = np.concatenate(
+            [rate(counts @ numerators, counts @ members)
+             for counts in resample_counts(rng, len(lines), intervals.n_resamples)]
+        )
+        low, high = percentile_interval(estimates, intervals.confidence)
+    else:
+        low, high = (100.0 * bound for bound in rate_interval(successes, sizes, intervals.method,
+                                                               intervals.confidence))
     return {
-        name: (float(values[i]), float(low[i]), float(high[i]), int(sizes[i]))
+        name: (float(values[i]), float(low[i]), float(high[i]), int(sizes[i]),
+               intervals.method if sizes[i] else None)
         for i, name in enumerate(BINARY_CRITERIA)
     }

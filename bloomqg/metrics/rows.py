@@ -31,6 +31,7 @@ REQUIRED_VOTE_COLUMNS = (
     "identified_bloom_level",
     "identified_knowledge_units",
     "parse_status",
+    "answered",
     "unique",
     "readable",
     "answerable",

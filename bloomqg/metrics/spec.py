@@ -45,6 +45,9 @@ class MetricSpec:
     #: ``table6`` (cognitive shift), ``auxiliary`` (the auxiliary tasks and counts), or None.
     paper_table: str | None = None
     paired_outcome: PairedOutcome | None = None
+    #: The range of one question's outcome (a rate's 0/1, KnowCov's coverage fraction, CogShift's
+    #: |Δ|): what the score interval of a bounded mean rescales by; None for counts.
+    outcome_range: tuple[float, float] | None = (0.0, 1.0)
 
     @property
     def percent(self) -> bool:

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from bloomqg.frames import BINARY_CRITERIA, CRITERIA, POSTERIOR_CRITERIA
+from bloomqg.parsing import answered
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,6 @@ CARRIED_COLUMNS: tuple[str, ...] = (
     "original_bloom_level", "original_knowledge_units", "new_question", "identified_bloom_level",
     "identified_knowledge_units", "parse_status",
 )
-
 
 @dataclass(frozen=True)
 class CriterionVote:
@@ -106,6 +106,7 @@ class VoteRecord:
 
     def as_row(self) -> dict[str, Any]:
         row: dict[str, Any] = {name: getattr(self.generation, name) for name in CARRIED_COLUMNS}
+        row["answered"] = answered(self.generation.raw_text)
         row["n_judges"] = self.n_judges
         by_kind: dict[str, Any] = {}
         for criterion, vote in self.criteria.items():

@@ -28,7 +28,11 @@ occurrence one line's votes (InternLM3-8B's 104 ``<new_question>`` rows all (1, 
 lines 25 × (1, 0, 0), 19 × (1, 1, 0), 18 × (0, 0, 0), ...), and α, AC1, the per-judge
 diagnostics, Dawid–Skene and the robustness rows were computed on those copies. Rows with no
 new question, or whose question was never judged, stay in the frame with null votes (their
-reasons say so), so the auxiliary accuracies use every original.
+reasons say so), so the auxiliary accuracies use every original. A question written in the
+template's slot brackets (``<How can ...?>``) is kept, and joined, without them
+(:func:`bloomqg.parsing.unbracketed`); a placeholder (``<new_question>``) is no question, and
+its row a parse failure. Every line that gives its votes to no row is listed with its reason by
+:func:`unjoined_lines`, the import report.
 
 Table 4 is the exception to the join: its unique / readable / answerable are the means of the
 published majority columns over *every line* of the votes file, a text judged on several lines
@@ -58,10 +62,12 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.datasets import DEFAULT_INPUT_LIMITS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
-from bloomqg.parsing import placeholder_reason
+from bloomqg.parsing import placeholder_reason, unbracketed
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
-from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
+from bloomqg.sheet_extent import SheetTooLarge, SheetUnreadable, check_workbook_extent
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +274,10 @@ def verify_run_files(run: ReleaseRun) -> dict[str, str]:
 
 def _read_generations(run: ReleaseRun) -> pd.DataFrame:
     try:
+        check_workbook_extent(run.generations, DEFAULT_INPUT_LIMITS["max_sheet_cells"])
+    except (SheetTooLarge, SheetUnreadable) as error:
+        raise ReleaseError(str(error)) from None
+    try:
         frame = pd.read_excel(run.generations, dtype=object)
     except Exception as error:  # openpyxl raises several types for a broken workbook
         raise ReleaseError(f"{run.generations}: cannot read as xlsx: {error}") from error
@@ -428,11 +438,11 @@ def _generation_record(
             split_knowledge_units(row[_COT_COLUMNS["identified_units"]], _IDENTIFIED_SEPARATORS) or None
         )
     # The release keeps only the extracted question; one that is the template's placeholder
-    # ("<new_question>") is no question, as bloomqg.parsing rules for our own generations.
+    # ("<new_question>") is no question, and one written in the slot's brackets ("<How can
+    # ...?>") is kept without them, as bloomqg.parsing rules for our own generations.
     raw_text = new_question
     parse_error = NO_QUESTION if new_question is None else placeholder_reason(new_question)
-    if parse_error is not None:
-        new_question = None
+    new_question = None if parse_error is not None or new_question is None else unbracketed(new_question)
     return GenerationRecord(
         prompt_id=f"{item_id}:{run.strategy}",
         item_id=item_id,
@@ -466,6 +476,13 @@ def _vote_record(
     return VoteRecord(generation, n_judges, criteria)
 
 
+def _join_key(text: str) -> str:
+    """A row's question and a line's text are compared as the row keeps its question: stripped
+    and without the brackets of the template's slot (``<How can ...?>``:
+    :func:`bloomqg.parsing.unbracketed`), which the votes file keeps."""
+    return unbracketed(text.strip())
+
+
 def lines_of_rows(texts: Sequence[str | None], judged: Sequence[JudgedLine]) -> list[JudgedLine | None]:
     """Each sheet row's own judged line (None: no question, or never judged), by position.
 
@@ -475,8 +492,8 @@ def lines_of_rows(texts: Sequence[str | None], judged: Sequence[JudgedLine]) -> 
     most one row. A row the alignment leaves over takes the next unpaired line of its text, in
     order, if there is one (a line judged out of place); never the line of another row."""
     # A row without a question must match nothing: a key no line has.
-    row_keys: list[object] = [text if text is not None else ("no question", i) for i, text in enumerate(texts)]
-    line_texts = [line.question for line in judged]
+    row_keys: list[object] = [_join_key(text) if text is not None else ("no question", i) for i, text in enumerate(texts)]
+    line_texts = [_join_key(line.question) for line in judged]
     paired: list[JudgedLine | None] = [None] * len(texts)
     taken = [False] * len(judged)
     matcher = SequenceMatcher(None, row_keys, line_texts, autojunk=False)
@@ -485,12 +502,12 @@ def lines_of_rows(texts: Sequence[str | None], judged: Sequence[JudgedLine]) -> 
             paired[block.a + k] = judged[block.b + k]
             taken[block.b + k] = True
     left: dict[str, list[JudgedLine]] = {}
-    for line, used in zip(judged, taken):
+    for line, text, used in zip(judged, line_texts, taken):
         if not used:
-            left.setdefault(line.question, []).append(line)
-    for row, text in enumerate(texts):
-        if paired[row] is None and text is not None and left.get(text):
-            paired[row] = left[text].pop(0)
+            left.setdefault(text, []).append(line)
+    for row, key in enumerate(row_keys):
+        if paired[row] is None and isinstance(key, str) and left.get(key):
+            paired[row] = left[key].pop(0)
     return paired
 
 
@@ -545,8 +562,9 @@ def _log_import(
         # Kept as a warning: the votes of a line no original wrote cannot enter any metric but
         # Table 4, and one mangled line should not block the import of a whole run.
         logger.warning(
-            "%s: %d lines (first: %s) judge no row of %s (a text no original wrote, or one judged more "
-            "often than written); they are left out of every metric but Table 4",
+            "%s: %d lines (first: %s) give their votes to no question of %s (a template placeholder, a "
+            "text judged more often than written, or one no original wrote: the import report, "
+            "unjoined_lines, says which); they are left out of every metric but Table 4",
             run.votes, len(unmatched), unmatched[:10], run.generations,
         )
     if unrecognised_levels:
@@ -616,3 +634,69 @@ def _judged_level(
     except UnknownBloomLevel as error:
         raise ReleaseError(f"{run.generations}: row {sheet_row}: column {column!r}: {error}") from error
     return CriterionVote(level, None, None, None if level else JUDGED_UNCATEGORIZED)
+
+
+# --------------------------------------------------------------------------------------------
+# The import report: every line that gives its votes to no generated question, and why
+
+#: ``reason`` of an unjoined line (:data:`bloomqg.frames.UNJOINED_LINES`): it judges a template
+#: placeholder, whose row is a parse failure (no question to give votes to) ...
+PLACEHOLDER_LINE = "placeholder"
+#: ... it judges a text again that every row writing it already has its own line for ...
+JUDGED_AGAIN = "judged_again"
+#: ... or no row of the run's generations wrote its text.
+NO_ROW = "no_row"
+UNJOINED_REASONS: tuple[str, ...] = (PLACEHOLDER_LINE, JUDGED_AGAIN, NO_ROW)
+
+
+def unjoined_lines(generations: pd.DataFrame, lines: pd.DataFrame) -> pd.DataFrame:
+    """The published vote lines of one imported run that give their votes to no generated
+    question, each with its reason (columns of :data:`bloomqg.frames.UNJOINED_LINES`), in line
+    order; empty when every line is some original's own.
+
+    ``generations``: the run's GENERATIONS frame (:func:`import_run`); ``lines``: its
+    :func:`published_vote_lines` with ``joined`` filled. ``rows`` names the originals a line
+    concerns: the placeholder row it judges (the k-th line judging ``<new_question>`` is the k-th
+    row that wrote it and failed to parse, as the votes follow the rows' order), or the rows
+    that wrote a text judged again. Such lines still count in Table 4, which is over every line."""
+    require = ["prompt_id", "raw_text", "new_question", "parse_status", "dataset", "strategy", "model"]
+    missing = [name for name in require if name not in generations.columns]
+    missing += [f"lines.{name}" for name in ("line", "question", "joined") if name not in lines.columns]
+    if missing:
+        raise ValueError(f"unjoined_lines: missing columns {missing}")
+    if lines["joined"].isna().any():
+        raise ValueError("unjoined_lines: lines without their join (published_vote_lines(run, votes) fills it)")
+    cells = {tuple(cell) for cell in generations[["dataset", "strategy", "model"]].drop_duplicates().itertuples(index=False)}
+    cells |= {tuple(cell) for cell in lines[["dataset", "strategy", "model"]].drop_duplicates().itertuples(index=False)}
+    if len(cells) != 1:
+        raise ValueError(f"unjoined_lines: generations and lines must be of one run, got {sorted(cells)}")
+    dataset, strategy, model = cells.pop()
+    placeholder_rows: dict[str, list[str]] = {}  # a placeholder's text -> the rows that wrote it
+    writers: dict[str, list[str]] = {}  # a question's join key -> the rows that wrote it
+    for prompt_id, raw, question, status in zip(
+        generations["prompt_id"], generations["raw_text"], generations["new_question"], generations["parse_status"]
+    ):
+        if isinstance(question, str):
+            writers.setdefault(_join_key(question), []).append(str(prompt_id))
+        elif status == "failed" and isinstance(raw, str) and placeholder_reason(raw):
+            placeholder_rows.setdefault(" ".join(raw.split()), []).append(str(prompt_id))
+    records = []
+    for line, text, joined in zip(lines["line"], lines["question"], lines["joined"]):
+        if len(joined):
+            continue
+        if placeholder_reason(text):
+            left = placeholder_rows.get(" ".join(text.split()), [])
+            rows = [left.pop(0)] if left else []
+            reason = PLACEHOLDER_LINE
+            detail = (f"judges the template's placeholder {text!r}, which is no question: "
+                      + (f"row {rows[0]} wrote it and is a parse failure, generated and not useful" if rows
+                         else "no row that wrote it is left"))
+        elif _join_key(text) in writers:
+            rows = writers[_join_key(text)]
+            reason = JUDGED_AGAIN
+            detail = f"judges again a text that {len(rows)} row(s) wrote, each judged on a line of its own"
+        else:
+            rows, reason, detail = [], NO_ROW, "no row of the run's generations wrote this text"
+        records.append({"dataset": dataset, "strategy": strategy, "model": model, "line": int(line),
+                        "question": str(text), "reason": reason, "rows": rows, "detail": detail})
+    return pd.DataFrame.from_records(records, columns=UNJOINED_LINES.names)

@@ -8,7 +8,9 @@ decimals and an empty cell where a metric does not apply:
 - ``table6``: cogreg, cogdrift, cogleap (Tables 6 and 8)
 - ``aux_tasks``: classification_acc, knowledge_id_acc (Figures 4–6)
 - ``paper_comparison``: every cell of Tables 4–6 the paper prints for these runs, reproduced
-  beside published, with the difference and the notes of :mod:`bloomqg.release.paper`
+  beside published, with the difference and the notes of :mod:`bloomqg.release.paper`, and the
+  count per reason of the vote lines that give their votes to no generated question (the import
+  report, :func:`bloomqg.release.runs.unjoined_lines`)
 
 each as ``.csv``, ``.md`` and ``.json`` (the Markdown and the view the report reads back are
 :mod:`bloomqg.reporting.tables`'s).
@@ -56,6 +58,8 @@ _CAPTIONS = {
 #: The paper's tables the comparison covers (Tables 7 and 8 are of a subset not in the release).
 COMPARED_TABLES: tuple[str, ...] = ("table4", "table5", "table6")
 COMPARISON = "paper_comparison"
+#: The import report beside the tables: every vote line that joins no generated question.
+IMPORT_REPORT = "import_report.parquet"
 
 #: The files :func:`release_tables` writes, relative to its ``out_dir``.
 RELEASE_TABLE_FILES: tuple[str, ...] = tuple(
@@ -120,8 +124,24 @@ def _write(out_dir: Path, name: str, table: Table, csv_frame: pd.DataFrame) -> l
     return [csv_path, md_path, view_path]
 
 
-def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
-    """The side-by-side table of reproduced vs published cells, a count per table in its notes."""
+def unjoined_note(unjoined: pd.DataFrame) -> str:
+    """One sentence on the import report: the vote lines that give their votes to no generated
+    question, counted per reason and, within it, per run."""
+    if unjoined.empty:
+        return ("Every line of the imported votes files gives its votes to its own generated question "
+                f"({IMPORT_REPORT} lists none).")
+    parts = []
+    for reason, rows in unjoined.groupby("reason", sort=True):
+        runs = rows.groupby(list(KEY_COLUMNS), sort=False).size()
+        per_run = ", ".join(f"{model} {dataset}/{strategy} {count}" for (model, dataset, strategy), count in runs.items())
+        parts.append(f"{reason} {len(rows)} ({per_run})")
+    return (f"Vote lines that give their votes to no generated question: {len(unjoined)}, by reason: "
+            + "; ".join(parts) + f". Each is listed with its reason in {IMPORT_REPORT}; they count in Table 4 only.")
+
+
+def comparison_table(comparison: pd.DataFrame, figures: PaperFigures, unjoined: pd.DataFrame | None = None) -> Table:
+    """The side-by-side table of reproduced vs published cells, a count per table in its notes
+    (and, given the import report ``unjoined``, its lines counted per reason)."""
     rows = []
     for record in comparison.to_dict("records"):
         reads = "" if record["paper_reads"] == record["paper"] else _format(record["paper_reads"])
@@ -139,6 +159,7 @@ def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
         "Published: as printed; reads as: what a printed slip stands for (empty where there is none); "
         "difference: reproduced − what it reads as.",
         *(f"Cited: {figures.cites[table]}" for table in counts),
+        *([] if unjoined is None else [unjoined_note(unjoined)]),
     ]
     return Table(
         COMPARISON,
@@ -149,9 +170,13 @@ def comparison_table(comparison: pd.DataFrame, figures: PaperFigures) -> Table:
     )
 
 
-def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigures | None = None) -> list[Path]:
+def release_tables(
+    all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigures | None = None, unjoined: pd.DataFrame | None = None,
+) -> list[Path]:
     """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv``, ``.md`` and ``.json`` into
-    ``out_dir``, comparing with ``figures`` (default: ``configs/paper-figures.yaml``).
+    ``out_dir``, comparing with ``figures`` (default: ``configs/paper-figures.yaml``); the
+    comparison's notes count the import report's lines per reason when ``unjoined`` (columns of
+    :data:`bloomqg.frames.UNJOINED_LINES`, every imported run's) is given.
 
     ``all_metrics`` has the columns of :data:`bloomqg.frames.METRICS` (at least model,
     dataset, strategy, metric, value). Returns the written paths, csv, md and json per table.
@@ -189,5 +214,5 @@ def release_tables(all_metrics: pd.DataFrame, out_dir: Path, figures: PaperFigur
             rendered.notes.append(GATED_NOTE)
         written += _write(out_dir, table, rendered, _display_columns(all_metrics, frame, metrics))
     comparison = pd.concat(comparisons, ignore_index=True)
-    written += _write(out_dir, COMPARISON, comparison_table(comparison, figures), comparison)
+    written += _write(out_dir, COMPARISON, comparison_table(comparison, figures, unjoined), comparison)
     return written

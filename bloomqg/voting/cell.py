@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from bloomqg.parsing import answered
 from bloomqg.frames import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
 from bloomqg.voting.agreement import GATE_COEFFICIENTS, AgreementResult, agreement_with_ci, gate_passes, gate_value, nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL, AlphaResult, alpha_with_ci, encode_votes
@@ -388,6 +389,7 @@ def vote_cell(
         rows += reliability_rows(collected[criterion], measured, judge_names, common)
 
     votes = generations[list(_GENERATION_COLUMNS)].copy()
+    votes["answered"] = [answered(text) for text in generations["raw_text"]]
     votes["n_judges"] = len(judge_names)
     for criterion in CRITERIA:
         add_vote_columns(votes, collected[criterion], dropped=gate_action == "drop" and criterion in gate_failed)

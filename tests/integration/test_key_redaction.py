@@ -1,9 +1,11 @@
 """No file a study writes holds its API key, not even in part, when endpoints echo it.
 
-One endpoint answers every generation with a question that quotes the key (a 200 answer); the
-judge's endpoint answers every call with a 500 whose message puts the key where the error text is
-cut for the log (around character 500). The key, and every 8-character piece of it, must be in no
-log, no Parquet file, no call-cache entry: nowhere in the working directory.
+One endpoint answers every generation with a question that quotes the key twice (a 200 answer),
+once as it is and once in JSON escapes that only the parser's decoding turns into the key; the
+judge's endpoint answers every call with a 500 that first echoes the key partly, as providers do
+(prefix, stars, suffix), then puts it whole where the error text is cut for the log (around
+character 500). The key, and every 8-character piece of it, must be in no log, no Parquet file
+(read back and decoded), no call-cache entry: nowhere in the working directory.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -35,10 +38,14 @@ def fragments(secret: str, length: int = 8) -> list[str]:
 
 
 def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
-    padding = "the upstream model failed; request context follows. " * 20
+    echo = f"Incorrect API key provided: {KEY[:12]}****{KEY[-4:]}. "
+    padding = echo + "the upstream model failed; request context follows. " * 20
     message = padding[: CUT - 15 - len(ERROR_PREFIX)] + KEY + " (end of context)"
     assert len(ERROR_PREFIX) + message.index(KEY) < CUT < len(ERROR_PREFIX) + message.index(KEY) + len(KEY)
-    question = json.dumps({"question": f"Why must the key {KEY} stay secret when a stack is shared?"})
+    spelled = "".join(f"\\u{ord(char):04x}" if index % 3 == 0 else char for index, char in enumerate(KEY))
+    question = ('{"question": "Why must the key ' + KEY + ' stay secret when a stack is shared, and '
+                + spelled + ' too?"}')
+    assert KEY in json.loads(question)["question"].split("shared, and ")[1]  # the decoded attack
     generator, generator_port = start_server(question)
     judge, judge_port = start_server(None, "--status", "500", "--error-message", message)
     try:
@@ -73,6 +80,13 @@ def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
     logs = list((tmp_path / "logs").rglob("*.log"))
     assert any("HTTP 500" in log.read_text() for log in logs), "the judge's log records the 500s"
     assert list((tmp_path / "cache").rglob("*.json")), "the generator's answers are cached"
+
+    for path in tmp_path.rglob("*.parquet"):  # the stored values, decoded
+        frame = pd.read_parquet(path)
+        for column in frame.columns:
+            text = "\n".join(map(str, frame[column].tolist()))
+            assert not [piece for piece in fragments(KEY) if piece in text], f"the key in {path}:{column}"
+    assert generations["new_question"].str.contains("stack is shared, and *** too?", regex=False).all()
 
     output = result.stdout + result.stderr
     written = [path for path in tmp_path.rglob("*") if path.is_file()]

@@ -34,7 +34,7 @@ from bloomqg.chat import ChatRequest, Completion, DecodingParams
 from bloomqg.api.client import OpenAICompatibleClient
 from bloomqg.api.settings import ClientSettings, redact_url
 from bloomqg.api.pacing import TokenBucket, estimate_tokens
-from bloomqg.api.retry import FatalAPIError, backoff_delay, parse_retry_after, redact
+from bloomqg.api.retry import FatalAPIError, backoff_delay, parse_retry_after, redact_error
 from bloomqg.api.wire import json_schema_response_format, with_schema_instruction
 from tests.conftest import REPO
 from tests.support.fault_proxy import FaultProxy, FaultSchedule
@@ -99,8 +99,8 @@ def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
 
 
 def test_redact_and_token_estimate() -> None:
-    assert SECRET not in redact(f"Incorrect API key provided: {SECRET}.", SECRET)
-    assert "sk-proj-abcdef123456" not in redact("key sk-proj-abcdef123456 bad", None)
+    assert SECRET not in redact_error(f"Incorrect API key provided: {SECRET}.", SECRET)
+    assert "sk-proj-abcdef123456" not in redact_error("key sk-proj-abcdef123456 bad", None)
     assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 100 + 3 + 3 + 50
 
 

@@ -24,6 +24,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from bloomqg.frames import UNJOINED_LINES
+from bloomqg.parquet_io import read_frame
 from bloomqg.run_lock import EXIT_BUSY, RUN_LOCK
 from tests.conftest import REPO
 from tests.support.shared import build_once
@@ -131,6 +133,9 @@ def test_make_reproduce_writes_the_paper_tables_and_report(made):
     assert len(comparison) == 9 + 8 + 6 and set(comparison["paper_model"]) == {"GLM-4-9B"}
     within = comparison.assign(ok=comparison["difference"].abs() <= 0.05).groupby("table")["ok"].sum()
     assert within.to_dict() == {"table4": 9, "table5": 5, "table6": 6}
+    # The import report: every GLM-4-9B vote line gives its votes to its own question.
+    assert read_frame(out / "import_report.parquet", UNJOINED_LINES).empty
+    assert "Every line of the imported votes files gives its votes" in (out / "paper_comparison.md").read_text(encoding="utf-8")
     figures = sorted(p.name for p in (out / "figures").glob("*.png"))
     assert {f"fig{n}_" for n in range(2, 7)} <= {name[:5] for name in figures}
     report = (out / "report.html").read_text(encoding="utf-8")

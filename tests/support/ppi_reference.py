@@ -4,15 +4,29 @@ tests/integration/test_workflow.py)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
-#: bloomqg.annotation.ppi.DEFAULT_PSEUDO_DISAGREEMENTS, spelled out: (human, judge) pairs appended.
+#: bloomqg.annotation.ppi.DEFAULT_PSEUDO_DISAGREEMENTS, spelled out: (human, judge) pairs appended;
+#: for paired differences with their mirror images.
 PSEUDO_HUMAN = [1.0, 0.0, 1.0, 0.0]
 PSEUDO_JUDGE = [0.0, 1.0, 0.0, 1.0]
+PSEUDO_HUMAN_DIFFERENCES = [1.0, 0.0, -1.0, 0.0] * 2
+PSEUDO_JUDGE_DIFFERENCES = [0.0, 1.0, 0.0, -1.0] * 2
 
 
-def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05) -> tuple[list[float], list[float]]:
+def humans_interval(y: np.ndarray, *, alpha: float) -> list[float]:
+    """The humans' own share and its Clopper–Pearson (``beta``) interval, in percent, by statsmodels."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(float(y.sum()), len(y), alpha=alpha, method="beta")
+    return [100 * y.mean(), 100 * low, 100 * high]
+
+
+def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
+                         differences: bool = False) -> tuple[list[float], list[float]]:
     """([PPI++ point, low, high], [humans' mean, low, high]) in percent, by ppi-python, from one
     (cell, metric)'s joined rows (columns human, judge; NaN = unlabelled / no verdict)."""
     import ppi_py
@@ -22,11 +36,12 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05) -> tuple[li
     # a null verdict enters as the judges' mean of the cell; no verdict at all, as 0
     prediction = np.where(np.isnan(judge), np.nanmean(judge) if (~np.isnan(judge)).any() else 0.0, judge)
     y, yhat, unlabelled = human[labelled], prediction[labelled], prediction[~labelled]
-    classical = ppi_py.classical_mean_ci(y, alpha=alpha)
-    humans = [100 * y.mean(), 100 * classical[0], 100 * classical[1]]
+    # a difference's own interval needs its two arms: the caller checks it (Newcombe's, paired)
+    humans = [math.nan] * 3 if differences else humans_interval(y, alpha=alpha)
     if not len(unlabelled):  # every item labelled: bloomqg's PPI is the humans' own estimate
         return humans, humans
-    y, yhat = np.concatenate([y, PSEUDO_HUMAN]), np.concatenate([yhat, PSEUDO_JUDGE])
+    pseudo = (PSEUDO_HUMAN_DIFFERENCES, PSEUDO_JUDGE_DIFFERENCES) if differences else (PSEUDO_HUMAN, PSEUDO_JUDGE)
+    y, yhat = np.concatenate([y, pseudo[0]]), np.concatenate([yhat, pseudo[1]])
     lam = None if np.var(np.concatenate([yhat, unlabelled])) > 0 else 0.0
     low, high = ppi_py.ppi_mean_ci(y, yhat, unlabelled, alpha=alpha, lam=lam)
     point = ppi_py.ppi_mean_pointestimate(y, yhat, unlabelled, lam=lam)

@@ -201,7 +201,7 @@ def synthetic_generations_and_votes(
                         }
                     )
                     votes.append(
-                        {**base, **_votes_for(rng, failed, new_level, item.knowledge_units, units, skill + bonus),
+                        {**base, "answered": True, **_votes_for(rng, failed, new_level, item.knowledge_units, units, skill + bonus),
                          "alpha_gated": (model, dataset, strategy) in gated_cells}
                     )
     return pd.DataFrame(generations), pd.DataFrame(votes)
@@ -357,6 +357,7 @@ def synthetic_metrics(
                         "ci_low": max(0.0, value - half) if has_ci else None,
                         "ci_high": (min(100.0, value + half) if percent else value + half) if has_ci else None,
                         "n": n_items,
+                        "ci_method": "wilson" if has_ci else None,
                         "alpha_gated": gated and metric in ("catcons", "cogreg", "cogdrift", "cogleap", "cogshift"),
                     })
     return pd.DataFrame(rows)

@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bloomqg.metrics.intervals import mover_paired
 from bloomqg.annotation.calibration import (
     METRICS_BY_NAME,
     CalibrationError,
     calibrated_estimates,
+    estimate_one,
     check_random_draw,
     joined_items,
     level_agreement,
@@ -244,8 +246,31 @@ def test_paired_differences_are_ppi_on_the_per_item_difference(study, ppi_py):
     difference = pd.DataFrame({"human": both["human_b"] - both["human_a"], "judge": both["judge_b"] - both["judge_a"]})
     assert row.big_n == len(both) and row.n == difference["human"].notna().sum()
     if row.n >= 2:
-        ppi, humans = ppi_python_estimates(difference)
+        ppi, _ = ppi_python_estimates(difference, differences=True)
         assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9)
+        labelled = difference["human"].notna()
+        arm_a, arm_b = both.loc[labelled, "human_a"].to_numpy(float), both.loc[labelled, "human_b"].to_numpy(float)
+        low, high = mover_paired(arm_a, arm_b)
+        assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(
+            [100 * (arm_b - arm_a).mean(), 100 * low, 100 * high], abs=1e-9)
+
+
+def test_a_paired_difference_of_0_is_estimated_without_bias_and_antisymmetrically():
+    # the pseudo-disagreements for shares pulled a difference toward +50 points: 14.29 [-4.04, 32.62]
+    zeros, unlabelled = np.zeros(100), np.r_[np.zeros(10), np.full(90, np.nan)]
+    result = estimate_one(unlabelled, zeros, 0.95, arms=((unlabelled, unlabelled), (zeros, zeros)))
+    assert result["ppi"] == 0.0 and result["ppi_low"] == pytest.approx(-result["ppi_high"])
+    assert result["humans"] == 0.0 and result["humans_low"] < 0 < result["humans_high"]
+    rng = np.random.default_rng(2)
+    judge_a, judge_b = rng.integers(0, 2, 100).astype(float), rng.integers(0, 2, 100).astype(float)
+    keep = np.arange(100) < 30
+    human_a = np.where(keep, np.where(rng.random(100) < 0.8, judge_a, 1 - judge_a), np.nan)
+    human_b = np.where(keep, np.where(rng.random(100) < 0.8, judge_b, 1 - judge_b), np.nan)
+    forward = estimate_one(human_b - human_a, judge_b - judge_a, 0.95, arms=((human_a, human_b), (judge_a, judge_b)))
+    backward = estimate_one(human_a - human_b, judge_a - judge_b, 0.95, arms=((human_b, human_a), (judge_b, judge_a)))
+    assert forward["ppi"] == pytest.approx(-backward["ppi"], abs=1e-12)
+    assert (forward["ppi_low"], forward["ppi_high"]) == pytest.approx((-backward["ppi_high"], -backward["ppi_low"]))
+    assert (forward["humans_low"], forward["humans_high"]) == pytest.approx((-backward["humans_high"], -backward["humans_low"]))
 
 
 def test_items_not_drawn_by_the_export_are_refused(study):
@@ -353,6 +378,19 @@ def test_settings_refuse_calibration_without_annotation():
 # --- the report's tables -----------------------------------------------------------------------
 
 
+def test_the_plan_sentence_follows_reachable_and_a_one_question_cell_is_planned():
+    from bloomqg.annotation.calibration_tables import catcons_plan_sentence
+    from bloomqg.annotation.plan import labels_needed
+
+    frame = pd.DataFrame({"reachable": [False, False], "n_needed": [3, 5], "half_width_at_n": [56.6, 69.3]})
+    sentence = catcons_plan_sentence(frame, 5.0)
+    assert "would bound" not in sentence and "± 69.3 points, not ± 5" in sentence and "2 of 2 cells" in sentence
+    reachable = frame.assign(reachable=True, half_width_at_n=4.0)
+    assert catcons_plan_sentence(reachable, 5.0).startswith("No annotation was imported: 5 labels per cell would bound")
+    one = labels_needed(np.array([1.0]), 0.5)
+    assert one.n_needed == 1 and not one.reachable and one.half_width_at_n > 50
+
+
 def test_the_calibrated_tables_read_back_as_report_views(study, tmp_path):
     from bloomqg.annotation.calibration_tables import calibrated_table, paired_table, plan_table
     from bloomqg.annotation.plan import annotation_plan
@@ -374,8 +412,14 @@ def test_the_calibrated_tables_read_back_as_report_views(study, tmp_path):
     plan = annotation_plan(study["votes"])
     write_table(plan_table(plan, annotated=False), [tmp_path / "plan.json"])
     notes = read_view(tmp_path / "plan.json").notes
-    n = int(plan.loc[plan["metric"] == "catcons_level", "n_needed"].max())
-    assert any(f"{n} labels per cell would bound CatCons to ± 5 points" in note for note in notes)
+    catcons = plan[plan["metric"] == "catcons_level"]
+    if catcons["reachable"].all():
+        n = int(catcons["n_needed"].max())
+        assert any(f"{n} labels per cell would bound CatCons to ± 5 points" in note for note in notes)
+    else:  # the sentence follows the plan's own reachable column, never a bound it cannot keep
+        assert not any("would bound CatCons" in note for note in notes)
+        widest = catcons.loc[~catcons["reachable"], "half_width_at_n"].max()
+        assert any(f"would still leave CatCons at up to ± {widest:.1f} points, not ± 5" in note for note in notes)
     # the strategies are named by their labels from the config, not by their keys
     labels = {"cot": "Chain of thought", "fgp": "Fine-grained"}
     labelled = [calibrated_table(estimates, agreement, n_annotators=2, rounds=["annotations"], pseudo_disagreements=2,

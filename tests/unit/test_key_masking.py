@@ -9,7 +9,7 @@ from pathlib import Path
 from bloomqg.api.cache import CachedResponse, CallCache
 from bloomqg.api.client import OpenAICompatibleClient
 from bloomqg.api.retry import RetryableError, status_error
-from bloomqg.logs import mask_key
+from bloomqg.stored_text import redact
 from bloomqg.api.settings import ClientSettings
 from bloomqg.chat import ChatRequest, DecodingParams
 
@@ -30,11 +30,11 @@ def test_an_error_is_masked_before_it_is_cut() -> None:
 
 
 def test_answers_lose_the_exact_key_only() -> None:
-    assert mask_key(f'{{"question": "Is {KEY} a key?"}}', KEY) == '{"question": "Is *** a key?"}'
+    assert redact(f'{{"question": "Is {KEY} a key?"}}', [KEY]) == '{"question": "Is *** a key?"}'
     # A key of under 8 characters ("EMPTY" for a local server) would mangle words: left alone.
-    assert mask_key("The stack is EMPTY.", "EMPTY") == "The stack is EMPTY."
+    assert redact("The stack is EMPTY.", ["EMPTY"]) == "The stack is EMPTY."
     # sk-… words in an answer may be content; only errors mask every sk- token.
-    assert mask_key("Use sk-learn-contrib here.", KEY) == "Use sk-learn-contrib here."
+    assert redact("Use sk-learn-contrib here.", [KEY]) == "Use sk-learn-contrib here."
 
 
 def test_a_cached_answer_holding_the_key_is_masked_on_replay_and_on_disk(tmp_path: Path, monkeypatch) -> None:

@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from bloomqg.metrics.cell import score_cell
+from bloomqg.metrics.intervals import IntervalSpec, mover_paired, newcombe_paired, rate_interval
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, paired_comparison, paired_comparisons
 from bloomqg.strategies import ComparisonSpec
@@ -45,7 +46,7 @@ def vote(
         original_question="q", original_bloom_level=ori,
         original_knowledge_units=["A"] if k_ori is None else k_ori, new_question="new",
         identified_bloom_level=id_level, identified_knowledge_units=id_units,
-        parse_status=parse_status, n_judges=3, bloom_level=new,
+        parse_status=parse_status, answered=True, n_judges=3, bloom_level=new,
         bloom_level_null_reason=level_reason if new is None else None,
         knowledge_units=None if k_new is None else list(k_new), useful=useful, alpha_gated=False, **binary,
     )
@@ -122,6 +123,26 @@ def test_binary_criteria_and_usability_use_non_null_votes_as_denominator():
     assert metric(result, "n_useful")["value"] == 1
     assert metric(result, "n_generated")["value"] == 4
     assert math.isnan(metric(result, "n_useful")["ci_low"])
+
+
+def test_usability_counts_an_answer_without_a_question_as_generated_and_not_useful():
+    # useful / generated: a parse failure of an answer with text (a placeholder, prose) is a
+    # generated output that is not useful; an empty answer, a failed call and an undecided
+    # verdict stay out of the denominator.
+    no_question = dict(useful=None, unique=None, readable=None, answerable=None, new=None, parse_status="failed")
+    rows = [
+        vote(useful=True), vote(useful=True),
+        vote(useful=False, unique=False, readable=True, answerable=True),
+        {**vote(**no_question), "new_question": None},  # "<new_question>": answered, no question
+        {**vote(**no_question), "new_question": None, "answered": False},  # empty answer
+        {**vote(**{**no_question, "parse_status": "error"}), "new_question": None, "answered": False},  # call failed
+        vote(useful=None, unique=None, readable=True, answerable=True),  # a tie: undecided
+    ]
+    result = score(rows)
+    assert metric(result, "usability")[["value", "n"]].tolist() == [50.0, 4]
+    assert metric(result, "n_useful")["value"] == 2 and metric(result, "n_generated")["value"] == 7
+    # CatCons and the other metrics over useful questions do not see the failure.
+    assert metric(result, "catcons")[["value", "n"]].tolist() == [100.0, 2]
 
 
 # --- CatCons -----------------------------------------------------------------------------
@@ -274,11 +295,16 @@ def _random_rows(n: int, seed: int) -> list[dict]:
     return rows
 
 
+def _bootstrap(n_resamples: int, confidence: float = 0.95) -> IntervalSpec:
+    return IntervalSpec(method="percentile_bootstrap", n_resamples=n_resamples, confidence=confidence)
+
+
 def test_bootstrap_interval_contains_the_value_and_is_deterministic():
     rows = _random_rows(300, seed=1)
-    first = score_cell(frame(rows), None, n_resamples=300, seed=7)
-    again = score_cell(frame(rows), None, n_resamples=300, seed=7)
-    other = score_cell(frame(rows), None, n_resamples=300, seed=8)
+    first = score_cell(frame(rows), None, intervals=_bootstrap(300), seed=7)
+    again = score_cell(frame(rows), None, intervals=_bootstrap(300), seed=7)
+    other = score_cell(frame(rows), None, intervals=_bootstrap(300), seed=8)
+    assert set(first["ci_method"].dropna()) == {"percentile_bootstrap"}
     pd.testing.assert_frame_equal(first, again)
     assert not np.allclose(first["ci_low"].fillna(0), other["ci_low"].fillna(0))
     with_ci = first.dropna(subset=["ci_low"])
@@ -292,16 +318,61 @@ def test_bootstrap_interval_contains_the_value_and_is_deterministic():
 def test_bootstrap_interval_matches_the_normal_approximation_for_a_proportion():
     n, p = 2000, 0.8
     rows = [vote(useful=i < n * p) for i in range(n)]
-    row = metric(score_cell(frame(rows), None, n_resamples=2000, seed=3), "usability")
+    row = metric(score_cell(frame(rows), None, intervals=_bootstrap(2000), seed=3), "usability")
     half = 1.96 * math.sqrt(p * (1 - p) / n) * 100
     assert row["ci_low"] == pytest.approx(80 - half, abs=0.3)
     assert row["ci_high"] == pytest.approx(80 + half, abs=0.3)
 
 
+def test_score_intervals_contain_the_value_and_name_their_method():
+    result = score_cell(frame(_random_rows(300, seed=1)), None)
+    with_ci = result.dropna(subset=["ci_low"])
+    assert len(with_ci) >= 15
+    assert (with_ci["ci_low"] <= with_ci["value"] + 1e-9).all()
+    assert (with_ci["value"] <= with_ci["ci_high"] + 1e-9).all()
+    methods = result.set_index("metric")["ci_method"]
+    assert methods["usability"] == "clopper_pearson" and methods["catcons"] == "clopper_pearson"
+    assert methods["cogshift"] == "clopper_pearson_bounded_mean"
+    assert pd.isna(methods["n_generated"])
+
+
+def test_a_rate_of_0_or_100_percent_has_an_interval_of_non_zero_width():
+    # the percentile bootstrap printed 100.00 [100.0, 100.0] (n=17): every resample is 100%
+    for useful in (True, False):
+        row = metric(score_cell(frame([vote(useful=useful) for _ in range(17)]), None), "usability")
+        assert row["n"] == 17 and row["ci_high"] - row["ci_low"] > 15.0
+        low, high = (float(x) * 100 for x in rate_interval(17 if useful else 0, 17, "clopper_pearson"))
+        assert (row["ci_low"], row["ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    one = metric(score_cell(frame([vote(useful=True)]), None), "usability")
+    assert one["n"] == 1 and one["ci_low"] < 50.0 and one["ci_high"] == 100.0
+
+
+def test_wilson_agrees_with_statsmodels():
+    from statsmodels.stats.proportion import proportion_confint
+
+    for k, n in ((0, 10), (3, 10), (10, 10), (57, 80)):
+        for method, name in (("wilson", "wilson"), ("clopper_pearson", "beta"), ("jeffreys", "jeffreys")):
+            if method == "jeffreys" and k in (0, n):
+                continue  # statsmodels leaves out Brown et al.'s boundary rule, which we apply
+            ours = [float(x) for x in rate_interval(k, n, method)]
+            assert ours == pytest.approx(list(proportion_confint(k, n, method=name)), abs=1e-9), (k, n, method)
+
+
+def test_clustering_on_the_unit_widens_a_rate_whose_units_differ():
+    # two units, one all yes and one all no: the questions are not 40 independent draws
+    rows = [vote(useful=i < 20, k_ori=["A"] if i < 20 else ["B"]) for i in range(40)]
+    plain = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="none")), "usability")
+    by_item = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="item")), "usability")
+    by_unit = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="unit")), "usability")
+    assert (plain["ci_low"], plain["ci_high"]) == (by_item["ci_low"], by_item["ci_high"])
+    assert by_unit["ci_high"] - by_unit["ci_low"] > 2 * (plain["ci_high"] - plain["ci_low"])
+    assert by_unit["ci_method"] == "clopper_pearson_clustered_unit"
+
+
 def test_wider_confidence_gives_a_wider_interval():
     rows = _random_rows(200, seed=2)
-    narrow = metric(score_cell(frame(rows), None, n_resamples=400, confidence=0.8), "catcons")
-    wide = metric(score_cell(frame(rows), None, n_resamples=400, confidence=0.99), "catcons")
+    narrow = metric(score_cell(frame(rows), None, confidence=0.8), "catcons")
+    wide = metric(score_cell(frame(rows), None, confidence=0.99), "catcons")
     assert wide["ci_high"] - wide["ci_low"] > narrow["ci_high"] - narrow["ci_low"]
 
 
@@ -561,3 +632,74 @@ def test_holm_adjust_keeps_order_and_nan_and_is_monotone():
     assert holm_adjust([]).size == 0
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         holm_adjust([1.5])
+
+
+# --- paired intervals ----------------------------------------------------------------------
+
+
+def test_newcombe_paired_interval_reduces_to_the_unpaired_one_when_the_pairs_are_uncorrelated():
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    # 4 of each cell: φ = 0, so method 10 is Newcombe's unpaired hybrid score interval
+    a = np.array([1] * 4 + [1] * 4 + [0] * 4 + [0] * 4)
+    b = np.array([1] * 4 + [0] * 4 + [1] * 4 + [0] * 4)
+    expected = confint_proportions_2indep(8, 16, 8, 16, method="newcomb", compare="diff")
+    assert newcombe_paired(a, b) == pytest.approx(tuple(expected), abs=1e-9)
+
+
+def test_paired_intervals_are_antisymmetric_and_never_degenerate():
+    rng = np.random.default_rng(4)
+    for n in (1, 5, 30):
+        a, b = rng.integers(0, 2, n), rng.integers(0, 2, n)
+        low, high = newcombe_paired(a, b)
+        back = newcombe_paired(b, a)
+        assert (low, high) == pytest.approx((-back[1], -back[0]))
+        assert low <= b.mean() - a.mean() <= high
+        x, y = rng.integers(0, 6, n).astype(float), rng.integers(0, 6, n).astype(float)
+        low, high = mover_paired(x, y, 0.0, 5.0)
+        assert (low, high) == pytest.approx(tuple(-v for v in reversed(mover_paired(y, x, 0.0, 5.0))))
+        assert low <= y.mean() - x.mean() <= high
+    # every pair agrees: the difference is 0 with an interval around it, not [0, 0]
+    same = np.ones(12)
+    assert newcombe_paired(same, same)[0] < 0 < newcombe_paired(same, same)[1]
+    assert mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[0] < 0 < mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[1]
+
+
+def test_paired_comparison_names_its_interval_methods():
+    rows = _random_rows(60, seed=5)
+    cot, fgp = frame(rows), frame(_random_rows(60, seed=6), strategy="fgp")
+    table = paired_comparison(cot, fgp).set_index("metric")
+    assert table.loc["usability", "ci_method"] == "newcombe_paired_score"
+    assert table.loc["knowcov", "ci_method"] == "mover_paired_score"
+    boot = paired_comparison(cot, fgp, bootstrap=True, n_resamples=200).set_index("metric")
+    assert set(boot["ci_method"]) == {"percentile_bootstrap"}
+
+
+# --- the study plan ------------------------------------------------------------------------
+
+
+def test_mcnemar_power_matches_a_simulation_of_the_exact_test():
+    from bloomqg.metrics.plan import mcnemar_power
+
+    rng = np.random.default_rng(0)
+    n, psi, d, alpha = 60, 0.3, 0.15, 0.05
+    cells = rng.choice(3, size=(3000, n), p=[(psi + d) / 2, (psi - d) / 2, 1 - psi])
+    only_b, only_a = (cells == 0).sum(1), (cells == 1).sum(1)
+    rejected = [stats.binomtest(int(x), int(x + y), 0.5).pvalue < alpha for x, y in zip(only_b, only_a) if x + y]
+    assert mcnemar_power(n, psi, d, alpha) == pytest.approx(sum(rejected) / 3000, abs=0.03)
+
+
+def test_study_plan_gives_items_needed_and_the_minimum_detectable_difference():
+    from bloomqg.metrics.plan import PlanSpec, study_plan
+
+    cot = frame(_random_rows(40, seed=8))
+    fgp = frame(_random_rows(40, seed=9), strategy="fgp")
+    plan = study_plan(pd.concat([cot, fgp], ignore_index=True), PlanSpec(difference=5.0))
+    assert set(plan["metric"]) == {"usability", "catcons", "knowcov"}
+    row = plan.set_index("metric").loc["usability"]
+    assert row["n_pairs"] == 40 and row["family_size"] == 1 and row["discordance_source"] == "measured on 40 pairs"
+    # 40 pairs cannot detect 5 points; the MDD is what they can detect, the items needed far more
+    assert row["mdd"] > 5.0 and row["n_needed"] > 40 and bool(row["reachable"])
+    assert row["power_at_difference"] < 0.8
+    bigger = study_plan(pd.concat([cot, fgp], ignore_index=True), PlanSpec(difference=row["mdd"]))
+    assert bigger.set_index("metric").loc["usability", "pairs_needed"] <= 41

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from bloomqg.strategies import BUILTIN_STRATEGIES
-from bloomqg.parsing import ParsedGeneration, parse_generation, placeholder_reason, prompt_example_questions
+from bloomqg.parsing import (
+    ParsedGeneration,
+    answered,
+    parse_generation,
+    placeholder_reason,
+    prompt_example_questions,
+    unbracketed,
+)
 
 UNITS = ["Stack", "Queue", "Binary Tree", "Sorting"]
 COT_FIELDS = BUILTIN_STRATEGIES["cot"].answer_fields
@@ -120,11 +127,50 @@ def test_failures_carry_a_reason(text, reason):
     "  <your new question>\n",
     "Question: <new_question>",
     '"<new_question>"',
+    '{"question": "<新问题>"}',  # Meta-Llama-3-8B's 9 K-12 math outputs in the release
+    '{"question": "<insert question here>"}',
+    '{"question": "<>"}',
 ])
 def test_a_template_placeholder_is_no_question(text):
     parsed = cot(text)
     assert parsed.parse_status == "failed" and parsed.new_question is None
     assert "placeholder" in parsed.parse_error
+
+
+# Questions the paper's release holds written in the slot's brackets (Spark3.5-Max's CS FGP has
+# five such, its K-12 math FGP 41, InternLM3-8B one in CS CoT and one in K-12 math).
+BRACKETED_QUESTIONS = [
+    'How can doubly linked lists enhance the performance of the "undo" and "redo" operations in a text editor?',
+    "What are some common Python libraries used in data analysis and machine learning?",
+    "In what ways can stacks be utilized to implement a call stack in a programming language's runtime environment?",
+    "学校组织一次春游，租了5辆大巴车，每辆大巴车的租金是2500元。学校这次春游一共需要支付多少租金？",
+    "求值：\\(C_m^{3 - m} + C_{m + 1}^{8 - m} = \\)_______.（填数字）",
+    "一个长方体盒子的体积是多少",  # no punctuation, but longer than a slot's eight ideographs
+    "Explain why a queue suits breadth first search",  # no punctuation, but more than five words
+]
+
+
+@pytest.mark.parametrize("question", BRACKETED_QUESTIONS)
+def test_a_question_in_the_slots_brackets_is_a_question_without_them(question):
+    assert placeholder_reason(f"<{question}>") is None
+    assert unbracketed(f" <{question}> ") == question
+    for answer in (json.dumps({"question": f"<{question}>"}, ensure_ascii=False), f"Question: <{question}>"):
+        parsed = fgp(answer)
+        assert parsed.parse_status == "ok" and parsed.new_question == question, answer
+
+
+def test_unbracketed_leaves_slots_and_other_texts_as_they_are():
+    for text in ("<new_question>", "<your new question>", "<新问题>", "<>", "What is a <tag> in HTML?",
+                 "<a> and <b>?", "Is 2 < 3 > 1?"):
+        assert unbracketed(text) == text
+    # The line between the two: up to five words of letters, no punctuation or digits, is a slot;
+    # one sign of a sentence makes it a question.
+    assert placeholder_reason("<What is a stack>") and placeholder_reason("<What is a stack?>") is None
+
+
+def test_answered_means_the_answer_has_text():
+    assert answered("<new_question>") and answered("no JSON here")
+    assert not answered(None) and not answered("") and not answered(" \n") and not answered(float("nan"))
 
 
 def test_the_prompts_own_example_answer_is_no_question():

@@ -270,3 +270,27 @@ def test_refine_renders_its_second_pass_with_the_draft_left_to_fill():
     assert frame["target_bloom_level"].iloc[0] == "Remember"
     # the hash covers the second pass's template: editing it rebuilds the prompts
     assert frame["prompt_hash"].iloc[0] != build("fgp")["prompt_hash"].iloc[0]
+
+
+def test_limited_items_draws_every_level_and_unit_the_limit_allows_and_the_same_for_each_strategy():
+    from bloomqg.prompts import limited_items
+
+    # a file ordered by unit: the first 8 rows are one unit and one level
+    rows = [{"item_id": f"cs-{i:04d}", "dataset": "cs", "bloom_level": level, "knowledge_units": [unit]}
+            for i, (unit, level) in enumerate((u, lv) for u in ("Stack", "Queue", "Tree", "Hash")
+                                              for lv in ("Remember", "Apply", "Create") for _ in range(4))]
+    dataset = pd.DataFrame(rows)
+    first = limited_items(dataset, 8, by="first")
+    assert first == [f"cs-{i:04d}" for i in range(8)]
+    drawn = limited_items(dataset, 8, seed=3)
+    picked = dataset[dataset["item_id"].isin(drawn)]
+    assert len(drawn) == 8 and drawn == sorted(drawn)
+    assert set(picked["bloom_level"]) == {"Remember", "Apply", "Create"}
+    assert {units[0] for units in picked["knowledge_units"]} == {"Stack", "Queue", "Tree", "Hash"}
+    assert limited_items(dataset, 8, seed=3) == drawn  # seeded: every strategy gets these items
+    assert limited_items(dataset, 8, seed=4) != drawn
+    many = dataset[dataset["item_id"].isin(limited_items(dataset, 36, seed=3))]
+    assert many.groupby("bloom_level").size().tolist() == [12, 12, 12]  # in proportion
+    assert limited_items(dataset, 100) == dataset["item_id"].tolist()
+    with pytest.raises(ValueError, match="limit_items_by"):
+        limited_items(dataset, 3, by="last")

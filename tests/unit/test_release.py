@@ -19,8 +19,12 @@ from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.parsing import placeholder_reason
 from bloomqg.parquet_io import to_table
 from bloomqg.release.runs import (
+    JUDGED_AGAIN,
     NO_QUESTION,
+    NO_ROW,
     NOT_JUDGED,
+    PLACEHOLDER_LINE,
+    UNJOINED_REASONS,
     ReleaseError,
     ReleaseRun,
     import_run,
@@ -28,6 +32,7 @@ from bloomqg.release.runs import (
     missing_runs,
     published_vote_lines,
     split_knowledge_units,
+    unjoined_lines,
     verify_run_files,
 )
 from bloomqg.provenance import sha256_file
@@ -41,7 +46,7 @@ from bloomqg.release.paper import (
     reproduced_counts,
 )
 from bloomqg.release.tables import RELEASE_TABLE_FILES, release_tables
-from bloomqg.frames import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.frames import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
 from tests.support.release_slice import judged
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"
@@ -170,9 +175,66 @@ def test_a_placeholder_is_a_parse_failure_and_its_lines_count_in_table4_only(tmp
     published = published_vote_lines(run, votes)
     assert published["joined"].tolist() == [["cs-0001:cot"], [], ["cs-0003:cot"], [], ["cs-0005:cot"]]
     by_lines = score_cell(votes, None, n_resamples=20, published_lines=published).set_index("metric")
-    # Table 4 is the release's, over its five lines; usability counts the three questions.
+    # Table 4 is the release's, over its five lines; usability is useful / generated: the three
+    # questions, all useful, and the two placeholder outputs, generated and not useful.
     assert by_lines.loc["unique", ["value", "n"]].tolist() == [60.0, 5]
-    assert by_lines.loc["usability", ["value", "n"]].tolist() == [100.0, 3]
+    assert by_lines.loc["usability", ["value", "n"]].tolist() == [60.0, 5]
+
+
+def _run_of(tmp_path: Path, texts: list[str | None], lines: list[dict]) -> ReleaseRun:
+    """A CS CoT run in the release's format whose rows wrote ``texts``, judged on ``lines``."""
+    rows = [("Stacks", "Apply", f"Original {i}?", "Stacks", "Apply", text, "Apply") for i, text in enumerate(texts)]
+    xlsx, jsonl = write_cs_cot(tmp_path, rows=rows)
+    jsonl.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    return ReleaseRun("m", "cs", "cot", xlsx, jsonl)
+
+
+def test_a_question_in_the_slots_brackets_is_kept_without_them_and_keeps_its_line(tmp_path):
+    # Spark3.5-Max's CS FGP run wrote five questions as "<...?>", and its votes file judged them
+    # so: each is a question, joined to its own line (Table 6 of that run needs their votes).
+    bracketed = '<How can doubly linked lists enhance the "undo" and "redo" operations of a text editor?>'
+    run = _run_of(tmp_path, ["Q0.", bracketed, "<新问题>"],
+                  [judged("Q0."), judged(bracketed, unique=(0, 1, 1)), judged("<新问题>", unique=(0, 0, 1))])
+    generations, votes = import_run(run)
+    assert generations["parse_status"].tolist() == ["ok", "ok", "failed"]
+    assert generations.loc[1, "new_question"] == bracketed[1:-1] and generations.loc[1, "raw_text"] == bracketed
+    assert votes.loc[1, "unique_votes"] == ["0", "1", "1"] and votes.loc[1, "useful"] is True
+    assert votes["answered"].tolist() == [True, True, True]
+    lines = published_vote_lines(run, votes)
+    assert lines["joined"].tolist() == [["cs-0001:cot"], ["cs-0002:cot"], []]
+    assert unjoined_lines(generations, lines)["reason"].tolist() == [PLACEHOLDER_LINE]
+
+
+def test_the_import_report_gives_every_unjoined_line_its_reason(tmp_path):
+    texts = ["Q0.", "<new_question>", "Twice.", "<new_question>", "Twice.", None, "Q6."]
+    lines = [judged("Q0."), judged("<new_question>", unique=(1, 0, 0)), judged("Twice."),
+             judged("<new_question>"), judged("Twice."), judged("Twice.", unique=(0, 0, 0)),
+             judged("Q6."), judged("<new_question>"), judged("No original wrote this.")]
+    run = _run_of(tmp_path, texts, lines)
+    generations, votes = import_run(run)
+    report = unjoined_lines(generations, published_vote_lines(run, votes))
+    to_table(report, UNJOINED_LINES)
+    assert set(report["reason"]) == set(UNJOINED_REASONS)
+    assert report[["line", "reason"]].values.tolist() == [
+        [2, PLACEHOLDER_LINE], [4, PLACEHOLDER_LINE], [6, JUDGED_AGAIN], [8, PLACEHOLDER_LINE], [9, NO_ROW]]
+    # The k-th placeholder line judges the k-th row that wrote it; a third has no row left.
+    assert report["rows"].tolist() == [["cs-0002:cot"], ["cs-0004:cot"], ["cs-0003:cot", "cs-0005:cot"], [], []]
+    assert "row cs-0002:cot wrote it and is a parse failure" in report.loc[0, "detail"]
+    assert "no row that wrote it is left" in report.loc[3, "detail"]
+    assert (report[["dataset", "strategy", "model"]].values == ["cs", "cot", "m"]).all()
+    # Every line is accounted for: joined to its own original, or listed here.
+    joined = published_vote_lines(run, votes)["joined"].map(len)
+    assert sorted(report["line"].tolist() + [i + 1 for i, n in enumerate(joined) if n]) == list(range(1, len(lines) + 1))
+    with pytest.raises(ValueError, match="lines without their join"):
+        unjoined_lines(generations, published_vote_lines(run))
+    with pytest.raises(ValueError, match="of one run"):
+        unjoined_lines(generations.assign(model="other"), published_vote_lines(run, votes))
+    # paper_comparison counts them per reason and run.
+    metrics = score_cell(votes, None, n_resamples=5, published_lines=published_vote_lines(run, votes))
+    release_tables(metrics, tmp_path / "tables", unjoined=report)
+    note = (tmp_path / "tables" / "paper_comparison.md").read_text(encoding="utf-8")
+    assert ("Vote lines that give their votes to no generated question: 5, by reason: judged_again 1 (m cs/cot 1); "
+            "no_row 1 (m cs/cot 1); placeholder 3 (m cs/cot 3).") in note
 
 
 def test_a_line_judged_out_of_place_still_goes_to_its_own_original(tmp_path):
@@ -277,7 +339,7 @@ def test_record_types_have_the_schemas_columns_in_order():
 def test_frame_of_names_the_columns_a_record_type_lacks():
     generation = GenerationRecord("p", "i", "cs", "cot", "m", "Q?", None, ["U"], None, None, None, None,
                                   "failed", None, "imported")
-    with pytest.raises(ValueError, match=r"GenerationRecord rows do not match the schema: missing \['n_judges'"):
+    with pytest.raises(ValueError, match=r"GenerationRecord rows do not match the schema: missing \['answered', 'n_judges'"):
         frame_of([generation], VOTES)
 
 
@@ -372,15 +434,18 @@ def glm_manifest(tmp_path_factory, release_dir) -> Path:
 def glm(glm_manifest, tmp_path_factory) -> dict:
     runs = load_manifest(glm_manifest)
     imported = {(run.dataset, run.strategy): import_run(run) for run in runs}
-    lines = {(run.dataset, run.strategy): published_vote_lines(run) for run in runs}
+    lines = {(run.dataset, run.strategy): published_vote_lines(run, imported[(run.dataset, run.strategy)][1])
+             for run in runs}
     all_metrics = pd.concat(
         [score_cell(votes, None, n_resamples=100, published_lines=lines[cell]) for cell, (_, votes) in imported.items()],
         ignore_index=True,
     )
+    unjoined = pd.concat([unjoined_lines(imported[cell][0], lines[cell]) for cell in imported], ignore_index=True)
     out = tmp_path_factory.mktemp("tables")
-    written = release_tables(all_metrics, out)
+    written = release_tables(all_metrics, out, unjoined=unjoined)
     tables = {path.stem: pd.read_csv(path) for path in written if path.suffix == ".csv"}
-    return {"imported": imported, "metrics": all_metrics, "written": written, "tables": tables, "out": out}
+    return {"imported": imported, "metrics": all_metrics, "written": written, "tables": tables, "out": out,
+            "lines": lines, "unjoined": unjoined}
 
 
 def _cell(table: pd.DataFrame, dataset: str, strategy: str) -> pd.Series:
@@ -411,6 +476,22 @@ def test_glm_frames_fit_the_schemas_with_one_row_per_original(glm):
     # Judged questions: every jsonl line, duplicates included, is one judged row or a repeat.
     assert cot["unique"].notna().sum() == 1409 and fgp["unique"].notna().sum() == 1414
     assert glm["imported"][("math", "fgp")][1]["unique"].notna().sum() == 437
+
+
+def test_glm_every_vote_line_is_its_own_originals_and_no_output_is_a_placeholder(glm):
+    # GLM-4-9B wrote no placeholder and no question in brackets; its 4 CS CoT rows without an
+    # output are no answer, so usability does not count them (the paper does not either).
+    assert glm["unjoined"].empty
+    for (dataset, strategy), (generations, votes) in glm["imported"].items():
+        outputs = generations["raw_text"].dropna()
+        assert not outputs.map(lambda text: text.strip().startswith("<")).any()
+        assert not generations["parse_error"].fillna("").str.contains("placeholder").any()
+        assert glm["lines"][(dataset, strategy)]["joined"].map(len).eq(1).all()
+        failed = votes["parse_status"] == "failed"
+        assert failed.sum() == (4 if (dataset, strategy) == ("cs", "cot") else 0)
+        assert not votes.loc[failed, "answered"].any()
+    note = (glm["out"] / "paper_comparison.md").read_text(encoding="utf-8")
+    assert "Every line of the imported votes files gives its votes to its own generated question" in note
 
 
 # The figures ../shared/data/README.md says this release reproduces (percent, to 0.01).
@@ -466,8 +547,8 @@ def test_glm_tables_compare_with_the_paper(glm):
 def test_glm_release_tables_write_csv_and_markdown(glm):
     assert sorted(path.name for path in glm["written"]) == sorted(RELEASE_TABLE_FILES)
     markdown = (glm["out"] / "table5.md").read_text(encoding="utf-8")
-    assert "| glm-4-9b | cs | cot | 90.70 [89.3, 92.2] (n=1409 of 1416) | 37.17 [34.8, 40.0] (n=1278 of 1416) |" in markdown
-    assert "| glm-4-9b | math | fgp | 97.71 [95.9, 99.0] (n=437 of 438) |  |" in markdown
+    assert "| glm-4-9b | cs | cot | 90.70 [89.1, 92.2] (n=1409 of 1416) | 37.17 [34.5, 39.9] (n=1278 of 1416) |" in markdown
+    assert "| glm-4-9b | math | fgp | 97.71 [95.8, 98.9] (n=437 of 438) |  |" in markdown
     to_table(glm["metrics"], METRICS)
 
 

@@ -120,7 +120,7 @@ def test_gate_failures_are_listed(built):
 def test_strategy_effect_sentence():
     frame = pd.DataFrame([
         {"model": m, "dataset": "cs", "strategy": s, "metric": "catcons", "value": v, "ci_low": None,
-         "ci_high": None, "n": 10, "alpha_gated": False}
+         "ci_high": None, "n": 10, "ci_method": None, "alpha_gated": False}
         for m, s, v in [("a", "cot", 30.0), ("a", "fgp", 35.0), ("b", "cot", 40.0), ("b", "fgp", 38.0),
                         ("c", "fgp", 50.0)]
     ])
@@ -138,7 +138,7 @@ def test_strategy_effect_covers_every_pair_with_labels():
             ("b", "cot", 40.0), ("b", "fgp", 38.0), ("b", "zeroshot", 40.0)]
     frame = pd.DataFrame([
         {"model": m, "dataset": "cs", "strategy": s, "metric": "catcons", "value": v, "ci_low": None,
-         "ci_high": None, "n": 10, "alpha_gated": False} for m, s, v in rows])
+         "ci_high": None, "n": 10, "ci_method": None, "alpha_gated": False} for m, s, v in rows])
     labels = {"cot": "CoT", "fgp": "FGP", "zeroshot": "Zero-shot"}
     text = strategy_effect(frame, "catcons", labels)
     assert "On cs, FGP raised CatCons against CoT" in text

@@ -35,7 +35,7 @@ def metric_rows(rows: list[tuple]) -> pd.DataFrame:
     """METRICS frame from (model, dataset, strategy, metric, value, low, high, gated) tuples."""
     frame = pd.DataFrame(
         [{"model": m, "dataset": d, "strategy": s, "metric": k, "value": v, "ci_low": lo, "ci_high": hi,
-          "n": 100, "alpha_gated": g} for m, d, s, k, v, lo, hi, g in rows]
+          "n": 100, "ci_method": "wilson", "alpha_gated": g} for m, d, s, k, v, lo, hi, g in rows]
     )
     to_table(frame, METRICS)  # the hand-made frame must fit the real schema
     return frame

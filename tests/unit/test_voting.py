@@ -200,6 +200,18 @@ def test_vote_cell_columns_values_and_reasons():
     assert judge_c["agreement_with_majority"] == pytest.approx(3 / 5)
 
 
+def test_votes_say_which_rows_the_model_answered_with_text():
+    # Usability counts an answered row whose parse failed as generated and not useful; an empty
+    # answer or a failed call is no answer (bloomqg.metrics.quality).
+    gens = generations_frame(6, missing=(4, 5))
+    gens.loc[4, "raw_text"] = " "
+    answers = {"unique": [True] * 6, "readable": [True] * 6, "answerable": [True] * 6,
+               "bloom_level": ["Apply"] * 6, "knowledge_units": [["Stacks"]] * 6}
+    votes, _ = vote_cell(gens, [judgments_frame(name, gens, answers) for name in "abc"], n_resamples=20)
+    assert votes["answered"].tolist() == [True, True, True, True, False, True]
+    assert votes["parse_status"].tolist()[4:] == ["failed", "failed"]
+
+
 def test_gate_flag_keeps_votes_and_drop_nulls_the_failing_criterion():
     gens, judgments = panel()
     flagged, rel_flag = vote_cell(gens, judgments, gate_alpha=0.7, gate_action="flag", n_resamples=50)

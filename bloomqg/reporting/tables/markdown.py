@@ -8,6 +8,10 @@ from bloomqg.reporting.tables.model import DAGGER, Table
 
 
 def _md_escape(text: str) -> str:
+    """A label or cell as Markdown text: a pipe cannot end its cell, and HTML in it (a strategy
+    label ``<img src=x onerror=...>``) is shown, not run, by any renderer that passes HTML through,
+    as the HTML and LaTeX tables escape it."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 

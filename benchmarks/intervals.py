@@ -1,0 +1,349 @@
+"""Do the intervals keep their promise? Coverage and width of every interval the report prints,
+at the n it prints them at, for the methods the report uses beside the ones it replaced.
+
+For each kind of number, true values are known and cells are drawn from them
+(n ∈ {5, 10, 20, 50, 100, 400}, true rates ∈ {0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98}):
+
+- ``rate`` (unique, readable, answerable, usability, CatCons, the shift shares, the accuracies):
+  coverage computed exactly, summing over every count k ~ Binomial(n, p) (infinitely many
+  replications); Clopper–Pearson (the report's), Wilson, Jeffreys and the percentile bootstrap (whose
+  resampled rate is Binomial(n, k/n)/n: its limit as resamples grow);
+- ``knowcov`` (a mean of coverage fractions: a third of the originals carry two units) and
+  ``cogshift`` (a mean of |Δ| in 0..5; the rate is the share of shifted questions, the magnitudes
+  as the release's) and ``cogleap_mean`` (|Δ| of leaps, 2..5): simulated; the bounded-mean
+  interval (exact and Wilson) beside Student's t and the percentile bootstrap;
+- ``rate_clustered_unit``: questions on 12 knowledge units whose rates differ (intraclass
+  correlation 0.1): the interval with ``cluster: unit`` beside the unclustered one;
+- ``paired_binary`` (a difference of two rates on the same items; correlated arms, a true
+  difference of 0 and of 0.4 × 0.375): Newcombe's score interval beside the percentile
+  bootstrap; ``paired_knowcov`` and ``paired_cogshift`` (the same design on graded outcomes):
+  its MOVER generalisation beside it;
+- the study plan: for planned differences the n it asks for is simulated with the exact McNemar
+  test (and a graded plan with the Wilcoxon test the workflow runs); the power reached must be
+  the stated one ± 0.05.
+
+Simulated kinds use ``--replications`` (default 2,000) per (n, rate); the bootstrap 400
+resamples, at n ≤ 50 (it is there to show what it was replaced for). Prints a table per kind, writes a figure, and ends with one JSON line
+``{"coverage": {KIND: {N: min over rates}}, "width": {KIND: {N: mean width}}, "method": {KIND:
+NAME}, "width_vs_clopper_pearson": {N: max ratio}, "plan": [...], "goals": {...}}`` for the
+methods the report uses (the goals: coverage ≥ 0.94 from n = 10 for those, the rate's width at
+most 1.2 × Clopper–Pearson's, the plan's power within 0.05; the clustered design is measured and
+printed beside them, not judged: it is not the default).
+
+    python benchmarks/intervals.py [--replications 2000] [--figure results/benchmarks/intervals.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bloomqg.metrics.intervals import (  # noqa: E402
+    IntervalSpec,
+    bounded_mean_interval,
+    effective_size,
+    mover_paired,
+    newcombe_paired,
+    rate_interval,
+    wilson,
+)
+from bloomqg.metrics.plan import mcnemar_power, pairs_needed  # noqa: E402
+
+SIZES = (5, 10, 20, 50, 100, 400)
+RATES = (0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98)
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 250
+BOOTSTRAP_MAX_N = 50
+#: The report's rate method (the config default).
+RATE = IntervalSpec().method
+#: |Δ| of a shifted question, 1..5: the release's GLM-4-9B CS shifts, rounded.
+SHIFT_MAGNITUDES = np.array([0.45, 0.30, 0.15, 0.07, 0.03])
+#: What the report prints for each kind (the goal is judged on these).
+REPORT_METHOD = {
+    "rate": RATE, "knowcov": f"{RATE}_bounded_mean", "cogshift": f"{RATE}_bounded_mean",
+    "cogleap_mean": f"{RATE}_bounded_mean", "paired_binary": "newcombe_paired_score",
+    "paired_knowcov": "mover_paired_score", "paired_cogshift": "mover_paired_score",
+}
+#: Measured too, but not printed by default (config intervals.cluster: unit).
+OPTIONAL_METHOD = {"rate_clustered_unit": f"{RATE}_clustered_unit"}
+
+
+def rates_exact() -> dict:
+    """Exact coverage and mean width of each rate method at every (n, p)."""
+    out: dict = {}
+    for method in ("wilson", "clopper_pearson", "jeffreys", "percentile_bootstrap"):
+        for n in SIZES:
+            k = np.arange(n + 1)
+            if method == "percentile_bootstrap":
+                low = stats.binom.ppf(0.025, n, k / n) / n
+                high = stats.binom.ppf(0.975, n, k / n) / n
+            else:
+                low, high = rate_interval(k, n, method, CONFIDENCE)
+            for p in RATES:
+                weight = stats.binom.pmf(k, n, p)
+                covered = (low <= p + 1e-12) & (p - 1e-12 <= high)
+                out[(method, n, p)] = (float(np.sum(weight * covered)), float(np.sum(weight * (high - low))))
+    return out
+
+
+def _draw_knowcov(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    two = rng.random(shape) < 1 / 3
+    return np.where(two, rng.binomial(2, p, shape) / 2.0, rng.binomial(1, p, shape).astype(float))
+
+
+def _draw_cogshift(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    shifted = rng.random(shape) < p
+    return np.where(shifted, rng.choice(np.arange(1, 6), size=shape, p=SHIFT_MAGNITUDES), 0.0)
+
+
+def _draw_leap(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    return 2.0 + rng.binomial(3, 1 - p, shape)  # p near 1: leaps of 2 levels
+
+
+MEANS = {  # kind: (draw, true mean of the rate p, range)
+    "knowcov": (_draw_knowcov, lambda p: p, (0.0, 1.0)),
+    "cogshift": (_draw_cogshift, lambda p: p * float(np.arange(1, 6) @ SHIFT_MAGNITUDES), (0.0, 5.0)),
+    "cogleap_mean": (_draw_leap, lambda p: 2.0 + 3 * (1 - p), (2.0, 5.0)),
+}
+
+
+def _bootstrap(rng: np.random.Generator, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap of the mean of each row of ``values`` (R × n)."""
+    r, n = values.shape
+    picks = rng.integers(0, n, size=(r, BOOTSTRAP_RESAMPLES, n))
+    means = np.take_along_axis(values[:, None, :], picks, axis=2).mean(axis=2)
+    return np.percentile(means, 2.5, axis=1), np.percentile(means, 97.5, axis=1)
+
+
+def means_simulated(rng: np.random.Generator, replications: int) -> dict:
+    out: dict = {}
+    for kind, (draw, truth_of, (lower, upper)) in MEANS.items():
+        for n in SIZES:
+            for p in RATES:
+                values = draw(rng, p, (replications, n))
+                truth = truth_of(p)
+                means = values.mean(axis=1)
+                score = np.array([bounded_mean_interval(m, n, lower, upper, RATE, CONFIDENCE) for m in means])
+                wilson_score = np.array([bounded_mean_interval(m, n, lower, upper, "wilson", CONFIDENCE) for m in means])
+                sd = values.std(axis=1, ddof=1) if n > 1 else np.zeros(replications)
+                half = stats.t.ppf(0.975, max(n - 1, 1)) * sd / np.sqrt(n)
+                candidates = {f"{RATE}_bounded_mean": (score[:, 0], score[:, 1]),
+                              "wilson_bounded_mean": (wilson_score[:, 0], wilson_score[:, 1]),
+                              "student_t": (means - half, means + half)}
+                if n <= BOOTSTRAP_MAX_N:
+                    candidates["percentile_bootstrap"] = _bootstrap(rng, values)
+                for method, (low, high) in candidates.items():
+                    covered = (low <= truth + 1e-9) & (truth - 1e-9 <= high)
+                    out[(kind, method, n, p)] = (float(covered.mean()), float(np.mean(high - low)))
+    return out
+
+
+def clustered_simulated(rng: np.random.Generator, replications: int, units: int = 12, icc: float = 0.1) -> dict:
+    """Questions spread over ``units`` knowledge units whose own rates are beta-distributed around p
+    with intraclass correlation ``icc``; the truth is p (the population the units are drawn from)."""
+    out: dict = {}
+    for n in SIZES[1:]:
+        clusters = np.arange(n) % units
+        for p in RATES:
+            a, b = p * (1 - icc) / icc, (1 - p) * (1 - icc) / icc
+            unit_rates = rng.beta(a, b, size=(replications, units))
+            values = (rng.random((replications, n)) < unit_rates[:, clusters]).astype(float)
+            member = np.ones(n)
+            plain, clustered = [], []
+            for row in values:
+                mean = row.mean()
+                plain.append(bounded_mean_interval(mean, n, 0.0, 1.0, RATE, CONFIDENCE))
+                n_eff, df = effective_size(row, member, clusters, 0.0, 1.0)
+                clustered.append(bounded_mean_interval(mean, n_eff, 0.0, 1.0, RATE, CONFIDENCE, df))
+            for method, bounds in ((f"{RATE}_clustered_unit", clustered), (RATE, plain)):
+                low, high = np.array(bounds).T
+                out[(method, n, p)] = (float(np.mean((low <= p) & (p <= high))), float(np.mean(high - low)))
+    return out
+
+
+def _paired_binary_draw(rng: np.random.Generator, p: float, shift: float, shape: tuple[int, int]):
+    """Arm a ~ Bernoulli(p); arm b copies a with probability 0.6, else Bernoulli(p + shift)."""
+    q = min(max(p + shift, 0.0), 1.0)
+    a = rng.random(shape) < p
+    b = np.where(rng.random(shape) < 0.6, a, rng.random(shape) < q)
+    return a, b, 0.4 * (q - p)
+
+
+def paired_simulated(rng: np.random.Generator, replications: int) -> dict:
+    out: dict = {}
+    for n in SIZES:
+        for p in RATES:
+            for shift in (0.0, 0.375):
+                a, b, truth = _paired_binary_draw(rng, p, shift, (replications, n))
+                score = np.array([newcombe_paired(x, y, CONFIDENCE) for x, y in zip(a, b)])
+                candidates = {"newcombe_paired_score": (score[:, 0], score[:, 1])}
+                if n <= BOOTSTRAP_MAX_N:
+                    candidates["percentile_bootstrap"] = _bootstrap(rng, b.astype(float) - a.astype(float))
+                for method, (low, high) in candidates.items():
+                    key = ("paired_binary", method, n, p, shift)
+                    out[key] = (float(np.mean((low <= truth + 1e-9) & (truth - 1e-9 <= high))), float(np.mean(high - low)))
+                for kind, draw, bound, mean_of in (("paired_knowcov", _draw_knowcov, 1.0, MEANS["knowcov"][1]),
+                                                   ("paired_cogshift", _draw_cogshift, 5.0, MEANS["cogshift"][1])):
+                    # correlated arms: b keeps a's value with probability 0.6, else draws its own at
+                    # the shifted rate
+                    shape = (replications, n)
+                    q = min(p + shift, 1.0)
+                    a = draw(rng, p, shape)
+                    b = np.where(rng.random(shape) < 0.6, a, draw(rng, q, shape))
+                    truth = 0.4 * (mean_of(q) - mean_of(p))
+                    score = np.array([mover_paired(x, y, 0.0, bound, CONFIDENCE) for x, y in zip(a, b)])
+                    candidates = {"mover_paired_score": (score[:, 0], score[:, 1])}
+                    if n <= BOOTSTRAP_MAX_N:
+                        candidates["percentile_bootstrap"] = _bootstrap(rng, b - a)
+                    for method, (low, high) in candidates.items():
+                        out[(kind, method, n, p, shift)] = (
+                            float(np.mean((low <= truth + 1e-9) & (truth - 1e-9 <= high))), float(np.mean(high - low)))
+    return out
+
+
+def plan_checked(rng: np.random.Generator, replications: int) -> list[dict]:
+    """The plan's n for a few (discordance, difference), and the power reached by simulation."""
+    checks = []
+    for psi, difference, alpha in ((0.3, 0.1, 0.05), (0.2, 0.1, 0.05 / 3), (0.5, 0.15, 0.05), (0.15, 0.08, 0.05)):
+        n = pairs_needed("mcnemar", psi, difference, 0.8, alpha)
+        cells = rng.choice(3, size=(replications, n), p=[(psi + difference) / 2, (psi - difference) / 2, 1 - psi])
+        only_b, only_a = (cells == 0).sum(1), (cells == 1).sum(1)
+        rejected = [stats.binomtest(int(x), int(x + y), 0.5).pvalue < alpha if x + y else False
+                    for x, y in zip(only_b, only_a)]
+        checks.append({"test": "mcnemar", "discordance": psi, "difference": difference, "alpha": round(alpha, 4),
+                       "n": int(n), "stated_power": 0.8, "planned_power": round(mcnemar_power(n, psi, difference, alpha), 4),
+                       "simulated_power": round(float(np.mean(rejected)), 4)})
+    for sd, difference in ((0.5, 0.1), (0.35, 0.1)):
+        n = pairs_needed("paired_t", sd, difference, 0.8, 0.05)
+        # KnowCov differences in {-1, -0.5, 0, 0.5, 1} with that mean and about that spread
+        values = rng.choice([-1.0, 0.0, 1.0], size=(replications, n),
+                            p=[(sd**2 + difference**2 - difference) / 2, 1 - sd**2 - difference**2,
+                               (sd**2 + difference**2 + difference) / 2])
+        rejected = [stats.wilcoxon(row[row != 0]).pvalue < 0.05 if np.any(row != 0) else False for row in values]
+        checks.append({"test": "wilcoxon (planned as paired t)", "sd": sd, "difference": difference, "alpha": 0.05,
+                       "n": int(n), "stated_power": 0.8, "simulated_power": round(float(np.mean(rejected)), 4)})
+    return checks
+
+
+def summarise(exact: dict, means: dict, clustered: dict, paired: dict) -> dict:
+    coverage: dict = {}
+    width: dict = {}
+    compared: dict = {}
+
+    def put(kind: str, method: str, n: int, values: list[tuple[float, float]]) -> None:
+        coverage.setdefault(kind, {}).setdefault(method, {})[str(n)] = round(min(v[0] for v in values), 4)
+        width.setdefault(kind, {}).setdefault(method, {})[str(n)] = round(float(np.mean([v[1] for v in values])), 4)
+
+    for method in ("wilson", "clopper_pearson", "jeffreys", "percentile_bootstrap"):
+        for n in SIZES:
+            put("rate", method, n, [exact[(method, n, p)] for p in RATES])
+    for kind in MEANS:
+        for method in (f"{RATE}_bounded_mean", "wilson_bounded_mean", "student_t", "percentile_bootstrap"):
+            for n in SIZES:
+                found = [means[(kind, method, n, p)] for p in RATES if (kind, method, n, p) in means]
+                if found:
+                    put(kind, method, n, found)
+    for method in (f"{RATE}_clustered_unit", RATE):
+        for n in SIZES[1:]:
+            put("rate_clustered_unit", method, n, [clustered[(method, n, p)] for p in RATES])
+    for kind in ("paired_binary", "paired_knowcov", "paired_cogshift"):
+        for method in ("newcombe_paired_score", "mover_paired_score", "percentile_bootstrap"):
+            for n in SIZES:
+                found = [v for k, v in paired.items() if k[0] == kind and k[1] == method and k[2] == n]
+                if found:
+                    put(kind, method, n, found)
+    ratio = {}
+    for n in SIZES:
+        ratio[str(n)] = round(max(exact[(RATE, n, p)][1] / exact[("clopper_pearson", n, p)][1] for p in RATES), 4)
+    compared["coverage_all"] = coverage
+    compared["width_all"] = width
+    chosen = {**REPORT_METHOD, **OPTIONAL_METHOD}
+    report_coverage = {kind: coverage[kind][chosen[kind]] for kind in chosen}
+    report_width = {kind: width[kind][chosen[kind]] for kind in chosen}
+    return {"coverage": report_coverage, "width": report_width, "method": chosen,
+            "width_vs_clopper_pearson": ratio, **compared}
+
+
+def print_tables(summary: dict) -> None:
+    for kind, methods in summary["coverage_all"].items():
+        print(f"\n{kind}: lowest coverage over the true rates (mean width)")
+        print("  method".ljust(28) + "".join(f"n={n}".rjust(15) for n in SIZES))
+        for method, by_n in methods.items():
+            cells = [f"{by_n[str(n)]:.3f} ({summary['width_all'][kind][method][str(n)]:.3f})" if str(n) in by_n else "–"
+                     for n in SIZES]
+            mark = " *" if REPORT_METHOD.get(kind) == method else ""
+            print(f"  {method + mark:26}" + "".join(c.rjust(15) for c in cells))
+    print("\n* the report's method. Widths in the outcome's units (rates 0..1, CogShift levels).")
+
+
+def plot(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = list(summary["coverage_all"])
+    fig, axes = plt.subplots(2, (len(kinds) + 1) // 2, figsize=(4 * ((len(kinds) + 1) // 2), 7), sharey=True)
+    for ax, kind in zip(axes.ravel(), kinds):
+        for method, by_n in summary["coverage_all"][kind].items():
+            ns = [int(n) for n in by_n]
+            style = "-o" if REPORT_METHOD.get(kind) == method else "--x"
+            ax.plot(ns, list(by_n.values()), style, label=method, markersize=4)
+        ax.axhline(0.95, color="grey", lw=0.8)
+        ax.axhline(0.94, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_title(kind, fontsize=9)
+        ax.set_ylim(0.3, 1.01)
+        ax.legend(fontsize=6)
+    for ax in axes.ravel()[len(kinds):]:
+        ax.axis("off")
+    fig.supxlabel("n (questions, or pairs)")
+    fig.supylabel("lowest coverage over true rates 0.02 … 0.98")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replications", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=20240611)
+    parser.add_argument("--figure", type=Path, default=Path("results/benchmarks/intervals.png"))
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    started = time.perf_counter()
+    summary = summarise(rates_exact(), means_simulated(rng, args.replications),
+                        clustered_simulated(rng, args.replications), paired_simulated(rng, args.replications))
+    summary["plan"] = plan_checked(rng, args.replications)
+    print_tables(summary)
+    print("\nplan: n asked for, and the power reached")
+    for check in summary["plan"]:
+        print("  ", check)
+    plot(summary, args.figure)
+    at_least_10 = [c for kind, by_n in summary["coverage"].items() if kind in REPORT_METHOD
+                   for n, c in by_n.items() if int(n) >= 10]
+    summary["goals"] = {
+        "coverage_at_least_0.94_from_n_10": min(at_least_10) >= 0.94,
+        "lowest_coverage_from_n_10": min(at_least_10),
+        "rate_width_at_most_1.2x_clopper_pearson": max(summary["width_vs_clopper_pearson"].values()) <= 1.2,
+        "clustered_unit_lowest_from_n_10": min(c for n, c in summary["coverage"]["rate_clustered_unit"].items()
+                                               if int(n) >= 10),
+        "plan_power_within_0.05": all(abs(c["simulated_power"] - c["stated_power"]) <= 0.05 for c in summary["plan"]),
+    }
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    summary["replications"] = args.replications
+    summary["figure"] = str(args.figure)
+    del summary["coverage_all"], summary["width_all"]
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
