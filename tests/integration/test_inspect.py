@@ -190,12 +190,14 @@ def test_samples_df_reads_every_cell(study):
     assert sorted(frame["id"]) == sorted(pid for g in generations.values() for pid in g["prompt_id"])
     votes = {model: read_frame(results / "votes" / DATASET / STRATEGY / f"{model}.parquet", VOTES)
              for model in (MODEL, IMPORTED)}
-    expected = {(pid, bool(v)) for frame_ in votes.values()
-                for pid, v in zip(frame_["prompt_id"], frame_["readable"]) if v is not None}
+    # a mixed column (true/false and a tie's reason) comes back as text; an all-boolean one as bools
+    expected = {(model, pid, str(value if value is not None else (reason or "no majority")))
+                for model, frame_ in votes.items()
+                for pid, value, reason in zip(frame_["prompt_id"], frame_["readable"], frame_["readable_null_reason"])}
     column = "score_vote/readable"
     assert column in frame.columns, sorted(c for c in frame.columns if c.startswith("score"))
-    seen = {(pid, value) for pid, value in zip(frame["id"], frame[column]) if isinstance(value, bool)}
-    assert seen == expected
+    models = [Path(str(log)).parent.parent.name for log in frame["log"]]  # <model>/<dataset>/<strategy>.eval
+    assert set(zip(models, frame["id"], frame[column].map(str))) == expected
 
 
 def test_a_rerun_rewrites_no_log(study):
