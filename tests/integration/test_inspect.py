@@ -264,9 +264,11 @@ def test_inspect_view_lists_the_cells_and_shows_a_samples_question_and_scores(st
                      {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)
         browser.send("Page.navigate", {"url": viewer}, session)
         browser.wait_for_event("Page.loadEventFired", session)
-        # the log list: both cells' tasks
-        _wait_for(browser, session, "document.body.innerText.includes('bloomqg/cs/cot') && "
-                  f"document.body.innerText.includes('{MODEL}') && document.body.innerText.includes('{IMPORTED}')")
+        # the log list: both cells, told apart by the study's model name in their task args
+        _wait_for(browser, session, "document.body.innerText.includes('2 rows') && "
+                  f"document.body.innerText.includes('bloomqg/{DATASET}/{STRATEGY}') && "
+                  f"document.body.innerText.includes('model=\"{MODEL}\"') && "
+                  f"document.body.innerText.includes('model=\"{IMPORTED}\"')")
         # one cell's sample: its question and the judges' scores
         relative = f"{MODEL}/{DATASET}/{STRATEGY}.eval"
         sample_url = f"{viewer}#/logs/{relative}/samples/sample/{urllib.parse.quote(str(sample.id), safe='')}/1/"

@@ -258,7 +258,8 @@ def build_eval_log(cell: CellFrames, *, model_spec: Mapping[str, Any], decoding:
         eval_id=eval_id, run_id=eval_id, created=cell.created,
         task=f"{TASK_PREFIX}/{cell.dataset}/{cell.strategy}", task_id=eval_id, task_version=0,
         task_display_name=f"{cell.model} · {cell.dataset} · {cell.strategy}",
-        task_attribs={}, task_args={"dataset": cell.dataset, "strategy": cell.strategy},
+        # the viewer's log list shows the task args: the study's model name tells cells apart
+        task_attribs={}, task_args={"model": cell.model, "dataset": cell.dataset, "strategy": cell.strategy},
         dataset=EvalDataset(name=cell.dataset, samples=len(samples),
                             sample_ids=[sample.id for sample in samples]),
         model=model,
