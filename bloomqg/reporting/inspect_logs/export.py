@@ -223,7 +223,7 @@ def _results(cell: CellFrames) -> Any:
             name=row["metric"], scorer=TASK_PREFIX, scored_samples=row["n"],
             metrics=metrics,
             metadata={"label": label, "unit": spec.unit if spec else None, "n": row["n"],
-                      "alpha_gated": row["alpha_gated"]},
+                      "ci_method": row.get("ci_method"), "alpha_gated": row["alpha_gated"]},
         ))
     # the headline first: the viewer shows the first score's metrics in the log's header
     scores.sort(key=lambda score: score.name != HEADLINE_METRIC)
