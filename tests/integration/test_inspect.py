@@ -101,13 +101,14 @@ def test_an_inspect_run_is_judged_voted_scored_and_reported_with_provenance(stud
     assert generations["raw_text"].notna().all() and (generations["model"] == IMPORTED).all()
     provenance = read_provenance(results / "generations" / f"{stem}.parquet")
     (source,) = provenance["inspect_logs"]
-    assert Path(source["path"]).parent == study["workdir"] / "inspect-runs"
+    log_path = study["workdir"] / source["path"]  # as the config names it: relative to the study's folder
+    assert log_path.parent == study["workdir"] / "inspect-runs"
     assert source["task"] == "bloomqg_questions" and source["task_file"].endswith("inspect_task.py")
     assert source["n_samples"] == len(prompts)
     # the samples' answers are the served model's, as inspect_ai recorded them
     from inspect_ai.log import read_eval_log
 
-    log = read_eval_log(source["path"])
+    log = read_eval_log(str(log_path))
     answers = {sample.id: sample.output.completion for sample in log.samples}
     assert dict(zip(generations["prompt_id"], generations["raw_text"])) == answers
     for judge in yaml.safe_load(study["config"].read_text())["judges"]:
