@@ -24,6 +24,7 @@ include: "rules/metrics.smk"
 include: "rules/report.smk"
 include: "rules/release.smk"
 include: "rules/annotation.smk"
+include: "rules/inspect.smk"
 
 
 rule all:
@@ -36,3 +37,4 @@ rule all:
         "results/metrics/study_plan.parquet",
         TABLE_OUTPUTS,
         FIGURE_OUTPUTS,
+        INSPECT_ALL,  # inspect.export: true

@@ -434,6 +434,9 @@ def prepare_study(
                 f"judges.{name}.model_ref: {ref!r} is not a models entry "
                 f"(known: {', '.join(cfg['models'])})"
             )
+        if ref is not None and cfg["models"][ref]["backend"] == "inspect":
+            raise ConfigError(f"judges.{name}.model_ref: {ref!r} imports questions from Inspect logs "
+                              "(backend inspect) and has no model to judge with")
 
     study.spec = study_spec(cfg)
     from bloomqg.api.budget import check_budget_prices

@@ -65,6 +65,9 @@ def parameters_from_name(model: str) -> float | None:
 
 def model_resources(name: str, spec: Mapping[str, Any]) -> JobResources:
     """Resources of a job that runs models entry ``name`` (generation, or an hf judge)."""
+    if spec["backend"] == "inspect":  # reads logs, runs no model
+        return JobResources(gpu=0, mem_mb=int(spec.get("mem_mb", API_MEM_MB)),
+                            runtime=int(spec.get("runtime_min", API_RUNTIME_MIN)), api=0)
     if spec["backend"] == "openai":
         return JobResources(
             gpu=0,

@@ -107,6 +107,8 @@ class StudySpec:
     #: :func:`bloomqg.judges.bias.design.judge_bias_settings` resolves it
     judge_bias: Mapping[str, Any] | None = None
     paid_calls_threshold: int | None = None
+    #: ``inspect.export``: ``all`` also writes the cells as Inspect logs (target inspect_logs)
+    inspect_export: bool = False
 
     def api_entries(self) -> Iterator[EntrySpec]:
         """Every paid API entry, models first, in the config's order."""
@@ -164,4 +166,5 @@ def study_spec(config: Mapping[str, Any]) -> StudySpec:
                                  for name, entry in (config.get("judges") or {}).items()}),
         judge_bias=_frozen(config["judge_bias"]) if config.get("judge_bias") else None,
         paid_calls_threshold=limits.get("paid_calls_threshold"),
+        inspect_export=bool((config.get("inspect") or {}).get("export", False)),
     )

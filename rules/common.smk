@@ -90,6 +90,14 @@ CODE = {stage: code_fingerprint(*modules, *CONTRACTS) for stage, modules in STAG
 # rerun judge_questions.
 CODE["judging"] = code_fingerprint(*STAGE_MODULES["judging"], *CONTRACTS, exclude=("bloomqg.judges.bias",))
 CODE["judge_bias"] = code_fingerprint(*STAGE_MODULES["judging"], *CONTRACTS)
+# The Inspect export (rules/inspect.smk) lives among the reporting modules; editing it must not
+# rebuild the report, nor the report's code the logs.
+CODE["report"] = code_fingerprint(
+    *STAGE_MODULES["report"], *CONTRACTS, exclude=("bloomqg.reporting.inspect_logs",)
+)
+CODE["inspect"] = code_fingerprint(
+    "bloomqg.reporting.inspect_logs", "bloomqg.prompts", "bloomqg.metrics.registry", *CONTRACTS
+)
 
 
 def model_dir(model):
@@ -100,7 +108,9 @@ def model_dir(model):
 # Models served by an engine (engine: vllm | transformers-serve): one generate_on_engine job per
 # model runs all its cells against one server; the others run one generate_questions job per shard.
 ENGINE_MODELS = [name for name, spec in STUDY.spec.models.items() if spec.engine]
-LOOP_MODELS = [name for name in CFG["models"] if name not in ENGINE_MODELS]
+# Models whose questions come from Inspect logs (backend: inspect, rules/inspect.smk): no model runs.
+INSPECT_MODELS = [name for name, spec in CFG["models"].items() if spec["backend"] == "inspect"]
+LOOP_MODELS = [name for name in CFG["models"] if name not in ENGINE_MODELS + INSPECT_MODELS]
 
 
 def names_pattern(names):
@@ -338,3 +348,16 @@ def filled_sheets():
     """The filled sheets now in annotations_dir: a new or removed file reruns the import."""
     folder = Path(ANNOTATION.annotations_dir)
     return sorted(str(p) for p in folder.glob("*.csv")) if folder.is_dir() else []
+
+
+# Inspect (rules/inspect.smk).
+
+
+def inspect_log_files(wc):
+    """The .eval logs a backend: inspect entry names (a folder: every log under it)."""
+    from bloomqg.generation.inspect_source import InspectImportError, log_files
+
+    try:
+        return [str(path) for path in log_files(CFG["models"][wc.model]["logs"])]
+    except InspectImportError as error:
+        raise WorkflowError(f"models.{wc.model}.logs: {error}") from None

@@ -106,6 +106,8 @@ rule merge_generations:
         "results/generations/{dataset}/{strategy}/{model}.parquet",
     log:
         "logs/merge_generations/{dataset}/{strategy}/{model}.log",
+    wildcard_constraints:
+        model=names_pattern(LOOP_MODELS + ENGINE_MODELS),  # an Inspect entry's: import_inspect_generations
     localrule: True
     conda:
         "../envs/analysis.yaml"

@@ -1,0 +1,164 @@
+"""Questions from Inspect logs as generation rows (bloomqg.generation.inspect_source).
+
+The logs are written with inspect_ai's own types and ``write_eval_log``, as an Inspect run
+writes them; the end-to-end run of examples/inspect_task.py on a served model is
+tests/integration/test_inspect.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (pip install -e '.[inspect]')")
+
+from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalSample, EvalSpec, EvalStats, write_eval_log  # noqa: E402
+from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, GenerateConfig, ModelOutput, ModelUsage  # noqa: E402
+
+from bloomqg.frames import GENERATIONS  # noqa: E402
+from bloomqg.generation.inspect_source import InspectImportError, import_generations  # noqa: E402
+
+UNITS = ["Sorting", "Graphs"]
+
+
+def prompts(strategy: str = "fgp", n: int = 2, passes: list[dict] | None = None) -> pd.DataFrame:
+    passes = passes or [{"name": "generate", "answer_fields": []}]
+    return pd.DataFrame([{
+        "prompt_id": f"cs-{i:04d}:{strategy}", "item_id": f"cs-{i:04d}", "dataset": "cs", "strategy": strategy,
+        "original_question": f"Original {i}?", "original_bloom_level": "Remember",
+        "original_knowledge_units": ["Sorting"], "target_bloom_level": "Remember",
+        "target_knowledge_units": ["Sorting"], "exemplar_ids": [],
+        "messages_json": json.dumps([{"role": "user", "content": f"Write a question like item {i}."}]),
+        "prompt_hash": "0123456789abcdef", "passes_json": json.dumps(passes),
+    } for i in range(1, n + 1)])
+
+
+def sample(sample_id: str, answers: list[str], metadata: dict | None = None) -> EvalSample:
+    messages = [ChatMessageUser(content="prompt")]
+    for answer in answers:
+        messages += [ChatMessageAssistant(content=answer), ChatMessageUser(content="again")]
+    output = ModelOutput.from_content("openai/tiny", answers[-1])
+    output.usage = ModelUsage(input_tokens=11, output_tokens=7, total_tokens=18)
+    return EvalSample(id=sample_id, epoch=1, input="prompt", target="Remember", messages=messages[:-1],
+                      output=output, metadata=metadata if metadata is not None else {"prompt_id": sample_id})
+
+
+def write_log(path: Path, samples: list[EvalSample], status: str = "success") -> Path:
+    spec = EvalSpec(created="2026-01-01T00:00:00+00:00", task="bloomqg_questions", task_version=0,
+                    dataset=EvalDataset(name="cs/fgp"), model="openai/tiny",
+                    model_generate_config=GenerateConfig(), config=EvalConfig(),
+                    task_file="examples/inspect_task.py")
+    write_eval_log(EvalLog(status=status, eval=spec, plan=EvalPlan(), stats=EvalStats(), samples=samples),
+                   str(path), format="eval")
+    return path
+
+
+def test_each_sample_becomes_its_prompts_row_parsed_as_the_stage_parses(tmp_path):
+    log = write_log(tmp_path / "run.eval", [
+        sample("cs-0002:fgp", ['{"question": "How would you sort a million records?"}']),
+        sample("cs-0001:fgp", ["no JSON here at all"]),
+    ])
+    frame, sources = import_generations(log, prompts(), "tiny-inspect", knowledge_units=UNITS, seed=7)
+    assert list(frame.columns) == GENERATIONS.names
+    assert list(frame["prompt_id"]) == ["cs-0001:fgp", "cs-0002:fgp"]  # the prompts' order
+    ok = frame.set_index("prompt_id").loc["cs-0002:fgp"]
+    assert ok["new_question"] == "How would you sort a million records?" and ok["parse_status"] == "ok"
+    assert ok["model"] == "tiny-inspect" and ok["n_prompt_tokens"] == 11 and ok["n_completion_tokens"] == 7
+    assert ok["finish_reason"] == "stop" and ok["seed"] == 7 and not ok["cached"]
+    assert frame.set_index("prompt_id").loc["cs-0001:fgp", "parse_status"] == "failed"
+    assert [(s.path, s.task, s.task_file, s.n_samples) for s in sources] == [
+        (str(log), "bloomqg_questions", "examples/inspect_task.py", 2)]
+
+
+def test_a_two_pass_strategy_takes_the_conversations_answers_in_order(tmp_path):
+    passes = [{"name": "draft", "answer_fields": []},
+              {"name": "refine", "answer_fields": [],
+               "messages": [{"role": "user", "content": "Improve {previous_question}"}]}]
+    log = write_log(tmp_path / "run.eval", [
+        sample(f"cs-000{i}:refine", ['{"question": "Draft?"}', f'{{"question": "Refined {i}?"}}']) for i in (1, 2)])
+    frame, _ = import_generations(log, prompts("refine", passes=passes), "m", knowledge_units=UNITS, seed=0)
+    assert list(frame["new_question"]) == ["Refined 1?", "Refined 2?"]
+    records = json.loads(frame["passes_json"].iloc[0])
+    assert [(r["pass"], r["new_question"]) for r in records] == [("draft", "Draft?"), ("refine", "Refined 1?")]
+
+
+def test_samples_of_other_cells_are_left_alone(tmp_path):
+    other = sample("cs-0001:cot", ['{"question": "Other?"}'], {"prompt_id": "cs-0001:cot", "strategy": "cot"})
+    log = write_log(tmp_path / "run.eval", [other] + [sample(f"cs-000{i}:fgp", ['{"question": "Q?"}']) for i in (1, 2)])
+    frame, sources = import_generations(log, prompts(), "m", knowledge_units=UNITS, seed=0)
+    assert len(frame) == 2 and sources[0].n_samples == 2
+
+
+@pytest.mark.parametrize(("samples", "message"), [
+    ([sample("item-7", ['{"question": "Q?"}'], {})], r"sample 'item-7' \(epoch 1\): cannot tell which prompt"),
+    ([sample("cs-0009:fgp", ['{"question": "Q?"}'])], r"sample 'cs-0009:fgp'.*not a prompt of cs/fgp"),
+    ([sample("cs-0001:fgp", ["{}"]), sample("x", ["{}"], {"prompt_id": "cs-0001:fgp"})],
+     r"sample 'x'.*cs-0001:fgp is answered twice"),
+    ([sample("cs-0001:fgp", ['{"question": "Q?"}'])], r"no sample of .*run.eval answers 1 prompt\(s\) of cs/fgp.*cs-0002:fgp"),
+])
+def test_what_cannot_be_mapped_is_an_error_naming_the_log_and_sample(tmp_path, samples, message):
+    log = write_log(tmp_path / "run.eval", samples)
+    with pytest.raises(InspectImportError, match=message) as error:
+        import_generations(log, prompts(), "m", knowledge_units=UNITS, seed=0)
+    assert "run.eval" in str(error.value)
+
+
+def test_an_unfinished_run_or_a_missing_path_is_refused(tmp_path):
+    log = write_log(tmp_path / "run.eval", [sample("cs-0001:fgp", ["{}"])], status="error")
+    with pytest.raises(InspectImportError, match=r"run.eval: its eval ended with status 'error'"):
+        import_generations(log, prompts(), "m", knowledge_units=UNITS, seed=0)
+    with pytest.raises(InspectImportError, match=r"nowhere: no such file or folder"):
+        import_generations(tmp_path / "nowhere", prompts(), "m", knowledge_units=UNITS, seed=0)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InspectImportError, match=r"empty: no .eval log there"):
+        import_generations(tmp_path / "empty", prompts(), "m", knowledge_units=UNITS, seed=0)
+
+
+# -- the models entry (schema and plan-time checks) ------------------------------------------
+
+
+def _config_with(entry: dict) -> dict:
+    import yaml
+
+    from tests.conftest import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["models"]["from-inspect"] = entry
+    return config
+
+
+def test_an_inspect_entry_plans_cells_and_runs_no_model(tmp_path):
+    from bloomqg.config import prepare_study
+    from bloomqg.resources import model_resources
+
+    study = prepare_study(_config_with({"backend": "inspect", "model": "openai/x", "logs": "runs"}),
+                          workdir=tmp_path, load_datasets=False)
+    assert any(cell.model == "from-inspect" for cell in study.cells)
+    assert not study.model_needs_materializing("from-inspect")
+    assert model_resources("from-inspect", study.config["models"]["from-inspect"]).gpu == 0
+
+
+@pytest.mark.parametrize(("entry", "expected"), [
+    ({"backend": "inspect", "model": "openai/x"}, "logs"),
+    ({"backend": "inspect", "model": "x", "logs": "runs", "engine": "vllm"}, "engine"),
+    ({"backend": "hf", "model": "x", "logs": "runs"}, "logs"),
+])
+def test_an_inspect_entry_without_logs_or_with_a_models_keys_is_refused(tmp_path, entry, expected):
+    from bloomqg.config import prepare_study
+    from bloomqg.config_schema import ConfigError
+
+    with pytest.raises(ConfigError, match=expected):
+        prepare_study(_config_with(entry), workdir=tmp_path, load_datasets=False)
+
+
+def test_a_judge_cannot_borrow_an_inspect_entry(tmp_path):
+    from bloomqg.config import prepare_study
+    from bloomqg.config_schema import ConfigError
+
+    config = _config_with({"backend": "inspect", "model": "openai/x", "logs": "runs"})
+    config["judges"]["smollm2"]["model_ref"] = "from-inspect"
+    with pytest.raises(ConfigError, match=r"judges.smollm2.model_ref: 'from-inspect' imports questions from Inspect"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
