@@ -132,8 +132,14 @@ def answer_context(
                 significant = not is_missing(r.p_adjusted) and float(r.p_adjusted) < SIGNIFICANCE
                 n_significant += significant
                 p = format_p(r.p_adjusted)
+                excludes_zero = (not is_missing(r.ci_low) and not is_missing(r.ci_high)
+                                 and (float(r.ci_low) > 0 or float(r.ci_high) < 0))
+                # the interval is per comparison, Holm's p is over the family: say which one decides
+                family = (f"its interval excludes 0 but is not adjusted for the {int(r.family_size)} "
+                          f"{metric_spec(metric).label} comparisons, and after Holm's adjustment it is not "
+                          "significant; " if excludes_zero and not significant else "")
                 verdict = (f"significant, {name_b} {'higher' if float(r.diff) > 0 else 'lower'}" if significant
-                           else f"no detectable difference{_detectable(study_plan, key)}")
+                           else f"{family}no detectable difference{_detectable(study_plan, key)}")
                 clauses.append(f"{where}: {_difference(r, metric)}, Holm p = {p}, n = {int(r.n_pairs)} pairs, "
                                f"{_survival(robustness, key)}; {verdict}")
             sentences.append({"metric": table_label(metric), "text": "; ".join(clauses) + "."})
@@ -173,5 +179,5 @@ def trust_line(gate: dict[str, Any] | None, reliability: pd.DataFrame | None) ->
         ranges += f", Gwet's AC1 {_range(panel['ac1'])}"
     failed = len(gate["failures"])
     return (f"Trust: {failed} of {gate['n_panel']} criterion × cell agreements failed the gate "
-            f"({gate['coefficient']} ≥ {', '.join(f'{t:g}' for t in gate['thresholds']) or 'n/a'}; "
+            f"(which asks {gate['coefficient']} ≥ {', '.join(f'{t:g}' for t in gate['thresholds']) or 'n/a'}; "
             f"listed under Judge reliability); {ranges} over the panel's criteria and cells.")

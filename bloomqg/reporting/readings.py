@@ -84,7 +84,10 @@ def strategy_effect(
                 f"On {dataset}, {name_b} raised {label} against {name_a} for {raised} of {n} and lowered it "
                 f"for {lowered}; the largest change was {largest} ({signed(diff[largest], 2)}{unit}{over})."
             )
-    return " ".join(sentences) if sentences else None
+    if not sentences:
+        return None
+    # the cells' values differ as written; whether a difference is real is the paired test's call
+    return " ".join(sentences) + " These are the cells' own values, not tested differences: the Answer tests them."
 
 
 def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:
@@ -258,7 +261,7 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
         else:
             consequence = "the metrics those criteria feed are marked † in the tables; no vote was removed"
         effect = (
-            f"{len(failures)} of {len(panel)} panel α values failed the gate (α ≥ {threshold_text}) in "
+            f"{len(failures)} of {len(panel)} panel α values failed the gate (which asks α ≥ {threshold_text}) in "
             f"{_plural(len(cells), 'cell')}; action '{'/'.join(actions)}': {consequence}."
         )
         if len(undefined):

@@ -89,7 +89,20 @@ def test_the_trust_line_gives_the_gate_and_the_coefficient_ranges_without_from_x
     reliability = pd.DataFrame({"judge": [None, None, None], "alpha": [0.2, 0.8, math.nan], "ac1": [0.5, 0.5, 0.9]})
     gate = {"failures": [{}, {}], "n_panel": 3, "coefficient": "Krippendorff's α", "thresholds": [0.667]}
     line = trust_line(gate, reliability)
-    assert line.startswith("Trust: 2 of 3 criterion × cell agreements failed the gate (Krippendorff's α ≥ 0.667")
+    assert line.startswith("Trust: 2 of 3 criterion × cell agreements failed the gate (which asks Krippendorff's α ≥ 0.667")
     assert "α 0.20 to 0.80 (1 undefined)" in line and "AC1 0.50 to 0.90" in line
     same = trust_line(gate, reliability.assign(ac1=0.5))
     assert "AC1 0.50 over" in same and "0.50 to 0.50" not in same
+
+
+def test_an_interval_that_excludes_0_beside_a_holm_p_that_does_not_says_which_decides():
+    # Newcombe's interval is per comparison; Holm's p is over the family: a teacher must not read
+    # [5.3, 53.3] as a finding when the adjusted test is not significant
+    paired = pd.DataFrame([paired_row("cs", "catcons", 31.8, 5.3, 53.3, 0.078, 22)])
+    text = answer_context(paired, metrics_frame(), robustness=ROBUSTNESS, metrics=("catcons",))["blocks"][0]["sentences"][0]["text"]
+    assert "31.80 points [5.3, 53.3], Holm p = 0.078" in text
+    assert "its interval excludes 0 but is not adjusted for the 2 CatCons comparisons" in text
+    assert "after Holm's adjustment it is not significant; no detectable difference" in text
+    significant = paired.assign(p_adjusted=0.01)
+    text = answer_context(significant, metrics_frame(), robustness=ROBUSTNESS, metrics=("catcons",))["blocks"][0]["sentences"][0]["text"]
+    assert "not adjusted" not in text and "significant, FGP higher" in text
