@@ -71,3 +71,15 @@ def seed_converted_smollm2(workdir: Path, smollm2_dir: Path, name: str = "smollm
     (``resources/models/<name>``), so its ``prepare_model`` job has nothing to do. For tests whose
     claim is not the conversion (the workflow test runs it)."""
     return link_tree(smollm2_dir, workdir / "resources" / "models" / name)
+
+
+@pytest.fixture(autouse=True)
+def _forget_registered_secrets():
+    """A secret registered for redaction lasts a process (one job, in the workflow); a test
+    worker runs many tests, so one test's key must not mask another's text."""
+    from bloomqg import stored_text
+
+    before = set(stored_text._registered)
+    yield
+    stored_text._registered.clear()
+    stored_text._registered.update(before)

@@ -96,7 +96,10 @@ def t_power(n: int, sd: float, difference: float, alpha: float) -> float:
     df = n - 1
     critical = stats.t.ppf(1 - alpha / 2, df)
     shift = abs(difference) / (sd / math.sqrt(n))
-    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+    power = float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+    if not math.isfinite(power):  # scipy's noncentral t fails far in its tail: the normal limit
+        power = float(stats.norm.sf(critical - shift) + stats.norm.cdf(-critical - shift))
+    return power
 
 
 def _power(test: str, n: int, spread: float, difference: float, alpha: float) -> float:

@@ -241,6 +241,8 @@ def test_report_cells_open_their_items(site, tab, shots):
     report = (site["root"] / "report.html").resolve().as_uri()
     tab.send("Page.navigate", {"url": report})
     tab.wait("document.readyState === 'complete'")
+    # figures and tables are folded under their readings: a reader opens them first
+    tab.eval("document.querySelectorAll('details').forEach(d => { d.open = true; })")
     assert tab.eval("document.getElementById('explorer-link').getAttribute('href')") == "explorer/index.html"
     links = tab.eval("Array.from(document.querySelectorAll('a.items')).map(a => a.href)")
     tables = tab.eval("Array.from(new Set(Array.from(document.querySelectorAll('a.items')).map(a => a.closest('[id^=table-]').id)))")
@@ -300,6 +302,8 @@ def test_report_figure_marks_open_their_items(site, tab, shots):
     report = (site["root"] / "report.html").resolve().as_uri()
     tab.send("Page.navigate", {"url": report})
     tab.wait("document.readyState === 'complete'")
+    # figures and tables are folded under their readings: a reader opens them first
+    tab.eval("document.querySelectorAll('details').forEach(d => { d.open = true; })")
     marks = tab.eval("""Array.from(document.querySelectorAll('a.mark')).map(a => ({
         href: a.href, n: Number(a.dataset.n), figure: a.closest('figure').id, label: a.getAttribute('aria-label'),
         focusable: a.tabIndex === 0, inside: a.closest('.plot').querySelector('img') !== null}))""")

@@ -689,6 +689,15 @@ def test_mcnemar_power_matches_a_simulation_of_the_exact_test():
     assert mcnemar_power(n, psi, d, alpha) == pytest.approx(sum(rejected) / 3000, abs=0.03)
 
 
+def test_paired_t_power_rises_with_the_difference_even_where_the_noncentral_t_fails():
+    from bloomqg.metrics.plan import minimum_detectable, t_power
+
+    powers = [t_power(1269, 0.5, d, 0.05) for d in (0.01, 0.03, 0.05, 0.1, 0.5, 1.0)]
+    assert all(math.isfinite(p) for p in powers) and powers == sorted(powers) and powers[-1] == 1.0
+    # (t_95% + t_80%) · sd / √n
+    assert minimum_detectable("paired_t", 1269, 0.5, 0.8, 0.05, 1.0) == pytest.approx(2.8 * 0.5 / 1269**0.5, rel=0.02)
+
+
 def test_study_plan_gives_items_needed_and_the_minimum_detectable_difference():
     from bloomqg.metrics.plan import PlanSpec, study_plan
 

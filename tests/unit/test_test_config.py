@@ -11,6 +11,7 @@ from tests.conftest import REPO
 #: What the .test study changes, by key path: fewer items, shorter completions, fewer resamples.
 CUT_DOWN = {
     ("limit_items",): 3,
+    ("limit_items_by",): "first",
     ("models", "smollm2-135m", "generation", "max_new_tokens"): 48,
     ("judges", "smollm2", "generation", "max_new_tokens"): 48,
     ("bootstrap", "n_resamples"): 200,
