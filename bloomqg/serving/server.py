@@ -202,6 +202,7 @@ class ModelServer:
         self._watch_owner = watch_owner
         self._watch_stop = threading.Event()
         self._lock = threading.RLock()
+        self._note_lock = threading.Lock()  # one "watchdog killed" note, whichever thread sees it first
 
     @property
     def base_url(self) -> str:
@@ -300,9 +301,21 @@ class ModelServer:
         """Raise :class:`ServerError` if the server has exited (or its watchdog, or the owner
         watch ended it)."""
         if self.process is not None and (code := self.process.poll()) is not None:
+            if code < 0 and not self.ended_by:  # the job saw it before the watch's next poll
+                self._watchdog_killed(self.process, code)
             if self.ended_by:
                 raise self._error(f"was ended while serving: {self.ended_by}")
             raise self._error(f"exited with status {code} while serving")
+
+    def _watchdog_killed(self, process: subprocess.Popen[bytes], code: int) -> None:
+        """The watchdog was killed by a signal (a negative status; it never exits so itself): say
+        so once, and end what is left of its group, which it could not."""
+        with self._note_lock:
+            if self.ended_by:
+                return
+            self.ended_by = f"its watchdog (pid {process.pid}) was killed by signal {-code}"
+            self._note(f"--- {self._stamp()} {self.ended_by}: ending what is left of its group")
+        end_group(process.pid, grace_s=GRACE_S)
 
     def stop(self) -> None:
         """End the server's whole process group and wait for it; safe to call twice, from any
@@ -339,8 +352,7 @@ class ModelServer:
                 return
             if (code := process.poll()) is not None:
                 if code < 0 and not self._watch_stop.is_set():  # killed: it could not end the group
-                    self.ended_by = f"its watchdog (pid {process.pid}) was killed by signal {-code}"
-                    self._note(f"--- {self._stamp()} {self.ended_by}: ending what is left of its group")
+                    self._watchdog_killed(process, code)
                 end_group(process.pid, grace_s=GRACE_S)
                 return
 
