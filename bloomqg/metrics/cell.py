@@ -75,7 +75,7 @@ def score_intervals(
     numerators: np.ndarray, members: np.ndarray, specs: list[MetricSpec], intervals: IntervalSpec,
     clusters: np.ndarray | None, base_members: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
-    """Score intervals (in the metrics' ratio units, before scaling) of every ratio metric, and
+    """Closed-form intervals (in the metrics' ratio units, before scaling) of every ratio metric, and
     the method each got (``ci_method``). Sums (the shift totals) take the interval of the mean of
     their per-question terms over ``base_members`` (questions with both levels known), times
     their number."""
@@ -116,9 +116,9 @@ def score_cell(
 
     Returns the columns of :data:`bloomqg.frames.METRICS`, one row per metric in
     :data:`~bloomqg.metrics.registry.METRIC_NAMES` order. Intervals follow ``intervals`` (default:
-    Wilson, clustered on the item, at ``confidence``; :mod:`bloomqg.metrics.intervals`): a rate's
-    score interval, a bounded mean's score interval on its rescaled mean, a total's the mean's
-    times its questions; ``percentile_bootstrap`` resamples the cell's rows ``n_resamples``
+    Clopper–Pearson, clustered on the item, at ``confidence``; :mod:`bloomqg.metrics.intervals`):
+    a rate's interval, a bounded mean's on its rescaled mean, a total's the mean's times its
+    questions; ``percentile_bootstrap`` resamples the cell's rows ``n_resamples``
     times, seeded by ``seed``. ``ci_method`` names what each row got; counts get none.
     ``alpha_gated`` is True when a criterion of the metric's spec failed the α gate in
     ``reliability``; without a reliability frame, the votes' own cell-level ``alpha_gated``
