@@ -97,7 +97,9 @@ class IntervalSpec:
 
 
 def z_of(confidence: float) -> float:
-    """The two-sided normal quantile (1.96 for 0.95)."""
+    """The two-sided normal quantile of ``confidence`` (1.96 for 0.95)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     return float(stats.norm.ppf(0.5 + confidence / 2.0))
 
 

@@ -16,7 +16,7 @@ the tests independent; the raw p stays beside the adjusted one.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -80,10 +80,7 @@ def paired_comparison(
             f"paired_comparison needs one model × dataset, got {strategy_a} {(model_a, dataset_a)} "
             f"and {strategy_b} {(model_b, dataset_b)}"
         )
-    common = sorted(set(votes_a["item_id"]) & set(votes_b["item_id"]))
-    arm_a = votes_a.set_index("item_id").loc[common].reset_index()
-    arm_b = votes_b.set_index("item_id").loc[common].reset_index()
-    rows_a, rows_b = row_terms(arm_a, strategy_a), row_terms(arm_b, strategy_b)
+    rows_a, rows_b, _ = common_item_terms(votes_a, votes_b, strategy_a, strategy_b)
     rng = np.random.default_rng(seed)
 
     records = []
@@ -99,6 +96,31 @@ def paired_comparison(
             **{key: outcome[key] for key in ("effect_size", "effect_size_name")},
         })
     return pd.DataFrame.from_records(records, columns=list(PAIRED_COLUMNS))
+
+
+def common_item_terms(votes_a: pd.DataFrame, votes_b: pd.DataFrame, strategy_a: str,
+                      strategy_b: str) -> tuple[dict, dict, int]:
+    """Both arms' row terms over the items both answered, in one order, and how many items."""
+    common = sorted(set(votes_a["item_id"]) & set(votes_b["item_id"]))
+    arm_a = votes_a.set_index("item_id").loc[common].reset_index()
+    arm_b = votes_b.set_index("item_id").loc[common].reset_index()
+    return row_terms(arm_a, strategy_a), row_terms(arm_b, strategy_b), len(common)
+
+
+def defined_pairs(a_rows: dict, b_rows: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Metric ``name``'s per-item outcomes of the pairs defined in both arms: (a, b)."""
+    defined = a_rows[name][1].astype(bool) & b_rows[name][1].astype(bool)
+    return a_rows[name][0][defined].astype(float), b_rows[name][0][defined].astype(float)
+
+
+def planned_pairs(votes: pd.DataFrame, comparison: ComparisonSpec, strategy_order: Sequence[str]
+                  ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """The two arms' votes of every strategy pair ``comparison`` plans in every model × dataset:
+    strategies in ``strategy_order``, then as first seen (the first is the default baseline)."""
+    for _, group in votes.groupby(["model", "dataset"], sort=True):
+        strategies = ordered_strategies(list(group["strategy"]), strategy_order)
+        for strategy_a, strategy_b in comparison.pairs(strategies):
+            yield group[group["strategy"] == strategy_a], group[group["strategy"] == strategy_b]
 
 
 def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
@@ -135,10 +157,8 @@ def compare_outcomes(
     spec = metric_spec(name)
     binary = spec.paired_outcome == "binary"
     scale = spec.scale
-    defined = a_rows[name][1].astype(bool) & b_rows[name][1].astype(bool)
-    a = a_rows[name][0][defined].astype(float)
-    b = b_rows[name][0][defined].astype(float)
-    n_pairs = int(defined.sum())
+    a, b = defined_pairs(a_rows, b_rows, name)
+    n_pairs = len(a)
     record = {
         "n_pairs": n_pairs, "a": math.nan, "b": math.nan, "diff": math.nan, "ci_low": math.nan,
         "ci_high": math.nan, "ci_method": None, "test": "mcnemar" if binary else "wilcoxon", "p_value": math.nan,
@@ -214,14 +234,11 @@ def paired_comparisons(
     ``family_size``: the tests in that family.
     """
     require_columns(votes, ("model", "dataset", "strategy"), "votes")
-    frames = []
-    for (model, dataset), group in votes.groupby(["model", "dataset"], sort=True):
-        strategies = ordered_strategies(list(group["strategy"]), strategy_order)
-        for strategy_a, strategy_b in comparison.pairs(strategies):
-            frames.append(paired_comparison(
-                group[group["strategy"] == strategy_a], group[group["strategy"] == strategy_b],
-                metrics=metrics, n_resamples=n_resamples, seed=seed, confidence=confidence, bootstrap=bootstrap,
-            ))
+    frames = [
+        paired_comparison(arm_a, arm_b, metrics=metrics, n_resamples=n_resamples, seed=seed, confidence=confidence,
+                          bootstrap=bootstrap)
+        for arm_a, arm_b in planned_pairs(votes, comparison, strategy_order)
+    ]
     if not frames:
         return pd.DataFrame(columns=list(PAIRED_COLUMNS))
     table = pd.concat(frames, ignore_index=True)

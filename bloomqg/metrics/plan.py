@@ -34,10 +34,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bloomqg.metrics.cell import row_terms
-from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, ordered_strategies
+from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, common_item_terms, defined_pairs, planned_pairs
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.rows import require_columns
+from bloomqg.metrics.rows import cell_key, require_columns
 from bloomqg.strategies import ComparisonSpec
 
 #: Fewest pairs of a comparison's own votes for its discordance to replace the assumed one.
@@ -152,23 +151,16 @@ def study_plan(
     (every cell's votes in one frame) and metric; see the module for the rules."""
     require_columns(votes, ("model", "dataset", "strategy", "item_id"), "votes")
     rows = []
-    for (model, dataset), group in votes.groupby(["model", "dataset"], sort=True):
-        strategies = ordered_strategies(list(group["strategy"]), strategy_order)
-        for strategy_a, strategy_b in comparison.pairs(strategies):
-            arm_a = group[group["strategy"] == strategy_a].set_index("item_id")
-            arm_b = group[group["strategy"] == strategy_b].set_index("item_id")
-            common = sorted(set(arm_a.index) & set(arm_b.index))
-            terms_a = row_terms(arm_a.loc[common].reset_index(), strategy_a)
-            terms_b = row_terms(arm_b.loc[common].reset_index(), strategy_b)
-            for metric in metrics:
-                spec = metric_spec(metric)
-                defined = terms_a[metric][1].astype(bool) & terms_b[metric][1].astype(bool)
-                a = terms_a[metric][0][defined].astype(float)
-                b = terms_b[metric][0][defined].astype(float)
-                rows.append({"model": model, "dataset": dataset, "metric": metric, "strategy_a": strategy_a,
-                             "strategy_b": strategy_b, "n_items": len(common), "a": a, "b": b,
-                             "scale": spec.scale,
-                             "test": "mcnemar" if spec.paired_outcome == "binary" else "paired_t"})
+    for arm_a, arm_b in planned_pairs(votes, comparison, strategy_order):
+        model, dataset, strategy_a = cell_key(arm_a)
+        strategy_b = cell_key(arm_b)[2]
+        terms_a, terms_b, n_items = common_item_terms(arm_a, arm_b, strategy_a, strategy_b)
+        for metric in metrics:
+            spec = metric_spec(metric)
+            a, b = defined_pairs(terms_a, terms_b, metric)
+            rows.append({"model": model, "dataset": dataset, "metric": metric, "strategy_a": strategy_a,
+                         "strategy_b": strategy_b, "n_items": n_items, "a": a, "b": b, "scale": spec.scale,
+                         "test": "mcnemar" if spec.paired_outcome == "binary" else "paired_t"})
     if not rows:
         return pd.DataFrame(columns=list(STUDY_PLAN_COLUMNS))
     family = pd.Series([row["metric"] for row in rows]).value_counts().to_dict()
@@ -193,8 +185,8 @@ def study_plan(
         needed = pairs_needed(test, spread, difference, plan.power, alpha)
         pair_yield = n_pairs / row["n_items"] if row["n_items"] else math.nan
         items = (None if needed is None or not pair_yield else int(math.ceil(needed / pair_yield)))
-        largest = 1.0 if test == "mcnemar" else 1.0  # both outcomes are shares in 0..1
-        mdd = minimum_detectable(test, n_pairs, spread, plan.power, alpha, largest) * scale if n_pairs else math.nan
+        # both tests' outcomes are shares in 0..1 (KnowCov's too): no difference is larger than 1
+        mdd = minimum_detectable(test, n_pairs, spread, plan.power, alpha, 1.0) * scale if n_pairs else math.nan
         records.append({
             **row, "n_pairs": n_pairs, "pair_yield": pair_yield, "discordance": spread,
             "discordance_source": source, "difference": plan.difference, "power": plan.power,

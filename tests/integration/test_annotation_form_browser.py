@@ -130,13 +130,8 @@ def test_fill_reload_download_and_import(chromium, tmp_path):
     browser.errors = []
     try:
         browser.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Network", "Log"):
-            browser.send(f"{domain}.enable", session=session)
         # A laptop-sized window: the sticky header takes its share of it.
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": 1000, "height": 700, "deviceScaleFactor": 1, "mobile": False}, session)
+        session = browser.open_page(1000, 700, ("Page", "Runtime", "Network", "Log"))
         _load(browser, session, form.resolve().as_uri())
         assert _evaluate(browser, session, "document.getElementById('items').hidden") is True
 

@@ -66,12 +66,7 @@ class Tab:
 
     def __init__(self, browser: DevToolsPipe) -> None:
         self.browser = browser
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            browser.send(f"{domain}.enable", session=self.session)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": 1600, "height": 950, "deviceScaleFactor": 1, "mobile": False}, self.session)
+        self.session = browser.open_page(1600, 950, ("Page", "Runtime", "Log", "Network"))
 
     def send(self, method: str, params: dict | None = None) -> dict:
         return self.browser.send(method, params, self.session)

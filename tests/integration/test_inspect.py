@@ -257,12 +257,7 @@ def test_inspect_view_lists_the_cells_and_shows_a_samples_question_and_scores(st
     sample = next((s for s in log.samples if s.metadata["new_question"]), log.samples[0])
     browser = DevToolsPipe(chromium_or_skip(), tmp_path / "profile")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log"):
-            browser.send(f"{domain}.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)
+        session = browser.open_page(1400, 1000)
         browser.send("Page.navigate", {"url": viewer}, session)
         browser.wait_for_event("Page.loadEventFired", session)
         # the log list: both cells, told apart by the study's model name in their task args

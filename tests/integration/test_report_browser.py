@@ -59,12 +59,7 @@ def report_path(tmp_path_factory) -> Path:
 def rendered(report_path, tmp_path_factory) -> dict:
     browser = DevToolsPipe(chromium_or_skip(), tmp_path_factory.mktemp("chromium-profile"))
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            browser.send(f"{domain}.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)
+        session = browser.open_page(1280, 1000, ("Page", "Runtime", "Log", "Network"))
         browser.send("Page.navigate", {"url": report_path.resolve().as_uri()}, session)
         browser.wait_for_event("Page.loadEventFired", session)
         state = browser.send("Runtime.evaluate", {"returnByValue": True, "expression": """(() => ({

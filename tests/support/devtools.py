@@ -98,6 +98,16 @@ class DevToolsPipe:
                     raise RuntimeError(f"{method} failed: {reply['error']}")
                 return reply.get("result", {})
 
+    def open_page(self, width: int, height: int, domains: tuple[str, ...] = ("Page", "Runtime", "Log")) -> str:
+        """A new blank page of ``width`` × ``height`` CSS px with ``domains`` enabled; its session id."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in domains:
+            self.send(f"{domain}.enable", session=session)
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+        return session
+
     def wait_for_event(self, method: str, session: str) -> dict:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:

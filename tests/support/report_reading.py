@@ -79,12 +79,7 @@ def read_report(chromium: str, report: Path, width: int, profile_dir: Path, shot
     console errors and two screenshots (the first screen, and the whole page as it opens)."""
     browser = DevToolsPipe(chromium, profile_dir)
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log"):
-            browser.send(f"{domain}.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+        session = browser.open_page(width, height)
         browser.send("Page.navigate", {"url": report.resolve().as_uri()}, session)
         browser.wait_for_event("Page.loadEventFired", session)
         page_height = browser.send("Runtime.evaluate", {"returnByValue": True,
