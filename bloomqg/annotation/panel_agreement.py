@@ -2,7 +2,8 @@
 judge run on the release (see :mod:`bloomqg.annotation.judge_validation`).
 
 For annotations, per criterion and per model × dataset × strategy cell, plus pooled over all cells
-(``dataset``/``strategy``/``model`` = ``"all"``), with a percentile bootstrap CI over items:
+(``dataset``/``strategy``/``model`` = ``"all"``), with Wilson's interval for percent agreement and
+a percentile bootstrap CI over items for the other statistics:
 
 - ``percent_agreement`` of the *human majority* (a strict majority of the annotators who rated
   the item; one annotator is their own majority; a tie leaves the item out) with the panel's
