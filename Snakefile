@@ -24,6 +24,7 @@ include: "rules/metrics.smk"
 include: "rules/report.smk"
 include: "rules/release.smk"
 include: "rules/annotation.smk"
+include: "rules/panel_sample.smk"
 include: "rules/inspect.smk"
 
 
@@ -38,3 +39,4 @@ rule all:
         TABLE_OUTPUTS,
         FIGURE_OUTPUTS,
         INSPECT_ALL,  # inspect.export: true
+        panel_sample_outputs(),  # panel_sample: the panel-corrected estimates

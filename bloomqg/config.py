@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
+from bloomqg.annotation.panel_sample import PanelSampleSettings, panel_sample_settings
 from bloomqg.api.settings import base_url_problem
 from bloomqg.config_schema import Cell, ConfigError
 from bloomqg.judges.registry import config_schema, judge_backend
@@ -117,6 +118,14 @@ class Study:
     release_to_download: Path | None = None
     #: the models, judges and datasets as typed specs, read once from the resolved config
     spec: StudySpec | None = None
+    #: the panel paid for a sample per cell (``panel_sample``), None when every judge judges all
+    panel_sample: PanelSampleSettings | None = None
+
+    @property
+    def voting_judges(self) -> list[str]:
+        """The judges whose verdicts make the study's votes: all of them, or the local ones when
+        the panel judges a sample only."""
+        return list(self.panel_sample.local_judges if self.panel_sample else self.config["judges"])
 
     def is_downloaded(self, path: str | Path) -> bool:
         """Whether ``path`` lies in a release folder that download_release has yet to fetch."""
@@ -439,6 +448,7 @@ def prepare_study(
                               "(backend inspect) and has no model to judge with")
 
     study.spec = study_spec(cfg)
+    study.panel_sample = panel_sample_settings(cfg)
     from bloomqg.api.budget import check_budget_prices
 
     unpriced = check_budget_prices(study.spec)

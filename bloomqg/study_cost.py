@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from bloomqg.annotation.panel_sample import draw_panel_sample, sample_size
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.cache import CallCache
 from bloomqg.api.estimate import ESTIMATE_COLUMNS, Calibration, calibrations, estimate_calls
@@ -44,8 +45,11 @@ def estimate_study(
     generations: Mapping[tuple[str, str, str], pd.DataFrame],
     cache_dir: str | Path,
     rubric_path: str | Path | None,
+    panel_sample: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """One row per API generator or judge and cell (see the module docstring)."""
+    """One row per API generator or judge and cell (see the module docstring). ``panel_sample``
+    (``{"judges": [...], "draw": PanelSampleSettings.draw_spec}``): those judges are priced on
+    each cell's sample only, the draw their jobs make."""
     cache = CallCache(cache_dir) if Path(cache_dir).is_dir() else None
     measured = calibrations(SpendLedger(Path(cache_dir) / "spend.jsonl"))
     seed = study.seed
@@ -79,18 +83,37 @@ def estimate_study(
         else:  # not generated yet: the original question stands in for the one to come
             ids, questions, originals = frame["prompt_id"], frame["original_question"], frame["original_question"]
         units = dataset_knowledge_units(datasets[cell.dataset])
+        sampled = _panel_sample_items(panel_sample, generated, ids, questions, originals)
         for name, spec in api_judges.items():
             settings = client_settings_from_entry(study.with_budget(spec))
             judge = LLMJudge(None, units, study.domains[cell.dataset], template=rubric,  # type: ignore[arg-type]
                              decoding=decoding_params(spec.generation, seed, where=f"{spec.key}.generation"))
-            requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(ids, questions, originals)])
+            in_sample = panel_sample is not None and name in panel_sample["judges"]
+            judged = sampled if in_sample else (ids, questions, originals)
+            requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(*judged)])
             row = estimate_calls(settings, requests, judge.decoding, cache, measured.get(settings.model), counted)
             if generated is None:
                 row["basis"] += "; questions not generated yet"
+            if in_sample:
+                row["basis"] += (f"; panel_sample: {len(requests)} of {len(ids)} questions"
+                                 + ("" if generated is not None else ", the first standing in for the draw"))
             rows.append({"role": "judge", "name": name, "dataset": cell.dataset, "strategy": cell.strategy, **row})
     rows += _probe_rows(study, cells, prompts=prompts, datasets=datasets, generations=generations,
                         cache=cache, measured=measured, rubric=rubric, counted=counted)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
+
+
+def _panel_sample_items(panel_sample: Mapping[str, Any] | None, generated: pd.DataFrame | None,
+                        ids: pd.Series, questions: pd.Series, originals: pd.Series) -> tuple[pd.Series, ...]:
+    """The (ids, questions, originals) a panel_sample judge judges in a cell: the sample its job
+    draws from the generations, or before generation as many prompts as it will draw."""
+    if panel_sample is None:
+        return ids, questions, originals
+    if generated is not None:
+        drawn = draw_panel_sample(generated, panel_sample["draw"])
+        return drawn["prompt_id"], drawn["new_question"], drawn["original_question"]
+    size = sample_size(len(ids), panel_sample["draw"])
+    return ids.iloc[:size], questions.iloc[:size], originals.iloc[:size]
 
 
 def generation_requests(prompts: pd.DataFrame, generated: pd.DataFrame | None) -> list[list[ChatRequest]]:

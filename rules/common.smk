@@ -7,6 +7,8 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from bloomqg.annotation.calibration_tables import PANEL_NAME, PANEL_PAIRED_NAME
+from bloomqg.annotation.panel_sample import PANEL_SAMPLE_DIR
 from bloomqg.config import prepare_study
 from bloomqg.config_schema import ConfigError
 from bloomqg.judges.registry import judge_resources
@@ -27,7 +29,10 @@ except ConfigError as error:
 
 CFG = STUDY.config
 CELLS = STUDY.cells
-JUDGES = list(CFG["judges"])
+# The judges whose verdicts make the votes: every judge, or the local ones when the others judge
+# a sample only (panel_sample; rules/panel_sample.smk).
+JUDGES = STUDY.voting_judges
+PANEL_SAMPLE = STUDY.panel_sample
 
 # What each model's and judge's jobs ask the scheduler for (gpu, mem_mb, runtime, api), worked out
 # here so that an entry whose needs cannot be told stops the run before any job.
@@ -184,10 +189,17 @@ def learned_model(wc):
 
 def learned_training_votes(wc):
     """The votes a learned judge trains on: its source's runs (train.source: release; rule
-    train_learned_judge in rules/release.smk, RELEASE_CELLS from there)."""
+    train_learned_judge in rules/release.smk, RELEASE_CELLS from there) or the votes files it
+    names (train.source: votes)."""
+    from bloomqg.judges.backends.learned import training_vote_files
     from bloomqg.judges.registry import judge_backend
 
     train = judge_backend("learned").with_defaults(CFG["judges"][wc.judge])["train"]
+    if train["source"] == "votes":
+        try:
+            return training_vote_files(wc.judge, CFG["judges"][wc.judge])
+        except ConfigError as error:
+            raise WorkflowError(str(error))
     models = train.get("models")
     cells = [c for c in RELEASE_CELLS if models is None or c.model in models]
     if not cells:
@@ -196,6 +208,24 @@ def learned_training_votes(wc):
             f"{CFG.get('release_manifest')!r}, models: {models})"
         )
     return cell_paths("results/release/votes/{dataset}/{strategy}/{model}.parquet", cells)
+
+
+def judge_job_spec(wc):
+    """A judge job's settings: its entry, and for a panel_sample judge the draw it judges."""
+    spec = STUDY.judge_params(wc.judge)
+    if PANEL_SAMPLE and wc.judge in PANEL_SAMPLE.judges:
+        spec = {**spec, "panel_sample": PANEL_SAMPLE.draw_spec}
+    return spec
+
+
+def panel_sample_outputs():
+    """The panel-corrected estimates and tables (rules/panel_sample.smk), when panel_sample is set."""
+    if not PANEL_SAMPLE:
+        return []
+    return [
+        f"{PANEL_SAMPLE_DIR}/estimates.parquet",
+        *[f"{PANEL_SAMPLE_DIR}/{name}.json" for name in (PANEL_NAME, PANEL_PAIRED_NAME)],
+    ]
 
 
 def judge_prompt(wc):

@@ -25,7 +25,7 @@ rule judge_questions:
         runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
         api=lambda wc: JUDGE_RESOURCES[wc.judge].api,
     params:
-        spec=lambda wc: STUDY.judge_params(wc.judge),
+        spec=judge_job_spec,
         model_spec=judge_model_spec,
         domain=lambda wc: CFG["datasets"][wc.dataset]["domain"],
         seed=CFG["seed"],
@@ -63,7 +63,7 @@ rule estimate_cost:
     input:
         prompts=sorted({f"results/prompts/{c.dataset}/{c.strategy}.parquet" for c in CELLS}),
         datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
-        rubric=([CFG["prompts"]["judge"]] if any(STUDY.spec.judges[j].is_api for j in JUDGES) else []),
+        rubric=([CFG["prompts"]["judge"]] if any(s.is_api for s in STUDY.spec.judges.values()) else []),
     log:
         text="logs/estimate_cost.log",
         table="logs/estimate_cost.tsv",
@@ -76,5 +76,8 @@ rule estimate_cost:
         # Read when they exist (exact judge requests), never required: estimating sends nothing.
         generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
         cache_dir=CFG["cache_dir"],
+        panel_sample=(
+            {"judges": PANEL_SAMPLE.judges, "draw": PANEL_SAMPLE.draw_spec} if PANEL_SAMPLE else None
+        ),
     script:
         "../workflow_scripts/estimate_cost.py"

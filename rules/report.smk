@@ -82,6 +82,10 @@ rule build_report:
             and wc.root == {"study": "results", "release": "results/release"}[ANNOTATION.source]
             else []
         ),
+        # "Paid for a sample" (rules/panel_sample.smk): the panel's sample corrects the local judges
+        panel_sample=lambda wc: (
+            [p for p in panel_sample_outputs() if p.endswith(".json")] if wc.root == "results" else []
+        ),
         # "How many labels?" (rules/annotation.smk) in the report of the root it plans for, when
         # no annotation is calibrated: the report says how many labels would bound CatCons
         # (calibrated, the plan comes with the annotation inputs above)

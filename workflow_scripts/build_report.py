@@ -18,7 +18,7 @@ build_report_from_files(
     reliability=inputs.reliability,
     generations=inputs.generations,  # an imported run's provenance: the release's commit and hashes
     judgments=inputs.judgments,
-    tables=[*inputs.tables, *inputs.annotation, *inputs.plan],  # Table 9 when annotated; the labels plan
+    tables=[*inputs.tables, *inputs.annotation, *inputs.plan, *inputs.panel_sample],  # Table 9; labels plan; panel sample
     figures=[*inputs.figures, *inputs.annotation],
     title=snakemake.params.title,
     judge_bias=inputs.judge_bias,  # the "Judge bias" section's table (.json) and figure (.png)

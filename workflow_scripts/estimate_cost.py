@@ -25,6 +25,7 @@ generations = {
 estimate = estimate_study(
     study, cells, prompts=prompts, datasets=datasets, generations=generations,
     cache_dir=params.cache_dir, rubric_path=snakemake.input.rubric[0] if snakemake.input.rubric else None,
+    panel_sample=params.panel_sample,  # those judges pay for each cell's sample only
 )
 estimate.to_csv(snakemake.log.table, sep="\t", index=False)
 spent = SpendLedger(Path(params.cache_dir) / "spend.jsonl").total()

@@ -6,6 +6,7 @@ from bloomqg.parquet_io import write_frame
 from bloomqg.release.reliability import gate_published_lines, release_reliability
 from bloomqg.release.runs import ReleaseRun, import_run, published_vote_lines, verify_run_files
 from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
+from bloomqg.voting.cell import vote_options
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -14,16 +15,7 @@ run = ReleaseRun(wc.model, wc.dataset, wc.strategy, Path(inputs.generations), Pa
                  pinned=params.pinned)
 hashes = verify_run_files(run)
 generations, votes = import_run(run)
-votes, reliability = release_reliability(
-    votes,
-    gate_alpha=params.gate["threshold"],
-    gate_action=params.gate["action"],
-    gate_coefficient=params.gate["coefficient"],
-    aggregation=params.vote["aggregation"],
-    n_resamples=params.bootstrap["n_resamples"],
-    confidence=params.bootstrap["confidence"],
-    seed=params.seed,
-)
+votes, reliability = release_reliability(votes, **vote_options(params.gate, params.vote, params.bootstrap, params.seed))
 lines = gate_published_lines(published_vote_lines(run, votes), reliability)
 provenance = {
     "model": wc.model, "dataset": wc.dataset, "strategy": wc.strategy,

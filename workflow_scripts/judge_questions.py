@@ -1,6 +1,7 @@
 """Rule judge_questions: one judge's verdicts on one cell's generated questions."""
 from pathlib import Path
 
+from bloomqg.annotation.panel_sample import draw_panel_sample
 from bloomqg.generation.factory import ServingJob
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
@@ -13,6 +14,11 @@ snakemake = globals()["snakemake"]
 start_job(snakemake)
 params = snakemake.params
 spec = dict(params.spec)
+# A judge of panel_sample judges the cell's random sample only (docs/judge-reliability.md).
+panel_draw = spec.pop("panel_sample", None)
+generations = read_frame(snakemake.input.generations, GENERATIONS)
+if panel_draw is not None:
+    generations = draw_panel_sample(generations, panel_draw)
 # An hf judge borrowing an entry that an engine serves starts that server for this job, on the
 # threads and GPUs Snakemake granted it.
 serving = ServingJob(
@@ -30,7 +36,7 @@ text_generator = make_judge_text_generator(
 )
 try:
     judgments = judge_questions(
-        read_frame(snakemake.input.generations, GENERATIONS),
+        generations,
         snakemake.wildcards.judge,
         spec,
         dataset=read_frame(snakemake.input.dataset, DATASET),
@@ -45,7 +51,7 @@ finally:
     if text_generator is not None:
         text_generator.close()
 # The judge's own provenance: rubric hash, code fingerprint, model folder, text generator.
-provenance = {"judge": snakemake.wildcards.judge, "judge_spec": spec, **judgments.attrs.get("provenance", {})}
+provenance = {"judge": snakemake.wildcards.judge, "judge_spec": spec, "panel_sample": panel_draw, **judgments.attrs.get("provenance", {})}
 if text_generator is not None:
     provenance["text_generator"] = text_generator.provenance
 write_frame(judgments, snakemake.output[0], JUDGMENTS, provenance)

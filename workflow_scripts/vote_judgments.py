@@ -2,7 +2,7 @@
 from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
 from bloomqg.frames import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
-from bloomqg.voting.cell import vote_cell
+from bloomqg.voting.cell import vote_cell, vote_options
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -10,13 +10,7 @@ params = snakemake.params
 votes, reliability = vote_cell(
     read_frame(snakemake.input.generations, GENERATIONS),
     [read_frame(path, JUDGMENTS) for path in snakemake.input.judgments],
-    gate_alpha=params.gate["threshold"],
-    gate_action=params.gate["action"],
-    gate_coefficient=params.gate["coefficient"],
-    aggregation=params.vote["aggregation"],
-    n_resamples=params.bootstrap["n_resamples"],
-    confidence=params.bootstrap["confidence"],
-    seed=params.seed,
+    **vote_options(params.gate, params.vote, params.bootstrap, params.seed),
 )
 provenance = {"gate": dict(params.gate), "vote": dict(params.vote), "judgments": list(snakemake.input.judgments)}
 write_frame(votes, snakemake.output.votes, VOTES, provenance)

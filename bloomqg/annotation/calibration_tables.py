@@ -4,6 +4,7 @@ Bloom-level agreement at six and at three levels, the paired differences, and th
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -14,6 +15,8 @@ from bloomqg.reporting.tables.model import Cell, Table
 CALIBRATED_NAME = "calibrated_estimates"
 PAIRED_NAME = "calibrated_paired"
 PLAN_NAME = "annotation_plan"
+PANEL_NAME = "panel_sample_estimates"
+PANEL_PAIRED_NAME = "panel_sample_paired"
 
 
 def _interval(value: float, low: float, high: float) -> str:
@@ -26,41 +29,71 @@ def _cell_label(row: pd.Series, strategy_labels: StrategyLabels | None = None) -
     return f"{row['model']} · {row['dataset']} · {strategy_label(row['strategy'], strategy_labels)}"
 
 
-def calibrated_table(estimates: pd.DataFrame, agreement: pd.DataFrame, *, n_annotators: int, rounds: list[str],
-                     pseudo_disagreements: int, strategy_labels: StrategyLabels | None = None) -> Table:
-    """One row per (cell, metric): judges', humans' and PPI++'s estimate with its interval, n / N."""
+@dataclass(frozen=True)
+class Gold:
+    """Who the labels PPI++ corrects with come from, as the tables name it: people (calibrate)
+    or the panel's sample (panel_calibrate)."""
+    predictions: str  # the column of the judged values over every question
+    gold_only: str  # the column of the labelled sample alone
+    labelled: str  # the n / N column's first word
+    name: str
+    paired_name: str
+    caption: str
+    paired_caption: str
+
+
+PEOPLE = Gold(
+    predictions="Judges", gold_only="Humans only", labelled="n labelled", name=CALIBRATED_NAME,
+    paired_name=PAIRED_NAME,
+    caption="Calibrated: each metric as the judges say, as the humans alone say, and corrected by PPI++",
+    paired_caption="Calibrated paired differences between strategies (percentage points, same items)",
+)
+PANEL = Gold(
+    predictions="Local judges", gold_only="Panel sample only", labelled="n panel-judged",
+    name=PANEL_NAME, paired_name=PANEL_PAIRED_NAME,
+    caption="Paid for a sample: each metric as the local judges say, as the panel's sample alone says, and "
+            "corrected by PPI++ with the panel as gold",
+    paired_caption="Paid for a sample: paired differences between strategies, corrected by the panel's sample "
+                   "(percentage points, same items)",
+)
+
+
+def _estimate_cells(row: pd.Series) -> list[Cell]:
+    return [Cell(_interval(row[k], row[f"{k}_low"], row[f"{k}_high"])) for k in ("judges", "humans", "ppi")] + [
+        Cell(f"{int(row['n'])} / {int(row['big_n'])}")]
+
+
+def calibrated_table(estimates: pd.DataFrame, agreement: pd.DataFrame | None, *, n_annotators: int,
+                     rounds: list[str], pseudo_disagreements: int, strategy_labels: StrategyLabels | None = None,
+                     gold: Gold = PEOPLE, sample_note: str | None = None) -> Table:
+    """One row per (cell, metric): the judges' (predictions'), the gold sample's and PPI++'s
+    estimate with its interval, n / N."""
     order = {metric.name: position for position, metric in enumerate(OUTCOMES)}
     frame = estimates.assign(_order=estimates["metric"].map(order)).sort_values(
         ["model", "dataset", "strategy", "_order"], kind="stable")
     rows = []
     for _, row in frame.iterrows():
         metric = METRICS_BY_NAME[row["metric"]]
-        rows.append([
-            Cell(_cell_label(row, strategy_labels)), Cell(metric.label), Cell(metric.granularity),
-            Cell(_interval(row["judges"], row["judges_low"], row["judges_high"])),
-            Cell(_interval(row["humans"], row["humans_low"], row["humans_high"])),
-            Cell(_interval(row["ppi"], row["ppi_low"], row["ppi_high"])),
-            Cell(f"{int(row['n'])} / {int(row['big_n'])}"),
-        ])
+        rows.append([Cell(_cell_label(row, strategy_labels)), Cell(metric.label), Cell(metric.granularity),
+                     *_estimate_cells(row)])
     confidence = float(estimates["confidence"].iloc[0]) if len(estimates) else 0.95
     data = frame.drop(columns="_order").reset_index(drop=True)
     table = Table(
-        name=CALIBRATED_NAME,
-        caption=f"Calibrated: each metric as the judges say, as the humans alone say, and corrected by PPI++ "
-                f"(percent of generated questions, {confidence:.0%} intervals)",
+        name=gold.name,
+        caption=f"{gold.caption} (percent of generated questions, {confidence:.0%} intervals)",
         stub_columns=["Cell", "Metric", "Levels"],
-        columns=["Judges", "Humans only", "PPI++ (calibrated)", "n labelled / N judged"],
+        columns=[gold.predictions, gold.gold_only, "PPI++ (calibrated)", f"{gold.labelled} / N judged"],
         rows=rows, data=data,
     )
     table.notes.append(
-        "Labelled items are the export's random within-cell sample (results/annotation/items.parquet); items chosen "
-        "any other way are refused. Each metric here is a share of all the cell's generated questions (CatCons over "
-        "every question, not only the useful ones), the mean PPI corrects. "
-        f"{n_annotators} annotator(s), rounds: {', '.join(rounds)}; PPI++ adds {pseudo_disagreements} pseudo-labelled "
-        "error(s) of each kind (docs/judge-reliability.md). Intervals are normal intervals as ppi-python computes "
-        "them, not clipped to 0–100. Per-item data: results/calibration/items.parquet."
+        (sample_note or "Labelled items are the export's random within-cell sample (results/annotation/items.parquet); "
+         f"items chosen any other way are refused. {n_annotators} annotator(s), rounds: {', '.join(rounds)}.")
+        + " Each metric here is a share of all the cell's generated questions (CatCons over "
+        f"every question, not only the useful ones), the mean PPI corrects. PPI++ adds {pseudo_disagreements} "
+        "pseudo-labelled error(s) of each kind (docs/judge-reliability.md). The two own intervals are exact "
+        "(Clopper–Pearson); PPI++'s is the normal interval ppi-python computes, not clipped to 0–100."
     )
-    pooled = agreement[agreement["model"] == "all"].set_index("granularity") if len(agreement) else None
+    pooled = agreement[agreement["model"] == "all"].set_index("granularity") if agreement is not None and len(agreement) else None
     if pooled is not None and len(pooled) and int(pooled["n"].iloc[0]):
         six, three = (pooled.loc[g, "percent_agreement"] for g in ("six levels", "three levels"))
         table.notes.append(
@@ -71,7 +104,8 @@ def calibrated_table(estimates: pd.DataFrame, agreement: pd.DataFrame, *, n_anno
     return table
 
 
-def paired_table(paired: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Table:
+def paired_table(paired: pd.DataFrame, strategy_labels: StrategyLabels | None = None, *,
+                 gold: Gold = PEOPLE) -> Table:
     """The calibrated paired differences b − a, one row per (model, dataset, pair, metric)."""
     rows = []
     for _, row in paired.iterrows():
@@ -79,21 +113,18 @@ def paired_table(paired: pd.DataFrame, strategy_labels: StrategyLabels | None = 
             Cell(f"{row['model']} · {row['dataset']}"),
             Cell(f"{strategy_label(row['strategy_b'], strategy_labels)} − {strategy_label(row['strategy_a'], strategy_labels)}"),
             Cell(METRICS_BY_NAME[row["metric"]].label),
-            Cell(_interval(row["judges"], row["judges_low"], row["judges_high"])),
-            Cell(_interval(row["humans"], row["humans_low"], row["humans_high"])),
-            Cell(_interval(row["ppi"], row["ppi_low"], row["ppi_high"])),
-            Cell(f"{int(row['n'])} / {int(row['big_n'])}"),
+            *_estimate_cells(row),
         ])
     table = Table(
-        name=PAIRED_NAME,
-        caption="Calibrated paired differences between strategies (percentage points, same items)",
+        name=gold.paired_name,
+        caption=gold.paired_caption,
         stub_columns=["Model · dataset", "Difference", "Metric"],
-        columns=["Judges", "Humans only", "PPI++ (calibrated)", "n labelled in both / N pairs"],
+        columns=[gold.predictions, gold.gold_only, "PPI++ (calibrated)", f"{gold.labelled} in both / N pairs"],
         rows=rows, data=paired.reset_index(drop=True),
     )
     table.notes.append(
         "PPI++ on the per-item difference of outcomes. Each cell's sample is drawn on its own, so n counts the items "
-        "that happen to be labelled in both cells (a random sample of the pairs, but a small one)."
+        "that happen to be in both cells' samples (a random sample of the pairs, but a small one)."
     )
     return table
 

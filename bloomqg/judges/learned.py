@@ -346,6 +346,8 @@ def train_cached(votes: pd.DataFrame, judge_name: str, spec: Mapping[str, Any], 
     spec = judge_backend("learned").with_defaults(spec)
     train = dict(spec["train"])
     C, folds = float(train.get("C", 1.0)), int(train.get("folds", 5))
+    if train["source"] == "votes" and train.get("models"):  # the release's are chosen by run, these by row
+        votes = votes[votes["model"].isin(train["models"])]
     settings = training_settings(C=C, folds=folds, seed=seed, encoder=spec["encoder"], source=train["source"])
     digest = training_digest(rows_sha256(training_rows(votes)), settings)
     cached = Path(cache_dir) / "learned" / f"{digest}.joblib"

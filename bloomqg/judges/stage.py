@@ -157,7 +157,7 @@ def judge_questions(
     knowledge_units = dataset_knowledge_units(dataset)
 
     generations = generations.reset_index(drop=True)
-    has_question = generations["new_question"].map(_has_question)
+    has_question = generations["new_question"].map(_has_question).astype(bool)  # bool even when empty
     to_judge = generations[has_question]
     logger.info(
         "judge %s (%s): %d generated questions, %d without a question",

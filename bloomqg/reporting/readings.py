@@ -402,3 +402,22 @@ def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels
                      f"{len(holm)} after Holm ({up} higher under {name_b}, {down} lower)")
     return ("; ".join(parts) + ". Holm adjusts within each metric's family: every pair × model × dataset "
             "tested on that metric.")
+
+
+def panel_sample_reading(estimates: pd.DataFrame) -> str | None:
+    """The "Paid for a sample" table in one sentence: how much of the study the panel judged,
+    how far its sample moved the local judges' numbers, and where PPI++ beat the sample alone."""
+    rows = estimates[estimates["n"] > 0]
+    if rows.empty:
+        return None
+    cells = estimates.drop_duplicates(["dataset", "strategy", "model"])
+    sampled = cells["n_sampled"].sum()
+    judged = cells["big_n"].sum()
+    moved = (rows["ppi"] - rows["judges"]).abs().dropna()
+    narrower = ((rows["ppi_high"] - rows["ppi_low"]) < (rows["humans_high"] - rows["humans_low"])).sum()
+    text = (f"The panel judged {int(sampled)} of {int(judged)} questions in {_plural(len(cells), 'cell')}. ")
+    if len(moved):
+        text += (f"Its sample moved the local judges' numbers by a median of {moved.median():.1f} points "
+                 f"(at most {moved.max():.1f}); ")
+    return text + (f"PPI++'s interval was narrower than the panel sample's alone in {int(narrower)} of "
+                   f"{len(rows)} metric × cell rows.")

@@ -38,12 +38,12 @@ from bloomqg.reporting.provenance_view import (
     plain,
     provenance_entries,
 )
-from bloomqg.reporting.readings import figure_readings, gate_summary, table_readings
+from bloomqg.reporting.readings import figure_readings, gate_summary, panel_sample_reading, table_readings
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
 from bloomqg.reporting.tables.model import DAGGER
 from bloomqg.voting.construction import MARK, construction_flags
-from bloomqg.reporting.trust import trust_context
+from bloomqg.reporting.trust import trained_judges, trust_context
 from bloomqg.strategies import ComparisonSpec
 
 
@@ -223,10 +223,15 @@ def _marked(text: Any) -> Any:
 
 
 def _table1_frame(table_paths: Sequence[Path]) -> pd.DataFrame | None:
-    for path in table_paths:
-        path = Path(path)
-        if path.name == "table1_datasets.csv" and path.is_file():
-            return pd.read_csv(path)
+    return _table_data(table_paths, "table1_datasets.csv")
+
+
+def _table_data(table_paths: Sequence[Path], name: str) -> pd.DataFrame | None:
+    """The data (CSV) of the table whose file ``name`` is, or whose view (.json) sits beside it."""
+    for path in map(Path, table_paths):
+        csv = path.with_suffix(".csv")
+        if csv.name == name and csv.is_file():
+            return pd.read_csv(csv)
     return None
 
 
@@ -353,6 +358,9 @@ def build_report(
     readings = figure_readings(all_metrics, votes, reliability, correlations, labels)
     t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths), strategy_labels=labels,
                                 comparison=comparison, strategy_order=strategy_order)
+    panel = _table_data(table_paths, "panel_sample_estimates.csv")
+    if panel is not None and (reading := panel_sample_reading(panel)):
+        t_readings["panel_sample_estimates"] = reading
     gate = gate_summary(reliability, labels)
     context = {
         "title": title,
@@ -372,7 +380,7 @@ def build_report(
         "explorer_href": explorer_href,
         "figures": _figure_entries(figure_paths, readings, explorer_href),
         "gate": gate,
-        "trust": trust_context(reliability, robustness, labels),
+        "trust": {**trust_context(reliability, robustness, labels), "trained": trained_judges(judgment_provenance)},
         "ledger": ledger_view(ledger),
         "generation_usage": generation_usage(generations, labels),
         "examples": question_examples(votes, generations, judges=panel_judges(reliability), strategy_labels=labels),

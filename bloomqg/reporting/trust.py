@@ -13,6 +13,7 @@ import base64
 import io
 import json
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -269,3 +270,26 @@ def trust_context(
         "robustness": robustness_rows(robustness, strategy_labels),
         "robustness_summary": robustness_summary(robustness),
     }
+
+
+def trained_judges(judgment_provenance: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One sentence per learned judge of the study: what it was trained on (source, rows and
+    their sha256) and how well it agreed with its teacher when cross-validated."""
+    sentences: dict[str, str] = {}
+    for entry in judgment_provenance:
+        model = entry.get("learned_model")
+        judge = entry.get("judge")
+        if not isinstance(model, Mapping) or not judge or judge in sentences:
+            continue
+        source = {"release": "the paper's release panel votes", "votes": "an earlier study's votes"}.get(
+            str(model.get("source")), f"{model.get('source')} votes")
+        text = (f"{judge} is a classifier trained on {source} ({int(model.get('rows', 0)):,} questions of "
+                f"{', '.join(model.get('datasets') or []) or 'no dataset'}; rows sha256 "
+                f"{str(model.get('rows_sha256', ''))[:12]}).")
+        level = (model.get("cross_validated") or {}).get("bloom_level/*")
+        if level:
+            text += (f" Cross-validated by original item, it agreed with its teacher's Bloom level on "
+                     f"{100 * level['agreement']:.1f}% of {int(level['n']):,} questions (Cohen's κ "
+                     f"{level['cohen_kappa']:.2f}); its teacher is a panel, not experts.")
+        sentences[judge] = text
+    return list(sentences.values())

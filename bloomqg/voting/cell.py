@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,6 +314,15 @@ def add_useful_column(votes: pd.DataFrame) -> None:
 
 
 # -- the cell -----------------------------------------------------------------------------------
+
+
+def vote_options(gate: Mapping[str, Any], vote: Mapping[str, Any], bootstrap: Mapping[str, Any],
+                 seed: int) -> dict[str, Any]:
+    """:func:`vote_cell`'s keyword arguments from the config's ``gate``, ``vote`` and
+    ``bootstrap`` sections and its seed (the rule scripts that vote pass them on)."""
+    return {"gate_alpha": gate["threshold"], "gate_action": gate["action"], "gate_coefficient": gate["coefficient"],
+            "aggregation": vote["aggregation"], "n_resamples": bootstrap["n_resamples"],
+            "confidence": bootstrap["confidence"], "seed": seed}
 
 
 def vote_cell(

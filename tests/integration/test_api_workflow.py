@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +49,26 @@ def start_server(content: str | None, *options: str) -> tuple[subprocess.Popen, 
     line = process.stdout.readline()
     assert line.startswith("READY"), line
     return process, int(line.split()[1])
+
+
+@contextmanager
+def generator_and_judge(question: str):
+    """(generator port, judge port): a server answering every prompt with ``question`` and one
+    answering the fixed verdict, both stopped after."""
+    generator, generator_port = start_server(question)
+    judge, judge_port = start_server(None)
+    try:
+        yield generator_port, judge_port
+    finally:
+        for process in (generator, judge):
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def server_stats(port: int) -> dict:
+    """A fixed_latency_server's counters (completions, idempotency keys)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as response:
+        return json.loads(response.read())
 
 
 @pytest.fixture(scope="module")

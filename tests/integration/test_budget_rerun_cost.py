@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from bloomqg.api.ledger import ledger_from_generations, ledger_from_judgments
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import GENERATIONS, JUDGMENTS
 from tests.conftest import REPO
-from tests.integration.test_api_workflow import snakemake, start_server
+from tests.integration.test_api_workflow import generator_and_judge, server_stats, snakemake
 
 pytestmark = pytest.mark.integration
 
@@ -39,19 +38,9 @@ GENERATIONS_FILE = "results/generations/cs/fgp/api-gen.parquet"
 @pytest.fixture
 def servers():
     question = json.dumps({"question": "How would you design a stack that also returns its minimum in O(1)?"})
-    generator, generator_port = start_server(question)
-    judge, judge_port = start_server(None)
-    try:
-        yield generator_port, judge_port
-    finally:
-        for process in (generator, judge):
-            process.terminate()
-            process.wait(timeout=10)
+    with generator_and_judge(question) as ports:
+        yield ports
 
-
-def stats(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as response:
-        return json.loads(response.read())
 
 
 def write_config(workdir: Path, generator_port: int, judge_port: int, budget_usd: float | None) -> Path:
@@ -135,6 +124,6 @@ def test_a_budget_stop_and_rerun_cost_what_the_ledger_says(tmp_path, servers):
 
     # Every call carried its own Idempotency-Key header.
     for port, calls in ((judge_port, N_ITEMS), (generator_port, N_ITEMS)):
-        seen = stats(port)
+        seen = server_stats(port)
         assert seen["completions"] == calls and seen["with_idempotency_key"] == calls, seen
         assert seen["distinct_idempotency_keys"] == calls

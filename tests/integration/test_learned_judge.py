@@ -152,3 +152,29 @@ def test_training_rows_are_order_free_and_need_a_label():
         training_rows(votes.drop(columns="original_question"))
     with pytest.raises(ValueError, match="nothing-here"):
         train_model(votes.iloc[[1]], FeatureSource(None, {}), source_name="nothing-here")
+
+
+def test_a_learned_judge_distils_an_earlier_studys_votes(tmp_path):
+    """train.source votes: the votes files of an earlier study (here a synthetic judged study)
+    are the teacher; the provenance names the source and the rows it learned from."""
+    from tests.support.judged_study import judged_study
+
+    earlier = judged_study(tmp_path / "earlier", n_models=2, n_items=24, cells={"cs": ("cot", "fgp")},
+                           n_resamples=10)
+    workdir = tmp_path / "study"
+    workdir.mkdir()
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text(encoding="utf-8"))
+    config["cache_dir"] = str(tmp_path / "cache")
+    votes_folder = str(tmp_path / "earlier" / "votes")
+    config["judges"] = {"rules": {"backend": "rules"},
+                        "learned": {"backend": "learned", "train": {"source": "votes", "votes": [votes_folder],
+                                                                     "models": [earlier.votes["model"].iloc[0]],
+                                                                     "folds": 2}}}
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    snakemake(workdir, "results/learned/learned/model.joblib")
+    provenance = json.loads((workdir / "results" / "learned" / "learned" / "model.joblib.json").read_text())
+    taught = earlier.votes[earlier.votes["model"] == earlier.votes["model"].iloc[0]]
+    rows = training_rows(taught)
+    assert provenance["source"] == "votes" and provenance["rows"] == len(rows)
+    assert provenance["rows_sha256"] == rows_sha256(rows)
+    assert provenance["criteria"]["bloom_level"] == ["*"]

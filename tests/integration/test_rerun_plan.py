@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.integration.test_api_workflow import start_server
+from tests.integration.test_api_workflow import generator_and_judge
 from tests.integration.test_workflow import planned_jobs
 
 pytestmark = pytest.mark.integration
@@ -43,14 +43,8 @@ AGGREGATES = {"aggregate_metrics": 1, "judge_robustness": 1, "study_plan": 1, "m
 def servers():
     question = json.dumps({"question": "How would you design a queue from two stacks?",
                            "bloom_level": "Create", "knowledge_units": ["Stack"]})
-    generator, generator_port = start_server(question)
-    judge, judge_port = start_server(None)
-    try:
-        yield generator_port, judge_port
-    finally:
-        for process in (generator, judge):
-            process.terminate()
-            process.wait(timeout=10)
+    with generator_and_judge(question) as ports:
+        yield ports
 
 
 def api_entry(name: str, port: int) -> dict:

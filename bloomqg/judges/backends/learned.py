@@ -25,6 +25,36 @@ def model_file(judge_name: str, spec: Mapping[str, Any]) -> str:
     return str(BACKEND.with_defaults(spec)["model_file"]).format(judge=judge_name)
 
 
+def training_vote_files(judge_name: str, spec: Mapping[str, Any]) -> list[str]:
+    """The votes files a ``train: {source: votes}`` entry names, folders expanded (reliability
+    files left out), sorted. Errors name the key: no ``votes``, a missing path, a folder without
+    votes, or a path in this study's own ``results/``."""
+    from pathlib import Path
+
+    from bloomqg.config_schema import ConfigError
+
+    key = f"judges.{judge_name}.train.votes"
+    paths = BACKEND.with_defaults(spec)["train"].get("votes")
+    if not paths:
+        raise ConfigError(f"{key}: train.source votes needs the votes files (or folders) to learn from")
+    files: list[str] = []
+    for position, entry in enumerate(paths):
+        path = Path(entry)
+        if not path.is_absolute() and path.parts[:1] == ("results",):
+            raise ConfigError(f"{key}[{position}]: {entry!r} is in this study's results/, whose votes this judge "
+                              "helps make; copy an earlier study's votes elsewhere, or give its absolute path")
+        if path.is_file():
+            found = [path]
+        elif path.is_dir():
+            found = sorted(p for p in path.rglob("*.parquet") if not p.name.endswith(".reliability.parquet"))
+            if not found:
+                raise ConfigError(f"{key}[{position}]: folder {entry!r} holds no votes file (*.parquet)")
+        else:
+            raise ConfigError(f"{key}[{position}]: {entry!r} does not exist")
+        files += [str(p) for p in found]
+    return sorted(dict.fromkeys(files))
+
+
 def _build(context: JudgeContext) -> "LearnedJudge":
     from bloomqg.judges.learned import FeatureSource, LearnedJudge, load_encoder, load_model, rules_judges
 
@@ -60,11 +90,17 @@ BACKEND = JudgeBackend(
             "additionalProperties": False,
             "default": {"source": "release"},
             "description": "What the model learns from. source: release (the release runs of release_manifest, "
-                           "imported by import_release_run; the panel is the paper's).",
+                           "imported by import_release_run; the panel is the paper's) or votes (the votes files of an "
+                           "earlier study, its own API panel's say: 'distil your panel').",
             "properties": {
-                "source": {"enum": ["release"], "description": "The votes the model is trained on."},
+                "source": {"enum": ["release", "votes"], "description": "The votes the model is trained on."},
                 "models": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                           "description": "Only these release models' runs (default: every run of the manifest)."},
+                           "description": "Only these models' runs (default: every run of the manifest, every row "
+                                          "of the votes files)."},
+                "votes": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                          "description": "source votes: votes files (VOTES Parquet, results/votes/... of an earlier "
+                                         "study) or folders of them, searched recursively; never this study's own "
+                                         "results/, whose votes the judge itself makes."},
                 "C": {"type": "number", "exclusiveMinimum": 0, "default": 1.0,
                       "description": "Inverse regularisation strength of the logistic regressions."},
                 "folds": {"type": "integer", "minimum": 2, "default": 5,
