@@ -26,6 +26,15 @@ def test_paper_preset_is_schema_valid():
     validate_schema(yaml.safe_load((REPO / "configs" / "paper.yaml").read_text()))
 
 
+def test_the_learned_panel_preset_is_the_default_study_plus_learned():
+    preset = yaml.safe_load((REPO / "configs" / "learned-panel.yaml").read_text())
+    validate_schema(preset)
+    default = default_config()
+    assert preset["judges"] == {**default["judges"], "learned": {"backend": "learned", "train": {"source": "release"}}}
+    assert {k: v for k, v in preset.items() if k not in ("judges", "release_dir", "release_manifest")} == {
+        k: v for k, v in default.items() if k != "judges"}
+
+
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
