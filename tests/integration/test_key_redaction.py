@@ -4,12 +4,16 @@ One endpoint answers every generation with a question that quotes the key twice 
 once as it is and once in JSON escapes that only the parser's decoding turns into the key; the
 judge's endpoint answers every call with a 500 that first echoes the key partly, as providers do
 (prefix, stars, suffix), then puts it whole where the error text is cut for the log (around
-character 500). The key, and every 8-character piece of it, must be in no log, no Parquet file
-(read back and decoded), no call-cache entry: nowhere in the working directory.
+character 500); two more judges answer a verdict, so the questions are voted on and reach the
+item explorer and the annotation form. The key, and every 8-character piece of it, must be in no
+log, no Parquet file (read back and decoded), no call-cache entry, not in the explorer's data.js
+(decompressed), the annotation sheet or form: nowhere in the working directory.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from pathlib import Path
 
@@ -31,6 +35,8 @@ KEY = "sk-Zq8vR2mX4pL7nK3wT9yB6cF1hJ5d"
 ERROR_PREFIX = "HTTP 500: Error code: 500 - "
 CUT = 500
 JUDGMENTS_TARGET = "results/judgments/cs/fgp/api-gen/echo-judge.parquet"
+#: Where the generated text is written again for people: the explorer and the annotation export.
+READER_TARGETS = ("results/explorer/data.js", "results/annotation/form.html", "results/annotation/sheet.csv")
 
 
 def fragments(secret: str, length: int = 8) -> list[str]:
@@ -48,6 +54,7 @@ def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
     assert KEY in json.loads(question)["question"].split("shared, and ")[1]  # the decoded attack
     generator, generator_port = start_server(question)
     judge, judge_port = start_server(None, "--status", "500", "--error-message", message)
+    verdicts, verdict_port = start_server(None)
     try:
         api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
                "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
@@ -59,15 +66,18 @@ def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
             "models": {"api-gen": {"backend": "openai", "model": "echo-generator",
                                    "base_url": f"http://127.0.0.1:{generator_port}/v1", **api}},
             "judges": {"echo-judge": {"backend": "openai", "model": "echo-judge",
-                                      "base_url": f"http://127.0.0.1:{judge_port}/v1", **api}},
+                                      "base_url": f"http://127.0.0.1:{judge_port}/v1", **api},
+                       **{name: {"backend": "openai", "model": name, "base_url": f"http://127.0.0.1:{verdict_port}/v1",
+                                 **api} for name in ("verdict-a", "verdict-b")}},
+            "annotation": {"items_per_cell": 2},
             "bootstrap": {"n_resamples": 100, "confidence": 0.95},
             "min_answer_rate": 0.0,  # every judge call fails by design: keep its recorded errors
         }
         config_path = tmp_path / "echo.yaml"
         config_path.write_text(yaml.safe_dump(config))
-        result = snakemake(tmp_path, config_path, KEY, JUDGMENTS_TARGET)
+        result = snakemake(tmp_path, config_path, KEY, JUDGMENTS_TARGET, *READER_TARGETS)
     finally:
-        for process in (generator, judge):
+        for process in (generator, judge, verdicts):
             process.terminate()
             process.wait(timeout=10)
     assert result.returncode == 0, result.stderr[-5000:]
@@ -87,6 +97,14 @@ def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
             text = "\n".join(map(str, frame[column].tolist()))
             assert not [piece for piece in fragments(KEY) if piece in text], f"the key in {path}:{column}"
     assert generations["new_question"].str.contains("stack is shared, and *** too?", regex=False).all()
+
+    # data.js is gzip in base64: the explorer's text is only readable decompressed
+    script = (tmp_path / "results" / "explorer" / "data.js").read_text(encoding="ascii")
+    explorer_text = gzip.decompress(base64.b64decode(script.split('"')[1]))
+    assert b"stack is shared, and *** too?" in explorer_text, "the question reached the explorer"
+    assert "stack is shared" in (tmp_path / "results" / "annotation" / "sheet.csv").read_text(encoding="utf-8")
+    for piece in [KEY, *fragments(KEY)]:
+        assert piece.encode() not in explorer_text, f"{piece!r} of the key in the explorer's data"
 
     output = result.stdout + result.stderr
     written = [path for path in tmp_path.rglob("*") if path.is_file()]
