@@ -16,6 +16,8 @@ rule judge_questions:
         job="logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
     benchmark:
         "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
+    wildcard_constraints:
+        judge=names_pattern(CELL_JUDGES),
     conda:
         "../envs/generation.yaml"
     threads: lambda wc: STUDY.judge_backend(wc.judge).threads
@@ -33,6 +35,43 @@ rule judge_questions:
         code=CODE["judging"],
     script:
         "../workflow_scripts/judge_questions.py"
+
+
+# One server of the borrowed entry's engine for all the judge's cells, started and stopped by
+# the job (bloomqg.judges.engine_job): a server per cell paid its start-up once per cell.
+rule judge_on_engine:
+    input:
+        generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
+        datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
+        prompt=judge_prompt,
+        model=judge_model_dir,
+    output:
+        [f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{{judge}}.parquet" for c in CELLS],
+    log:
+        # the server's own log: logs/serve/judge_on_engine/{judge}.log, kept across reruns
+        job="logs/judge_on_engine/{judge}.log",
+    benchmark:
+        "logs/benchmarks/judge_on_engine/{judge}.tsv"
+    wildcard_constraints:
+        judge=names_pattern(ENGINE_JUDGES),
+    conda:
+        "../envs/generation.yaml"
+    # The server's torch threads: capped by --cores / --max-threads.
+    threads: 8
+    resources:
+        gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
+        mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
+        runtime=lambda wc: JUDGE_RESOURCES[wc.judge].runtime,
+    params:
+        spec=judge_job_spec,
+        model_spec=judge_model_spec,
+        cells=[(c.dataset, c.strategy, c.model) for c in CELLS],
+        domains={name: dataset["domain"] for name, dataset in CFG["datasets"].items()},
+        seed=CFG["seed"],
+        cache_dir=CFG["cache_dir"],
+        code=CODE["judging"],
+    script:
+        "../workflow_scripts/judge_on_engine.py"
 
 
 rule vote_judgments:

@@ -1,14 +1,12 @@
-"""Rule judge_questions: one judge's verdicts on one cell's generated questions."""
-from pathlib import Path
-
+"""Rule judge_questions: one judge's verdicts on one cell's generated questions (an
+engine-served judge has judge_on_engine instead: one server for all its cells)."""
 from bloomqg.annotation.panel_sample import draw_panel_sample
-from bloomqg.generation.factory import ServingJob
+from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS
+from bloomqg.job import start_job
+from bloomqg.judges.engine_job import judgments_provenance
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
-from bloomqg.job import start_job
-from bloomqg.serving.server import server_log_path
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -19,20 +17,12 @@ panel_draw = spec.pop("panel_sample", None)
 generations = read_frame(snakemake.input.generations, GENERATIONS)
 if panel_draw is not None:
     generations = draw_panel_sample(generations, panel_draw)
-# An hf judge borrowing an entry that an engine serves starts that server for this job, on the
-# threads and GPUs Snakemake granted it.
-serving = ServingJob(
-    name=spec.get("model_ref") or snakemake.wildcards.judge, threads=snakemake.threads,
-    gpus=int(snakemake.resources.gpu or 0), log_path=server_log_path(snakemake.log.job),
-    workflow_dir=Path(snakemake.scriptdir).resolve().parent,
-) if params.model_spec and params.model_spec.get("engine") else None
 # An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec. The cap
 # comes from the config, not params: raising it must not rerun finished jobs.
 text_generator = make_judge_text_generator(
     snakemake.wildcards.judge, spec, model_spec=params.model_spec,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=snakemake.config.get("budget_usd"),
-    serving=serving,
 )
 try:
     judgments = judge_questions(
@@ -51,7 +41,5 @@ finally:
     if text_generator is not None:
         text_generator.close()
 # The judge's own provenance: rubric hash, code fingerprint, model folder, text generator.
-provenance = {"judge": snakemake.wildcards.judge, "judge_spec": spec, "panel_sample": panel_draw, **judgments.attrs.get("provenance", {})}
-if text_generator is not None:
-    provenance["text_generator"] = text_generator.provenance
-write_frame(judgments, snakemake.output[0], JUDGMENTS, provenance)
+write_frame(judgments, snakemake.output[0], JUDGMENTS,
+            judgments_provenance(snakemake.wildcards.judge, spec, judgments, text_generator, panel_sample=panel_draw))

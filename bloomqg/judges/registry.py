@@ -220,7 +220,8 @@ def make_judge_text_generator(
     budget_usd: float | None = None,
     serving: "ServingJob | None" = None,
 ) -> "TextGenerator | None":
-    """The text generator a judge_questions job hands this judge; None when it needs none.
+    """The text generator a judge job (judge_questions, judge_on_engine) hands this judge; None
+    when it needs none.
     ``serving``: the job's server settings, for a judge whose borrowed entry names an engine."""
     backend = judge_backend(spec["backend"])
     if backend.text_generator is None:

@@ -6,9 +6,9 @@ one generate_on_engine job. The first run is killed with -9 (Snakemake's whole p
 as a CI timeout or a closed terminal does) once a cell is done: no process of the server's group
 may survive it and its port must be free. The rerun completes, asking the server nothing the
 first run had answered, and its outputs record the engine; afterwards nothing is left running.
-An hf judge borrowing an engine entry asks a server its own judge job starts (transformers serve
-here, the second engine behind the same interface: it starts in seconds and needs no second
-environment).
+An hf judge borrowing an engine entry asks one server that its judge_on_engine job starts for all
+its cells (transformers serve here, the second engine behind the same interface: it starts in
+seconds and needs no second environment).
 Skipped, with the reason, where ``.venv-vllm`` is absent.
 """
 
@@ -154,12 +154,13 @@ def test_vllm_serves_the_test_study_survives_kill_9_and_the_rerun_completes(tmp_
     assert not listening(last_port) and not servers(workdir)
 
 
-def test_an_hf_judge_borrowing_an_engine_entry_asks_a_server_its_job_starts(tmp_path, smollm2_dir):
-    """Issue 31 point 1, the judge's side: the .test study's smollm2 judge borrows the model entry;
-    with ``engine: transformers-serve`` on that entry, generation runs on the engine's server and
-    the judge's judge_questions job starts a server of its own (logs/serve/judge_questions/…),
-    asks it through the OpenAI client, records the engine, and leaves nothing running; forced to
-    run again, every answer comes from the call cache."""
+def test_an_hf_judge_borrowing_an_engine_entry_asks_one_server_for_all_its_cells(tmp_path, smollm2_dir):
+    """Issue 31 point 1 and issue 43's "one server per model for judges": the .test study's
+    smollm2 judge borrows the model entry; with ``engine: transformers-serve`` on that entry,
+    generation runs on the engine's server and the judge's one judge_on_engine job starts one
+    server of its own for both cells (logs/serve/judge_on_engine/…), asks it through the OpenAI
+    client, records the engine, and leaves nothing running; forced to run again, every answer
+    comes from the call cache and no server starts."""
     from bloomqg.frames import JUDGMENTS
 
     workdir = tmp_path / "study"
@@ -167,18 +168,20 @@ def test_an_hf_judge_borrowing_an_engine_entry_asks_a_server_its_job_starts(tmp_
     seed_converted_smollm2(workdir, smollm2_dir, MODEL)
     config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
     config["cache_dir"] = str(workdir / "cache")
-    config["datasets"] = {"cs": {**config["datasets"]["cs"], "strategies": ["fgp"]}}
+    config["datasets"] = {"cs": {**config["datasets"]["cs"], "strategies": ["cot", "fgp"]}}
     config["judges"] = {"smollm2": config["judges"]["smollm2"]}
     # transformers serve cannot continue an assistant message: no response prefill
     config["models"][MODEL].update(engine="transformers-serve", response_prefill=False, engine_ready_timeout_s=300,
                                    concurrency=4)
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    target = f"results/judgments/cs/fgp/{MODEL}/smollm2.parquet"
+    targets = [f"results/judgments/cs/{strategy}/{MODEL}/smollm2.parquet" for strategy in ("cot", "fgp")]
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--configfile", str(path), "--cores", "2", target]
+               "--configfile", str(path), "--cores", "2", *targets]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stderr[-6000:]
+    assert re.search(r"^judge_on_engine\s+1$", result.stderr, re.M), "one judge job for both cells"
+    assert not re.search(r"^judge_questions\s", result.stderr, re.M)
 
     generations = workdir / f"results/generations/cs/fgp/{MODEL}.parquet"
     generator = read_provenance(generations)["generator"]
@@ -186,23 +189,28 @@ def test_an_hf_judge_borrowing_an_engine_entry_asks_a_server_its_job_starts(tmp_
     assert "transformers" in generator["engine_versions"]
     generated = read_frame(generations, GENERATIONS)
     assert generated["raw_text"].notna().all() and (generated["n_completion_tokens"] > 0).all()
-    served = read_provenance(workdir / target)["text_generator"]
-    assert served["backend"] == "engine" and served["engine"] == "transformers-serve"
-    judged = read_frame(workdir / target, JUDGMENTS)
-    assert len(judged) and judged["raw_text"].notna().any()
-    log = workdir / "logs" / "serve" / "judge_questions" / "cs" / "fgp" / MODEL / "smollm2.log"
+    judged = {}
+    for target in targets:
+        served = read_provenance(workdir / target)["text_generator"]
+        assert served["backend"] == "engine" and served["engine"] == "transformers-serve"
+        judged[target] = read_frame(workdir / target, JUDGMENTS)
+        assert len(judged[target])
+    # a 135M model under CoT may write no question at all in a cell: the server answered the others
+    assert any(frame["raw_text"].notna().any() for frame in judged.values())
+    log = workdir / "logs" / "serve" / "judge_on_engine" / "smollm2.log"
     ports = [int(p) for p in re.findall(r"^=== \S+ .* on 127\.0\.0\.1:(\d+): ", log.read_text(), re.M)]
-    assert len(ports) == 1 and not listening(ports[0])
+    assert len(ports) == 1 and not listening(ports[0]), "one server for both cells, gone with its job"
     assert not servers(workdir), "no watchdog of this study's servers is left running"
 
-    again = subprocess.run([*command, "--forcerun", "judge_questions"], capture_output=True, text=True, timeout=1200)
+    again = subprocess.run([*command, "--forcerun", "judge_on_engine"], capture_output=True, text=True, timeout=1200)
     assert again.returncode == 0, again.stderr[-6000:]
-    rejudged = read_frame(workdir / target, JUDGMENTS)
-    assert rejudged["raw_text"].tolist() == judged["raw_text"].tolist()
-    asked = rejudged[rejudged["cache_key"].notna()]
-    assert len(asked) and asked["cached"].all(), "answered from the call cache"
+    for target in targets:
+        rejudged = read_frame(workdir / target, JUDGMENTS)
+        assert rejudged["raw_text"].tolist() == judged[target]["raw_text"].tolist()
+        assert rejudged.loc[rejudged["cache_key"].notna(), "cached"].all(), "answered from the call cache"
+        assert read_provenance(workdir / target)["text_generator"]["engine_ready_after_s"] is None
+        judged_first = judged[target]
+        assert not judged_first.loc[judged_first["cache_key"].notna(), "cached"].any()  # the first run asked
     # the server log is not a rule's log: the first run's start stays, the rerun adds its line
     assert log.read_text().count("=== ") == 1, "the rerun, answered by the cache, started no server"
     assert log.read_text().rstrip().endswith("not started: the call cache answered every request")
-    assert read_provenance(workdir / target)["text_generator"]["engine_ready_after_s"] is None
-    assert not judged.loc[judged["cache_key"].notna(), "cached"].any()  # the first run asked the server

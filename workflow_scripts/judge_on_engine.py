@@ -1,0 +1,39 @@
+"""Rule judge_on_engine: every cell's verdicts of one engine-served judge, through one server."""
+from pathlib import Path
+
+from bloomqg.annotation.panel_sample import draw_panel_sample
+from bloomqg.frames import DATASET, GENERATIONS
+from bloomqg.generation.factory import ServingJob
+from bloomqg.job import start_job
+from bloomqg.judges.engine_job import EngineJudgeCell, judge_on_engine
+from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
+from bloomqg.parquet_io import read_frame
+from bloomqg.serving.server import server_log_path
+
+snakemake = globals()["snakemake"]
+start_job(snakemake)
+params = snakemake.params
+spec = dict(params.spec)
+# A judge of panel_sample judges each cell's random sample only (docs/judge-reliability.md).
+panel_draw = spec.pop("panel_sample", None)
+datasets = {Path(path).stem: read_frame(path, DATASET) for path in snakemake.input.datasets}
+cells = []
+for (dataset, strategy, model), generations_file, output in zip(
+        params.cells, snakemake.input.generations, snakemake.output):
+    generations = read_frame(generations_file, GENERATIONS)
+    if panel_draw is not None:
+        generations = draw_panel_sample(generations, panel_draw)
+    cells.append(EngineJudgeCell(generations, datasets[dataset], params.domains[dataset], output,
+                                 {"panel_sample": panel_draw}))
+judge_on_engine(
+    snakemake.wildcards.judge, spec, cells, model_spec=params.model_spec,
+    serving=ServingJob(name=spec.get("model_ref") or snakemake.wildcards.judge, threads=snakemake.threads,
+                       gpus=int(snakemake.resources.gpu or 0), log_path=server_log_path(snakemake.log.job),
+                       workflow_dir=Path(snakemake.scriptdir).resolve().parent),
+    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
+    cache_dir=params.cache_dir, seed=params.seed,
+    # From the config, not params: changing the floor or the cap must not rerun finished judges.
+    min_answer_rate=snakemake.config.get("min_answer_rate", DEFAULT_MIN_ANSWER_RATE),
+    budget_usd=snakemake.config.get("budget_usd"),
+)
