@@ -10,6 +10,7 @@ import pandas as pd
 
 from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES
 from bloomqg.reporting.display import MISSING, StrategyLabels, strategy_label
+from bloomqg.reporting.readings import catcons_plan_reading
 from bloomqg.reporting.tables.model import Cell, Table
 
 CALIBRATED_NAME = "calibrated_estimates"
@@ -130,19 +131,13 @@ def paired_table(paired: pd.DataFrame, strategy_labels: StrategyLabels | None = 
 
 
 def catcons_plan_sentence(catcons: pd.DataFrame, width: float) -> str:
-    """What the plan says of CatCons, from its ``reachable`` column: labels that bound it, or the
-    half-width labelling every question would reach where no number of labels bounds it."""
-    reachable = catcons[catcons["reachable"].astype(bool)]
-    if len(reachable) == len(catcons):
-        n = int(catcons["n_needed"].max())
-        return (f"No annotation was imported: {n} labels per cell would bound CatCons to ± {width:g} points "
-                "(set annotation.items_per_cell to it, export_annotation, have the sheets filled, then calibrate).")
-    short = catcons[~catcons["reachable"].astype(bool)]
-    widest = float(short["half_width_at_n"].max())
-    cells = f"{len(short)} of {len(catcons)} cells"
-    return (f"No annotation was imported: in {cells}, labelling every question would still leave CatCons at up to "
-            f"± {widest:.1f} points, not ± {width:g}: those cells have too few questions to bound it"
-            + (f"; the other cells need up to {int(reachable['n_needed'].max())} labels." if len(reachable) else "."))
+    """The plan's note on CatCons when no annotation was imported: labels that bound it (and how
+    to collect them), or the half-width labelling every question would reach where no number
+    of labels bounds it (:func:`bloomqg.reporting.readings.catcons_plan_reading`)."""
+    reading = catcons_plan_reading(catcons, width)
+    steps = (" (set annotation.items_per_cell to it, export_annotation, have the sheets filled, then calibrate)"
+             if catcons["reachable"].astype(bool).all() else "")
+    return f"No annotation was imported: {reading[0].lower()}{reading[1:-1]}{steps}."
 
 
 def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: StrategyLabels | None = None) -> Table:

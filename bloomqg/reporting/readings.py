@@ -421,3 +421,25 @@ def panel_sample_reading(estimates: pd.DataFrame) -> str | None:
                  f"(at most {moved.max():.1f}); ")
     return text + (f"PPI++'s interval was narrower than the panel sample's alone in {int(narrower)} of "
                    f"{len(rows)} metric × cell rows.")
+
+
+def catcons_plan_reading(catcons: pd.DataFrame, width: float) -> str:
+    """What the labels plan says of CatCons (its rows of the plan, ``reachable``, ``n_needed``,
+    ``half_width_at_n``): the labels per cell that bound it to ± ``width`` points, or the
+    half-width labelling every question would reach where no number of labels bounds it."""
+    reachable = catcons[catcons["reachable"].astype(bool)]
+    if len(reachable) == len(catcons):
+        return f"{int(catcons['n_needed'].max())} labels per cell would bound CatCons to ± {width:g} points."
+    short = catcons[~catcons["reachable"].astype(bool)]
+    return (f"In {len(short)} of {len(catcons)} cells, labelling every question would still leave CatCons at up to "
+            f"± {float(short['half_width_at_n'].max()):.1f} points, not ± {width:g}: those cells have too few "
+            "questions to bound it"
+            + (f"; the other cells need up to {int(reachable['n_needed'].max())} labels." if len(reachable) else "."))
+
+
+def labels_plan_reading(plan: pd.DataFrame) -> str | None:
+    """The "How many labels?" table in one sentence: its CatCons rows (the plan's data)."""
+    catcons = plan[plan["metric"] == "catcons_level"]
+    if catcons.empty:
+        return None
+    return catcons_plan_reading(catcons, float(plan["half_width"].iloc[0]))

@@ -38,7 +38,8 @@ from bloomqg.reporting.provenance_view import (
     plain,
     provenance_entries,
 )
-from bloomqg.reporting.readings import figure_readings, gate_summary, panel_sample_reading, table_readings
+from bloomqg.reporting.readings import (
+    figure_readings, gate_summary, labels_plan_reading, panel_sample_reading, table_readings)
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
 from bloomqg.reporting.tables.model import DAGGER
@@ -361,6 +362,9 @@ def build_report(
     panel = _table_data(table_paths, "panel_sample_estimates.csv")
     if panel is not None and (reading := panel_sample_reading(panel)):
         t_readings["panel_sample_estimates"] = reading
+    plan = _table_data(table_paths, "annotation_plan.csv")
+    if plan is not None and (reading := labels_plan_reading(plan)):
+        t_readings["annotation_plan"] = reading
     gate = gate_summary(reliability, labels)
     context = {
         "title": title,

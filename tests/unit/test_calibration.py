@@ -387,6 +387,13 @@ def test_the_plan_sentence_follows_reachable_and_a_one_question_cell_is_planned(
     assert "would bound" not in sentence and "± 69.3 points, not ± 5" in sentence and "2 of 2 cells" in sentence
     reachable = frame.assign(reachable=True, half_width_at_n=4.0)
     assert catcons_plan_sentence(reachable, 5.0).startswith("No annotation was imported: 5 labels per cell would bound")
+    # the report's reading of the plan says the same of CatCons, from the plan's own rows
+    from bloomqg.reporting.readings import labels_plan_reading
+
+    plan = pd.concat([frame.assign(metric="catcons_level"), frame.assign(metric="unique")]).assign(half_width=5.0)
+    assert labels_plan_reading(plan).startswith("In 2 of 2 cells, labelling every question would still leave CatCons "
+                                                "at up to ± 69.3 points")
+    assert labels_plan_reading(plan[plan["metric"] == "unique"]) is None
     one = labels_needed(np.array([1.0]), 0.5)
     assert one.n_needed == 1 and not one.reachable and one.half_width_at_n > 50
 
