@@ -1,7 +1,7 @@
-"""Agreement statistics between raters: percent agreement with Wilson's score interval (agreeing
-items are a binomial count, and a percentile bootstrap of a share near 100% covers badly at small
-n: docs/statistics.md), Cohen's κ and Krippendorff's α with a percentile bootstrap interval over
-items, and a confusion matrix.
+"""Agreement statistics between raters: percent agreement with the exact (Clopper–Pearson)
+interval of a share (agreeing items are a binomial count, and a percentile bootstrap of a share
+near 100% covers badly at small n: docs/statistics.md), Cohen's κ and Krippendorff's α with a
+percentile bootstrap interval over items, and a confusion matrix.
 
 A *rating* here is a hashable label (``True``/``False``, a Bloom level name, a frozenset of
 knowledge units); ``None`` is a missing rating and such an item is left out of any pairwise
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bloomqg.metrics.intervals import wilson
+from bloomqg.metrics.intervals import clopper_pearson
 from bloomqg.voting.alpha import alpha_with_ci, encode_votes
 
 Rating = Hashable | None
@@ -117,14 +117,14 @@ def _pairwise_estimate(
 
 def percent_agreement_with_ci(a: Sequence[Rating], b: Sequence[Rating], *, confidence: float = 0.95,
                               **bootstrap_options: float | int) -> Estimate:
-    """:func:`percent_agreement` with Wilson's score interval (percent); ``n`` = items rated by
+    """:func:`percent_agreement` with the Clopper–Pearson interval (percent); ``n`` = items rated by
     both. ``bootstrap_options`` (n_resamples, seed) are accepted for the callers that pass one
     set to every statistic, and unused: the interval is closed-form."""
     x, y = _paired(a, b)
     if not x:
         return Estimate(math.nan, math.nan, math.nan, 0)
     agreeing = sum(p == q for p, q in zip(x, y))
-    low, high = wilson(agreeing, len(x), confidence)
+    low, high = clopper_pearson(agreeing, len(x), confidence)
     return Estimate(100.0 * agreeing / len(x), 100.0 * float(low), 100.0 * float(high), len(x))
 
 

@@ -6,8 +6,8 @@ on a stratified sample of a cell's questions (:func:`bloomqg.annotation.sample.s
 same items for every judge) exactly as in a study (:func:`bloomqg.judges.stage.judge_questions`);
 this module then compares its verdicts with the panel's:
 
-- per criterion and cell, and pooled over the cells (``"all"``): percent agreement (Wilson's
-  interval) and Cohen's κ (bootstrap interval), ``n`` = items where both the judge and the panel gave a value (a judge's
+- per criterion and cell, and pooled over the cells (``"all"``): percent agreement (Clopper–
+  Pearson) and Cohen's κ (bootstrap interval), ``n`` = items where both the judge and the panel gave a value (a judge's
   abstention, a parse failure or a panel tie leave the item out; the math release has no judged
   Bloom level, so its ``n`` is 0 there);
 - the Bloom-level confusion matrix (panel level × judge level);

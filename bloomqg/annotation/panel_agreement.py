@@ -2,7 +2,7 @@
 judge run on the release (see :mod:`bloomqg.annotation.judge_validation`).
 
 For annotations, per criterion and per model × dataset × strategy cell, plus pooled over all cells
-(``dataset``/``strategy``/``model`` = ``"all"``), with Wilson's interval for percent agreement and
+(``dataset``/``strategy``/``model`` = ``"all"``), with the Clopper–Pearson interval for percent agreement and
 a percentile bootstrap CI over items for the other statistics:
 
 - ``percent_agreement`` of the *human majority* (a strict majority of the annotators who rated

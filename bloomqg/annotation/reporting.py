@@ -67,7 +67,7 @@ def write_table(table: Table, paths: Sequence[str | Path]) -> None:
 def plot_human_agreement(agreement: pd.DataFrame, path: str | Path, *, annotations_dir: str,
                          strategy_labels: StrategyLabels | None = None) -> None:
     """Percent agreement of the human majority with the panel per criterion, one bar per cell,
-    with Wilson intervals and each bar's n; a criterion of a cell without items (no human or no
+    with Clopper–Pearson intervals and each bar's n; a criterion of a cell without items (no human or no
     panel majority) is marked "no items", never drawn as a 0% bar. Without annotations, a figure
     that says so. ``strategy_labels`` name the strategies ({name: label})."""
     import matplotlib

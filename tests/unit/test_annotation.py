@@ -85,18 +85,18 @@ def test_bootstrap_intervals_bracket_the_point_and_repeat_with_the_seed():
     assert share.value == pytest.approx(80.0) and share.ci_low < 80.0 < share.ci_high
 
 
-def test_percent_agreement_has_wilsons_interval_not_a_degenerate_bootstrap():
-    from bloomqg.metrics.intervals import wilson
+def test_percent_agreement_has_the_exact_interval_not_a_degenerate_bootstrap():
+    from bloomqg.metrics.intervals import clopper_pearson
 
     a = [True] * 30 + [False] * 20
     b = [True] * 25 + [False] * 5 + [True] * 5 + [False] * 15
-    low, high = wilson(40, 50, 0.95)
+    low, high = clopper_pearson(40, 50, 0.95)
     share = percent_agreement_with_ci(a, b, n_resamples=300, seed=3)
     assert (share.ci_low, share.ci_high) == pytest.approx((100 * low, 100 * high))
-    # every one of 17 items agreeing: a bootstrap prints [100, 100]; Wilson's says how far 17 reach
+    # every one of 17 items agreeing: a bootstrap prints [100, 100]; the exact interval, how far 17 reach
     unanimous = percent_agreement_with_ci(["Apply"] * 17, ["Apply"] * 17)
     assert unanimous.value == 100.0 and unanimous.ci_high == pytest.approx(100.0)
-    assert unanimous.ci_low == pytest.approx(100 * float(wilson(17, 17, 0.95)[0])) and unanimous.ci_low < 82
+    assert unanimous.ci_low == pytest.approx(100 * float(clopper_pearson(17, 17, 0.95)[0])) and unanimous.ci_low < 81
     assert math.isnan(percent_agreement_with_ci([None], ["Apply"]).value)
 
 
