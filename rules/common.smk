@@ -191,19 +191,22 @@ def learned_model(wc):
     return [model_file(wc.judge, CFG["judges"][wc.judge])]
 
 
-def learned_training_votes(wc):
-    """The votes a learned judge trains on: its source's runs (train.source: release; rule
-    train_learned_judge in rules/release.smk, RELEASE_CELLS from there) or the votes files it
-    names (train.source: votes)."""
-    from bloomqg.judges.backends.learned import training_vote_files
+def learned_training_inputs(wc):
+    """What a learned judge trains on: its source's runs (train.source: release; rule
+    train_learned_judge in rules/release.smk, RELEASE_CELLS from there), the votes files it names
+    (votes), or an annotation export's key and filled sheets (annotations)."""
+    from bloomqg.judges.backends.learned import training_annotation_files, training_vote_files
     from bloomqg.judges.registry import judge_backend
 
-    train = judge_backend("learned").with_defaults(CFG["judges"][wc.judge])["train"]
-    if train["source"] == "votes":
-        try:
-            return training_vote_files(wc.judge, CFG["judges"][wc.judge])
-        except ConfigError as error:
-            raise WorkflowError(str(error))
+    entry = CFG["judges"][wc.judge]
+    train = judge_backend("learned").with_defaults(entry)["train"]
+    try:
+        if train["source"] == "votes":
+            return {"votes": training_vote_files(wc.judge, entry)}
+        if train["source"] == "annotations":
+            return training_annotation_files(wc.judge, entry)
+    except ConfigError as error:
+        raise WorkflowError(str(error))
     models = train.get("models")
     cells = [c for c in RELEASE_CELLS if models is None or c.model in models]
     if not cells:
@@ -211,7 +214,7 @@ def learned_training_votes(wc):
             f"judges.{wc.judge}.train: no release run to train on (release_manifest: "
             f"{CFG.get('release_manifest')!r}, models: {models})"
         )
-    return cell_paths("results/release/votes/{dataset}/{strategy}/{model}.parquet", cells)
+    return {"votes": cell_paths("results/release/votes/{dataset}/{strategy}/{model}.parquet", cells)}
 
 
 def judge_job_spec(wc):

@@ -125,7 +125,7 @@ rule train_learned_judge:
     """A learned judge's classifier, trained on its source's votes; content-addressed in the
     cache, so the same votes and settings retrain nothing (docs/judge-reliability.md)."""
     input:
-        votes=learned_training_votes,
+        unpack(learned_training_inputs),
     output:
         model="results/learned/{judge}/model.joblib",
         provenance="results/learned/{judge}/model.joblib.json",

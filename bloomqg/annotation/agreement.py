@@ -186,3 +186,31 @@ def strict_majority(ratings: Sequence[Rating]) -> Rating:
         return None
     label, count = Counter(given).most_common(1)[0]
     return label if count * 2 > len(given) else None
+
+
+def human_majority_votes(items: "pd.DataFrame", ratings: "pd.DataFrame") -> "pd.DataFrame":
+    """The annotators' strict majorities as votes a learned judge can learn from (people as its
+    teacher): one row per annotation item with a majority on the Bloom level or the knowledge
+    units, the columns of :data:`bloomqg.judges.learned.TRAINING_COLUMNS` (``bloom_level`` and
+    ``knowledge_units`` the humans' majority, None without one). ``items`` is the export's key
+    (:data:`bloomqg.frames.ANNOTATION_ITEMS`), ``ratings`` :func:`bloomqg.annotation.sheets.read_sheets`'s."""
+    import pandas as pd
+
+    from bloomqg.judges.learned import TRAINING_COLUMNS
+
+    given = ratings[ratings["criterion"].isin(["bloom_level", "knowledge_units"])]
+    majority = {key: strict_majority(list(part["value"])) for key, part in given.groupby(["annotation_id", "criterion"])}
+    rows = []
+    for item in items.itertuples(index=False):
+        level = majority.get((item.annotation_id, "bloom_level"))
+        units = majority.get((item.annotation_id, "knowledge_units"))
+        if level is None and units is None:
+            continue
+        rows.append({
+            "model": item.model, "dataset": item.dataset, "strategy": item.strategy, "item_id": item.item_id,
+            "new_question": item.new_question, "original_question": item.original_question,
+            "original_bloom_level": item.original_bloom_level,
+            "original_knowledge_units": list(item.original_knowledge_units),
+            "bloom_level": level, "knowledge_units": sorted(units) if units is not None else None,
+        })
+    return pd.DataFrame(rows, columns=list(TRAINING_COLUMNS))

@@ -178,3 +178,57 @@ def test_a_learned_judge_distils_an_earlier_studys_votes(tmp_path):
     assert provenance["source"] == "votes" and provenance["rows"] == len(rows)
     assert provenance["rows_sha256"] == rows_sha256(rows)
     assert provenance["criteria"]["bloom_level"] == ["*"]
+
+
+def _filled_rounds(items: pd.DataFrame, folder: Path) -> None:
+    """Two annotators' sheets: they agree on every third item's level, b differs elsewhere
+    (a tie, no majority), and both give the original's units."""
+    from bloomqg.annotation.form import blank_sheet
+    from bloomqg.bloom import BLOOM_LEVELS
+
+    folder.mkdir(parents=True)
+    for annotator in ("a", "b"):
+        sheet = blank_sheet(items)
+        for index in sheet.index:
+            level = BLOOM_LEVELS[index % 6] if annotator == "a" or index % 3 == 0 else BLOOM_LEVELS[(index + 1) % 6]
+            sheet.loc[index, ["annotator", "unique", "readable", "answerable", "bloom_level", "knowledge_units"]] = [
+                annotator, "yes", "yes", "yes", level, sheet.loc[index, "original_knowledge_units"]]
+        sheet.to_csv(folder / f"{annotator}.csv", index=False)
+
+
+def test_a_learned_judge_learns_from_people(tmp_path):
+    """train.source annotations: an annotation export's key and its filled sheets; the teacher
+    is the annotators' strict majority (a tie teaches nothing on that criterion)."""
+    from bloomqg.annotation.agreement import human_majority_votes
+    from bloomqg.annotation.sample import annotation_items, knowledge_units_by_dataset
+    from bloomqg.annotation.sheets import read_sheets
+    from bloomqg.frames import ANNOTATION_ITEMS
+    from bloomqg.parquet_io import write_frame
+    from tests.support.judged_study import judged_study
+
+    earlier = judged_study(tmp_path / "earlier", n_models=2, n_items=24, cells={"cs": ("cot", "fgp")},
+                           n_resamples=10)
+    votes = [pd.read_parquet(path) for path in earlier.vote_files]
+    items = annotation_items(votes, items_per_cell=12, seed=3, knowledge_units=knowledge_units_by_dataset(votes))
+    key = tmp_path / "export" / "items.parquet"
+    key.parent.mkdir()
+    write_frame(items, key, ANNOTATION_ITEMS)
+    _filled_rounds(items, tmp_path / "export" / "round-1")
+
+    workdir = tmp_path / "study"
+    workdir.mkdir()
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text(encoding="utf-8"))
+    config["cache_dir"] = str(tmp_path / "cache")
+    config["judges"] = {"rules": {"backend": "rules"},
+                        "learned": {"backend": "learned", "train": {"source": "annotations", "items": str(key),
+                                                                     "rounds": [str(tmp_path / "export" / "round-1")],
+                                                                     "folds": 2}}}
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    snakemake(workdir, "results/learned/learned/model.joblib")
+    provenance = json.loads((workdir / "results" / "learned" / "learned" / "model.joblib.json").read_text())
+    taught = human_majority_votes(items, read_sheets(sorted((tmp_path / "export" / "round-1").glob("*.csv")), items))
+    assert len(taught) == len(items)  # every item: the units always agree
+    assert taught["bloom_level"].notna().sum() == sum(1 for i in range(len(items)) if i % 3 == 0)
+    rows = training_rows(taught)
+    assert provenance["source"] == "annotations" and provenance["rows"] == len(rows)
+    assert provenance["rows_sha256"] == rows_sha256(rows)

@@ -165,3 +165,26 @@ def test_the_reports_sentence_counts_the_sample_and_the_shift(study):
         (labelled["ppi_high"] - labelled["ppi_low"]) >= (labelled["humans_high"] - labelled["humans_low"])).all()
     assert panel_sample_reading(estimates.assign(n=0)) is None
 
+
+
+def test_a_learned_judges_annotations_source_names_what_it_cannot_use(tmp_path):
+    from bloomqg.judges.backends.learned import training_annotation_files
+
+    def entry(**train):
+        return {"backend": "learned", "train": {"source": "annotations", **train}}
+
+    key = tmp_path / "items.parquet"
+    key.write_bytes(b"")
+    (tmp_path / "round").mkdir()
+    (tmp_path / "round" / "a.csv").write_text("annotation_id\n")
+    assert training_annotation_files("learned", entry(items=str(key), rounds=[str(tmp_path / "round")])) == {
+        "annotation_items": [str(key)], "sheets": [str(tmp_path / "round" / "a.csv")]}
+    with pytest.raises(ConfigError, match="needs items .* and rounds"):
+        training_annotation_files("learned", entry(items=str(key)))
+    with pytest.raises(ConfigError, match=r"train.items: .* does not exist"):
+        training_annotation_files("learned", entry(items=str(tmp_path / "no.parquet"), rounds=[str(tmp_path / "round")]))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"train.rounds\[0\]: .*holds no filled sheet"):
+        training_annotation_files("learned", entry(items=str(key), rounds=[str(tmp_path / "empty")]))
+    with pytest.raises(ConfigError, match="this study's results/"):
+        training_annotation_files("learned", entry(items="results/annotation/items.parquet", rounds=["annotations"]))

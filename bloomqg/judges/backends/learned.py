@@ -7,8 +7,10 @@ from ``model_file``; the judge answers Bloom level and knowledge unit only.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bloomqg.config_schema import ConfigError
 from bloomqg.judges.embedding import SENTENCE_MODEL_SCHEMA
 from bloomqg.judges.registry import JudgeBackend, JudgeContext
 from bloomqg.resources import JobResources
@@ -25,24 +27,27 @@ def model_file(judge_name: str, spec: Mapping[str, Any]) -> str:
     return str(BACKEND.with_defaults(spec)["model_file"]).format(judge=judge_name)
 
 
+def _outside_results(entry: str, where: str) -> Path:
+    """``entry`` as a path, refused when it lies in this study's own ``results/``: those votes
+    are what the judge being trained helps make."""
+    path = Path(entry)
+    if not path.is_absolute() and path.parts[:1] == ("results",):
+        raise ConfigError(f"{where}: {entry!r} is in this study's results/, whose votes this judge helps make; "
+                          "copy the earlier study's files elsewhere, or give their absolute path")
+    return path
+
+
 def training_vote_files(judge_name: str, spec: Mapping[str, Any]) -> list[str]:
     """The votes files a ``train: {source: votes}`` entry names, folders expanded (reliability
     files left out), sorted. Errors name the key: no ``votes``, a missing path, a folder without
     votes, or a path in this study's own ``results/``."""
-    from pathlib import Path
-
-    from bloomqg.config_schema import ConfigError
-
     key = f"judges.{judge_name}.train.votes"
     paths = BACKEND.with_defaults(spec)["train"].get("votes")
     if not paths:
         raise ConfigError(f"{key}: train.source votes needs the votes files (or folders) to learn from")
     files: list[str] = []
     for position, entry in enumerate(paths):
-        path = Path(entry)
-        if not path.is_absolute() and path.parts[:1] == ("results",):
-            raise ConfigError(f"{key}[{position}]: {entry!r} is in this study's results/, whose votes this judge "
-                              "helps make; copy an earlier study's votes elsewhere, or give its absolute path")
+        path = _outside_results(str(entry), f"{key}[{position}]")
         if path.is_file():
             found = [path]
         elif path.is_dir():
@@ -53,6 +58,31 @@ def training_vote_files(judge_name: str, spec: Mapping[str, Any]) -> list[str]:
             raise ConfigError(f"{key}[{position}]: {entry!r} does not exist")
         files += [str(p) for p in found]
     return sorted(dict.fromkeys(files))
+
+
+def training_annotation_files(judge_name: str, spec: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The key (``annotation_items``) and filled sheets (``sheets``) a ``train: {source: annotations}``
+    entry names. Errors name the key: a missing key file or round folder, a round with no sheet,
+    or a path in this study's own ``results/``."""
+    train = BACKEND.with_defaults(spec)["train"]
+    key = f"judges.{judge_name}.train"
+
+    if not train.get("items") or not train.get("rounds"):
+        raise ConfigError(f"{key}: train.source annotations needs items (the export's items.parquet) and rounds "
+                          "(folders of filled sheets)")
+    items = _outside_results(str(train["items"]), f"{key}.items")
+    if not items.is_file():
+        raise ConfigError(f"{key}.items: {str(items)!r} does not exist")
+    sheets: list[str] = []
+    for position, entry in enumerate(train["rounds"]):
+        folder = _outside_results(str(entry), f"{key}.rounds[{position}]")
+        if not folder.is_dir():
+            raise ConfigError(f"{key}.rounds[{position}]: folder {entry!r} does not exist")
+        found = sorted(str(p) for p in folder.glob("*.csv"))
+        if not found:
+            raise ConfigError(f"{key}.rounds[{position}]: folder {entry!r} holds no filled sheet (*.csv)")
+        sheets += found
+    return {"annotation_items": [str(items)], "sheets": sheets}
 
 
 def _build(context: JudgeContext) -> "LearnedJudge":
@@ -90,10 +120,13 @@ BACKEND = JudgeBackend(
             "additionalProperties": False,
             "default": {"source": "release"},
             "description": "What the model learns from. source: release (the release runs of release_manifest, "
-                           "imported by import_release_run; the panel is the paper's) or votes (the votes files of an "
-                           "earlier study, its own API panel's say: 'distil your panel').",
+                           "imported by import_release_run; the panel is the paper's), votes (the votes files of an "
+                           "earlier study, its own API panel's say: 'distil your panel') or annotations (filled "
+                           "annotation sheets: people as the teacher).",
             "properties": {
-                "source": {"enum": ["release", "votes"], "description": "The votes the model is trained on."},
+                "source": {"enum": ["release", "votes", "annotations"],
+                           "description": "The votes the model is trained on: the release's panel, an earlier "
+                                          "study's votes, or the annotators' majorities of annotation rounds."},
                 "models": {"type": "array", "items": {"type": "string"}, "minItems": 1,
                            "description": "Only these models' runs (default: every run of the manifest, every row "
                                           "of the votes files)."},
@@ -101,6 +134,12 @@ BACKEND = JudgeBackend(
                           "description": "source votes: votes files (VOTES Parquet, results/votes/... of an earlier "
                                          "study) or folders of them, searched recursively; never this study's own "
                                          "results/, whose votes the judge itself makes."},
+                "items": {"type": "string",
+                          "description": "source annotations: the export's key (items.parquet of export_annotation) "
+                                         "the rounds were filled against, not in this study's results/."},
+                "rounds": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                           "description": "source annotations: folders of filled sheets (*.csv); the annotators' "
+                                          "strict majority on each item's Bloom level and units is the teacher."},
                 "C": {"type": "number", "exclusiveMinimum": 0, "default": 1.0,
                       "description": "Inverse regularisation strength of the logistic regressions."},
                 "folds": {"type": "integer", "minimum": 2, "default": 5,
