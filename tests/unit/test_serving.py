@@ -24,6 +24,7 @@ from bloomqg.serving.engines import (
     READY_PATHS,
     EngineConfigError,
     EngineSettings,
+    cpu_cache_fraction,
     engine_python,
     engine_settings,
     server_argv,
@@ -196,6 +197,15 @@ def test_transformers_serve_command_line():
                        served_name="org/M", port=9, dtype="float32", gpus=0)
     assert argv[:5] == ["/py", "-m", "transformers.cli.transformers", "serve", "resources/models/m"]
     assert "--continuous-batching" in argv and argv[argv.index("--device") + 1] == "cpu"
+    # its CPU cache is bounded like vLLM's: 1 GiB of a 16 GiB machine
+    assert 0 < float(argv[argv.index("--cb-max-memory-percent") + 1]) <= 0.6
+    capped = server_argv(EngineSettings(engine="transformers-serve", kv_cache_gib=1), python="/py", model_path="m",
+                         served_name="M", port=9, dtype="float32", gpus=0, memory_bytes=16 * 2**30)
+    assert capped[capped.index("--cb-max-memory-percent") + 1] == "0.0625"
+    assert cpu_cache_fraction(64, 16 * 2**30) == 0.6  # never above its own default share
+    gpu = server_argv(EngineSettings(engine="transformers-serve"), python="/py", model_path="m", served_name="M",
+                      port=9, dtype="auto", gpus=1)
+    assert "--cb-max-memory-percent" not in gpu
 
 
 def test_server_env_takes_the_granted_threads_and_stays_offline():
