@@ -2,7 +2,8 @@
 judges' / humans' / PPI++ estimates per cell and metric, paired differences, agreement at six and
 three Bloom levels, and the report's "Calibrated" tables."""
 from bloomqg.annotation.calibration import (calibrated_estimates, check_random_draw, joined_items,
-                                            level_agreement, paired_estimates, read_rounds)
+                                            level_agreement, paired_estimates, read_rounds,
+                                            study_pairs)
 from bloomqg.annotation.calibration_tables import calibrated_table, paired_table
 from bloomqg.annotation.reporting import write_table
 from bloomqg.frames import (ANNOTATION_ITEMS, CALIBRATION_AGREEMENT, CALIBRATION_ESTIMATES, CALIBRATION_ITEMS,
@@ -10,7 +11,6 @@ from bloomqg.frames import (ANNOTATION_ITEMS, CALIBRATION_AGREEMENT, CALIBRATION
 from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, read_provenance, write_frame
 from bloomqg.provenance import sha256_file
-from bloomqg.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -24,8 +24,7 @@ ratings = read_rounds(params.rounds, items)
 joined = joined_items(items, ratings, votes)
 estimates = calibrated_estimates(joined, items, confidence=params.confidence,
                                  pseudo_disagreements=params.pseudo_disagreements)
-strategies = list(dict.fromkeys(frame["strategy"].iloc[0] for frame in votes if len(frame)))
-paired = paired_estimates(joined, ComparisonSpec.from_config(params.config).pairs(strategies),
+paired = paired_estimates(joined, study_pairs(votes, params.config),
                           confidence=params.confidence, pseudo_disagreements=params.pseudo_disagreements)
 agreement = level_agreement(items, ratings)
 provenance = {"sheets": {p: sha256_file(p) for p in snakemake.input.sheets}, "rounds": list(params.rounds),

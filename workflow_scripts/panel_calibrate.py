@@ -1,13 +1,12 @@
 """Rule panel_calibrate: the local majority over every question corrected by the panel's
 majority on its sample (PPI++), per cell and metric and per strategy pair, and the tables."""
-from bloomqg.annotation.calibration import calibrated_estimates, paired_estimates
+from bloomqg.annotation.calibration import calibrated_estimates, paired_estimates, study_pairs
 from bloomqg.annotation.calibration_tables import PANEL, calibrated_table, paired_table
 from bloomqg.annotation.panel_sample import drawn_items, panel_joined, sample_note
 from bloomqg.annotation.reporting import write_table
 from bloomqg.frames import CALIBRATION_ESTIMATES, CALIBRATION_ITEMS, CALIBRATION_PAIRED, VOTES
 from bloomqg.job import start_job
 from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -18,8 +17,7 @@ panel = [read_frame(path, VOTES) for path in snakemake.input.panel]
 joined = panel_joined(local, panel, settings)
 estimates = calibrated_estimates(joined, drawn_items(joined), confidence=settings.confidence,
                                  pseudo_disagreements=settings.pseudo_disagreements)
-strategies = list(dict.fromkeys(frame["strategy"].iloc[0] for frame in local if len(frame)))
-paired = paired_estimates(joined, ComparisonSpec.from_config(params.config).pairs(strategies),
+paired = paired_estimates(joined, study_pairs(local, params.config),
                           confidence=settings.confidence, pseudo_disagreements=settings.pseudo_disagreements)
 provenance = {"panel_sample": {"judges": settings.judges, "local_judges": settings.local_judges,
                                **settings.draw_spec}, "pseudo_disagreements": settings.pseudo_disagreements}

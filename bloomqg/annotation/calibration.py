@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,7 +44,7 @@ from bloomqg.annotation.ppi import (
     paired_difference,
     score_mean,
 )
-from bloomqg.annotation.sample import CELL_KEYS, cell_count, cell_name, sample_cell
+from bloomqg.annotation.sample import CELL_KEYS, cell_count, cell_key, cell_name, sample_cell
 from bloomqg.bloom import BLOOM_LEVELS, BLOOM_ORDERS, LEVEL_WEIGHT, ORDER_OF_LEVEL, ORDER_WEIGHT
 from bloomqg.frames import (
     CALIBRATION_AGREEMENT,
@@ -51,6 +52,7 @@ from bloomqg.frames import (
     CALIBRATION_ITEMS,
     CALIBRATION_PAIRED,
 )
+from bloomqg.strategies import ComparisonSpec
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +230,7 @@ def check_random_draw(items: pd.DataFrame, votes: Sequence[pd.DataFrame], *, ite
     by_cell = {}
     for frame in votes:
         if len(frame):
-            key = tuple(str(frame[c].iloc[0]) for c in CELL_KEYS)
+            key = cell_key(frame)
             by_cell[key] = frame
     for key, part in items.groupby(list(CELL_KEYS), sort=False):
         key = tuple(str(k) for k in key)
@@ -301,7 +303,7 @@ def joined_items(items: pd.DataFrame, ratings: pd.DataFrame, votes: Sequence[pd.
     keys = items[[*CELL_KEYS, "prompt_id", "annotation_id"]]
     cells = set(map(tuple, items[list(CELL_KEYS)].astype(str).to_numpy()))
     parts = [panel_outcomes(frame) for frame in votes
-             if len(frame) and tuple(str(frame[c].iloc[0]) for c in CELL_KEYS) in cells]
+             if len(frame) and cell_key(frame) in cells]
     if not parts:
         return pd.DataFrame(columns=CALIBRATION_ITEMS.names)
     judged = pd.concat(parts, ignore_index=True).merge(keys, on=[*CELL_KEYS, "prompt_id"], how="left")
@@ -379,6 +381,13 @@ def calibrated_estimates(joined: pd.DataFrame, items: pd.DataFrame, *, confidenc
         if n_sampled > int(drawn.get((dataset, strategy, model), 0)):
             raise CalibrationError(f"cell {cell_name(dataset, strategy, model)}: more annotated items than drawn")
     return pd.DataFrame.from_records(records, columns=CALIBRATION_ESTIMATES.names)
+
+
+def study_pairs(votes: Sequence[pd.DataFrame], config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The strategy pairs the config's ``comparisons`` plan among the strategies of ``votes``'
+    cells, in the order the cells come (the first is the default baseline)."""
+    strategies = [cell_key(frame)[1] for frame in votes if len(frame)]
+    return ComparisonSpec.from_config(config).pairs(strategies)
 
 
 def paired_estimates(joined: pd.DataFrame, pairs: Sequence[tuple[str, str]], *, confidence: float = 0.95,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES
 from bloomqg.reporting.display import MISSING, StrategyLabels, strategy_label
-from bloomqg.reporting.readings import catcons_plan_reading
+from bloomqg.reporting.readings import catcons_plan_clause
 from bloomqg.reporting.tables.model import Cell, Table
 
 CALIBRATED_NAME = "calibrated_estimates"
@@ -133,11 +133,10 @@ def paired_table(paired: pd.DataFrame, strategy_labels: StrategyLabels | None = 
 def catcons_plan_sentence(catcons: pd.DataFrame, width: float) -> str:
     """The plan's note on CatCons when no annotation was imported: labels that bound it (and how
     to collect them), or the half-width labelling every question would reach where no number
-    of labels bounds it (:func:`bloomqg.reporting.readings.catcons_plan_reading`)."""
-    reading = catcons_plan_reading(catcons, width)
+    of labels bounds it (:func:`bloomqg.reporting.readings.catcons_plan_clause`)."""
     steps = (" (set annotation.items_per_cell to it, export_annotation, have the sheets filled, then calibrate)"
              if catcons["reachable"].astype(bool).all() else "")
-    return f"No annotation was imported: {reading[0].lower()}{reading[1:-1]}{steps}."
+    return f"No annotation was imported: {catcons_plan_clause(catcons, width)}{steps}."
 
 
 def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: StrategyLabels | None = None) -> Table:

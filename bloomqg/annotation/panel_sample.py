@@ -24,14 +24,12 @@ import pandas as pd
 
 from bloomqg.annotation.calibration import panel_outcomes
 from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS
-from bloomqg.annotation.sample import CELL_KEYS, _has_question, cell_name, sample_cell
+from bloomqg.annotation.sample import CELL_KEYS, _has_question, cell_key, cell_name, sample_cell
 from bloomqg.config_schema import ConfigError
 from bloomqg.frames import CALIBRATION_ITEMS
 
 #: Where the panel's sample votes and the estimates go.
 PANEL_SAMPLE_DIR = "results/panel_sample"
-#: The annotator name the panel's majority takes in the calibration frames.
-PANEL = "panel"
 
 
 @dataclass(frozen=True)
@@ -116,22 +114,18 @@ def panel_sample_settings(config: Mapping[str, Any]) -> PanelSampleSettings | No
     )
 
 
-def _cell_of(frame: pd.DataFrame) -> tuple[str, ...]:
-    return tuple(str(frame[c].iloc[0]) for c in CELL_KEYS)
-
-
 def panel_joined(local_votes: Sequence[pd.DataFrame], panel_votes: Sequence[pd.DataFrame],
                  settings: PanelSampleSettings) -> pd.DataFrame:
     """:data:`~bloomqg.frames.CALIBRATION_ITEMS` with the panel in the humans' place: every
     generated question of every cell per calibrated metric, ``judge`` the local majority's
     outcome, ``human`` the panel majority's on the sampled questions (null elsewhere, and where
     the panel tied). Refuses panel votes that are not the configured draw of the cell."""
-    panels = {_cell_of(frame): frame for frame in panel_votes if len(frame)}
+    panels = {cell_key(frame): frame for frame in panel_votes if len(frame)}
     parts = []
     for frame in local_votes:
         if not len(frame):
             continue
-        key = _cell_of(frame)
+        key = cell_key(frame)
         drawn = settings.draw(frame)
         panel = panels.pop(key, frame.iloc[:0])
         if set(panel["prompt_id"]) != set(drawn["prompt_id"]):

@@ -33,6 +33,11 @@ def cell_name(dataset: str, strategy: str, model: str) -> str:
     return f"{dataset}/{strategy}/{model}"
 
 
+def cell_key(frame: pd.DataFrame) -> tuple[str, ...]:
+    """(dataset, strategy, model) of a frame holding one cell's rows, read from its first row."""
+    return tuple(str(frame[c].iloc[0]) for c in CELL_KEYS)
+
+
 def _has_question(value: object) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
@@ -60,7 +65,7 @@ def sample_cell(frame: pd.DataFrame, items_per_cell: int | None, seed: int) -> p
 def cell_count(items_per_cell: int | Mapping[str, int], frame: pd.DataFrame) -> int:
     """The items to draw from the cell of ``frame``: the one number, or the cell's own."""
     if isinstance(items_per_cell, Mapping):
-        name = cell_name(*(str(frame[c].iloc[0]) for c in CELL_KEYS))
+        name = cell_name(*cell_key(frame))
         if name not in items_per_cell:
             raise ValueError(f"annotation_items: no number of items for cell {name} (the plan has {sorted(items_per_cell)})")
         return int(items_per_cell[name])

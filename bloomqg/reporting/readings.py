@@ -423,18 +423,19 @@ def panel_sample_reading(estimates: pd.DataFrame) -> str | None:
                    f"{len(rows)} metric × cell rows.")
 
 
-def catcons_plan_reading(catcons: pd.DataFrame, width: float) -> str:
+def catcons_plan_clause(catcons: pd.DataFrame, width: float) -> str:
     """What the labels plan says of CatCons (its rows of the plan, ``reachable``, ``n_needed``,
-    ``half_width_at_n``): the labels per cell that bound it to ± ``width`` points, or the
-    half-width labelling every question would reach where no number of labels bounds it."""
+    ``half_width_at_n``), as a clause without capital or full stop: the labels per cell that
+    bound it to ± ``width`` points, or the half-width labelling every question would reach where
+    no number of labels bounds it."""
     reachable = catcons[catcons["reachable"].astype(bool)]
     if len(reachable) == len(catcons):
-        return f"{int(catcons['n_needed'].max())} labels per cell would bound CatCons to ± {width:g} points."
+        return f"{int(catcons['n_needed'].max())} labels per cell would bound CatCons to ± {width:g} points"
     short = catcons[~catcons["reachable"].astype(bool)]
-    return (f"In {len(short)} of {len(catcons)} cells, labelling every question would still leave CatCons at up to "
+    return (f"in {len(short)} of {len(catcons)} cells, labelling every question would still leave CatCons at up to "
             f"± {float(short['half_width_at_n'].max()):.1f} points, not ± {width:g}: those cells have too few "
             "questions to bound it"
-            + (f"; the other cells need up to {int(reachable['n_needed'].max())} labels." if len(reachable) else "."))
+            + (f"; the other cells need up to {int(reachable['n_needed'].max())} labels" if len(reachable) else ""))
 
 
 def labels_plan_reading(plan: pd.DataFrame) -> str | None:
@@ -442,4 +443,5 @@ def labels_plan_reading(plan: pd.DataFrame) -> str | None:
     catcons = plan[plan["metric"] == "catcons_level"]
     if catcons.empty:
         return None
-    return catcons_plan_reading(catcons, float(plan["half_width"].iloc[0]))
+    clause = catcons_plan_clause(catcons, float(plan["half_width"].iloc[0]))
+    return f"{clause[0].upper()}{clause[1:]}."

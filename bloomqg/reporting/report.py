@@ -223,10 +223,6 @@ def _marked(text: Any) -> Any:
     return Markup(out)
 
 
-def _table1_frame(table_paths: Sequence[Path]) -> pd.DataFrame | None:
-    return _table_data(table_paths, "table1_datasets.csv")
-
-
 def _table_data(table_paths: Sequence[Path], name: str) -> pd.DataFrame | None:
     """The data (CSV) of the table whose file ``name`` is, or whose view (.json) sits beside it."""
     for path in map(Path, table_paths):
@@ -357,8 +353,8 @@ def build_report(
     check_metrics(all_metrics)
     labels = strategy_labels
     readings = figure_readings(all_metrics, votes, reliability, correlations, labels)
-    t_readings = table_readings(all_metrics, reliability, paired, _table1_frame(table_paths), strategy_labels=labels,
-                                comparison=comparison, strategy_order=strategy_order)
+    t_readings = table_readings(all_metrics, reliability, paired, _table_data(table_paths, "table1_datasets.csv"),
+                                strategy_labels=labels, comparison=comparison, strategy_order=strategy_order)
     panel = _table_data(table_paths, "panel_sample_estimates.csv")
     if panel is not None and (reading := panel_sample_reading(panel)):
         t_readings["panel_sample_estimates"] = reading
