@@ -281,8 +281,9 @@ def trained_judges(judgment_provenance: Sequence[Mapping[str, Any]]) -> list[str
         judge = entry.get("judge")
         if not isinstance(model, Mapping) or not judge or judge in sentences:
             continue
-        source = {"release": "the paper's release panel votes", "votes": "an earlier study's votes"}.get(
-            str(model.get("source")), f"{model.get('source')} votes")
+        people = model.get("source") == "annotations"
+        source = {"release": "the paper's release panel votes", "votes": "an earlier study's votes",
+                  "annotations": "annotators' majorities"}.get(str(model.get("source")), f"{model.get('source')} votes")
         text = (f"{judge} is a classifier trained on {source} ({int(model.get('rows', 0)):,} questions of "
                 f"{', '.join(model.get('datasets') or []) or 'no dataset'}; rows sha256 "
                 f"{str(model.get('rows_sha256', ''))[:12]}).")
@@ -290,6 +291,7 @@ def trained_judges(judgment_provenance: Sequence[Mapping[str, Any]]) -> list[str
         if level:
             text += (f" Cross-validated by original item, it agreed with its teacher's Bloom level on "
                      f"{100 * level['agreement']:.1f}% of {int(level['n']):,} questions (Cohen's κ "
-                     f"{level['cohen_kappa']:.2f}); its teacher is a panel, not experts.")
+                     f"{level['cohen_kappa']:.2f})"
+                     + ("." if people else "; its teacher is a panel, not experts."))
         sentences[judge] = text
     return list(sentences.values())

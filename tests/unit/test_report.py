@@ -352,3 +352,6 @@ def test_the_report_says_which_judge_was_trained_on_what():
         "sha256 abababababab). Cross-validated by original item, it agreed with its teacher's Bloom level on 71.9% "
         "of 2,823 questions (Cohen's κ 0.62); its teacher is a panel, not experts."]
     assert trained_judges([{"judge": "rules"}]) == []
+    # taught by people, not a panel
+    (people,) = trained_judges([{"judge": "learned", "learned_model": {**learned, "source": "annotations"}}])
+    assert "trained on annotators' majorities" in people and "(Cohen's κ 0.62)." in people and "panel" not in people
