@@ -23,8 +23,7 @@ from bloomqg.api.budget import SpendLedger
 from bloomqg.api.ledger import ledger_from_generations, ledger_from_judgments
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import GENERATIONS, JUDGMENTS
-from tests.conftest import REPO
-from tests.integration.test_api_workflow import generator_and_judge, server_stats, snakemake
+from tests.integration.test_api_workflow import generator_and_judge, one_cell_study, server_stats, snakemake
 
 pytestmark = pytest.mark.integration
 
@@ -47,18 +46,14 @@ def write_config(workdir: Path, generator_port: int, judge_port: int, budget_usd
     api = {"api_key_env": None, "max_retries": 2, "backoff_base_s": 0.05, "timeout_s": 10, "concurrency": 1,
            "price_per_million_input": 0.0, "price_per_million_output": PRICE_OUT}
     greedy = {"temperature": 0.0, "max_new_tokens": 20, "do_sample": False}
-    config = {
-        "seed": 7, "limit_items": N_ITEMS, "exemplars": 1, "strategies": ["fgp"],
-        "cache_dir": str(workdir / "cache"), "budget_usd": budget_usd,
-        "datasets": {"cs": {"loader": "embedded", "path": str(REPO / "data" / "cs" / "questions.csv"),
-                            "domain": "computer science"}},
-        "models": {"api-gen": {"backend": "openai", "model": "fixed-generator", "generation": greedy,
-                               "base_url": f"http://127.0.0.1:{generator_port}/v1", **api}},
-        "judges": {"judge-a": {"backend": "openai", "model": "fixed-judge", "generation": greedy,
-                               "base_url": f"http://127.0.0.1:{judge_port}/v1", **api},
-                   "rules": {"backend": "rules"}},
-        "bootstrap": {"n_resamples": 100, "confidence": 0.95},
-    }
+    config = one_cell_study(
+        workdir, n_items=N_ITEMS, budget_usd=budget_usd,
+        generator={"backend": "openai", "model": "fixed-generator", "generation": greedy,
+                   "base_url": f"http://127.0.0.1:{generator_port}/v1", **api},
+        judges={"judge-a": {"backend": "openai", "model": "fixed-judge", "generation": greedy,
+                            "base_url": f"http://127.0.0.1:{judge_port}/v1", **api},
+                "rules": {"backend": "rules"}},
+    )
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -19,6 +19,7 @@ import yaml
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import CRITERIA, JUDGMENTS, VOTES
 from tests.conftest import REPO
+from tests.integration.test_api_workflow import one_cell_study
 from tests.support.workflow_copy import copy_workflow
 
 pytestmark = pytest.mark.integration
@@ -57,16 +58,12 @@ def test_a_one_file_backend_runs_a_study(tmp_path, generator_server):
 
     workdir = tmp_path / "study"
     workdir.mkdir()
-    config = {
-        "seed": 7, "limit_items": N_ITEMS, "exemplars": 1, "strategies": ["fgp"],
-        "cache_dir": str(workdir / "cache"),
-        "datasets": {"cs": {"loader": "embedded", "path": str(REPO / "data" / "cs" / "questions.csv"),
-                            "domain": "computer science"}},
-        "models": {"api-gen": {"backend": "openai", "model": "fixed-generator", "api_key_env": "BLOOMQG_TEST_KEY",
-                               "base_url": f"http://127.0.0.1:{generator_server}/v1"}},
-        "judges": {"rules": {"backend": "rules"}, "short": {"backend": "length", "max_words": 25}},
-        "bootstrap": {"n_resamples": 100, "confidence": 0.95},
-    }
+    config = one_cell_study(
+        workdir, n_items=N_ITEMS,
+        generator={"backend": "openai", "model": "fixed-generator", "api_key_env": "BLOOMQG_TEST_KEY",
+                   "base_url": f"http://127.0.0.1:{generator_server}/v1"},
+        judges={"rules": {"backend": "rules"}, "short": {"backend": "length", "max_words": 25}},
+    )
     config_path = workdir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
     # The copy's package, not the installed one, in this process's children and their jobs (and

@@ -23,8 +23,7 @@ import yaml
 
 from bloomqg.parquet_io import read_frame
 from bloomqg.frames import GENERATIONS, JUDGMENTS
-from tests.conftest import REPO
-from tests.integration.test_api_workflow import snakemake, start_server
+from tests.integration.test_api_workflow import one_cell_study, snakemake, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -58,21 +57,17 @@ def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
     try:
         api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
                "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
-        config = {
-            "seed": 7, "limit_items": 3, "exemplars": 1, "strategies": ["fgp"],
-            "cache_dir": str(tmp_path / "cache"),
-            "datasets": {"cs": {"loader": "embedded", "path": str(REPO / "data" / "cs" / "questions.csv"),
-                                "domain": "computer science"}},
-            "models": {"api-gen": {"backend": "openai", "model": "echo-generator",
-                                   "base_url": f"http://127.0.0.1:{generator_port}/v1", **api}},
-            "judges": {"echo-judge": {"backend": "openai", "model": "echo-judge",
-                                      "base_url": f"http://127.0.0.1:{judge_port}/v1", **api},
-                       **{name: {"backend": "openai", "model": name, "base_url": f"http://127.0.0.1:{verdict_port}/v1",
-                                 **api} for name in ("verdict-a", "verdict-b")}},
-            "annotation": {"items_per_cell": 2},
-            "bootstrap": {"n_resamples": 100, "confidence": 0.95},
-            "min_answer_rate": 0.0,  # every judge call fails by design: keep its recorded errors
-        }
+        config = one_cell_study(
+            tmp_path, n_items=3,
+            generator={"backend": "openai", "model": "echo-generator",
+                       "base_url": f"http://127.0.0.1:{generator_port}/v1", **api},
+            judges={"echo-judge": {"backend": "openai", "model": "echo-judge",
+                                   "base_url": f"http://127.0.0.1:{judge_port}/v1", **api},
+                    **{name: {"backend": "openai", "model": name, "base_url": f"http://127.0.0.1:{verdict_port}/v1",
+                              **api} for name in ("verdict-a", "verdict-b")}},
+            annotation={"items_per_cell": 2},
+            min_answer_rate=0.0,  # every judge call fails by design: keep its recorded errors
+        )
         config_path = tmp_path / "echo.yaml"
         config_path.write_text(yaml.safe_dump(config))
         result = snakemake(tmp_path, config_path, KEY, JUDGMENTS_TARGET, *READER_TARGETS)

