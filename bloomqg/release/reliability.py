@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.frames import CRITERIA, POSTERIOR_CRITERIA, RELIABILITY
+from bloomqg.voting.agreement import NOT_MEASURED
 from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.cell import AGGREGATIONS, GATE_ACTIONS, measure_criterion
 from bloomqg.voting.diagnostics import JUDGE_DIAGNOSTIC_COLUMNS
@@ -66,7 +67,8 @@ def release_reliability(
                   "aggregation": aggregation if criterion in POSTERIOR_CRITERIA and lists else "majority"}
         if not lists:
             rows.append({**common, "judge": None, "alpha": math.nan, "alpha_ci_low": math.nan,
-                         "alpha_ci_high": math.nan, "n_items": 0, "gate_passed": None})
+                         "alpha_ci_high": math.nan, "n_items": 0, "gate_passed": None,
+                         "gate_status": NOT_MEASURED})
             continue
         measured = measure_criterion(
             criterion, lists, names, gate_coefficient=gate_coefficient, gate_threshold=gate_alpha,
@@ -91,7 +93,7 @@ def release_reliability(
             votes[f"{criterion}_posterior"] = pd.Series(posteriors, dtype=object)
         result = measured.alpha
         rows.append({
-            **common, **measured.panel_columns(gate_coefficient, common["aggregation"]),
+            **common, **measured.panel_columns(common["aggregation"]),
             **dict.fromkeys(JUDGE_DIAGNOSTIC_COLUMNS), "judge": None, "alpha": result.alpha,
             "alpha_ci_low": result.ci_low, "alpha_ci_high": result.ci_high, "n_items": result.n_items,
             "gate_passed": measured.passed,

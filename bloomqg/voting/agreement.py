@@ -32,7 +32,7 @@ over resamples anyway. Tests pin the values to the irrCAC documentation's worked
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,11 +200,88 @@ def gate_value(coefficient: str, alpha: float, ac1: float) -> float:
     raise ValueError(f"gate coefficient {coefficient!r} is not one of {list(GATE_COEFFICIENTS)}")
 
 
-def gate_passes(value: float, threshold: float, *, n_items: int) -> bool:
-    """The coefficient at or above the threshold. An undefined coefficient fails: with no
-    pairable item there is no evidence of agreement, and when the pairable votes never vary
-    agreement was not measured either: a judge that always says "yes" would
-    otherwise pass by rule. The report marks both as failed (†) and lists them in its gate table."""
-    if n_items == 0 or math.isnan(value):
-        return False
-    return value >= threshold
+#: Above this share of all votes in one category, α and κ measure the few disagreements left
+#: rather than the agreement (the prevalence paradox, module docstring): the gate reads Gwet's AC1
+#: there, whichever coefficient the config names. On the paper's release the panel agrees on 96–99%
+#: of readability and answerability labels at prevalence ≥ 0.95 while α is 0.0–0.3.
+PREVALENCE_LIMIT = 0.9
+
+#: The gate's three outcomes: agreement measured and high enough, measured and too low, not measured.
+RELIABLE, UNRELIABLE, NOT_MEASURED = "reliable", "unreliable", "not_measured"
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Whether a panel reliably rates one criterion in one cell, and the figure that says so.
+
+    The one rule every reader of reliability follows (the gate's † marks, the Answer's verdicts,
+    the trust line): :func:`gate_decision`."""
+
+    status: str  # RELIABLE | UNRELIABLE | NOT_MEASURED
+    coefficient: str  # "alpha" | "ac1": the coefficient compared with the threshold
+    value: float
+    threshold: float
+    why: str  # for NOT_MEASURED, why; else ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == RELIABLE
+
+
+def gate_decision(
+    coefficient: str, alpha: float, ac1: float, prevalence: float, threshold: float, *, n_items: int,
+) -> GateDecision:
+    """The gate's rule, written once:
+
+    1. no item with two votes, or every vote in one category (prevalence 1): agreement was **not
+       measured** (a judge that always says "yes" beside two others that do cannot show it agrees);
+    2. prevalence ≥ :data:`PREVALENCE_LIMIT`: Gwet's AC1 is compared with the threshold, since α
+       collapses there although the judges agree;
+    3. otherwise the configured coefficient (``alpha`` or ``ac1``);
+    an undefined coefficient is not measured; at or above the threshold is reliable, below it unreliable.
+    """
+    if coefficient not in GATE_COEFFICIENTS:
+        raise ValueError(f"gate coefficient {coefficient!r} is not one of {list(GATE_COEFFICIENTS)}")
+    if n_items == 0:
+        return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, "no question has two judges' votes")
+    if not math.isnan(prevalence) and prevalence >= 1.0:
+        return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, "every vote is the same")
+    used = "ac1" if not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT else coefficient
+    value = gate_value(used, alpha, ac1)
+    if math.isnan(value):
+        return GateDecision(NOT_MEASURED, used, value, threshold, f"{used} is undefined")
+    return GateDecision(RELIABLE if value >= threshold else UNRELIABLE, used, value, threshold, "")
+
+
+#: The gate's rule in one line, for pages that state it.
+GATE_RULE = (f"Krippendorff's α at least the threshold (0.7 by default), or Gwet's AC1 where one answer holds "
+             f"≥ {PREVALENCE_LIMIT:.0%} of the votes; agreement is not measured where no question has two votes or "
+             "every vote is the same")
+
+
+def recorded_decision(row: Mapping[str, Any]) -> GateDecision:
+    """The gate's decision as a RELIABILITY panel row records it (``gate_status``; rows written
+    before that column: passed → reliable, null → not measured, else unreliable)."""
+    coefficient = row.get("gate_coefficient") if isinstance(row.get("gate_coefficient"), str) else "alpha"
+    raw = row.get(coefficient)
+    value = math.nan if raw is None or _isnan(raw) else float(raw)
+    threshold = float(row.get("gate_threshold", math.nan))
+    status = row.get("gate_status")
+    if not isinstance(status, str):
+        passed = row.get("gate_passed")
+        status = (NOT_MEASURED if passed is None or _isnan(passed) or math.isnan(value)
+                  else RELIABLE if bool(passed) else UNRELIABLE)
+    why = ""
+    if status == NOT_MEASURED:
+        n_items, prevalence = row.get("n_items"), row.get("prevalence")
+        why = ("no per-judge votes" if n_items is None or _isnan(n_items) or int(n_items) == 0
+               else "every vote the same" if prevalence is not None and not _isnan(prevalence) and float(prevalence) >= 1
+               else f"{coefficient} undefined")
+    return GateDecision(status, coefficient, value, threshold, why)
+
+
+def _isnan(value: Any) -> bool:
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return value is None

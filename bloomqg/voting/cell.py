@@ -17,7 +17,7 @@ import pandas as pd
 
 from bloomqg.parsing import answered
 from bloomqg.frames import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
-from bloomqg.voting.agreement import GATE_COEFFICIENTS, AgreementResult, agreement_with_ci, gate_passes, gate_value, nominal_rows
+from bloomqg.voting.agreement import GATE_COEFFICIENTS, AgreementResult, GateDecision, agreement_with_ci, gate_decision, nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL, AlphaResult, alpha_with_ci, encode_votes
 from bloomqg.voting.dawid_skene import DawidSkeneFit, fit_dawid_skene
 from bloomqg.voting.diagnostics import JUDGE_DIAGNOSTIC_COLUMNS, effective_judges, judge_diagnostics
@@ -146,15 +146,22 @@ class CriterionReliability:
 
     alpha: AlphaResult
     agreement: AgreementResult
-    passed: bool
+    decision: GateDecision
     fit: DawidSkeneFit | None
     n_effective_judges: float | None
     judges: list[dict[str, Any]]
 
-    def panel_columns(self, coefficient: str, aggregation: str) -> dict[str, Any]:
+    @property
+    def passed(self) -> bool:
+        return self.decision.passed
+
+    def panel_columns(self, aggregation: str) -> dict[str, Any]:
+        """The panel row's agreement columns; ``gate_coefficient`` is the one the gate compared
+        (AC1 where the prevalence rule took it), ``gate_status`` its outcome."""
         a = self.agreement
         return {
-            "gate_coefficient": coefficient, "percent_agreement": a.percent_agreement,
+            "gate_coefficient": self.decision.coefficient, "gate_status": self.decision.status,
+            "percent_agreement": a.percent_agreement,
             "percent_agreement_ci_low": a.percent_agreement_ci_low,
             "percent_agreement_ci_high": a.percent_agreement_ci_high,
             "unanimous_share": a.unanimous_share, "prevalence": a.prevalence,
@@ -186,8 +193,8 @@ def measure_criterion(
     agreement = agreement_with_ci(
         votes_lists, criterion, level, n_resamples=n_resamples, confidence=confidence, seed=seed
     )
-    value = gate_value(gate_coefficient, alpha.alpha, agreement.ac1)
-    passed = gate_passes(value, gate_threshold, n_items=alpha.n_items)
+    decision = gate_decision(gate_coefficient, alpha.alpha, agreement.ac1, agreement.prevalence, gate_threshold,
+                             n_items=alpha.n_items)
     binary = criterion in BINARY_CRITERIA
     votes_lists = nominal_rows(votes_lists, criterion, level)  # "1"/"0", level names, "a|b" unit sets
     fit = None
@@ -198,7 +205,7 @@ def measure_criterion(
                           confidence=confidence).columns()
         for position in range(len(judge_names))
     ]
-    return CriterionReliability(alpha, agreement, passed, fit, effective_judges(votes_lists, fit), judges)
+    return CriterionReliability(alpha, agreement, decision, fit, effective_judges(votes_lists, fit), judges)
 
 
 @dataclass(frozen=True)
@@ -243,7 +250,7 @@ def reliability_rows(
     judge (agreement with the majority, parse failures, diagnostics)."""
     result = measured.alpha
     empty_judge = dict.fromkeys(JUDGE_DIAGNOSTIC_COLUMNS)
-    panel_extra = measured.panel_columns(common["gate_coefficient"], common["aggregation"])
+    panel_extra = measured.panel_columns(common["aggregation"])
     rows = [{
         **common, **panel_extra, **empty_judge, "judge": None, "alpha": result.alpha,
         "alpha_ci_low": result.ci_low, "alpha_ci_high": result.ci_high, "n_items": result.n_items,
@@ -379,7 +386,8 @@ def vote_cell(
             "%s: alpha=%.3f [%.3f, %.3f], AC1=%.3f, agreement=%.3f, prevalence=%.3f over %d pairable items (%s)%s",
             criterion, result.alpha, result.ci_low, result.ci_high, measured.agreement.ac1,
             measured.agreement.percent_agreement, measured.agreement.prevalence, result.n_items, level,
-            "" if measured.passed else f" -> {gate_coefficient} below gate {gate_alpha}, action {gate_action}",
+            "" if measured.passed else f" -> gate: {measured.decision.status} ({measured.decision.coefficient}"
+            f"{', ' + measured.decision.why if measured.decision.why else ''}), action {gate_action}",
         )
         if aggregation == "dawid_skene" and criterion in POSTERIOR_CRITERIA:
             voted, posteriors[criterion] = dawid_skene_majorities(

@@ -49,11 +49,16 @@ def test_prevalence_paradox_alpha_collapses_while_ac1_and_agreement_stay_high():
     alpha = alpha_from_votes(votes, "nominal")
     assert alpha < 0.1 and result.ac1 > 0.95 and result.percent_agreement > 0.97
     assert result.prevalence > 0.98 and result.majority_category == "1"
-    # the gate follows the configured coefficient
+    # beyond the prevalence limit the gate reads AC1, whichever coefficient the config names
     names = ["a", "b", "c"]
     by_alpha = measure_criterion("unique", votes, names, gate_coefficient="alpha", gate_threshold=0.7, n_resamples=20)
     by_ac1 = measure_criterion("unique", votes, names, gate_coefficient="ac1", gate_threshold=0.7, n_resamples=20)
-    assert not by_alpha.passed and by_ac1.passed
+    assert by_alpha.passed and by_ac1.passed and by_alpha.decision.coefficient == "ac1"
+    # below it, the configured coefficient decides: α fails where AC1 would pass
+    balanced = [["1", "1", "0"], ["0", "0", "1"], ["1", "0", "1"], ["0", "1", "0"]] * 10 + [["1", "1", "1"], ["0", "0", "0"]] * 40
+    low = measure_criterion("unique", balanced, names, gate_coefficient="alpha", gate_threshold=0.55, n_resamples=20)
+    assert low.decision.coefficient == "alpha" and low.agreement.prevalence < 0.9
+    assert low.passed == (low.alpha.alpha >= 0.55)
 
 
 def test_a_panel_that_only_says_yes_has_ac1_one_not_undefined():
