@@ -70,6 +70,29 @@ rule study_plan:
         "../workflow_scripts/study_plan.py"
 
 
+rule answer:
+    """The study's verdict per planned comparison × headline metric × model × dataset: the
+    panel's reliability first, then the study's power, then the test (docs/statistics.md)."""
+    input:
+        paired="{root}/metrics/paired.parquet",
+        study_plan="{root}/metrics/study_plan.parquet",
+        reliability=lambda wc: root_cell_paths(
+            wc.root, "votes/{dataset}/{strategy}/{model}.reliability.parquet"
+        ),
+    output:
+        "{root}/metrics/answer.parquet",
+    log:
+        "logs/answer/{root}.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        answer=CFG["answer"],
+        code=CODE["metrics"],
+    script:
+        "../workflow_scripts/answer.py"
+
+
 rule judge_robustness:
     """Whether each headline comparison holds under Dawid–Skene and every leave-one-judge-out
     panel (docs/judge-reliability.md)."""

@@ -141,6 +141,9 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     if int(base.get("n_pairs", 1) or 0) == 0 or pd.isna(base["diff"]):
         return NOT_COMPARED
     sign, significant = _outcome(base["diff"], base["p_value"])
+    if variants and all(pd.isna(row["diff"]) for row in variants.values()):
+        # no panel variant has a value: nothing was seen to hold (a "holds" here read as evidence)
+        return NOT_ASSESSABLE
     # a variant with no value changes only what was significant (it cannot keep it)
     changed = [name for name, row in variants.items()
                if (significant if pd.isna(row["diff"]) else _outcome(row["diff"], row["p_value"]) != (sign, significant))]

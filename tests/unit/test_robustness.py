@@ -138,9 +138,15 @@ def test_a_comparison_without_pairs_or_value_is_not_compared_and_a_variant_witho
     row = lambda diff, p, n=10: pd.Series({"diff": diff, "p_value": p, "n_pairs": n})  # noqa: E731
     assert verdict(row(float("nan"), float("nan"), 0), {"without a": row(float("nan"), float("nan"), 0)}) == NOT_COMPARED
     assert verdict(row(float("nan"), float("nan")), {}) == NOT_COMPARED
-    # leaving out a has no value at all: it cannot have turned the sign
-    assert verdict(row(2, 0.4), {"without a": row(float("nan"), float("nan"))}) == "holds"
-    assert verdict(row(9, 0.01), {"without a": row(float("nan"), float("nan"))}) == "depends on a"
+    # no variant has a value: nothing was seen to hold, whatever the base's p
+    from bloomqg.metrics.robustness import NOT_ASSESSABLE
+
+    assert verdict(row(2, 0.4), {"without a": row(float("nan"), float("nan"))}) == NOT_ASSESSABLE
+    assert verdict(row(9, 0.01), {"without a": row(float("nan"), float("nan"))}) == NOT_ASSESSABLE
+    # leaving out a has no value at all: it cannot have turned the sign, and cannot keep a significance
+    other = {"without b": row(3, 0.5)}
+    assert verdict(row(2, 0.4), {"without a": row(float("nan"), float("nan")), **other}) == "holds"
+    assert verdict(row(9, 0.01), {"without a": row(float("nan"), float("nan")), "without b": row(8, 0.01)}) == "depends on a"
     assert "without a" not in verdict_reason(2, 0.4, "within judge noise",
                                              {"without a": [None, None], "without b": [-1, 0.5]})
 

@@ -1,0 +1,201 @@
+"""The study's answer: one verdict per planned comparison × headline metric × model × dataset,
+decided in an order that puts the instrument before the test (``results/metrics/answer.parquet``).
+
+A significance test on votes the judges cannot give reliably is not evidence of "no difference",
+and a test on six pairs cannot show one: an evaluation says so before it says anything else (the
+GRADE practice of rating the certainty of evidence before its direction). For each row of the
+paired table (:mod:`bloomqg.metrics.paired`):
+
+1. **Can the panel measure it here?** The criteria behind the metric (:func:`measured_criteria`:
+   Bloom level for CatCons, knowledge units for KnowCov, unique / readable / answerable for
+   Usability) must be rated reliably in *both* cells of the pair, by the gate's rule
+   (:func:`bloomqg.voting.agreement.gate_decision`: α, or AC1 where one category holds ≥ 90% of the
+   votes). One unreliable criterion → ``cannot_tell``, reason ``judges_disagree``. A criterion
+   whose agreement was *not measured* (no per-judge votes, as for the paper's release's Bloom
+   levels; or every vote the same) does not stop the test: the row says it rests on unmeasured
+   agreement.
+2. **Is there enough data?** The study plan's minimum detectable difference (``mdd``, at the
+   plan's power after Holm) above :attr:`AnswerSpec.max_detectable` points, or no pair at all →
+   ``cannot_tell``, reason ``too_few_pairs``, with the items per cell that would detect
+   :attr:`AnswerSpec.target_difference` points.
+3. **Only then the test**: Holm-adjusted p below :attr:`AnswerSpec.significance` → ``higher`` or
+   ``lower`` (strategy b against a); an interval that excludes 0 while Holm's p does not reach the
+   level → ``cannot_tell``, reason ``borderline`` (the two disagree only through the family
+   adjustment); otherwise ``no_difference``, bounded by the interval's far end, where that bound
+   is within :attr:`AnswerSpec.max_detectable` (a wider interval rules nothing out: ``too_few_pairs``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS
+from bloomqg.metrics.plan import pairs_needed
+from bloomqg.metrics.registry import metric_spec
+from bloomqg.metrics.rows import USEFUL_CRITERIA
+from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
+
+HIGHER, LOWER, NO_DIFFERENCE, CANNOT_TELL = "higher", "lower", "no_difference", "cannot_tell"
+#: The verdicts, in the order a summary counts them.
+VERDICTS: tuple[str, ...] = (HIGHER, LOWER, NO_DIFFERENCE, CANNOT_TELL)
+#: Why a verdict is what it is.
+REASONS: tuple[str, ...] = ("judges_disagree", "too_few_pairs", "borderline", "significant", "no_difference")
+
+ANSWER_COLUMNS: tuple[str, ...] = (
+    "model", "dataset", "metric", "strategy_a", "strategy_b", "verdict", "reason", "diff", "ci_low", "ci_high",
+    "n_pairs", "p_adjusted", "family_size", "planned", "mdd", "target_difference", "n_needed_target", "no_difference_bound",
+    "criteria", "reliability_status", "reliability_coefficient", "reliability_value", "reliability_threshold",
+    "reliability_cell", "reliability_why",
+)
+
+
+@dataclass(frozen=True)
+class AnswerSpec:
+    """Config ``answer:``: when a comparison has too few pairs to answer, and the test's level."""
+
+    #: A comparison whose minimum detectable difference exceeds this (points) cannot tell.
+    max_detectable: float = 20.0
+    #: The difference (points) whose items per cell a ``too_few_pairs`` verdict names.
+    target_difference: float = 10.0
+    #: Holm-adjusted p below this is a difference.
+    significance: float = 0.05
+
+    @classmethod
+    def from_config(cls, answer: dict | None) -> AnswerSpec:
+        answer = answer or {}
+        return cls(max_detectable=float(answer.get("max_detectable_difference", cls.max_detectable)),
+                   target_difference=float(answer.get("target_difference", cls.target_difference)),
+                   significance=float(answer.get("significance", cls.significance)))
+
+
+def measured_criteria(metric: str) -> tuple[str, ...]:
+    """The judging criteria a metric measures: its own beyond the usefulness filter where it has
+    any (CatCons: Bloom level; KnowCov: knowledge units), else the usefulness criteria (Usability)."""
+    criteria = metric_spec(metric).criteria
+    own = criteria - USEFUL_CRITERIA
+    return tuple(sorted(own or criteria))
+
+
+def _panel(reliability: pd.DataFrame | None) -> pd.DataFrame:
+    if reliability is None or reliability.empty:
+        return pd.DataFrame(columns=["model", "dataset", "strategy", "criterion"])
+    return reliability[reliability["judge"].isna()]
+
+
+def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies: Sequence[str],
+                       criteria: Sequence[str]) -> dict[str, Any]:
+    """The reliability a comparison rests on: the worst of its criteria over both cells
+    (unreliable before not measured before reliable; the lowest value within a status)."""
+    rank = {UNRELIABLE: 0, NOT_MEASURED: 1, RELIABLE: 2}
+    worst: dict[str, Any] | None = None
+    for strategy in strategies:
+        for criterion in criteria:
+            rows = panel[(panel["model"] == model) & (panel["dataset"] == dataset) & (panel["strategy"] == strategy)
+                         & (panel["criterion"] == criterion)]
+            if rows.empty:
+                found = {"reliability_status": NOT_MEASURED, "reliability_coefficient": None,
+                         "reliability_value": math.nan, "reliability_threshold": math.nan,
+                         "reliability_why": "no reliability row"}
+            else:
+                d = recorded_decision(rows.iloc[0].to_dict())
+                found = {"reliability_status": d.status, "reliability_coefficient": d.coefficient,
+                         "reliability_value": d.value, "reliability_threshold": d.threshold, "reliability_why": d.why}
+            found["reliability_cell"] = f"{strategy}|{criterion}"
+            key = (rank[found["reliability_status"]],
+                   found["reliability_value"] if not math.isnan(found["reliability_value"]) else math.inf)
+            if worst is None or key < (rank[worst["reliability_status"]],
+                                       worst["reliability_value"] if not math.isnan(worst["reliability_value"])
+                                       else math.inf):
+                worst = found
+    assert worst is not None  # strategies and criteria are never empty
+    return worst
+
+
+def _needed_for(plan_row: dict[str, Any] | None, difference: float) -> float:
+    """Items per cell that would detect ``difference`` points, with the plan's spread, power and
+    family; NaN without a plan row, or beyond what the plan searches."""
+    if plan_row is None or not plan_row.get("pair_yield"):
+        return math.nan
+    spec = metric_spec(plan_row["metric"])
+    alpha = float(plan_row["alpha"]) / int(plan_row["family_size"])
+    needed = pairs_needed(str(plan_row["test"]), float(plan_row["discordance"]), difference / spec.scale,
+                          float(plan_row["power"]), alpha)
+    return math.nan if needed is None else float(math.ceil(needed / float(plan_row["pair_yield"])))
+
+
+def _plan_row(plan: pd.DataFrame | None, key: dict[str, str]) -> dict[str, Any] | None:
+    if plan is None or plan.empty:
+        return None
+    rows = plan[(plan["model"] == key["model"]) & (plan["dataset"] == key["dataset"]) & (plan["metric"] == key["metric"])
+                & (plan["strategy_a"] == key["strategy_a"]) & (plan["strategy_b"] == key["strategy_b"])]
+    return None if rows.empty else rows.iloc[0].to_dict()
+
+
+def _missing(value: Any) -> bool:
+    return value is None or pd.isna(value)
+
+
+def decide(paired_row: dict[str, Any], plan_row: dict[str, Any] | None, reliability: dict[str, Any],
+           spec: AnswerSpec) -> tuple[str, str, float]:
+    """(verdict, reason, no-difference bound) of one comparison, in the module's order."""
+    if reliability["reliability_status"] == UNRELIABLE:
+        return CANNOT_TELL, "judges_disagree", math.nan
+    mdd = math.nan if plan_row is None else plan_row.get("mdd")
+    n_pairs = int(paired_row.get("n_pairs") or 0)
+    if n_pairs == 0 or _missing(paired_row.get("diff")) or (
+            plan_row is not None and (_missing(mdd) or float(mdd) > spec.max_detectable)):
+        return CANNOT_TELL, "too_few_pairs", math.nan
+    p = paired_row.get("p_adjusted")
+    low, high = paired_row.get("ci_low"), paired_row.get("ci_high")
+    if not _missing(p) and float(p) < spec.significance:
+        return (HIGHER if float(paired_row["diff"]) > 0 else LOWER), "significant", math.nan
+    if not _missing(low) and not _missing(high) and (float(low) > 0 or float(high) < 0):
+        return CANNOT_TELL, "borderline", math.nan
+    bound = max(abs(float(low)), abs(float(high))) if not _missing(low) and not _missing(high) else math.nan
+    if math.isnan(bound) or bound > spec.max_detectable:  # "no difference larger than 54 points" says nothing
+        return CANNOT_TELL, "too_few_pairs", math.nan
+    return NO_DIFFERENCE, "no_difference", bound
+
+
+def answer_table(
+    paired: pd.DataFrame,
+    plan: pd.DataFrame | None,
+    reliability: pd.DataFrame | None,
+    spec: AnswerSpec = AnswerSpec(),
+    *,
+    metrics: Sequence[str] = DEFAULT_PAIRED_METRICS,
+) -> pd.DataFrame:
+    """One row (columns :data:`ANSWER_COLUMNS`) per paired-table row of ``metrics``: the verdict,
+    why, the figures it rests on."""
+    panel = _panel(reliability)
+    records = []
+    if paired is not None and len(paired):
+        for metric in metrics:
+            for row in paired[paired["metric"] == metric].to_dict("records"):
+                key = {k: row[k] for k in ("model", "dataset", "metric", "strategy_a", "strategy_b")}
+                plan_row = _plan_row(plan, key)
+                criteria = measured_criteria(metric)
+                behind = reliability_behind(panel, row["model"], row["dataset"],
+                                            (row["strategy_a"], row["strategy_b"]), criteria)
+                verdict, reason, bound = decide(row, plan_row, behind, spec)
+                records.append({
+                    **key, "verdict": verdict, "reason": reason, "diff": row.get("diff"),
+                    "ci_low": row.get("ci_low"), "ci_high": row.get("ci_high"), "n_pairs": int(row.get("n_pairs") or 0),
+                    "p_adjusted": row.get("p_adjusted"), "family_size": row.get("family_size"),
+                    "planned": plan_row is not None, "mdd": math.nan if plan_row is None else plan_row.get("mdd"),
+                    "target_difference": spec.target_difference,
+                    "n_needed_target": _needed_for(plan_row, spec.target_difference),
+                    "no_difference_bound": bound, "criteria": ",".join(criteria), **behind,
+                })
+    frame = pd.DataFrame.from_records(records, columns=list(ANSWER_COLUMNS))
+    for column in ("diff", "ci_low", "ci_high", "p_adjusted", "mdd", "target_difference", "n_needed_target",
+                   "no_difference_bound", "reliability_value", "reliability_threshold", "family_size"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    frame["n_pairs"] = frame["n_pairs"].astype(int)
+    frame["planned"] = frame["planned"].astype(bool)
+    return frame

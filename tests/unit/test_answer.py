@@ -1,0 +1,110 @@
+"""The verdict procedure (bloomqg.metrics.answer): the instrument before the power before the
+test, and the gate's one rule (bloomqg.voting.agreement.gate_decision) behind it."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE, AnswerSpec, answer_table, measured_criteria
+from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, gate_decision
+
+
+def paired(dataset: str, metric: str, diff: float, low: float, high: float, p_adj: float, n: int) -> dict:
+    return {"model": "m", "dataset": dataset, "metric": metric, "strategy_a": "cot", "strategy_b": "fgp",
+            "n_pairs": n, "diff": diff, "ci_low": low, "ci_high": high, "p_adjusted": p_adj, "family_size": 2}
+
+
+def plan(dataset: str, metric: str, mdd: float) -> dict:
+    return {"model": "m", "dataset": dataset, "metric": metric, "strategy_a": "cot", "strategy_b": "fgp",
+            "mdd": mdd, "test": "mcnemar", "discordance": 0.3, "power": 0.8, "alpha": 0.05, "family_size": 2,
+            "pair_yield": 1.0}
+
+
+def panel(dataset: str, criterion: str, alpha: float, *, ac1: float = math.nan, prevalence: float = 0.5,
+          n_items: int = 40, passed: bool | None = None, strategies=("cot", "fgp")) -> list[dict]:
+    decision = gate_decision("alpha", alpha, ac1, prevalence, 0.7, n_items=n_items)
+    return [{"model": "m", "dataset": dataset, "strategy": s, "criterion": criterion, "judge": None,
+             "alpha": alpha, "ac1": ac1, "prevalence": prevalence, "n_items": n_items, "gate_threshold": 0.7,
+             "gate_coefficient": decision.coefficient, "gate_status": decision.status,
+             "gate_passed": decision.passed if passed is None else passed} for s in strategies]
+
+
+def reliable_panel(dataset: str) -> list[dict]:
+    return [row for c in ("unique", "readable", "answerable", "bloom_level", "knowledge_units")
+            for row in panel(dataset, c, 0.9)]
+
+
+def test_the_gate_rule_reads_alpha_then_ac1_beyond_the_prevalence_limit_and_says_what_it_did_not_measure():
+    assert gate_decision("alpha", 0.8, 0.1, 0.5, 0.7, n_items=30).status == RELIABLE
+    assert gate_decision("alpha", 0.2, 0.95, 0.5, 0.7, n_items=30).status == UNRELIABLE
+    # the prevalence paradox: α collapses at 97% "yes" although the judges agree; AC1 decides
+    high = gate_decision("alpha", 0.05, 0.93, 0.97, 0.7, n_items=30)
+    assert (high.status, high.coefficient) == (RELIABLE, "ac1")
+    assert gate_decision("alpha", 0.05, 0.5, PREVALENCE_LIMIT, 0.7, n_items=30).status == UNRELIABLE
+    # no variation at all, or no item with two votes: agreement was not measured, either way
+    assert gate_decision("alpha", math.nan, 1.0, 1.0, 0.7, n_items=30).status == NOT_MEASURED
+    assert gate_decision("alpha", math.nan, math.nan, math.nan, 0.7, n_items=0).status == NOT_MEASURED
+
+
+def test_each_metric_rests_on_the_criteria_it_measures():
+    assert measured_criteria("catcons") == ("bloom_level",)
+    assert measured_criteria("knowcov") == ("knowledge_units",)
+    assert measured_criteria("usability") == ("answerable", "readable", "unique")
+
+
+def test_judges_that_disagree_make_it_cannot_tell_whatever_the_test_says():
+    rows = [*panel("cs", "bloom_level", 0.09), *reliable_panel("cs")[:6]]
+    frame = answer_table(pd.DataFrame([paired("cs", "catcons", 30.0, 10.0, 50.0, 0.001, 200)]),
+                         pd.DataFrame([plan("cs", "catcons", 8.0)]), pd.DataFrame(rows))
+    [row] = frame.to_dict("records")
+    assert (row["verdict"], row["reason"]) == (CANNOT_TELL, "judges_disagree")
+    assert row["reliability_status"] == UNRELIABLE and row["reliability_value"] == pytest.approx(0.09)
+
+
+def test_too_few_pairs_is_cannot_tell_with_the_items_that_would_detect_ten_points():
+    frame = answer_table(pd.DataFrame([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 6)]),
+                         pd.DataFrame([plan("cs", "catcons", 48.0)]), pd.DataFrame(reliable_panel("cs")))
+    [row] = frame.to_dict("records")
+    assert (row["verdict"], row["reason"]) == (CANNOT_TELL, "too_few_pairs")
+    assert row["n_needed_target"] > 100  # 10 points at 30% discordance: a few hundred pairs
+    hopeless = answer_table(pd.DataFrame([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 3)]),
+                            pd.DataFrame([plan("cs", "catcons", math.nan)]), pd.DataFrame(reliable_panel("cs")))
+    assert hopeless["reason"].tolist() == ["too_few_pairs"]
+
+
+def test_a_measurable_powered_comparison_gets_higher_lower_or_no_difference_from_the_test():
+    rows = pd.DataFrame([paired("cs", "catcons", 12.0, 5.0, 19.0, 0.004, 300),
+                         paired("social", "catcons", -12.0, -19.0, -5.0, 0.004, 300),
+                         paired("math", "catcons", 1.0, -4.0, 6.5, 0.7, 300),
+                         paired("geo", "catcons", 6.0, 0.5, 11.5, 0.08, 300)])
+    plans = pd.DataFrame([plan(d, "catcons", 9.0) for d in ("cs", "social", "math", "geo")])
+    reliability = pd.DataFrame([r for d in ("cs", "social", "math", "geo") for r in reliable_panel(d)])
+    frame = answer_table(rows, plans, reliability).set_index("dataset")
+    assert frame.loc["cs", "verdict"] == HIGHER and frame.loc["social", "verdict"] == LOWER
+    assert frame.loc["math", "verdict"] == NO_DIFFERENCE
+    assert frame.loc["math", "no_difference_bound"] == pytest.approx(6.5)
+    # the interval excludes 0 but Holm's p does not reach 0.05: the two disagree, so it cannot tell
+    assert (frame.loc["geo", "verdict"], frame.loc["geo", "reason"]) == (CANNOT_TELL, "borderline")
+
+
+def test_unmeasured_agreement_does_not_stop_the_test_and_is_named():
+    """The paper's release publishes no per-judge Bloom votes: its α does not exist, which is
+    not 'judges disagree'."""
+    rows = [*panel("cs", "bloom_level", math.nan, n_items=0, passed=None)]
+    frame = answer_table(pd.DataFrame([paired("cs", "catcons", 12.0, 5.0, 19.0, 0.004, 300)]),
+                         pd.DataFrame([plan("cs", "catcons", 9.0)]), pd.DataFrame(rows))
+    [row] = frame.to_dict("records")
+    assert row["verdict"] == HIGHER and row["reliability_status"] == NOT_MEASURED
+    assert row["reliability_why"] == "no per-judge votes"
+
+
+def test_the_bound_on_detectable_differences_comes_from_the_config():
+    rows = pd.DataFrame([paired("cs", "catcons", 1.0, -10.0, 12.0, 0.9, 80)])
+    plans = pd.DataFrame([plan("cs", "catcons", 25.0)])
+    reliability = pd.DataFrame(reliable_panel("cs"))
+    assert answer_table(rows, plans, reliability)["verdict"].tolist() == [CANNOT_TELL]
+    lenient = AnswerSpec.from_config({"max_detectable_difference": 30})
+    assert answer_table(rows, plans, reliability, lenient)["verdict"].tolist() == [NO_DIFFERENCE]
