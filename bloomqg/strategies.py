@@ -78,6 +78,8 @@ class StrategySpec:
     label: str
     passes: tuple[PassSpec, ...]
     exemplars: int | None = None
+    #: The strategy in full words, where its label is an abbreviation ("Chain-of-Thought").
+    title: str = ""
 
     @property
     def template(self) -> str:
@@ -96,18 +98,22 @@ class StrategySpec:
         return bool(_TARGET_VARIABLES & set(template_variables(self.template)))
 
 
-def _builtin(name: str, label: str, template: str, answer_fields: tuple[str, ...] = (),
+def _builtin(name: str, label: str, title: str, template: str, answer_fields: tuple[str, ...] = (),
              later: tuple[PassSpec, ...] = ()) -> StrategySpec:
-    return StrategySpec(name, label, (PassSpec("generate", template, answer_fields), *later))
+    return StrategySpec(name, label, (PassSpec("generate", template, answer_fields), *later), title=title)
 
 
 #: The strategies every study knows; a ``strategies:`` mapping entry overrides their keys.
 BUILTIN_STRATEGIES: dict[str, StrategySpec] = {
     spec.name: spec
     for spec in (
-        _builtin("cot", "CoT", "prompts/generation/cot.md", ("knowledge_unit", "bloom_level")),
-        _builtin("fgp", "FGP", "prompts/generation/fgp.md"),
-        _builtin("refine", "Refine", "prompts/generation/fgp.md",
+        _builtin("cot", "CoT", "Chain-of-Thought: the model first names the original's knowledge unit and "
+                 "Bloom level itself, then writes a question at them", "prompts/generation/cot.md",
+                 ("knowledge_unit", "bloom_level")),
+        _builtin("fgp", "FGP", "Fine-Grained Prompting: the prompt states the target knowledge unit and "
+                 "Bloom level, and the model writes a question at them", "prompts/generation/fgp.md"),
+        _builtin("refine", "Refine", "Refine: an FGP question, then a second pass that revises it",
+                 "prompts/generation/fgp.md",
                  later=(PassSpec("revise", "prompts/generation/refine.md"),)),
     )
 }
@@ -173,7 +179,8 @@ def _define(name: str, entry: Mapping[str, Any] | None, base: StrategySpec | Non
         )
     exemplars = entry.get("exemplars", base.exemplars if base else None)
     label = str(entry.get("label", base.label if base else name))
-    return StrategySpec(name, label, (first, *later), exemplars)
+    title = str(entry.get("title", base.title if base else ""))
+    return StrategySpec(name, label, (first, *later), exemplars, title)
 
 
 def strategy_specs(config: Mapping[str, Any]) -> dict[str, StrategySpec]:
@@ -216,6 +223,22 @@ def check_selection(selected: Sequence[str], specs: Mapping[str, StrategySpec], 
 
 def strategy_labels(specs: Mapping[str, StrategySpec]) -> dict[str, str]:
     return {name: spec.label for name, spec in specs.items()}
+
+
+def strategy_descriptions(specs: Mapping[str, StrategySpec], selection: Sequence[str]) -> list[dict[str, Any]]:
+    """What the report says of each strategy the study runs: its label, its title (the label
+    where it has none) and each pass's prompt as the model reads it (the template's leading
+    comment removed, placeholders kept)."""
+    out = []
+    for name in selection:
+        spec = specs[name]
+        passes = []
+        for p in spec.passes:
+            path = Path(p.template)
+            text = path.read_text(encoding="utf-8") if path.is_file() else f"(template {path} not found)"
+            passes.append({"name": p.name, "template": str(path), "text": _LEADING_COMMENT.sub("", text, count=1).strip()})
+        out.append({"name": name, "label": spec.label, "title": spec.title or spec.label, "passes": passes})
+    return out
 
 
 @dataclass(frozen=True)

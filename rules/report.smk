@@ -4,7 +4,7 @@ from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
 from bloomqg.reporting.explorer.links import EXPLORER_HREF  # relative to {root}/report.html
 from bloomqg.reporting.explorer.write import STATIC_DIR, STATIC_FILES
-from bloomqg.strategies import default_selection, strategy_labels, strategy_specs
+from bloomqg.strategies import default_selection, strategy_descriptions, strategy_labels, strategy_specs
 
 # {strategy name: label} in defined order: how tables, figures, the report and the explorer name them
 STRATEGY_LABELS = strategy_labels(strategy_specs(CFG))
@@ -73,8 +73,8 @@ rule build_report:
         correlations="{root}/metrics/correlations.parquet",
         paired="{root}/metrics/paired.parquet",
         robustness="{root}/metrics/robustness.parquet",
-        # the Answer's minimum detectable differences (rule study_plan)
-        study_plan="{root}/metrics/study_plan.parquet",
+        # the Answer's verdicts (rule answer)
+        answer="{root}/metrics/answer.parquet",
         # Table 9 + figure (rules/annotation.smk), in the report of the root it sampled
         annotation=lambda wc: (
             annotation_report_inputs()
@@ -125,6 +125,7 @@ rule build_report:
         code=CODE["report"],
         explorer_href=EXPLORER_HREF,
         strategy_labels=STRATEGY_LABELS,
+        strategies=strategy_descriptions(strategy_specs(CFG), default_selection(CFG)),
         comparisons=CFG["comparisons"],
         strategy_order=default_selection(CFG),
     script:

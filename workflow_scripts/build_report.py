@@ -27,5 +27,6 @@ build_report_from_files(
     comparison=ComparisonSpec.from_config({"comparisons": snakemake.params.comparisons}),
     strategy_order=snakemake.params.strategy_order,  # the first listed is the default baseline
     probes=inputs.probes,  # the judge-bias probes' calls, in the cost ledger
-    study_plan=inputs.study_plan,  # the Answer's detectable differences
+    answer=inputs.answer,  # the Answer's verdicts (rule answer)
+    strategies=snakemake.params.strategies,  # each strategy run, in full words, with its prompts
 )

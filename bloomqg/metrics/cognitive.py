@@ -27,17 +27,27 @@ from bloomqg.metrics.spec import MetricSpec
 
 SHIFT_TYPES: tuple[str, ...] = ("cogreg", "cogdrift", "cogleap")
 _SHIFT_LABEL = {"cogreg": "CogReg", "cogdrift": "CogDrift", "cogleap": "CogLeap"}
+_SHIFT_DEFINITION = {
+    "cogreg": "of the questions that missed their target level, the share two or more levels below it (regression)",
+    "cogdrift": "of the questions that missed their target level, the share one level away from it (drift)",
+    "cogleap": "of the questions that missed their target level, the share two or more levels above it (leap)",
+}
 #: The largest |Δ| between two of the six levels, and the |Δ| each shift type can take.
 _MAX_SHIFT = 5.0
 _SHIFT_RANGE = {"cogreg": (2.0, _MAX_SHIFT), "cogdrift": (1.0, 1.0), "cogleap": (2.0, _MAX_SHIFT)}
 
 COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("catcons", "CatCons", "percent", True, "%", criteria=BLOOM_FED, paper_table="table5",
-               paired_outcome="binary"),
+               paired_outcome="binary",
+               definition="category consistency: share of useful questions the judges place at the original "
+               "question's Bloom level, the level the new question was meant to hit"),
     MetricSpec("cogshift", "CogShift", "score", False, "levels", criteria=BLOOM_FED, ci_decimals=2,
-               paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT)),
+               paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT),
+               definition="cognitive shift: how many Bloom levels, on average, a useful question lands away from "
+               "its target (0 = always on target)"),
     *(
-        MetricSpec(shift, _SHIFT_LABEL[shift], "percent", None, "%", criteria=BLOOM_FED, paper_table="table6")
+        MetricSpec(shift, _SHIFT_LABEL[shift], "percent", None, "%", criteria=BLOOM_FED, paper_table="table6",
+                   definition=_SHIFT_DEFINITION[shift])
         for shift in SHIFT_TYPES
     ),
     *(

@@ -30,13 +30,19 @@ from bloomqg.frames import BINARY_CRITERIA
 
 QUALITY_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("unique", "Unique", "percent", True, "%", criteria=frozenset({"unique"}),
-               paper_table="table4", paired_outcome="binary"),
+               paper_table="table4", paired_outcome="binary",
+               definition="share of judged questions the judges' majority calls unique (not a copy of the "
+               "original or of another question)"),
     MetricSpec("readable", "Readable", "percent", True, "%", criteria=frozenset({"readable"}),
-               paper_table="table4", paired_outcome="binary"),
+               paper_table="table4", paired_outcome="binary",
+               definition="share of judged questions the judges' majority calls readable (clear, grammatical)"),
     MetricSpec("answerable", "Answerable", "percent", True, "%", criteria=frozenset({"answerable"}),
-               paper_table="table4", paired_outcome="binary"),
+               paper_table="table4", paired_outcome="binary",
+               definition="share of judged questions the judges' majority calls answerable (a student could answer it)"),
     MetricSpec("usability", "Usability", "percent", True, "%", criteria=USEFUL_CRITERIA,
-               paper_table="table5", paired_outcome="binary"),
+               paper_table="table5", paired_outcome="binary",
+               definition="share of generated questions that are useful: unique, readable and answerable by the "
+               "judges' majority"),
 )
 
 

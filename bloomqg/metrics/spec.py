@@ -48,6 +48,8 @@ class MetricSpec:
     #: The range of one question's outcome (a rate's 0/1, KnowCov's coverage fraction, CogShift's
     #: |Δ|): what the score interval of a bounded mean rescales by; None for counts.
     outcome_range: tuple[float, float] | None = (0.0, 1.0)
+    #: One sentence a reader who never met the metric understands (the report's glossary).
+    definition: str = ""
 
     @property
     def percent(self) -> bool:

@@ -1,14 +1,12 @@
-"""The report's "Answer" section: what the study found, in sentences built from its statistics.
+"""The report's "Answer" section, rendered from ``metrics/answer.parquet``
+(:mod:`bloomqg.metrics.answer`): a sentence per strategy pair that counts the verdicts and says
+what stopped the others, then one compact row per metric × dataset (verdict, difference and
+interval, pairs, the smallest difference the study could detect, why, and the reliability figure
+the verdict rests on). Nothing here decides: the verdicts are the frame's.
 
-One sentence per planned strategy pair (config ``comparisons:``) and headline metric, from the
-paired table's rows (the frame the paired table is drawn from): per model × dataset the
-difference ``b − a`` with its interval, the Holm-adjusted p, the number of pairs, whether it
-survives leaving out each judge (:mod:`bloomqg.metrics.robustness`), and, where it is not
-significant, the smallest difference this study could have detected (``mdd`` of the study plan,
-``metrics/study_plan.parquet``; without a plan the sentence says it was not computed, never a
-number). A model × dataset that ran only one strategy of a pair is a difference of design, not of
+A model × dataset that ran only one strategy of a pair is a difference of design, not of
 strategy: it is never pooled into the comparison, and the section says which were left out.
-A last line says how far the judges can be trusted: the gate and the α / AC1 ranges.
+A last line says how far the judges can be trusted, by the gate's rule.
 """
 
 from __future__ import annotations
@@ -18,68 +16,132 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, ordered_strategies
-from bloomqg.metrics.registry import metric_spec, table_label
-from bloomqg.metrics.robustness import NOT_ASSESSABLE, NOT_COMPARED, STRATEGY_COMPARISON
-from bloomqg.reporting.display import StrategyLabels, is_missing, ordered_unique, strategy_label
-from bloomqg.reporting.tables.model import format_p, paired_difference
+from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
+from bloomqg.metrics.paired import ordered_strategies
+from bloomqg.metrics.registry import metric_spec
+from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.tables.model import fixed, format_p, paired_difference
 from bloomqg.strategies import ComparisonSpec
+from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
 
-#: Significance level of the Answer's verdicts (Holm-adjusted p).
-SIGNIFICANCE = 0.05
-#: What the Answer says where no study plan gives the minimum detectable difference.
-NO_PLAN = "minimum detectable difference: not computed (no study plan)"
+#: How a verdict reads in the Answer's table.
+VERDICT_TEXT = {HIGHER: "{b} higher", LOWER: "{b} lower", NO_DIFFERENCE: "no difference", CANNOT_TELL: "cannot tell"}
 
 
 def _points(metric: str) -> str:
     return "points" if metric_spec(metric).percent else metric_spec(metric).unit or "units"
 
 
-def _difference(row: Any, metric: str) -> str:
-    """The difference as the paired table writes it (:func:`paired_difference`) and its unit."""
-    text = paired_difference(row.diff, row.ci_low, row.ci_high, row.n_pairs)
-    value, _, rest = text.partition(" ")
-    return f"{value} {_points(metric)}{' ' + rest if rest else ''}"
+def _criteria(row: Any) -> str:
+    return ", ".join(CRITERION_LABEL.get(c, c) for c in str(row.criteria).split(",") if c)
 
 
-def _survival(robustness: pd.DataFrame | None, key: dict[str, str]) -> str:
-    if robustness is None or robustness.empty:
-        return "survival without each judge not computed"
-    rows = robustness[(robustness["comparison"] == STRATEGY_COMPARISON) & (robustness["model"] == key["model"])
-                      & (robustness["dataset"] == key["dataset"]) & (robustness["strategy"] == key["strategy_a"])
-                      & (robustness["strategy_b"] == key["strategy_b"]) & (robustness["metric"] == key["metric"])]
-    if rows.empty:
-        return "survival without each judge not computed"
-    verdict = str(rows["verdict"].iloc[0])
-    if verdict == "holds":
-        return "the same with any one judge left out"
-    if verdict in (NOT_COMPARED, NOT_ASSESSABLE):
-        return f"without each judge: {verdict}"
-    return f"changes without a judge ({verdict})"
+def _failing_criterion(row: Any) -> str:
+    return str(row.reliability_cell).partition("|")[2]
 
 
-def _detectable(plan: pd.DataFrame | None, key: dict[str, str]) -> str:
-    """What a non-significant comparison could have detected (the study plan's ``mdd``)."""
-    if plan is None:
-        return ""  # said once for the whole block: NO_PLAN
-    rows = plan[(plan["model"] == key["model"]) & (plan["dataset"] == key["dataset"]) & (plan["metric"] == key["metric"])
-                & (plan["strategy_a"] == key["strategy_a"]) & (plan["strategy_b"] == key["strategy_b"])]
-    if rows.empty:
-        return " (minimum detectable difference: not computed, the study plan has no row for it)"
-    row = rows.iloc[0]
-    target = f"{float(row['difference']):g} {_points(key['metric'])} would need {_needed(row)}"
-    if is_missing(row["mdd"]):  # the plan searched every size: none reaches its power at this n
-        return (f"; with {int(row['n_pairs'])} pairs this study could not detect a difference of any size "
-                f"(power {float(row['power']):.0%}); {target}")
-    return (f"; this study could detect ≥ {float(row['mdd']):.1f} {_points(key['metric'])} "
-            f"(power {float(row['power']):.0%}); {target}")
+def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
+    """The reliability figure a verdict rests on, in words: "α 0.09 for Bloom level in CoT (gate: ≥ 0.70)"."""
+    strategy, _, criterion = str(row.reliability_cell).partition("|")
+    where = f"{CRITERION_LABEL.get(criterion, criterion)} in {strategy_label(strategy, strategy_labels)}"
+    if row.reliability_status == NOT_MEASURED:
+        return f"agreement not measured for {where} ({row.reliability_why})"
+    symbol = COEFFICIENT_SYMBOL.get(str(row.reliability_coefficient), str(row.reliability_coefficient))
+    prevalence = (f", as one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes"
+                  if row.reliability_coefficient == "ac1" else "")
+    return (f"{symbol} {fixed(float(row.reliability_value), 2)} for {where} "
+            f"(gate: ≥ {fixed(float(row.reliability_threshold), 2)}{prevalence})")
 
 
-def _needed(row: pd.Series) -> str:
-    """The study plan's items per cell for its difference, or that no number of them reaches it."""
-    if is_missing(row["n_needed"]):
-        return "more items than the plan searches"
-    return f"{int(row['n_needed'])} items per cell"
+def _needed(row: Any) -> str:
+    target = f"{float(row.target_difference):g} {_points(row.metric)}"
+    if is_missing(row.n_needed_target):
+        return f"detecting {target} would take more items per cell than the plan searches"
+    return f"about {int(row.n_needed_target):,} items per cell would detect {target}"
+
+
+def why(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
+    """Why the verdict is what it is, and what would change it, in one clause."""
+    reason = row.reason
+    if reason == "judges_disagree":
+        return f"judges disagree: {rests_on(row, strategy_labels)}"
+    if reason == "too_few_pairs":
+        if int(row.n_pairs) == 0:
+            return "no original was answered under both strategies"
+        if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
+            return (f"the interval runs from {float(row.ci_low):.1f} to {float(row.ci_high):.1f} {_points(row.metric)} "
+                    f"with {int(row.n_pairs)} pairs: too wide to rule out a difference of a useful size")
+        if is_missing(row.mdd):
+            return f"with {int(row.n_pairs)} pairs no difference of any size is detectable; {_needed(row)}"
+        return (f"with {int(row.n_pairs)} pairs only a difference of ≥ {float(row.mdd):.1f} {_points(row.metric)} "
+                f"is detectable; {_needed(row)}")
+    if reason == "borderline":
+        return (f"the interval excludes 0, but Holm's p = {format_p(row.p_adjusted)} over the "
+                f"{int(row.family_size)} {metric_spec(row.metric).label} comparisons is not below 0.05")
+    if reason == "significant":
+        return f"Holm's p = {format_p(row.p_adjusted)}; rests on {rests_on(row, strategy_labels)}"
+    return (f"no difference larger than {float(row.no_difference_bound):.1f} {_points(row.metric)} "
+            f"(the interval's far end; Holm's p = {format_p(row.p_adjusted)}); rests on {rests_on(row, strategy_labels)}")
+
+
+def _summary(rows: pd.DataFrame, name_a: str, name_b: str) -> str:
+    """"FGP against CoT: cannot tell in 6 of 6 comparisons: in 4 the judges disagree …"."""
+    n = len(rows)
+    counts = rows["verdict"].value_counts()
+    parts = []
+    for verdict in (HIGHER, LOWER, NO_DIFFERENCE):
+        if counts.get(verdict):
+            parts.append(f"{VERDICT_TEXT[verdict].format(b=name_b)} in {counts[verdict]}")
+    unknown = rows[rows["verdict"] == CANNOT_TELL]
+    head = f"{name_b} against {name_a}, {n} comparison{'s' if n != 1 else ''}: "
+    if len(unknown) == n:
+        head += f"cannot tell in all {n}" if n > 1 else "cannot tell"
+    else:
+        head += "; ".join(parts) + (f"; cannot tell in {len(unknown)}" if len(unknown) else "")
+    reasons = []
+    disagree = unknown[unknown["reason"] == "judges_disagree"]
+    if len(disagree):
+        criteria = ordered_unique(CRITERION_PHRASE.get(c, c) for c in (_failing_criterion(r) for r in disagree.itertuples()))
+        reasons.append(f"{_count(len(disagree), n)}the judges do not agree on {_joined(criteria)}, so this panel "
+                       "cannot measure the difference")
+    few = unknown[unknown["reason"] == "too_few_pairs"]
+    if len(few):
+        reasons.append(f"{_count(len(few), n)}the study has too few pairs")
+    borderline = unknown[unknown["reason"] == "borderline"]
+    if len(borderline):
+        reasons.append(f"{_count(len(borderline), n)}the difference does not survive the correction for "
+                       "several comparisons")
+    text = head + "."
+    if reasons:
+        joined = "; ".join(reasons)
+        text += " " + joined[0].upper() + joined[1:] + "."
+    mdds = unknown["mdd"].dropna()
+    if len(unknown) and (unknown["mdd"].isna().any() or (mdds > 0).all()):
+        # the power, said for every undecided comparison: agreeing judges alone would not settle them
+        pairs = unknown.loc[unknown["n_pairs"] > 0, "n_pairs"] if (unknown["n_pairs"] > 0).any() else unknown["n_pairs"]
+        smallest = (f"only differences of ≥ {mdds.min():.0f} points" if len(mdds) else "no difference of any size")
+        text += (f" With {pairs.min()}–{pairs.max()} pairs per comparison, this study could detect {smallest}."
+                 if pairs.min() != pairs.max() else
+                 f" With {pairs.min()} pairs per comparison, this study could detect {smallest}.")
+    if len(unknown) == n:
+        text += f" This run does not show whether {name_b} or {name_a} is better."
+    fixes = []
+    if len(disagree):
+        fixes.append("human labels (How many labels?) or a stronger panel")
+    if len(few) or len(mdds):
+        fixes.append("more items per cell (the Detectable column)")
+    if fixes:
+        text += f" What would settle it: {' and '.join(fixes)}."
+    return text
+
+
+def _count(k: int, n: int) -> str:
+    """"in 2 the …", "in all of them the …", and for a single comparison just "the …"."""
+    return "" if n == 1 else "in all of them " if k == n else f"in {k} "
+
+
+def _joined(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -94,90 +156,48 @@ def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: 
 
 
 def answer_context(
-    paired: pd.DataFrame | None,
+    answer: pd.DataFrame | None,
     all_metrics: pd.DataFrame,
     *,
-    robustness: pd.DataFrame | None = None,
-    study_plan: pd.DataFrame | None = None,
     gate: dict[str, Any] | None = None,
-    reliability: pd.DataFrame | None = None,
     strategy_labels: StrategyLabels | None = None,
     comparison: ComparisonSpec = ComparisonSpec(),
     strategy_order: Sequence[str] = (),
-    metrics: Sequence[str] = DEFAULT_PAIRED_METRICS,
 ) -> dict[str, Any]:
-    """The template's ``answer``: a headline per strategy pair, one sentence per pair × metric,
-    what was left out and the trust line."""
-    paired = paired if paired is not None else pd.DataFrame()
+    """The template's ``answer``: per strategy pair, its summary sentence and table rows; what was
+    left out; the trust line."""
+    answer = answer if answer is not None else pd.DataFrame()
     strategies = ordered_strategies(ordered_unique(all_metrics["strategy"]), strategy_order)
-    pairs = comparison.pairs(strategies)
     several_models = all_metrics["model"].nunique() > 1
     blocks = []
-    for a, b in pairs:
+    for a, b in comparison.pairs(strategies):
         name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
-        mine = paired[(paired["strategy_a"] == a) & (paired["strategy_b"] == b)] if len(paired) else paired
-        sentences, n_tests, n_significant = [], 0, 0
-        for metric in metrics:
-            rows = mine[mine["metric"] == metric] if len(mine) else mine
-            if rows.empty:
-                continue
-            clauses = []
-            for r in rows.itertuples(index=False):
-                where = f"{r.model} · {r.dataset}" if several_models else str(r.dataset)
-                key = {"model": r.model, "dataset": r.dataset, "metric": metric, "strategy_a": a, "strategy_b": b}
-                if int(r.n_pairs) == 0 or is_missing(r.diff):
-                    clauses.append(f"{where}: not compared (n = {int(r.n_pairs)} pairs with a value)")
-                    continue
-                n_tests += 1
-                significant = not is_missing(r.p_adjusted) and float(r.p_adjusted) < SIGNIFICANCE
-                n_significant += significant
-                p = format_p(r.p_adjusted)
-                excludes_zero = (not is_missing(r.ci_low) and not is_missing(r.ci_high)
-                                 and (float(r.ci_low) > 0 or float(r.ci_high) < 0))
-                # the interval is per comparison, Holm's p is over the family: say which one decides
-                family = (f"its interval excludes 0 but is not adjusted for the {int(r.family_size)} "
-                          f"{metric_spec(metric).label} comparisons, and after Holm's adjustment it is not "
-                          "significant; " if excludes_zero and not significant else "")
-                verdict = (f"significant, {name_b} {'higher' if float(r.diff) > 0 else 'lower'}" if significant
-                           else f"{family}no detectable difference{_detectable(study_plan, key)}")
-                clauses.append(f"{where}: {_difference(r, metric)}, Holm p = {p}, n = {int(r.n_pairs)} pairs, "
-                               f"{_survival(robustness, key)}; {verdict}")
-            sentences.append({"metric": table_label(metric), "text": "; ".join(clauses) + "."})
-        if not sentences:
-            headline = f"{name_b} against {name_a}: no paired test could be computed (no original answered under both)."
-        elif n_significant == 0:
-            headline = (f"{name_b} against {name_a}: none of {n_tests} paired comparisons is significant after Holm "
-                        f"(p < {SIGNIFICANCE:g}): no reliable difference in this run.")
-        else:
-            headline = (f"{name_b} against {name_a}: {n_significant} of {n_tests} paired comparisons significant "
-                        f"after Holm (p < {SIGNIFICANCE:g}).")
-        if sentences and study_plan is None and n_significant < n_tests:
-            headline += f" {NO_PLAN[0].upper()}{NO_PLAN[1:]}: how large a difference this study could have seen is unknown."
-        blocks.append({"pair": f"{name_b} − {name_a}", "headline": headline, "sentences": sentences,
-                       "left_out": left_out(all_metrics, (a, b), strategy_labels)})
-    return {"blocks": blocks, "trust": trust_line(gate, reliability), "has_plan": study_plan is not None}
+        mine = answer[(answer["strategy_a"] == a) & (answer["strategy_b"] == b)] if len(answer) else answer
+        rows = []
+        for r in mine.itertuples(index=False):
+            rows.append({
+                "metric": metric_spec(r.metric).label, "metric_name": r.metric,
+                "where": f"{r.model} · {r.dataset}" if several_models else str(r.dataset),
+                "verdict": VERDICT_TEXT[r.verdict].format(b=name_b), "verdict_class": r.verdict,
+                "difference": "–" if int(r.n_pairs) == 0 else
+                f"{paired_difference(r.diff, r.ci_low, r.ci_high, r.n_pairs)} {_points(r.metric)}",
+                "pairs": str(int(r.n_pairs)),
+                "detectable": "–" if is_missing(r.mdd) else f"≥ {float(r.mdd):.1f}",
+                "why": why(r, strategy_labels),
+            })
+        headline = (_summary(mine, name_a, name_b) if len(mine) else
+                    f"{name_b} against {name_a}: no comparison could be made (no original answered under both).")
+        blocks.append({"pair": f"{name_b} − {name_a}", "name_a": name_a, "name_b": name_b, "headline": headline,
+                       "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels)})
+    return {"blocks": blocks, "trust": trust_line(gate)}
 
 
-def _range(values: pd.Series) -> str:
-    defined = values.dropna().astype(float)
-    if defined.empty:
-        return "undefined everywhere"
-    low, high = defined.min(), defined.max()
-    text = f"{low:.2f}" if round(low, 2) == round(high, 2) else f"{low:.2f} to {high:.2f}"
-    text = text.replace("-", "−")
-    missing = int(values.isna().sum())
-    return text + (f" ({missing} undefined)" if missing else "")
-
-
-def trust_line(gate: dict[str, Any] | None, reliability: pd.DataFrame | None) -> str:
-    """"Trust: 12 of 30 panel α values failed the gate …; α 0.10 to 0.90 (3 undefined), AC1 …"."""
-    if gate is None or reliability is None:
-        return "Trust: no reliability was computed."
-    panel = reliability[reliability["judge"].isna()]
-    ranges = f"α {_range(panel['alpha'])}"
-    if "ac1" in panel:
-        ranges += f", Gwet's AC1 {_range(panel['ac1'])}"
-    failed = len(gate["failures"])
-    return (f"Trust: {failed} of {gate['n_panel']} criterion × cell agreements failed the gate "
-            f"(which asks {gate['coefficient']} ≥ {', '.join(f'{t:g}' for t in gate['thresholds']) or 'n/a'}; "
-            f"listed under Judge reliability); {ranges} over the panel's criteria and cells.")
+def trust_line(gate: dict[str, Any] | None) -> str:
+    """"Judges: of 25 criterion × cell agreements, 0 reliable, 20 unreliable, 5 not measured …"."""
+    if gate is None or not gate.get("n_panel"):
+        return "Judges: no reliability was computed."
+    counts = gate["status_counts"]
+    return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "
+            f"{counts.get(RELIABLE, 0)} reliable, {counts.get(UNRELIABLE, 0)} unreliable and "
+            f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (see the glossary; each is listed "
+            "under Judge reliability).")

@@ -33,6 +33,18 @@ CRITERION_LABEL: dict[str, str] = {
     "knowledge_units": "Knowledge units",
 }
 
+#: A criterion as the object of "agree on …" in a sentence.
+CRITERION_PHRASE: dict[str, str] = {
+    "unique": "whether a question is unique",
+    "readable": "whether a question is readable",
+    "answerable": "whether a question is answerable",
+    "bloom_level": "Bloom levels",
+    "knowledge_units": "knowledge units",
+}
+
+#: How the agreement coefficients are written.
+COEFFICIENT_SYMBOL: dict[str, str] = {"alpha": "α", "ac1": "AC1"}
+
 MISSING = "–"  # en dash: no value (no data, or every item of the cell was excluded)
 #: An empty panel's or row's mark, always followed by why it is empty.
 EMPTY = "—"

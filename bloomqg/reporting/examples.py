@@ -14,7 +14,7 @@ from bloomqg.reporting.display import StrategyLabels, is_missing, ordered_unique
 from bloomqg.reporting.tables.model import require_columns
 
 
-#: How many examples are shown per model × original level × dataset × strategy.
+#: How many examples of each outcome (hit, miss) are shown per model × original level × dataset × strategy.
 EXAMPLES_PER_GROUP = 1
 #: How many unparsed generations are shown per model.
 FAILURES_PER_MODEL = 3
@@ -69,9 +69,11 @@ def question_examples(
 ) -> list[dict[str, Any]]:
     """Examples per model → original Bloom level, with verdicts and the original; plus parse failures.
 
-    Deterministic: per (model, level, dataset, strategy) the first ``per_group`` generated
-    questions in item order. Texts are returned raw; the template escapes them. ``judges``
-    (:func:`panel_judges`) names each vote.
+    Per (model, level, dataset, strategy) up to ``per_group`` questions that **hit** the target
+    (useful, judged at the original's level) and as many that **missed** it, chosen by the votes:
+    those the judges agree on most (the ``bloom_level_agreement``), so an example shows what the
+    panel says clearly rather than whatever came first. Texts are returned raw; the template
+    escapes them. ``judges`` (:func:`panel_judges`) names each vote.
     """
     require_columns(votes, ["prompt_id", "model", "dataset", "strategy", "original_question",
                             "original_bloom_level", "new_question", "bloom_level", "unique", "readable",
@@ -88,7 +90,7 @@ def question_examples(
             at_level = frame[frame["original_bloom_level"].isna()] if level is None else \
                 frame[frame["original_bloom_level"] == level]
             with_question = at_level[at_level["new_question"].notna()]
-            chosen = with_question.groupby(["dataset", "strategy"], sort=False).head(per_group)
+            chosen = _hits_and_misses(with_question, per_group)
             if chosen.empty:
                 continue
             levels.append({
@@ -110,6 +112,23 @@ def question_examples(
         models.append({"model": model, "levels": levels, "failures": failures,
                        "n_failed": int(frame["new_question"].isna().sum())})
     return models
+
+
+def _hit(frame: pd.DataFrame) -> pd.Series:
+    """A question hit its target: useful, and judged at the original's Bloom level."""
+    useful = frame["useful"].map(lambda v: not is_missing(v) and bool(v))
+    return useful & (frame["bloom_level"].astype(object) == frame["original_bloom_level"].astype(object))
+
+
+def _hits_and_misses(frame: pd.DataFrame, per_group: int) -> pd.DataFrame:
+    """Per dataset × strategy, the ``per_group`` hits and misses the judges agree on most."""
+    if frame.empty:
+        return frame
+    agreement = frame["bloom_level_agreement"] if "bloom_level_agreement" in frame else pd.Series(0.0, index=frame.index)
+    ranked = frame.assign(_hit=_hit(frame), _agreement=pd.to_numeric(agreement, errors="coerce").fillna(0.0))
+    ranked = ranked.sort_values(["dataset", "strategy", "_hit", "_agreement", "prompt_id"],
+                                ascending=[True, True, False, False, True], kind="stable")
+    return ranked.groupby(["dataset", "strategy", "_hit"], sort=False).head(per_group)
 
 
 def _example(row: pd.Series, judges: list[str] | None = None,
@@ -136,4 +155,5 @@ def _example(row: pd.Series, judges: list[str] | None = None,
             c: named_votes(_as_list(row.get(f"{c}_votes")), judges, c) for c in ("unique", "readable", "answerable", "bloom_level")
         },
         "gated": bool(row.get("alpha_gated", False)),
+        "hit": bool(row["_hit"]) if "_hit" in row else None,
     }

@@ -18,6 +18,7 @@ from bloomqg.metrics.correlations import FIGURE5_PAIRS
 from bloomqg.metrics.registry import metric_spec, table_label
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
 from bloomqg.reporting.display import (
+    COEFFICIENT_SYMBOL,
     CRITERION_LABEL,
     EMPTY,
     StrategyLabels,
@@ -31,6 +32,7 @@ from bloomqg.reporting.figures.confusion import classifying_strategies
 from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
 from bloomqg.reporting.tables.model import require_columns
 from bloomqg.strategies import ComparisonSpec
+from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
 
 
 def _plural(n: int, word: str) -> str:
@@ -80,6 +82,10 @@ def strategy_effect(
             ns = here[here["model"] == largest].set_index("strategy")["n"]
             over = ("" if ns.reindex([a, b]).isna().any() else
                     f", over n = {int(ns[a])} ({name_a}) and {int(ns[b])} ({name_b}) questions")
+            if len(diff) == 1:  # one model: the one difference, without "1 of 1 model"
+                sentences.append(f"On {dataset}, {label} is {signed(diff[largest], 2)}{unit} under {name_b} against "
+                                 f"{name_a}{over}.")
+                continue
             sentences.append(
                 f"On {dataset}, {name_b} raised {label} against {name_a} for {raised} of {n} and lowered it "
                 f"for {lowered}; the largest change was {largest} ({signed(diff[largest], 2)}{unit}{over})."
@@ -87,7 +93,7 @@ def strategy_effect(
     if not sentences:
         return None
     # the cells' values differ as written; whether a difference is real is the paired test's call
-    return " ".join(sentences) + " These are the cells' own values, not tested differences: the Answer tests them."
+    return " ".join(sentences) + " (The cells' values; the Answer tests the difference on paired items.)"
 
 
 def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:
@@ -225,53 +231,48 @@ def correlation_summary(all_metrics: pd.DataFrame, correlations: pd.DataFrame | 
 
 
 def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, Any]:
-    """The α gate's settings, the cells and criteria that failed it, and its effect in words."""
+    """The gate's settings, its decision per criterion × cell by its one rule
+    (:func:`bloomqg.voting.agreement.gate_decision`, as recorded), the agreements it flagged and
+    its effect in words."""
     require_columns(reliability, ["judge", "criterion", "alpha", "gate_threshold", "gate_action", "gate_passed",
                                   "model", "dataset", "strategy"], "reliability")
     panel = reliability[reliability["judge"].isna()]
-    coefficients = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
-    use_ac1 = coefficients == ["ac1"]
-    coefficient = "Gwet's AC1" if use_ac1 else "Krippendorff's α"
-    gated_value = panel["ac1"] if use_ac1 and "ac1" in panel else panel["alpha"]
-    # An undefined coefficient fails the gate (bloomqg.voting.agreement.gate_passes); files written
-    # when it passed "by rule" are read the same way, so the page never calls it a pass.
-    undefined_mask = gated_value.isna() & panel["gate_passed"].notna()  # null: not assessable (a release)
-    failed_mask = (panel["gate_passed"].notna() & ~panel["gate_passed"].fillna(True).astype(bool)) | undefined_mask
-    failed = panel[failed_mask]
-    undefined = panel[undefined_mask]
+    decisions = [recorded_decision(row) for row in panel.to_dict("records")]
+    configured = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
+    coefficient = "Gwet's AC1" if configured == ["ac1"] else "Krippendorff's α"
     thresholds = [float(t) for t in ordered_unique(panel["gate_threshold"])]
     actions = [str(a) for a in ordered_unique(panel["gate_action"])]
+    status_counts = {status: sum(d.status == status for d in decisions) for status in (RELIABLE, UNRELIABLE, NOT_MEASURED)}
+    # flagged (†): every agreement not shown reliable, except a release's criterion without
+    # per-judge votes (gate_passed null), which no vote could have shown either way
     failures = [
         {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy, strategy_labels),
-         "criterion": CRITERION_LABEL.get(r.criterion, r.criterion), "alpha": r.ac1 if use_ac1 else r.alpha,
-         "undefined": bool(undefined_mask.loc[index]),
-         "threshold": r.gate_threshold, "action": r.gate_action}
-        for index, r in zip(failed.index, failed.itertuples(index=False))
+         "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
+         "coefficient": COEFFICIENT_SYMBOL.get(d.coefficient, d.coefficient), "alpha": d.value,
+         "undefined": d.status == NOT_MEASURED, "why": d.why, "threshold": r.gate_threshold, "action": r.gate_action}
+        for r, d in zip(panel.itertuples(index=False), decisions)
+        if d.status != RELIABLE and not is_missing(r.gate_passed)
     ]
     threshold_text = ", ".join(f"{t:g}" for t in thresholds) or "n/a"
     if not len(panel):
         effect = "No reliability was computed (no panel-level rows)."
-    elif not failures:
-        effect = f"All {len(panel)} panel α values passed the gate (α ≥ {threshold_text}); nothing was flagged or dropped."
     else:
-        cells = failed[["model", "dataset", "strategy"]].drop_duplicates()
-        if set(actions) == {"drop"}:
-            consequence = ("the failing criteria's majority votes were set to null in those cells, so their "
-                           "metrics leave those votes out")
+        effect = (f"Of {len(panel)} criterion × cell agreements, {status_counts[RELIABLE]} reliable, "
+                  f"{status_counts[UNRELIABLE]} unreliable and {status_counts[NOT_MEASURED]} not measured "
+                  f"(threshold {threshold_text}; the rule is the glossary's \"The gate\").")
+        if failures:
+            cells = {(f["model"], f["dataset"], f["strategy"]) for f in failures}
+            if set(actions) == {"drop"}:
+                consequence = ("the flagged criteria's majority votes were set to null in those cells, so their "
+                               "metrics leave those votes out")
+            else:
+                consequence = "the metrics those criteria feed are marked † in the tables; no vote was removed"
+            effect += (f" {len(failures)} in {_plural(len(cells), 'cell')} are flagged (unreliable, or agreement not "
+                       f"measured, which is no evidence of agreement); action '{'/'.join(actions)}': {consequence}.")
         else:
-            consequence = "the metrics those criteria feed are marked † in the tables; no vote was removed"
-        effect = (
-            f"{len(failures)} of {len(panel)} panel α values failed the gate (which asks α ≥ {threshold_text}) in "
-            f"{_plural(len(cells), 'cell')}; action '{'/'.join(actions)}': {consequence}."
-        )
-        if len(undefined):
-            effect += (f" {len(undefined)} of the {len(failures)} failed because α was undefined (no variation in "
-                       "the votes, or no item with two votes): agreement there was not measured, so it is not a pass.")
-    if use_ac1:
-        effect = effect.replace("panel α values", "panel AC1 values").replace("(α ≥", "(AC1 ≥").replace(
-            "because α was", "because AC1 was")
+            effect += " Nothing was flagged or dropped."
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
-            "n_panel": len(panel), "coefficient": coefficient}
+            "n_panel": len(panel), "coefficient": coefficient, "status_counts": status_counts}
 
 
 def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import hashlib
+import re
 import io
 import json
 import logging
@@ -30,6 +31,8 @@ from bloomqg.reporting.construction import mark_by_construction
 from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
+from bloomqg.reporting.glossary import glossary_entries
+from bloomqg.reporting.panel import judge_lines
 from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import (
     call_failures,
@@ -212,12 +215,25 @@ def section_notes(tables: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [{"anchor": anchor, "number": anchor.removeprefix("note-"), "text": text} for text, anchor in notes.items()]
 
 
-def _marked(text: Any) -> Any:
-    """A table cell with its marks as links to their notes: † to the gate's, ‡ to the rule of
-    numbers decided by construction (the text escaped, the links not)."""
+#: A hyphenated name (smollm2-135m, glm-4-9b, all-MiniLM-L6-v2): browsers break lines after its
+#: hyphens, which CSS cannot forbid short of ``nowrap``.
+_HYPHENATED = re.compile(r"(?<![\w.-])[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)+(?![\w.-])")
+
+
+def _atoms(text: Any) -> Any:
+    """Text escaped, each hyphenated name in a ``nowrap`` span so it never breaks inside."""
     from markupsafe import Markup, escape
 
     out = str(escape(text))
+    return Markup(_HYPHENATED.sub(lambda m: f'<span class="atom">{m.group(0)}</span>', out))
+
+
+def _marked(text: Any) -> Any:
+    """A table cell with its marks as links to their notes: † to the gate's, ‡ to the rule of
+    numbers decided by construction; hyphenated names kept whole (:func:`_atoms`)."""
+    from markupsafe import Markup
+
+    out = str(_atoms(text))
     out = out.replace(DAGGER, f'<a class="mark-ref" href="#mark-gate">{DAGGER}</a>')
     out = out.replace(MARK, f'<a class="mark-ref" href="#mark-construction">{MARK}</a>')
     return Markup(out)
@@ -292,6 +308,7 @@ def render_report(context: Mapping[str, Any]) -> str:
     )
     environment.filters["number"] = _format_number
     environment.filters["marked"] = _marked
+    environment.filters["atoms"] = _atoms
     return environment.get_template(TEMPLATE_NAME).render(**context)
 
 
@@ -326,12 +343,14 @@ def build_report(
     comparison: ComparisonSpec = ComparisonSpec(),
     strategy_order: Sequence[str] = (),
     judgments: pd.DataFrame | None = None,
-    study_plan: pd.DataFrame | None = None,
+    answer: pd.DataFrame | None = None,
+    strategies: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
 
-    ``study_plan``: ``metrics/study_plan.parquet`` (the minimum detectable difference of each
-    planned comparison) for the Answer section; None says "not computed (no study plan)".
+    ``answer``: ``metrics/answer.parquet`` (:mod:`bloomqg.metrics.answer`), the Answer section's
+    verdicts; ``strategies``: :func:`bloomqg.strategies.strategy_descriptions` of the strategies
+    run, for the section that names them in full with their prompts.
 
     ``strategy_labels`` ({name: label}, defined order) name and order the strategies;
     ``comparison`` and ``strategy_order`` choose the strategy pairs the readings compare, as the
@@ -364,9 +383,10 @@ def build_report(
     gate = gate_summary(reliability, labels)
     context = {
         "title": title,
-        "answer": answer_context(paired, all_metrics, robustness=robustness, study_plan=study_plan, gate=gate,
-                                 reliability=reliability, strategy_labels=labels, comparison=comparison,
+        "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
                                  strategy_order=strategy_order),
+        "strategies": list(strategies),
+        "glossary": glossary_entries(),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": {**overview(all_metrics, votes, ledger, generations, labels),
                      "call_failures": call_failures(judgments, generations),
@@ -387,6 +407,7 @@ def build_report(
         "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
         if judge_bias else None,
     }
+    context["judges"], context["artefacts"] = judge_lines(config, reliability)
     context["construction"] = mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)),
                                                    labels)
     context["table_notes"] = section_notes(context["tables"])
@@ -417,10 +438,11 @@ def build_report_from_files(
     comparison: ComparisonSpec = ComparisonSpec(),
     strategy_order: Sequence[str] = (),
     probes: Sequence[Path] = (),
-    study_plan: Path | None = None,
+    answer: Path | None = None,
+    strategies: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """:func:`build_report` from the workflow's files (what the report rules hand over).
-    ``study_plan``: ``metrics/study_plan.parquet`` when the workflow wrote one (else None).
+    ``answer``: ``metrics/answer.parquet`` (the Answer's verdicts).
     ``probes``: the judge-bias probe files, whose calls the cost ledger counts with the judges'.
 
     ``judgments`` may be empty (an imported release publishes votes, not the judges' calls):
@@ -459,5 +481,6 @@ def build_report_from_files(
         comparison=comparison,
         strategy_order=strategy_order,
         judgments=judgment_frame,
-        study_plan=pd.read_parquet(study_plan) if study_plan else None,
+        answer=pd.read_parquet(answer) if answer else None,
+        strategies=strategies,
     )

@@ -18,10 +18,14 @@ from typing import Any
 
 import pandas as pd
 
+from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import NOT_COMPARED, verdict_reason
-from bloomqg.reporting.display import CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, strategy_label
+from bloomqg.reporting.display import (
+    COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
+)
 from bloomqg.reporting.tables.model import fixed
 from bloomqg.frames import BINARY_CRITERIA, RELIABILITY
+from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
 from bloomqg.voting.diagnostics import suspicious_judges
 
 def _num(value: Any, decimals: int = 2) -> str:
@@ -47,17 +51,12 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
     rows = []
     for r in panel.itertuples(index=False):
         assessable = not (is_missing(r.alpha) and (is_missing(r.n_items) or int(r.n_items) == 0))
-        gate = ("not assessable" if is_missing(r.gate_passed) else
-                ("passed" if bool(r.gate_passed) else "failed"))
-        coefficient = r.gate_coefficient if isinstance(r.gate_coefficient, str) else "alpha"
-        symbol = "α" if coefficient == "alpha" else "AC1"
-        gate_text = f"{gate} ({symbol} ≥ {_num(r.gate_threshold)})"
-        # An undefined coefficient fails the gate: agreement was not measured (files written when
-        # it passed "by rule" are shown the same way).
-        undefined = assessable and gate != "not assessable" and is_missing(r.alpha if coefficient == "alpha" else r.ac1)
-        if undefined:
-            gate = "failed"
-            gate_text = f"failed: {symbol} undefined (no variance: every pairable vote the same), agreement not measured"
+        decision = recorded_decision(r._asdict())
+        symbol = COEFFICIENT_SYMBOL.get(decision.coefficient, decision.coefficient)
+        gate_text = {RELIABLE: f"reliable ({symbol} ≥ {_num(r.gate_threshold)})",
+                     UNRELIABLE: f"unreliable ({symbol} below {_num(r.gate_threshold)})",
+                     NOT_MEASURED: f"not measured ({decision.why})"}[decision.status]
+        flagged = decision.status != RELIABLE and not is_missing(r.gate_passed)
         rows.append({
             "cell": _cell(r, strategy_labels), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
             "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),
@@ -69,7 +68,7 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
                       _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else "not assessable"),
             "ac1": _with_ci(r.ac1, r.ac1_ci_low, r.ac1_ci_high) if assessable else "not assessable",
             "n_eff": _num(r.n_effective_judges, 1), "gate": gate_text,
-            "failed": gate == "failed" or undefined,
+            "failed": flagged,
         })
     return rows
 
@@ -239,8 +238,11 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
                                           NOT_COMPARED) if k in counts]
     if NOT_COMPARED in counts:
         parts[-1] += " (0 pairs or no value: nothing to hold)"
-    return (f"Of {len(robustness)} headline comparisons (sign and significance at p < 0.05 under the majority, "
-            f"Dawid–Skene and every leave-one-judge-out panel): " + ", ".join(parts) + ".")
+    metrics = ordered_unique(robustness["metric"])
+    labels = ", ".join(metric_spec(m).label for m in metrics)
+    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; each strategy pair and model pair "
+            f"on each dataset), judged by whether the sign and the side of p = 0.05 stay the same under the majority, "
+            f"Dawid–Skene and every leave-one-judge-out panel: " + ", ".join(parts) + ".")
 
 
 def trust_context(

@@ -5,8 +5,8 @@ what it says in another. :func:`report_inconsistencies` returns one line per con
 - a robustness verdict needs pairs: a row with 0 pairs reads "not compared";
 - the Answer's difference, interval, Holm p and n pairs per dataset are the paired table's, and
   its n pairs is the robustness table's for the same comparison;
-- the ‡ rule is stated once; every undefined α of the agreement table is a failed gate there and
-  is listed as "undefined †" in the gate table.
+- the ‡ rule is stated once; every undefined α of the agreement table is "not measured" there,
+  never reliable, and is listed as "not measured †" in the gate table.
 """
 
 from __future__ import annotations
@@ -67,23 +67,25 @@ def report_inconsistencies(page: str) -> list[str]:
             model, dataset, metric, pair, n, _, _, diff, _, _, p_holm = row[:11]
             paired[(model, dataset, pair, metric)] = (diff, p_holm, n)
     models = {key[0] for key in paired}
-    for item in re.findall(r"<li>(.*?)</li>", _section(page, "answer"), re.S):
-        metric = text_of(item.split("</strong>", 1)[0])
-        pair = text_of(item).split(" (", 1)[1].split(")", 1)[0]  # "CatCons (FGP − CoT) — …"
-        clauses = text_of(item).split(" — ", 1)[-1]
-        for match in re.finditer(r"(?:^|; )(?:(\S+) · )?(\S+): (\S+) points( \[[^\]]*\]| \(one pair: no interval\))?, "
-                                 r"Holm p = (\S+), n = (\d+) pairs", clauses):
-            model, dataset, diff, interval, p_holm, n = match.groups()
+    answer = _section(page, "answer")
+    pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>) \[95% interval\]</th>', answer)]
+    for pair, table in zip(pair_headers, re.findall(r'<table class="answer">.*?</table>', answer, re.S)):
+        for row in table_rows(table, "<table"):
+            if len(row) < 6:
+                continue
+            metric, where, verdict, difference, n = row[:5]
+            model, _, dataset = where.rpartition(" · ")
             model = model or (next(iter(models)) if len(models) == 1 else None)  # one model: not named
-            shown = f"{diff}{interval or ''}".replace(" (one pair: no interval)", "")
+            shown = re.sub(r" (points|levels|units)$", "", difference).replace(" (one pair: no interval)", "")
             in_table = paired.get((model, dataset, pair, metric))
             if in_table is None:
                 problems.append(f"the Answer's {metric} on {dataset} has no row in the paired table")
                 continue
             table_diff = in_table[0].replace(" (one pair: no interval)", "")
-            if (table_diff, in_table[1], in_table[2]) != (shown, p_holm, n):
-                problems.append(f"{metric} on {dataset}: the Answer says {shown}, p {p_holm}, n {n}; "
-                                f"the paired table {in_table}")
+            if n != "0" and (table_diff, in_table[2]) != (shown, n):
+                problems.append(f"{metric} on {dataset}: the Answer says {shown}, n {n}; the paired table {in_table}")
+            if "Holm's p = " in row[6] and f"Holm's p = {in_table[1]}" not in row[6]:
+                problems.append(f"{metric} on {dataset}: the Answer's Holm p is not the paired table's {in_table[1]}")
             robust_n = pairs_of.get((model, dataset, pair, metric.lower()))
             if robust_n is not None and robust_n != n:
                 problems.append(f"{metric} on {dataset}: {n} pairs in the Answer, {robust_n} in the robustness table")
@@ -91,14 +93,14 @@ def report_inconsistencies(page: str) -> list[str]:
     if page.count("could not have come out otherwise") != 1:
         problems.append(f"the ‡ rule is stated {page.count('could not have come out otherwise')} times, not once")
     coefficients = table_rows(page, 'id="trust-coefficients-table"')
-    # α undefined: no variance in the votes, or no item with two votes ("not assessable" there,
-    # a failed gate all the same)
+    # α undefined (no variance in the votes, or no item with two votes): agreement not measured,
+    # never a pass, and listed as such in the gate table
     undefined = [row for row in coefficients if len(row) > 5 and (
-        row[5].startswith("undefined") or (row[5] == "not assessable" and row[-1].startswith("failed")))]
+        row[5].startswith("undefined") or (row[5] == "not assessable" and row[-1].startswith("not measured")))]
     for row in undefined:
-        if not row[-1].startswith("failed"):
+        if row[-1].startswith("reliable"):
             problems.append(f"an undefined α passes the gate: {row}")
-    gate_listed = _section(page, "reliability").count("undefined †")
+    gate_listed = _section(page, "reliability").count("not measured †")
     if len(undefined) != gate_listed:
         problems.append(f"{len(undefined)} undefined α in the agreement table, {gate_listed} listed in the gate table")
     return problems

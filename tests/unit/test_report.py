@@ -127,11 +127,13 @@ def test_strategy_effect_sentence():
     to_table(frame, METRICS)
     assert strategy_effect(frame, "catcons") == (
         "On cs, FGP raised CatCons against CoT for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp, over n = 10 (CoT) and 10 (FGP) questions)."
-        " These are the cells' own values, not tested differences: the Answer tests them."
+        " (The cells' values; the Answer tests the difference on paired items.)"
     )
     same = frame.assign(value=10.0)
     assert strategy_effect(same, "catcons").startswith("On cs, FGP left CatCons unchanged against CoT for all 2 models.")
     assert strategy_effect(frame[frame["strategy"] == "fgp"], "catcons") is None
+    one_model = strategy_effect(frame[frame["model"] == "a"], "catcons")
+    assert one_model.startswith("On cs, CatCons is +5.00 pp under FGP against CoT, over n = 10 (CoT) and 10 (FGP)")
 
 
 def test_strategy_effect_covers_every_pair_with_labels():
@@ -158,7 +160,7 @@ def test_gate_summary_states_the_action():
     dropped = gate_summary(study.reliability.assign(gate_action="drop"))
     assert "set to null" in dropped["effect"]
     passed = gate_summary(study.reliability.assign(gate_passed=True))
-    assert passed["failures"] == [] and "passed the gate" in passed["effect"]
+    assert passed["failures"] == [] and "10 reliable" in passed["effect"] and "Nothing was flagged" in passed["effect"]
 
 
 def test_examples_one_per_model_level_dataset_strategy(built):
@@ -167,8 +169,10 @@ def test_examples_one_per_model_level_dataset_strategy(built):
     assert [m["model"] for m in examples] == list(dict.fromkeys(study.votes["model"]))
     for model in examples:
         for level in model["levels"]:
-            cells = [(e["dataset"], e["strategy"]) for e in level["examples"]]
-            assert len(cells) == len(set(cells)) <= 5  # one per dataset × strategy
+            cells = [(e["dataset"], e["strategy"], e["hit"]) for e in level["examples"]]
+            assert len(cells) == len(set(cells)) <= 10  # one hit and one miss per dataset × strategy
+            for e in level["examples"]:  # a hit is judged at the original's level
+                assert (e["judged_level"] == e["original_level"]) == e["hit"] or not e["hit"]
     apply_cells = {(e["dataset"], e["strategy"]) for level in examples[0]["levels"] if level["level"] == "Apply"
                    for e in level["examples"]}
     assert ("math", "FGP") in apply_cells and ("cs", "CoT") in apply_cells

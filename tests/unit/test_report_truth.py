@@ -25,10 +25,12 @@ def panel_row(**values) -> dict:
 def test_an_undefined_alpha_is_marked_like_a_failed_gate_with_the_reason():
     reliability = pd.DataFrame([panel_row(), panel_row(criterion="unique", alpha=math.nan, ac1=math.nan)])
     measured, undefined = coefficient_rows(reliability)
-    assert not measured["failed"] and measured["gate"] == "passed (α ≥ 0.70)"
+    assert not measured["failed"] and measured["gate"] == "reliable (α ≥ 0.70)"
     assert undefined["failed"], "an α that was never measured must not pass silently"
-    assert "undefined" in undefined["gate"] and "no variance" in undefined["gate"]
+    assert undefined["gate"] == "not measured (alpha undefined)"
     assert undefined["alpha"] == "undefined (no variance)"
+    every_vote_the_same = coefficient_rows(pd.DataFrame([panel_row(alpha=math.nan, ac1=1.0, prevalence=1.0)]))[0]
+    assert every_vote_the_same["failed"] and every_vote_the_same["gate"] == "not measured (every vote the same)"
 
 
 def test_example_votes_name_their_judges():
@@ -171,7 +173,7 @@ def test_the_gate_summary_does_not_call_an_undefined_alpha_a_pass():
     reliability = pd.DataFrame([panel_row(gate_action="flag"),
                                 panel_row(criterion="unique", alpha=math.nan, ac1=math.nan, gate_action="flag")])
     effect = gate_summary(reliability)["effect"]
-    assert not effect.startswith("All") and "1 of 2 panel α values failed" in effect
-    assert "1 of the 1 failed because α was undefined" in effect
+    assert effect.startswith("Of 2 criterion × cell agreements, 1 reliable, 0 unreliable and 1 not measured")
+    assert "1 in 1 cell are flagged (unreliable, or agreement not measured" in effect
     failures = gate_summary(reliability)["failures"]
     assert [(f["criterion"], f["undefined"]) for f in failures] == [("Unique", True)]

@@ -200,8 +200,10 @@ def format_p(value: object) -> str:
 #: What the "n=… of …" beside a rate means, and why items leave its denominator.
 N_NOTE = (
     "n = the questions a rate is over; \"of N\": the cell's N prompts, N − n excluded: for Unique, "
-    "Readable, Answerable and Usability, generations without a parsable question and items without a "
-    "majority vote (tie or too few valid votes); for CatCons and KnowCov also the questions not useful "
+    "Readable and Answerable, generations without a parsable question and items without a majority vote "
+    "(tie or too few valid votes); Usability counts every generated question whose usefulness is decided: "
+    "one 'no' majority on any of the three makes it not useful even where another criterion has no majority, "
+    "so Usability's n can exceed Readable's; for CatCons and KnowCov also the questions not useful "
     "(CatCons: or without a judged level); for the shift shares, the useful questions whose level did not change."
 )
 

@@ -164,6 +164,9 @@
     S.customColumns = !!p.get("c");
     S.shown = S.customColumns ? p.get("c").split(",").filter((k) => S.byKey[k]) : defaultColumns().slice();
     S.selectedPrompt = p.get("i");
+    // the report element that opened the explorer: "← Report" returns to it, not to the page's top
+    S.back = /^[A-Za-z0-9_-]{1,200}$/.test(p.get("back") || "") ? p.get("back") : null;
+    $("report-link").href = "../report.html" + (S.back ? "#" + S.back : "");
     if (!S.selectedPrompt) S.selected = -1;
     $("search").value = S.q;
   }
@@ -178,6 +181,7 @@
     if (S.sort) p.set("s", (S.sort.desc ? "-" : "") + S.sort.key);
     if (S.customColumns && S.shown.join(",") !== defaultColumns().join(",")) p.set("c", S.shown.join(","));
     if (S.selected >= 0) p.set("i", rowKey(S.selected));
+    if (S.back) p.set("back", S.back);
     const hash = "#" + p.toString();
     if (location.hash !== hash) history.replaceState(null, "", hash === "#" ? location.pathname : hash);
     $("permalink").href = location.href;
