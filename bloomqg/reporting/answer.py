@@ -76,12 +76,18 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
         return (f"with {int(row.n_pairs)} pairs only a difference of ≥ {float(row.mdd):.1f} {_points(row.metric)} "
                 f"is detectable; {_needed(row)}")
     if reason == "borderline":
-        return (f"the interval excludes 0, but Holm's p = {format_p(row.p_adjusted)} over the "
+        return (f"the interval excludes 0, but Holm's p {_p_text(row.p_adjusted)} over the "
                 f"{int(row.family_size)} {metric_spec(row.metric).label} comparisons is not below 0.05")
     if reason == "significant":
-        return f"Holm's p = {format_p(row.p_adjusted)}; rests on {rests_on(row, strategy_labels)}"
+        return f"Holm's p {_p_text(row.p_adjusted)}; rests on {rests_on(row, strategy_labels)}"
     return (f"no difference larger than {float(row.no_difference_bound):.1f} {_points(row.metric)} "
-            f"(the interval's far end; Holm's p = {format_p(row.p_adjusted)}); rests on {rests_on(row, strategy_labels)}")
+            f"(the interval's far end; Holm's p {_p_text(row.p_adjusted)}); rests on {rests_on(row, strategy_labels)}")
+
+
+def _p_text(p: Any) -> str:
+    """"= 0.078" or "< 0.001": a p value after its comparison sign."""
+    text = format_p(p)
+    return text if text.startswith("<") else f"= {text}"
 
 
 def _summary(rows: pd.DataFrame, name_a: str, name_b: str) -> str:
@@ -116,19 +122,20 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str) -> str:
         joined = "; ".join(reasons)
         text += " " + joined[0].upper() + joined[1:] + "."
     mdds = unknown["mdd"].dropna()
-    if len(unknown) and (unknown["mdd"].isna().any() or (mdds > 0).all()):
+    underpowered = unknown["mdd"].isna() | (unknown["mdd"] > unknown["max_detectable"])
+    if underpowered.any():
         # the power, said for every undecided comparison: agreeing judges alone would not settle them
         pairs = unknown.loc[unknown["n_pairs"] > 0, "n_pairs"] if (unknown["n_pairs"] > 0).any() else unknown["n_pairs"]
         smallest = (f"only differences of ≥ {mdds.min():.0f} points" if len(mdds) else "no difference of any size")
-        text += (f" With {pairs.min()}–{pairs.max()} pairs per comparison, this study could detect {smallest}."
+        text += (f" With {pairs.min():,}–{pairs.max():,} pairs per comparison, this study could detect {smallest}."
                  if pairs.min() != pairs.max() else
-                 f" With {pairs.min()} pairs per comparison, this study could detect {smallest}.")
+                 f" With {pairs.min():,} pairs per comparison, this study could detect {smallest}.")
     if len(unknown) == n:
         text += f" This run does not show whether {name_b} or {name_a} is better."
     fixes = []
     if len(disagree):
         fixes.append("human labels (How many labels?) or a stronger panel")
-    if len(few) or len(mdds):
+    if len(few) or underpowered.any():
         fixes.append("more items per cell (the Detectable column)")
     if fixes:
         text += f" What would settle it: {' and '.join(fixes)}."

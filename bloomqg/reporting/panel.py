@@ -63,29 +63,45 @@ def _answer(criterion: str, category: str) -> str:
     return f"{CRITERION_LABEL[criterion].lower()}: {category}"
 
 
+def _agreement(mine: pd.DataFrame) -> str:
+    """"37% of Bloom levels and 50% of knowledge units": how often a judge agrees with the others'
+    majority, on the criteria that have many answers (yes/no agreement is mostly prevalence)."""
+    parts = []
+    for criterion in ("bloom_level", "knowledge_units"):
+        rows = mine[mine["criterion"] == criterion] if len(mine) else mine
+        shares = (rows["agreement_with_others"].dropna() if len(rows) and "agreement_with_others" in rows
+                  else pd.Series(dtype=float))
+        if len(shares):
+            parts.append(f"{100 * shares.mean():.0f}% of {CRITERION_PHRASE[criterion]}")
+    return " and ".join(parts)
+
+
 def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[list[dict[str, str]], list[str]]:
     """([{name, description, agreement}] per judge of the config; the artefact warnings)."""
     judges = reliability[reliability["judge"].notna()] if len(reliability) else reliability
+    configured = dict(config.get("judges") or {})
+    # the judges whose votes the study holds: a release's are unnamed (judge 1 .. n), not the config's
+    names = list(dict.fromkeys(judges["judge"].astype(str))) if len(judges) else list(configured)
     lines, artefacts = [], []
-    for name, entry in (config.get("judges") or {}).items():
-        entry = entry or {}
+    for name in names:
+        if name not in configured:
+            lines.append({"name": name, "description": "One of the published panel's judges; the release gives each "
+                          "question's votes in a fixed order but does not name the judge behind each.",
+                          "agreement": _agreement(judges[judges["judge"] == name])})
+            continue
+        entry = configured[name] or {}
         backend = str(entry.get("backend", name))
         template = BACKEND_DESCRIPTION.get(backend, f"a {backend} judge")
         description = template.format(model=_model_of(name, entry, config)) + "."
         mine = judges[judges["judge"] == name] if len(judges) else judges
-        agreement = []
         constant = []
         for criterion in ("bloom_level", "knowledge_units", *sorted(BINARY_CRITERIA)):
             rows = mine[mine["criterion"] == criterion] if len(mine) else mine
-            shares = (rows["agreement_with_others"].dropna() if len(rows) and "agreement_with_others" in rows
-                      else pd.Series(dtype=float))
-            if criterion in ("bloom_level", "knowledge_units") and len(shares):
-                agreement.append(f"{100 * shares.mean():.0f}% of {CRITERION_PHRASE[criterion]}")
             pooled = _pooled(rows) if len(rows) and "vote_distribution" in rows else None
             if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
         lines.append({"name": name, "description": description[0].upper() + description[1:],
-                      "agreement": " and ".join(agreement)})
+                      "agreement": _agreement(mine)})
         if constant:
             artefacts.append(f"{name} ({', '.join(constant)})")
     return lines, artefacts

@@ -137,6 +137,13 @@ def test_make_reproduce_writes_the_paper_tables_and_report(made):
     plan = pd.read_parquet(out / "metrics" / "study_plan.parquet")
     assert set(plan["dataset"]) == {"cs"} and (plan["n_pairs"] > 1000).all() and (plan["mdd"] < 10).all()
     # The import report: every GLM-4-9B vote line gives its votes to its own question.
+    # the Answer: the paper's panel is not unreliable on Bloom levels (unmeasured: no per-judge
+    # votes) nor on knowledge units (α 0.82), so FGP against CoT gets verdicts there; cs unique,
+    # which Usability needs, is voted "yes" 81-89% with α near 0 and AC1 0.58-0.72: unreliable
+    answer = pd.read_parquet(out / "metrics" / "answer.parquet").set_index("metric")
+    assert answer.loc["catcons", "verdict"] == "higher" and answer.loc["catcons", "reliability_status"] == "not_measured"
+    assert answer.loc["knowcov", "verdict"] == "higher" and answer.loc["knowcov", "reliability_status"] == "reliable"
+    assert (answer.loc["usability", "verdict"], answer.loc["usability", "reason"]) == ("cannot_tell", "judges_disagree")
     assert read_frame(out / "import_report.parquet", UNJOINED_LINES).empty
     assert "Every line of the imported votes files gives its votes" in (out / "paper_comparison.md").read_text(encoding="utf-8")
     figures = sorted(p.name for p in (out / "figures").glob("*.png"))

@@ -84,7 +84,7 @@ def report_inconsistencies(page: str) -> list[str]:
             table_diff = in_table[0].replace(" (one pair: no interval)", "")
             if n != "0" and (table_diff, in_table[2]) != (shown, n):
                 problems.append(f"{metric} on {dataset}: the Answer says {shown}, n {n}; the paired table {in_table}")
-            if "Holm's p = " in row[6] and f"Holm's p = {in_table[1]}" not in row[6]:
+            if "Holm's p " in row[6] and f"Holm's p {in_table[1] if in_table[1].startswith('<') else '= ' + in_table[1]}" not in row[6]:
                 problems.append(f"{metric} on {dataset}: the Answer's Holm p is not the paired table's {in_table[1]}")
             robust_n = pairs_of.get((model, dataset, pair, metric.lower()))
             if robust_n is not None and robust_n != n:

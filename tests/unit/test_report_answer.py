@@ -67,3 +67,30 @@ def test_the_trust_line_counts_the_gate_rule_outcomes():
     gate = {"n_panel": 5, "status_counts": {"reliable": 1, "unreliable": 3, "not_measured": 1}, "rule": "the rule"}
     assert trust_line(gate).startswith("How far the judges can be trusted: of 5 criterion × cell agreements, 1 "
                                        "reliable, 3 unreliable and 1 not measured by the gate's rule")
+
+
+def test_judges_are_introduced_from_the_votes_and_a_constant_judge_is_flagged():
+    import json
+
+    from bloomqg.reporting.panel import judge_lines
+
+    def judge_row(judge: str, criterion: str, distribution: dict, agreement: float) -> dict:
+        return {"judge": judge, "criterion": criterion, "n_items": 50, "vote_distribution": json.dumps(distribution),
+                "agreement_with_others": agreement}
+
+    reliability = pd.DataFrame([
+        judge_row("rules", "bloom_level", {"Apply": 0.3, "Create": 0.7}, 0.4),
+        judge_row("llm", "bloom_level", {"Apply": 0.95, "Create": 0.05}, 0.2),
+        judge_row("llm", "readable", {"1": 1.0}, 0.9),
+        judge_row("rules", "readable", {"1": 0.95, "0": 0.05}, 0.9),  # mostly yes is no artefact
+    ])
+    config = {"judges": {"rules": {"backend": "rules"}, "llm": {"backend": "hf", "model_ref": "smollm2-135m"}}}
+    lines, artefacts = judge_lines(config, reliability)
+    assert [line["name"] for line in lines] == ["rules", "llm"]
+    assert "smollm2-135m" in lines[1]["description"] and lines[0]["agreement"] == "40% of Bloom levels"
+    assert artefacts == ["llm (bloom level: Apply for 95%, readable: yes for 100%)"]
+    # a release's judges are unnamed: never described as the config's
+    release = reliability.assign(judge=reliability["judge"].map({"rules": "judge 1", "llm": "judge 2"}))
+    lines, _ = judge_lines(config, release)
+    assert [line["name"] for line in lines] == ["judge 1", "judge 2"]
+    assert all("does not name the judge" in line["description"] for line in lines)
