@@ -15,7 +15,7 @@ For each kind of number, true values are known and cells are drawn from them
 - ``rate_clustered_unit``: questions on 12 knowledge units whose rates differ (intraclass
   correlation 0.1): the interval with ``cluster: unit`` beside the unclustered one;
 - ``paired_binary`` (a difference of two rates on the same items; correlated arms, a true
-  difference of 0 and of 0.4 × 0.375): Newcombe's score interval beside the percentile
+  difference of 0 and of 0.4 × 0.375): Tango's score interval beside the percentile
   bootstrap; ``paired_knowcov`` and ``paired_cogshift`` (the same design on graded outcomes):
   its MOVER generalisation beside it;
 - the study plan: for planned differences the n it asks for is simulated with the exact McNemar
@@ -51,7 +51,7 @@ from bloomqg.metrics.intervals import (  # noqa: E402
     bounded_mean_interval,
     effective_size,
     mover_paired,
-    newcombe_paired,
+    paired_binary,
     rate_interval,
     wilson,
 )
@@ -69,7 +69,7 @@ SHIFT_MAGNITUDES = np.array([0.45, 0.30, 0.15, 0.07, 0.03])
 #: What the report prints for each kind (the goal is judged on these).
 REPORT_METHOD = {
     "rate": RATE, "knowcov": f"{RATE}_bounded_mean", "cogshift": f"{RATE}_bounded_mean",
-    "cogleap_mean": f"{RATE}_bounded_mean", "paired_binary": "newcombe_paired_score",
+    "cogleap_mean": f"{RATE}_bounded_mean", "paired_binary": "tango_paired_score",
     "paired_knowcov": "mover_paired_score", "paired_cogshift": "mover_paired_score",
 }
 #: Measured too, but not printed by default (config intervals.cluster: unit).
@@ -183,8 +183,8 @@ def paired_simulated(rng: np.random.Generator, replications: int) -> dict:
         for p in RATES:
             for shift in (0.0, 0.375):
                 a, b, truth = _paired_binary_draw(rng, p, shift, (replications, n))
-                score = np.array([newcombe_paired(x, y, CONFIDENCE) for x, y in zip(a, b)])
-                candidates = {"newcombe_paired_score": (score[:, 0], score[:, 1])}
+                score = np.array([paired_binary(x, y, CONFIDENCE) for x, y in zip(a, b)])
+                candidates = {"tango_paired_score": (score[:, 0], score[:, 1])}
                 if n <= BOOTSTRAP_MAX_N:
                     candidates["percentile_bootstrap"] = _bootstrap(rng, b.astype(float) - a.astype(float))
                 for method, (low, high) in candidates.items():
@@ -255,7 +255,7 @@ def summarise(exact: dict, means: dict, clustered: dict, paired: dict) -> dict:
         for n in SIZES[1:]:
             put("rate_clustered_unit", method, n, [clustered[(method, n, p)] for p in RATES])
     for kind in ("paired_binary", "paired_knowcov", "paired_cogshift"):
-        for method in ("newcombe_paired_score", "mover_paired_score", "percentile_bootstrap"):
+        for method in ("tango_paired_score", "mover_paired_score", "percentile_bootstrap"):
             for n in SIZES:
                 found = [v for k, v in paired.items() if k[0] == kind and k[1] == method and k[2] == n]
                 if found:

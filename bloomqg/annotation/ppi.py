@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired, z_of
+from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired, paired_binary, z_of
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,6 @@ class MeanEstimate:
     ci_low: np.ndarray
     ci_high: np.ndarray
     lam: np.ndarray  # the λ used (0 for the humans-only estimate, NaN for the judges-only one)
-
-
-def z_value(confidence: float) -> float:
-    """The two-sided normal quantile of ``confidence`` (1.96 for 0.95): the metrics' own."""
-    return z_of(confidence)
 
 
 def _as_items(values: np.ndarray, what: str) -> np.ndarray:
@@ -103,7 +98,7 @@ def ppi_mean(
     weight = tuned[..., None]
     value = (weight * yhat_unlabelled).mean(-1) + (y - weight * yhat).mean(-1)
     spread = np.sqrt((weight * yhat_unlabelled).std(-1) ** 2 / big_n + (y - weight * yhat).std(-1) ** 2 / n)
-    z = z_value(confidence)
+    z = z_of(confidence)
     return MeanEstimate(value, value - z * spread, value + z * spread, np.asarray(tuned))
 
 
@@ -120,10 +115,13 @@ def score_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
-    """mean(b − a) of paired outcomes in [0, 1] with Newcombe's paired score interval (its MOVER
-    form, :func:`bloomqg.metrics.intervals.mover_paired`), as the strategy comparisons use."""
+    """mean(b − a) of paired outcomes in [0, 1] with the interval the strategy comparisons use:
+    Tango's (:func:`bloomqg.metrics.intervals.paired_binary`) for 0/1 outcomes, MOVER on the
+    arms' means (:func:`bloomqg.metrics.intervals.mover_paired`) where an arm holds a fraction
+    (a mean over several annotators)."""
     a, b = _as_items(a, "first arm"), _as_items(b, "second arm")
-    low, high = mover_paired(a, b, 0.0, 1.0, confidence)
+    binary = bool(np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all())
+    low, high = paired_binary(a, b, confidence) if binary else mover_paired(a, b, 0.0, 1.0, confidence)
     return MeanEstimate(np.asarray(float((b - a).mean())), np.asarray(low), np.asarray(high), np.asarray(0.0))
 
 
@@ -132,7 +130,7 @@ def classical_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstim
     values = _as_items(values, "values")
     value = values.mean(-1)
     spread = values.std(-1) / np.sqrt(values.shape[-1])
-    z = z_value(confidence)
+    z = z_of(confidence)
     return MeanEstimate(value, value - z * spread, value + z * spread, np.zeros_like(value))
 
 

@@ -16,11 +16,18 @@ coverage ``benchmarks/intervals.py`` measures by simulation:
 - **clustered designs** (``cluster: unit``: questions on one knowledge unit are not independent):
   the interval of the effective sample size n / design effect (Korn & Graubard 1998), the design
   effect from the cluster-robust variance, with a t quantile on clusters − 1 degrees of freedom.
-- **paired differences** b − a: each arm's score interval combined with the arms' correlation
-  (MOVER, Zou & Donner 2008), which for 0/1 outcomes is Newcombe's hybrid score interval (1998,
-  method 10, with his φ*), beside the exact McNemar p of :mod:`bloomqg.metrics.paired`; graded
-  outcomes (KnowCov, CogShift) get the same construction beside the Wilcoxon p. It neither biases
-  a difference nor collapses when every pair agrees.
+- **paired differences of 0/1 outcomes** b − a: Tango's score interval (1998) with a continuity
+  correction of ½ on the discordant counts (Laud's ``ratesci``: the corrected score interval),
+  beside the exact McNemar p of :mod:`bloomqg.metrics.paired`. Newcombe's hybrid interval, used
+  before, covered 0.909 when every discordant pair favours one strategy (22 pairs, p_a = 0.5,
+  δ = ψ = 0.10): 11 of 22 in both arms gave [−8.2, 8.2] points. Tango's interval depends on the
+  discordant counts only, and with none it still reaches a difference the sample cannot rule out
+  (±14.9 points at 22 pairs). Computed exactly over every trinomial of discordant counts
+  (n = 10 … 400, discordance 0.01 … 0.8, every balance of the two directions), the corrected
+  interval covers ≥ 0.950; uncorrected it dips to 0.930 (30 pairs, ψ = δ = 0.3).
+- **paired differences of graded outcomes** (KnowCov, CogShift): each arm's score interval
+  combined with the arms' correlation (MOVER, Zou & Donner 2008) beside the Wilcoxon p. It
+  neither biases a difference nor collapses when every pair agrees.
 
 ``percentile_bootstrap`` stays available as an explicit choice (config ``intervals.method``).
 """
@@ -46,7 +53,7 @@ CLUSTER_CHOICES: tuple[str, ...] = ("item", "unit", "none")
 
 #: Names written to ``ci_method`` and the tables' notes.
 BOUNDED_MEAN_METHOD = "wilson_bounded_mean"
-NEWCOMBE = "newcombe_paired_score"
+TANGO = "tango_paired_score"
 MOVER = "mover_paired_score"
 PERCENTILE = "percentile_bootstrap"
 
@@ -88,7 +95,7 @@ class IntervalSpec:
         """What provenance records."""
         return {"method": self.method, "cluster": self.cluster, "confidence": self.confidence,
                 "n_resamples": self.n_resamples, "bounded_means": self.mean_method,
-                "paired_binary": NEWCOMBE if not self.bootstrap else PERCENTILE,
+                "paired_binary": TANGO if not self.bootstrap else PERCENTILE,
                 "paired_graded": MOVER if not self.bootstrap else PERCENTILE}
 
     @property
@@ -244,10 +251,77 @@ def mover_paired(a: np.ndarray, b: np.ndarray, lower: float = 0.0, upper: float 
     return max(diff - delta, -width), min(diff + epsilon, width)
 
 
-def newcombe_paired(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """Newcombe's hybrid score interval (1998, method 10, with φ*) of mean(b) − mean(a) over
-    0/1 pairs: :func:`mover_paired` on [0, 1]."""
-    return mover_paired(np.asarray(a, dtype=bool), np.asarray(b, dtype=bool), 0.0, 1.0, confidence)
+#: Tango's continuity correction (in discordant pairs): ½ keeps the exact coverage ≥ 0.95
+#: where 0 dips to 0.930 and ¼ to 0.931 (see the module).
+TANGO_CORRECTION = 0.5
+
+
+def _tango_score(delta: np.ndarray, only_b: np.ndarray, only_a: np.ndarray, n: np.ndarray,
+                 correction: float) -> np.ndarray:
+    """Tango's (1998) score statistic of H0: π(b only) − π(a only) = ``delta``, the nuisance
+    π(a only) at its restricted maximum likelihood (a root of a quadratic, closed form)."""
+    quad_b = -only_b - only_a + (2 * n - only_b + only_a) * delta
+    quad_c = -only_a * delta * (1 - delta)
+    pi_a = (np.sqrt(np.maximum(quad_b * quad_b - 8 * n * quad_c, 0.0)) - quad_b) / (4 * n)
+    variance = n * (2 * pi_a + delta * (1 - delta))
+    excess = only_b - only_a - n * delta
+    excess = np.sign(excess) * np.maximum(np.abs(excess) - correction, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        score = excess / np.sqrt(variance)
+    # no variance left (delta at ±1 or every pair one way): the data are then either exactly
+    # at delta (inside) or impossible under it (outside)
+    return np.where(variance > 0, score, np.where(excess > 0, np.inf, np.where(excess < 0, -np.inf, 0.0)))
+
+
+def tango_paired(only_b: np.ndarray | float, only_a: np.ndarray | float, n: np.ndarray | float,
+                 confidence: float = 0.95, *, correction: float = TANGO_CORRECTION
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Tango's score interval of π(b only) − π(a only), the difference mean(b) − mean(a) of
+    0/1 pairs, from the discordant counts (arrays broadcast): every δ whose corrected score
+    statistic lies within ±z. NaN where ``n`` is 0.
+
+    Exactly antisymmetric: the bounds are solved with the larger count first and mirrored, so
+    swapping the arms negates the interval bit for bit (a tie is symmetric by construction).
+    """
+    from scipy.optimize import elementwise
+
+    b = np.asarray(only_b, dtype=np.float64)
+    a = np.asarray(only_a, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    b, a, n = np.broadcast_arrays(b, a, n)
+    swapped = a > b
+    high_count, low_count = np.where(swapped, a, b), np.where(swapped, b, a)
+    size = np.where(n > 0, n, 1.0)
+    z = z_of(confidence)
+    estimate = (high_count - low_count) / size
+    one = np.ones_like(estimate)
+
+    def above(delta, hi, lo, m):  # > 0 while delta is below the upper bound
+        return _tango_score(delta, hi, lo, m, correction) + z
+
+    def below(delta, hi, lo, m):  # < 0 while delta is above the lower bound
+        return _tango_score(delta, hi, lo, m, correction) - z
+
+    args = (high_count, low_count, size)
+    upper = np.where(above(one, *args) >= 0, 1.0, elementwise.find_root(above, (estimate, one), args=args).x)
+    lower = np.where(below(-one, *args) <= 0, -1.0, elementwise.find_root(below, (-one, estimate), args=args).x)
+    lower = np.where(high_count == low_count, -upper, lower)
+    low, high = np.where(swapped, -upper, lower), np.where(swapped, -lower, upper)
+    empty = ~(n > 0)
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+def discordant_counts(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """(pairs with b 1 and a 0, pairs with a 1 and b 0) of two 0/1 arms."""
+    a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    return int(np.sum(b & ~a)), int(np.sum(a & ~b))
+
+
+def paired_binary(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """:func:`tango_paired` of mean(b) − mean(a) over the pairs of 0/1 outcomes ``a``, ``b``."""
+    only_b, only_a = discordant_counts(a, b)
+    low, high = tango_paired(only_b, only_a, len(np.asarray(a)), confidence)
+    return float(low), float(high)
 
 
 def resample_counts(rng: np.random.Generator, n: int, n_resamples: int) -> Iterable[np.ndarray]:

@@ -36,7 +36,7 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
     # a null verdict enters as the judges' mean of the cell; no verdict at all, as 0
     prediction = np.where(np.isnan(judge), np.nanmean(judge) if (~np.isnan(judge)).any() else 0.0, judge)
     y, yhat, unlabelled = human[labelled], prediction[labelled], prediction[~labelled]
-    # a difference's own interval needs its two arms: the caller checks it (Newcombe's, paired)
+    # a difference's own interval needs its two arms: the caller checks it (Tango's, paired)
     humans = [math.nan] * 3 if differences else humans_interval(y, alpha=alpha)
     if not len(unlabelled):  # every item labelled: bloomqg's PPI is the humans' own estimate
         return humans, humans

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bloomqg.metrics.intervals import mover_paired
+from bloomqg.annotation.ppi import paired_difference
 from bloomqg.annotation.calibration import (
     METRICS_BY_NAME,
     CalibrationError,
@@ -250,9 +250,9 @@ def test_paired_differences_are_ppi_on_the_per_item_difference(study, ppi_py):
         assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9)
         labelled = difference["human"].notna()
         arm_a, arm_b = both.loc[labelled, "human_a"].to_numpy(float), both.loc[labelled, "human_b"].to_numpy(float)
-        low, high = mover_paired(arm_a, arm_b)
+        own = paired_difference(arm_a, arm_b)
         assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(
-            [100 * (arm_b - arm_a).mean(), 100 * low, 100 * high], abs=1e-9)
+            [100 * (arm_b - arm_a).mean(), 100 * float(own.ci_low), 100 * float(own.ci_high)], abs=1e-9)
 
 
 def test_a_paired_difference_of_0_is_estimated_without_bias_and_antisymmetrically():

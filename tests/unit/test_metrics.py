@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from bloomqg.metrics.cell import score_cell
-from bloomqg.metrics.intervals import IntervalSpec, mover_paired, newcombe_paired, rate_interval
+from bloomqg.metrics.intervals import IntervalSpec, mover_paired, paired_binary, rate_interval, tango_paired
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, paired_comparison, paired_comparisons
 from bloomqg.strategies import ComparisonSpec
@@ -637,23 +637,45 @@ def test_holm_adjust_keeps_order_and_nan_and_is_monotone():
 # --- paired intervals ----------------------------------------------------------------------
 
 
-def test_newcombe_paired_interval_reduces_to_the_unpaired_one_when_the_pairs_are_uncorrelated():
+def test_mover_on_0_1_pairs_reduces_to_newcombes_unpaired_interval_when_the_pairs_are_uncorrelated():
     from statsmodels.stats.proportion import confint_proportions_2indep
 
-    # 4 of each cell: φ = 0, so method 10 is Newcombe's unpaired hybrid score interval
-    a = np.array([1] * 4 + [1] * 4 + [0] * 4 + [0] * 4)
-    b = np.array([1] * 4 + [0] * 4 + [1] * 4 + [0] * 4)
+    # 4 of each cell: φ = 0, so MOVER is Newcombe's unpaired hybrid score interval
+    a = np.array([1] * 4 + [1] * 4 + [0] * 4 + [0] * 4, dtype=float)
+    b = np.array([1] * 4 + [0] * 4 + [1] * 4 + [0] * 4, dtype=float)
     expected = confint_proportions_2indep(8, 16, 8, 16, method="newcomb", compare="diff")
-    assert newcombe_paired(a, b) == pytest.approx(tuple(expected), abs=1e-9)
+    assert mover_paired(a, b) == pytest.approx(tuple(expected), abs=1e-9)
+
+
+def _exact_paired_coverage(n: int, p_a: float, discordance: float, difference: float, correction: float) -> float:
+    """Coverage of Tango's interval summed over every 2 × 2 table of ``n`` pairs (multinomial)."""
+    only_b_p, only_a_p = (discordance + difference) / 2, (discordance - difference) / 2
+    probabilities = [p_a - only_a_p, only_a_p, only_b_p, 1 - p_a - only_b_p]  # a1b1, a1b0, a0b1, a0b0
+    tables = np.array([(i, j, k, n - i - j - k) for i in range(n + 1) for j in range(n + 1 - i)
+                       for k in range(n + 1 - i - j)])
+    weight = stats.multinomial.pmf(tables, n, probabilities)
+    low, high = tango_paired(tables[:, 2], tables[:, 1], n, correction=correction)
+    return float(np.sum(weight * ((low <= difference + 1e-12) & (difference - 1e-12 <= high))))
+
+
+def test_paired_interval_covers_when_every_discordant_pair_favours_one_arm():
+    # Newcombe's interval covered 0.909 here: 11/22 in both arms gave [-8.2, 8.2] around a true 10
+    assert _exact_paired_coverage(22, 0.5, 0.10, 0.10, correction=0.5) >= 0.94
+    assert _exact_paired_coverage(50, 0.5, 0.05, 0.05, correction=0.5) >= 0.94
+    # the sum can fail: without the continuity correction the score interval misses in this design
+    assert _exact_paired_coverage(30, 0.5, 0.30, 0.30, correction=0.0) < 0.94
+    # no discordant pair still leaves a difference of 10 points inside at 22 pairs
+    low, high = paired_binary(np.ones(22), np.ones(22))
+    assert low < -0.10 and high > 0.10
 
 
 def test_paired_intervals_are_antisymmetric_and_never_degenerate():
     rng = np.random.default_rng(4)
     for n in (1, 5, 30):
         a, b = rng.integers(0, 2, n), rng.integers(0, 2, n)
-        low, high = newcombe_paired(a, b)
-        back = newcombe_paired(b, a)
-        assert (low, high) == pytest.approx((-back[1], -back[0]))
+        low, high = paired_binary(a, b)
+        back = paired_binary(b, a)
+        assert (low, high) == (-back[1], -back[0])  # to the bit
         assert low <= b.mean() - a.mean() <= high
         x, y = rng.integers(0, 6, n).astype(float), rng.integers(0, 6, n).astype(float)
         low, high = mover_paired(x, y, 0.0, 5.0)
@@ -661,7 +683,7 @@ def test_paired_intervals_are_antisymmetric_and_never_degenerate():
         assert low <= y.mean() - x.mean() <= high
     # every pair agrees: the difference is 0 with an interval around it, not [0, 0]
     same = np.ones(12)
-    assert newcombe_paired(same, same)[0] < 0 < newcombe_paired(same, same)[1]
+    assert paired_binary(same, same)[0] < 0 < paired_binary(same, same)[1]
     assert mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[0] < 0 < mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[1]
 
 
@@ -669,7 +691,7 @@ def test_paired_comparison_names_its_interval_methods():
     rows = _random_rows(60, seed=5)
     cot, fgp = frame(rows), frame(_random_rows(60, seed=6), strategy="fgp")
     table = paired_comparison(cot, fgp).set_index("metric")
-    assert table.loc["usability", "ci_method"] == "newcombe_paired_score"
+    assert table.loc["usability", "ci_method"] == "tango_paired_score"
     assert table.loc["knowcov", "ci_method"] == "mover_paired_score"
     boot = paired_comparison(cot, fgp, bootstrap=True, n_resamples=200).set_index("metric")
     assert set(boot["ci_method"]) == {"percentile_bootstrap"}

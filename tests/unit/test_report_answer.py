@@ -96,7 +96,7 @@ def test_the_trust_line_gives_the_gate_and_the_coefficient_ranges_without_from_x
 
 
 def test_an_interval_that_excludes_0_beside_a_holm_p_that_does_not_says_which_decides():
-    # Newcombe's interval is per comparison; Holm's p is over the family: a teacher must not read
+    # the paired interval is per comparison; Holm's p is over the family: a teacher must not read
     # [5.3, 53.3] as a finding when the adjusted test is not significant
     paired = pd.DataFrame([paired_row("cs", "catcons", 31.8, 5.3, 53.3, 0.078, 22)])
     text = answer_context(paired, metrics_frame(), robustness=ROBUSTNESS, metrics=("catcons",))["blocks"][0]["sentences"][0]["text"]

@@ -103,8 +103,8 @@ CI_METHOD_WORDS = {
     "wilson": "Wilson score intervals of shares",
     "jeffreys": "Jeffreys intervals of shares",
     "percentile_bootstrap": "percentile bootstrap intervals over questions",
-    "newcombe_paired_score": "Newcombe's paired score interval",
-    "mover_paired_score": "Newcombe's paired interval on the arms' means (MOVER)",
+    "tango_paired_score": "Tango's paired score interval",
+    "mover_paired_score": "a paired interval on the arms' means (MOVER)",
 }
 
 
