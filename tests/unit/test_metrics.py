@@ -720,6 +720,28 @@ def test_paired_t_power_rises_with_the_difference_even_where_the_noncentral_t_fa
     assert minimum_detectable("paired_t", 1269, 0.5, 0.8, 0.05, 1.0) == pytest.approx(2.8 * 0.5 / 1269**0.5, rel=0.02)
 
 
+def test_study_plan_says_so_when_a_planned_pair_has_no_item_in_common():
+    from bloomqg.metrics.plan import study_plan
+
+    cot = frame(_random_rows(20, seed=8))
+    fgp = frame(_random_rows(20, seed=9), strategy="fgp")
+    fgp["item_id"] = "other-" + fgp["item_id"]  # the two strategies answered different items
+    plan = study_plan(pd.concat([cot, fgp], ignore_index=True)).set_index("metric")
+    assert (plan["n_items"] == 0).all() and (plan["n_pairs"] == 0).all()
+    assert plan["n_needed"].isna().all() and plan["mdd"].isna().all()
+    assert plan["note"].str.contains("no item in common").all()
+    # the pairs a difference needs do not depend on which items: still planned from the assumption
+    assert plan["pairs_needed"].notna().all()
+
+
+def test_pairs_needed_is_a_plan_the_next_pairs_keep():
+    from bloomqg.metrics.plan import RECHECK_PAIRS, mcnemar_power, pairs_needed
+
+    n = pairs_needed("mcnemar", 0.3, 0.1, 0.8, 0.05)
+    assert all(mcnemar_power(k, 0.3, 0.1, 0.05) >= 0.8 for k in range(n, n + RECHECK_PAIRS + 1))
+    assert mcnemar_power(n - 1, 0.3, 0.1, 0.05) < 0.8
+
+
 def test_study_plan_gives_items_needed_and_the_minimum_detectable_difference():
     from bloomqg.metrics.plan import PlanSpec, study_plan
 
