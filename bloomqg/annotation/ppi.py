@@ -168,6 +168,15 @@ def calibrated_mean(
     differences: bool = False,
 ) -> MeanEstimate:
     """PPI++ (:func:`ppi_mean`, λ tuned) on the labelled items plus the pseudo-disagreements
-    (mirrored for ``differences``, see :func:`with_pseudo_disagreements`)."""
+    (mirrored for ``differences``, see :func:`with_pseudo_disagreements`), estimate and interval
+    clipped to what the quantity can be: a share to [0, 1], a difference of shares to [−1, 1]
+    (the normal interval knows no range: a share of 0.08 came out as [−0.073, 0.240])."""
     y, yhat = with_pseudo_disagreements(y, yhat, pseudo_disagreements, differences=differences)
-    return ppi_mean(y, yhat, yhat_unlabelled, confidence=confidence)
+    estimate = ppi_mean(y, yhat, yhat_unlabelled, confidence=confidence)
+    return clipped(estimate, -1.0 if differences else 0.0, 1.0)
+
+
+def clipped(estimate: MeanEstimate, lower: float, upper: float) -> MeanEstimate:
+    """``estimate`` with its value and bounds clipped to [``lower``, ``upper``]."""
+    value, low, high = (np.clip(v, lower, upper) for v in (estimate.value, estimate.ci_low, estimate.ci_high))
+    return MeanEstimate(value, low, high, estimate.lam)

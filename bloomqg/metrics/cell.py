@@ -21,6 +21,7 @@ from bloomqg.metrics.intervals import (
     IntervalSpec,
     bounded_mean_interval,
     effective_size,
+    interval_method,
     percentile_interval,
     resample_counts,
 )
@@ -96,9 +97,8 @@ def score_intervals(
         a, b = bounded_mean_interval(mean, n_eff, lower, upper, intervals.method, intervals.confidence, df)
         factor = n if spec.kind == "sum" else 1.0
         low[i], high[i] = a * factor, b * factor
-        binary = (lower, upper) == (0.0, 1.0) and bool(np.isin(outcome, (0.0, 1.0)).all())
-        name = intervals.method if binary else f"{intervals.method}_bounded_mean"
-        methods.append(f"{name}_clustered_{intervals.cluster}" if math.isfinite(df) else name)
+        methods.append(interval_method(intervals.method, graded=spec.graded,
+                                       cluster=intervals.cluster if math.isfinite(df) else None))
     return low, high, methods
 
 

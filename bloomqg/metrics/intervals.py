@@ -51,8 +51,7 @@ RATE_METHODS: tuple[str, ...] = ("wilson", "clopper_pearson", "jeffreys", "perce
 ClusterBy = Literal["item", "unit", "none"]
 CLUSTER_CHOICES: tuple[str, ...] = ("item", "unit", "none")
 
-#: Names written to ``ci_method`` and the tables' notes.
-BOUNDED_MEAN_METHOD = "wilson_bounded_mean"
+#: Names written to ``ci_method`` and the tables' notes (single samples: :func:`interval_method`).
 TANGO = "tango_paired_score"
 MOVER = "mover_paired_score"
 PERCENTILE = "percentile_bootstrap"
@@ -92,15 +91,24 @@ class IntervalSpec:
         return self.method == PERCENTILE
 
     def describe(self) -> dict[str, object]:
-        """What provenance records."""
+        """What provenance records: the ``ci_method`` each kind of row gets (before any
+        ``_clustered_`` suffix a cell's design adds)."""
         return {"method": self.method, "cluster": self.cluster, "confidence": self.confidence,
-                "n_resamples": self.n_resamples, "bounded_means": self.mean_method,
+                "n_resamples": self.n_resamples, "shares": interval_method(self.method, graded=False),
+                "bounded_means": interval_method(self.method, graded=True),
                 "paired_binary": TANGO if not self.bootstrap else PERCENTILE,
                 "paired_graded": MOVER if not self.bootstrap else PERCENTILE}
 
-    @property
-    def mean_method(self) -> str:
-        return PERCENTILE if self.bootstrap else BOUNDED_MEAN_METHOD
+
+def interval_method(method: str, *, graded: bool, cluster: str | None = None) -> str:
+    """The ``ci_method`` of one sample's interval, named from the metric (not from the values a
+    cell happens to hold): a share's is the method's own name, a graded outcome's (KnowCov,
+    CogShift, the shift magnitudes) adds ``_bounded_mean``, a clustered design
+    ``_clustered_<cluster>``; the bootstrap is the bootstrap."""
+    if method == PERCENTILE:
+        return PERCENTILE
+    name = f"{method}_bounded_mean" if graded else method
+    return f"{name}_clustered_{cluster}" if cluster else name
 
 
 def z_of(confidence: float) -> float:

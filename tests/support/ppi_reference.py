@@ -45,7 +45,9 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
     lam = None if np.var(np.concatenate([yhat, unlabelled])) > 0 else 0.0
     low, high = ppi_py.ppi_mean_ci(y, yhat, unlabelled, alpha=alpha, lam=lam)
     point = ppi_py.ppi_mean_pointestimate(y, yhat, unlabelled, lam=lam)
-    return [100 * float(np.ravel(v)[0]) for v in (point, low, high)], humans
+    # bloomqg clips to what the quantity can be: a share 0..100, a difference -100..100
+    lowest = -100.0 if differences else 0.0
+    return [min(max(100 * float(np.ravel(v)[0]), lowest), 100.0) for v in (point, low, high)], humans
 
 
 def check_estimates_against_ppi_python(estimates: pd.DataFrame, joined: pd.DataFrame) -> int:

@@ -83,7 +83,9 @@ def test_the_calibrated_mean_is_ppi_python_on_the_labels_plus_pseudo_disagreemen
     y, yhat, unlabelled = _simulated(rng, 60, 900, 0.97, 0.96)
     mine = calibrated_mean(y, yhat, unlabelled, pseudo_disagreements=2)
     low, high = ppi_py.ppi_mean_ci(np.r_[y, 1, 0, 1, 0], np.r_[yhat, 0, 1, 0, 1], unlabelled, alpha=0.05)
-    assert (float(mine.ci_low), float(mine.ci_high)) == pytest.approx((float(low[0]), float(high[0])), abs=1e-9)
+    # clipped to what a share can be: here the normal interval reaches past 1
+    assert float(high[0]) > 1.0
+    assert (float(mine.ci_low), float(mine.ci_high)) == pytest.approx((float(low[0]), 1.0), abs=1e-9)
     plain = calibrated_mean(y, yhat, unlabelled, pseudo_disagreements=0)
     assert float(plain.ci_low) == pytest.approx(float(ppi_mean(y, yhat, unlabelled).ci_low), abs=1e-12)
     # with no error among the labels, plain PPI++ collapses onto the judges; the guard does not

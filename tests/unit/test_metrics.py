@@ -336,6 +336,15 @@ def test_score_intervals_contain_the_value_and_name_their_method():
     assert pd.isna(methods["n_generated"])
 
 
+def test_ci_method_follows_the_metric_not_the_values_a_cell_holds():
+    # every original carries one unit, so each KnowCov outcome is 0 or 1: still a graded metric
+    rows = [vote(k_ori=["A"], k_new=["A"] if i % 2 else ["B"]) for i in range(20)]
+    methods = score_cell(frame(rows), None).set_index("metric")["ci_method"]
+    described = IntervalSpec().describe()
+    assert methods["knowcov"] == methods["cogshift"] == described["bounded_means"] == "clopper_pearson_bounded_mean"
+    assert methods["usability"] == described["shares"] == "clopper_pearson"
+
+
 def test_a_rate_of_0_or_100_percent_has_an_interval_of_non_zero_width():
     # the percentile bootstrap printed 100.00 [100.0, 100.0] (n=17): every resample is 100%
     for useful in (True, False):
