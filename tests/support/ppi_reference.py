@@ -41,6 +41,8 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
     if not len(unlabelled):  # every item labelled: bloomqg's PPI is the humans' own estimate
         return humans, humans
     pseudo = (PSEUDO_HUMAN_DIFFERENCES, PSEUDO_JUDGE_DIFFERENCES) if differences else (PSEUDO_HUMAN, PSEUDO_JUDGE)
+    if differences:
+        return difference_reference(y, yhat, unlabelled, pseudo, alpha), humans
     y, yhat = np.concatenate([y, pseudo[0]]), np.concatenate([yhat, pseudo[1]])
     lam = None if np.var(np.concatenate([yhat, unlabelled])) > 0 else 0.0
     low, high = ppi_py.ppi_mean_ci(y, yhat, unlabelled, alpha=alpha, lam=lam)
@@ -48,6 +50,25 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
     # bloomqg clips to what the quantity can be: a share 0..100, a difference -100..100
     lowest = -100.0 if differences else 0.0
     return [min(max(100 * float(np.ravel(v)[0]), lowest), 100.0) for v in (point, low, high)], humans
+
+
+def difference_reference(y: np.ndarray, yhat: np.ndarray, unlabelled: np.ndarray,
+                         pseudo: tuple[list[float], list[float]], alpha: float) -> list[float]:
+    """bloomqg's PPI++ of a paired difference, by loops: λ of each label tuned on the others
+    plus the pseudo-items (bloomqg's power_tuning, pinned to ppi-python by the unit tests), the
+    point on the real labels, the width from the guarded rows (ddof 1, Student's t)."""
+    from scipy import stats
+
+    from bloomqg.annotation.ppi import power_tuning
+
+    n = len(y)
+    guarded_y, guarded_yhat = np.concatenate([y, pseudo[0]]), np.concatenate([yhat, pseudo[1]])
+    lams = [float(power_tuning(np.delete(guarded_y, i), np.delete(guarded_yhat, i), unlabelled)) for i in range(n)]
+    point = y.mean() + float(np.mean([lam * (unlabelled.mean() - yhat[i]) for i, lam in enumerate(lams)]))
+    lam = float(power_tuning(guarded_y, guarded_yhat, unlabelled))
+    variance = np.var(lam * unlabelled) / len(unlabelled) + np.var(guarded_y - lam * guarded_yhat, ddof=1) / len(guarded_y)
+    half = stats.t.ppf(1 - alpha / 2, max(n - 1, 1)) * math.sqrt(variance)
+    return [min(max(100 * v, -100.0), 100.0) for v in (point, point - half, point + half)]
 
 
 def check_estimates_against_ppi_python(estimates: pd.DataFrame, joined: pd.DataFrame) -> int:

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bloomqg.annotation.ppi import paired_difference
 from bloomqg.annotation.calibration import (
     METRICS_BY_NAME,
     CalibrationError,
@@ -22,14 +21,19 @@ from bloomqg.annotation.calibration import (
     paired_estimates,
 )
 from bloomqg.annotation.form import blank_sheet
-from bloomqg.annotation.ppi import calibrated_mean, classical_mean, ppi_mean
+from bloomqg.annotation.ppi import calibrated_mean, classical_mean, paired_difference, ppi_mean
 from bloomqg.annotation.sample import annotation_items, knowledge_units_by_dataset
 from bloomqg.annotation.sheets import read_sheets
 from bloomqg.bloom import BLOOM_LEVELS, ORDER_OF_LEVEL, bloom_order
 from bloomqg.frames import CALIBRATION_ESTIMATES, CALIBRATION_ITEMS
 from bloomqg.strategies import ComparisonSpec
 from tests.support.judged_study import judged_study
-from tests.support.ppi_reference import ppi_python_estimates
+from tests.support.ppi_reference import (
+    PSEUDO_HUMAN_DIFFERENCES,
+    PSEUDO_JUDGE_DIFFERENCES,
+    difference_reference,
+    ppi_python_estimates,
+)
 
 
 
@@ -506,3 +510,19 @@ def test_the_report_shows_the_calibrated_tables(study, tmp_path):
     assert 'id="table-calibrated_estimates"' in html and "PPI++ (calibrated)" in html
     row = estimates.dropna(subset=["ppi"]).iloc[0]
     assert f"{row['ppi']:.1f} [{row['ppi_low']:.1f}, {row['ppi_high']:.1f}]" in html
+
+
+def test_a_paired_difference_uses_leave_one_out_lambda_and_the_guard_in_the_width_only():
+    rng = np.random.default_rng(11)
+    human_a, human_b = (rng.random(300) < 0.5).astype(float), (rng.random(300) < 0.5).astype(float)
+    # arm a's judge only misses, arm b's only over-calls: the judges see a difference that is not there
+    judge_a = np.where((human_a == 1) & (rng.random(300) < 0.6), 0.0, human_a)
+    judge_b = np.where((human_b == 0) & (rng.random(300) < 0.6), 1.0, human_b)
+    y, yhat = human_b - human_a, judge_b - judge_a
+    mine = calibrated_mean(y[:12], yhat[:12], yhat[12:], differences=True)
+    expected = difference_reference(y[:12], yhat[:12], yhat[12:], (PSEUDO_HUMAN_DIFFERENCES, PSEUDO_JUDGE_DIFFERENCES),
+                                    0.05)
+    assert [100 * float(v) for v in (mine.value, mine.ci_low, mine.ci_high)] == pytest.approx(expected, abs=1e-9)
+    back = calibrated_mean(-y[:12], -yhat[:12], -yhat[12:], differences=True)
+    assert (float(back.value), float(back.ci_low), float(back.ci_high)) == pytest.approx(
+        (-float(mine.value), -float(mine.ci_high), -float(mine.ci_low)), abs=1e-12)
