@@ -52,6 +52,7 @@ from bloomqg.metrics.intervals import (  # noqa: E402
     effective_size,
     mover_paired,
     paired_binary,
+    tango_paired,
     rate_interval,
     wilson,
 )
@@ -209,6 +210,37 @@ def paired_simulated(rng: np.random.Generator, replications: int) -> dict:
     return out
 
 
+#: Designs of the exact paired check: (name, discordance ψ, difference δ). One-sided: every
+#: discordant pair favours b (δ = ψ); balanced: δ = 0; half: three in four favour b; none: ψ = 0.
+PAIRED_EXACT_DESIGNS = tuple(
+    [(f"one-sided psi={psi}", psi, psi) for psi in (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8)]
+    + [(f"balanced psi={psi}", psi, 0.0) for psi in (0.02, 0.1, 0.3, 0.5, 0.8)]
+    + [(f"3:1 psi={psi}", psi, psi / 2) for psi in (0.02, 0.1, 0.3, 0.5, 0.8)]
+    + [("no discordance", 0.0, 0.0)]
+)
+
+
+def paired_exact(sizes: tuple[int, ...] = (5, 10, 12, 15, 20, 22, 30, 50, 100, 200, 400)) -> dict:
+    """Exact coverage of the report's paired yes/no interval (Tango's; it depends on the discordant
+    counts only) summed over every trinomial (b only, a only, agree) at each n, per design of
+    :data:`PAIRED_EXACT_DESIGNS`: {n: (lowest coverage, its design, mean width over designs)}."""
+    out = {}
+    for n in sizes:
+        only_b, only_a = (g.ravel() for g in np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij"))
+        keep = only_b + only_a <= n
+        only_b, only_a = only_b[keep], only_a[keep]
+        low, high = tango_paired(only_b, only_a, n, CONFIDENCE)
+        worst, widths = (2.0, ""), []
+        for name, psi, delta in PAIRED_EXACT_DESIGNS:
+            weight = stats.multinomial.pmf(np.stack([only_b, only_a, n - only_b - only_a], 1), n,
+                                           [(psi + delta) / 2, (psi - delta) / 2, 1 - psi])
+            coverage = float(np.sum(weight * ((low <= delta + 1e-12) & (delta - 1e-12 <= high))))
+            widths.append(float(np.sum(weight * (high - low))))
+            worst = min(worst, (coverage, name))
+        out[str(n)] = {"coverage": round(worst[0], 4), "design": worst[1], "width": round(float(np.mean(widths)), 4)}
+    return out
+
+
 def plan_checked(rng: np.random.Generator, replications: int) -> list[dict]:
     """The plan's n for a few (discordance, difference), and the power reached by simulation."""
     checks = []
@@ -323,6 +355,11 @@ def main() -> None:
     summary = summarise(rates_exact(), means_simulated(rng, args.replications),
                         clustered_simulated(rng, args.replications), paired_simulated(rng, args.replications))
     summary["plan"] = plan_checked(rng, args.replications)
+    summary["paired_binary_exact"] = paired_exact()
+    summary["designs"] = {"paired_binary_exact": [name for name, _, _ in PAIRED_EXACT_DESIGNS]}
+    print("\npaired yes/no, Tango's interval, exact: lowest coverage over the designs (its design; mean width)")
+    for n, entry in summary["paired_binary_exact"].items():
+        print(f"  n={n:>4}: {entry['coverage']:.4f} ({entry['design']}; {entry['width']:.3f})")
     print_tables(summary)
     print("\nplan: n asked for, and the power reached")
     for check in summary["plan"]:
