@@ -10,7 +10,16 @@ import pytest
 from scipy import stats
 
 from bloomqg.metrics.cell import score_cell
-from bloomqg.metrics.intervals import IntervalSpec, mover_paired, paired_binary, rate_interval, tango_paired
+from bloomqg.metrics.intervals import (
+    IntervalSpec,
+    bounded_mean_interval,
+    cr2_mean,
+    effective_size,
+    mover_paired,
+    paired_binary,
+    rate_interval,
+    tango_paired,
+)
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, paired_comparison, paired_comparisons
 from bloomqg.strategies import ComparisonSpec
@@ -375,7 +384,68 @@ def test_clustering_on_the_unit_widens_a_rate_whose_units_differ():
     by_unit = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="unit")), "usability")
     assert (plain["ci_low"], plain["ci_high"]) == (by_item["ci_low"], by_item["ci_high"])
     assert by_unit["ci_high"] - by_unit["ci_low"] > 2 * (plain["ci_high"] - plain["ci_low"])
+    # two units are fewer than the benchmark measured the clustered interval at: the row says so
+    assert by_unit["ci_method"] == "clopper_pearson_clustered_unit_few_clusters"
+
+
+def test_six_units_or_more_are_labelled_plainly_as_clustered():
+    rows = [vote(useful=i % 3 == 0, k_ori=[f"U{i % 6}"]) for i in range(60)]
+    by_unit = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="unit")), "usability")
     assert by_unit["ci_method"] == "clopper_pearson_clustered_unit"
+
+
+def _unequal_units(n: int, units: int) -> np.ndarray:
+    """Cluster labels of ``n`` rows over ``units`` whose sizes grow 1 : 5."""
+    weights = np.linspace(1.0, 5.0, units)
+    sizes = np.maximum(1, np.floor(n * weights / weights.sum())).astype(int)
+    sizes[-1] += n - sizes.sum()
+    return np.repeat(np.arange(units), sizes)
+
+
+def test_cr2_matches_the_hat_matrix_construction_of_bell_and_mccaffrey():
+    from scipy.linalg import inv, sqrtm
+
+    rng = np.random.default_rng(5)
+    labels = _unequal_units(40, 5)
+    y = rng.random(40)
+    n = len(y)
+    hat = np.full((n, n), 1.0 / n)  # intercept-only: X (XᵀX)⁻¹ Xᵀ
+    residual = y - y.mean()
+    meat, columns = 0.0, []
+    for g in range(5):
+        rows = labels == g
+        adjust = np.real(sqrtm(inv(np.eye(rows.sum()) - hat[np.ix_(rows, rows)])))
+        meat += float(np.sum(adjust @ residual[rows])) ** 2
+        column = np.zeros(n)
+        column[rows] = adjust.sum(axis=0) / n  # A_g X_g (XᵀX)⁻¹
+        columns.append((np.eye(n) - hat) @ column)
+    eigen = np.linalg.eigvalsh(np.array(columns) @ np.array(columns).T)
+    totals = np.bincount(labels, weights=y)
+    variance, df = cr2_mean(totals, np.bincount(labels).astype(float))
+    assert variance == pytest.approx(meat / n**2, rel=1e-10)
+    assert df == pytest.approx(eigen.sum() ** 2 / np.sum(eigen**2), rel=1e-10)
+
+
+def test_the_clustered_interval_covers_with_twelve_unequal_units():
+    # ICC 0.3 around a rate of 0.05, 400 questions on 12 units: CR1 on 11 df covered 0.84 here (this seed)
+    rng = np.random.default_rng(11)
+    labels = _unequal_units(400, 12)
+    p, icc, covered, replications = 0.05, 0.3, 0, 400
+    for _ in range(replications):
+        rates = rng.beta(p * (1 - icc) / icc, (1 - p) * (1 - icc) / icc, size=12)
+        values = (rng.random(400) < rates[labels]).astype(float)
+        n_eff, df = effective_size(values, np.ones(400), labels, 0.0, 1.0)
+        low, high = bounded_mean_interval(values.mean(), n_eff, 0.0, 1.0, "clopper_pearson", 0.95, df)
+        covered += low <= p <= high
+    assert covered / replications >= 0.91
+
+
+def test_no_yes_in_twelve_units_is_read_as_twelve_draws_not_400():
+    labels = _unequal_units(400, 12)
+    n_eff, df = effective_size(np.zeros(400), np.ones(400), labels, 0.0, 1.0)
+    low, high = bounded_mean_interval(0.0, n_eff, 0.0, 1.0, "clopper_pearson", 0.95, df)
+    per_unit = 400**2 / np.sum(np.bincount(labels) ** 2)
+    assert low == 0.0 and high == pytest.approx(float(rate_interval(0, per_unit, "clopper_pearson")[1]))
 
 
 def test_wider_confidence_gives_a_wider_interval():
