@@ -17,6 +17,10 @@ replications (:func:`bloomqg.annotation.ppi.ppi_mean`, checked here against ppi-
 first replications when it is installed). The sampling plan (:mod:`bloomqg.annotation.plan`)
 is checked on the same simulation: with the n it asks for, does PPI++ reach ± 5 points?
 
+A second design checks PPI++ of a paired difference whose judges err differently per arm (a
+true difference of 0 the judges see as +60 points; :func:`asymmetric_paired`) at 10, 30 and 100
+labels: its mean error, coverage and width ("asymmetric_paired" in the JSON line).
+
 Prints a table per metric, writes a figure, and ends with one JSON line
 ``{"coverage": {"judges": {"50": …}, "humans": {…}, "ppi": {…}}, "width": {…}, "plan": {…}}``:
 each coverage the lowest over the metrics, each width the mean (percentage points); the plan
@@ -38,7 +42,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bloomqg.annotation.plan import DEFAULT_ASSUMED_AGREEMENT, assumed_disagreement, labels_needed  # noqa: E402
-from bloomqg.annotation.ppi import MeanEstimate, calibrated_mean, classical_mean, ppi_mean  # noqa: E402
+from bloomqg.annotation.ppi import (  # noqa: E402
+    MeanEstimate,
+    calibrated_mean,
+    classical_mean,
+    ppi_mean,
+    with_pseudo_disagreements,
+)
 from bloomqg.annotation.simulation import SIMULATED_METRICS, simulate  # noqa: E402
 from bloomqg.metrics.intervals import IntervalSpec, rate_interval  # noqa: E402
 
@@ -117,6 +127,42 @@ def run(replications: int, seed: int) -> dict:
     }
 
 
+#: Labels per paired cell in the design whose judges err differently per arm.
+ASYMMETRIC_LABELLED = (10, 30, 100)
+ASYMMETRIC_PAIRS = 1000
+#: Replications of that design (fast; 2,000 left its mean error ± 0.5 points by chance)
+ASYMMETRIC_REPLICATIONS = 20_000
+
+
+def asymmetric_paired(replications: int, seed: int) -> dict:
+    """PPI++ of a paired difference b − a whose true value is 0 while the judges err differently:
+    both arms' true rate ½, arm a's judge only misses (false negatives), arm b's only over-calls
+    (false positives), both 70% accurate, so the judges see a difference of +60 points. Per
+    number of labels: mean error (points), coverage of the cell's true difference, mean width;
+    for bloomqg's estimator (``ppi``: leave-one-out λ, the guard in the width, t quantile), the
+    guard in the point as well (``ppi_symmetric_guard``: what bloomqg did before) and none."""
+    rng = np.random.default_rng(seed)
+    human_a = (rng.random((replications, ASYMMETRIC_PAIRS)) < 0.5).astype(float)
+    human_b = (rng.random((replications, ASYMMETRIC_PAIRS)) < 0.5).astype(float)
+    miss = rng.random(human_a.shape) < 0.6  # 0.5 × 0.6 = 30% of items wrong
+    judge_a = np.where((human_a == 1) & miss, 0.0, human_a)
+    judge_b = np.where((human_b == 0) & (rng.random(human_b.shape) < 0.6), 1.0, human_b)
+    human, judge = human_b - human_a, judge_b - judge_a
+    target = human.mean(axis=1)
+    out: dict = {}
+    for n in ASYMMETRIC_LABELLED:
+        y, yhat, unlabelled = human[:, :n], judge[:, :n], judge[:, n:]
+        guarded = ppi_mean(*with_pseudo_disagreements(y, yhat, 1, differences=True), unlabelled)
+        for name, estimate in (("ppi", calibrated_mean(y, yhat, unlabelled, differences=True)),
+                               ("ppi_symmetric_guard", guarded), ("ppi_plain", ppi_mean(y, yhat, unlabelled))):
+            covered = (estimate.ci_low <= target) & (target <= estimate.ci_high)
+            out.setdefault(name, {})[str(n)] = {
+                "bias": round(100 * float(np.mean(estimate.value - target)), 2),
+                "coverage": round(float(covered.mean()), 4),
+                "width": round(100 * float(np.mean(estimate.ci_high - estimate.ci_low)), 1)}
+    return out
+
+
 def print_table(result: dict) -> None:
     header = f"{'metric':<20}" + "".join(f"{e + ' n=' + str(n):>18}" for e in ESTIMATORS for n in LABELLED)
     print("Coverage of the nominal 95% interval (mean width, points)")
@@ -185,7 +231,13 @@ def main() -> None:
     for metric, entry in result["plan"].items():
         print(f"plan: {metric}: n = {entry['n']} for ± 5 points -> mean half-width {entry['mean_half_width']:.2f}, "
               f"coverage {entry['coverage']:.3f}")
+    asymmetric = asymmetric_paired(ASYMMETRIC_REPLICATIONS, args.seed + 1)
+    print("paired difference 0, judges erring differently per arm: bias (points), coverage, width")
+    for name, by_n in asymmetric.items():
+        print(f"  {name:<22}" + "".join(f"  n={n}: {v['bias']:+.2f} {v['coverage']:.3f} ({v['width']:.1f})"
+                                          for n, v in by_n.items()))
     summary = {
+        "asymmetric_paired": asymmetric,
         "coverage": {e: {str(n): min(result["coverage"][(e, m, n)] for m in SIMULATED_METRICS) for n in LABELLED}
                      for e in ESTIMATORS},
         "width": {e: {str(n): round(float(np.mean([result["width"][(e, m, n)] for m in SIMULATED_METRICS])), 3)

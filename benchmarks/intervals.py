@@ -2,33 +2,32 @@
 at the n it prints them at, for the methods the report uses beside the ones it replaced.
 
 For each kind of number, true values are known and cells are drawn from them
-(n ∈ {5, 10, 20, 50, 100, 400}, true rates ∈ {0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98}):
+(n ∈ {5, 10, 20, 50, 100, 400}, true rates ∈ {0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995}:
+the extreme margins included). Every printed figure is the **minimum over designs**; the final
+JSON line's ``"designs": {KIND: [names]}`` says what each minimum ran over.
 
 - ``rate`` (unique, readable, answerable, usability, CatCons, the shift shares, the accuracies):
-  coverage computed exactly, summing over every count k ~ Binomial(n, p) (infinitely many
-  replications); Clopper–Pearson (the report's), Wilson, Jeffreys and the percentile bootstrap (whose
-  resampled rate is Binomial(n, k/n)/n: its limit as resamples grow);
-- ``knowcov`` (a mean of coverage fractions: a third of the originals carry two units) and
-  ``cogshift`` (a mean of |Δ| in 0..5; the rate is the share of shifted questions, the magnitudes
-  as the release's) and ``cogleap_mean`` (|Δ| of leaps, 2..5): simulated; the bounded-mean
-  interval (exact and Wilson) beside Student's t and the percentile bootstrap;
-- ``rate_clustered_unit``: questions on 12 knowledge units whose rates differ (intraclass
-  correlation 0.1): the interval with ``cluster: unit`` beside the unclustered one;
-- ``paired_binary`` (a difference of two rates on the same items; correlated arms, a true
-  difference of 0 and of 0.4 × 0.375): Newcombe's score interval beside the percentile
-  bootstrap; ``paired_knowcov`` and ``paired_cogshift`` (the same design on graded outcomes):
-  its MOVER generalisation beside it;
-- the study plan: for planned differences the n it asks for is simulated with the exact McNemar
-  test (and a graded plan with the Wilcoxon test the workflow runs); the power reached must be
-  the stated one ± 0.05.
+  coverage computed exactly, summing over every count k ~ Binomial(n, p); Clopper–Pearson (the
+  report's), Wilson, Jeffreys and the percentile bootstrap (its limit as resamples grow);
+- graded outcomes, simulated: ``knowcov`` (a third of the originals carry two units),
+  ``knowcov_skewed`` (fractions from a beta with its mass at the ends), ``cogshift`` (|Δ| in
+  0..5, the release's magnitudes), ``cogshift_bimodal`` (|Δ| 0 or 4–5 only) and ``cogleap_mean``
+  (|Δ| of leaps, 2..5): the report's interval (the rate's on the mean rescaled to 0..1, at n)
+  beside a candidate at the effective n of the outcome's own variance, Wilson's, Student's t and
+  the percentile bootstrap;
+- ``rate_6_units``, ``rate_12_units``, ``rate_30_units``: questions on 6, 12 or 30 knowledge
+  units of unequal size (1 : 5) whose rates differ with intraclass correlation 0.05, 0.1 or 0.3
+  (n ≥ 2 per unit): ``cluster: unit`` beside the unclustered interval;
+- ``paired_binary`` (correlated arms, a true difference of 0 and of 0.4 × 0.375): Tango's score
+  interval beside the percentile bootstrap, and ``paired_binary_exact``: its exact coverage over
+  one-sided, balanced, 3:1 and no-discordance designs; ``paired_knowcov`` and
+  ``paired_cogshift``: MOVER beside the bootstrap;
+- the study plan: the n it asks for, simulated with the exact McNemar test (and a graded plan
+  with the Wilcoxon test); the power reached must be the stated one ± 0.05.
 
-Simulated kinds use ``--replications`` (default 2,000) per (n, rate); the bootstrap 400
-resamples, at n ≤ 50 (it is there to show what it was replaced for). Prints a table per kind, writes a figure, and ends with one JSON line
-``{"coverage": {KIND: {N: min over rates}}, "width": {KIND: {N: mean width}}, "method": {KIND:
-NAME}, "width_vs_clopper_pearson": {N: max ratio}, "plan": [...], "goals": {...}}`` for the
-methods the report uses (the goals: coverage ≥ 0.94 from n = 10 for those, the rate's width at
-most 1.2 × Clopper–Pearson's, the plan's power within 0.05; the clustered design is measured and
-printed beside them, not judged: it is not the default).
+Simulated kinds use ``--replications`` per design; the bootstrap 250 resamples, at n ≤ 50.
+Prints a table per kind, writes a figure, and ends with one JSON line (coverage and width of the
+report's methods per kind and n, the goals, the designs).
 
     python benchmarks/intervals.py [--replications 2000] [--figure results/benchmarks/intervals.png]
 """
@@ -37,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -51,14 +51,16 @@ from bloomqg.metrics.intervals import (  # noqa: E402
     bounded_mean_interval,
     effective_size,
     mover_paired,
-    newcombe_paired,
+    paired_binary,
+    tango_paired,
     rate_interval,
     wilson,
+    z_of,
 )
 from bloomqg.metrics.plan import mcnemar_power, pairs_needed  # noqa: E402
 
 SIZES = (5, 10, 20, 50, 100, 400)
-RATES = (0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98)
+RATES = (0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995)
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 250
 BOOTSTRAP_MAX_N = 50
@@ -66,14 +68,18 @@ BOOTSTRAP_MAX_N = 50
 RATE = IntervalSpec().method
 #: |Δ| of a shifted question, 1..5: the release's GLM-4-9B CS shifts, rounded.
 SHIFT_MAGNITUDES = np.array([0.45, 0.30, 0.15, 0.07, 0.03])
+#: A graded outcome's interval as the report makes it: the rate's on its rescaled mean at n.
+GRADED = f"{RATE}_bounded_mean"
+#: The candidate measured beside it: the same at the effective n of the outcome's own variance.
+EFFECTIVE_N = f"{RATE}_effective_n"
 #: What the report prints for each kind (the goal is judged on these).
 REPORT_METHOD = {
-    "rate": RATE, "knowcov": f"{RATE}_bounded_mean", "cogshift": f"{RATE}_bounded_mean",
-    "cogleap_mean": f"{RATE}_bounded_mean", "paired_binary": "newcombe_paired_score",
+    "rate": RATE, "knowcov": GRADED, "knowcov_skewed": GRADED, "cogshift": GRADED, "cogshift_bimodal": GRADED,
+    "cogleap_mean": GRADED, "paired_binary": "tango_paired_score",
     "paired_knowcov": "mover_paired_score", "paired_cogshift": "mover_paired_score",
 }
 #: Measured too, but not printed by default (config intervals.cluster: unit).
-OPTIONAL_METHOD = {"rate_clustered_unit": f"{RATE}_clustered_unit"}
+OPTIONAL_METHOD = {f"rate_{units}_units": f"{RATE}_clustered_unit" for units in (6, 12, 30)}
 
 
 def rates_exact() -> dict:
@@ -108,11 +114,51 @@ def _draw_leap(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np
     return 2.0 + rng.binomial(3, 1 - p, shape)  # p near 1: leaps of 2 levels
 
 
+def _draw_bimodal(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    """CogShift levels 0 or 4–5 only: most questions keep their level, the rest leap far."""
+    shifted = rng.random(shape) < p
+    return np.where(shifted, 4.0 + (rng.random(shape) < 0.5), 0.0)
+
+
+def _draw_skewed(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    """KnowCov fractions from a beta whose mean is p and whose mass sits at one end (a = b / 4
+    around p = 0.2): most questions keep almost nothing or almost everything."""
+    return rng.beta(0.3 * p / (1 - p) if p < 1 else 1.0, 0.3, shape) if 0 < p < 1 else np.full(shape, p)
+
+
 MEANS = {  # kind: (draw, true mean of the rate p, range)
     "knowcov": (_draw_knowcov, lambda p: p, (0.0, 1.0)),
+    "knowcov_skewed": (_draw_skewed, lambda p: p, (0.0, 1.0)),
+    "cogshift_bimodal": (_draw_bimodal, lambda p: 4.5 * p, (0.0, 5.0)),
     "cogshift": (_draw_cogshift, lambda p: p * float(np.arange(1, 6) @ SHIFT_MAGNITUDES), (0.0, 5.0)),
     "cogleap_mean": (_draw_leap, lambda p: 2.0 + 3 * (1 - p), (2.0, 5.0)),
 }
+
+
+#: The smallest design effect a graded outcome's own variance may claim (:func:`graded_size`, a candidate):
+#: without it a cell of ten questions that all shifted one level (variance 0) would get an
+#: interval of zero width. 0 dipped to 0.936 on CogShift in a scratch sweep.
+GRADED_DEFF_FLOOR = 0.3
+
+
+def graded_size(values: np.ndarray, lower: float, upper: float, confidence: float = 0.95) -> float:
+    """The effective n at which a graded outcome's mean gets the rate's interval on its rescaled
+    mean (:func:`bounded_mean_interval`, df inf): n over the design effect s² / (μ(1 − μ)) of
+    the rescaled values (Korn & Graubard 1998's effective sample, here below n where the
+    outcome varies less than a yes/no one of that mean), shrunk by (z / t_{n−1})² because s²
+    is estimated, floored at :data:`GRADED_DEFF_FLOOR` and never below n (the binomial
+    bound, exact whatever the distribution, is the most the interval needs)."""
+    x = (np.asarray(values, dtype=np.float64) - lower) / (upper - lower) if upper > lower else np.zeros(0)
+    n = len(x)
+    if n < 2:
+        return float(n)
+    mean = float(x.mean())
+    spread = mean * (1.0 - mean)
+    if spread <= 0:
+        return float(n)
+    deff = max(float(x.var(ddof=1)) / spread, GRADED_DEFF_FLOOR)
+    t = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1))
+    return max(n / deff * (z_of(confidence) / t) ** 2, float(n))
 
 
 def _bootstrap(rng: np.random.Generator, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,11 +177,14 @@ def means_simulated(rng: np.random.Generator, replications: int) -> dict:
                 values = draw(rng, p, (replications, n))
                 truth = truth_of(p)
                 means = values.mean(axis=1)
-                score = np.array([bounded_mean_interval(m, n, lower, upper, RATE, CONFIDENCE) for m in means])
+                score = np.array([bounded_mean_interval(m, graded_size(row, lower, upper, CONFIDENCE), lower, upper,
+                                                        RATE, CONFIDENCE) for m, row in zip(means, values)])
+                exact = np.array([bounded_mean_interval(m, n, lower, upper, RATE, CONFIDENCE) for m in means])
                 wilson_score = np.array([bounded_mean_interval(m, n, lower, upper, "wilson", CONFIDENCE) for m in means])
                 sd = values.std(axis=1, ddof=1) if n > 1 else np.zeros(replications)
                 half = stats.t.ppf(0.975, max(n - 1, 1)) * sd / np.sqrt(n)
-                candidates = {f"{RATE}_bounded_mean": (score[:, 0], score[:, 1]),
+                candidates = {GRADED: (exact[:, 0], exact[:, 1]),
+                              EFFECTIVE_N: (score[:, 0], score[:, 1]),
                               "wilson_bounded_mean": (wilson_score[:, 0], wilson_score[:, 1]),
                               "student_t": (means - half, means + half)}
                 if n <= BOOTSTRAP_MAX_N:
@@ -146,26 +195,42 @@ def means_simulated(rng: np.random.Generator, replications: int) -> dict:
     return out
 
 
-def clustered_simulated(rng: np.random.Generator, replications: int, units: int = 12, icc: float = 0.1) -> dict:
-    """Questions spread over ``units`` knowledge units whose own rates are beta-distributed around p
-    with intraclass correlation ``icc``; the truth is p (the population the units are drawn from)."""
+#: Clustered designs: (units, intraclass correlation); unit sizes grow 1 : 5 across the units.
+CLUSTER_DESIGNS = tuple((units, icc) for units in (6, 12, 30) for icc in (0.05, 0.1, 0.3))
+
+
+def _unit_labels(n: int, units: int) -> np.ndarray:
+    """Each of ``n`` questions' unit, the units' sizes growing 1 : 5 (at least one question each)."""
+    weights = np.linspace(1.0, 5.0, units)
+    sizes = np.maximum(1, np.floor(n * weights / weights.sum())).astype(int)
+    sizes[-1] += n - sizes.sum()
+    return np.repeat(np.arange(units), sizes)
+
+
+def clustered_simulated(rng: np.random.Generator, replications: int) -> dict:
+    """Questions spread over the units of each :data:`CLUSTER_DESIGNS` entry (n ≥ 2 per unit on
+    average) whose own rates are beta-distributed around p with the design's intraclass
+    correlation; the truth is p (the population the units are drawn from). Keys carry the
+    units, so the table can print 6, 12 and 30 apart."""
     out: dict = {}
-    for n in SIZES[1:]:
-        clusters = np.arange(n) % units
-        for p in RATES:
-            a, b = p * (1 - icc) / icc, (1 - p) * (1 - icc) / icc
-            unit_rates = rng.beta(a, b, size=(replications, units))
-            values = (rng.random((replications, n)) < unit_rates[:, clusters]).astype(float)
+    for units, icc in CLUSTER_DESIGNS:
+        for n in (n for n in SIZES[1:] if n >= 2 * units):
+            clusters = _unit_labels(n, units)
             member = np.ones(n)
-            plain, clustered = [], []
-            for row in values:
-                mean = row.mean()
-                plain.append(bounded_mean_interval(mean, n, 0.0, 1.0, RATE, CONFIDENCE))
-                n_eff, df = effective_size(row, member, clusters, 0.0, 1.0)
-                clustered.append(bounded_mean_interval(mean, n_eff, 0.0, 1.0, RATE, CONFIDENCE, df))
-            for method, bounds in ((f"{RATE}_clustered_unit", clustered), (RATE, plain)):
-                low, high = np.array(bounds).T
-                out[(method, n, p)] = (float(np.mean((low <= p) & (p <= high))), float(np.mean(high - low)))
+            for p in RATES:
+                a, b = p * (1 - icc) / icc, (1 - p) * (1 - icc) / icc
+                unit_rates = rng.beta(a, b, size=(replications, units))
+                values = (rng.random((replications, n)) < unit_rates[:, clusters]).astype(float)
+                plain, clustered = [], []
+                for row in values:
+                    mean = row.mean()
+                    plain.append(bounded_mean_interval(mean, n, 0.0, 1.0, RATE, CONFIDENCE))
+                    n_eff, df = effective_size(row, member, clusters, 0.0, 1.0, CONFIDENCE)
+                    clustered.append(bounded_mean_interval(mean, n_eff, 0.0, 1.0, RATE, CONFIDENCE, df))
+                for method, bounds in ((f"{RATE}_clustered_unit", clustered), (RATE, plain)):
+                    low, high = np.array(bounds).T
+                    out[(units, method, n, icc, p)] = (float(np.mean((low <= p) & (p <= high))),
+                                                       float(np.mean(high - low)))
     return out
 
 
@@ -183,8 +248,8 @@ def paired_simulated(rng: np.random.Generator, replications: int) -> dict:
         for p in RATES:
             for shift in (0.0, 0.375):
                 a, b, truth = _paired_binary_draw(rng, p, shift, (replications, n))
-                score = np.array([newcombe_paired(x, y, CONFIDENCE) for x, y in zip(a, b)])
-                candidates = {"newcombe_paired_score": (score[:, 0], score[:, 1])}
+                score = np.array([paired_binary(x, y, CONFIDENCE) for x, y in zip(a, b)])
+                candidates = {"tango_paired_score": (score[:, 0], score[:, 1])}
                 if n <= BOOTSTRAP_MAX_N:
                     candidates["percentile_bootstrap"] = _bootstrap(rng, b.astype(float) - a.astype(float))
                 for method, (low, high) in candidates.items():
@@ -206,6 +271,37 @@ def paired_simulated(rng: np.random.Generator, replications: int) -> dict:
                     for method, (low, high) in candidates.items():
                         out[(kind, method, n, p, shift)] = (
                             float(np.mean((low <= truth + 1e-9) & (truth - 1e-9 <= high))), float(np.mean(high - low)))
+    return out
+
+
+#: Designs of the exact paired check: (name, discordance ψ, difference δ). One-sided: every
+#: discordant pair favours b (δ = ψ); balanced: δ = 0; half: three in four favour b; none: ψ = 0.
+PAIRED_EXACT_DESIGNS = tuple(
+    [(f"one-sided psi={psi}", psi, psi) for psi in (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8)]
+    + [(f"balanced psi={psi}", psi, 0.0) for psi in (0.02, 0.1, 0.3, 0.5, 0.8)]
+    + [(f"3:1 psi={psi}", psi, psi / 2) for psi in (0.02, 0.1, 0.3, 0.5, 0.8)]
+    + [("no discordance", 0.0, 0.0)]
+)
+
+
+def paired_exact(sizes: tuple[int, ...] = (5, 10, 12, 15, 20, 22, 30, 50, 100, 200, 400)) -> dict:
+    """Exact coverage of the report's paired yes/no interval (Tango's; it depends on the discordant
+    counts only) summed over every trinomial (b only, a only, agree) at each n, per design of
+    :data:`PAIRED_EXACT_DESIGNS`: {n: (lowest coverage, its design, mean width over designs)}."""
+    out = {}
+    for n in sizes:
+        only_b, only_a = (g.ravel() for g in np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij"))
+        keep = only_b + only_a <= n
+        only_b, only_a = only_b[keep], only_a[keep]
+        low, high = tango_paired(only_b, only_a, n, CONFIDENCE)
+        worst, widths = (2.0, ""), []
+        for name, psi, delta in PAIRED_EXACT_DESIGNS:
+            weight = stats.multinomial.pmf(np.stack([only_b, only_a, n - only_b - only_a], 1), n,
+                                           [(psi + delta) / 2, (psi - delta) / 2, 1 - psi])
+            coverage = float(np.sum(weight * ((low <= delta + 1e-12) & (delta - 1e-12 <= high))))
+            widths.append(float(np.sum(weight * (high - low))))
+            worst = min(worst, (coverage, name))
+        out[str(n)] = {"coverage": round(worst[0], 4), "design": worst[1], "width": round(float(np.mean(widths)), 4)}
     return out
 
 
@@ -246,16 +342,19 @@ def summarise(exact: dict, means: dict, clustered: dict, paired: dict) -> dict:
         for n in SIZES:
             put("rate", method, n, [exact[(method, n, p)] for p in RATES])
     for kind in MEANS:
-        for method in (f"{RATE}_bounded_mean", "wilson_bounded_mean", "student_t", "percentile_bootstrap"):
+        for method in (GRADED, EFFECTIVE_N, "wilson_bounded_mean", "student_t", "percentile_bootstrap"):
             for n in SIZES:
                 found = [means[(kind, method, n, p)] for p in RATES if (kind, method, n, p) in means]
                 if found:
                     put(kind, method, n, found)
-    for method in (f"{RATE}_clustered_unit", RATE):
-        for n in SIZES[1:]:
-            put("rate_clustered_unit", method, n, [clustered[(method, n, p)] for p in RATES])
+    for units in sorted({key[0] for key in clustered}):
+        for method in (f"{RATE}_clustered_unit", RATE):
+            for n in SIZES:
+                found = [v for k, v in clustered.items() if k[0] == units and k[1] == method and k[2] == n]
+                if found:
+                    put(f"rate_{units}_units", method, n, found)
     for kind in ("paired_binary", "paired_knowcov", "paired_cogshift"):
-        for method in ("newcombe_paired_score", "mover_paired_score", "percentile_bootstrap"):
+        for method in ("tango_paired_score", "mover_paired_score", "percentile_bootstrap"):
             for n in SIZES:
                 found = [v for k, v in paired.items() if k[0] == kind and k[1] == method and k[2] == n]
                 if found:
@@ -270,6 +369,26 @@ def summarise(exact: dict, means: dict, clustered: dict, paired: dict) -> dict:
     report_width = {kind: width[kind][chosen[kind]] for kind in chosen}
     return {"coverage": report_coverage, "width": report_width, "method": chosen,
             "width_vs_clopper_pearson": ratio, **compared}
+
+
+def designs() -> dict[str, list[str]]:
+    """What each printed minimum ran over: {METRIC: [design names]}."""
+    rates = [f"p={p}" for p in RATES]
+    out = {"rate": rates, **{kind: rates for kind in MEANS}}
+    for units in sorted({u for u, _ in CLUSTER_DESIGNS}):
+        out[f"rate_{units}_units"] = [f"{units} units (sizes 1:5) ICC={icc} p={p}" for u, icc in CLUSTER_DESIGNS
+                                      if u == units for p in RATES]
+    for kind in ("paired_binary", "paired_knowcov", "paired_cogshift"):
+        out[kind] = [f"p_a={p} shift={shift} (b keeps a with prob. 0.6)" for p in RATES for shift in (0.0, 0.375)]
+    out["paired_binary_exact"] = [name for name, _, _ in PAIRED_EXACT_DESIGNS]
+    return out
+
+
+def graded_ratio(summary: dict) -> dict:
+    """The effective-n candidate's mean width over the report's, per graded kind, n = 10 … 100."""
+    width = summary["width_all"]
+    return {kind: {n: round(width[kind][EFFECTIVE_N][n] / width[kind][GRADED][n], 3)
+                   for n in ("10", "20", "50", "100")} for kind in MEANS}
 
 
 def print_tables(summary: dict) -> None:
@@ -323,6 +442,11 @@ def main() -> None:
     summary = summarise(rates_exact(), means_simulated(rng, args.replications),
                         clustered_simulated(rng, args.replications), paired_simulated(rng, args.replications))
     summary["plan"] = plan_checked(rng, args.replications)
+    summary["paired_binary_exact"] = paired_exact()
+    summary["designs"] = designs()
+    print("\npaired yes/no, Tango's interval, exact: lowest coverage over the designs (its design; mean width)")
+    for n, entry in summary["paired_binary_exact"].items():
+        print(f"  n={n:>4}: {entry['coverage']:.4f} ({entry['design']}; {entry['width']:.3f})")
     print_tables(summary)
     print("\nplan: n asked for, and the power reached")
     for check in summary["plan"]:
@@ -334,8 +458,9 @@ def main() -> None:
         "coverage_at_least_0.94_from_n_10": min(at_least_10) >= 0.94,
         "lowest_coverage_from_n_10": min(at_least_10),
         "rate_width_at_most_1.2x_clopper_pearson": max(summary["width_vs_clopper_pearson"].values()) <= 1.2,
-        "clustered_unit_lowest_from_n_10": min(c for n, c in summary["coverage"]["rate_clustered_unit"].items()
-                                               if int(n) >= 10),
+        "clustered_unit_lowest_from_n_10": {kind: min(summary["coverage"][kind].values())
+                                             for kind in OPTIONAL_METHOD},
+        "effective_n_width_vs_report": graded_ratio(summary),
         "plan_power_within_0.05": all(abs(c["simulated_power"] - c["stated_power"]) <= 0.05 for c in summary["plan"]),
     }
     summary["seconds"] = round(time.perf_counter() - started, 1)

@@ -329,7 +329,7 @@ def estimate_one(human: np.ndarray, judge: np.ndarray, confidence: float,
     :data:`~bloomqg.frames.CALIBRATION_ESTIMATES`). The judges' and the humans' own intervals
     hold at small n (:func:`~bloomqg.annotation.ppi.score_mean`). ``arms`` (``((human_a,
     human_b), (judge_a, judge_b))``): the values are paired differences b − a, the own intervals
-    Newcombe's paired ones on the arms, and the PPI guard is mirrored (unbiased at 0)."""
+    the strategy comparisons' paired ones on the arms (Tango's for 0/1), and the PPI guard is mirrored (unbiased at 0)."""
     labelled = ~np.isnan(human)
     judged = ~np.isnan(judge)
     differences = arms is not None

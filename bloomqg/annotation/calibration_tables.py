@@ -92,7 +92,7 @@ def calibrated_table(estimates: pd.DataFrame, agreement: pd.DataFrame | None, *,
         + " Each metric here is a share of all the cell's generated questions (CatCons over "
         f"every question, not only the useful ones), the mean PPI corrects. PPI++ adds {pseudo_disagreements} "
         "pseudo-labelled error(s) of each kind (docs/judge-reliability.md). The two own intervals are exact "
-        "(Clopper–Pearson); PPI++'s is the normal interval ppi-python computes, not clipped to 0–100."
+        "(Clopper–Pearson); PPI++'s is the normal interval ppi-python computes, clipped to 0–100."
     )
     pooled = agreement[agreement["model"] == "all"].set_index("granularity") if agreement is not None and len(agreement) else None
     if pooled is not None and len(pooled) and int(pooled["n"].iloc[0]):

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES, panel_outcomes
-from bloomqg.annotation.ppi import z_value
 from bloomqg.annotation.sample import CELL_KEYS
 from bloomqg.frames import ANNOTATION_PLAN
+from bloomqg.metrics.intervals import z_of
 
 #: Agreement assumed when no pilot round was imported: Table 9's averages (Bloom level 46.58%,
 #: unique 90.75%, readable 98.08%, answerable 95.83%); knowledge units 80% (no published figure);
@@ -75,7 +75,7 @@ def predicted_half_width(n: np.ndarray | int, big_n: int, judge_rate: float, jud
     worst = 0.25 if low <= 0.5 <= high else max(low * (1 - low), high * (1 - high))
     variance = np.minimum(disagreement / n + judge_variance / unlabelled, worst / n)
     variance = np.where(n >= big_n, worst / big_n, variance)
-    return 100.0 * z_value(confidence) * np.sqrt(variance)
+    return 100.0 * z_of(confidence) * np.sqrt(variance)
 
 
 def labels_needed(judge: np.ndarray, disagreement: float, *, half_width: float = DEFAULT_HALF_WIDTH,

@@ -31,6 +31,15 @@ at 0.942–0.957 for n = 50 … 400 labels with one (mean width 18.1 points at n
 with two (19.1 points), 0.619 with none; one is the narrowest that holds 0.94. 0 gives
 ppi-python's PPI++ unchanged.
 
+Paired differences b − a whose judges err differently per arm (arm a's judge only misses, arm b's
+only over-calls) were biased by the guard: the pseudo-items' rectifier sums to 0, so it shrank the
+real rectifier by n / (n + 4) and left λ × the judges' difference uncorrected (+8 points at 10
+labels, true difference 0, ``benchmarks/calibration.py``). For differences the guard now sets
+the interval's width only: the point is PPI++ on the real labels with each label's λ tuned
+without it (leave one out, so λ and the error it multiplies are independent; λ from all labels
+left +1.3 points), and the half-width takes the rectifier's variance with ddof 1 and Student's t
+on n − 1 degrees of freedom (the normal interval covered 0.915 at 10 labels).
+
 The functions take the last axis as the items, so a stack of simulated replications (``R × n``
 and ``R × N`` arrays) is estimated in one call (``benchmarks/calibration.py``). No import of
 ppi-python (numba) is needed at run time.
@@ -41,8 +50,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
-from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired, z_of
+from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired, paired_binary, z_of
 
 
 @dataclass(frozen=True)
@@ -53,11 +63,6 @@ class MeanEstimate:
     ci_low: np.ndarray
     ci_high: np.ndarray
     lam: np.ndarray  # the λ used (0 for the humans-only estimate, NaN for the judges-only one)
-
-
-def z_value(confidence: float) -> float:
-    """The two-sided normal quantile of ``confidence`` (1.96 for 0.95): the metrics' own."""
-    return z_of(confidence)
 
 
 def _as_items(values: np.ndarray, what: str) -> np.ndarray:
@@ -78,6 +83,24 @@ def power_tuning(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray) -
     with np.errstate(invalid="ignore", divide="ignore"):
         lam = covariance / ((1.0 + n / big_n) * variance)
     return np.clip(np.where(variance > 0, lam, 0.0), 0.0, 1.0)
+
+
+def leave_one_out_tuning(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray) -> np.ndarray:
+    """:func:`power_tuning`'s λ̂ for each labelled item from every other one (``... × n``): the
+    same population covariance and pooled sample variance, with the item's terms taken out of
+    their sums."""
+    m, big_n = y.shape[-1] - 1, yhat_unlabelled.shape[-1]
+    if m < 1:
+        return np.zeros_like(y)
+    sum_y, sum_hat = y.sum(-1, keepdims=True) - y, yhat.sum(-1, keepdims=True) - yhat
+    covariance = ((y * yhat).sum(-1, keepdims=True) - y * yhat) / m - (sum_y / m) * (sum_hat / m)
+    total = m + big_n
+    pooled_sum = sum_hat + yhat_unlabelled.sum(-1, keepdims=True)
+    pooled_squares = (yhat * yhat).sum(-1, keepdims=True) - yhat * yhat + (yhat_unlabelled ** 2).sum(-1, keepdims=True)
+    variance = (pooled_squares - pooled_sum * pooled_sum / total) / (total - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lam = covariance / ((1.0 + m / big_n) * variance)
+    return np.clip(np.where(variance > 1e-12, lam, 0.0), 0.0, 1.0)
 
 
 def ppi_mean(
@@ -103,7 +126,7 @@ def ppi_mean(
     weight = tuned[..., None]
     value = (weight * yhat_unlabelled).mean(-1) + (y - weight * yhat).mean(-1)
     spread = np.sqrt((weight * yhat_unlabelled).std(-1) ** 2 / big_n + (y - weight * yhat).std(-1) ** 2 / n)
-    z = z_value(confidence)
+    z = z_of(confidence)
     return MeanEstimate(value, value - z * spread, value + z * spread, np.asarray(tuned))
 
 
@@ -120,10 +143,13 @@ def score_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95) -> MeanEstimate:
-    """mean(b − a) of paired outcomes in [0, 1] with Newcombe's paired score interval (its MOVER
-    form, :func:`bloomqg.metrics.intervals.mover_paired`), as the strategy comparisons use."""
+    """mean(b − a) of paired outcomes in [0, 1] with the interval the strategy comparisons use:
+    Tango's (:func:`bloomqg.metrics.intervals.paired_binary`) for 0/1 outcomes, MOVER on the
+    arms' means (:func:`bloomqg.metrics.intervals.mover_paired`) where an arm holds a fraction
+    (a mean over several annotators)."""
     a, b = _as_items(a, "first arm"), _as_items(b, "second arm")
-    low, high = mover_paired(a, b, 0.0, 1.0, confidence)
+    binary = bool(np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all())
+    low, high = paired_binary(a, b, confidence) if binary else mover_paired(a, b, 0.0, 1.0, confidence)
     return MeanEstimate(np.asarray(float((b - a).mean())), np.asarray(low), np.asarray(high), np.asarray(0.0))
 
 
@@ -132,7 +158,7 @@ def classical_mean(values: np.ndarray, *, confidence: float = 0.95) -> MeanEstim
     values = _as_items(values, "values")
     value = values.mean(-1)
     spread = values.std(-1) / np.sqrt(values.shape[-1])
-    z = z_value(confidence)
+    z = z_of(confidence)
     return MeanEstimate(value, value - z * spread, value + z * spread, np.zeros_like(value))
 
 
@@ -170,6 +196,31 @@ def calibrated_mean(
     differences: bool = False,
 ) -> MeanEstimate:
     """PPI++ (:func:`ppi_mean`, λ tuned) on the labelled items plus the pseudo-disagreements
-    (mirrored for ``differences``, see :func:`with_pseudo_disagreements`)."""
-    y, yhat = with_pseudo_disagreements(y, yhat, pseudo_disagreements, differences=differences)
-    return ppi_mean(y, yhat, yhat_unlabelled, confidence=confidence)
+    (mirrored for ``differences``, see :func:`with_pseudo_disagreements`), estimate and interval
+    clipped to what the quantity can be: a share to [0, 1], a difference of shares to [−1, 1]
+    (the normal interval knows no range: a share of 0.08 came out as [−0.073, 0.240]).
+
+    ``differences``: the pseudo-items set the width only, and the point is PPI++ on the real
+    labels with leave-one-out λ, the half-width widened to Student's t (see the module)."""
+    guarded_y, guarded_yhat = with_pseudo_disagreements(y, yhat, pseudo_disagreements, differences=differences)
+    estimate = ppi_mean(guarded_y, guarded_yhat, yhat_unlabelled, confidence=confidence)
+    if not differences:
+        return clipped(estimate, 0.0, 1.0)
+    y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
+    yhat_unlabelled = np.asarray(yhat_unlabelled, dtype=np.float64)
+    n = y.shape[-1]
+    lam = leave_one_out_tuning(guarded_y, guarded_yhat, yhat_unlabelled)[..., :n]
+    value = y.mean(-1) + (lam * (yhat_unlabelled.mean(-1, keepdims=True) - yhat)).mean(-1)
+    # the width: the guarded rows' variances as in ppi_mean, the rectifier's with ddof 1 and
+    # Student's t (the normal interval on ddof 0 covered 0.915 at 10 labels)
+    tuned = estimate.lam[..., None]
+    rectifier = (guarded_y - tuned * guarded_yhat).var(-1, ddof=1) / guarded_y.shape[-1]
+    spread = np.sqrt((tuned * yhat_unlabelled).var(-1) / yhat_unlabelled.shape[-1] + rectifier)
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, max(n - 1, 1))) * spread
+    return clipped(MeanEstimate(value, value - half, value + half, lam.mean(-1)), -1.0, 1.0)
+
+
+def clipped(estimate: MeanEstimate, lower: float, upper: float) -> MeanEstimate:
+    """``estimate`` with its value and bounds clipped to [``lower``, ``upper``]."""
+    value, low, high = (np.clip(v, lower, upper) for v in (estimate.value, estimate.ci_low, estimate.ci_high))
+    return MeanEstimate(value, low, high, estimate.lam)

@@ -20,7 +20,9 @@ from bloomqg.metrics.intervals import (
     PERCENTILE,
     IntervalSpec,
     bounded_mean_interval,
+    cluster_count,
     effective_size,
+    interval_method,
     percentile_interval,
     resample_counts,
 )
@@ -92,13 +94,13 @@ def score_intervals(
         outcome = numerators[member, i]
         mean = float(outcome.sum()) / n
         n_eff, df = effective_size(np.where(member, numerators[:, i], 0.0), member.astype(np.float64),
-                                   clusters, lower, upper)
+                                   clusters, lower, upper, intervals.confidence)
         a, b = bounded_mean_interval(mean, n_eff, lower, upper, intervals.method, intervals.confidence, df)
         factor = n if spec.kind == "sum" else 1.0
         low[i], high[i] = a * factor, b * factor
-        binary = (lower, upper) == (0.0, 1.0) and bool(np.isin(outcome, (0.0, 1.0)).all())
-        name = intervals.method if binary else f"{intervals.method}_bounded_mean"
-        methods.append(f"{name}_clustered_{intervals.cluster}" if math.isfinite(df) else name)
+        methods.append(interval_method(intervals.method, graded=spec.graded,
+                                       cluster=intervals.cluster if math.isfinite(df) else None,
+                                       clusters=cluster_count(member, clusters)))
     return low, high, methods
 
 

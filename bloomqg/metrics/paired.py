@@ -1,5 +1,5 @@
 """Strategy against strategy on the same items: paired differences with their intervals
-(Newcombe's paired score interval for 0/1 outcomes, its MOVER generalisation for graded ones;
+(Tango's score interval for 0/1 outcomes, MOVER on the arms' bounded means for graded ones;
 :mod:`bloomqg.metrics.intervals`), McNemar or Wilcoxon tests, Holm-adjusted within each
 metric's family.
 
@@ -24,10 +24,11 @@ import pandas as pd
 from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.intervals import (
     MOVER,
-    NEWCOMBE,
     PERCENTILE,
+    TANGO,
+    discordant_counts,
     mover_paired,
-    newcombe_paired,
+    paired_binary,
     percentile_interval,
     resample_counts,
 )
@@ -56,7 +57,7 @@ def paired_comparison(
     A pair enters a metric when the per-question outcome is defined in both arms (the metric's
     denominator in :func:`bloomqg.metrics.cell.score_cell`). ``value_a``/``value_b`` are the
     metric over those pairs, ``diff`` = b − a (percentage points for percent metrics) with
-    Newcombe's paired score interval (binary outcomes) or its MOVER generalisation (graded ones),
+    Tango's paired score interval (binary outcomes) or MOVER on the arms' means (graded ones),
     or with ``bootstrap`` a paired percentile bootstrap; ``ci_method`` names it. Binary outcomes: exact McNemar (binomial test on the
     discordant pairs; p = 1 when there are none) with Cohen's h. Graded outcomes (knowcov,
     cogshift): Wilcoxon signed-rank on the non-zero differences (p = 1 when all are zero) with
@@ -174,8 +175,8 @@ def compare_outcomes(
         low, high = (float(x[0]) for x in percentile_interval(boot[:, None], confidence))
         method = PERCENTILE
     elif binary:
-        low, high = (scale * x for x in newcombe_paired(a, b, confidence))
-        method = NEWCOMBE
+        low, high = (scale * x for x in paired_binary(a, b, confidence))
+        method = TANGO
     else:
         lower, upper = spec.outcome_range or (0.0, 1.0)
         low, high = (scale * x for x in mover_paired(a, b, lower, upper, confidence))
@@ -183,8 +184,7 @@ def compare_outcomes(
     record.update(a=float(a.mean() * scale), b=float(b.mean() * scale), diff=float(differences.mean()),
                   ci_low=low, ci_high=high, ci_method=method)
     if binary:
-        only_b = int(np.sum((b == 1) & (a == 0)))
-        only_a = int(np.sum((a == 1) & (b == 0)))
+        only_b, only_a = discordant_counts(a, b)
         discordant = only_b + only_a
         record["p_value"] = float(stats.binomtest(only_b, discordant, 0.5).pvalue) if discordant else 1.0
         record["effect_size"] = float(2 * math.asin(math.sqrt(b.mean())) - 2 * math.asin(math.sqrt(a.mean())))

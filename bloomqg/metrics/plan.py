@@ -45,11 +45,14 @@ MIN_PILOT_PAIRS = 10
 DEFAULT_DISCORDANCE = 0.3
 #: The largest number of pairs the plan searches (beyond: "not reachable").
 MAX_PAIRS = 100_000
+#: Pairs past the one found that must reach the power too: the exact test's power saws up and
+#: down in n, so a lucky n followed by weaker ones is not a plan.
+RECHECK_PAIRS = 5
 
 STUDY_PLAN_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "test", "n_items", "n_pairs", "pair_yield",
     "discordance", "discordance_source", "difference", "power", "alpha", "family_size", "pairs_needed",
-    "n_needed", "reachable", "mdd", "power_at_difference",
+    "n_needed", "reachable", "mdd", "power_at_difference", "note",
 )
 
 
@@ -106,9 +109,9 @@ def _power(test: str, n: int, spread: float, difference: float, alpha: float) ->
 
 
 def pairs_needed(test: str, spread: float, difference: float, power: float, alpha: float) -> int | None:
-    """The fewest pairs reaching ``power`` (the first n of a doubling search, then bisection;
-    the exact test's power is not monotone in n by a hair, so the n found is re-checked upward
-    over the next few); None beyond :data:`MAX_PAIRS`."""
+    """The fewest pairs reaching ``power`` (a doubling search, then bisection), moved past any of
+    the next :data:`RECHECK_PAIRS` that fall short (the exact test's power is not monotone in n
+    by a hair); None beyond :data:`MAX_PAIRS`."""
     high = 2
     while _power(test, high, spread, difference, alpha) < power:
         high *= 2
@@ -121,6 +124,11 @@ def pairs_needed(test: str, spread: float, difference: float, power: float, alph
             high = middle
         else:
             low = middle
+    while short := [k for k in range(high + 1, high + RECHECK_PAIRS + 1)
+                    if _power(test, k, spread, difference, alpha) < power]:
+        high = short[-1] + 1
+        if high > MAX_PAIRS:
+            return None
     return high
 
 
@@ -184,7 +192,16 @@ def study_plan(
         difference = plan.difference / scale
         needed = pairs_needed(test, spread, difference, plan.power, alpha)
         pair_yield = n_pairs / row["n_items"] if row["n_items"] else math.nan
-        items = (None if needed is None or not pair_yield else int(math.ceil(needed / pair_yield)))
+        # no item in common, or no pair defined in both arms: the items a pair costs are unknown
+        known_yield = n_pairs > 0
+        items = int(math.ceil(needed / pair_yield)) if needed is not None and known_yield else None
+        if not row["n_items"]:
+            note = (f"no item in common: {row['strategy_a']} and {row['strategy_b']} answered different items, "
+                    "so nothing is paired and the items needed are unknown")
+        elif not n_pairs:
+            note = f"no pair defined for {row['metric']} in both arms: the items a pair costs are unknown"
+        else:
+            note = None
         # both tests' outcomes are shares in 0..1 (KnowCov's too): no difference is larger than 1
         mdd = minimum_detectable(test, n_pairs, spread, plan.power, alpha, 1.0) * scale if n_pairs else math.nan
         records.append({
@@ -193,6 +210,7 @@ def study_plan(
             "alpha": plan.alpha, "family_size": m, "pairs_needed": needed, "n_needed": items,
             "reachable": needed is not None, "mdd": mdd,
             "power_at_difference": _power(test, n_pairs, spread, difference, alpha) if n_pairs else 0.0,
+            "note": note,
         })
     frame = pd.DataFrame.from_records(records)
     for column in ("pairs_needed", "n_needed"):

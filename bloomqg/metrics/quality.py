@@ -23,7 +23,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bloomqg.metrics.intervals import IntervalSpec, percentile_interval, rate_interval, resample_counts
+from bloomqg.metrics.intervals import (
+    IntervalSpec,
+    interval_method,
+    percentile_interval,
+    rate_interval,
+    resample_counts,
+)
 from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, cell_key, not_null, require_columns, true
 from bloomqg.metrics.spec import MetricSpec
 from bloomqg.frames import BINARY_CRITERIA
@@ -103,6 +109,6 @@ def line_rates(
                                                                intervals.confidence))
     return {
         name: (float(values[i]), float(low[i]), float(high[i]), int(sizes[i]),
-               intervals.method if sizes[i] else None)
+               interval_method(intervals.method, graded=False) if sizes[i] else None)
         for i, name in enumerate(BINARY_CRITERIA)
     }

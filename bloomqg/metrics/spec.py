@@ -56,6 +56,12 @@ class MetricSpec:
         return self.kind == "percent"
 
     @property
+    def graded(self) -> bool:
+        """True when one question's outcome can lie between its range's ends (KnowCov's
+        fractions, |Δ| in levels), so its interval is a bounded mean's; False for 0/1 shares."""
+        return self.paired_outcome == "graded" or self.kind in ("score", "sum")
+
+    @property
     def is_count(self) -> bool:
         return self.kind == "count"
 

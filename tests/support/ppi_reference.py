@@ -36,16 +36,39 @@ def ppi_python_estimates(part: pd.DataFrame, *, alpha: float = 0.05,
     # a null verdict enters as the judges' mean of the cell; no verdict at all, as 0
     prediction = np.where(np.isnan(judge), np.nanmean(judge) if (~np.isnan(judge)).any() else 0.0, judge)
     y, yhat, unlabelled = human[labelled], prediction[labelled], prediction[~labelled]
-    # a difference's own interval needs its two arms: the caller checks it (Newcombe's, paired)
+    # a difference's own interval needs its two arms: the caller checks it (Tango's, paired)
     humans = [math.nan] * 3 if differences else humans_interval(y, alpha=alpha)
     if not len(unlabelled):  # every item labelled: bloomqg's PPI is the humans' own estimate
         return humans, humans
     pseudo = (PSEUDO_HUMAN_DIFFERENCES, PSEUDO_JUDGE_DIFFERENCES) if differences else (PSEUDO_HUMAN, PSEUDO_JUDGE)
+    if differences:
+        return difference_reference(y, yhat, unlabelled, pseudo, alpha), humans
     y, yhat = np.concatenate([y, pseudo[0]]), np.concatenate([yhat, pseudo[1]])
     lam = None if np.var(np.concatenate([yhat, unlabelled])) > 0 else 0.0
     low, high = ppi_py.ppi_mean_ci(y, yhat, unlabelled, alpha=alpha, lam=lam)
     point = ppi_py.ppi_mean_pointestimate(y, yhat, unlabelled, lam=lam)
-    return [100 * float(np.ravel(v)[0]) for v in (point, low, high)], humans
+    # bloomqg clips to what the quantity can be: a share 0..100, a difference -100..100
+    lowest = -100.0 if differences else 0.0
+    return [min(max(100 * float(np.ravel(v)[0]), lowest), 100.0) for v in (point, low, high)], humans
+
+
+def difference_reference(y: np.ndarray, yhat: np.ndarray, unlabelled: np.ndarray,
+                         pseudo: tuple[list[float], list[float]], alpha: float) -> list[float]:
+    """bloomqg's PPI++ of a paired difference, by loops: λ of each label tuned on the others
+    plus the pseudo-items (bloomqg's power_tuning, pinned to ppi-python by the unit tests), the
+    point on the real labels, the width from the guarded rows (ddof 1, Student's t)."""
+    from scipy import stats
+
+    from bloomqg.annotation.ppi import power_tuning
+
+    n = len(y)
+    guarded_y, guarded_yhat = np.concatenate([y, pseudo[0]]), np.concatenate([yhat, pseudo[1]])
+    lams = [float(power_tuning(np.delete(guarded_y, i), np.delete(guarded_yhat, i), unlabelled)) for i in range(n)]
+    point = y.mean() + float(np.mean([lam * (unlabelled.mean() - yhat[i]) for i, lam in enumerate(lams)]))
+    lam = float(power_tuning(guarded_y, guarded_yhat, unlabelled))
+    variance = np.var(lam * unlabelled) / len(unlabelled) + np.var(guarded_y - lam * guarded_yhat, ddof=1) / len(guarded_y)
+    half = stats.t.ppf(1 - alpha / 2, max(n - 1, 1)) * math.sqrt(variance)
+    return [min(max(100 * v, -100.0), 100.0) for v in (point, point - half, point + half)]
 
 
 def check_estimates_against_ppi_python(estimates: pd.DataFrame, joined: pd.DataFrame) -> int:

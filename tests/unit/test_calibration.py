@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bloomqg.metrics.intervals import mover_paired
 from bloomqg.annotation.calibration import (
     METRICS_BY_NAME,
     CalibrationError,
@@ -22,14 +21,19 @@ from bloomqg.annotation.calibration import (
     paired_estimates,
 )
 from bloomqg.annotation.form import blank_sheet
-from bloomqg.annotation.ppi import calibrated_mean, classical_mean, ppi_mean
+from bloomqg.annotation.ppi import calibrated_mean, classical_mean, paired_difference, ppi_mean
 from bloomqg.annotation.sample import annotation_items, knowledge_units_by_dataset
 from bloomqg.annotation.sheets import read_sheets
 from bloomqg.bloom import BLOOM_LEVELS, ORDER_OF_LEVEL, bloom_order
 from bloomqg.frames import CALIBRATION_ESTIMATES, CALIBRATION_ITEMS
 from bloomqg.strategies import ComparisonSpec
 from tests.support.judged_study import judged_study
-from tests.support.ppi_reference import ppi_python_estimates
+from tests.support.ppi_reference import (
+    PSEUDO_HUMAN_DIFFERENCES,
+    PSEUDO_JUDGE_DIFFERENCES,
+    difference_reference,
+    ppi_python_estimates,
+)
 
 
 
@@ -83,7 +87,9 @@ def test_the_calibrated_mean_is_ppi_python_on_the_labels_plus_pseudo_disagreemen
     y, yhat, unlabelled = _simulated(rng, 60, 900, 0.97, 0.96)
     mine = calibrated_mean(y, yhat, unlabelled, pseudo_disagreements=2)
     low, high = ppi_py.ppi_mean_ci(np.r_[y, 1, 0, 1, 0], np.r_[yhat, 0, 1, 0, 1], unlabelled, alpha=0.05)
-    assert (float(mine.ci_low), float(mine.ci_high)) == pytest.approx((float(low[0]), float(high[0])), abs=1e-9)
+    # clipped to what a share can be: here the normal interval reaches past 1
+    assert float(high[0]) > 1.0
+    assert (float(mine.ci_low), float(mine.ci_high)) == pytest.approx((float(low[0]), 1.0), abs=1e-9)
     plain = calibrated_mean(y, yhat, unlabelled, pseudo_disagreements=0)
     assert float(plain.ci_low) == pytest.approx(float(ppi_mean(y, yhat, unlabelled).ci_low), abs=1e-12)
     # with no error among the labels, plain PPI++ collapses onto the judges; the guard does not
@@ -250,9 +256,9 @@ def test_paired_differences_are_ppi_on_the_per_item_difference(study, ppi_py):
         assert [row.ppi, row.ppi_low, row.ppi_high] == pytest.approx(ppi, abs=1e-9)
         labelled = difference["human"].notna()
         arm_a, arm_b = both.loc[labelled, "human_a"].to_numpy(float), both.loc[labelled, "human_b"].to_numpy(float)
-        low, high = mover_paired(arm_a, arm_b)
+        own = paired_difference(arm_a, arm_b)
         assert [row.humans, row.humans_low, row.humans_high] == pytest.approx(
-            [100 * (arm_b - arm_a).mean(), 100 * low, 100 * high], abs=1e-9)
+            [100 * (arm_b - arm_a).mean(), 100 * float(own.ci_low), 100 * float(own.ci_high)], abs=1e-9)
 
 
 def test_a_paired_difference_of_0_is_estimated_without_bias_and_antisymmetrically():
@@ -504,3 +510,19 @@ def test_the_report_shows_the_calibrated_tables(study, tmp_path):
     assert 'id="table-calibrated_estimates"' in html and "PPI++ (calibrated)" in html
     row = estimates.dropna(subset=["ppi"]).iloc[0]
     assert f"{row['ppi']:.1f} [{row['ppi_low']:.1f}, {row['ppi_high']:.1f}]" in html
+
+
+def test_a_paired_difference_uses_leave_one_out_lambda_and_the_guard_in_the_width_only():
+    rng = np.random.default_rng(11)
+    human_a, human_b = (rng.random(300) < 0.5).astype(float), (rng.random(300) < 0.5).astype(float)
+    # arm a's judge only misses, arm b's only over-calls: the judges see a difference that is not there
+    judge_a = np.where((human_a == 1) & (rng.random(300) < 0.6), 0.0, human_a)
+    judge_b = np.where((human_b == 0) & (rng.random(300) < 0.6), 1.0, human_b)
+    y, yhat = human_b - human_a, judge_b - judge_a
+    mine = calibrated_mean(y[:12], yhat[:12], yhat[12:], differences=True)
+    expected = difference_reference(y[:12], yhat[:12], yhat[12:], (PSEUDO_HUMAN_DIFFERENCES, PSEUDO_JUDGE_DIFFERENCES),
+                                    0.05)
+    assert [100 * float(v) for v in (mine.value, mine.ci_low, mine.ci_high)] == pytest.approx(expected, abs=1e-9)
+    back = calibrated_mean(-y[:12], -yhat[:12], -yhat[12:], differences=True)
+    assert (float(back.value), float(back.ci_low), float(back.ci_high)) == pytest.approx(
+        (-float(mine.value), -float(mine.ci_high), -float(mine.ci_low)), abs=1e-12)

@@ -10,7 +10,16 @@ import pytest
 from scipy import stats
 
 from bloomqg.metrics.cell import score_cell
-from bloomqg.metrics.intervals import IntervalSpec, mover_paired, newcombe_paired, rate_interval
+from bloomqg.metrics.intervals import (
+    IntervalSpec,
+    bounded_mean_interval,
+    cr2_mean,
+    effective_size,
+    mover_paired,
+    paired_binary,
+    rate_interval,
+    tango_paired,
+)
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, paired_comparison, paired_comparisons
 from bloomqg.strategies import ComparisonSpec
@@ -336,6 +345,15 @@ def test_score_intervals_contain_the_value_and_name_their_method():
     assert pd.isna(methods["n_generated"])
 
 
+def test_ci_method_follows_the_metric_not_the_values_a_cell_holds():
+    # every original carries one unit, so each KnowCov outcome is 0 or 1: still a graded metric
+    rows = [vote(k_ori=["A"], k_new=["A"] if i % 2 else ["B"]) for i in range(20)]
+    methods = score_cell(frame(rows), None).set_index("metric")["ci_method"]
+    described = IntervalSpec().describe()
+    assert methods["knowcov"] == methods["cogshift"] == described["bounded_means"] == "clopper_pearson_bounded_mean"
+    assert methods["usability"] == described["shares"] == "clopper_pearson"
+
+
 def test_a_rate_of_0_or_100_percent_has_an_interval_of_non_zero_width():
     # the percentile bootstrap printed 100.00 [100.0, 100.0] (n=17): every resample is 100%
     for useful in (True, False):
@@ -366,7 +384,68 @@ def test_clustering_on_the_unit_widens_a_rate_whose_units_differ():
     by_unit = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="unit")), "usability")
     assert (plain["ci_low"], plain["ci_high"]) == (by_item["ci_low"], by_item["ci_high"])
     assert by_unit["ci_high"] - by_unit["ci_low"] > 2 * (plain["ci_high"] - plain["ci_low"])
+    # two units are fewer than the benchmark measured the clustered interval at: the row says so
+    assert by_unit["ci_method"] == "clopper_pearson_clustered_unit_few_clusters"
+
+
+def test_six_units_or_more_are_labelled_plainly_as_clustered():
+    rows = [vote(useful=i % 3 == 0, k_ori=[f"U{i % 6}"]) for i in range(60)]
+    by_unit = metric(score_cell(frame(rows), None, intervals=IntervalSpec(cluster="unit")), "usability")
     assert by_unit["ci_method"] == "clopper_pearson_clustered_unit"
+
+
+def _unequal_units(n: int, units: int) -> np.ndarray:
+    """Cluster labels of ``n`` rows over ``units`` whose sizes grow 1 : 5."""
+    weights = np.linspace(1.0, 5.0, units)
+    sizes = np.maximum(1, np.floor(n * weights / weights.sum())).astype(int)
+    sizes[-1] += n - sizes.sum()
+    return np.repeat(np.arange(units), sizes)
+
+
+def test_cr2_matches_the_hat_matrix_construction_of_bell_and_mccaffrey():
+    from scipy.linalg import inv, sqrtm
+
+    rng = np.random.default_rng(5)
+    labels = _unequal_units(40, 5)
+    y = rng.random(40)
+    n = len(y)
+    hat = np.full((n, n), 1.0 / n)  # intercept-only: X (XᵀX)⁻¹ Xᵀ
+    residual = y - y.mean()
+    meat, columns = 0.0, []
+    for g in range(5):
+        rows = labels == g
+        adjust = np.real(sqrtm(inv(np.eye(rows.sum()) - hat[np.ix_(rows, rows)])))
+        meat += float(np.sum(adjust @ residual[rows])) ** 2
+        column = np.zeros(n)
+        column[rows] = adjust.sum(axis=0) / n  # A_g X_g (XᵀX)⁻¹
+        columns.append((np.eye(n) - hat) @ column)
+    eigen = np.linalg.eigvalsh(np.array(columns) @ np.array(columns).T)
+    totals = np.bincount(labels, weights=y)
+    variance, df = cr2_mean(totals, np.bincount(labels).astype(float))
+    assert variance == pytest.approx(meat / n**2, rel=1e-10)
+    assert df == pytest.approx(eigen.sum() ** 2 / np.sum(eigen**2), rel=1e-10)
+
+
+def test_the_clustered_interval_covers_with_twelve_unequal_units():
+    # ICC 0.3 around a rate of 0.05, 400 questions on 12 units: CR1 on 11 df covered 0.84 here (this seed)
+    rng = np.random.default_rng(11)
+    labels = _unequal_units(400, 12)
+    p, icc, covered, replications = 0.05, 0.3, 0, 400
+    for _ in range(replications):
+        rates = rng.beta(p * (1 - icc) / icc, (1 - p) * (1 - icc) / icc, size=12)
+        values = (rng.random(400) < rates[labels]).astype(float)
+        n_eff, df = effective_size(values, np.ones(400), labels, 0.0, 1.0)
+        low, high = bounded_mean_interval(values.mean(), n_eff, 0.0, 1.0, "clopper_pearson", 0.95, df)
+        covered += low <= p <= high
+    assert covered / replications >= 0.91
+
+
+def test_no_yes_in_twelve_units_is_read_as_twelve_draws_not_400():
+    labels = _unequal_units(400, 12)
+    n_eff, df = effective_size(np.zeros(400), np.ones(400), labels, 0.0, 1.0)
+    low, high = bounded_mean_interval(0.0, n_eff, 0.0, 1.0, "clopper_pearson", 0.95, df)
+    per_unit = 400**2 / np.sum(np.bincount(labels) ** 2)
+    assert low == 0.0 and high == pytest.approx(float(rate_interval(0, per_unit, "clopper_pearson")[1]))
 
 
 def test_wider_confidence_gives_a_wider_interval():
@@ -637,23 +716,45 @@ def test_holm_adjust_keeps_order_and_nan_and_is_monotone():
 # --- paired intervals ----------------------------------------------------------------------
 
 
-def test_newcombe_paired_interval_reduces_to_the_unpaired_one_when_the_pairs_are_uncorrelated():
+def test_mover_on_0_1_pairs_reduces_to_newcombes_unpaired_interval_when_the_pairs_are_uncorrelated():
     from statsmodels.stats.proportion import confint_proportions_2indep
 
-    # 4 of each cell: φ = 0, so method 10 is Newcombe's unpaired hybrid score interval
-    a = np.array([1] * 4 + [1] * 4 + [0] * 4 + [0] * 4)
-    b = np.array([1] * 4 + [0] * 4 + [1] * 4 + [0] * 4)
+    # 4 of each cell: φ = 0, so MOVER is Newcombe's unpaired hybrid score interval
+    a = np.array([1] * 4 + [1] * 4 + [0] * 4 + [0] * 4, dtype=float)
+    b = np.array([1] * 4 + [0] * 4 + [1] * 4 + [0] * 4, dtype=float)
     expected = confint_proportions_2indep(8, 16, 8, 16, method="newcomb", compare="diff")
-    assert newcombe_paired(a, b) == pytest.approx(tuple(expected), abs=1e-9)
+    assert mover_paired(a, b) == pytest.approx(tuple(expected), abs=1e-9)
+
+
+def _exact_paired_coverage(n: int, p_a: float, discordance: float, difference: float, correction: float) -> float:
+    """Coverage of Tango's interval summed over every 2 × 2 table of ``n`` pairs (multinomial)."""
+    only_b_p, only_a_p = (discordance + difference) / 2, (discordance - difference) / 2
+    probabilities = [p_a - only_a_p, only_a_p, only_b_p, 1 - p_a - only_b_p]  # a1b1, a1b0, a0b1, a0b0
+    tables = np.array([(i, j, k, n - i - j - k) for i in range(n + 1) for j in range(n + 1 - i)
+                       for k in range(n + 1 - i - j)])
+    weight = stats.multinomial.pmf(tables, n, probabilities)
+    low, high = tango_paired(tables[:, 2], tables[:, 1], n, correction=correction)
+    return float(np.sum(weight * ((low <= difference + 1e-12) & (difference - 1e-12 <= high))))
+
+
+def test_paired_interval_covers_when_every_discordant_pair_favours_one_arm():
+    # Newcombe's interval covered 0.909 here: 11/22 in both arms gave [-8.2, 8.2] around a true 10
+    assert _exact_paired_coverage(22, 0.5, 0.10, 0.10, correction=0.5) >= 0.94
+    assert _exact_paired_coverage(50, 0.5, 0.05, 0.05, correction=0.5) >= 0.94
+    # the sum can fail: without the continuity correction the score interval misses in this design
+    assert _exact_paired_coverage(30, 0.5, 0.30, 0.30, correction=0.0) < 0.94
+    # no discordant pair still leaves a difference of 10 points inside at 22 pairs
+    low, high = paired_binary(np.ones(22), np.ones(22))
+    assert low < -0.10 and high > 0.10
 
 
 def test_paired_intervals_are_antisymmetric_and_never_degenerate():
     rng = np.random.default_rng(4)
     for n in (1, 5, 30):
         a, b = rng.integers(0, 2, n), rng.integers(0, 2, n)
-        low, high = newcombe_paired(a, b)
-        back = newcombe_paired(b, a)
-        assert (low, high) == pytest.approx((-back[1], -back[0]))
+        low, high = paired_binary(a, b)
+        back = paired_binary(b, a)
+        assert (low, high) == (-back[1], -back[0])  # to the bit
         assert low <= b.mean() - a.mean() <= high
         x, y = rng.integers(0, 6, n).astype(float), rng.integers(0, 6, n).astype(float)
         low, high = mover_paired(x, y, 0.0, 5.0)
@@ -661,7 +762,7 @@ def test_paired_intervals_are_antisymmetric_and_never_degenerate():
         assert low <= y.mean() - x.mean() <= high
     # every pair agrees: the difference is 0 with an interval around it, not [0, 0]
     same = np.ones(12)
-    assert newcombe_paired(same, same)[0] < 0 < newcombe_paired(same, same)[1]
+    assert paired_binary(same, same)[0] < 0 < paired_binary(same, same)[1]
     assert mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[0] < 0 < mover_paired(np.zeros(12), np.zeros(12), 0.0, 5.0)[1]
 
 
@@ -669,7 +770,7 @@ def test_paired_comparison_names_its_interval_methods():
     rows = _random_rows(60, seed=5)
     cot, fgp = frame(rows), frame(_random_rows(60, seed=6), strategy="fgp")
     table = paired_comparison(cot, fgp).set_index("metric")
-    assert table.loc["usability", "ci_method"] == "newcombe_paired_score"
+    assert table.loc["usability", "ci_method"] == "tango_paired_score"
     assert table.loc["knowcov", "ci_method"] == "mover_paired_score"
     boot = paired_comparison(cot, fgp, bootstrap=True, n_resamples=200).set_index("metric")
     assert set(boot["ci_method"]) == {"percentile_bootstrap"}
@@ -696,6 +797,28 @@ def test_paired_t_power_rises_with_the_difference_even_where_the_noncentral_t_fa
     assert all(math.isfinite(p) for p in powers) and powers == sorted(powers) and powers[-1] == 1.0
     # (t_95% + t_80%) · sd / √n
     assert minimum_detectable("paired_t", 1269, 0.5, 0.8, 0.05, 1.0) == pytest.approx(2.8 * 0.5 / 1269**0.5, rel=0.02)
+
+
+def test_study_plan_says_so_when_a_planned_pair_has_no_item_in_common():
+    from bloomqg.metrics.plan import study_plan
+
+    cot = frame(_random_rows(20, seed=8))
+    fgp = frame(_random_rows(20, seed=9), strategy="fgp")
+    fgp["item_id"] = "other-" + fgp["item_id"]  # the two strategies answered different items
+    plan = study_plan(pd.concat([cot, fgp], ignore_index=True)).set_index("metric")
+    assert (plan["n_items"] == 0).all() and (plan["n_pairs"] == 0).all()
+    assert plan["n_needed"].isna().all() and plan["mdd"].isna().all()
+    assert plan["note"].str.contains("no item in common").all()
+    # the pairs a difference needs do not depend on which items: still planned from the assumption
+    assert plan["pairs_needed"].notna().all()
+
+
+def test_pairs_needed_is_a_plan_the_next_pairs_keep():
+    from bloomqg.metrics.plan import RECHECK_PAIRS, mcnemar_power, pairs_needed
+
+    n = pairs_needed("mcnemar", 0.3, 0.1, 0.8, 0.05)
+    assert all(mcnemar_power(k, 0.3, 0.1, 0.05) >= 0.8 for k in range(n, n + RECHECK_PAIRS + 1))
+    assert mcnemar_power(n - 1, 0.3, 0.1, 0.05) < 0.8
 
 
 def test_study_plan_gives_items_needed_and_the_minimum_detectable_difference():

@@ -22,6 +22,7 @@ from bloomqg.reporting.tables.model import (
     Table,
     TableInputError,
     format_value,
+    interval_note,
 )
 from bloomqg.reporting.tables.view import read_view, render_view
 from bloomqg.reporting.tables.write import HUMAN_TABLE_FILES, TABLE_FILES, build_tables, write_tables
@@ -319,3 +320,10 @@ def test_a_difference_that_rounds_to_zero_has_no_sign():
     assert format_difference(-0.001, -0.004, -0.0001) == "0.00"  # "-0.00 [-0.00, -0.00]" once
     assert format_difference(-0.5, -1.0, 0.02) == "-0.50 [-1.0, 0.0]"
     assert format_difference(0.001, -0.3, 0.2) == "0.00 [-0.3, 0.2]"
+
+
+def test_the_note_says_when_a_clustered_interval_had_fewer_units_than_measured():
+    plain = interval_note(["clopper_pearson_clustered_unit", "clopper_pearson_bounded_mean_clustered_unit"])
+    few = interval_note(["clopper_pearson_clustered_unit", "clopper_pearson_clustered_unit_few_clusters"])
+    assert "clustered by unit" in plain and "fewer than" not in plain
+    assert "clustered by unit" in few and "fewer than 6 clusters" in few and "unit_few" not in few

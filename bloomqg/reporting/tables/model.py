@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from bloomqg.metrics.intervals import FEW_CLUSTERS, MIN_CLUSTERS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import MISSING, is_missing
 from bloomqg.frames import METRICS
@@ -103,17 +104,19 @@ CI_METHOD_WORDS = {
     "wilson": "Wilson score intervals of shares",
     "jeffreys": "Jeffreys intervals of shares",
     "percentile_bootstrap": "percentile bootstrap intervals over questions",
-    "newcombe_paired_score": "Newcombe's paired score interval",
-    "mover_paired_score": "Newcombe's paired interval on the arms' means (MOVER)",
+    "tango_paired_score": "Tango's paired score interval",
+    "mover_paired_score": "a paired interval on the arms' means (MOVER)",
 }
 
 
 def interval_words(methods: Iterable[object]) -> str | None:
     """The interval methods of the rows shown (their ``ci_method``) in words; None for none."""
     bases: dict[str, None] = {}
-    graded, clusters = False, set()
+    graded, clusters, few = False, set(), False
     for method in (str(m) for m in methods if not is_missing(m)):
         base, _, cluster = method.partition("_clustered_")
+        few |= cluster.endswith(FEW_CLUSTERS)
+        cluster = cluster.removesuffix(FEW_CLUSTERS)
         graded |= base.endswith("_bounded_mean")
         bases[base.removesuffix("_bounded_mean")] = None
         if cluster:
@@ -125,6 +128,9 @@ def interval_words(methods: Iterable[object]) -> str | None:
         words += ", for a graded outcome (KnowCov, CogShift) on its mean rescaled to 0–1"
     if clusters:
         words += f", widened by the design effect of questions clustered by {', '.join(sorted(clusters))}"
+    if few:
+        words += (f"; some rows had fewer than {MIN_CLUSTERS} clusters, where the clustered interval's "
+                  "coverage was not measured")
     return words
 
 
