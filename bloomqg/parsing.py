@@ -330,10 +330,10 @@ def parse_generation(
     def stored(value: str | None) -> str | None:
         if value is None:
             return None
-        result = storable_text(redact(value, secrets))
+        result = storable_text(value)  # storable first: what is stored is what is searched
         if result.note():
             notes.append(result.note())
-        return result.text
+        return redact(result.text, secrets)
 
     question = stored(parsed.new_question)
     units = [stored(unit) or "" for unit in parsed.identified_knowledge_units or []] or None
