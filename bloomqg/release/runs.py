@@ -349,8 +349,9 @@ def _read_votes(run: ReleaseRun) -> list[JudgedLine]:
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ReleaseError(f"{run.votes}: line {line_number}: not valid JSON: {error}") from error
+            except (ValueError, RecursionError) as error:  # a huge number or deep nesting too
+                raise ReleaseError(f"{run.votes}: line {line_number}: not valid JSON: "
+                                   f"{type(error).__name__}: {str(error)[:200]}") from None
             lines.append(_judged_line(record, line_number, run))
     if not lines:
         raise ReleaseError(f"{run.votes}: no judged questions")

@@ -432,3 +432,96 @@ def test_a_judges_reason_is_stored_text_too(monkeypatch) -> None:
     reason = stored_or_none(f"fine \ud800 question\x00 ({KEY[:10]}…{KEY[-5:]})")
     reason.encode("utf-8")
     assert reason == "fine \ufffd question (***)" and stored_or_none(None) is None
+
+
+# -- issue 52, 2: every reply is untrusted, every time it is read ----------------------------------
+
+_HUGE = "9" * 5000  # past Python's int-string limit (4,300 digits): int() raises ValueError
+_HOSTILE_REPLIES = {
+    "5,000-digit number": '{"question": "What is a set?", "n": ' + _HUGE + "}",
+    "5,000-digit number, fenced": '```json\n{"unique": ' + _HUGE + "}\n```",
+    "100,000-deep list": '{"question": "Q?", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "100,000-deep object": '{"a":' * 100_000 + "1" + "}" * 100_000,
+    "100,000 open braces in prose": "Here: " + "{" * 100_000,
+}
+
+
+@pytest.mark.parametrize("name", list(_HOSTILE_REPLIES))
+def test_a_hostile_reply_fails_its_row_with_a_reason(name: str) -> None:
+    from bloomqg.judges.verdict import parse_verdict
+
+    reply = _HOSTILE_REPLIES[name]
+    parsed = parse_generation(reply, ["bloom_level", "knowledge_unit"], knowledge_units=["sets"])
+    assert parsed.parse_status == "failed" and parsed.new_question is None
+    assert "digits" in parsed.parse_error or "deep" in parsed.parse_error, parsed.parse_error
+    verdict = parse_verdict(reply, ["sets"])
+    assert {cv.status for cv in verdict.criteria.values()} == {"parse_failed"}
+    assert "digits" in verdict["unique"].reason or "deep" in verdict["unique"].reason
+
+
+def test_a_cached_hostile_reply_fails_its_row_not_the_job(tmp_path) -> None:
+    """The replay of the issue: the cached reply is read through the same guarded parsers, by the
+    generation stage and by the LLM judge, and a cache file nested deeply is a miss."""
+    from bloomqg.api.cache import CallCache
+    from bloomqg.chat import Completion
+    from bloomqg.generation.stage import pass_record
+    from bloomqg.judges.llm import verdict_from_completion
+
+    for reply in _HOSTILE_REPLIES.values():
+        completion = Completion(request_id="p1", text=reply, finish_reason="stop", cached=True)
+        record = pass_record("generate", [], [], completion, ["sets"])
+        assert record["parse_status"] == "failed" and record["raw_text"] == reply
+        verdict = verdict_from_completion(completion, ["sets"])
+        assert verdict["readable"].status == "parse_failed"
+    entry = CallCache(tmp_path).path_for("0" * 64)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_text("[" * 100_000 + "]" * 100_000)
+    assert CallCache(tmp_path).get("0" * 64) is None
+
+
+def test_a_reason_quoting_a_reply_value_is_cut() -> None:
+    from bloomqg.judges.verdict import parse_verdict
+
+    verdict = parse_verdict(json.dumps({"unique": "maybe " * 100_000, "bloom_level": ["x" * 10_000] * 50}), ["sets"])
+    assert verdict["unique"].status == "parse_failed" and len(verdict["unique"].reason) < 500
+    assert len(verdict["bloom_level"].reason) < 1000
+
+
+_PIECES = st.sampled_from([
+    '{"question": "What is a set?"}', '{"unique": true, "readable": "yes"}', "{", "}", "[", "]", '"', ":",
+    ",", "```json\n", "```", "Question: ", "\n", "\\u0000", "1e999999", "-0", "NaN", "\ud800", "{}"])
+
+
+@st.composite
+def hostile_replies(draw: st.DrawFn) -> str:
+    """Pieces of answers, huge numbers, deep or unbalanced nesting and long runs, concatenated."""
+    parts = []
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["piece", "number", "nest", "run"]))
+        if kind == "piece":
+            parts.append(draw(_PIECES))
+        elif kind == "number":
+            parts.append(draw(st.sampled_from(["", "-"])) + "7" * draw(st.integers(1, 6000)))
+        elif kind == "nest":
+            depth = draw(st.integers(1, 5000))
+            opener = draw(st.sampled_from(["[", '{"a":', '{"question":']))
+            parts.append(opener * depth + draw(st.sampled_from(["1", '"x"', _HUGE[:4400]]))
+                         + ("]" if opener == "[" else "}") * draw(st.integers(0, depth)))
+        else:
+            parts.append(draw(st.sampled_from([" ", "{}", "Question:\n", "a", '"question": "'])) * draw(st.integers(1, 20_000)))
+    return "".join(parts)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.data_too_large])
+@given(hostile_replies())
+def test_fuzz_no_exception_escapes_the_reply_parsers(reply: str) -> None:
+    from bloomqg.judges.verdict import parse_verdict
+
+    parsed = parse_generation(reply, ["bloom_level", "knowledge_unit"], knowledge_units=["sets"])
+    assert parsed.parse_status in ("ok", "failed")
+    assert parsed.parse_error is None or len(parsed.parse_error) < 2000
+    verdict = parse_verdict(reply, ["sets"])
+    for criterion in verdict.criteria.values():
+        assert criterion.status in ("ok", "parse_failed")
+        assert criterion.reason is None or len(criterion.reason) < 2000
