@@ -195,31 +195,76 @@ def test_storable_text_keeps_ordinary_text() -> None:
     assert storable_text(text).text == text and storable_text(text).note() is None
 
 
-# -- 4. spreadsheets by their declared size -------------------------------------------------------
+# -- 4. spreadsheets, bounded by the parser that reads them (issues 42 and 52) ---------------------
 
 @pytest.mark.parametrize("build, extent", [
-    (lambda folder: xlsx_bombs.one_far_cell(folder / "xfd.xlsx"), "declares (A1:XFD20000) 20,000 rows × 16,384 columns"),
-    (lambda folder: xlsx_bombs.one_far_cell(folder / "bare.xlsx", declare=False), "reaches row 20,000, column 16,384"),
-    (lambda folder: xlsx_bombs.one_far_cell(folder / "last.xlsx", "A1048576", declare=False), "reaches row 1,048,576"),
-    (lambda folder: xlsx_bombs.empty_cells(folder / "empty.xlsx", megabytes=8), "reaches row 5,001, column 100"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "xfd.xlsx"), "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "bare.xlsx", declare=False), "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "zeros.xlsx", "XFD00020000", declare=False),
+     "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "a.xlsx", declare=False, sheet_path="sheets/a.xml"),
+     "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "upper.xlsx", declare=False, sheet_path="worksheets/sheet1.XML"),
+     "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "last.xlsx", "A1048576", declare=False), "reaches row 500,001"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "corner.xlsx", "XFD1048576", declare=False), "reaches row 500,001"),
+    (lambda folder: xlsx_bombs.empty_cells(folder / "empty.xlsx", megabytes=8), "reaches row 5,001, column CV"),
 ])
 def test_an_xlsx_bomb_is_refused_naming_file_and_extent(tmp_path, build, extent: str) -> None:
+    """Wherever the workbook's relationships put the sheet, however its references are written:
+    the reader that would build the table is the one that counts and refuses."""
     from bloomqg.datasets import DatasetError, load_dataset
 
     path = build(tmp_path)
     with pytest.raises(DatasetError) as error:
         load_dataset("bomb", {"loader": "release_math", "path": str(path)}, base_dir=tmp_path)
-    assert str(path) in str(error.value) and extent in str(error.value)
+    assert str(path) in str(error.value) and extent in str(error.value), str(error.value)
     assert "input_limits.max_sheet_cells = 500,000" in str(error.value)
 
 
+@pytest.mark.parametrize("build, where", [
+    (lambda folder: xlsx_bombs.one_huge_shared_string(folder / "shared.xlsx", megabytes=2, uses=200),
+     "cell B2: 2,000,000 characters"),
+    (lambda folder: xlsx_bombs.markup_cell(folder / "img.xlsx", "[img]" * 40_000), "cell B2: 200,000 characters"),
+])
+def test_an_oversized_cell_is_refused_as_it_is_read(tmp_path, build, where: str) -> None:
+    """Before any markup is cleaned: a shared string is counted at each use."""
+    from bloomqg.datasets import DatasetError, load_dataset
+
+    path = build(tmp_path)
+    with pytest.raises(DatasetError) as error:
+        load_dataset("bomb", {"loader": "release_math", "path": str(path)}, base_dir=tmp_path)
+    assert str(path) in str(error.value) and where in str(error.value)
+    assert "input_limits.max_field_chars = 20,000" in str(error.value)
+
+
+def test_a_shared_string_is_counted_at_each_use(tmp_path) -> None:
+    from bloomqg.sheet_extent import SheetTooLarge, read_first_sheet
+
+    path = xlsx_bombs.one_huge_shared_string(tmp_path / "shared.xlsx", megabytes=1, uses=50)
+    header, rows = read_first_sheet(path, max_cells=1000, max_cell_chars=2_000_000, max_text_chars=50_000_100)
+    assert header == ["知识点名称", "题目内容"] and len(rows) == 50
+    with pytest.raises(SheetTooLarge, match=r"more than 10,000,000 characters of text by cell B11"):
+        read_first_sheet(path, max_cells=1000, max_cell_chars=2_000_000, max_text_chars=10_000_000)
+
+
 def test_a_workbook_within_the_bound_is_read(tmp_path) -> None:
-    from bloomqg.sheet_extent import check_workbook_extent
+    from bloomqg.sheet_extent import read_first_sheet
 
     path = xlsx_bombs.one_far_cell(tmp_path / "small.xlsx", "C40")
-    check_workbook_extent(path, 120)  # 40 rows × 3 columns
-    with pytest.raises(ValueError, match="40 rows × 3 columns"):
-        check_workbook_extent(path, 119)
+    header, rows = read_first_sheet(path, max_cells=120, max_cell_chars=10, max_text_chars=100)  # 40 rows × 3 columns
+    assert header == ["question", "Unnamed: 1", "Unnamed: 2"] and len(rows) == 39 and rows[-1] == [None, None, "x"]
+    with pytest.raises(ValueError, match="reaches row 40, column C: more than 119 cells"):
+        read_first_sheet(path, max_cells=119, max_cell_chars=10, max_text_chars=100)
+
+
+def test_markup_of_unclosed_tags_is_cleaned_as_text() -> None:
+    """The patterns no longer search past the next bracket: what an unclosed tag leaves is kept."""
+    from bloomqg.datasets import clean_markup
+
+    assert clean_markup("[img]" * 40_000 + "[img]http://x/a.png[/img] Why?") == ("[img]" * 40_000 + " Why?", 1)
+    assert clean_markup("a [img=1]u[/img] b <p class='x'>c</p> [color=red]d[/color]") == ("a b\nc\nd", 1)
+    assert clean_markup("<p" * 1000 + "x") == ("<p" * 1000 + "x", 0)
 
 
 def test_an_annotation_sheet_beyond_its_sample_is_refused_while_streaming(tmp_path) -> None:
