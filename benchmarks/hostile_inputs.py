@@ -6,7 +6,10 @@
    ``[img]`` × 40,000. Each is loaded as a dataset in a fresh Python process
    (:func:`bloomqg.datasets.load_dataset`, what plan time runs): wall time to the refusal and the
    process's peak resident memory. Goal: each refused in <= 5 s with <= 300 MB.
-2. Text functions on long inputs, at two sizes (the ratio of times says whether the cost is
+2. Config files Snakemake's own loader would expand without end or run (a mapping alias bomb,
+   a merge-key bomb, ``__use_yte__``, a 50 MB value, deep nesting): ``python -m bloomqg.config``,
+   what ``make study CONFIG=…`` runs first, in a fresh process. Goal: each refused in <= 10 s.
+3. Text functions on long inputs, at two sizes (the ratio of times says whether the cost is
    linear: about 4 for 4 times the input): ``clean_markup`` on unclosed tags, ``parse_generation``
    and ``parse_verdict`` on hostile replies (a 5,000-digit number, 100,000-deep nesting, many
    objects, many ``Question:`` lines), ``redact`` on long texts with and without the key.
@@ -82,6 +85,25 @@ def spreadsheets() -> dict[str, dict[str, Any]]:
     return results
 
 
+def configs() -> dict[str, dict[str, Any]]:
+    from tests.support.config_bombs import write_all
+
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, path in write_all(Path(folder)).items():
+            started = time.perf_counter()
+            child = subprocess.run([sys.executable, "-m", "bloomqg.config", str(path)], capture_output=True,
+                                   text=True, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+                                   timeout=600)
+            seconds = round(time.perf_counter() - started, 3)
+            results[name] = {"seconds": seconds, "refused": child.returncode == 2,
+                             "within_goal": child.returncode == 2 and seconds <= 10,
+                             "file_bytes": path.stat().st_size, "outcome": child.stderr.strip()[:300]}
+            print(f"config {name}: {path.stat().st_size:,} bytes, refused={child.returncode == 2} in {seconds} s: "
+                  f"{child.stderr.strip()[:160]}")
+    return results
+
+
 def _seconds(function: Callable[[str], Any], text: str) -> float:
     started = time.perf_counter()
     function(text)
@@ -129,9 +151,11 @@ def text_functions() -> dict[str, dict[str, Any]]:
 
 def main() -> None:
     sheets = spreadsheets()
+    config_files = configs()
     texts = text_functions()
-    print(json.dumps({"goal": {"seconds": 5, "peak_rss_mb": 300}, "bombs": sheets,
-                      "all_within_goal": all(r["within_goal"] for r in sheets.values()), "text": texts}))
+    print(json.dumps({"goal": {"seconds": 5, "peak_rss_mb": 300, "config_seconds": 10}, "bombs": sheets,
+                      "configs": config_files, "text": texts,
+                      "all_within_goal": all(r["within_goal"] for r in [*sheets.values(), *config_files.values()])}))
 
 
 if __name__ == "__main__":

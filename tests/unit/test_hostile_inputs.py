@@ -570,3 +570,53 @@ def test_fuzz_no_exception_escapes_the_reply_parsers(reply: str) -> None:
     for criterion in verdict.criteria.values():
         assert criterion.status in ("ok", "parse_failed")
         assert criterion.reason is None or len(criterion.reason) < 2000
+
+
+# -- issue 52, 4: configs checked before Snakemake parses them -----------------------------------------
+
+@pytest.mark.parametrize("name, reason", [
+    ("mapping_alias_bomb", "YAML nodes once its aliases (*name) are expanded"),
+    ("merge_key_bomb", "YAML nodes once its aliases (*name) are expanded"),
+    ("use_yte", "key '__use_yte__' asks Snakemake to run the config as a YTE template"),
+    ("50MB_string", "50,000,015 bytes, above the 1,000,000 a config file may hold"),
+    ("long_value", "label: a value of 20,000 characters (yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy… (19,940 characters cut)"),
+    ("deep_nesting", "nested more than 32 deep"),
+])
+def test_a_config_snakemake_would_choke_on_is_refused_first(tmp_path, name: str, reason: str) -> None:
+    """What `make study CONFIG=…` runs before Snakemake: the file named, the reason, no value whole."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.config_bombs import write_all
+
+    path = write_all(tmp_path)[name]
+    repo = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "bloomqg.config", str(path)], capture_output=True, text=True,
+                            cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert result.returncode == 2 and str(path) in result.stderr and reason in result.stderr, result.stderr
+    assert len(result.stderr) < 1000
+
+
+def test_every_shipped_config_passes_the_check_before_snakemake() -> None:
+    from pathlib import Path
+
+    from bloomqg.config import check_config_file, main
+
+    repo = Path(__file__).resolve().parents[2]
+    files = [repo / "config.yaml", *sorted((repo / "configs").glob("*.yaml"))]
+    for path in files:
+        check_config_file(path)
+    assert main([str(path) for path in files]) == 0
+
+
+def test_a_schema_error_echoes_a_long_value_cut() -> None:
+    from bloomqg.config import ConfigError, validate_schema
+
+    config = {"datasets": {"cs": {"loader": "embedded", "path": "data/cs/questions.csv"}},
+              "models": {"api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
+              "judges": {"rules": {"backend": "rules"}}, "seed": "z" * 1_000_000}
+    with pytest.raises(ConfigError) as error:
+        validate_schema(config)
+    assert "seed: " in str(error.value) and "characters cut)" in str(error.value)
+    assert len(str(error.value)) < 2000
