@@ -113,6 +113,8 @@ class _Fold(dict[int, str]):
     on first use: ``str.translate`` reads it, so the canonical form costs one C loop."""
 
     def __missing__(self, code: int) -> str:
+        if len(self) > 100_000:  # a text of every code point would otherwise grow it for good
+            self.clear()
         char = chr(code)
         if unicodedata.category(char) in _DROPPED:
             folded = ""
