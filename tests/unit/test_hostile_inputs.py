@@ -620,3 +620,23 @@ def test_a_schema_error_echoes_a_long_value_cut() -> None:
         validate_schema(config)
     assert "seed: " in str(error.value) and "characters cut)" in str(error.value)
     assert len(str(error.value)) < 2000
+
+
+# -- issue 52, 5 (in part): no model file from a path a config points elsewhere ----------------------
+
+@pytest.mark.parametrize("path", ["../../../elsewhere/evil.joblib", "/tmp/evil.joblib", "results/../../evil.joblib"])
+def test_a_learned_judges_model_file_outside_the_study_is_refused(path: str) -> None:
+    from bloomqg.config import ConfigError
+    from bloomqg.judges.backends.learned import DEFAULT_MODEL_FILE, model_file
+
+    with pytest.raises(ConfigError, match=r"judges\.mine\.model_file: .* must be a relative path inside the study"):
+        model_file("mine", {"backend": "learned", "model_file": path})
+    assert model_file("mine", {"backend": "learned"}) == DEFAULT_MODEL_FILE.format(judge="mine")
+
+
+def test_a_learned_models_cache_key_holds_the_code_that_trains_it(monkeypatch) -> None:
+    from bloomqg.judges import learned
+
+    before = learned.training_digest("0" * 64, {"C": 1.0})
+    monkeypatch.setattr(learned, "code_version", lambda: "changed")
+    assert learned.training_digest("0" * 64, {"C": 1.0}) != before
