@@ -12,6 +12,7 @@ import copy
 import filecmp
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -20,7 +21,7 @@ import yaml
 
 from bloomqg.annotation.panel_sample import PanelSampleSettings, panel_sample_settings
 from bloomqg.api.settings import base_url_problem
-from bloomqg.config_schema import Cell, ConfigError
+from bloomqg.config_schema import Cell, ConfigError, cut
 from bloomqg.judges.registry import config_schema, judge_backend
 from bloomqg.provenance import REPO_ROOT
 from bloomqg.specs import StudySpec, study_spec
@@ -646,3 +647,66 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     return data
+
+
+#: Bounds of a config file checked before Snakemake parses it (:func:`check_config_file`): the
+#: paper's study is about 10 KB, nests 6 deep and holds no value of 1,000 characters.
+MAX_CONFIG_BYTES = 1_000_000
+MAX_CONFIG_DEPTH = 32
+MAX_CONFIG_VALUE_CHARS = 10_000
+#: A key that makes Snakemake run the config through YTE templates: code, during a dry run too.
+_YTE_KEY = "__use_yte__"
+
+
+def check_config_file(path: str | Path) -> dict[str, Any]:
+    """Refuse a config file before Snakemake parses it (``make study`` runs this first): larger
+    than :data:`MAX_CONFIG_BYTES`, an alias or merge-key bomb or a key written twice
+    (:func:`parse_config_text`), a ``__use_yte__`` key, nesting deeper than
+    :data:`MAX_CONFIG_DEPTH` or a value longer than :data:`MAX_CONFIG_VALUE_CHARS`, each error
+    naming the file and key with any value cut. Returns the config read."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes, above the {MAX_CONFIG_BYTES:,} a config file may hold;"
+                          " refused before reading it")
+    config = load_config_file(path)
+    if _YTE_KEY in config:
+        raise ConfigError(f"{path}: key {_YTE_KEY!r} asks Snakemake to run the config as a YTE template, "
+                          "which runs code from it (during a dry run too); bloomqg configs are plain YAML")
+    stack: list[tuple[list[Any], Any]] = [([], config)]
+    while stack:  # iterative: the depth is what is being checked
+        keys, value = stack.pop()
+        where = f"{path}: {'.'.join(map(str, keys)) or 'the top level'}"
+        if len(keys) > MAX_CONFIG_DEPTH:
+            raise ConfigError(f"{where}: nested more than {MAX_CONFIG_DEPTH} deep")
+        if isinstance(value, str) and len(value) > MAX_CONFIG_VALUE_CHARS:
+            raise ConfigError(f"{where}: a value of {len(value):,} characters ({cut(value, 60)}), above the "
+                              f"{MAX_CONFIG_VALUE_CHARS:,} a config value may hold")
+        if isinstance(value, Mapping):
+            stack += [([*keys, key], item) for key, item in value.items()]
+        elif isinstance(value, list):
+            stack += [([*keys, index], item) for index, item in enumerate(value)]
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bloomqg.config FILE...``: :func:`check_config_file` on each file; 0 when all
+    pass, else 2 with the reason on standard error (``make study`` runs it before Snakemake)."""
+    files = list(sys.argv[1:] if argv is None else argv)
+    if not files:
+        print("usage: python -m bloomqg.config CONFIG.yaml [...]", file=sys.stderr)
+        return 2
+    for name in files:
+        try:
+            check_config_file(name)
+        except ConfigError as error:
+            print(f"bloomqg: {cut(str(error), 2000)}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

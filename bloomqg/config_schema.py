@@ -63,6 +63,19 @@ def non_finite_numbers(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[lis
     return []
 
 
+#: Longest message about one value an error shows: a 50 MB string is not echoed into the log.
+MAX_SHOWN_CHARS = 1000
+
+
+def cut(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``text``, or its first two thirds of ``limit`` characters and its last third with how many
+    were cut between (a message's reason is at its end: "... is too long")."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]}… ({len(text) - head - tail:,} characters cut) …{text[-tail:]}"
+
+
 class ConfigSchema:
     """A config JSON schema and its checks, one Draft 2020-12 validator per ``$defs`` node, built once."""
 
@@ -114,7 +127,7 @@ class ConfigSchema:
                 continue  # the failing "then" branch, or the non-finite check, reports it
             else:
                 message = error.message
-            errors.append((list(error.absolute_path), message))
+            errors.append((list(error.absolute_path), cut(message)))
         return sorted(errors, key=lambda error: list(map(str, error[0])))
 
     def problems(self, instance: Any, ref: str | None = None, *, prefix: Iterable[Any] = ()) -> list[str]:

@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.reply_json import HostileReply, json_objects, reply_problem, shown
 from bloomqg.stored_text import redact, storable_text
 from bloomqg.strategies import ANSWER_FIELDS
 
@@ -57,14 +58,15 @@ _LEVEL_KEYS = {"bloom_level", "bloom", "level", "blooms_level", "bloom_s_level",
 _UNIT_KEYS = {"knowledge_unit", "knowledge_units", "unit", "units", "topic", "topics",
               "knowledge_point", "knowledge"}
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 # "key": "value" with a properly closed string value; used when the object as a whole is broken
 _KEY_VALUE = re.compile(r'"([A-Za-z][A-Za-z _\'-]*)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+# One class for each run of spaces and stars: "\s*\**\s*" could split a run of spaces two ways at
+# every position, and a long line of spaces took quadratic time to fail.
 _LABEL = re.compile(
-    r"^[\s>*#\-\d.)]*\**\s*"
+    r"^[\s>*#\-\d.)]*"
     r"(new question|generated question|question|bloom'?s? (?:taxonomy )?level|bloom|level|"
     r"cognitive level|knowledge units?|topic|unit)"
-    r"\s*\**\s*[:：]\s*\**\s*(.*)$",
+    r"[\s*]*[:：][\s*]*(.*)$",
     re.IGNORECASE,
 )
 # A template's slot: up to five words of letters in angle brackets, at most 40 characters
@@ -118,22 +120,6 @@ def _clean(value: Any) -> str | None:
     return text
 
 
-def _json_objects(text: str) -> Iterator[dict[str, Any]]:
-    """Every JSON object in ``text``: fenced blocks first, then any ``{`` that starts one."""
-    decoder = json.JSONDecoder()
-    sources = [match.group(1) for match in _FENCE.finditer(text)] + [text]
-    for source in sources:
-        for start in (index for index, char in enumerate(source) if char == "{"):
-            try:
-                value, _end = decoder.raw_decode(source, start)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                yield value
-            elif isinstance(value, list):
-                yield from (item for item in value if isinstance(item, dict))
-
-
 def _fields_from_mapping(mapping: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for raw_key, value in mapping.items():
@@ -148,7 +134,7 @@ def _fields_from_mapping(mapping: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fields_from_json(text: str) -> dict[str, Any] | None:
-    for mapping in _json_objects(text):
+    for mapping in json_objects(text):
         fields = _fields_from_mapping(mapping)
         if _clean(fields.get("question")):
             return fields
@@ -178,6 +164,12 @@ def _label_kind(label: str) -> str:
 
 def _fields_from_labels(text: str) -> dict[str, Any] | None:
     lines = text.splitlines()
+    # the next non-empty line after each line, found in one backward pass (searching forward
+    # from every "Question:" line alone took quadratic time on a reply of such lines)
+    following: list[str] = [""] * len(lines)
+    for index in range(len(lines) - 2, -1, -1):
+        later = lines[index + 1].strip()
+        following[index] = later or following[index + 1]
     fields: dict[str, Any] = {}
     for index, line in enumerate(lines):
         match = _LABEL.match(line)
@@ -186,7 +178,7 @@ def _fields_from_labels(text: str) -> dict[str, Any] | None:
         kind = _label_kind(match.group(1))
         value = match.group(2).strip()
         if not value:  # "Question:" alone on its line: the value is the next non-empty line
-            value = next((later.strip() for later in lines[index + 1 :] if later.strip()), "")
+            value = following[index]
             if _LABEL.match(value):
                 value = ""
         if kind not in fields and _clean(value):
@@ -236,7 +228,7 @@ def _level(value: Any) -> tuple[str | None, str | None]:
                 continue
         if len(found) == 1:
             return found.pop(), None
-        return None, f"Bloom level {text!r} is not recognised"
+        return None, f"Bloom level {shown(text)} is not recognised"
     if level is None:
         return None, "no Bloom level given for the original"
     return level, None
@@ -304,13 +296,13 @@ def prompt_example_questions(prompt_text: str) -> list[str]:
 def _failure_reason(text: str) -> str:
     """Why no question was found: name the nearest miss, for the parse-failure report."""
     has_question_key = any(
-        _key(str(key)) in _QUESTION_KEYS for mapping in _json_objects(text) for key in mapping
+        _key(str(key)) in _QUESTION_KEYS for mapping in json_objects(text) for key in mapping
     ) or any(_key(key) in _QUESTION_KEYS for key, _value in _KEY_VALUE.findall(text)) or any(
         match and _label_kind(match.group(1)) == "question" for match in map(_LABEL.match, text.splitlines())
     )
     if has_question_key:
         return "the question field is empty or still the template's placeholder"
-    if any(True for _ in _json_objects(text)):
+    if any(True for _ in json_objects(text)):
         return "JSON object(s) found, but none has a question field"
     return "no JSON object with a question, no \"question\": \"...\" pair and no 'Question:' line"
 
@@ -330,10 +322,10 @@ def parse_generation(
     def stored(value: str | None) -> str | None:
         if value is None:
             return None
-        result = storable_text(redact(value, secrets))
+        result = storable_text(value)  # storable first: what is stored is what is searched
         if result.note():
             notes.append(result.note())
-        return result.text
+        return redact(result.text, secrets)
 
     question = stored(parsed.new_question)
     units = [stored(unit) or "" for unit in parsed.identified_knowledge_units or []] or None
@@ -366,6 +358,21 @@ def parse_answer(
         raise ValueError(f"unknown answer field(s) {unknown}; known: {', '.join(ANSWER_FIELDS)}")
     if text is None or not text.strip():
         return ParsedGeneration(None, None, None, "failed", "empty answer")
+    hostile = reply_problem(text)
+    if hostile:
+        return ParsedGeneration(None, None, None, "failed", hostile)
+    try:
+        return _parse_answer(text, answer_fields, knowledge_units, example_questions)
+    except HostileReply as error:  # a number too long for int(), met while decoding
+        return ParsedGeneration(None, None, None, "failed", str(error))
+    except RecursionError:  # not expected past reply_problem: still the row's failure, not the job's
+        return ParsedGeneration(None, None, None, "failed", "the reply is nested too deeply to read")
+
+
+def _parse_answer(
+    text: str, answer_fields: Sequence[str], knowledge_units: Sequence[str], example_questions: Sequence[str],
+) -> ParsedGeneration:
+    """:func:`parse_answer` past its checks: ``text`` is not empty and nests no deeper than bounded."""
     echoed = placeholder_reason(text, example_questions)
     if echoed:
         return ParsedGeneration(None, None, None, "failed", echoed)
@@ -396,5 +403,5 @@ def parse_answer(
             matched, unmatched = _match_units(fields["units"], knowledge_units)
             units = matched or None
             if unmatched:
-                notes.append(f"knowledge unit(s) {unmatched!r} not in the dataset's list")
+                notes.append(f"knowledge unit(s) {shown(unmatched)} not in the dataset's list")
     return ParsedGeneration(question, level, units, "ok", "; ".join(notes) or None)

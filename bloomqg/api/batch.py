@@ -577,7 +577,7 @@ class BatchRunner:
                 try:
                     record = json.loads(line)
                     key = record["custom_id"]
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, RecursionError):  # a huge number, deep nesting too
                     log.warning("batch %s file %s line %d is not a batch result; skipped", batch.id, file_id, number)
                     continue
                 call = calls.get(key)

@@ -164,8 +164,10 @@ class CallCache:
             )
             if not isinstance(cached.text, str) or not isinstance(cached.finish_reason, str):
                 raise ValueError("text and finish_reason must be strings")
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            log.warning("call cache: corrupt entry %s (%s); treating it as a miss", path, error)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+            # RecursionError: an entry nested thousands deep is as corrupt as a truncated one
+            log.warning("call cache: corrupt entry %s (%s); treating it as a miss", path, type(error).__name__
+                        if isinstance(error, RecursionError) else error)
             return None
         return cached
 

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 from bloomqg.api.budget import Budget, SpendLedger
 from bloomqg.api.cache import CachedResponse, CallCache
-from bloomqg.stored_text import redact
+from bloomqg.stored_text import redact, storable_text
 from bloomqg.api.settings import ClientSettings
 from bloomqg.api.transport import key_in_environment
 from bloomqg.api.wire import Call
@@ -122,7 +122,9 @@ class ClientCore:
         marks those; an answer the ledger does not know (another cache) costs 0 here."""
         paid = self.spend.paid_for(key) if self.spend is not None else None
         cost = (paid or 0.0) if self.settings.prices_known else paid
-        text = redact(cached.text, [self.key_in_use])
+        # the same steps as a fresh answer (api.wire.parse_completion): storable, then masked; the
+        # parser reads it as untrusted either way
+        text = redact(storable_text(cached.text).text, [self.key_in_use])
         if text != cached.text and self.cache is not None:  # cached before answers were masked
             self._scrub(key, dataclasses.replace(cached, text=text))
         return Completion(

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bloomqg.config_schema import file_schema
+from bloomqg.stored_text import PROVIDER_KEY
 
 #: The endpoint used when ``base_url`` is None (explicit, so OPENAI_BASE_URL never redirects calls).
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -156,8 +157,6 @@ def base_url_problem(url: str) -> str | None:
     )
 
 
-#: A path segment shaped like a provider's key, or holding ``name=value``.
-_KEY_SEGMENT = re.compile(r"^(?:sk|gsk|xai)[-_][A-Za-z0-9_-]{6,}|=", re.IGNORECASE)
 _TOKEN_SEGMENT = re.compile(r"[A-Za-z0-9_.~-]{20,}")
 
 
@@ -166,7 +165,7 @@ def _secret_looking(segment: str) -> bool:
     or a random token (20+ characters mixing upper and lower case letters and digits; an Azure
     deployment or a Cloudflare account id, lower case, is none)."""
     segment = unquote(segment)
-    if _KEY_SEGMENT.search(segment):
+    if PROVIDER_KEY.match(segment) or "=" in segment:
         return True
     return bool(_TOKEN_SEGMENT.fullmatch(segment)) and all(
         any(test(char) for char in segment) for test in (str.isupper, str.islower, str.isdigit))

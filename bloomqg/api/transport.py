@@ -128,8 +128,10 @@ async def post_chat(
         decoded = json.loads(raw)
         if not isinstance(decoded, Mapping):
             raise ValueError("not a JSON object")
-    except ValueError as error:
-        raise RetryableError("invalid_response", f"HTTP 200 with a body that is not JSON ({error})") from None
+    except ValueError as error:  # a number past Python's int-string limit included
+        raise RetryableError("invalid_response", f"HTTP 200 with a body that is not JSON ({str(error)[:200]})") from None
+    except RecursionError:
+        raise RetryableError("invalid_response", "HTTP 200 with a body nested too deeply to read") from None
     return decoded
 
 

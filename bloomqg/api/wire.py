@@ -86,9 +86,10 @@ def parse_completion(
         raise RetryableError(
             "invalid_response", f"no text in the message (finish_reason={api_finish!r})"
         )
-    # masked before anything stores it; storable, so a lone surrogate the endpoint's JSON escaped
-    # cannot break the cache entry (the parser counts what decoding the text itself reveals)
-    text = storable_text(redact(text, [api_key])).text
+    # storable first (a lone surrogate the endpoint's JSON escaped cannot break the cache entry,
+    # and a NUL between a key's letters is gone before the key is searched), then masked, before
+    # anything stores it (the parser counts what decoding the text itself reveals)
+    text = redact(storable_text(text).text, [api_key])
     finish_reason = "length" if api_finish == "length" else "stop"
     usage = response.get("usage") if isinstance(response.get("usage"), Mapping) else {}
     prompt_tokens = _int_or_none(usage.get("prompt_tokens"))

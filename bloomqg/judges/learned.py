@@ -222,9 +222,17 @@ def rows_sha256(rows: pd.DataFrame) -> str:
     return digest.hexdigest()
 
 
+def code_version() -> str:
+    """sha256 of this module's source: the features and pipelines it builds, so a change to the
+    code that trains a model is a new model, not a stale one reused from the cache."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
 def training_digest(rows_digest: str, settings: Mapping[str, Any]) -> str:
-    """The model's content address: its rows, features, settings and library versions."""
-    key = {"rows_sha256": rows_digest, "features": FEATURES, "settings": dict(settings), "libraries": library_versions()}
+    """The model's content address: its rows, features, settings, library versions and the code
+    that trains it (:func:`code_version`)."""
+    key = {"rows_sha256": rows_digest, "features": FEATURES, "settings": dict(settings), "libraries": library_versions(),
+           "code": code_version()}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
 
 

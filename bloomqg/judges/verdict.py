@@ -18,8 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bloomqg import reply_json
 from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
 from bloomqg.frames import BINARY_CRITERIA, CRITERIA
+from bloomqg.reply_json import HostileReply, fenced_blocks, json_objects, reply_problem, shown
 
 #: Status values of a criterion verdict (the ``status`` column of the judgments file).
 STATUS_OK = "ok"
@@ -51,7 +53,6 @@ VERDICT_SCHEMA: dict[str, Any] = {
 
 _TRUE_WORDS = frozenset({"true", "yes", "y", "1"})
 _FALSE_WORDS = frozenset({"false", "no", "n", "0"})
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -135,21 +136,15 @@ def verdict_schema(knowledge_units: Sequence[str], bloom_levels: Sequence[str] |
 
 
 def _json_candidates(text: str) -> list[Any]:
-    """JSON values found in ``text``: the whole text, fenced blocks, then objects in prose."""
+    """JSON values found in ``text``: the whole text, fenced blocks, then objects in prose (and
+    the objects nested in them), bounded (:mod:`bloomqg.reply_json`)."""
     found: list[Any] = []
-    stripped = text.strip()
-    for chunk in [stripped, *(m.group(1).strip() for m in _FENCE.finditer(text))]:
+    for chunk in [text.strip(), *(block.strip() for block in fenced_blocks(text))]:
         try:
-            found.append(json.loads(chunk))
-        except (json.JSONDecodeError, ValueError):
-            continue
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
+            found.append(reply_json.loads(chunk))
         except json.JSONDecodeError:
             continue
-        found.append(value)
+    found.extend(json_objects(text))
     return found
 
 
@@ -222,7 +217,7 @@ def _parse_binary(name: str, fields: Mapping[str, Any]) -> CriterionVerdict:
         return CriterionVerdict.failed(f"field {name!r} missing from the JSON answer")
     value = coerce_bool(fields[name])
     if value is None:
-        return CriterionVerdict.failed(f"field {name!r} is not a yes/no value: {fields[name]!r}")
+        return CriterionVerdict.failed(f"field {name!r} is not a yes/no value: {shown(fields[name])}")
     return CriterionVerdict.ok(value)
 
 
@@ -231,13 +226,13 @@ def _parse_level(fields: Mapping[str, Any]) -> CriterionVerdict:
         return CriterionVerdict.failed("field 'bloom_level' missing from the JSON answer")
     raw = fields["bloom_level"]
     if not isinstance(raw, (str, int)) or isinstance(raw, bool):
-        return CriterionVerdict.failed(f"field 'bloom_level' is not a level name: {raw!r}")
+        return CriterionVerdict.failed(f"field 'bloom_level' is not a level name: {shown(raw)}")
     try:
         level = normalize_level(raw)
     except UnknownBloomLevel as exc:
         return CriterionVerdict.failed(f"field 'bloom_level': {exc}")
     if level is None:
-        return CriterionVerdict.failed(f"field 'bloom_level' names no level: {raw!r}")
+        return CriterionVerdict.failed(f"field 'bloom_level' names no level: {shown(raw)}")
     return CriterionVerdict.ok(level)
 
 
@@ -248,9 +243,9 @@ def _parse_units(fields: Mapping[str, Any], knowledge_units: Sequence[str]) -> C
     # A bare string is one unit given without the list brackets: still the schema's field.
     values = [raw] if isinstance(raw, str) else raw
     if not isinstance(values, list):
-        return CriterionVerdict.failed(f"field 'knowledge_units' is not a list: {raw!r}")
+        return CriterionVerdict.failed(f"field 'knowledge_units' is not a list: {shown(raw)}")
     units, unknown = match_units(values, knowledge_units)
-    dropped = f"dropped units not in the dataset's list: {unknown}" if unknown else None
+    dropped = f"dropped units not in the dataset's list: {shown(unknown)}" if unknown else None
     if not units:
         return CriterionVerdict.failed(
             "field 'knowledge_units' names no unit of the dataset"
@@ -271,7 +266,15 @@ def parse_verdict(text: str | None, knowledge_units: Sequence[str]) -> Verdict:
     """
     if text is None or not text.strip():
         return Verdict.uniform(CriterionVerdict.failed("empty answer"), text)
-    fields = _find_verdict_object(text)
+    try:
+        hostile = reply_problem(text)
+        fields = None if hostile else _find_verdict_object(text)
+    except HostileReply as error:  # a number too long for int(), met while decoding
+        hostile = str(error)
+    except RecursionError:  # not expected past reply_problem: still the row's failure, not the job's
+        hostile = "the reply is nested too deeply to read"
+    if hostile:
+        return Verdict.uniform(CriterionVerdict.failed(hostile), text)
     if fields is None:
         return Verdict.uniform(
             CriterionVerdict.failed("no JSON object with a rubric field in the answer"), text

@@ -67,7 +67,7 @@ from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.parsing import placeholder_reason, unbracketed
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
 from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
-from bloomqg.sheet_extent import SheetTooLarge, SheetUnreadable, check_workbook_extent
+from bloomqg.sheet_extent import SheetTooLarge, SheetUnreadable, read_first_sheet
 
 logger = logging.getLogger(__name__)
 
@@ -273,14 +273,14 @@ def verify_run_files(run: ReleaseRun) -> dict[str, str]:
 
 
 def _read_generations(run: ReleaseRun) -> pd.DataFrame:
-    try:
-        check_workbook_extent(run.generations, DEFAULT_INPUT_LIMITS["max_sheet_cells"])
+    try:  # read within the input limits' defaults: the check and the read are one
+        header, rows = read_first_sheet(
+            run.generations, max_cells=DEFAULT_INPUT_LIMITS["max_sheet_cells"],
+            max_cell_chars=DEFAULT_INPUT_LIMITS["max_field_chars"],
+            max_text_chars=DEFAULT_INPUT_LIMITS["max_file_mb"] * 1_000_000)
     except (SheetTooLarge, SheetUnreadable) as error:
         raise ReleaseError(str(error)) from None
-    try:
-        frame = pd.read_excel(run.generations, dtype=object)
-    except Exception as error:  # openpyxl raises several types for a broken workbook
-        raise ReleaseError(f"{run.generations}: cannot read as xlsx: {error}") from error
+    frame = pd.DataFrame(rows, columns=header, dtype=object)
     needed = [name for name in _XLSX_COLUMNS[run.dataset].values()]
     if run.strategy == "cot":
         needed += list(_COT_COLUMNS.values())
@@ -349,8 +349,9 @@ def _read_votes(run: ReleaseRun) -> list[JudgedLine]:
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ReleaseError(f"{run.votes}: line {line_number}: not valid JSON: {error}") from error
+            except (ValueError, RecursionError) as error:  # a huge number or deep nesting too
+                raise ReleaseError(f"{run.votes}: line {line_number}: not valid JSON: "
+                                   f"{type(error).__name__}: {str(error)[:200]}") from None
             lines.append(_judged_line(record, line_number, run))
     if not lines:
         raise ReleaseError(f"{run.votes}: no judged questions")

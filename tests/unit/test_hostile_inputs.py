@@ -195,31 +195,76 @@ def test_storable_text_keeps_ordinary_text() -> None:
     assert storable_text(text).text == text and storable_text(text).note() is None
 
 
-# -- 4. spreadsheets by their declared size -------------------------------------------------------
+# -- 4. spreadsheets, bounded by the parser that reads them (issues 42 and 52) ---------------------
 
 @pytest.mark.parametrize("build, extent", [
-    (lambda folder: xlsx_bombs.one_far_cell(folder / "xfd.xlsx"), "declares (A1:XFD20000) 20,000 rows × 16,384 columns"),
-    (lambda folder: xlsx_bombs.one_far_cell(folder / "bare.xlsx", declare=False), "reaches row 20,000, column 16,384"),
-    (lambda folder: xlsx_bombs.one_far_cell(folder / "last.xlsx", "A1048576", declare=False), "reaches row 1,048,576"),
-    (lambda folder: xlsx_bombs.empty_cells(folder / "empty.xlsx", megabytes=8), "reaches row 5,001, column 100"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "xfd.xlsx"), "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "bare.xlsx", declare=False), "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "zeros.xlsx", "XFD00020000", declare=False),
+     "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "a.xlsx", declare=False, sheet_path="sheets/a.xml"),
+     "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "upper.xlsx", declare=False, sheet_path="worksheets/sheet1.XML"),
+     "reaches row 20,000, column XFD"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "last.xlsx", "A1048576", declare=False), "reaches row 500,001"),
+    (lambda folder: xlsx_bombs.one_far_cell(folder / "corner.xlsx", "XFD1048576", declare=False), "reaches row 500,001"),
+    (lambda folder: xlsx_bombs.empty_cells(folder / "empty.xlsx", megabytes=8), "reaches row 5,001, column CV"),
 ])
 def test_an_xlsx_bomb_is_refused_naming_file_and_extent(tmp_path, build, extent: str) -> None:
+    """Wherever the workbook's relationships put the sheet, however its references are written:
+    the reader that would build the table is the one that counts and refuses."""
     from bloomqg.datasets import DatasetError, load_dataset
 
     path = build(tmp_path)
     with pytest.raises(DatasetError) as error:
         load_dataset("bomb", {"loader": "release_math", "path": str(path)}, base_dir=tmp_path)
-    assert str(path) in str(error.value) and extent in str(error.value)
+    assert str(path) in str(error.value) and extent in str(error.value), str(error.value)
     assert "input_limits.max_sheet_cells = 500,000" in str(error.value)
 
 
+@pytest.mark.parametrize("build, where", [
+    (lambda folder: xlsx_bombs.one_huge_shared_string(folder / "shared.xlsx", megabytes=2, uses=200),
+     "cell B2: 2,000,000 characters"),
+    (lambda folder: xlsx_bombs.markup_cell(folder / "img.xlsx", "[img]" * 40_000), "cell B2: 200,000 characters"),
+])
+def test_an_oversized_cell_is_refused_as_it_is_read(tmp_path, build, where: str) -> None:
+    """Before any markup is cleaned: a shared string is counted at each use."""
+    from bloomqg.datasets import DatasetError, load_dataset
+
+    path = build(tmp_path)
+    with pytest.raises(DatasetError) as error:
+        load_dataset("bomb", {"loader": "release_math", "path": str(path)}, base_dir=tmp_path)
+    assert str(path) in str(error.value) and where in str(error.value)
+    assert "input_limits.max_field_chars = 20,000" in str(error.value)
+
+
+def test_a_shared_string_is_counted_at_each_use(tmp_path) -> None:
+    from bloomqg.sheet_extent import SheetTooLarge, read_first_sheet
+
+    path = xlsx_bombs.one_huge_shared_string(tmp_path / "shared.xlsx", megabytes=1, uses=50)
+    header, rows = read_first_sheet(path, max_cells=1000, max_cell_chars=2_000_000, max_text_chars=50_000_100)
+    assert header == ["知识点名称", "题目内容"] and len(rows) == 50
+    with pytest.raises(SheetTooLarge, match=r"more than 10,000,000 characters of text by cell B11"):
+        read_first_sheet(path, max_cells=1000, max_cell_chars=2_000_000, max_text_chars=10_000_000)
+
+
 def test_a_workbook_within_the_bound_is_read(tmp_path) -> None:
-    from bloomqg.sheet_extent import check_workbook_extent
+    from bloomqg.sheet_extent import read_first_sheet
 
     path = xlsx_bombs.one_far_cell(tmp_path / "small.xlsx", "C40")
-    check_workbook_extent(path, 120)  # 40 rows × 3 columns
-    with pytest.raises(ValueError, match="40 rows × 3 columns"):
-        check_workbook_extent(path, 119)
+    header, rows = read_first_sheet(path, max_cells=120, max_cell_chars=10, max_text_chars=100)  # 40 rows × 3 columns
+    assert header == ["question", "Unnamed: 1", "Unnamed: 2"] and len(rows) == 39 and rows[-1] == [None, None, "x"]
+    with pytest.raises(ValueError, match="reaches row 40, column C: more than 119 cells"):
+        read_first_sheet(path, max_cells=119, max_cell_chars=10, max_text_chars=100)
+
+
+def test_markup_of_unclosed_tags_is_cleaned_as_text() -> None:
+    """The patterns no longer search past the next bracket: what an unclosed tag leaves is kept."""
+    from bloomqg.datasets import clean_markup
+
+    assert clean_markup("[img]" * 40_000 + "[img]http://x/a.png[/img] Why?") == ("[img]" * 40_000 + " Why?", 1)
+    assert clean_markup("a [img=1]u[/img] b <p class='x'>c</p> [color=red]d[/color]") == ("a b\nc\nd", 1)
+    assert clean_markup("<p" * 1000 + "x") == ("<p" * 1000 + "x", 0)
 
 
 def test_an_annotation_sheet_beyond_its_sample_is_refused_while_streaming(tmp_path) -> None:
@@ -432,3 +477,166 @@ def test_a_judges_reason_is_stored_text_too(monkeypatch) -> None:
     reason = stored_or_none(f"fine \ud800 question\x00 ({KEY[:10]}…{KEY[-5:]})")
     reason.encode("utf-8")
     assert reason == "fine \ufffd question (***)" and stored_or_none(None) is None
+
+
+# -- issue 52, 2: every reply is untrusted, every time it is read ----------------------------------
+
+_HUGE = "9" * 5000  # past Python's int-string limit (4,300 digits): int() raises ValueError
+_HOSTILE_REPLIES = {
+    "5,000-digit number": '{"question": "What is a set?", "n": ' + _HUGE + "}",
+    "5,000-digit number, fenced": '```json\n{"unique": ' + _HUGE + "}\n```",
+    "100,000-deep list": '{"question": "Q?", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "100,000-deep object": '{"a":' * 100_000 + "1" + "}" * 100_000,
+    "100,000 open braces in prose": "Here: " + "{" * 100_000,
+}
+
+
+@pytest.mark.parametrize("name", list(_HOSTILE_REPLIES))
+def test_a_hostile_reply_fails_its_row_with_a_reason(name: str) -> None:
+    from bloomqg.judges.verdict import parse_verdict
+
+    reply = _HOSTILE_REPLIES[name]
+    parsed = parse_generation(reply, ["bloom_level", "knowledge_unit"], knowledge_units=["sets"])
+    assert parsed.parse_status == "failed" and parsed.new_question is None
+    assert "digits" in parsed.parse_error or "deep" in parsed.parse_error, parsed.parse_error
+    verdict = parse_verdict(reply, ["sets"])
+    assert {cv.status for cv in verdict.criteria.values()} == {"parse_failed"}
+    assert "digits" in verdict["unique"].reason or "deep" in verdict["unique"].reason
+
+
+def test_a_cached_hostile_reply_fails_its_row_not_the_job(tmp_path) -> None:
+    """The replay of the issue: the cached reply is read through the same guarded parsers, by the
+    generation stage and by the LLM judge, and a cache file nested deeply is a miss."""
+    from bloomqg.api.cache import CallCache
+    from bloomqg.chat import Completion
+    from bloomqg.generation.stage import pass_record
+    from bloomqg.judges.llm import verdict_from_completion
+
+    for reply in _HOSTILE_REPLIES.values():
+        completion = Completion(request_id="p1", text=reply, finish_reason="stop", cached=True)
+        record = pass_record("generate", [], [], completion, ["sets"])
+        assert record["parse_status"] == "failed" and record["raw_text"] == reply
+        verdict = verdict_from_completion(completion, ["sets"])
+        assert verdict["readable"].status == "parse_failed"
+    entry = CallCache(tmp_path).path_for("0" * 64)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_text("[" * 100_000 + "]" * 100_000)
+    assert CallCache(tmp_path).get("0" * 64) is None
+
+
+def test_a_reason_quoting_a_reply_value_is_cut() -> None:
+    from bloomqg.judges.verdict import parse_verdict
+
+    verdict = parse_verdict(json.dumps({"unique": "maybe " * 100_000, "bloom_level": ["x" * 10_000] * 50}), ["sets"])
+    assert verdict["unique"].status == "parse_failed" and len(verdict["unique"].reason) < 500
+    assert len(verdict["bloom_level"].reason) < 1000
+
+
+_PIECES = st.sampled_from([
+    '{"question": "What is a set?"}', '{"unique": true, "readable": "yes"}', "{", "}", "[", "]", '"', ":",
+    ",", "```json\n", "```", "Question: ", "\n", "\\u0000", "1e999999", "-0", "NaN", "\ud800", "{}"])
+
+
+@st.composite
+def hostile_replies(draw: st.DrawFn) -> str:
+    """Pieces of answers, huge numbers, deep or unbalanced nesting and long runs, concatenated."""
+    parts = []
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["piece", "number", "nest", "run"]))
+        if kind == "piece":
+            parts.append(draw(_PIECES))
+        elif kind == "number":
+            parts.append(draw(st.sampled_from(["", "-"])) + "7" * draw(st.integers(1, 6000)))
+        elif kind == "nest":
+            depth = draw(st.integers(1, 5000))
+            opener = draw(st.sampled_from(["[", '{"a":', '{"question":']))
+            parts.append(opener * depth + draw(st.sampled_from(["1", '"x"', _HUGE[:4400]]))
+                         + ("]" if opener == "[" else "}") * draw(st.integers(0, depth)))
+        else:
+            parts.append(draw(st.sampled_from([" ", "{}", "Question:\n", "a", '"question": "'])) * draw(st.integers(1, 20_000)))
+    return "".join(parts)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.data_too_large])
+@given(hostile_replies())
+def test_fuzz_no_exception_escapes_the_reply_parsers(reply: str) -> None:
+    from bloomqg.judges.verdict import parse_verdict
+
+    parsed = parse_generation(reply, ["bloom_level", "knowledge_unit"], knowledge_units=["sets"])
+    assert parsed.parse_status in ("ok", "failed")
+    assert parsed.parse_error is None or len(parsed.parse_error) < 2000
+    verdict = parse_verdict(reply, ["sets"])
+    for criterion in verdict.criteria.values():
+        assert criterion.status in ("ok", "parse_failed")
+        assert criterion.reason is None or len(criterion.reason) < 2000
+
+
+# -- issue 52, 4: configs checked before Snakemake parses them -----------------------------------------
+
+@pytest.mark.parametrize("name, reason", [
+    ("mapping_alias_bomb", "YAML nodes once its aliases (*name) are expanded"),
+    ("merge_key_bomb", "YAML nodes once its aliases (*name) are expanded"),
+    ("use_yte", "key '__use_yte__' asks Snakemake to run the config as a YTE template"),
+    ("50MB_string", "50,000,015 bytes, above the 1,000,000 a config file may hold"),
+    ("long_value", "label: a value of 20,000 characters (yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy… (19,940 characters cut)"),
+    ("deep_nesting", "nested more than 32 deep"),
+])
+def test_a_config_snakemake_would_choke_on_is_refused_first(tmp_path, name: str, reason: str) -> None:
+    """What `make study CONFIG=…` runs before Snakemake: the file named, the reason, no value whole."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.config_bombs import write_all
+
+    path = write_all(tmp_path)[name]
+    repo = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "bloomqg.config", str(path)], capture_output=True, text=True,
+                            cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert result.returncode == 2 and str(path) in result.stderr and reason in result.stderr, result.stderr
+    assert len(result.stderr) < 1000
+
+
+def test_every_shipped_config_passes_the_check_before_snakemake() -> None:
+    from pathlib import Path
+
+    from bloomqg.config import check_config_file, main
+
+    repo = Path(__file__).resolve().parents[2]
+    files = [repo / "config.yaml", *sorted((repo / "configs").glob("*.yaml"))]
+    for path in files:
+        check_config_file(path)
+    assert main([str(path) for path in files]) == 0
+
+
+def test_a_schema_error_echoes_a_long_value_cut() -> None:
+    from bloomqg.config import ConfigError, validate_schema
+
+    config = {"datasets": {"cs": {"loader": "embedded", "path": "data/cs/questions.csv"}},
+              "models": {"api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
+              "judges": {"rules": {"backend": "rules"}}, "seed": "z" * 1_000_000}
+    with pytest.raises(ConfigError) as error:
+        validate_schema(config)
+    assert "seed: " in str(error.value) and "characters cut)" in str(error.value)
+    assert len(str(error.value)) < 2000
+
+
+# -- issue 52, 5 (in part): no model file from a path a config points elsewhere ----------------------
+
+@pytest.mark.parametrize("path", ["../../../elsewhere/evil.joblib", "/tmp/evil.joblib", "results/../../evil.joblib"])
+def test_a_learned_judges_model_file_outside_the_study_is_refused(path: str) -> None:
+    from bloomqg.config import ConfigError
+    from bloomqg.judges.backends.learned import DEFAULT_MODEL_FILE, model_file
+
+    with pytest.raises(ConfigError, match=r"judges\.mine\.model_file: .* must be a relative path inside the study"):
+        model_file("mine", {"backend": "learned", "model_file": path})
+    assert model_file("mine", {"backend": "learned"}) == DEFAULT_MODEL_FILE.format(judge="mine")
+
+
+def test_a_learned_models_cache_key_holds_the_code_that_trains_it(monkeypatch) -> None:
+    from bloomqg.judges import learned
+
+    before = learned.training_digest("0" * 64, {"C": 1.0})
+    monkeypatch.setattr(learned, "code_version", lambda: "changed")
+    assert learned.training_digest("0" * 64, {"C": 1.0}) != before

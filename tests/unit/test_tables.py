@@ -13,7 +13,7 @@ from bloomqg.parquet_io import to_table
 from bloomqg.reporting.tables.builders import dataset_table, metric_table, reliability_table
 from bloomqg.reporting.tables.human import human_agreement
 from bloomqg.reporting.tables.latex import latex_escape, render_latex
-from bloomqg.reporting.tables.markdown import render_markdown
+from bloomqg.reporting.tables.markdown import _md_escape, render_markdown
 from bloomqg.reporting.tables.model import (
     GATED_NOTE,
     MAX_COLUMNS_WITH_CI,
@@ -254,13 +254,14 @@ def test_latex_tables_are_well_formed(written):
         check_latex_structure(path.read_text(), path.name)
 
 
-def test_latex_tables_compile_when_an_engine_is_installed(written, tmp_path):
+def compile_latex(tables, tmp_path) -> None:
+    """Compile ``tables`` (paths of .tex tables) into one document with pdflatex or tectonic; skip
+    when neither is installed."""
     engine = shutil.which("pdflatex") or shutil.which("tectonic")
     if engine is None:
         pytest.skip("no LaTeX engine (pdflatex or tectonic) installed (`make test-tex-deps` installs "
                     "Debian's, as root); structure is checked by test_latex_tables_are_well_formed")
-    out, _ = written
-    inputs = "\n".join(f"\\input{{{p}}}\\clearpage" for p in sorted(out.glob("*.tex")))
+    inputs = "\n".join(f"\\input{{{p}}}\\clearpage" for p in tables)
     document = tmp_path / "all.tex"
     document.write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
                         "\\usepackage[margin=1cm,landscape]{geometry}\n\\begin{document}\n" + inputs + "\n\\end{document}\n")
@@ -268,6 +269,48 @@ def test_latex_tables_compile_when_an_engine_is_installed(written, tmp_path):
         else [engine, document.name]
     result = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_latex_tables_compile_when_an_engine_is_installed(written, tmp_path):
+    out, _ = written
+    compile_latex(sorted(out.glob("*.tex")), tmp_path)
+
+
+#: Labels a config or a model may hand the tables: a blank line inside a \multicolumn argument
+#: (LaTeX: "Paragraph ended before \multicolumn was complete"), a link, backticks, a lone CR.
+HOSTILE_LABEL = "Fine\n\ngrained [x](javascript:alert(1)) `code` a\rb \x00end"
+
+
+def _hostile_table() -> Table:
+    return Table("hostile", f"caption {HOSTILE_LABEL}", [f"Model {HOSTILE_LABEL}"], ["u", f"r {HOSTILE_LABEL}"],
+                 [[Cell(HOSTILE_LABEL), Cell("1"), Cell(f"2 {HOSTILE_LABEL}")]], pd.DataFrame(),
+                 groups=[(HOSTILE_LABEL, 2)], notes=[f"note {HOSTILE_LABEL}"])
+
+
+def test_a_label_with_blank_lines_stays_inside_its_latex_cell():
+    tex = render_latex(_hostile_table())
+    check_latex_structure(tex, "hostile")
+    assert "\n\n" not in tex and "\r" not in tex and "\x00" not in tex
+    assert "\\multicolumn{2}{c}{Fine grained [x](javascript:alert(1)) `code` a b end}" in tex
+
+
+def test_a_table_of_hostile_labels_compiles_when_an_engine_is_installed(tmp_path):
+    path = tmp_path / "hostile.tex"
+    path.write_text(render_latex(_hostile_table()))
+    compile_latex([path], tmp_path)
+
+
+def test_links_and_backticks_in_a_markdown_table_are_text():
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py is not installed")
+    text = render_markdown(_hostile_table())
+    assert "[x\\](javascript:alert(1)) \\`code\\`" in text
+    assert _md_escape("[x]: javascript:alert(1)") == "\\[x\\]: javascript:alert(1)"  # a definition
+    assert _md_escape("![i](x.png) [1, 2] (n=3)") == "![i\\](x.png) [1, 2] (n=3)"  # intervals read as written
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(rows) == 3 and all(_unescaped_pipes(line) == 4 for line in rows)
+    html = markdown_it.MarkdownIt("commonmark").enable("table").render(text)
+    assert "<a " not in html and "<code>" not in html and "javascript:alert(1)" in html
+    assert html.count("<tr>") == 2
 
 
 def test_a_malformed_table_view_is_a_clear_error(tmp_path):

@@ -23,8 +23,18 @@ DEFAULT_MODEL_FILE = "results/learned/{judge}/model.joblib"
 
 
 def model_file(judge_name: str, spec: Mapping[str, Any]) -> str:
-    """The model file of a learned judges entry."""
-    return str(BACKEND.with_defaults(spec)["model_file"]).format(judge=judge_name)
+    """The model file of a learned judges entry: a relative path inside the study's directory,
+    without ``..`` (a :class:`ConfigError` naming the key otherwise). The file is read with joblib,
+    a pickle that can run code, so the judge only ever reads a file this study's rule
+    ``train_learned_judge`` wrote, never one a config points at elsewhere."""
+    value = str(BACKEND.with_defaults(spec)["model_file"]).format(judge=judge_name)
+    path = Path(value)
+    if path.is_absolute() or ".." in path.parts:
+        raise ConfigError(
+            f"judges.{judge_name}.model_file: {value!r} must be a relative path inside the study's directory, "
+            "without '..': the model is read with joblib (a pickle, which can run code), so only a file this "
+            "study's rule train_learned_judge wrote is read")
+    return value
 
 
 def _outside_results(entry: str, where: str) -> Path:

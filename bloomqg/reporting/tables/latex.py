@@ -38,8 +38,17 @@ _LATEX_SPECIAL = {
 _LATEX_PATTERN = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIAL))
 
 
+#: Line breaks and other white space controls: a blank line ends a paragraph, which no cell and
+#: no ``\multicolumn{…}`` argument may hold (the table stops compiling), so all become one space.
+_LATEX_BREAKS = re.compile(r"[\n\r\t\f\v\x85\u2028\u2029]+")
+#: Other control characters: no font has them, and ``^^@`` and the like stop pdflatex.
+_LATEX_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
 def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters and map the few non-ASCII symbols the tables use."""
+    """Escape LaTeX's special characters, map the few non-ASCII symbols the tables use, and write
+    line breaks (a blank line above all) as one space and other control characters not at all."""
+    text = _LATEX_CONTROLS.sub("", _LATEX_BREAKS.sub(" ", text))
     return _LATEX_PATTERN.sub(lambda m: _LATEX_SPECIAL[m.group(0)], text)
 
 

@@ -4,15 +4,28 @@ table (a grouped header is written as ``group<br>column``), footnotes.
 
 from __future__ import annotations
 
+import re
+
 from bloomqg.reporting.tables.model import DAGGER, Table
 
 
+#: What a label or cell may not carry into a Markdown table as it is: HTML (as entities), the
+#: backslash, the pipe that ends a cell, backticks (a code span) and line endings (a row is one line).
+_MD_ESCAPES = str.maketrans({
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "|": "\\|", "`": "\\`", "\n": " ", "\r": " ",
+})
+#: A closing bracket that would make a link or an image (``[x](javascript:…)``, ``[x][ref]``) or a
+#: reference definition (``[x]: url``), and an opening one where a definition starts its line:
+#: escaped, while an interval such as ``[88.1, 92.3] (n=100)`` is left as it reads.
+_MD_LINK = re.compile(r"\](?=[(\[:])|^(?=\s*\[)\s*\[")
+
+
 def _md_escape(text: str) -> str:
-    """A label or cell as Markdown text: a pipe cannot end its cell, and HTML in it (a strategy
-    label ``<img src=x onerror=...>``) is shown, not run, by any renderer that passes HTML through,
-    as the HTML and LaTeX tables escape it."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A label or cell as Markdown text: a pipe cannot end its cell, a line ending cannot end its
+    row, and HTML, links, images and code spans in it (a strategy label ``<img src=x onerror=...>``
+    or ``[x](javascript:alert(1))``) are shown as text by any renderer, as the HTML and LaTeX
+    tables escape them."""
+    return _MD_LINK.sub(lambda match: match.group()[:-1] + "\\" + match.group()[-1], text.translate(_MD_ESCAPES))
 
 
 def render_markdown(table: Table) -> str:
