@@ -107,3 +107,99 @@ def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
         assert piece not in output, f"{piece!r} of the key in Snakemake's output"
         for path in written:
             assert piece.encode() not in path.read_bytes(), f"{piece!r} of the key in {path}"
+
+
+def _file_texts(root: Path) -> list[tuple[Path, str]]:
+    """Every file under ``root`` as the text a reader would get from it: Parquet decoded value by
+    value, the explorer's data.js decompressed, any other file as UTF-8 (errors replaced)."""
+    out = []
+    for path in root.rglob("*"):
+        if not path.is_file():
+            continue
+        if path.suffix == ".parquet":
+            frame = pd.read_parquet(path)
+            text = "\n".join("\n".join(map(str, frame[c].tolist())) for c in frame.columns)
+        elif path.name == "data.js":
+            script = path.read_text(encoding="ascii")
+            text = gzip.decompress(base64.b64decode(script.split('"')[1])).decode("utf-8", "replace")
+        else:
+            text = path.read_bytes().decode("utf-8", "replace")
+        out.append((path, text))
+    return out
+
+
+def test_every_spelling_of_the_key_a_model_echoes_is_written_nowhere(tmp_path: Path) -> None:
+    """The issue's spellings, each of the whole key, in one generated question (JSON-escaped as a
+    model's JSON answer carries them): after canonicalisation no file of the study, its call cache
+    or its logs holds an 8-character run of the key (or of its reversal, its base64 or hex)."""
+    from tests.unit.test_key_masking import _HOWS, _JOINERS, _spell, canonical_leaks
+
+    spellings = [joiner.join(KEY) for joiner in _JOINERS]
+    spellings += [_spell(KEY, how, lambda options: options[-1]) for how in _HOWS if how != "joined"]
+    spellings += [base64.b64encode(KEY.encode()).decode(), KEY.encode().hex()]
+    question = json.dumps({"question": "Which of these is a stack's key? " + " | ".join(spellings)})
+    assert canonical_leaks(json.loads(question)["question"], KEY), "the attack is real"
+    generator, generator_port = start_server(question)
+    verdicts, verdict_port = start_server(None)
+    try:
+        api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
+               "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
+        config = one_cell_study(
+            tmp_path, n_items=2,
+            generator={"backend": "openai", "model": "echo-generator",
+                       "base_url": f"http://127.0.0.1:{generator_port}/v1", **api},
+            judges={name: {"backend": "openai", "model": name, "base_url": f"http://127.0.0.1:{verdict_port}/v1",
+                           **api} for name in ("verdict-a", "verdict-b")},
+        )
+        config_path = tmp_path / "spellings.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        result = snakemake(tmp_path, config_path, KEY, "results/report.html")
+    finally:
+        for process in (generator, verdicts):
+            process.terminate()
+            process.wait(timeout=10)
+    assert result.returncode == 0, result.stderr[-5000:]
+    generations = read_frame(tmp_path / "results" / "generations" / "cs" / "fgp" / "api-gen.parquet", GENERATIONS)
+    assert generations["new_question"].str.startswith("Which of these is a stack's key?").all()
+    assert list((tmp_path / "cache").rglob("*.json")), "the replies are cached"
+    leaks = {str(path.relative_to(tmp_path)): found for path, text in _file_texts(tmp_path)
+             if (found := canonical_leaks(text, KEY))}
+    assert not leaks, leaks
+    assert not canonical_leaks(result.stdout + result.stderr, KEY)
+
+
+@pytest.mark.parametrize("reply", [
+    '{"question": ' + "9" * 5000 + "}",
+    "[" * 100_000 + "]" * 100_000,
+], ids=["5000-digit-number", "100000-deep"])
+def test_a_hostile_reply_fails_its_row_and_the_cell_and_its_rerun_complete(tmp_path: Path, reply: str) -> None:
+    reply_file = tmp_path / "reply.txt"  # 200 kB: longer than one command-line argument may be
+    reply_file.write_text(reply, encoding="utf-8")
+    generator, generator_port = start_server(None, "--content-file", str(reply_file))
+    verdicts, verdict_port = start_server(None)
+    try:
+        api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
+               "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
+        config = one_cell_study(
+            tmp_path, n_items=2,
+            generator={"backend": "openai", "model": "hostile", "base_url": f"http://127.0.0.1:{generator_port}/v1",
+                       **api},
+            judges={"verdict-a": {"backend": "openai", "model": "verdict-a",
+                                  "base_url": f"http://127.0.0.1:{verdict_port}/v1", **api}},
+        )
+        config_path = tmp_path / "hostile.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        target = "results/votes/cs/fgp/api-gen.parquet"
+        first = snakemake(tmp_path, config_path, "sk-unused-key-0123456789", target)
+        assert first.returncode == 0, first.stderr[-5000:]
+        generations = read_frame(tmp_path / "results" / "generations" / "cs" / "fgp" / "api-gen.parquet", GENERATIONS)
+        assert (generations["parse_status"] == "failed").all() and generations["parse_error"].notna().all()
+        assert generations["raw_text"].notna().all(), "the cache and the row keep the reply"
+        # the rerun replays the cached reply through the same guarded parser: no crash replayed
+        rerun = snakemake(tmp_path, config_path, "sk-unused-key-0123456789", target,
+                          "--forcerun", "generate_questions")
+        assert rerun.returncode == 0, rerun.stderr[-5000:]
+    finally:
+        for process in (generator, verdicts):
+            process.terminate()
+            process.wait(timeout=10)

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import sys
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +140,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per completion")
     parser.add_argument("--content", default=None, help="the assistant's answer (default: a verdict)")
+    parser.add_argument("--content-file", default=None,
+                        help="a file holding the answer (for answers longer than a command-line argument may be)")
     parser.add_argument("--status", type=int, default=200, help="HTTP status of every completion")
     parser.add_argument("--error-message", default="error", help="the error body's message (status not 200)")
     args = parser.parse_args(argv)
+    if args.content_file is not None:
+        args.content = Path(args.content_file).read_text(encoding="utf-8")
     try:
         asyncio.run(serve(args.port, args.latency, args.content, args.status, args.error_message))
     except KeyboardInterrupt:
