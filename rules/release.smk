@@ -127,8 +127,8 @@ rule train_learned_judge:
     input:
         unpack(learned_training_inputs),
     output:
-        model="results/learned/{judge}/model.joblib",
-        provenance="results/learned/{judge}/model.joblib.json",
+        model="results/learned/{judge}/model.skops",
+        provenance="results/learned/{judge}/model.skops.json",
     log:
         "logs/train_learned_judge/{judge}.log",
     conda:

@@ -23,8 +23,9 @@ What it agrees with is its teacher: trained on the release, the paper's GPT-clas
 agrees with experts on the Bloom level 46.58% of the time (the paper's Table 9) — not experts.
 
 A trained model is a :class:`LearnedModel`: the fitted pipelines and the provenance of what they
-were fitted on (:func:`training_digest`), saved with joblib by :func:`save_model` beside a JSON
-file, and loaded by :func:`load_model`. Code ships in the repository; models are made by the
+were fitted on (:func:`training_digest`), saved with skops.io by :func:`save_model` beside a JSON
+file, and loaded by :func:`load_model`, which refuses a file naming any type outside scikit-learn,
+numpy and scipy before loading it (no pickle: a model file cannot run code). Code ships in the repository; models are made by the
 workflow (rule ``train_learned_judge``) and never committed.
 """
 
@@ -346,7 +347,7 @@ def train_cached(votes: pd.DataFrame, judge_name: str, spec: Mapping[str, Any], 
     """The model of learned judges entry ``spec`` trained on ``votes``, written to ``output``.
 
     Content-addressed: a model of the same rows, features, settings and library versions
-    already in ``<cache_dir>/learned/<digest>.joblib`` is copied, not retrained."""
+    already in ``<cache_dir>/learned/<digest>.skops`` is copied, not retrained."""
     import shutil
 
     from bloomqg.judges.registry import judge_backend
@@ -358,7 +359,7 @@ def train_cached(votes: pd.DataFrame, judge_name: str, spec: Mapping[str, Any], 
         votes = votes[votes["model"].isin(train["models"])]
     settings = training_settings(C=C, folds=folds, seed=seed, encoder=spec["encoder"], source=train["source"])
     digest = training_digest(rows_sha256(training_rows(votes)), settings)
-    cached = Path(cache_dir) / "learned" / f"{digest}.joblib"
+    cached = Path(cache_dir) / "learned" / f"{digest}.skops"
     if cached.is_file() and provenance_path(cached).is_file():
         logger.info("judge %r: model %s is in the cache (same rows and settings): not retrained", judge_name, digest)
         model = load_model(cached)
@@ -377,16 +378,23 @@ def train_cached(votes: pd.DataFrame, judge_name: str, spec: Mapping[str, Any], 
     return model
 
 
+#: The only types a model file may hold: scikit-learn's estimators and the numpy / scipy values
+#: their fitted state is made of. skops.io rebuilds each object from its type and state (no
+#: pickle reduce), and :func:`load_model` refuses a file naming any other type before loading it.
+TRUSTED_TYPE_PREFIXES: tuple[str, ...] = ("sklearn.", "numpy.", "scipy.sparse.", "builtins.")
+
+
 def save_model(model: LearnedModel, path: str | Path) -> None:
-    """Write the model (joblib) and its provenance beside it (``<path>.json``), atomically."""
-    import joblib
+    """Write the model's pipelines (skops.io, no pickle) and its provenance beside them
+    (``<path>.json``), atomically."""
+    import skops.io as sio
 
     from bloomqg.atomic import atomic_target, write_text_atomic
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as tmp:
-        joblib.dump(model, tmp)
+        sio.dump(model.pipelines, tmp)
     write_text_atomic(provenance_path(path), json.dumps(model.provenance, indent=2, sort_keys=True) + "\n")
 
 
@@ -396,14 +404,25 @@ def provenance_path(path: str | Path) -> Path:
 
 def load_model(path: str | Path) -> LearnedModel:
     """A model written by :func:`save_model`; one made with other features is refused."""
-    import joblib
+    import skops.io as sio
 
     path = Path(path)
     if not path.is_file():
         raise LearnedModelError(f"learned judge model {path} not found (rule train_learned_judge makes it)")
-    model = joblib.load(path)
-    if not isinstance(model, LearnedModel):
-        raise LearnedModelError(f"{path}: not a learned judge model (got {type(model).__name__})")
+    if not provenance_path(path).is_file():
+        raise LearnedModelError(f"{path}: its provenance {provenance_path(path).name} is missing: retrain it")
+    try:
+        named = sio.get_untrusted_types(file=path)
+    except Exception as error:  # noqa: BLE001 - any unreadable file is refused the same way
+        raise LearnedModelError(f"{path}: not a skops model file ({type(error).__name__}: {error})") from error
+    refused = sorted(t for t in named if not t.startswith(TRUSTED_TYPE_PREFIXES))
+    if refused:
+        raise LearnedModelError(f"{path}: holds types outside scikit-learn, numpy and scipy ({', '.join(refused[:5])}): "
+                                "refused unloaded, since loading them could run code")
+    pipelines = sio.load(path, trusted=named)
+    if not isinstance(pipelines, dict):
+        raise LearnedModelError(f"{path}: not a learned judge model (got {type(pipelines).__name__})")
+    model = LearnedModel(pipelines, json.loads(provenance_path(path).read_text(encoding="utf-8")))
     if model.provenance.get("features") != FEATURES:
         raise LearnedModelError(f"{path}: trained with features {model.provenance.get('features')!r}, "
                                 f"this code computes {FEATURES!r}: retrain it")

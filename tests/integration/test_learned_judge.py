@@ -67,7 +67,7 @@ def test_judge_validation_measures_the_learned_judge_it_trained(workdir):
     """Trained on the runs it is validated on: the agreement here is not the held-out figure
     (benchmarks/learned_judge.py gives that); what is checked is the workflow and the record."""
     snakemake(workdir, "judge_validation")
-    model_file = workdir / "results" / "learned" / "learned" / "model.joblib"
+    model_file = workdir / "results" / "learned" / "learned" / "model.skops"
     provenance = json.loads(Path(f"{model_file}.json").read_text(encoding="utf-8"))
     votes = pd.concat([read_frame(path, VOTES) for path in sorted((workdir / "results" / "release" / "votes").rglob("glm-4-9b.parquet"))])
     rows = training_rows(votes)
@@ -75,7 +75,7 @@ def test_judge_validation_measures_the_learned_judge_it_trained(workdir):
     assert provenance["features"] == FEATURES and provenance["source"] == "release"
     assert set(provenance["libraries"]) >= {"scikit-learn", "sentence-transformers"}
     assert provenance["criteria"] == {"bloom_level": ["*"], "knowledge_units": ["cs", "math"]}
-    assert (workdir / "cache" / "learned" / f"{provenance['digest']}.joblib").is_file()  # its content address
+    assert (workdir / "cache" / "learned" / f"{provenance['digest']}.skops").is_file()  # its content address
     # cross-validated by original item: well above the rules judge's 0.48 on these questions
     assert provenance["cross_validated"]["bloom_level/*"]["agreement"] > 0.55
 
@@ -98,16 +98,16 @@ def test_judge_validation_measures_the_learned_judge_it_trained(workdir):
     assert "Nothing to be done" in snakemake(workdir, "judge_validation").stderr
     before = model_file.read_bytes()
     model_file.unlink()
-    result = snakemake(workdir, "results/learned/learned/model.joblib")
+    result = snakemake(workdir, "results/learned/learned/model.skops")
     log = (workdir / "logs" / "train_learned_judge" / "learned.log").read_text(encoding="utf-8")
     assert "not retrained" in log, result.stderr[-2000:]
     assert model_file.read_bytes() == before
 
 
 def test_the_judge_abstains_below_its_confidence_and_refuses_other_features(workdir, tmp_path):
-    model_file = workdir / "results" / "learned" / "learned" / "model.joblib"
+    model_file = workdir / "results" / "learned" / "learned" / "model.skops"
     if not model_file.is_file():
-        snakemake(workdir, "results/learned/learned/model.joblib")
+        snakemake(workdir, "results/learned/learned/model.skops")
     model = load_model(model_file)
     votes = read_frame(workdir / "results" / "release" / "votes" / "cs" / "fgp" / "glm-4-9b.parquet", VOTES).head(40)
     source = FeatureSource(load_encoder("learned"), rules_judges(originals(votes)))
@@ -131,9 +131,37 @@ def test_the_judge_abstains_below_its_confidence_and_refuses_other_features(work
         assert verdict.verdict["knowledge_units"].value[0] in only
 
     model.provenance["features"] = "v0: something else"
-    save_model(model, tmp_path / "old.joblib")
+    save_model(model, tmp_path / "old.skops")
     with pytest.raises(LearnedModelError, match="retrain"):
-        load_model(tmp_path / "old.joblib")
+        load_model(tmp_path / "old.skops")
+
+
+def test_a_model_file_naming_a_type_outside_scikit_learn_is_refused_unloaded(tmp_path, monkeypatch):
+    """A pickle could run code when loaded; a skops file is refused before loading when it names a
+    type outside scikit-learn, numpy and scipy, and a pickle is not a model file at all."""
+    import pickle
+
+    import skops.io as sio
+
+    from bloomqg.judges.learned import LearnedModel, LearnedModelError, load_model, save_model
+
+    calls = []
+    monkeypatch.setattr(sio, "load", lambda *a, **k: calls.append(a))  # must never be reached
+    path = tmp_path / "evil.skops"
+    sio.dump({"bloom_level": {"*": tmp_path}}, path)  # a pathlib type: not scikit-learn's
+    path.with_name("evil.skops.json").write_text("{}")
+    with pytest.raises(LearnedModelError, match="outside scikit-learn, numpy and scipy.*refused unloaded"):
+        load_model(path)
+    pickled = tmp_path / "pickled.skops"
+    pickled.write_bytes(pickle.dumps({"bloom_level": {}}))
+    pickled.with_name("pickled.skops.json").write_text("{}")
+    with pytest.raises(LearnedModelError, match="not a skops model file"):
+        load_model(pickled)
+    assert not calls
+    monkeypatch.undo()
+    save_model(LearnedModel({"bloom_level": {}}, {"features": "x"}), tmp_path / "plain.skops")
+    with pytest.raises(LearnedModelError, match="retrain"):  # loads (only builtins), then its features differ
+        load_model(tmp_path / "plain.skops")
 
 
 def test_training_rows_are_order_free_and_need_a_label():
@@ -171,8 +199,8 @@ def test_a_learned_judge_distils_an_earlier_studys_votes(tmp_path):
                                                                      "models": [earlier.votes["model"].iloc[0]],
                                                                      "folds": 2}}}
     (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    snakemake(workdir, "results/learned/learned/model.joblib")
-    provenance = json.loads((workdir / "results" / "learned" / "learned" / "model.joblib.json").read_text())
+    snakemake(workdir, "results/learned/learned/model.skops")
+    provenance = json.loads((workdir / "results" / "learned" / "learned" / "model.skops.json").read_text())
     taught = earlier.votes[earlier.votes["model"] == earlier.votes["model"].iloc[0]]
     rows = training_rows(taught)
     assert provenance["source"] == "votes" and provenance["rows"] == len(rows)
@@ -224,8 +252,8 @@ def test_a_learned_judge_learns_from_people(tmp_path):
                                                                      "rounds": [str(tmp_path / "export" / "round-1")],
                                                                      "folds": 2}}}
     (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    snakemake(workdir, "results/learned/learned/model.joblib")
-    provenance = json.loads((workdir / "results" / "learned" / "learned" / "model.joblib.json").read_text())
+    snakemake(workdir, "results/learned/learned/model.skops")
+    provenance = json.loads((workdir / "results" / "learned" / "learned" / "model.skops.json").read_text())
     taught = human_majority_votes(items, read_sheets(sorted((tmp_path / "export" / "round-1").glob("*.csv")), items))
     assert len(taught) == len(items)  # every item: the units always agree
     assert taught["bloom_level"].notna().sum() == sum(1 for i in range(len(items)) if i % 3 == 0)

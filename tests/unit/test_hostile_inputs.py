@@ -624,7 +624,7 @@ def test_a_schema_error_echoes_a_long_value_cut() -> None:
 
 # -- issue 52, 5 (in part): no model file from a path a config points elsewhere ----------------------
 
-@pytest.mark.parametrize("path", ["../../../elsewhere/evil.joblib", "/tmp/evil.joblib", "results/../../evil.joblib"])
+@pytest.mark.parametrize("path", ["../../../elsewhere/evil.skops", "/tmp/evil.skops", "results/../../evil.skops"])
 def test_a_learned_judges_model_file_outside_the_study_is_refused(path: str) -> None:
     from bloomqg.config import ConfigError
     from bloomqg.judges.backends.learned import DEFAULT_MODEL_FILE, model_file

@@ -19,21 +19,20 @@ if TYPE_CHECKING:
     from bloomqg.judges.learned import LearnedJudge
 
 #: Where the workflow writes a learned judge's model; ``{judge}`` is the judges entry's name.
-DEFAULT_MODEL_FILE = "results/learned/{judge}/model.joblib"
+DEFAULT_MODEL_FILE = "results/learned/{judge}/model.skops"
 
 
 def model_file(judge_name: str, spec: Mapping[str, Any]) -> str:
     """The model file of a learned judges entry: a relative path inside the study's directory,
-    without ``..`` (a :class:`ConfigError` naming the key otherwise). The file is read with joblib,
-    a pickle that can run code, so the judge only ever reads a file this study's rule
-    ``train_learned_judge`` wrote, never one a config points at elsewhere."""
+    without ``..`` (a :class:`ConfigError` naming the key otherwise): the judge reads only a file
+    this study's rule ``train_learned_judge`` wrote, never one a config points at elsewhere (the
+    file is skops, which loads only scikit-learn, numpy and scipy types: defence in depth)."""
     value = str(BACKEND.with_defaults(spec)["model_file"]).format(judge=judge_name)
     path = Path(value)
     if path.is_absolute() or ".." in path.parts:
         raise ConfigError(
             f"judges.{judge_name}.model_file: {value!r} must be a relative path inside the study's directory, "
-            "without '..': the model is read with joblib (a pickle, which can run code), so only a file this "
-            "study's rule train_learned_judge wrote is read")
+            "without '..': only a model this study's rule train_learned_judge wrote is read")
     return value
 
 
