@@ -172,11 +172,11 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
     flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, (d, p) in variants.items()
                if _turns_sign(math.nan if d is None else d, sign)]
     if not significant:
-        shown = "no p" if pd.isna(p_value) else f"p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
+        shown = "no p" if pd.isna(p_value) else f"raw p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
         return (f"not significant under the majority ({shown}) and "
-                f"{', '.join(flipped)} turn{'s' if len(flipped) == 1 else ''} its sign")
-    return (f"significant under the majority (p = {p_value:.2g}), but leaving out any of several judges "
-            f"turns its sign ({', '.join(flipped)})")
+                f"{', '.join(flipped)} turn{'s' if len(flipped) == 1 else ''} its sign or cancel{'s' if len(flipped) == 1 else ''} it")
+    return (f"significant under the majority before Holm's adjustment (raw p = {p_value:.2g}), but leaving out any of "
+            f"several judges turns its sign or cancels it ({', '.join(flipped)})")
 
 
 def _pairs(

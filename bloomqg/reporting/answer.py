@@ -11,7 +11,7 @@ A last line says how far the judges can be trusted, by the gate's rule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -90,7 +90,7 @@ def _p_text(p: Any) -> str:
     return text if text.startswith("<") else f"= {text}"
 
 
-def _summary(rows: pd.DataFrame, name_a: str, name_b: str) -> str:
+def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: str) -> str:
     """"FGP against CoT: cannot tell in 6 of 6 comparisons: in 4 the judges disagree …"."""
     n = len(rows)
     counts = rows["verdict"].value_counts()
@@ -99,7 +99,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str) -> str:
         if counts.get(verdict):
             parts.append(f"{VERDICT_TEXT[verdict].format(b=name_b)} in {counts[verdict]}")
     unknown = rows[rows["verdict"] == CANNOT_TELL]
-    head = f"{name_b} against {name_a}, {n} comparison{'s' if n != 1 else ''}: "
+    head = f"{full_b} against {full_a}, {n} comparison{'s' if n != 1 else ''}: "
     if len(unknown) == n:
         head += f"cannot tell in all {n}" if n > 1 else "cannot tell"
     else:
@@ -126,17 +126,15 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str) -> str:
     if underpowered.any():
         # the power, said for every undecided comparison: agreeing judges alone would not settle them
         pairs = unknown.loc[unknown["n_pairs"] > 0, "n_pairs"] if (unknown["n_pairs"] > 0).any() else unknown["n_pairs"]
-        smallest = (f"only differences of ≥ {mdds.min():.0f} points" if len(mdds) else "no difference of any size")
-        text += (f" With {pairs.min():,}–{pairs.max():,} pairs per comparison, this study could detect {smallest}."
-                 if pairs.min() != pairs.max() else
-                 f" With {pairs.min():,} pairs per comparison, this study could detect {smallest}.")
+        smallest = (f"only differences of ≥ {mdds.min():.1f} points" if len(mdds) else "no difference of any size")
+        text += f" With at most {int(unknown['n_pairs'].max()):,} pairs per comparison, this study could detect {smallest}."
     if len(unknown) == n:
         text += f" This run does not show whether {name_b} or {name_a} is better."
     fixes = []
-    if len(disagree):
-        fixes.append("human labels (How many labels?) or a stronger panel")
     if len(few) or underpowered.any():
-        fixes.append("more items per cell (the Detectable column)")
+        fixes.append("more items per cell")
+    if len(disagree):
+        fixes.append("judges that agree (a stronger panel, or people's labels)")
     if fixes:
         text += f" What would settle it: {' and '.join(fixes)}."
     return text
@@ -149,6 +147,23 @@ def _count(k: int, n: int) -> str:
 
 def _joined(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _full(strategy: str, label: str, titles: Mapping[str, str]) -> str:
+    """"FGP (Fine-Grained Prompting)": the label and, where it abbreviates, the title's name part."""
+    title = str(titles.get(strategy, "")).split(":")[0].strip()
+    return f"{label} ({title})" if title and title != label else label
+
+
+def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy: str, metric: str) -> str:
+    """A strategy's own value of the metric over all its questions, as the tables give it: "28.57 (n=14)"."""
+    if values is None or (model, dataset, strategy, metric) not in values.index:
+        return "–"
+    row = values.loc[(model, dataset, strategy, metric)]
+    if is_missing(row["value"]):
+        return "–"
+    n = "" if is_missing(row.get("n")) else f" (n={int(row['n'])})"
+    return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{n}"
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -170,9 +185,13 @@ def answer_context(
     strategy_labels: StrategyLabels | None = None,
     comparison: ComparisonSpec = ComparisonSpec(),
     strategy_order: Sequence[str] = (),
+    strategy_titles: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The template's ``answer``: per strategy pair, its summary sentence and table rows; what was
-    left out; the trust line."""
+    left out; the trust line. ``strategy_titles``: {name: title} spells each strategy out where
+    the Answer first names it."""
+    titles = dict(strategy_titles or {})
+    values = all_metrics.set_index(["model", "dataset", "strategy", "metric"]) if len(all_metrics) else None
     answer = answer if answer is not None else pd.DataFrame()
     strategies = ordered_strategies(ordered_unique(all_metrics["strategy"]), strategy_order)
     several_models = all_metrics["model"].nunique() > 1
@@ -189,10 +208,13 @@ def answer_context(
                 "difference": "–" if int(r.n_pairs) == 0 else
                 f"{paired_difference(r.diff, r.ci_low, r.ci_high, r.n_pairs)} {_points(r.metric)}",
                 "pairs": str(int(r.n_pairs)),
-                "detectable": "–" if is_missing(r.mdd) else f"≥ {float(r.mdd):.1f}",
+                "detectable": ("–" if not r.planned or int(r.n_pairs) == 0 else "none" if is_missing(r.mdd)
+                               else f"≥ {float(r.mdd):.1f}"),
+                "value_a": _cell_value(values, r.model, r.dataset, a, r.metric),
+                "value_b": _cell_value(values, r.model, r.dataset, b, r.metric),
                 "why": why(r, strategy_labels),
             })
-        headline = (_summary(mine, name_a, name_b) if len(mine) else
+        headline = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine) else
                     f"{name_b} against {name_a}: no comparison could be made (no original answered under both).")
         blocks.append({"pair": f"{name_b} − {name_a}", "name_a": name_a, "name_b": name_b, "headline": headline,
                        "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels)})

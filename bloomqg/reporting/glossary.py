@@ -7,6 +7,9 @@ the statistics' are written here once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from bloomqg.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.voting.agreement import GATE_RULE, PREVALENCE_LIMIT
@@ -17,6 +20,13 @@ GLOSSARY_METRICS: tuple[str, ...] = (
 )
 
 _TERMS: tuple[tuple[str, str, str], ...] = (
+    ("panel", "Panel, judges", "the automatic raters that judge every generated question; a criterion's label is the "
+     "strict majority of their votes (more than half of the votes cast), and without one it has no label."),
+    ("cell", "Cell", "one model × dataset × strategy: the questions one model wrote for one dataset under one "
+     "prompting strategy. Agreement and every table value are computed per cell."),
+    ("criterion", "Criterion", "one thing the judges rate: unique, readable, answerable, the Bloom level, the "
+     "knowledge units."),
+    ("points", "Points, pp", "percentage points: the difference of two percentages (60% against 50% is +10 points)."),
     ("bloom", "Bloom level",
      f"how demanding a question is, in six ordered levels: {', '.join(BLOOM_LEVELS)} (Bloom's revised taxonomy). "
      "Each original question carries one; a new question should hit the same level."),
@@ -24,8 +34,12 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("useful", "Useful question", "one the judges' majority calls unique, readable and answerable."),
     ("pairs", "Pairs", "original questions answered under both strategies: comparing on the same originals removes "
      "the originals' own difficulty from the difference."),
-    ("interval", "95% interval", "the range of values compatible with the data; it holds the true value in 95% of "
-     "studies like this one."),
+    ("interval", "95% interval (95% CI)", "the range of values compatible with the data; it holds the true value in "
+     "95% of studies like this one. Shares take Clopper–Pearson's exact interval, paired differences Tango's score "
+     "interval (graded ones MOVER), agreement coefficients a bootstrap over questions (docs/statistics.md)."),
+    ("tests", "McNemar, Wilcoxon", "the paired tests: McNemar's for yes/no outcomes (does a question hit its level), "
+     "Wilcoxon's signed-rank for graded ones (KnowCov). Cohen's h and the rank-biserial correlation are their effect "
+     "sizes."),
     ("holm", "Holm's p", "the p value adjusted for the several comparisons made on one metric (Holm's method), "
      "so that the chance of any false finding among them stays at 5%."),
     ("detectable", "Detectable difference", "the smallest difference this study would find 8 times in 10 with its "
@@ -33,8 +47,9 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("verdicts", "Verdicts", "higher / lower: a difference after Holm's adjustment; no difference: none beyond the "
      "interval's far end; cannot tell: the judges do not agree on what the metric needs, or the study is too small "
      "to see a useful difference (not the same as 'no difference')."),
-    ("alpha", "Krippendorff's α", "how much the judges agree beyond chance: 1 = always, 0 = no better than chance. "
-     "The gate asks at least 0.7."),
+    ("alpha", "Krippendorff's α", "how much the judges agree beyond chance: 1 = always, 0 = no better than chance, "
+     "below 0 = they disagree more than chance would (systematically). The gate asks at least 0.7."),
+    ("kappa", "Cohen's κ", "agreement of two raters beyond chance, on the same scale as α."),
     ("ac1", "Gwet's AC1", f"agreement beyond chance that stays meaningful when one answer dominates; used instead of "
      f"α where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes, since α then collapses although the judges "
      "agree."),
@@ -45,15 +60,19 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("ddagger", "‡ (double dagger)", "the number is decided by how the panel is built (e.g. a judge that cannot "
      "rate the criterion), not by the judges' votes."),
     ("dawid-skene", "Dawid–Skene", "a model that estimates each judge's accuracy from the votes alone and weighs "
-     "the judges by it; shown beside the plain majority as a check."),
-    ("ppi", "PPI++", "prediction-powered inference: a few human labels correct the judges' estimate and its "
-     "interval."),
+     "the judges by it (its label: the answer it finds likeliest); shown beside the plain majority as a check."),
+    ("effective", "Effective judges", "how many independent judges the panel is worth: as many as it has when they "
+     "err independently, 1 when they all make the same mistakes."),
+    ("ppi", "PPI, PPI++", "prediction-powered inference: a few human labels correct the judges' estimate and its "
+     "interval (PPI++ tunes how much the judges are trusted)."),
     ("n", "n", "the number of questions a value is computed over."),
 )
 
 
-def glossary_entries() -> list[dict[str, str]]:
-    """[{key, term, text}] in the page's order: the metrics, then the terms."""
+def glossary_entries(strategies: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, str]]:
+    """[{key, term, text}] in the page's order: the strategies run (their labels and titles), the
+    metrics, then the terms."""
+    named = [{"key": f"strategy-{s['name']}", "term": str(s["label"]), "text": f"{s['title']}."} for s in strategies]
     metrics = [{"key": name, "term": metric_spec(name).label, "text": metric_spec(name).definition + "."}
                for name in GLOSSARY_METRICS]
-    return metrics + [{"key": key, "term": term, "text": text} for key, term, text in _TERMS]
+    return named + metrics + [{"key": key, "term": term, "text": text} for key, term, text in _TERMS]

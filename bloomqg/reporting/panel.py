@@ -19,12 +19,12 @@ from bloomqg.reporting.display import CRITERION_LABEL, CRITERION_PHRASE, is_miss
 
 #: How each judge backend rates, in one clause.
 BACKEND_DESCRIPTION: dict[str, str] = {
-    "rules": "rules without a model: the paper's verb list for the Bloom level (the highest level whose verb the "
-             "question uses) and text heuristics for the other criteria",
-    "embedding": "sentence embeddings ({model}): the Bloom level of the most similar dataset questions and the "
-                 "nearest knowledge unit; it does not rate readable or answerable",
-    "hf": "a language model ({model}) run on this machine, asked the judging rubric and answering in JSON",
-    "openai": "a language model ({model}) behind an API, asked the judging rubric and answering in JSON",
+    "rules": "no model: the paper's verb list for the Bloom level (the highest level whose verb the question uses), "
+             "text heuristics for the rest",
+    "embedding": "sentence embeddings ({model}): the level of the most similar dataset questions, the nearest "
+                 "unit; it does not rate readable or answerable",
+    "hf": "a language model ({model}) run on this machine, asked the judging rubric",
+    "openai": "a language model ({model}) behind an API, asked the judging rubric",
     "learned": "a classifier trained on the paper's published panel votes",
 }
 #: A judge giving one answer to at least this share of the questions it rates is an artefact risk:
@@ -44,17 +44,25 @@ def _model_of(name: str, entry: Mapping[str, Any], config: Mapping[str, Any]) ->
 
 
 def _pooled(rows: pd.DataFrame) -> tuple[str, float] | None:
-    """(modal answer, its share) over every cell a judge rated a criterion in, weighted by items."""
-    totals: dict[str, float] = {}
+    """(its answer, the share of questions it gave its cell's one most frequent answer to), over
+    every cell a judge rated a criterion in, weighted by items: a judge that names one unit per
+    dataset (each dataset has its own units) is as constant as one that names one level everywhere."""
+    modal: dict[str, float] = {}
+    kept = total = 0.0
     for r in rows.itertuples(index=False):
         if not isinstance(r.vote_distribution, str) or is_missing(r.n_items):
             continue
-        for category, share in json.loads(r.vote_distribution).items():
-            totals[category] = totals.get(category, 0.0) + float(share) * int(r.n_items)
-    if not totals:
+        shares = json.loads(r.vote_distribution)
+        if not shares:
+            continue
+        top = max(shares, key=lambda k: shares[k])
+        kept += float(shares[top]) * int(r.n_items)
+        total += int(r.n_items)
+        modal[top] = modal.get(top, 0.0) + float(shares[top]) * int(r.n_items)
+    if not total:
         return None
-    top = max(totals, key=lambda k: totals[k])
-    return top, totals[top] / sum(totals.values())
+    answer = max(modal, key=lambda k: modal[k]) if len(modal) == 1 else f"one per cell, e.g. {max(modal, key=lambda k: modal[k])}"
+    return answer, kept / total
 
 
 def _answer(criterion: str, category: str) -> str:
@@ -64,8 +72,9 @@ def _answer(criterion: str, category: str) -> str:
 
 
 def _agreement(mine: pd.DataFrame) -> str:
-    """"37% of Bloom levels and 50% of knowledge units": how often a judge agrees with the others'
-    majority, on the criteria that have many answers (yes/no agreement is mostly prevalence)."""
+    """"37% of Bloom levels and 50% of knowledge units": how often a judge agrees with the strict
+    majority of the *other* judges (its own vote left out, where they have one), on the criteria
+    with many answers (yes/no agreement is mostly prevalence)."""
     parts = []
     for criterion in ("bloom_level", "knowledge_units"):
         rows = mine[mine["criterion"] == criterion] if len(mine) else mine
@@ -105,3 +114,27 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
         if constant:
             artefacts.append(f"{name} ({', '.join(constant)})")
     return lines, artefacts
+
+
+def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
+                strategy_labels: Mapping[str, str] | None = None) -> dict[str, list[dict[str, str]]]:
+    """What wrote the questions and on what: each model of the metrics with the model id its config
+    entry names, and each dataset with its domain and the strategies run on it (a dataset run
+    under one strategy is said to be, so a missing comparison is not a surprise)."""
+    from bloomqg.reporting.display import ordered_unique, strategy_label
+
+    models_config = dict(config.get("models") or {})
+    datasets_config = dict(config.get("datasets") or {})
+    models = []
+    for name in ordered_unique(all_metrics["model"]):
+        entry = models_config.get(name) or {}
+        model_id = entry.get("model") if isinstance(entry, Mapping) else None
+        models.append({"name": str(name), "model": str(model_id) if model_id and model_id != name else ""})
+    datasets = []
+    for name in ordered_unique(all_metrics["dataset"]):
+        entry = datasets_config.get(name) or {}
+        ran = ordered_unique(all_metrics.loc[all_metrics["dataset"] == name, "strategy"])
+        datasets.append({"name": str(name), "domain": str(entry.get("domain", "")) if isinstance(entry, Mapping) else "",
+                         "strategies": ", ".join(strategy_label(s, strategy_labels) for s in ran),
+                         "one": "only" if len(ran) == 1 else ""})
+    return {"models": models, "datasets": datasets}

@@ -185,7 +185,8 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
             levels = ", ".join(f"{r['original_level']} (of {int(r['n'])})" for _, r in accuracy.iterrows())
             parts.append(f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of "
-                         f"the originals was {best['accuracy']:.0f}% accurate at every level: {levels}.")
+                         f"the originals was {best['accuracy']:.0f}% accurate at every level: {levels} "
+                         "(originals per level; one the model did not classify counts as wrong).")
             continue
         parts.append(
             f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of the originals "
@@ -275,6 +276,15 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
             "n_panel": len(panel), "coefficient": coefficient, "status_counts": status_counts}
 
 
+def _reliability_reading(gate: dict[str, Any]) -> str:
+    """The reliability figure's one line: the gate's outcomes counted (the section says the rest)."""
+    counts = gate["status_counts"]
+    if not gate["n_panel"]:
+        return gate["effect"]
+    return (f"Of {gate['n_panel']} criterion × cell agreements, {counts[RELIABLE]} reliable, {counts[UNRELIABLE]} "
+            f"unreliable and {counts[NOT_MEASURED]} not measured; what the gate flagged, and why: Judge reliability.")
+
+
 def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Mean and worst generation parse-failure rate, and the judges' mean."""
     frame = _values(all_metrics, "parse_failure_rate")
@@ -330,7 +340,7 @@ def figure_readings(
         or f"{EMPTY} No knowledge-identification accuracy was computed: no strategy run asks the model to identify the units.",
         "fig5_correlations": correlation_summary(all_metrics, correlations, labels),
         "fig6_confusion": classification_summary(votes, labels),
-        "reliability": gate_summary(reliability, labels)["effect"],
+        "reliability": _reliability_reading(gate_summary(reliability, labels)),
         "parse_failures": parse_failure_summary(all_metrics, reliability, labels),
     }
 
@@ -380,8 +390,8 @@ def _judge_reading(reliability: pd.DataFrame) -> str | None:
         return None
     agreement = judges.groupby("judge")["agreement_with_majority"].mean() * 100
     if f"{agreement.max():.1f}" == f"{agreement.min():.1f}":
-        return f"Every judge agreed with the panel majority equally often ({agreement.max():.1f}%)."
-    return (f"{agreement.idxmax()} agreed with the panel majority most often ({agreement.max():.1f}%), "
+        return f"Every judge agreed with the panel majority (its own vote included) equally often ({agreement.max():.1f}%)."
+    return (f"{agreement.idxmax()} agreed with the panel majority (its own vote included) most often ({agreement.max():.1f}%), "
             f"{agreement.idxmin()} least often ({agreement.min():.1f}%).")
 
 

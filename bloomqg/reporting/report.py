@@ -32,7 +32,7 @@ from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
-from bloomqg.reporting.panel import judge_lines
+from bloomqg.reporting.panel import judge_lines, study_setup
 from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import (
     call_failures,
@@ -218,14 +218,29 @@ def section_notes(tables: list[dict[str, Any]]) -> list[dict[str, str]]:
 #: A hyphenated name (smollm2-135m, glm-4-9b, all-MiniLM-L6-v2): browsers break lines after its
 #: hyphens, which CSS cannot forbid short of ``nowrap``.
 _HYPHENATED = re.compile(r"(?<![\w.-])[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)+(?![\w.-])")
+#: Names of several words that must not break either: a cell (model · dataset · strategy), a
+#: strategy pair, the criteria, Dawid–Skene.
+_PHRASES = re.compile(r"[^\s·<>;,()]+(?: · [^\s·<>;,()]+)+|[^\s;,]+ − [^\s;,]+|Bloom level|Knowledge units|Dawid–Skene")
 
 
 def _atoms(text: Any) -> Any:
     """Text escaped, each hyphenated name in a ``nowrap`` span so it never breaks inside."""
     from markupsafe import Markup, escape
 
-    out = str(escape(text))
-    return Markup(_HYPHENATED.sub(lambda m: f'<span class="atom">{m.group(0)}</span>', out))
+    out = _HYPHENATED.sub(lambda m: f"\x00{m.group(0)}\x01", str(escape(text)))
+    out = _PHRASES.sub(lambda m: f"\x00{m.group(0)}\x01", out)
+    # nested marks (a hyphenated name inside a cell label) open one span only
+    depth, pieces = 0, []
+    for char in out:
+        if char == "\x00":
+            pieces.append('<span class="atom">' if depth == 0 else "")
+            depth += 1
+        elif char == "\x01":
+            depth -= 1
+            pieces.append("</span>" if depth == 0 else "")
+        else:
+            pieces.append(char)
+    return Markup("".join(pieces))
 
 
 def _marked(text: Any) -> Any:
@@ -254,7 +269,7 @@ def cost_card(cost_usd: float, n_imported: int) -> tuple[str, str]:
     pay it, so the card says so rather than "$0.0000"."""
     paid = f"${cost_usd:,.4f}"
     if not n_imported:
-        return paid, "API cost (generators, judges and their bias probes, as the spend ledger records it)"
+        return paid, "paid for API calls (see Cost and tokens)"
     own = f"; this run's own API calls, as the spend ledger records them: {paid}" if cost_usd else ""
     return (
         f"{paid} + unknown" if cost_usd else "unknown",
@@ -384,9 +399,10 @@ def build_report(
     context = {
         "title": title,
         "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
-                                 strategy_order=strategy_order),
+                                 strategy_order=strategy_order,
+                                 strategy_titles={s["name"]: s["title"] for s in strategies}),
         "strategies": list(strategies),
-        "glossary": glossary_entries(),
+        "glossary": glossary_entries(strategies),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": {**overview(all_metrics, votes, ledger, generations, labels),
                      "call_failures": call_failures(judgments, generations),
@@ -408,6 +424,7 @@ def build_report(
         if judge_bias else None,
     }
     context["judges"], context["artefacts"] = judge_lines(config, reliability)
+    context["setup"] = study_setup(config, all_metrics, labels)
     context["construction"] = mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)),
                                                    labels)
     context["table_notes"] = section_notes(context["tables"])

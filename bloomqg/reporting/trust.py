@@ -62,7 +62,7 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
             "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),
             "agreement": _with_ci(r.percent_agreement, r.percent_agreement_ci_low, r.percent_agreement_ci_high),
             "prevalence": "–" if is_missing(r.prevalence) else
-            f"{float(r.prevalence):.2f}" + ("" if not isinstance(r.majority_category, str) else
+            f"{float(r.prevalence):.3f}" + ("" if not isinstance(r.majority_category, str) else
                                            f" ({_category(r.criterion, r.majority_category)})"),
             "alpha": ("undefined (no variance)" if assessable and is_missing(r.alpha) else
                       _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else "not assessable"),
@@ -241,8 +241,10 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
     metrics = ordered_unique(robustness["metric"])
     labels = ", ".join(metric_spec(m).label for m in metrics)
     return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; each strategy pair and model pair "
-            f"on each dataset), judged by whether the sign and the side of p = 0.05 stay the same under the majority, "
-            f"Dawid–Skene and every leave-one-judge-out panel: " + ", ".join(parts) + ".")
+            f"on each dataset), judged by whether the sign and the side of raw p = 0.05 stay the same under the "
+            f"majority, Dawid–Skene and every leave-one-judge-out panel: " + ", ".join(parts) + ". A comparison that "
+            "holds does not depend on any one judge; that does not make unreliable judges reliable, so the Answer's "
+            "verdicts, which check the judges' agreement first, decide.")
 
 
 def trust_context(

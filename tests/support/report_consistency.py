@@ -71,9 +71,9 @@ def report_inconsistencies(page: str) -> list[str]:
     pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>) \[95% interval\]</th>', answer)]
     for pair, table in zip(pair_headers, re.findall(r'<table class="answer">.*?</table>', answer, re.S)):
         for row in table_rows(table, "<table"):
-            if len(row) < 6:
+            if len(row) < 9:
                 continue
-            metric, where, verdict, difference, n = row[:5]
+            metric, where, verdict, _, _, difference, n = row[:7]
             model, _, dataset = where.rpartition(" · ")
             model = model or (next(iter(models)) if len(models) == 1 else None)  # one model: not named
             shown = re.sub(r" (points|levels|units)$", "", difference).replace(" (one pair: no interval)", "")
@@ -84,7 +84,7 @@ def report_inconsistencies(page: str) -> list[str]:
             table_diff = in_table[0].replace(" (one pair: no interval)", "")
             if n != "0" and (table_diff, in_table[2]) != (shown, n):
                 problems.append(f"{metric} on {dataset}: the Answer says {shown}, n {n}; the paired table {in_table}")
-            if "Holm's p " in row[6] and f"Holm's p {in_table[1] if in_table[1].startswith('<') else '= ' + in_table[1]}" not in row[6]:
+            if "Holm's p " in row[8] and f"Holm's p {in_table[1] if in_table[1].startswith('<') else '= ' + in_table[1]}" not in row[8]:
                 problems.append(f"{metric} on {dataset}: the Answer's Holm p is not the paired table's {in_table[1]}")
             robust_n = pairs_of.get((model, dataset, pair, metric.lower()))
             if robust_n is not None and robust_n != n:

@@ -9,6 +9,7 @@ import pandas as pd
 from bloomqg.bloom import BLOOM_LEVELS, normalize_level
 from bloomqg.metrics.paired import PAIRED_COLUMNS
 from bloomqg.metrics.registry import table_label
+from bloomqg.voting.agreement import GATE_RULE
 from bloomqg.reporting.display import (
     CRITERION_LABEL,
     EMPTY,
@@ -208,14 +209,13 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
              "at a high prevalence α reads near zero although the judges agree, which AC1 does not; "
              "their CIs, percent agreement and n are in the CSV and the report's section "
              "\"Can these judges be trusted?\"."]
-    coefficients = [c for c in ordered_unique(panel.get("gate_coefficient", pd.Series(dtype=object))) if isinstance(c, str)]
-    name = "Gwet's AC1" if coefficients == ["ac1"] else "α"
     if thresholds:
         notes.append(
-            f"Gate: {name} ≥ {', '.join(f'{t:g}' for t in thresholds)} (action: {', '.join(map(str, actions)) or 'n/a'})."
+            f"Gate (threshold {', '.join(f'{t:g}' for t in thresholds)}; action: {', '.join(map(str, actions)) or 'n/a'}): "
+            f"{GATE_RULE}."
         )
     if failed:
-        notes.append(f"{DAGGER} failed the gate: " + "; ".join(failed) + ".")
+        notes.append(f"{DAGGER} failed the gate or not measured: " + "; ".join(failed) + ".")
     data = panel.drop(columns=["judge", "agreement_with_majority", "parse_failure_rate"], errors="ignore")
     return Table(
         "table_reliability",

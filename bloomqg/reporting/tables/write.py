@@ -57,8 +57,8 @@ def build_tables(
     tables.append(metric_table(
         all_metrics, paper_table_metrics("table5"), name="table5_usability", cells=cells, **named,
         caption="Table 5. Usability, Bloom-level consistency (CatCons) and knowledge coverage (KnowCov) (%).",
-        notes=[("Usability: share of judged questions voted unique, readable and answerable; "
-                "CatCons and KnowCov over useful questions.")],
+        notes=[("Usability: share of generated questions voted unique, readable and answerable (a generation "
+                "without a parsable question counts as not usable); CatCons and KnowCov over useful questions.")],
     ))
     tables.append(metric_table(
         all_metrics, paper_table_metrics("table6"), name="table6_cognitive_shift", cells=cells, **named,
@@ -76,7 +76,8 @@ def build_tables(
     tables.append(metric_table(
         all_metrics, paper_table_metrics("auxiliary"), name="table_auxiliary", cells=cells, **named,
         caption="CogShift score, auxiliary tasks (question classification, knowledge identification) and question counts.",
-        notes=["CogShift is a raw score (mean (1 − δ)·|Δ|); Generated/Useful are counts; the auxiliary tasks exist only "
+        notes=["CogShift is a raw score: the mean over useful questions of |Δ|, the number of Bloom levels between the "
+               "judged and the original level (0 where they match); Generated/Useful are counts; the auxiliary tasks exist only "
                "under strategies whose answers identify the original's level and units (CoT's), – elsewhere."],
     ))
     tables.append(reliability_table(reliability, strategy_labels))
