@@ -111,7 +111,7 @@ def test_the_stage_writes_choice_probabilities_equal_to_a_hand_computation(tmp_p
         inner = HFTextGenerator.from_model(tiny_model("llama", vocab_size=CHAR_VOCAB_SIZE), char_tokenizer(),
                                            batch_size=2)
         generator = CachedTextGenerator(inner, cache_dir=tmp_path / "cache", identity={"model": "tiny-char"})
-        frame = judge_questions(generations_frame(questions), "tiny-judge", JUDGE, dataset=dataset_frame(),
+        frame = judge_questions(generations_frame(questions), "tiny-judge", {**JUDGE, "mode": "choices"}, dataset=dataset_frame(),
                                 domain="cs", prompt_path=rubric, text_generator=generator)
         return frame, inner
 
@@ -144,3 +144,14 @@ def test_the_stage_writes_choice_probabilities_equal_to_a_hand_computation(tmp_p
     assert inner_again.stats["scored_batches"] == 0  # every score read from the call cache
     assert second.loc[second["status"] == "ok", "cached"].all()
     assert second["choice_probs"].tolist() == first["choice_probs"].tolist()
+
+
+def test_every_judge_generates_unless_its_entry_asks_for_choices():
+    """Measured on the default study, choices was slower and no closer to the targets: generate
+    stays the default whatever the backend can do (bloomqg.judges.llm.default_mode)."""
+    from bloomqg.judges.llm import default_mode
+
+    class Scorer:
+        supports_choice_scoring = True
+
+    assert default_mode(Scorer()) == "generate" and default_mode(object()) == "generate"

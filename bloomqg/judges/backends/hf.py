@@ -8,8 +8,8 @@ server settings (judge_questions does), the job starts that engine's server for 
 whose call cache is keyed by the engine and its versions; validate_judge and probe_judge still
 run the weights in-process.
 
-In-process it scores the rubric's options instead of writing an answer (``mode: choices``,
-:mod:`bloomqg.judges.choices`), its scores cached the same way; engine judges generate.
+With ``mode: choices`` (opt-in, in-process only) it scores the rubric's options instead of
+writing an answer (:mod:`bloomqg.judges.choices`), its scores cached the same way.
 """
 
 from __future__ import annotations
@@ -65,9 +65,10 @@ BACKEND = JudgeBackend(
             "description": "choices: score each criterion's options (true/false, the Bloom levels, the dataset's "
                            "knowledge units) by their log-probability after the rubric prompt and answer the "
                            "likeliest, keeping each option's probability (the judgments' choice_probs column); "
-                           "generate: write the JSON verdict and parse it. Default: choices in-process, generate "
-                           "when the model entry names an engine or its model cannot score continuations "
-                           "(sliding-window layers, remote code). The scores and their normalisation: bloomqg/judges/choices.py.",
+                           "generate (the default): write the JSON verdict and parse it. choices needs the model in-process "
+                           "and able to score continuations (not an engine, sliding-window layers or remote code); on "
+                           "the default study it was slower and no closer to the targets (benchmarks/judge_modes.py). "
+                           "The scores and their normalisation: bloomqg/judges/choices.py.",
         },
         "generation": {"$ref": "#/$defs/generation"},
     },
