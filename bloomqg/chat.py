@@ -78,6 +78,51 @@ class TextGenerator(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """Text to score after a request's prompt (the assistant turn's opening).
+
+    ``context`` is read but not scored (a JSON key such as ``{"bloom_level": "``, the same for
+    every option of a criterion); ``scored`` is the option whose tokens are scored (``Apply"``).
+    """
+
+    context: str
+    scored: str
+
+
+@dataclass(frozen=True)
+class ContinuationScore:
+    """The log-probability (natural log, summed over its tokens) of a continuation's scored text
+    after the prompt and its context, and how many tokens that text took."""
+
+    logprob: float
+    n_tokens: int
+
+
+@dataclass(frozen=True)
+class ScoredPrompt:
+    """One request's continuation scores, in the order the continuations were given."""
+
+    request_id: str
+    scores: tuple[ContinuationScore, ...]
+    n_prompt_tokens: int | None = None
+    #: read back from the call cache instead of computed
+    cached: bool = False
+
+
+class ChoiceScorer(Protocol):
+    """A model that scores continuations instead of writing them (the ``choices`` judge mode)."""
+
+    #: whether this model can score continuations (a wrapper says so for what it wraps)
+    supports_choice_scoring: bool
+
+    def score_continuations(
+        self, requests: Sequence[ChatRequest], continuations: Sequence[Continuation]
+    ) -> list[ScoredPrompt]:
+        """One :class:`ScoredPrompt` per request, in order: a score per continuation."""
+        ...
+
+
 class AnswerRateError(RuntimeError):
     """A generator's or judge's calls failed on more of its items than ``min_answer_rate`` allows."""
 

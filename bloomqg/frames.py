@@ -138,6 +138,9 @@ JUDGMENTS = _schema(
     f("n_completion_tokens", pa.int64()),
     f("cost_usd", pa.float64()),  # the spend ledger's figure, also for a cached answer paid earlier
     f("cache_key", _str),  # the call's cache key (= its spend-ledger key); null for judges without calls
+    # a choices-mode LLM judge's probability of each option of the criterion, as JSON
+    # {option: prob} ("true"/"false", level names, unit names; bloomqg.judges.choices); null otherwise
+    f("choice_probs", _str),
 )
 
 #: One row per generated question: majority votes, per-criterion agreement and gate state.

@@ -9,13 +9,23 @@ decoding settings and the messages. A forced rerun of the job then asks the mode
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key, canonical_json
-from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams, TextGenerator
+from bloomqg.chat import (
+    BatchCallback,
+    ChatRequest,
+    Completion,
+    Continuation,
+    ContinuationScore,
+    DecodingParams,
+    ScoredPrompt,
+    TextGenerator,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +88,41 @@ class CachedTextGenerator:
             answers.get(r.request_id) or Completion(r.request_id, None, "error", error="no completion returned")
             for r in requests
         ]
+
+    @property
+    def supports_choice_scoring(self) -> bool:
+        """Whether the wrapped generator scores continuations (the ``choices`` judge mode)."""
+        return bool(getattr(self.inner, "supports_choice_scoring", False))
+
+    def choice_key(self, request: ChatRequest, continuations: Sequence[Continuation]) -> str:
+        """The cache key of one request's continuation scores: the generator, the messages and
+        the continuations (as the key's schema field: the call's fixed part besides the messages)."""
+        model = canonical_json({"generator": self.identity, "mode": "choices"})
+        return call_cache_key(model, request.messages, temperature=0.0, top_p=1.0, max_tokens=0, seed=None,
+                              response_schema={"continuations": [[c.context, c.scored] for c in continuations]})
+
+    def score_continuations(
+        self, requests: Sequence[ChatRequest], continuations: Sequence[Continuation]
+    ) -> list[ScoredPrompt]:
+        """One :class:`ScoredPrompt` per request, in order; only the requests not cached are scored
+        (the scores are stored as a JSON list of ``[logprob, n_tokens]``)."""
+        keys = {request.request_id: self.choice_key(request, continuations) for request in requests}
+        answers: dict[str, ScoredPrompt] = {}
+        missing: list[ChatRequest] = []
+        for request in requests:
+            hit = self.cache.get(keys[request.request_id])
+            if hit is None:
+                missing.append(request)
+                continue
+            scores = tuple(ContinuationScore(float(lp), int(n)) for lp, n in json.loads(hit.text))
+            answers[request.request_id] = ScoredPrompt(request.request_id, scores, hit.n_prompt_tokens, cached=True)
+        logger.info("choice scores cache: %d of %d prompts cached", len(answers), len(requests))
+        if missing:
+            for result in self.inner.score_continuations(missing, continuations):  # type: ignore[attr-defined]
+                text = json.dumps([[score.logprob, score.n_tokens] for score in result.scores])
+                self.cache.put(keys[result.request_id], CachedResponse(text, "scored", result.n_prompt_tokens, 0))
+                answers[result.request_id] = result
+        return [answers[request.request_id] for request in requests]
 
     def close(self) -> None:
         self.inner.close()

@@ -14,6 +14,10 @@ says that text inside is data; tag look-alikes inside the data are escaped so th
 close its own tag. The verdict JSON schema travels with every request as
 ``ChatRequest.response_schema`` (structured output where the backend supports it); the answer is
 read by :func:`bloomqg.judges.verdict.parse_verdict` either way.
+
+That is the ``generate`` mode, every judge's default. In the ``choices`` mode (opt-in, for a
+model run in-process) the same messages are not answered but continued: each criterion's options are
+scored by their log-probability and the verdict is the likeliest (:mod:`bloomqg.judges.choices`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from bloomqg.chat import (
     TextGenerator,
 )
 from bloomqg.judges.base import JudgedItem, JudgeItem
+from bloomqg.judges.choices import MODES, judge_by_choices
 from bloomqg.judges.rubric import RubricTemplate
 from bloomqg.judges.verdict import (
     CriterionVerdict,
@@ -110,7 +115,13 @@ class LLMJudge:
         template: RubricTemplate,
         decoding: DecodingParams,
         bloom_levels: Sequence[str] = BLOOM_LEVELS,
+        mode: str = "generate",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        if mode == "choices" and not getattr(text_generator, "supports_choice_scoring", False):
+            raise ValueError("mode 'choices' needs a model that scores continuations in-process "
+                             "(an hf judge without an engine, on a full-attention model); use mode 'generate'")
         if sorted(bloom_levels) != sorted(BLOOM_LEVELS):
             raise ValueError(f"bloom_levels must be an order of {list(BLOOM_LEVELS)}, got {list(bloom_levels)}")
         self.text_generator = text_generator
@@ -121,6 +132,9 @@ class LLMJudge:
         self.template = template
         self.decoding = decoding
         self.schema = verdict_schema(self.knowledge_units, self.bloom_levels)
+        #: "generate": write the JSON verdict and parse it; "choices": score each option
+        #: (:mod:`bloomqg.judges.choices`)
+        self.mode = mode
 
     def requests(self, items: Sequence[JudgeItem]) -> list[ChatRequest]:
         """One chat request per item, its prompt_id as the request id."""
@@ -143,6 +157,9 @@ class LLMJudge:
     def judge_batch(self, items: Sequence[JudgeItem]) -> list[JudgedItem]:
         """One :class:`JudgedItem` per item, in order (a missing completion is an error)."""
         requests = self.requests(items)
+        if self.mode == "choices":
+            return judge_by_choices(self.text_generator, requests, self.knowledge_units,  # type: ignore[arg-type]
+                                    self.bloom_levels)
         completions = self.text_generator.complete(requests, self.decoding)
         by_id = {completion.request_id: completion for completion in completions}
         results = []
@@ -170,8 +187,19 @@ def build_llm_judge(context: "JudgeContext") -> LLMJudge:
 
     if context.text_generator is None or context.rubric is None:
         raise ValueError(f"judge {context.judge_name!r}: an LLM judge needs a text generator and the rubric")
+    mode = context.spec.get("mode") or default_mode(context.text_generator)
     return LLMJudge(
         context.text_generator, context.knowledge_units, context.domain, template=context.rubric,
         decoding=decoding_params(context.spec.get("generation"), context.seed, where=f"judges.{context.judge_name}.generation"),
-        bloom_levels=context.bloom_levels,
+        bloom_levels=context.bloom_levels, mode=mode,
     )
+
+
+def default_mode(text_generator: object) -> str:
+    """``generate``, for every judge: measured on the default study's 132 questions with SmolLM2
+    on 2 quiet cores (``benchmarks/judge_modes.py``), ``choices`` took 82 s against 58 s and
+    answered Analyze to 85 of 113 levels (generate: Apply to 80 of 91), its levels matching the
+    original's target less often (23% against 30%). It stays a judge's opt-in ``mode: choices``
+    until it agrees better with people or the paper's panel (issue 53)."""
+    del text_generator  # the mode no longer depends on the backend; kept for callers' signature
+    return "generate"

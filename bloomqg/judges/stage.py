@@ -12,6 +12,7 @@ are repeated on each of the five rows for audit.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -212,6 +213,7 @@ def judge_questions(
                     "n_completion_tokens": call.n_completion_tokens if position == 0 else None,
                     "cost_usd": call.cost_usd if position == 0 else None,
                     "cache_key": call.cache_key,
+                    "choice_probs": None if answer.distribution is None else json.dumps(dict(answer.distribution)),
                 }
             )
     frame = pd.DataFrame.from_records(records, columns=JUDGMENTS.names)

@@ -67,6 +67,9 @@ class CriterionVerdict:
     value: bool | str | tuple[str, ...] | None
     status: str
     reason: str | None = None
+    #: a choices-mode judge's probability of each option (``"true"``/``"false"``, level names,
+    #: unit names), summing to 1; None for judges that write their answer
+    distribution: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in {STATUS_OK, STATUS_PARSE_FAILED, STATUS_ERROR, STATUS_NO_QUESTION}:
@@ -78,11 +81,12 @@ class CriterionVerdict:
             )
 
     @classmethod
-    def ok(cls, value: bool | str | Sequence[str], reason: str | None = None) -> CriterionVerdict:
+    def ok(cls, value: bool | str | Sequence[str], reason: str | None = None,
+           distribution: Mapping[str, float] | None = None) -> CriterionVerdict:
         """A real answer (lists of units are frozen into tuples)."""
         if isinstance(value, (list, tuple)):
             value = tuple(value)
-        return cls(value, STATUS_OK, reason)
+        return cls(value, STATUS_OK, reason, None if distribution is None else dict(distribution))
 
     @classmethod
     def failed(cls, reason: str) -> CriterionVerdict:

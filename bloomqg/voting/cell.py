@@ -53,7 +53,7 @@ def check_inputs(generations: pd.DataFrame, judgments: Sequence[pd.DataFrame]) -
     names: list[str] = []
     expected = set(generations["prompt_id"])
     for position, frame in enumerate(judgments):
-        missing = [c for c in JUDGMENTS.names if c not in frame.columns and c != "cache_key"]
+        missing = [c for c in JUDGMENTS.names if c not in frame.columns and c not in ("cache_key", "choice_probs")]
         if missing:
             raise ValueError(f"vote_cell: judgments #{position} lack columns {missing}")
         judge_names = frame["judge"].unique().tolist()

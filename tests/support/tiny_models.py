@@ -55,6 +55,28 @@ def chat_tokenizer(*, with_template: bool = True, vocab_size: int | None = None)
     return tokenizer
 
 
+#: Printable ASCII, one token per character, after the special tokens (:func:`char_tokenizer`).
+CHARS = [chr(code) for code in range(32, 127)]
+CHAR_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(CHARS)
+
+
+def char_tokenizer() -> Any:
+    """A character-level tokenizer with the ChatML-like template: any English or JSON text
+    encodes without ``<unk>`` (the rubric's answers, Bloom levels, unit names), one token a
+    character, so options of different lengths take different numbers of tokens."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS + CHARS)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                        eos_token="<|im_end|>", additional_special_tokens=["<|im_start|>"])
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
 def _config(name: str, **extra: Any) -> Callable[[], Any]:
     def build() -> Any:
         import transformers
@@ -84,14 +106,17 @@ def available_architectures() -> list[str]:
     return [arch for arch in ARCHITECTURES if hasattr(transformers, names[arch])]
 
 
-def tiny_model(architecture: str, *, seed: int = 0, dtype: Any = None) -> Any:
-    """A random-weight causal LM of ``architecture`` in eval mode (fp32 unless ``dtype``)."""
+def tiny_model(architecture: str, *, seed: int = 0, dtype: Any = None, vocab_size: int | None = None) -> Any:
+    """A random-weight causal LM of ``architecture`` in eval mode (fp32 unless ``dtype``);
+    ``vocab_size`` replaces the word tokenizer's (:data:`CHAR_VOCAB_SIZE` for :func:`char_tokenizer`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(ARCHITECTURES[architecture](), attn_implementation="sdpa",
-                                             dtype=dtype or torch.float32)
+    config = ARCHITECTURES[architecture]()
+    if vocab_size is not None:
+        config.vocab_size = vocab_size
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=dtype or torch.float32)
     # random weights are near uniform; a wider init gives decisive argmaxes (no float ties)
     with torch.no_grad():
         for parameter in model.parameters():

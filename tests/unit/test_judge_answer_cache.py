@@ -24,7 +24,7 @@ Judge a ${domain} question.
 <!-- role: user -->
 <original_question>${original_question}</original_question> <question>${question}</question> ${knowledge_units}
 """
-JUDGE = {"backend": "hf", "model_ref": "tiny", "generation": {"max_new_tokens": 6, "do_sample": False, "temperature": 0}}
+JUDGE = {"backend": "hf", "model_ref": "tiny", "mode": "generate", "generation": {"max_new_tokens": 6, "do_sample": False, "temperature": 0}}
 
 
 def run_judge(model_dir, cache_dir, rubric):

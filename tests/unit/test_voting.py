@@ -154,7 +154,7 @@ def judgments_frame(judge: str, generations: pd.DataFrame, answers: dict[str, li
                 "value_level": value if criterion == "bloom_level" else None,
                 "value_units": value if criterion == "knowledge_units" else None,
                 "status": status, "reason": None if status == "ok" else status, "raw_text": None,
-                "cached": None, "n_prompt_tokens": None, "n_completion_tokens": None, "cost_usd": None, "cache_key": None,
+                "cached": None, "n_prompt_tokens": None, "n_completion_tokens": None, "cost_usd": None, "cache_key": None, "choice_probs": None,
             })
     return pd.DataFrame(rows)
 

@@ -154,6 +154,37 @@ def _keep_rows(keep_index: Any, *tensors: Any) -> list[Any]:
     return [None if tensor is None else tensor[keep_index.to(tensor.device)] for tensor in tensors]
 
 
+def prefill_prompts(decoder: Decoder, shared_prefix: Sequence[int], input_ids: Any, attention: Any,
+                    positions: Any, capacity: int) -> tuple[Any, Any]:
+    """A batch's preallocated cache after its prompts, and the last column's logits (None when
+    the rows have no tokens beyond ``shared_prefix``): the shared prefix run once and seeded
+    into every row, then each row's own left-padded tokens (``input_ids``, their ``positions``;
+    ``attention`` covers prefix and own tokens) in column chunks."""
+    from bloomqg.generation.hf import kv_cache
+
+    rows, width = input_ids.shape
+    shared = len(shared_prefix)
+    if shared:
+        prefix_states = kv_cache.prefill_shared_prefix(
+            decoder.model, shared_prefix, shared, cache_keyword=decoder.plan.cache_keyword)
+        cache = kv_cache.seeded_cache(decoder.model.config, prefix_states, rows, capacity)
+    else:
+        cache = kv_cache.decode_cache(decoder.model.config, capacity)
+    # Prefill in column chunks of about prefill_chunk_tokens: one huge forward pass is
+    # slower on a CPU (its activations spill out of the caches) and on a GPU its
+    # transients, not the KV cache, would cap the batch size.
+    columns = max(1, decoder.prefill_chunk_tokens // rows)
+    logits = None
+    for start in range(0, width, columns):
+        end = min(width, start + columns)
+        logits = decoder.forward(cache, input_ids=input_ids[:, start:end],
+                                 attention_mask=attention[:, : shared + end],
+                                 position_ids=positions[:, start:end])
+        if start == 0:
+            _check_cache_filled(decoder, cache, shared + end)
+    return cache, logits
+
+
 def decode_cached(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Sequence[list[int]],
                   params: DecodingParams) -> DecodeResult:
     """Prefill one left-padded batch into a preallocated cache, then decode, dropping dead rows."""
@@ -177,23 +208,7 @@ def decode_cached(decoder: Decoder, requests: Sequence[ChatRequest], encoded: Se
     computed = 0
     watch = FiniteWatch(decoder.model_id)
     with torch.inference_mode():
-        if shared:
-            prefix_states = kv_cache.prefill_shared_prefix(
-                decoder.model, encoded[0][:shared], shared, cache_keyword=decoder.plan.cache_keyword)
-            cache = kv_cache.seeded_cache(decoder.model.config, prefix_states, rows, capacity)
-        else:
-            cache = kv_cache.decode_cache(decoder.model.config, capacity)
-        # Prefill in column chunks of about prefill_chunk_tokens: one huge forward pass is
-        # slower on a CPU (its activations spill out of the caches) and on a GPU its
-        # transients, not the KV cache, would cap the batch size.
-        columns = max(1, decoder.prefill_chunk_tokens // rows)
-        for start in range(0, width, columns):
-            end = min(width, start + columns)
-            logits = decoder.forward(cache, input_ids=input_ids[:, start:end],
-                                   attention_mask=attention[:, : shared + end],
-                                   position_ids=positions[:, start:end])
-            if start == 0:
-                _check_cache_filled(decoder, cache, shared + end)
+        cache, logits = prefill_prompts(decoder, encoded[0][:shared], input_ids, attention, positions, capacity)
         uniforms = draw_uniforms(requests, params, logits.device)
         next_position = positions[:, -1] + 1
         for step in range(params.max_new_tokens):

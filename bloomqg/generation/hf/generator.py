@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.chat import BatchCallback, ChatRequest, Completion, Continuation, DecodingParams, ScoredPrompt
 from bloomqg.generation.hf.batching import (
     CPU_PREFILL_CHUNK_TOKENS,
     GPU_PREFILL_CHUNK_TOKENS,
@@ -198,12 +198,15 @@ class HFTextGenerator:
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.stop_ids)
         # a shared prefix seeds every layer's cache, so it needs full attention in all of them
-        self.share_prompt_prefix = (
-            bool(share_prompt_prefix) and plan.decode_loop == "cached"
-            and kv_cache.all_layers_preallocated(kv_cache.decode_cache(model.config, 1)))
+        full_attention = kv_cache.all_layers_preallocated(kv_cache.decode_cache(model.config, 1))
+        self.share_prompt_prefix = bool(share_prompt_prefix) and plan.decode_loop == "cached" and full_attention
+        #: the choices judge mode copies cache rows per continuation, which needs the cached loop's
+        #: full-attention layers (sliding-window and remote-code models judge by generating)
+        self.supports_choice_scoring = plan.decode_loop == "cached" and full_attention
         self._encoded: dict[str, tuple[str, list[int]]] = {}
         self.stats = {"useful_tokens": 0, "computed_decode_steps": 0, "batches": 0, "oom_splits": 0,
-                      "prefill_tokens": 0, "shared_prefix_tokens_saved": 0, "cache_compactions": 0}
+                      "prefill_tokens": 0, "shared_prefix_tokens_saved": 0, "cache_compactions": 0,
+                      "scored_batches": 0, "scored_rows": 0}
         logger.info("%s: decode loop %s (cache as %s=), attention %s, stop ids %s",
                     model_id, plan.decode_loop, plan.cache_keyword, plan.attn_implementation,
                     sorted(self.stop_ids))
@@ -428,6 +431,38 @@ class HFTextGenerator:
         missing = [ids[i] for i, result in enumerate(results) if result is None]
         if missing:  # cannot happen unless the loop above is broken; never return holes
             raise RuntimeError(f"no completion for requests {missing[:5]}")
+        return [result for result in results if result is not None]
+
+    def score_continuations(
+        self, requests: Sequence[ChatRequest], continuations: Sequence[Continuation]
+    ) -> list[ScoredPrompt]:
+        """Every continuation's log-probability after every request's prompt (the ``choices``
+        judge mode; :mod:`~bloomqg.generation.hf.choices`), in length-bucketed batches of the
+        generator's batch size. The prompts are encoded as for generation (chat template plus
+        the assistant turn's opening)."""
+        from bloomqg.generation.hf.choices import score_batch, tokenize_continuation
+
+        if not self.supports_choice_scoring:
+            raise ModelSupportError(f"model {self.model_id!r}: scoring continuations needs the cached decode "
+                                    "loop and full attention in every layer")
+        if not requests:
+            return []
+        tokenized = [tokenize_continuation(self.tokenizer, continuation) for continuation in continuations]
+        encoded = [self.encode(request) for request in requests]
+        longest = 1 + max((len(c.context) + len(c.scored) for c in tokenized), default=0)
+        batch_size = self.batch_size_for([len(tokens) for tokens in encoded], longest)
+        self.provenance["choice_batch_size"] = batch_size
+        results: list[ScoredPrompt | None] = [None] * len(requests)
+        for batch in plan_batches([len(tokens) for tokens in encoded], batch_size):
+            started = time.perf_counter()
+            scores = score_batch(self, [encoded[p] for p in batch.positions], tokenized)
+            for position, row_scores in zip(batch.positions, scores):
+                results[position] = ScoredPrompt(requests[position].request_id, tuple(row_scores),
+                                                 n_prompt_tokens=len(encoded[position]))
+            self.stats["scored_batches"] += 1
+            self.stats["scored_rows"] += len(batch.positions) * len(tokenized)
+            logger.info("scored batch %d: %d prompts x %d continuations in %.1f s", batch.batch_index,
+                        len(batch.positions), len(tokenized), time.perf_counter() - started)
         return [result for result in results if result is not None]
 
     def _run_batch(

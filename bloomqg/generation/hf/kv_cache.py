@@ -198,3 +198,17 @@ def seeded_cache(
     for layer, (keys, values) in zip(cache.layers, prefix_states):
         layer.seed(keys, values, rows)
     return cache
+
+
+def cache_of_rows(
+    model_config: Any, states: Sequence[tuple[torch.Tensor, torch.Tensor]], indices: torch.Tensor, capacity: int
+) -> DynamicCache:
+    """A decode cache whose rows are rows ``indices`` of ``states`` (per layer keys and values),
+    copied: the continuations of the choices mode each extend their own prompt's cache."""
+    cache = decode_cache(model_config, capacity)
+    if not all_layers_preallocated(cache) or len(cache.layers) != len(states):
+        raise ValueError("scoring continuations needs a cache of full-attention layers, one per state layer")
+    for layer, (keys, values) in zip(cache.layers, states):
+        picked = indices.to(keys.device)
+        layer.update(keys[picked], values[picked])  # lazily sized from the first update
+    return cache

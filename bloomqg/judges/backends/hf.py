@@ -7,6 +7,9 @@ server settings (judge_questions does), the job starts that engine's server for 
 (:class:`bloomqg.generation.engine.EngineTextGenerator`) and asks it through the OpenAI client,
 whose call cache is keyed by the engine and its versions; validate_judge and probe_judge still
 run the weights in-process.
+
+With ``mode: choices`` (opt-in, in-process only) it scores the rubric's options instead of
+writing an answer (:mod:`bloomqg.judges.choices`), its scores cached the same way.
 """
 
 from __future__ import annotations
@@ -57,6 +60,16 @@ BACKEND = JudgeBackend(
     required=("model_ref",),
     properties={
         "model_ref": {"type": "string", "description": "The models entry whose weights to use (an hf model)."},
+        "mode": {
+            "enum": ["choices", "generate"],
+            "description": "choices: score each criterion's options (true/false, the Bloom levels, the dataset's "
+                           "knowledge units) by their log-probability after the rubric prompt and answer the "
+                           "likeliest, keeping each option's probability (the judgments' choice_probs column); "
+                           "generate (the default): write the JSON verdict and parse it. choices needs the model in-process "
+                           "and able to score continuations (not an engine, sliding-window layers or remote code); on "
+                           "the default study it was slower and no closer to the targets (benchmarks/judge_modes.py). "
+                           "The scores and their normalisation: bloomqg/judges/choices.py.",
+        },
         "generation": {"$ref": "#/$defs/generation"},
     },
 )

@@ -1,0 +1,100 @@
+"""Continuation scores (the ``choices`` judge mode) against a hand computation.
+
+On tiny random-weight models, the score of every (prompt, continuation) pair computed with the
+shared prefix, the per-prompt cache and the copied cache rows must equal scoring the full
+sequence ``prompt + context + scored`` alone, in one plain forward pass, to float tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from bloomqg.chat import ChatRequest, Continuation
+from bloomqg.generation.hf import choices
+from bloomqg.generation.hf.generator import HFTextGenerator
+from bloomqg.generation.hf.model_support import ModelSupportError
+from tests.support.tiny_models import available_architectures, chat_tokenizer, tiny_model
+
+SYSTEM = " ".join(f"w{i}" for i in range(10, 30))  # a long prefix every prompt shares
+CONTINUATIONS = [
+    Continuation("w90 w91", "w1"),  # one scored token after a context
+    Continuation("w90 w91", "w2 w3 w4"),  # several scored tokens
+    Continuation("", "w5"),  # no context: scored right after the prompt
+    Continuation("w92", "w6 w7"),
+]
+
+
+def requests() -> list[ChatRequest]:
+    contents = ["w1 w2 w3", "w4 w5 w6 w7 w8 w9", "w40", "w50 w51 w52 w53 w54 w55 w56 w57"]
+    return [ChatRequest(f"r{i}", ({"role": "system", "content": SYSTEM}, {"role": "user", "content": content}))
+            for i, content in enumerate(contents)]
+
+
+def by_hand(generator: HFTextGenerator, request: ChatRequest, continuation: Continuation) -> float:
+    """log P(scored | prompt, context): the full sequence in one forward pass, no cache."""
+    prompt = generator.encode(request)
+    context = generator.tokenizer(continuation.context, add_special_tokens=False)["input_ids"] if continuation.context else []
+    scored = generator.tokenizer(continuation.scored, add_special_tokens=False)["input_ids"]
+    sequence = torch.tensor([prompt + context + scored])
+    with torch.no_grad():
+        logprobs = torch.log_softmax(generator.model(input_ids=sequence).logits[0].float(), dim=-1)
+    start = len(prompt) + len(context)
+    return sum(float(logprobs[start + i - 1, token]) for i, token in enumerate(scored))
+
+
+@pytest.mark.parametrize("architecture", [a for a in available_architectures() if a != "qwen2-sliding"])
+def test_shared_cache_scores_equal_each_full_sequence_scored_alone(architecture, monkeypatch):
+    generator = HFTextGenerator.from_model(tiny_model(architecture), chat_tokenizer(), batch_size=3)
+    # small chunks: continuation rows of one prompt fall in several chunks, the prefill in columns
+    monkeypatch.setattr(choices, "ROW_TOKENS_PER_PREFILL_CHUNK", 1)
+    generator.prefill_chunk_tokens = 64
+    reqs = requests()
+    scored = generator.score_continuations(reqs, CONTINUATIONS)
+    assert [s.request_id for s in scored] == [r.request_id for r in reqs]
+    assert generator.stats["scored_batches"] == 2  # batch size 3: batched across questions
+    assert generator.stats["shared_prefix_tokens_saved"] > 0  # the shared prefix ran once a batch
+    for request, result in zip(reqs, scored):
+        assert result.n_prompt_tokens == len(generator.encode(request))
+        assert [s.n_tokens for s in result.scores] == [1, 3, 1, 2]
+        for continuation, score in zip(CONTINUATIONS, result.scores):
+            assert score.logprob == pytest.approx(by_hand(generator, request, continuation), abs=1e-4)
+            assert score.logprob < 0
+
+
+def test_one_token_after_the_prompt_is_the_last_positions_log_softmax():
+    """The plainest hand computation: a one-token continuation with no context."""
+    generator = HFTextGenerator.from_model(tiny_model("llama", seed=3), chat_tokenizer())
+    request = requests()[0]
+    [result] = generator.score_continuations([request], [Continuation("", "w5"), Continuation("", "w6")])
+    with torch.no_grad():
+        logits = generator.model(input_ids=torch.tensor([generator.encode(request)])).logits[0, -1].float()
+    vocab = generator.tokenizer.get_vocab()
+    expected = torch.log_softmax(logits, dim=-1)
+    assert result.scores[0].logprob == pytest.approx(float(expected[vocab["w5"]]), abs=1e-5)
+    assert result.scores[1].logprob == pytest.approx(float(expected[vocab["w6"]]), abs=1e-5)
+    # two of the vocabulary's options: their probabilities are below one together
+    assert math.exp(result.scores[0].logprob) + math.exp(result.scores[1].logprob) < 1
+
+
+def test_scored_tokens_follow_the_joint_tokenisation():
+    tokenizer = chat_tokenizer()
+    tokenized = choices.tokenize_continuation(tokenizer, Continuation("w1 w2", " w3 w4"))
+    vocab = tokenizer.get_vocab()
+    assert tokenized.context == (vocab["w1"], vocab["w2"])
+    assert tokenized.scored == (vocab["w3"], vocab["w4"])
+    with pytest.raises(ValueError, match="no token"):
+        choices.tokenize_continuation(tokenizer, Continuation("w1", ""))
+
+
+def test_a_sliding_window_model_cannot_score_continuations():
+    if "qwen2-sliding" not in available_architectures():
+        pytest.skip("this transformers has no Qwen2")
+    generator = HFTextGenerator.from_model(tiny_model("qwen2-sliding"), chat_tokenizer())
+    assert generator.supports_choice_scoring is False
+    with pytest.raises(ModelSupportError, match="full attention"):
+        generator.score_continuations(requests()[:1], CONTINUATIONS)
