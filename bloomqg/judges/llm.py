@@ -187,7 +187,10 @@ def build_llm_judge(context: "JudgeContext") -> LLMJudge:
 
     if context.text_generator is None or context.rubric is None:
         raise ValueError(f"judge {context.judge_name!r}: an LLM judge needs a text generator and the rubric")
-    mode = context.spec.get("mode") or default_mode(context.text_generator)
+    # ``mode`` is the hf backend's choices/generate; an openai entry's ``mode`` (sync/batch) says
+    # how its calls are sent, not how the verdict is read
+    mode = (context.spec.get("mode") if context.spec.get("backend", "hf") == "hf" else None) \
+        or default_mode(context.text_generator)
     return LLMJudge(
         context.text_generator, context.knowledge_units, context.domain, template=context.rubric,
         decoding=decoding_params(context.spec.get("generation"), context.seed, where=f"judges.{context.judge_name}.generation"),

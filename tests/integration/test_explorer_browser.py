@@ -325,7 +325,8 @@ def test_report_figure_marks_open_their_items(site, tab, shots):
     counts = _page_counts(tab, [urlsplit(mark["href"]).fragment for mark in marks])
     wrong = [(mark["label"], got, mark["n"]) for mark, got in zip(marks, counts) if got != mark["n"]]
     assert not wrong, wrong[:5]
-    metric_marks = [m for m in marks if set(parse_qs(urlsplit(m["href"]).fragment)) == {"f.model", "f.dataset", "f.strategy", "m"}]
+    metric_marks = [m for m in marks
+                    if set(parse_qs(urlsplit(m["href"]).fragment)) == {"f.model", "f.dataset", "f.strategy", "m", "back"}]
     assert len(metric_marks) > 10
     assert all(_n_of(site, m["href"]) == m["n"] for m in metric_marks)
     assert len(marks) > 150

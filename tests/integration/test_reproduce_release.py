@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,8 +161,9 @@ def test_make_reproduce_writes_the_paper_tables_and_report(made):
     assert explorer["n"] == 3270 + 3260 and set((out / "explorer").iterdir()) >= {out / "explorer" / "index.html"}
     assert "votes/cs/cot/glm-4-9b.lines.parquet" in explorer["cells"]["cs/cot/glm-4-9b"]["lines"]
     assert "7635ce2b72c262e3d9ad5b014875896598471afe" in str(explorer["cells"])  # each cell's provenance
-    assert 'href="explorer/index.html#f.model=glm-4-9b&amp;f.dataset=cs&amp;f.strategy=FGP&amp;m=catcons"' in report
+    # each link says which element opened the explorer (its "← Report" returns there)
+    assert 'href="explorer/index.html#f.model=glm-4-9b&amp;f.dataset=cs&amp;f.strategy=FGP&amp;m=catcons&amp;back=l-' in report
     # ... and from the figures' bars: the report's overlays, and the SVG's links from figures/
     bar = "explorer/index.html#f.model=glm-4-9b&amp;f.dataset=cs&amp;f.strategy=CoT&amp;m=cogreg_mean"
-    assert f'<a class="mark" href="{bar}"' in report
+    assert re.search(f'<a class="mark" id="(l-[^"]+)" href="{re.escape(bar)}&amp;back=\\1"', report)
     assert f'xlink:href="../{bar}"' in (out / "figures" / "fig3_shift_scores.svg").read_text(encoding="utf-8")

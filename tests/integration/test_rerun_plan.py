@@ -35,7 +35,7 @@ STRATEGIES = ("fgp",)
 #: Rules that summarise all cells: any change to the set of cells or votes reruns them (the
 #: robustness of the headline comparisons reads every cell's votes, the item explorer every
 #: cell's generations, votes and metrics, the labels plan every cell's votes).
-AGGREGATES = {"aggregate_metrics": 1, "judge_robustness": 1, "study_plan": 1, "make_tables": 1, "plot_figures": 1,
+AGGREGATES = {"aggregate_metrics": 1, "judge_robustness": 1, "study_plan": 1, "answer": 1, "make_tables": 1, "plot_figures": 1,
               "build_explorer": 1, "annotation_plan": 1, "build_report": 1, "bundle_report": 1, "all": 1}
 
 
