@@ -144,12 +144,15 @@ def _decoded_text(text: str) -> str:
     return text
 
 
-def canonical_text(text: str) -> str:
-    """The canonical form of ``text`` (see the module docstring), without where it came from."""
-    return _fold(_decoded_text(storable_text(text).text))
+def canonical_text(text: str, *, keep_controls: bool = False) -> str:
+    """The canonical form of ``text`` (see the module docstring), without where it came from.
+    ``keep_controls``: control characters stay through the decoding (as a reader that decodes
+    before it drops them sees ``&#50<BS>0`` as ``2``, not ``&#500``) and are dropped after."""
+    made = text if keep_controls else storable_text(text).text
+    return _fold(_decoded_text(made))
 
 
-def canonical_form(text: str) -> tuple[str, list[tuple[int, int]]]:
+def canonical_form(text: str, *, keep_controls: bool = False) -> tuple[str, list[tuple[int, int]]]:
     """The canonical form of ``text`` and, for each of its characters, the span of ``text`` it
     came from: the same text as :func:`canonical_text` (the same steps, one character at a time)."""
     chars: list[str] = []
@@ -157,7 +160,7 @@ def canonical_form(text: str) -> tuple[str, list[tuple[int, int]]]:
     for index, char in enumerate(text):  # storable: surrogates replaced, controls removed
         if "\ud800" <= char <= "\udfff":
             char = "\ufffd"
-        elif char not in _KEPT_CONTROLS and unicodedata.category(char) == "Cc":
+        elif not keep_controls and char not in _KEPT_CONTROLS and unicodedata.category(char) == "Cc":
             continue
         chars.append(char)
         spans.append((index, index + 1))
@@ -258,12 +261,21 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _masked_once(text: str, secrets: set[str]) -> str:
-    canonical = canonical_text(text)
-    if not any(_matched(canonical, secret) for secret in secrets):
-        return text  # the usual case: no piece found in the fast form, no offsets needed
-    canonical, origin = canonical_form(text)
-    found = [span for secret in secrets for span in _matched(canonical, secret)]
-    raw = _merged([(origin[start][0], origin[end - 1][1]) for start, end in found])
+    # two readings of a text holding control characters: removed before the escapes are decoded
+    # (as storing it does: a NUL between a key's letters joins them) or after (as a reader that
+    # decodes first does: a control ends an entity's digits); a piece found in either is masked
+    readings = (False, True) if not (text.isascii() and text.isprintable()) else (False,)
+    raw_spans: list[tuple[int, int]] = []
+    for keep_controls in readings:
+        canonical = canonical_text(text, keep_controls=keep_controls)
+        if not any(_matched(canonical, secret) for secret in secrets):
+            continue  # the usual case: no piece found in the fast form, no offsets needed
+        canonical, origin = canonical_form(text, keep_controls=keep_controls)
+        found = [span for secret in secrets for span in _matched(canonical, secret)]
+        raw_spans += [(origin[start][0], origin[end - 1][1]) for start, end in found]
+    if not raw_spans:
+        return text
+    raw = _merged(raw_spans)
     parts: list[str] = []
     position = 0
     for start, end in raw:

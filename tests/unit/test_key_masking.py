@@ -250,3 +250,11 @@ def test_one_provider_key_pattern_for_errors_and_base_urls() -> None:
     for word in ["api-gateway", "key-vault", "v1", "openai", "deployments"]:
         assert not PROVIDER_KEY.search(word), word
         assert base_url_problem(f"http://127.0.0.1:8000/{word}/v1") is None, word
+
+
+def test_a_control_character_that_ends_an_entity_does_not_hide_the_key() -> None:
+    """Found by the fuzz: ``&#50<BS>0`` is "2" then "0" to a reader that decodes before it drops
+    controls, but "&#500" once the control is removed first; both readings are searched."""
+    spelled = "".join(f"&#{ord(c)}" for c in LONG_KEY[8:16]) + "\x080"
+    assert canonical_leaks(spelled), "the attack is real"
+    assert not canonical_leaks(redact(spelled, [LONG_KEY]))
