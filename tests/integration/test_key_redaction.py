@@ -38,6 +38,16 @@ JUDGMENTS_TARGET = "results/judgments/cs/fgp/api-gen/echo-judge.parquet"
 READER_TARGETS = ("results/explorer/data.js", "results/annotation/form.html", "results/annotation/sheet.csv")
 
 
+#: The client settings of every loopback entry here: few, quick retries.
+API = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01, "backoff_max_s": 0.05,
+       "timeout_s": 5, "concurrency": 2}
+
+
+def entry(model: str, port: int) -> dict:
+    """An openai-backend config entry for ``model`` served on loopback ``port``."""
+    return {"backend": "openai", "model": model, "base_url": f"http://127.0.0.1:{port}/v1", **API}
+
+
 def fragments(secret: str, length: int = 8) -> list[str]:
     return [secret[i:i + length] for i in range(len(secret) - length + 1)]
 
@@ -55,16 +65,11 @@ def test_a_key_echoed_by_endpoints_is_written_nowhere(tmp_path: Path) -> None:
     judge, judge_port = start_server(None, "--status", "500", "--error-message", message)
     verdicts, verdict_port = start_server(None)
     try:
-        api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
-               "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
         config = one_cell_study(
             tmp_path, n_items=3,
-            generator={"backend": "openai", "model": "echo-generator",
-                       "base_url": f"http://127.0.0.1:{generator_port}/v1", **api},
-            judges={"echo-judge": {"backend": "openai", "model": "echo-judge",
-                                   "base_url": f"http://127.0.0.1:{judge_port}/v1", **api},
-                    **{name: {"backend": "openai", "model": name, "base_url": f"http://127.0.0.1:{verdict_port}/v1",
-                              **api} for name in ("verdict-a", "verdict-b")}},
+            generator=entry("echo-generator", generator_port),
+            judges={"echo-judge": entry("echo-judge", judge_port),
+                    **{name: entry(name, verdict_port) for name in ("verdict-a", "verdict-b")}},
             annotation={"items_per_cell": 2},
             min_answer_rate=0.0,  # every judge call fails by design: keep its recorded errors
         )
@@ -142,14 +147,10 @@ def test_every_spelling_of_the_key_a_model_echoes_is_written_nowhere(tmp_path: P
     generator, generator_port = start_server(question)
     verdicts, verdict_port = start_server(None)
     try:
-        api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
-               "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
         config = one_cell_study(
             tmp_path, n_items=2,
-            generator={"backend": "openai", "model": "echo-generator",
-                       "base_url": f"http://127.0.0.1:{generator_port}/v1", **api},
-            judges={name: {"backend": "openai", "model": name, "base_url": f"http://127.0.0.1:{verdict_port}/v1",
-                           **api} for name in ("verdict-a", "verdict-b")},
+            generator=entry("echo-generator", generator_port),
+            judges={name: entry(name, verdict_port) for name in ("verdict-a", "verdict-b")},
         )
         config_path = tmp_path / "spellings.yaml"
         config_path.write_text(yaml.safe_dump(config))
@@ -178,14 +179,10 @@ def test_a_hostile_reply_fails_its_row_and_the_cell_and_its_rerun_complete(tmp_p
     generator, generator_port = start_server(None, "--content-file", str(reply_file))
     verdicts, verdict_port = start_server(None)
     try:
-        api = {"api_key_env": "BLOOMQG_TEST_KEY", "max_retries": 1, "backoff_base_s": 0.01,
-               "backoff_max_s": 0.05, "timeout_s": 5, "concurrency": 2}
         config = one_cell_study(
             tmp_path, n_items=2,
-            generator={"backend": "openai", "model": "hostile", "base_url": f"http://127.0.0.1:{generator_port}/v1",
-                       **api},
-            judges={"verdict-a": {"backend": "openai", "model": "verdict-a",
-                                  "base_url": f"http://127.0.0.1:{verdict_port}/v1", **api}},
+            generator=entry("hostile", generator_port),
+            judges={"verdict-a": entry("verdict-a", verdict_port)},
         )
         config_path = tmp_path / "hostile.yaml"
         config_path.write_text(yaml.safe_dump(config))
