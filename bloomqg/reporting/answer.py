@@ -32,10 +32,6 @@ def _points(metric: str) -> str:
     return "points" if metric_spec(metric).percent else metric_spec(metric).unit or "units"
 
 
-def _criteria(row: Any) -> str:
-    return ", ".join(CRITERION_LABEL.get(c, c) for c in str(row.criteria).split(",") if c)
-
-
 def _failing_criterion(row: Any) -> str:
     return str(row.reliability_cell).partition("|")[2]
 
