@@ -92,28 +92,26 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
     """The reliability a comparison rests on: the worst of its criteria over both cells
     (unreliable before not measured before reliable; the lowest value within a status)."""
     rank = {UNRELIABLE: 0, NOT_MEASURED: 1, RELIABLE: 2}
-    worst: dict[str, Any] | None = None
+    found = []
     for strategy in strategies:
         for criterion in criteria:
             rows = panel[(panel["model"] == model) & (panel["dataset"] == dataset) & (panel["strategy"] == strategy)
                          & (panel["criterion"] == criterion)]
             if rows.empty:
-                found = {"reliability_status": NOT_MEASURED, "reliability_coefficient": None,
-                         "reliability_value": math.nan, "reliability_threshold": math.nan,
-                         "reliability_why": "no reliability row"}
+                row = {"reliability_status": NOT_MEASURED, "reliability_coefficient": None,
+                       "reliability_value": math.nan, "reliability_threshold": math.nan,
+                       "reliability_why": "no reliability row"}
             else:
                 d = recorded_decision(rows.iloc[0].to_dict())
-                found = {"reliability_status": d.status, "reliability_coefficient": d.coefficient,
-                         "reliability_value": d.value, "reliability_threshold": d.threshold, "reliability_why": d.why}
-            found["reliability_cell"] = f"{strategy}|{criterion}"
-            key = (rank[found["reliability_status"]],
-                   found["reliability_value"] if not math.isnan(found["reliability_value"]) else math.inf)
-            if worst is None or key < (rank[worst["reliability_status"]],
-                                       worst["reliability_value"] if not math.isnan(worst["reliability_value"])
-                                       else math.inf):
-                worst = found
-    assert worst is not None  # strategies and criteria are never empty
-    return worst
+                row = {"reliability_status": d.status, "reliability_coefficient": d.coefficient,
+                       "reliability_value": d.value, "reliability_threshold": d.threshold, "reliability_why": d.why}
+            found.append({**row, "reliability_cell": f"{strategy}|{criterion}"})
+
+    def severity(row: dict[str, Any]) -> tuple[int, float]:
+        value = row["reliability_value"]
+        return rank[row["reliability_status"]], math.inf if math.isnan(value) else value
+
+    return min(found, key=severity)  # the first of equals, as strategies and criteria are listed
 
 
 def _needed_for(plan_row: dict[str, Any] | None, difference: float) -> float:

@@ -215,32 +215,19 @@ def section_notes(tables: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [{"anchor": anchor, "number": anchor.removeprefix("note-"), "text": text} for text, anchor in notes.items()]
 
 
-#: A hyphenated name (smollm2-135m, glm-4-9b, all-MiniLM-L6-v2): browsers break lines after its
-#: hyphens, which CSS cannot forbid short of ``nowrap``.
-_HYPHENATED = re.compile(r"(?<![\w.-])[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)+(?![\w.-])")
-#: Names of several words that must not break either: a cell (model · dataset · strategy), a
-#: strategy pair, the criteria, Dawid–Skene.
-_PHRASES = re.compile(r"[^\s·<>;,()]+(?: · [^\s·<>;,()]+)+|[^\s;,]+ − [^\s;,]+|Bloom level|Knowledge units|Dawid–Skene")
+#: Names that must not break inside, tried in this order at each place: a cell (model · dataset ·
+#: strategy), a strategy pair, the criteria, Dawid–Skene, then any hyphenated name (smollm2-135m,
+#: glm-4-9b: browsers break lines after hyphens, which CSS cannot forbid short of ``nowrap``).
+#: One alternation, so a name inside a cell label is wrapped once, with its label.
+_ATOM = re.compile(r"[^\s·<>;,()]+(?: · [^\s·<>;,()]+)+|[^\s;,]+ − [^\s;,]+|Bloom level|Knowledge units|Dawid–Skene"
+                   r"|(?<![\w.-])[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)+(?![\w.-])")
 
 
 def _atoms(text: Any) -> Any:
-    """Text escaped, each hyphenated name in a ``nowrap`` span so it never breaks inside."""
+    """Text escaped, each name of :data:`_ATOM` in a ``nowrap`` span so it never breaks inside."""
     from markupsafe import Markup, escape
 
-    out = _HYPHENATED.sub(lambda m: f"\x00{m.group(0)}\x01", str(escape(text)))
-    out = _PHRASES.sub(lambda m: f"\x00{m.group(0)}\x01", out)
-    # nested marks (a hyphenated name inside a cell label) open one span only
-    depth, pieces = 0, []
-    for char in out:
-        if char == "\x00":
-            pieces.append('<span class="atom">' if depth == 0 else "")
-            depth += 1
-        elif char == "\x01":
-            depth -= 1
-            pieces.append("</span>" if depth == 0 else "")
-        else:
-            pieces.append(char)
-    return Markup("".join(pieces))
+    return Markup(_ATOM.sub(lambda m: f'<span class="atom">{m.group(0)}</span>', str(escape(text))))
 
 
 def _marked(text: Any) -> Any:
