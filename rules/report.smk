@@ -110,7 +110,9 @@ rule build_report:
         ),
     output:
         # in `snakemake --report` through bundle_report, beside its explorer
-        "{root}/report.html",
+        report="{root}/report.html",
+        # every number the report prints, one row each (bloomqg.reporting.facts)
+        facts="{root}/report_facts.parquet",
     log:
         "logs/build_report/{root}.log",
     localrule: True

@@ -8,7 +8,7 @@ snakemake = globals()["snakemake"]
 start_job(snakemake)
 inputs = snakemake.input
 build_report_from_files(
-    snakemake.output[0],
+    snakemake.output.report,  # and its facts frame beside it, output.facts
     config=snakemake.params.config,
     metrics=inputs.metrics,
     correlations=inputs.correlations,

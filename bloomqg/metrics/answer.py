@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS
+from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, SIGNIFICANCE
 from bloomqg.metrics.plan import pairs_needed
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.rows import USEFUL_CRITERIA
@@ -48,7 +48,7 @@ REASONS: tuple[str, ...] = ("judges_disagree", "too_few_pairs", "borderline", "s
 
 ANSWER_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "verdict", "reason", "diff", "ci_low", "ci_high",
-    "n_pairs", "p_adjusted", "family_size", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target", "no_difference_bound",
+    "n_pairs", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target", "no_difference_bound",
     "criteria", "reliability_status", "reliability_coefficient", "reliability_value", "reliability_threshold",
     "reliability_cell", "reliability_why",
 )
@@ -63,7 +63,7 @@ class AnswerSpec:
     #: The difference (points) whose items per cell a ``too_few_pairs`` verdict names.
     target_difference: float = 10.0
     #: Holm-adjusted p below this is a difference.
-    significance: float = 0.05
+    significance: float = SIGNIFICANCE
 
     @classmethod
     def from_config(cls, answer: dict | None) -> AnswerSpec:
@@ -185,14 +185,14 @@ def answer_table(
                     **key, "verdict": verdict, "reason": reason, "diff": row.get("diff"),
                     "ci_low": row.get("ci_low"), "ci_high": row.get("ci_high"), "n_pairs": int(row.get("n_pairs") or 0),
                     "p_adjusted": row.get("p_adjusted"), "family_size": row.get("family_size"),
-                    "planned": plan_row is not None, "mdd": math.nan if plan_row is None else plan_row.get("mdd"),
+                    "significance": spec.significance, "planned": plan_row is not None, "mdd": math.nan if plan_row is None else plan_row.get("mdd"),
                     "max_detectable": spec.max_detectable, "target_difference": spec.target_difference,
                     "n_needed_target": _needed_for(plan_row, spec.target_difference),
                     "no_difference_bound": bound, "criteria": ",".join(criteria), **behind,
                 })
     frame = pd.DataFrame.from_records(records, columns=list(ANSWER_COLUMNS))
     for column in ("diff", "ci_low", "ci_high", "p_adjusted", "mdd", "max_detectable", "target_difference", "n_needed_target",
-                   "no_difference_bound", "reliability_value", "reliability_threshold", "family_size"):
+                   "no_difference_bound", "reliability_value", "reliability_threshold", "family_size", "significance"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame["n_pairs"] = frame["n_pairs"].astype(int)
     frame["planned"] = frame["planned"].astype(bool)

@@ -36,6 +36,10 @@ from bloomqg.metrics.registry import METRIC_SPECS, metric_spec
 from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, cell_key, require_columns
 from bloomqg.strategies import ComparisonSpec
 
+#: The level a p value must be below to count as significant: the paired table's reading, the
+#: robustness verdicts and the Answer's default (config ``answer.significance``).
+SIGNIFICANCE = 0.05
+
 
 #: Metrics with a per-question outcome in both arms, so a pair can be compared.
 PAIRABLE: frozenset[str] = frozenset(spec.name for spec in METRIC_SPECS if spec.paired_outcome)

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.metrics.cell import row_terms
-from bloomqg.metrics.paired import compare_outcomes, ordered_strategies
+from bloomqg.metrics.paired import SIGNIFICANCE, compare_outcomes, ordered_strategies
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.frames import CRITERIA, POSTERIOR_CRITERIA
 from bloomqg.voting.agreement import nominal_rows
@@ -51,8 +51,6 @@ from bloomqg.voting.dawid_skene import fit_dawid_skene
 from bloomqg.strategies import ComparisonSpec
 from bloomqg.voting.majority import majority, useful_from, vote_value
 
-#: Significance level of the verdicts.
-SIGNIFICANCE = 0.05
 NOT_ASSESSABLE = "not assessable from these votes"
 #: The verdict of a comparison with no value to test: no item answered under both arms
 #: (0 pairs), or a metric undefined on the pairs there are. Nothing held or failed.

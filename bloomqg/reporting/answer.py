@@ -73,7 +73,7 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
                 f"is detectable; {_needed(row)}")
     if reason == "borderline":
         return (f"the interval excludes 0, but Holm's p {_p_text(row.p_adjusted)} over the "
-                f"{int(row.family_size)} {metric_spec(row.metric).label} comparisons is not below 0.05")
+                f"{int(row.family_size)} {metric_spec(row.metric).label} comparisons is not below {float(row.significance):g}")
     if reason == "significant":
         return f"Holm's p {_p_text(row.p_adjusted)}; rests on {rests_on(row, strategy_labels)}"
     return (f"no difference larger than {float(row.no_difference_bound):.1f} {_points(row.metric)} "

@@ -16,6 +16,7 @@ import pandas as pd
 
 from bloomqg.frames import BINARY_CRITERIA
 from bloomqg.reporting.display import CRITERION_LABEL, CRITERION_PHRASE, is_missing
+from bloomqg.reporting.facts import judge_means
 
 #: How each judge backend rates, in one clause.
 BACKEND_DESCRIPTION: dict[str, str] = {
@@ -43,7 +44,7 @@ def _model_of(name: str, entry: Mapping[str, Any], config: Mapping[str, Any]) ->
     return str(model or name)
 
 
-def _pooled(rows: pd.DataFrame) -> tuple[str, float] | None:
+def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     """(its answer, the share of questions it gave its cell's one most frequent answer to), over
     every cell a judge rated a criterion in, weighted by items: a judge that names one unit per
     dataset (each dataset has its own units) is as constant as one that names one level everywhere."""
@@ -75,14 +76,9 @@ def _agreement(mine: pd.DataFrame) -> str:
     """"37% of Bloom levels and 50% of knowledge units": how often a judge agrees with the strict
     majority of the *other* judges (its own vote left out, where they have one), on the criteria
     with many answers (yes/no agreement is mostly prevalence)."""
-    parts = []
-    for criterion in ("bloom_level", "knowledge_units"):
-        rows = mine[mine["criterion"] == criterion] if len(mine) else mine
-        shares = (rows["agreement_with_others"].dropna() if len(rows) and "agreement_with_others" in rows
-                  else pd.Series(dtype=float))
-        if len(shares):
-            parts.append(f"{100 * shares.mean():.0f}% of {CRITERION_PHRASE[criterion]}")
-    return " and ".join(parts)
+    means = judge_means(mine, "agreement_with_others", ("criterion",)) if len(mine) else pd.Series(dtype=float)
+    return " and ".join(f"{means[criterion]:.0f}% of {CRITERION_PHRASE[criterion]}"
+                        for criterion in ("bloom_level", "knowledge_units") if criterion in means)
 
 
 def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[list[dict[str, str]], list[str]]:
@@ -106,7 +102,7 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
         constant = []
         for criterion in ("bloom_level", "knowledge_units", *sorted(BINARY_CRITERIA)):
             rows = mine[mine["criterion"] == criterion] if len(mine) else mine
-            pooled = _pooled(rows) if len(rows) and "vote_distribution" in rows else None
+            pooled = modal_share(rows) if len(rows) and "vote_distribution" in rows else None
             if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
         lines.append({"name": name, "description": description[0].upper() + description[1:],

@@ -13,7 +13,7 @@ import pandas as pd
 
 from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
 from bloomqg.metrics.cognitive import SHIFT_TYPES
-from bloomqg.metrics.paired import ordered_strategies
+from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
 from bloomqg.metrics.correlations import FIGURE5_PAIRS
 from bloomqg.metrics.registry import metric_spec, table_label
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
@@ -28,6 +28,7 @@ from bloomqg.reporting.display import (
     strategy_label,
 )
 from bloomqg.reporting.display import strategy_order as display_order
+from bloomqg.reporting.facts import cell_mean, judge_means, value_differences
 from bloomqg.reporting.figures.confusion import classifying_strategies
 from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
 from bloomqg.reporting.tables.model import require_columns
@@ -67,9 +68,8 @@ def strategy_effect(
     sentences = []
     for dataset in ordered_unique(frame["dataset"]):
         here = frame[frame["dataset"] == dataset]
-        wide = here.pivot_table(index="model", columns="strategy", values="value")
         for a, b in comparison.pairs(ordered_strategies(ordered_unique(here["strategy"]), strategy_order)):
-            diff = (wide[b] - wide[a]).dropna().round(6)
+            diff = value_differences(all_metrics, metric, dataset, a, b)
             if diff.empty:
                 continue
             name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
@@ -136,6 +136,35 @@ def common_design(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = 
     return votes[keys.isin(full)], list(dict.fromkeys(left))
 
 
+def level_moves(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, tuple[int, int, int, int]]:
+    """Per strategy, on the datasets every strategy ran (:func:`common_design`): (useful
+    questions with a judged level, how many kept the original's level, moved up, moved down)."""
+    compared, _ = common_design(votes, strategy_labels)
+    moves = {}
+    for strategy in display_order(compared["strategy"], strategy_labels):
+        counts = transition_counts(compared[compared["strategy"] == strategy], kind="judged")
+        if counts.empty:
+            continue
+        known = counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
+        delta = known["other_level"].map(LEVEL_WEIGHT) - known["original_level"].map(LEVEL_WEIGHT)
+        moves[strategy] = (int(counts["count"].sum()),
+                           int(counts.loc[counts["original_level"] == counts["other_level"], "count"].sum()),
+                           int(known.loc[delta > 0, "count"].sum()), int(known.loc[delta < 0, "count"].sum()))
+    return moves
+
+
+def classification_accuracy(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, pd.DataFrame]:
+    """Per strategy whose answers classify the original: accuracy (%) and n per original level,
+    pooled over models (levels with no original left out)."""
+    out = {}
+    for strategy in classifying_strategies(votes, strategy_labels):
+        accuracy = per_level_accuracy(votes[votes["strategy"] == strategy], kind="classified")
+        accuracy = accuracy[accuracy["n"] > 0] if len(accuracy) else accuracy
+        if not accuracy.empty:
+            out[strategy] = accuracy
+    return out
+
+
 def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Per strategy, of the useful questions with a judged level (CatCons' n, and the sum of the
     figure's panel n's: one definition), the share that kept the original's level (CatCons'
@@ -144,16 +173,7 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     compared on the datasets they all ran (:func:`common_design`); the rest is said apart."""
     compared, left_out = common_design(votes, strategy_labels)
     parts = []
-    for strategy in display_order(compared["strategy"], strategy_labels):
-        counts = transition_counts(compared[compared["strategy"] == strategy], kind="judged")
-        if counts.empty:
-            continue
-        n = int(counts["count"].sum())
-        same = int(counts.loc[counts["original_level"] == counts["other_level"], "count"].sum())
-        known = counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
-        delta = known["other_level"].map(LEVEL_WEIGHT) - known["original_level"].map(LEVEL_WEIGHT)
-        up = int(known.loc[delta > 0, "count"].sum())
-        down = int(known.loc[delta < 0, "count"].sum())
+    for strategy, (n, same, up, down) in level_moves(votes, strategy_labels).items():
         undirected = n - same - up - down
         text = (f"under {strategy_label(strategy, strategy_labels)}, of n = {n} useful questions with a judged "
                 f"level (CatCons' n), {100 * same / n:.0f}% kept the original's level, {100 * up / n:.0f}% moved up "
@@ -175,11 +195,7 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
     """Per-level accuracy of the models' own classification, pooled over models, under each
     strategy whose answers classify the original (CoT's ``answer_fields``)."""
     parts = []
-    for strategy in classifying_strategies(votes, strategy_labels):
-        accuracy = per_level_accuracy(votes[votes["strategy"] == strategy], kind="classified")
-        accuracy = accuracy[accuracy["n"] > 0] if len(accuracy) else accuracy
-        if accuracy.empty:
-            continue
+    for strategy, accuracy in classification_accuracy(votes, strategy_labels).items():
         best = accuracy.loc[accuracy["accuracy"].idxmax()]
         worst = accuracy.loc[accuracy["accuracy"].idxmin()]
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
@@ -289,16 +305,14 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
     """Mean and worst generation parse-failure rate, and the judges' mean."""
     frame = _values(all_metrics, "parse_failure_rate")
     parts = []
-    if not frame.empty:
+    if (mean := cell_mean(all_metrics, "parse_failure_rate")) is not None:
         worst = frame.loc[frame["value"].idxmax()]
         parts.append(
-            f"Generation parse failures averaged {frame['value'].mean():.1f}% over {_plural(len(frame), 'cell')}; "
+            f"Generation parse failures averaged {mean.value:.1f}% over {_plural(mean.n_cells, 'cell')}; "
             f"the highest was {worst['model']} ({cell_label(worst['dataset'], worst['strategy'], strategy_labels)}: {worst['value']:.1f}%)."
         )
-    judges = reliability[reliability["judge"].notna() & reliability["parse_failure_rate"].notna()] \
-        if "parse_failure_rate" in reliability else reliability.iloc[0:0]
-    if len(judges):
-        per_judge = judges.groupby("judge")["parse_failure_rate"].mean() * 100
+    per_judge = judge_means(reliability, "parse_failure_rate")
+    if len(per_judge):
         worst_judge = per_judge.idxmax()
         parts.append(f"Among judges, {worst_judge} failed to give a parsable answer most often ({per_judge.max():.1f}%).")
     return " ".join(parts) if parts else "No parse-failure rates were recorded."
@@ -310,12 +324,14 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
     present = {m: f for m, f in frames.items() if not f.empty}
     if not present:
         return "No mean shift scores were computed."
-    def over(f: pd.DataFrame) -> str:  # the questions the means are over, where the rows say
-        n = pd.to_numeric(f["n"], errors="coerce") if "n" in f else pd.Series(dtype=float)
-        return f" (over {_plural(len(f), 'cell')}, n = {int(n.sum())} questions)" if n.notna().any() else \
-            f" (over {_plural(len(f), 'cell')})"
 
-    means = ", ".join(f"{table_label(m)} {f['value'].mean():.2f}{over(f)}" for m, f in present.items())
+    def averaged(m: str) -> str:  # over the questions the means are over, where the rows say
+        mean = cell_mean(all_metrics, f"{m}_mean")
+        assert mean is not None  # present
+        over = f"over {_plural(mean.n_cells, 'cell')}" + ("" if mean.n_items is None else f", n = {mean.n_items} questions")
+        return f"{table_label(m)} {mean.value:.2f} ({over})"
+
+    means = ", ".join(averaged(m) for m in present)
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
     n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
@@ -385,10 +401,9 @@ def table_readings(
 
 
 def _judge_reading(reliability: pd.DataFrame) -> str | None:
-    judges = reliability[reliability["judge"].notna() & reliability["agreement_with_majority"].notna()]
-    if judges.empty:
+    agreement = judge_means(reliability, "agreement_with_majority")
+    if agreement.empty:
         return None
-    agreement = judges.groupby("judge")["agreement_with_majority"].mean() * 100
     if f"{agreement.max():.1f}" == f"{agreement.min():.1f}":
         return f"Every judge agreed with the panel majority (its own vote included) equally often ({agreement.max():.1f}%)."
     return (f"{agreement.idxmax()} agreed with the panel majority (its own vote included) most often ({agreement.max():.1f}%), "
@@ -406,10 +421,10 @@ def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels
     parts = []
     for (a, b), rows in tested.groupby(["strategy_a", "strategy_b"], sort=False):
         name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
-        raw = int((rows["p_value"] < 0.05).sum())
-        holm = rows[rows["p_adjusted"] < 0.05]
+        raw = int((rows["p_value"] < SIGNIFICANCE).sum())
+        holm = rows[rows["p_adjusted"] < SIGNIFICANCE]
         up, down = int((holm["diff"] > 0).sum()), int((holm["diff"] < 0).sum())
-        parts.append(f"{name_b} against {name_a}: {raw} of {_plural(len(rows), 'test')} with p < 0.05 unadjusted, "
+        parts.append(f"{name_b} against {name_a}: {raw} of {_plural(len(rows), 'test')} with p < {SIGNIFICANCE:g} unadjusted, "
                      f"{len(holm)} after Holm ({up} higher under {name_b}, {down} lower)")
     return ("; ".join(parts) + ". Holm adjusts within each metric's family: every pair × model × dataset "
             "tested on that metric.")

@@ -32,7 +32,7 @@ from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
-from bloomqg.reporting.panel import judge_lines, study_setup
+from bloomqg.reporting.panel import judge_lines, modal_share, study_setup
 from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import (
     call_failures,
@@ -42,7 +42,8 @@ from bloomqg.reporting.provenance_view import (
     provenance_entries,
 )
 from bloomqg.reporting.readings import (
-    figure_readings, gate_summary, labels_plan_reading, panel_sample_reading, table_readings)
+    classification_accuracy, figure_readings, gate_summary, labels_plan_reading, level_moves, panel_sample_reading,
+    table_readings)
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
 from bloomqg.reporting.tables.model import DAGGER
@@ -417,8 +418,99 @@ def build_report(
     context["table_notes"] = section_notes(context["tables"])
     html = render_report(context)
     out_path = Path(out_path)
+    facts = report_facts(context, all_metrics=all_metrics, reliability=reliability, votes=votes, labels=labels,
+                         answer=answer, paired=paired,
+                         robustness=robustness, correlations=correlations, ledger=ledger, generations=generations,
+                         table_paths=table_paths, comparison=comparison, strategy_order=strategy_order)
+    write_facts(facts, facts_path(out_path))
     write_text_atomic(out_path, html)
     log.info("wrote report %s (%.1f MB)", out_path, out_path.stat().st_size / 1e6)
+
+
+def facts_path(report_path: Path) -> Path:
+    """Where a report's facts frame lies: ``report_facts.parquet`` beside it."""
+    return Path(report_path).with_name("report_facts.parquet")
+
+
+def report_facts(context: Mapping[str, Any], *, all_metrics: pd.DataFrame, reliability: pd.DataFrame,
+                 votes: pd.DataFrame, labels: StrategyLabels | None,
+                 answer: pd.DataFrame | None, paired: pd.DataFrame | None, robustness: pd.DataFrame | None,
+                 correlations: pd.DataFrame | None, ledger: pd.DataFrame, generations: pd.DataFrame,
+                 table_paths: Sequence[Path], comparison: ComparisonSpec,
+                 strategy_order: Sequence[str]) -> pd.DataFrame:
+    """The facts frame (:mod:`bloomqg.reporting.facts`) of the report ``context`` renders."""
+    from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
+    from bloomqg.reporting.facts import study_facts
+
+    overview_ = context["overview"]
+    gate = context["gate"]
+    counts: dict[str, tuple[Any, str]] = {
+        "overview.models": (len(overview_["models"]), "models that wrote questions"),
+        "overview.datasets": (len(overview_["datasets"]), "datasets"),
+        "overview.strategies": (len(overview_["strategies"]), "prompting strategies run"),
+        "overview.cells": (overview_["n_cells"], "model × dataset × strategy cells"),
+        "overview.prompts": (overview_["n_prompts"], "prompts sent to the generators"),
+        "overview.generated": (overview_["n_generated"], "prompts that produced a question"),
+        "overview.useful": (overview_["n_useful"], "useful questions (unique, readable and answerable by the votes)"),
+        "overview.cost_usd": (overview_["cost_usd"], "paid for API calls, US dollars"),
+        "overview.min_answer_rate": (overview_["min_answer_rate"], "share of a job's calls that must be answered"),
+    }
+    counts["significance"] = (SIGNIFICANCE, "the level a p value must be below to count as significant")
+    # the lengths of the lists the page shows ("Show the table (6 rows)")
+    listings = {
+        "trust.coefficients": context["trust"]["coefficients"], "trust.flagged": context["trust"]["flagged"],
+        "trust.judges": context["trust"]["judges"], "trust.robustness": context["trust"]["robustness"],
+        "construction.marked": context["construction"].get("marked") or [],
+        "construction.uninformative": context["construction"].get("uninformative") or [],
+        "table_notes": context["table_notes"], "gate.failures": gate["failures"],
+        "ledger.rows": context["ledger"]["rows"], "generation_usage": context["generation_usage"],
+        **{f"table.{entry.get('stem')}.rows": entry.get("rows") or [] for entry in context["tables"]},
+    }
+    for name, listed in listings.items():
+        counts[f"{name}.count"] = (len(listed), f"rows of the page's list {name}")
+    counts["gate.agreements"] = (gate["n_panel"], "criterion × cell agreements the gate decided on")
+    for status, n in gate["status_counts"].items():
+        counts[f"gate.{status}"] = (n, f"criterion × cell agreements the gate found {status.replace('_', ' ')}")
+    counts["gate.flagged"] = (len(gate["failures"]), "criterion × cell agreements flagged †")
+    counts["gate.flagged_cells"] = (len({(f["model"], f["dataset"], f["strategy"]) for f in gate["failures"]}),
+                                    "cells with a flagged agreement")
+    for threshold in gate["thresholds"]:
+        counts[f"gate.threshold.{threshold:g}"] = (threshold, "the gate's threshold (config)")
+    for entry in context["figures"]:
+        counts[f"figure.{entry.get('stem')}.links"] = (len(entry.get("links") or []), "marks of the figure that open the explorer")
+    judges = reliability[reliability["judge"].notna()] if len(reliability) else reliability
+    for (judge, criterion), rows in (judges.groupby(["judge", "criterion"], sort=False) if len(judges) else ()):
+        if "vote_distribution" in rows and (modal := modal_share(rows)) is not None:
+            counts[f"judge.{judge}.{criterion}.modal_share"] = (
+                modal[1], "share of the questions a judge gave its cell's commonest answer, pooled over cells")
+    derived: list[dict[str, Any]] = []
+    for strategy, (n, same, up, down) in level_moves(votes, labels).items():
+        for name, count in (("kept", same), ("up", up), ("down", down)):
+            derived.append({"quantity": f"transitions.{name}", "value": count / n if n else None, "n": n,
+                            "strategy": strategy, "source": "votes",
+                            "definition": f"share of useful questions with a judged level that moved {name} "
+                                          "(kept: stayed at the original's level), on the datasets every strategy ran"})
+    for strategy, accuracy in classification_accuracy(votes, labels).items():
+        for row in accuracy.to_dict("records"):
+            derived.append({"quantity": "classification.level_accuracy", "value": row["accuracy"], "n": row["n"],
+                            "strategy": strategy, "subject": row["original_level"], "source": "votes",
+                            "definition": "the model's own classification of the originals at one level, percent correct"})
+    pairs = []
+    for dataset in ordered_unique(all_metrics["dataset"]):
+        run = ordered_unique(all_metrics.loc[all_metrics["dataset"] == dataset, "strategy"])
+        pairs += [(dataset, a, b) for a, b in comparison.pairs(ordered_strategies(run, strategy_order))]
+    plans = {name: _table_data(table_paths, f"{name}.csv") for name in ("annotation_plan", "panel_sample_estimates")}
+    return study_facts(all_metrics=all_metrics, reliability=reliability, answer=answer, paired=paired,
+                       robustness=robustness, correlations=correlations, ledger=ledger,
+                       usage=generation_usage(generations), counts=counts, extra_frames=plans, pairs=pairs,
+                       derived=derived)
+
+
+def write_facts(facts: pd.DataFrame, path: Path) -> None:
+    from bloomqg.parquet_io import write_frame
+    from bloomqg.reporting.facts import facts_schema
+
+    write_frame(facts, path, facts_schema())
 
 
 def build_report_from_files(

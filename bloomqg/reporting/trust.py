@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
+from bloomqg.metrics.paired import SIGNIFICANCE
 from bloomqg.metrics.robustness import NOT_COMPARED, verdict_reason
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
@@ -241,7 +242,7 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
     metrics = ordered_unique(robustness["metric"])
     labels = ", ".join(metric_spec(m).label for m in metrics)
     return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; each strategy pair and model pair "
-            f"on each dataset), judged by whether the sign and the side of raw p = 0.05 stay the same under the "
+            f"on each dataset), judged by whether the sign and the side of raw p = {SIGNIFICANCE:g} stay the same under the "
             f"majority, Dawid–Skene and every leave-one-judge-out panel: " + ", ".join(parts) + ". A comparison that "
             "holds does not depend on any one judge; that does not make unreliable judges reliable, so the Answer's "
             "verdicts, which check the judges' agreement first, decide.")
@@ -273,6 +274,7 @@ def trust_context(
         "effective": effective,
         "robustness": robustness_rows(robustness, strategy_labels),
         "robustness_summary": robustness_summary(robustness),
+        "significance": f"{SIGNIFICANCE:g}",
     }
 
 

@@ -107,3 +107,16 @@ def test_the_page_is_short_at_1280_px(readings):
     assert height <= MAX_HEIGHT, f"the page is {height} px long at 1280 px (aim: ≤ {MAX_HEIGHT})"
     for path in readings[1280]["screenshots"].values():
         assert path.stat().st_size > 10_000, f"{path} looks empty"
+
+
+def test_every_number_the_default_study_prints_is_a_fact(report):
+    """One fact per number (tests/support/report_facts.py): each number of the report's sections
+    that state quantities is a row of the facts frame written beside it."""
+    import pandas as pd
+
+    from bloomqg.reporting.report import facts_path
+    from tests.support.report_facts import unmatched_numbers
+
+    facts = facts_path(report)
+    assert facts.is_file(), f"{facts} missing: the report was built before its facts frame; rerun `make study`"
+    assert unmatched_numbers(report.read_text(encoding="utf-8"), pd.read_parquet(facts)) == []

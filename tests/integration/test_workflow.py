@@ -209,6 +209,10 @@ def test_the_report_answers_first_and_contradicts_itself_nowhere(finished_study)
     assert "Zero-shot against CoT (Chain-of-Thought), " in text
     assert "FGP (Fine-Grained Prompting) against CoT (Chain-of-Thought), " in text
     assert report_inconsistencies(report) == []
+    # one fact per number: each number of the quantity sections is a row of the facts frame
+    from tests.support.report_facts import unmatched_numbers
+
+    assert unmatched_numbers(report, pd.read_parquet(workdir / "results" / "report_facts.parquet")) == []
     robustness = pd.read_parquet(workdir / "results" / "metrics" / "robustness.parquet")
     assert not ((robustness["n_pairs"] == 0) & (robustness["verdict"] != "not compared")).any()
 

@@ -10,6 +10,7 @@ from bloomqg.bloom import BLOOM_LEVELS, normalize_level
 from bloomqg.metrics.paired import PAIRED_COLUMNS
 from bloomqg.metrics.registry import table_label
 from bloomqg.voting.agreement import GATE_RULE
+from bloomqg.reporting.facts import judge_means
 from bloomqg.reporting.display import (
     CRITERION_LABEL,
     EMPTY,
@@ -232,20 +233,17 @@ def judges_table(reliability: pd.DataFrame) -> Table:
                     "reliability")
     judge_rows = reliability[reliability["judge"].notna()]
     criteria = [c for c in CRITERION_LABEL if c in set(judge_rows["criterion"])]
-    summary = (
-        judge_rows.groupby(["judge", "criterion"], sort=False)[["agreement_with_majority", "parse_failure_rate"]]
-        .mean()
-        .reset_index()
-    )
-    lookup = {(r["judge"], r["criterion"]): r for _, r in summary.iterrows()}
+    # in percent, by the function the facts frame uses (bloomqg.reporting.facts)
+    means = {column: judge_means(judge_rows, column, ("judge", "criterion"))
+             for column in ("agreement_with_majority", "parse_failure_rate")}
+    summary = (pd.DataFrame(means) / 100).reset_index()
     rows = []
     for judge in ordered_unique(judge_rows["judge"]):
         row = [Cell(judge)]
         for criterion in criteria:
-            r = lookup.get((judge, criterion))
             for column in ("agreement_with_majority", "parse_failure_rate"):
-                value = None if r is None or is_missing(r[column]) else 100 * float(r[column])
-                row.append(Cell(format_number(value, 1)))
+                value = means[column].get((judge, criterion))
+                row.append(Cell(format_number(None if value is None or is_missing(value) else float(value), 1)))
         rows.append(row)
     columns = ["Agree %", "Parse fail %"] * len(criteria)
     groups = [(CRITERION_LABEL.get(c, c), 2) for c in criteria]

@@ -1,0 +1,173 @@
+"""The facts check: every number a report prints is a fact of its facts frame.
+
+:func:`unmatched_numbers` reads the report's visible text section by section (scripts, styles
+and verbatim blocks — prompts, the config — left out: they quote, they do not measure), takes
+each number token and looks for a fact whose value, n or interval end, at the token's own
+precision (and ×100 for a share printed as a percentage), is that number. A token no fact
+explains is returned with its context: a number the report computed on the way, or a fact
+the frame lacks.
+
+Structural numbers are not quantities and are skipped by form: "Figure 2", "Table 5", note
+marks "[3]", numbers inside names ("smollm2-135m", "fig2_transitions.png"), dates and times.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from html.parser import HTMLParser
+
+import pandas as pd
+
+# the sections that state quantities; examples quote questions, the glossary defines terms,
+# the configuration and provenance list settings and versions
+QUANTITY_SECTIONS = ("answer", "setup", "overview", "figures", "tables", "reliability", "trust", "judge-bias", "cost")
+
+NUMBER = re.compile(r"(?<![\w.\-/:#@\[])([−+-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w\-/:@\]]|\.\d)")
+STRUCTURAL = re.compile(r"(?:Figure|Table|Fig\.|step|Step)\s*$")
+
+
+BLOCKS = {"p", "li", "div", "figcaption", "summary", "h2", "h3", "h4", "dt", "dd", "caption", "br", "ul", "ol",
+          "table", "details", "section"}
+
+
+class _Units(HTMLParser):
+    """The visible text of each ``<section id=…>`` as units a number is read in: a table row, or
+    a block's text; scripts, styles and ``pre``/``code`` blocks left out."""
+
+    SKIP = {"script", "style", "pre", "code", "template"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.units: list[tuple[str, str]] = []
+        self.section: str | None = None
+        self.depth = 0
+        self.skipping = 0
+        self.in_row = 0
+        self.buffer: list[str] = []
+
+    def _flush(self) -> None:
+        text = re.sub(r"\s+", " ", "".join(self.buffer)).strip()
+        if text and self.section:
+            self.units.append((self.section, text))
+        self.buffer = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "section":
+            self._flush()
+            if self.section is None and dict(attrs).get("id"):
+                self.section, self.depth = dict(attrs)["id"], 0
+            if self.section is not None:
+                self.depth += 1
+        if tag in self.SKIP:
+            self.skipping += 1
+        if tag == "tr":
+            self._flush()
+            self.in_row += 1
+        elif tag in BLOCKS and not self.in_row:
+            self._flush()
+        elif tag in {"td", "th", "span"}:
+            self.buffer.append(" ")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self.skipping:
+            self.skipping -= 1
+        if tag == "tr" and self.in_row:
+            self._flush()
+            self.in_row -= 1
+        elif tag in BLOCKS and not self.in_row:
+            self._flush()
+        if tag == "section" and self.section is not None:
+            self.depth -= 1
+            if self.depth == 0:
+                self._flush()
+                self.section = None
+
+    def handle_data(self, data):
+        if self.section is not None and not self.skipping:
+            self.buffer.append(data)
+
+
+def section_units(page: str) -> list[tuple[str, str]]:
+    """(section id, text) per table row or block of the page's sections."""
+    parser = _Units()
+    parser.feed(page)
+    parser._flush()
+    return parser.units
+
+
+# what a number is by what stands before it: an n ("n = 12", "(n=12)"), an interval's end
+# ("[0.10, 0.32]"), else a value or a count
+ROLE_FIELDS = {"n": ("n",), "interval": ("ci_low", "ci_high"), "value": ("value", "n")}
+N_BEFORE = re.compile(r"\bn\s*=\s*$")
+INTERVAL_AROUND = re.compile(r"\[\s*[−+-]?[\d.,]+\s*,\s*[−+-]?[\d.,]+\s*\]")
+
+
+INTERVAL_WORDS = re.compile(r"interval runs from (?:[−+-]?[\d.,]+ to )?$")
+
+
+def role_of(text: str, start: int, end: int) -> str:
+    if N_BEFORE.search(text[max(0, start - 6):start]):
+        return "n"
+    if INTERVAL_WORDS.search(text[max(0, start - 40):start]):
+        return "interval"
+    opening = text.rfind("[", max(0, start - 24), start)
+    if opening >= 0 and (interval := INTERVAL_AROUND.match(text, opening)) and interval.end() >= end:
+        return "interval"
+    return "value"
+
+
+def fact_numbers(facts: pd.DataFrame, fields: tuple[str, ...] = ("value", "n", "ci_low", "ci_high")) -> list[float]:
+    numbers = pd.concat([facts[c] for c in fields]).dropna().astype(float)
+    return sorted(set(numbers.tolist()))
+
+
+def _printings(numbers: list[float], decimals: int, percent: bool) -> set[str]:
+    """Every way a fact prints at ``decimals`` places, unsigned: itself, and ×100 where the page
+    prints a percent sign (a share stored as a fraction)."""
+    out = set()
+    for number in numbers:
+        for scaled in (number, number * 100) if percent else (number,):
+            if math.isfinite(scaled):
+                out.add(f"{abs(scaled):.{decimals}f}")
+    return out
+
+
+def _named(values: pd.Series) -> list[str]:
+    return sorted({str(v) for v in values.dropna()}, key=len, reverse=True)
+
+
+def _mentioned(text: str, names: list[str]) -> set[str]:
+    return {name for name in names if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)}
+
+
+def unmatched_numbers(page: str, facts: pd.DataFrame, sections: tuple[str, ...] = QUANTITY_SECTIONS) -> list[str]:
+    """``"<section>: <token> in '…context…'"`` for each printed number no fact explains.
+
+    A number is read in its unit (a table row, or a block of text); where the unit names models
+    or datasets of the facts, only their facts (and the study-wide ones) may explain it."""
+    models, datasets = _named(facts["model"]), _named(facts["dataset"])
+    cache: dict[tuple, set[str]] = {}
+    problems = []
+    for section, text in section_units(page):
+        if section not in sections:
+            continue
+        scope = (frozenset(_mentioned(text, models)), frozenset(_mentioned(text, datasets)))
+        for match in NUMBER.finditer(text):
+            if STRUCTURAL.search(text[max(0, match.start() - 8):match.start()]):
+                continue
+            digits = match.group(2).replace(",", "") + ("." + match.group(3) if match.group(3) else "")
+            decimals = len(match.group(3) or "")
+            percent = text[match.end():match.end() + 2].lstrip().startswith("%")
+            role = role_of(text, match.start(), match.end())
+            key = (*scope, decimals, percent, role)
+            if key not in cache:
+                mask = pd.Series(True, index=facts.index)
+                for column, named in zip(("model", "dataset"), scope):
+                    if named:
+                        mask &= facts[column].isna() | facts[column].isin(named)
+                cache[key] = _printings(fact_numbers(facts[mask], ROLE_FIELDS[role]), decimals, percent)
+            if digits not in cache[key]:
+                context = text[max(0, match.start() - 60):match.end() + 25]
+                problems.append(f"{section}: {match.group(0)} in '…{context}…'")
+    return problems
