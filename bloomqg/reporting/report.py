@@ -418,8 +418,8 @@ def build_report(
     context["table_notes"] = section_notes(context["tables"])
     html = render_report(context)
     out_path = Path(out_path)
-    facts = report_facts(context, all_metrics=all_metrics, reliability=reliability, votes=votes, labels=labels,
-                         answer=answer, paired=paired,
+    facts = report_facts(context, config=config, all_metrics=all_metrics, reliability=reliability, votes=votes,
+                         labels=labels, answer=answer, paired=paired,
                          robustness=robustness, correlations=correlations, ledger=ledger, generations=generations,
                          table_paths=table_paths, comparison=comparison, strategy_order=strategy_order)
     write_facts(facts, facts_path(out_path))
@@ -432,13 +432,14 @@ def facts_path(report_path: Path) -> Path:
     return Path(report_path).with_name("report_facts.parquet")
 
 
-def report_facts(context: Mapping[str, Any], *, all_metrics: pd.DataFrame, reliability: pd.DataFrame,
+def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd.DataFrame, reliability: pd.DataFrame,
                  votes: pd.DataFrame, labels: StrategyLabels | None,
                  answer: pd.DataFrame | None, paired: pd.DataFrame | None, robustness: pd.DataFrame | None,
                  correlations: pd.DataFrame | None, ledger: pd.DataFrame, generations: pd.DataFrame,
                  table_paths: Sequence[Path], comparison: ComparisonSpec,
                  strategy_order: Sequence[str]) -> pd.DataFrame:
     """The facts frame (:mod:`bloomqg.reporting.facts`) of the report ``context`` renders."""
+    from bloomqg.metrics.intervals import IntervalSpec
     from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
     from bloomqg.reporting.facts import study_facts
 
@@ -456,6 +457,7 @@ def report_facts(context: Mapping[str, Any], *, all_metrics: pd.DataFrame, relia
         "overview.min_answer_rate": (overview_["min_answer_rate"], "share of a job's calls that must be answered"),
     }
     counts["significance"] = (SIGNIFICANCE, "the level a p value must be below to count as significant")
+    counts["confidence"] = (IntervalSpec.from_config(dict(config)).confidence, "the intervals' confidence level")
     # the lengths of the lists the page shows ("Show the table (6 rows)")
     listings = {
         "trust.coefficients": context["trust"]["coefficients"], "trust.flagged": context["trust"]["flagged"],
