@@ -25,8 +25,8 @@ import pandas as pd
 from bloomqg.annotation.calibration import panel_outcomes
 from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS
 from bloomqg.annotation.sample import CELL_KEYS, _has_question, cell_key, cell_name, sample_cell
-from bloomqg.config_schema import ConfigError
-from bloomqg.frames import CALIBRATION_ITEMS
+from bloomqg.store.config_schema import ConfigError
+from bloomqg.store.frames import CALIBRATION_ITEMS
 
 #: Where the panel's sample votes and the estimates go.
 PANEL_SAMPLE_DIR = "results/panel_sample"
@@ -116,7 +116,7 @@ def panel_sample_settings(config: Mapping[str, Any]) -> PanelSampleSettings | No
 
 def panel_joined(local_votes: Sequence[pd.DataFrame], panel_votes: Sequence[pd.DataFrame],
                  settings: PanelSampleSettings) -> pd.DataFrame:
-    """:data:`~bloomqg.frames.CALIBRATION_ITEMS` with the panel in the humans' place: every
+    """:data:`~bloomqg.store.frames.CALIBRATION_ITEMS` with the panel in the humans' place: every
     generated question of every cell per calibrated metric, ``judge`` the local majority's
     outcome, ``human`` the panel majority's on the sampled questions (null elsewhere, and where
     the panel tied). Refuses panel votes that are not the configured draw of the cell."""

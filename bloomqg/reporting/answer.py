@@ -21,7 +21,7 @@ from bloomqg.metrics.paired import ordered_strategies
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import fixed, format_p, paired_difference
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
 
 #: How a verdict reads in the Answer's table.

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.specs import StudySpec
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.specs import StudySpec
 
 #: The probes, in the order they are asked.
 PROBES: tuple[str, ...] = ("base", "repeat", "order")

@@ -1,6 +1,6 @@
 """The bias estimates of the probed judges, each with a confidence interval (pure).
 
-From the probe verdicts (:data:`bloomqg.frames.JUDGE_PROBES`, every judge and cell), per judge:
+From the probe verdicts (:data:`bloomqg.store.frames.JUDGE_PROBES`, every judge and cell), per judge:
 
 - **order** — ``share_changed``: the share of questions whose verdict on a criterion differs
   between the base and the order probe; ``excess_over_repeat``: that share minus the share that
@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.frames import BIAS_ESTIMATES, BIAS_POSITIONS, BINARY_CRITERIA, CRITERIA
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.store.frames import BIAS_ESTIMATES, BIAS_POSITIONS, BINARY_CRITERIA, CRITERIA
 
 Question = tuple[str, str, str, str]  # (dataset, strategy, model, prompt_id)
 SCORED_CRITERIA: tuple[str, ...] = (*BINARY_CRITERIA, "bloom_level")
@@ -140,7 +140,7 @@ def bias_estimates(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(:data:`~bloomqg.frames.BIAS_ESTIMATES`, :data:`~bloomqg.frames.BIAS_POSITIONS`) of every
+    """(:data:`~bloomqg.store.frames.BIAS_ESTIMATES`, :data:`~bloomqg.store.frames.BIAS_POSITIONS`) of every
     judge in ``probes``. ``families``: ``{"judges": {judge: family}, "generators": {model: family}}``
     as :func:`bloomqg.judges.bias.design.families` builds it."""
     def simultaneous(k: int) -> dict[str, Any]:

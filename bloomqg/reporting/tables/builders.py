@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, normalize_level
+from bloomqg.inputs.bloom import BLOOM_LEVELS, normalize_level
 from bloomqg.metrics.paired import PAIRED_COLUMNS
 from bloomqg.metrics.registry import table_label
 from bloomqg.voting.agreement import GATE_RULE

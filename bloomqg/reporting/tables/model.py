@@ -15,7 +15,7 @@ import pandas as pd
 from bloomqg.metrics.intervals import FEW_CLUSTERS, MIN_CLUSTERS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import MISSING, is_missing
-from bloomqg.frames import METRICS
+from bloomqg.store.frames import METRICS
 
 
 class TableInputError(ValueError):

@@ -21,11 +21,11 @@ import yaml
 
 from bloomqg.annotation.panel_sample import PanelSampleSettings, panel_sample_settings
 from bloomqg.api.settings import base_url_problem
-from bloomqg.config_schema import Cell, ConfigError, cut
+from bloomqg.store.config_schema import Cell, ConfigError, cut
 from bloomqg.judges.registry import config_schema, judge_backend
-from bloomqg.provenance import REPO_ROOT
-from bloomqg.specs import StudySpec, study_spec
-from bloomqg.strategies import (
+from bloomqg.store.provenance import REPO_ROOT
+from bloomqg.inputs.specs import StudySpec, study_spec
+from bloomqg.inputs.strategies import (
     StrategyError,
     StrategySpec,
     check_selection,
@@ -157,7 +157,7 @@ class Study:
     # in-process model) would hand it keys it refuses.
 
     def dataset_params(self, dataset: str) -> dict[str, Any]:
-        """The keys of a datasets entry that loading it reads (:func:`bloomqg.datasets.load_dataset`)."""
+        """The keys of a datasets entry that loading it reads (:func:`bloomqg.inputs.datasets.load_dataset`)."""
         spec = self.datasets[dataset]
         return {key: spec[key] for key in DATASET_LOAD_KEYS if spec.get(key) is not None}
 
@@ -219,7 +219,7 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
-#: The datasets-entry keys :func:`bloomqg.datasets.load_dataset` reads.
+#: The datasets-entry keys :func:`bloomqg.inputs.datasets.load_dataset` reads.
 DATASET_LOAD_KEYS: tuple[str, ...] = ("loader", "path", "verb_list", "bloom_level", "exclude_rows")
 
 
@@ -364,7 +364,7 @@ def check_written_paths(cfg: Mapping[str, Any], workdir: Path, sources: Iterable
 def check_comparisons(config: Mapping[str, Any], sources: Iterable[str | Path] = ()) -> None:
     """Refuse a ``comparisons.baseline`` that is not a defined strategy (built-in or under
     ``strategies:``), listing the defined ones: every paired test would silently compare nothing."""
-    from bloomqg.strategies import ComparisonSpec, StrategyError, strategy_specs
+    from bloomqg.inputs.strategies import ComparisonSpec, StrategyError, strategy_specs
 
     baseline = ComparisonSpec.from_config(config).baseline
     if baseline is None:
@@ -470,7 +470,7 @@ def prepare_study(
                 study.cells.append(Cell(dataset, strategy, model))
 
     if load_datasets:
-        from bloomqg.datasets import DatasetError, dataset_knowledge_units, load_dataset
+        from bloomqg.inputs.datasets import DatasetError, dataset_knowledge_units, load_dataset
 
         items: dict[str, int] = {}
         for name, spec in cfg["datasets"].items():
@@ -693,11 +693,11 @@ def check_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bloomqg.config FILE...``: :func:`check_config_file` on each file; 0 when all
+    """``python -m bloomqg.study.config FILE...``: :func:`check_config_file` on each file; 0 when all
     pass, else 2 with the reason on standard error (``make study`` runs it before Snakemake)."""
     files = list(sys.argv[1:] if argv is None else argv)
     if not files:
-        print("usage: python -m bloomqg.config CONFIG.yaml [...]", file=sys.stderr)
+        print("usage: python -m bloomqg.study.config CONFIG.yaml [...]", file=sys.stderr)
         return 2
     for name in files:
         try:
