@@ -46,6 +46,7 @@ from bloomqg.annotation.ppi import (
 )
 from bloomqg.annotation.sample import CELL_KEYS, cell_count, cell_key, cell_name, sample_cell
 from bloomqg.inputs.bloom import BLOOM_LEVELS, BLOOM_ORDERS, LEVEL_WEIGHT, ORDER_OF_LEVEL, ORDER_WEIGHT
+from bloomqg.inputs.parsing import has_question
 from bloomqg.store.frames import (
     CALIBRATION_AGREEMENT,
     CALIBRATION_ESTIMATES,
@@ -217,10 +218,6 @@ def panel_rating(row: object) -> Rating:
     )
 
 
-def _has_question(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
 def check_random_draw(items: pd.DataFrame, votes: Sequence[pd.DataFrame], *, items_per_cell: int | Mapping[str, int],
                       seed: int,
                       where: str = "the annotation key") -> None:
@@ -279,7 +276,7 @@ def panel_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
     strategy, model, prompt_id, item_id, metric, judge."""
     records = []
     for row in frame.itertuples(index=False):
-        if not _has_question(row.new_question):
+        if not has_question(row.new_question):
             continue  # never drawn: nothing to rate
         judged = outcomes(panel_rating(row))
         for metric in OUTCOMES:

@@ -24,7 +24,8 @@ import pandas as pd
 
 from bloomqg.annotation.calibration import panel_outcomes
 from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS
-from bloomqg.annotation.sample import CELL_KEYS, _has_question, cell_key, cell_name, sample_cell
+from bloomqg.annotation.sample import CELL_KEYS, cell_key, cell_name, sample_cell
+from bloomqg.inputs.parsing import has_question
 from bloomqg.store.config_schema import ConfigError
 from bloomqg.store.frames import CALIBRATION_ITEMS
 
@@ -73,7 +74,7 @@ def draw_panel_sample(frame: pd.DataFrame, draw_spec: Mapping[str, Any]) -> pd.D
     """The panel's sample of one cell's rows (:attr:`PanelSampleSettings.draw_spec`)."""
     if frame.empty:
         return frame
-    questions = int(frame["new_question"].map(_has_question).sum())
+    questions = int(frame["new_question"].map(has_question).sum())
     return sample_cell(frame, sample_size(questions, draw_spec), int(draw_spec["seed"]))
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from bloomqg.inputs.parsing import has_question
 from bloomqg.store.frames import ANNOTATION_ITEMS
 
 logger = logging.getLogger(__name__)
@@ -38,17 +39,13 @@ def cell_key(frame: pd.DataFrame) -> tuple[str, ...]:
     return tuple(str(frame[c].iloc[0]) for c in CELL_KEYS)
 
 
-def _has_question(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
 def sample_cell(frame: pd.DataFrame, items_per_cell: int | None, seed: int) -> pd.DataFrame:
     """Up to ``items_per_cell`` rows of one cell's frame that have a ``new_question`` (all of
     them when None), in the frame's order. The draw depends on the seed and the cell only."""
     cells = frame[list(CELL_KEYS)].drop_duplicates()
     if len(cells) != 1:
         raise ValueError(f"sample_cell: expected the rows of one cell, got {len(cells)} cells")
-    candidates = frame[frame["new_question"].map(_has_question)]
+    candidates = frame[frame["new_question"].map(has_question)]
     if items_per_cell is None or len(candidates) <= items_per_cell:
         if items_per_cell is not None and len(candidates) < items_per_cell:
             logger.warning(

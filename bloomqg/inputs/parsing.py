@@ -275,6 +275,12 @@ def answered(raw_text: object) -> bool:
     return isinstance(raw_text, str) and bool(raw_text.strip())
 
 
+def has_question(new_question: object) -> bool:
+    """A generation has a question to judge, sample or rate: its ``new_question`` is a string
+    that is not blank (a failed parse stores null)."""
+    return isinstance(new_question, str) and bool(new_question.strip())
+
+
 def prompt_example_questions(prompt_text: str) -> list[str]:
     """The question values of the JSON answer examples ``prompt_text`` shows (lines that start
     with ``{"key":`` and parse as JSON objects); the shipped templates' is a placeholder."""

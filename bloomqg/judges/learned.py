@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.parsing import has_question
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.verdict import CriterionVerdict, Verdict
 
@@ -206,7 +207,7 @@ def training_rows(votes: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise KeyError(f"learned judge training votes: missing columns {missing}")
     rows = votes[list(TRAINING_COLUMNS)].copy()
-    has_text = rows["new_question"].map(lambda q: isinstance(q, str) and bool(q.strip()))
+    has_text = rows["new_question"].map(has_question)
     has_label = rows["bloom_level"].notna() | rows["knowledge_units"].map(lambda u: u is not None and len(u) > 0)
     rows = rows[has_text & has_label]
     rows["knowledge_units"] = rows["knowledge_units"].map(lambda u: None if u is None or len(u) == 0 else list(u))

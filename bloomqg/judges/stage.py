@@ -22,6 +22,7 @@ import pandas as pd
 
 from bloomqg.inputs.datasets import dataset_knowledge_units
 from bloomqg.inputs.chat import AnswerRateError, TextGenerator, refuse_low_answer_rate
+from bloomqg.inputs.parsing import has_question
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
 from bloomqg.judges.verdict import STATUS_ERROR, STATUS_NO_QUESTION, CriterionVerdict, Verdict
@@ -75,10 +76,6 @@ def _check_columns(frame: pd.DataFrame, names: Sequence[str], what: str) -> None
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ValueError(f"judge_questions: {what} frame lacks columns {missing}")
-
-
-def _has_question(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
 
 
 def judge_provenance(
@@ -158,11 +155,11 @@ def judge_questions(
     knowledge_units = dataset_knowledge_units(dataset)
 
     generations = generations.reset_index(drop=True)
-    has_question = generations["new_question"].map(_has_question).astype(bool)  # bool even when empty
-    to_judge = generations[has_question]
+    with_question = generations["new_question"].map(has_question).astype(bool)  # bool even when empty
+    to_judge = generations[with_question]
     logger.info(
         "judge %s (%s): %d generated questions, %d without a question",
-        judge_name, backend.name, len(generations), int((~has_question).sum()),
+        judge_name, backend.name, len(generations), int((~with_question).sum()),
     )
     items = [
         JudgeItem(row.prompt_id, row.item_id, row.new_question, row.original_question)

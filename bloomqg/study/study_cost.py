@@ -25,6 +25,7 @@ from bloomqg.api.cache import CallCache
 from bloomqg.api.estimate import ESTIMATE_COLUMNS, Calibration, calibrations, estimate_calls
 from bloomqg.inputs.chat import ChatRequest
 from bloomqg.inputs.datasets import dataset_knowledge_units
+from bloomqg.inputs.parsing import has_question
 from bloomqg.generation.factory import decoding_params
 from bloomqg.generation.openai_api import client_settings_from_entry
 from bloomqg.judges.base import JudgeItem
@@ -77,8 +78,7 @@ def estimate_study(
             continue
         generated = generations.get((cell.dataset, cell.strategy, cell.model))
         if generated is not None:
-            has_question = generated["new_question"].map(lambda q: isinstance(q, str) and bool(q.strip()))
-            items = generated[has_question]
+            items = generated[generated["new_question"].map(has_question)]
             ids, questions, originals = items["prompt_id"], items["new_question"], items["original_question"]
         else:  # not generated yet: the original question stands in for the one to come
             ids, questions, originals = frame["prompt_id"], frame["original_question"], frame["original_question"]
