@@ -24,7 +24,7 @@ import pandas as pd
 from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES, panel_outcomes
 from bloomqg.annotation.sample import CELL_KEYS
 from bloomqg.store.frames import ANNOTATION_PLAN
-from bloomqg.metrics.intervals import z_of
+from bloomqg.stats.normal import z_of
 
 #: Agreement assumed when no pilot round was imported: Table 9's averages (Bloom level 46.58%,
 #: unique 90.75%, readable 98.08%, answerable 95.83%); knowledge units 80% (no published figure);

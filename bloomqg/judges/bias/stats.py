@@ -43,6 +43,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.stats.normal import fisher_z_ci
 from bloomqg.store.frames import BIAS_ESTIMATES, BIAS_POSITIONS, BINARY_CRITERIA, CRITERIA
 
 Question = tuple[str, str, str, str]  # (dataset, strategy, model, prompt_id)
@@ -84,18 +85,6 @@ def bootstrap_ci(
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
     return float(low), float(high)
-
-
-def fisher_z_ci(r: float, n: int, confidence: float, *, spearman: bool) -> tuple[float, float]:
-    """Fisher-z interval of a correlation (Bonett-Wright standard error for Spearman's ρ)."""
-    if n < 4 or math.isnan(r):
-        return math.nan, math.nan
-    if abs(r) >= 1:
-        return r, r
-    se = math.sqrt((1 + r * r / 2) / (n - 3)) if spearman else 1 / math.sqrt(n - 3)
-    z = math.atanh(r)
-    q = scipy_stats.norm.ppf(1 - (1 - confidence) / 2)
-    return math.tanh(z - q * se), math.tanh(z + q * se)
 
 
 def _row(judge: str, probe: str, criterion: str, statistic: str, value: float, ci: tuple[float, float], n: int,
