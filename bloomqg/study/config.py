@@ -567,20 +567,32 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Nodes under ``node`` with every alias expanded, counted once per distinct node (an alias
-    is the same node object again, so nine aliases of nine aliases cost 18 steps, not 9**9)."""
-    if id(node) in memo:
-        return memo[id(node)]
-    memo[id(node)] = 1  # a recursive alias counts as one while it is being counted
+def _expanded_count(root: Any, children: Callable[[Any], Iterable[Any] | None]) -> int:
+    """Nodes under ``root`` with every shared node expanded (``children``: a node's children, None
+    for a leaf), each distinct node walked once: an alias is the same object again, so nine
+    aliases of nine aliases cost 18 steps, not 9**9. A recursive alias counts as one."""
+    memo: dict[int, int] = {}
+
+    def count(node: Any) -> int:
+        if id(node) in memo:
+            return memo[id(node)]
+        below = children(node)
+        if below is None:
+            return 1
+        memo[id(node)] = 1  # while it is being counted
+        memo[id(node)] = total = 1 + sum(count(child) for child in below)
+        return total
+
+    return count(root)
+
+
+def _yaml_children(node: yaml.Node) -> Iterable[yaml.Node] | None:
+    """A YAML node's children: a mapping's keys and values, a sequence's items."""
     if isinstance(node, yaml.MappingNode):
-        total = 1 + sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        total = 1 + sum(_expanded_nodes(item, memo) for item in node.value)
-    else:
-        total = 1
-    memo[id(node)] = total
-    return total
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return None
 
 
 def parse_config_text(text: str, name: str) -> Any:
@@ -591,7 +603,7 @@ def parse_config_text(text: str, name: str) -> Any:
         loader.name = name
         try:
             root = loader.get_single_node()
-            nodes = _expanded_nodes(root, {}) if root is not None else 0
+            nodes = _expanded_count(root, _yaml_children) if root is not None else 0
             if nodes > MAX_CONFIG_NODES:
                 raise ConfigError(f"{name}: {nodes:,} YAML nodes once its aliases (*name) are expanded, above"
                                   f" the {MAX_CONFIG_NODES:,} a config may hold; refused before reading it")
@@ -617,19 +629,13 @@ def check_config_sources(sources: Iterable[str | Path]) -> None:
 def check_config_size(config: Any) -> None:
     """Refuse a loaded config whose aliases expand beyond :data:`MAX_CONFIG_NODES` nodes (the
     same containers shared again and again), counted without expanding them."""
-    memo: dict[int, int] = {}
 
-    def size(value: Any) -> int:
-        if not isinstance(value, (Mapping, list, tuple)):
-            return 1
-        if id(value) in memo:
-            return memo[id(value)]
-        memo[id(value)] = 1
-        items = value.values() if isinstance(value, Mapping) else value
-        memo[id(value)] = total = 1 + sum(size(item) for item in items)
-        return total
+    def values(value: Any) -> Iterable[Any] | None:
+        if isinstance(value, Mapping):
+            return value.values()
+        return value if isinstance(value, (list, tuple)) else None
 
-    nodes = size(config)
+    nodes = _expanded_count(config, values)
     if nodes > MAX_CONFIG_NODES:
         raise ConfigError(f"the config holds {nodes:,} values once its YAML aliases are expanded, above the"
                           f" {MAX_CONFIG_NODES:,} a config may hold; refused before reading it")
