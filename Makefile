@@ -45,7 +45,7 @@ $(VLLM_VENV)/.installed:
 
 engine-vllm: $(VLLM_VENV)/.installed
 
-# bloomqg.run_lock: one run per directory (a second refuses), and a lock left by a killed run is
+# bloomqg.runtime.run_lock: one run per directory (a second refuses), and a lock left by a killed run is
 # removed only once no run is alive, so the same command works again after `kill -9`.
 # RUN_DIR: where results/, logs/, resources/ and .snakemake/ go (default: here), for study and
 # reproduce; the run lock is taken there. tests/integration/test_reproduce_release.py uses it.
@@ -54,14 +54,14 @@ IN_RUN_DIR = $(if $(RUN_DIR),--directory $(RUN_DIR))
 # CONFIG: your study's config file instead of config.yaml. It replaces config.yaml whole (the
 # Snakefile reads config.yaml only when no --configfile is given), so it names its own datasets,
 # models and judges; keys it leaves out take the schema's defaults (docs/config.md).
-# The config file is read by bloomqg's bounded loader first (python -m bloomqg.config): Snakemake
+# The config file is read by bloomqg's bounded loader first (python -m bloomqg.study.config): Snakemake
 # parses --configfile before any bloomqg code runs, and its loader expands alias and merge-key
 # bombs without end and runs a config holding __use_yte__ as a template.
 CONFIG ?=
 WITH_CONFIG = $(if $(CONFIG),--configfile $(CONFIG))
 study: setup
-	$(BIN)/python -m bloomqg.config $(or $(CONFIG),config.yaml)
-	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR) $(WITH_CONFIG)
+	$(BIN)/python -m bloomqg.study.config $(or $(CONFIG),config.yaml)
+	$(BIN)/python -m bloomqg.runtime.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR) $(WITH_CONFIG)
 
 # The paper's 18 published runs (configs/llm-eval-release-manifest.yaml) -> results/release/.
 # RELEASE_DIR: a copy of the release; unset, it is downloaded at the pinned commit into
@@ -74,8 +74,8 @@ REPRODUCE_CONFIG ?= configs/paper.yaml
 RELEASE_CONFIG = $(strip $(if $(RELEASE_DIR),release_dir=$(RELEASE_DIR)) \
   $(if $(RELEASE_MANIFEST),release_manifest=$(RELEASE_MANIFEST)))
 reproduce: setup
-	$(BIN)/python -m bloomqg.config $(REPRODUCE_CONFIG)
-	$(BIN)/python -m bloomqg.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR) \
+	$(BIN)/python -m bloomqg.study.config $(REPRODUCE_CONFIG)
+	$(BIN)/python -m bloomqg.runtime.run_lock $(BIN)/snakemake --cores $(CORES) --profile profiles/default $(IN_RUN_DIR) \
 	  reproduce_release --configfile $(REPRODUCE_CONFIG) $(if $(RELEASE_CONFIG),--config $(RELEASE_CONFIG))
 
 # Debian packages some tests need, installed when missing and running as root; otherwise those

@@ -41,7 +41,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bloomqg.annotation.ppi import calibrated_mean, classical_mean  # noqa: E402
-from bloomqg.bloom import BLOOM_LEVELS  # noqa: E402
+from bloomqg.inputs.bloom import BLOOM_LEVELS  # noqa: E402
 
 FRACTIONS = (0.05, 0.10, 0.20, 0.40)
 

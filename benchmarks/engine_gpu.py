@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from bloomqg.chat import DecodingParams
+    from bloomqg.inputs.chat import DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import chat_tokenizer
 

@@ -39,11 +39,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from generation_cpu import benchmark_dataset, ensure_model_dir  # noqa: E402
 
-from bloomqg.chat import ChatRequest, DecodingParams  # noqa: E402
+from bloomqg.inputs.chat import ChatRequest, DecodingParams  # noqa: E402
 from bloomqg.judges.rules import RulesJudge  # noqa: E402
-from bloomqg.parsing import parse_generation  # noqa: E402
-from bloomqg.prompts import build_prompts, messages_from_json, with_response_prefill  # noqa: E402
-from bloomqg.strategies import BUILTIN_STRATEGIES  # noqa: E402
+from bloomqg.inputs.parsing import parse_generation  # noqa: E402
+from bloomqg.inputs.prompts import build_prompts, messages_from_json, with_response_prefill  # noqa: E402
+from bloomqg.inputs.strategies import BUILTIN_STRATEGIES  # noqa: E402
 
 
 BACKENDS = ("hf", "vllm", "transformers-serve")

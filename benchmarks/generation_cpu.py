@@ -36,9 +36,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.batching import padding_efficiency, plan_batches
-from bloomqg.prompts import build_prompts, messages_from_json, with_response_prefill
+from bloomqg.inputs.prompts import build_prompts, messages_from_json, with_response_prefill
 
 SYNTHETIC = [
     ("Stack", "Define a stack and list its two main operations."),
@@ -83,7 +83,7 @@ def ensure_model_dir(model_dir: Path | None) -> Path:
     """The converted SmolLM2 directory, converting the GGUF from the default config if needed."""
     import yaml
 
-    from bloomqg.models import materialize_model
+    from bloomqg.inputs.models import materialize_model
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     if model_dir is None:

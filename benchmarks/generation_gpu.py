@@ -113,7 +113,7 @@ def requests(count: int, shared_words: int, own_words: int, vocab: int, prefix: 
     """Chat requests with a common system prefix and a distinct suffix each."""
     import random
 
-    from bloomqg.chat import ChatRequest
+    from bloomqg.inputs.chat import ChatRequest
 
     rng = random.Random(7)
     words = min(vocab - 10, 20000)
@@ -154,7 +154,7 @@ def public(run: dict[str, Any]) -> dict[str, Any]:
 
 def equivalence_check(device: Any, completeness: Completeness, goals: Goals) -> dict[str, Any]:
     """Greedy fp32 texts of a tiny Llama through our loop against ``model.generate``."""
-    from bloomqg.chat import ChatRequest, DecodingParams
+    from bloomqg.inputs.chat import ChatRequest, DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import chat_tokenizer, generate_reference, tiny_model
 
@@ -198,7 +198,7 @@ def qwen_section(args: Any, device: Any, dtype: Any, on_gpu: bool, completeness:
     """Batch 1 against ``auto``, the roofline, peak memory, and the forced out-of-memory split."""
     import torch
 
-    from bloomqg.chat import DecodingParams
+    from bloomqg.inputs.chat import DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import chat_tokenizer
 
@@ -264,7 +264,7 @@ def forced_oom(generator: Any, probe: Sequence[Any], auto: int, prompt_tokens: i
     """A batch planned too large for the memory: it must split, and every item must come back."""
     import torch
 
-    from bloomqg.chat import DecodingParams
+    from bloomqg.inputs.chat import DecodingParams
 
     oversized = max(2, min(auto, 256))
     params = DecodingParams(max_new_tokens=8, seed=2)
@@ -307,7 +307,7 @@ def forced_oom(generator: Any, probe: Sequence[Any], auto: int, prompt_tokens: i
 
 def baichuan2_standin(device: Any, completeness: Completeness, goals: Goals) -> dict[str, Any]:
     """The Baichuan2-shaped remote code from disk: tables rebuilt, padding probed, batch == batch 1."""
-    from bloomqg.chat import ChatRequest, DecodingParams
+    from bloomqg.inputs.chat import ChatRequest, DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from bloomqg.generation.hf.remote_code import meta_tensors
     from tests.support.tiny_models import LEGACY_MODEL_CODE, save_baichuan2_remote_model
@@ -344,7 +344,7 @@ def baichuan2_shaped(args: Any, device: Any, dtype: Any, on_gpu: bool, completen
     """Baichuan2-7B's shapes through the legacy loop: probe, throughput, finished rows' cost."""
     import torch
 
-    from bloomqg.chat import DecodingParams
+    from bloomqg.inputs.chat import DecodingParams
     from bloomqg.generation.hf.batching import plan_batches
     from bloomqg.generation.hf.generator import HFTextGenerator
     from tests.support.tiny_models import baichuan2_model, chat_tokenizer

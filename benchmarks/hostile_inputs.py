@@ -4,10 +4,10 @@
    XFD00020000, the sheet at ``xl/sheets/a.xml`` or ``sheet1.XML``), one at row 1,048,576 or at
    XFD1048576, 60 MB of empty cells, one 60 MB shared string used in 200 cells, a cell of
    ``[img]`` × 40,000. Each is loaded as a dataset in a fresh Python process
-   (:func:`bloomqg.datasets.load_dataset`, what plan time runs): wall time to the refusal and the
+   (:func:`bloomqg.inputs.datasets.load_dataset`, what plan time runs): wall time to the refusal and the
    process's peak resident memory. Goal: each refused in <= 5 s with <= 300 MB.
 2. Config files Snakemake's own loader would expand without end or run (a mapping alias bomb,
-   a merge-key bomb, ``__use_yte__``, a 50 MB value, deep nesting): ``python -m bloomqg.config``,
+   a merge-key bomb, ``__use_yte__``, a 50 MB value, deep nesting): ``python -m bloomqg.study.config``,
    what ``make study CONFIG=…`` runs first, in a fresh process. Goal: each refused in <= 10 s.
 3. Text functions on long inputs, at two sizes (the ratio of times says whether the cost is
    linear: about 4 for 4 times the input): ``clean_markup`` on unclosed tags, ``parse_generation``
@@ -37,7 +37,7 @@ from tests.support import xlsx_bombs  # noqa: E402
 _CHILD = """
 import json, resource, sys, time
 started = time.perf_counter()
-from bloomqg.datasets import DatasetError, load_dataset
+from bloomqg.inputs.datasets import DatasetError, load_dataset
 try:
     load_dataset("bomb", {"loader": "release_math", "path": sys.argv[1]}, base_dir=".")
     outcome = "accepted"
@@ -92,7 +92,7 @@ def configs() -> dict[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as folder:
         for name, path in write_all(Path(folder)).items():
             started = time.perf_counter()
-            child = subprocess.run([sys.executable, "-m", "bloomqg.config", str(path)], capture_output=True,
+            child = subprocess.run([sys.executable, "-m", "bloomqg.study.config", str(path)], capture_output=True,
                                    text=True, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
                                    timeout=600)
             seconds = round(time.perf_counter() - started, 3)
@@ -111,10 +111,10 @@ def _seconds(function: Callable[[str], Any], text: str) -> float:
 
 
 def text_functions() -> dict[str, dict[str, Any]]:
-    from bloomqg.datasets import clean_markup
+    from bloomqg.inputs.datasets import clean_markup
     from bloomqg.judges.verdict import parse_verdict
-    from bloomqg.parsing import parse_generation
-    from bloomqg.stored_text import redact
+    from bloomqg.inputs.parsing import parse_generation
+    from bloomqg.store.stored_text import redact
 
     key = "gsk_Wd3Rt7Yu9pQ2mX4pL7nK3wT9yB6cF1hx8Cv"
     functions: dict[str, Callable[[str], Any]] = {

@@ -55,8 +55,8 @@ from bloomqg.metrics.intervals import (  # noqa: E402
     tango_paired,
     rate_interval,
     wilson,
-    z_of,
 )
+from bloomqg.stats.normal import z_of  # noqa: E402
 from bloomqg.metrics.plan import mcnemar_power, pairs_needed  # noqa: E402
 
 SIZES = (5, 10, 20, 50, 100, 400)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.datasets import load_dataset
+from bloomqg.inputs.datasets import load_dataset
 from bloomqg.judges.bias.probe import probe_judge
 from bloomqg.judges.bias.stats import bias_estimates
 

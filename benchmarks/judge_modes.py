@@ -23,10 +23,10 @@ from typing import Any
 
 import yaml
 
-from bloomqg.frames import DATASET, GENERATIONS
+from bloomqg.store.frames import DATASET, GENERATIONS
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
-from bloomqg.parquet_io import read_frame
+from bloomqg.store.parquet_io import read_frame
 
 MODES = ("generate", "choices")
 

@@ -29,7 +29,7 @@ from bloomqg.reporting.trust import trust_context  # noqa: E402
 from bloomqg.voting.agreement import agreement_with_ci  # noqa: E402
 from bloomqg.voting.alpha import CRITERION_LEVEL, alpha_with_ci, encode_votes  # noqa: E402
 from bloomqg.voting.cell import measure_criterion  # noqa: E402
-from bloomqg.frames import CRITERIA, VOTES  # noqa: E402
+from bloomqg.store.frames import CRITERIA, VOTES  # noqa: E402
 
 STUDY_CELLS = [("cs", "cot", 36), ("cs", "fgp", 36), ("math", "fgp", 12), ("social", "cot", 24), ("social", "fgp", 24)]
 RELEASE_CELLS = [(d, s, n) for d, s, n in (("cs", "cot", 1416), ("cs", "fgp", 1416), ("math", "fgp", 438))]

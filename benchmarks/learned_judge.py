@@ -33,7 +33,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bloomqg.bloom import BLOOM_LEVELS  # noqa: E402
+from bloomqg.inputs.bloom import BLOOM_LEVELS  # noqa: E402
 from bloomqg.judges.base import JudgeItem  # noqa: E402
 from bloomqg.judges.embedding import EmbeddingJudge  # noqa: E402
 from bloomqg.judges.learned import (  # noqa: E402

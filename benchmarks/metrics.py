@@ -19,9 +19,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.metrics.cell import score_cell
-from bloomqg.frames import VOTES
+from bloomqg.store.frames import VOTES
 
 UNITS = [f"unit-{i}" for i in range(12)]
 

@@ -5,11 +5,11 @@ Prints one JSON document.  For the embedded datasets of the default config (``da
 (k = 2 exemplars, seed 20240611, the dataset's domain), takes up to ``--per-strategy`` prompts
 per strategy spread evenly over the datasets that run it, and generates for the *same* prompts
 twice with the default study's decoding (temperature 0.9, top-p 0.95, 128 new tokens): once
-plain, once with the response prefill (:func:`bloomqg.prompts.with_response_prefill`).
+plain, once with the response prefill (:func:`bloomqg.inputs.prompts.with_response_prefill`).
 
 Figures per strategy and condition:
 
-- ``parse_rate``: share of answers :func:`bloomqg.parsing.parse_generation` reads a question from;
+- ``parse_rate``: share of answers :func:`bloomqg.inputs.parsing.parse_generation` reads a question from;
 - ``cot_level_rate`` / ``cot_unit_rate`` (CoT): share whose identified Bloom level / knowledge unit
   is recognised;
 - ``tokens_per_s``: generated tokens ÷ wall time (2 CPU threads, shared machine: noisy);
@@ -34,11 +34,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bloomqg.datasets import dataset_knowledge_units, load_dataset
-from bloomqg.chat import ChatRequest, DecodingParams
-from bloomqg.strategies import BUILTIN_STRATEGIES
-from bloomqg.parsing import parse_generation
-from bloomqg.prompts import (
+from bloomqg.inputs.datasets import dataset_knowledge_units, load_dataset
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.strategies import BUILTIN_STRATEGIES
+from bloomqg.inputs.parsing import parse_generation
+from bloomqg.inputs.prompts import (
     build_prompts,
     default_template_paths,
     messages_from_json,
@@ -50,7 +50,7 @@ DATASETS = ("cs", "math", "social")
 
 def ensure_model_dir(config: dict, model_dir: Path | None) -> Path:
     """The converted SmolLM2 directory, converting the default config's GGUF if needed."""
-    from bloomqg.models import materialize_model
+    from bloomqg.inputs.models import materialize_model
 
     if model_dir is None:
         model_dir = REPO / config.get("cache_dir", ".cache/bloomqg") / "benchmarks" / "smollm2-135m"

@@ -3,7 +3,7 @@
 transformers serve's continuous batching sizes its KV cache at 60% of the machine's RAM on a CPU;
 bloomqg passes ``--cb-max-memory-percent`` for ``engine_kv_cache_gib`` (docs/gpus.md). This starts
 the server twice for SmolLM2-135M (float32, one thread): once with the command line
-:func:`bloomqg.serving.engines.server_argv` builds, once with that cap removed; each answers one
+:func:`bloomqg.runtime.serving.engines.server_argv` builds, once with that cap removed; each answers one
 greedy 32-token request. Prints one JSON document: resident memory after the request (GB), the
 request's seconds, and whether both answers are the same.
 
@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from generation_cpu import ensure_model_dir  # noqa: E402
 
-from bloomqg.serving.engines import EngineSettings, server_argv, server_env  # noqa: E402
-from bloomqg.serving.server import free_port  # noqa: E402
+from bloomqg.runtime.serving.engines import EngineSettings, server_argv, server_env  # noqa: E402
+from bloomqg.runtime.serving.server import free_port  # noqa: E402
 
 CAP = "--cb-max-memory-percent"
 

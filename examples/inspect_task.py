@@ -21,10 +21,10 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 from inspect_ai.solver import Generate, TaskState, solver
 
-from bloomqg.frames import PROMPTS
-from bloomqg.parquet_io import read_frame
-from bloomqg.parsing import parse_generation
-from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes
+from bloomqg.store.frames import PROMPTS
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.inputs.parsing import parse_generation
+from bloomqg.inputs.prompts import fill_later_pass, messages_from_json, prompt_passes
 
 _ROLES = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
 

@@ -8,8 +8,8 @@ from bloomqg.annotation.settings import (
     judge_validation_settings,
     plan_settings,
 )
-from bloomqg.config_schema import ConfigError
-from bloomqg.provenance import sha256_file
+from bloomqg.store.config_schema import ConfigError
+from bloomqg.store.provenance import sha256_file
 
 try:
     ANNOTATION = annotation_settings(CFG, CELLS, RELEASE_CELLS)

@@ -9,15 +9,15 @@ from snakemake.exceptions import WorkflowError
 
 from bloomqg.annotation.calibration_tables import PANEL_NAME, PANEL_PAIRED_NAME
 from bloomqg.annotation.panel_sample import PANEL_SAMPLE_DIR
-from bloomqg.config import prepare_study
-from bloomqg.config_schema import ConfigError
+from bloomqg.study.config import prepare_study
+from bloomqg.store.config_schema import ConfigError
 from bloomqg.judges.registry import judge_resources
-from bloomqg.models import weight_spec
-from bloomqg.provenance import code_fingerprint
-from bloomqg.resources import ResourceError, model_resources
+from bloomqg.inputs.models import weight_spec
+from bloomqg.store.provenance import code_fingerprint
+from bloomqg.inputs.resources import ResourceError, model_resources
 
 if workflow.is_main_process:  # not in job subprocesses: their parent holds the lock
-    from bloomqg.run_lock import clear_locks_of_dead_runs
+    from bloomqg.runtime.run_lock import clear_locks_of_dead_runs
 
     # A run killed with -9 leaves Snakemake's lock: gone when no run that could own it is alive.
     clear_locks_of_dead_runs(Path.cwd())
@@ -57,28 +57,28 @@ wildcard_constraints:
 
 # Library code each stage runs: a change reruns that stage (and what follows), nothing else.
 # Every stage also depends on the file contracts and how files are written.
-CONTRACTS = ("bloomqg.frames", "bloomqg.parquet_io", "bloomqg.atomic")
+CONTRACTS = ("bloomqg.store.frames", "bloomqg.store.parquet_io", "bloomqg.store.atomic")
 STAGE_MODULES = {
-    "datasets": ("bloomqg.datasets", "bloomqg.verbs", "bloomqg.bloom"),
-    "models": ("bloomqg.models",),
-    "prompts": ("bloomqg.prompts",),
+    "datasets": ("bloomqg.inputs.datasets", "bloomqg.inputs.verbs", "bloomqg.inputs.bloom"),
+    "models": ("bloomqg.inputs.models",),
+    "prompts": ("bloomqg.inputs.prompts",),
     "generation": (
         "bloomqg.generation",
-        "bloomqg.prompts",
-        "bloomqg.parsing",
+        "bloomqg.inputs.prompts",
+        "bloomqg.inputs.parsing",
         "bloomqg.api",
-        "bloomqg.serving",
-        "bloomqg.sharding",
+        "bloomqg.runtime.serving",
+        "bloomqg.runtime.sharding",
     ),
-    "judging": ("bloomqg.judges", "bloomqg.verbs", "bloomqg.generation", "bloomqg.api"),
-    "voting": ("bloomqg.voting", "bloomqg.parsing"),  # parsing: what counts as an answer
+    "judging": ("bloomqg.judges", "bloomqg.inputs.verbs", "bloomqg.generation", "bloomqg.api"),
+    "voting": ("bloomqg.voting", "bloomqg.inputs.parsing"),  # parsing: what counts as an answer
     "metrics": ("bloomqg.metrics",),
     "release": (
         "bloomqg.release.runs",
         "bloomqg.release.records",
         "bloomqg.release.download",
         "bloomqg.release.reliability",
-        "bloomqg.parsing",  # the placeholder rule and the questions' join keys
+        "bloomqg.inputs.parsing",  # the placeholder rule and the questions' join keys
         "bloomqg.voting",
     ),
     "report": (
@@ -101,7 +101,7 @@ CODE["report"] = code_fingerprint(
     *STAGE_MODULES["report"], *CONTRACTS, exclude=("bloomqg.reporting.inspect_logs",)
 )
 CODE["inspect"] = code_fingerprint(
-    "bloomqg.reporting.inspect_logs", "bloomqg.prompts", "bloomqg.metrics.registry", *CONTRACTS
+    "bloomqg.reporting.inspect_logs", "bloomqg.inputs.prompts", "bloomqg.metrics.registry", *CONTRACTS
 )
 
 

@@ -46,7 +46,7 @@ rule generate_on_engine:
         directory("results/engine/{model}"),
     log:
         # the server's own log: logs/serve/generate_on_engine/{model}.log, kept across reruns
-        # (bloomqg.serving.server.server_log_path)
+        # (bloomqg.runtime.serving.server.server_log_path)
         job="logs/generate_on_engine/{model}.log",
     benchmark:
         "logs/benchmarks/generate_on_engine/{model}.tsv"

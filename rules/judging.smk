@@ -12,7 +12,7 @@ rule judge_questions:
         "results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet",
     log:
         # an hf judge whose models entry names an engine logs the server this job starts to
-        # logs/serve/judge_questions/... (bloomqg.serving.server.server_log_path)
+        # logs/serve/judge_questions/... (bloomqg.runtime.serving.server.server_log_path)
         job="logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
     benchmark:
         "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"

@@ -1,6 +1,6 @@
 # Metrics per cell, then one tidy table of all cells with correlations and paired comparisons.
 # {root} is results (this study) or results/release (imported published runs): same rules.
-from bloomqg.strategies import default_selection
+from bloomqg.inputs.strategies import default_selection
 
 
 rule score_metrics:

@@ -1,6 +1,6 @@
 # Import of published runs (the paper's release format) into this workflow's own files, so the
 # metrics, tables, figures and report rules run on them unchanged. Target: reproduce_release.
-from bloomqg.config_schema import Cell
+from bloomqg.store.config_schema import Cell
 
 RELEASE_RUNS = {}
 RELEASE_MISSING = []  # runs whose files are neither here nor to be downloaded

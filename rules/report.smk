@@ -4,7 +4,12 @@ from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
 from bloomqg.reporting.explorer.links import EXPLORER_HREF  # relative to {root}/report.html
 from bloomqg.reporting.explorer.write import STATIC_DIR, STATIC_FILES
-from bloomqg.strategies import default_selection, strategy_descriptions, strategy_labels, strategy_specs
+from bloomqg.inputs.strategies import (
+    default_selection,
+    strategy_descriptions,
+    strategy_labels,
+    strategy_specs,
+)
 
 # {strategy name: label} in defined order: how tables, figures, the report and the explorer name them
 STRATEGY_LABELS = strategy_labels(strategy_specs(CFG))

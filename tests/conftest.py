@@ -60,7 +60,7 @@ def smollm2_dir(tmp_path_factory) -> Path:
     """SmolLM2-135M as the workflow's ``prepare_model`` writes it (GGUF converted to safetensors,
     with its provenance file), converted once per session for all workers. Read-only: a test
     that changes it takes a copy."""
-    from bloomqg.models import materialize_model
+    from bloomqg.inputs.models import materialize_model
 
     return build_once(tmp_path_factory, "smollm2-135m",
                       lambda folder: materialize_model(SMOLLM2, folder / "model")) / "model"
@@ -77,7 +77,7 @@ def seed_converted_smollm2(workdir: Path, smollm2_dir: Path, name: str = "smollm
 def _forget_registered_secrets():
     """A secret registered for redaction lasts a process (one job, in the workflow); a test
     worker runs many tests, so one test's key must not mask another's text."""
-    from bloomqg import stored_text
+    from bloomqg.store import stored_text
 
     before = set(stored_text._registered)
     yield

@@ -1,11 +1,11 @@
 """Rule aggregate_metrics: all cells in one tidy table, RQ4/RQ5 correlations, strategy-vs-strategy pairs."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.intervals import IntervalSpec
 from bloomqg.metrics.paired import paired_comparisons
-from bloomqg.parquet_io import read_frames, write_frame
-from bloomqg.frames import METRICS, VOTES
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.store.parquet_io import read_frames, write_frame
+from bloomqg.store.frames import METRICS, VOTES
+from bloomqg.inputs.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -3,9 +3,9 @@ half-width, from the judges' votes and a pilot round's agreement (when calibrate
 from bloomqg.annotation.calibration_tables import plan_table
 from bloomqg.annotation.plan import annotation_plan
 from bloomqg.annotation.reporting import write_table
-from bloomqg.frames import ANNOTATION_PLAN, CALIBRATION_ITEMS, VOTES
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import ANNOTATION_PLAN, CALIBRATION_ITEMS, VOTES
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,8 +1,8 @@
 """Rule answer: each planned comparison's verdict, the instrument before the test."""
-from bloomqg.frames import RELIABILITY
-from bloomqg.job import start_job
+from bloomqg.store.frames import RELIABILITY
+from bloomqg.runtime.job import start_job
 from bloomqg.metrics.answer import AnswerSpec, answer_table
-from bloomqg.parquet_io import read_frame, read_frames
+from bloomqg.store.parquet_io import read_frame, read_frames
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,7 +1,7 @@
 """Rule build_explorer: the item explorer of a study (or of the imported release) beside its report."""
 from pathlib import Path
 
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.reporting.explorer.write import write_explorer_from_files
 
 snakemake = globals()["snakemake"]

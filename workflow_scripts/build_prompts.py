@@ -1,9 +1,9 @@
 """Rule build_prompts: chat messages per item for one dataset × strategy."""
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.prompts import build_prompts, limited_items, template_hash
-from bloomqg.frames import DATASET, PROMPTS
-from bloomqg.strategies import PassSpec, StrategySpec
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.inputs.prompts import build_prompts, limited_items, template_hash
+from bloomqg.store.frames import DATASET, PROMPTS
+from bloomqg.inputs.strategies import PassSpec, StrategySpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

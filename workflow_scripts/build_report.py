@@ -1,8 +1,8 @@
 """Rule build_report: one self-contained HTML page explaining the run (this study's, or the
 runs imported from a published release: no judgments there, the release publishes votes)."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.reporting.report import build_report_from_files
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,5 +1,5 @@
 """Rule bundle_report: the report and its explorer in one folder, for `snakemake --report`."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.reporting.bundle import bundle_report
 
 snakemake = globals()["snakemake"]

@@ -6,11 +6,11 @@ from bloomqg.annotation.calibration import (calibrated_estimates, check_random_d
                                             study_pairs)
 from bloomqg.annotation.calibration_tables import calibrated_table, paired_table
 from bloomqg.annotation.reporting import write_table
-from bloomqg.frames import (ANNOTATION_ITEMS, CALIBRATION_AGREEMENT, CALIBRATION_ESTIMATES, CALIBRATION_ITEMS,
+from bloomqg.store.frames import (ANNOTATION_ITEMS, CALIBRATION_AGREEMENT, CALIBRATION_ESTIMATES, CALIBRATION_ITEMS,
                             CALIBRATION_PAIRED, VOTES)
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, read_provenance, write_frame
-from bloomqg.provenance import sha256_file
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, read_provenance, write_frame
+from bloomqg.store.provenance import sha256_file
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,5 +1,5 @@
 """Rule download_release: the paper's release at its pinned commit, hashes checked."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.release.download import download_release
 
 snakemake = globals()["snakemake"]

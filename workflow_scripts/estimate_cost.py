@@ -3,12 +3,12 @@ from pathlib import Path
 
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.estimate import entry_caps, format_estimate
-from bloomqg.config_schema import Cell
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import DATASET, GENERATIONS, PROMPTS
-from bloomqg.specs import study_spec
-from bloomqg.study_cost import estimate_study
+from bloomqg.store.config_schema import Cell
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.store.frames import DATASET, GENERATIONS, PROMPTS
+from bloomqg.inputs.specs import study_spec
+from bloomqg.study.study_cost import estimate_study
 
 snakemake = globals()["snakemake"]
 start_job(snakemake, snakemake.log.text)

@@ -1,9 +1,9 @@
 """Rule export_annotation: the stratified sample, a blank sheet and the HTML form."""
 from bloomqg.annotation.form import write_blank_sheet, write_form
 from bloomqg.annotation.sample import annotation_items, cell_counts, judges_unit_lists, knowledge_units_by_dataset
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.frames import ANNOTATION_ITEMS, ANNOTATION_PLAN, DATASET, VOTES
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import ANNOTATION_ITEMS, ANNOTATION_PLAN, DATASET, VOTES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

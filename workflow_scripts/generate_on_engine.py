@@ -2,8 +2,8 @@
 from pathlib import Path
 
 from bloomqg.generation.engine_job import generate_on_engine
-from bloomqg.job import start_job
-from bloomqg.serving.server import server_log_path
+from bloomqg.runtime.job import start_job
+from bloomqg.runtime.serving.server import server_log_path
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

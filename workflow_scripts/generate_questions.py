@@ -1,14 +1,14 @@
 """Rule generate_questions: one shard of one model × dataset × strategy."""
-from bloomqg.specs import with_study_budget
-from bloomqg.datasets import dataset_knowledge_units
+from bloomqg.inputs.specs import with_study_budget
+from bloomqg.inputs.datasets import dataset_knowledge_units
 from bloomqg.generation.factory import decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
-from bloomqg.job import start_job
-from bloomqg.parsing import MAX_QUESTION_CHARS
+from bloomqg.runtime.job import start_job
+from bloomqg.inputs.parsing import MAX_QUESTION_CHARS
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import DATASET, PROMPTS
-from bloomqg.sharding import shard_rows
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.store.frames import DATASET, PROMPTS
+from bloomqg.runtime.sharding import shard_rows
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

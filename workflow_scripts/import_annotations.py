@@ -5,10 +5,10 @@ from bloomqg.annotation.judge_validation import annotated_judge_ratings
 from bloomqg.annotation.panel_agreement import human_panel_agreement
 from bloomqg.annotation.reporting import alt_test_table, plot_human_agreement, table9, write_table
 from bloomqg.annotation.sheets import read_sheets
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.provenance import sha256_file
-from bloomqg.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.store.provenance import sha256_file
+from bloomqg.store.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS, RATER_AGREEMENT
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,9 +1,9 @@
 """Rule import_inspect_generations: one cell's questions from the Inspect logs of a models entry."""
-from bloomqg.datasets import dataset_knowledge_units
-from bloomqg.frames import DATASET, GENERATIONS, PROMPTS
+from bloomqg.inputs.datasets import dataset_knowledge_units
+from bloomqg.store.frames import DATASET, GENERATIONS, PROMPTS
 from bloomqg.generation.inspect_source import import_generations
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

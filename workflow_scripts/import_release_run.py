@@ -1,11 +1,11 @@
 """Rule import_release_run: a published run as this workflow's generations, votes and α."""
 from pathlib import Path
 
-from bloomqg.job import start_job
-from bloomqg.parquet_io import write_frame
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import write_frame
 from bloomqg.release.reliability import gate_published_lines, release_reliability
 from bloomqg.release.runs import ReleaseRun, import_run, published_vote_lines, verify_run_files
-from bloomqg.frames import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
+from bloomqg.store.frames import GENERATIONS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 from bloomqg.voting.cell import vote_options
 
 snakemake = globals()["snakemake"]

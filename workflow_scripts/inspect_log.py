@@ -1,5 +1,5 @@
 """Rule inspect_log: one cell's Parquet files as an Inspect .eval log."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.reporting.inspect_logs.export import read_cell, write_cell_log, writer_version
 
 snakemake = globals()["snakemake"]

@@ -2,10 +2,10 @@
 import pandas as pd
 
 from bloomqg.judges.bias.stats import bias_estimates
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
 from bloomqg.reporting.judge_bias import plot_positions, write_judge_bias_table
-from bloomqg.frames import BIAS_ESTIMATES, BIAS_POSITIONS, JUDGE_PROBES
+from bloomqg.store.frames import BIAS_ESTIMATES, BIAS_POSITIONS, JUDGE_PROBES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

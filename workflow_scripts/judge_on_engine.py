@@ -2,13 +2,13 @@
 from pathlib import Path
 
 from bloomqg.annotation.panel_sample import draw_panel_sample
-from bloomqg.frames import DATASET, GENERATIONS
+from bloomqg.store.frames import DATASET, GENERATIONS
 from bloomqg.generation.factory import ServingJob
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.judges.engine_job import EngineJudgeCell, judge_on_engine
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
-from bloomqg.parquet_io import read_frame
-from bloomqg.serving.server import server_log_path
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.runtime.serving.server import server_log_path
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,12 +1,12 @@
 """Rule judge_questions: one judge's verdicts on one cell's generated questions (an
 engine-served judge has judge_on_engine instead: one server for all its cells)."""
 from bloomqg.annotation.panel_sample import draw_panel_sample
-from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS
-from bloomqg.job import start_job
+from bloomqg.store.frames import DATASET, GENERATIONS, JUDGMENTS
+from bloomqg.runtime.job import start_job
 from bloomqg.judges.engine_job import judgments_provenance
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
-from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.store.parquet_io import read_frame, write_frame
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,9 +1,9 @@
 """Rule judge_robustness: each headline comparison under Dawid–Skene and every leave-one-judge-out panel."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.metrics.robustness import panel_judges, robustness_table
-from bloomqg.parquet_io import read_frames
-from bloomqg.frames import RELIABILITY, VOTES
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.store.parquet_io import read_frames
+from bloomqg.store.frames import RELIABILITY, VOTES
+from bloomqg.inputs.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -3,10 +3,10 @@ import pandas as pd
 
 from bloomqg.annotation.judge_validation import judge_agreement, judge_throughput, throughput_frame
 from bloomqg.annotation.reporting import validation_summary
-from bloomqg.atomic import write_text_atomic
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, read_frames, read_provenance, write_frame
-from bloomqg.frames import JUDGE_THROUGHPUT, JUDGMENTS, LEVEL_CONFUSION, RATER_AGREEMENT, VOTES
+from bloomqg.store.atomic import write_text_atomic
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, read_frames, read_provenance, write_frame
+from bloomqg.store.frames import JUDGE_THROUGHPUT, JUDGMENTS, LEVEL_CONFUSION, RATER_AGREEMENT, VOTES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, read_frames
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, read_frames
 from bloomqg.reporting.tables.write import write_tables
-from bloomqg.frames import DATASET, METRICS, RELIABILITY
+from bloomqg.store.frames import DATASET, METRICS, RELIABILITY
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,8 +1,8 @@
 """Rule merge_generations: join a cell's shards, checking each prompt appears exactly once."""
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, read_provenance, write_frame
-from bloomqg.frames import GENERATIONS, PROMPTS
-from bloomqg.sharding import merge_shards
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, read_provenance, write_frame
+from bloomqg.store.frames import GENERATIONS, PROMPTS
+from bloomqg.runtime.sharding import merge_shards
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -4,9 +4,9 @@ from bloomqg.annotation.calibration import calibrated_estimates, paired_estimate
 from bloomqg.annotation.calibration_tables import PANEL, calibrated_table, paired_table
 from bloomqg.annotation.panel_sample import drawn_items, panel_joined, sample_note
 from bloomqg.annotation.reporting import write_table
-from bloomqg.frames import CALIBRATION_ESTIMATES, CALIBRATION_ITEMS, CALIBRATION_PAIRED, VOTES
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import CALIBRATION_ESTIMATES, CALIBRATION_ITEMS, CALIBRATION_PAIRED, VOTES
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, read_frames
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, read_frames
 from bloomqg.reporting.figures.write import write_figures
-from bloomqg.frames import METRICS, RELIABILITY, VOTES
+from bloomqg.store.frames import METRICS, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

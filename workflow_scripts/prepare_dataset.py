@@ -1,12 +1,12 @@
 """Rule prepare_dataset: load, label and validate one dataset into the DATASET schema."""
 from pathlib import Path
 
-from bloomqg.datasets import load_dataset
+from bloomqg.inputs.datasets import load_dataset
 from bloomqg.release.download import verify_release_files
-from bloomqg.job import start_job
-from bloomqg.parquet_io import write_frame
-from bloomqg.provenance import sha256_file
-from bloomqg.frames import DATASET
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import write_frame
+from bloomqg.store.provenance import sha256_file
+from bloomqg.store.frames import DATASET
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,8 +1,8 @@
 """Rule prepare_model: convert a GGUF-shipped model into a safetensors folder, once."""
 from pathlib import Path
 
-from bloomqg.job import start_job
-from bloomqg.models import materialize_model
+from bloomqg.runtime.job import start_job
+from bloomqg.inputs.models import materialize_model
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,9 +1,9 @@
 """Rule probe_judge: one judge's verdicts on the bias probes of one cell's sample."""
 from bloomqg.judges.bias.probe import probe_judge
 from bloomqg.judges.registry import make_judge_text_generator
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.frames import DATASET, GENERATIONS, JUDGE_PROBES
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import DATASET, GENERATIONS, JUDGE_PROBES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

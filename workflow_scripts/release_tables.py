@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
 from bloomqg.release.paper import load_paper_figures
 from bloomqg.release.runs import unjoined_lines
 from bloomqg.release.tables import release_tables
-from bloomqg.frames import GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, UNJOINED_LINES
+from bloomqg.store.frames import GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, UNJOINED_LINES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,9 +1,9 @@
 """Rule score_metrics: the paper's metrics with their intervals for one cell."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.metrics.cell import score_cell
 from bloomqg.metrics.intervals import IntervalSpec
-from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.frames import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
+from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,9 +1,9 @@
 """Rule study_plan: items needed per planned comparison, and the smallest difference this study can detect."""
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 from bloomqg.metrics.plan import PlanSpec, study_plan
-from bloomqg.parquet_io import read_frames
-from bloomqg.frames import VOTES
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.store.parquet_io import read_frames
+from bloomqg.store.frames import VOTES
+from bloomqg.inputs.strategies import ComparisonSpec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,6 +1,6 @@
 """Rule take_engine_shard: one shard of an engine-served model, out of its generate_on_engine folder."""
 from bloomqg.generation.engine_job import take_engine_shard
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

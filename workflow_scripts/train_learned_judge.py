@@ -2,10 +2,10 @@
 votes (the release's, an earlier study's) or from annotators' majorities (people as teacher)."""
 import pandas as pd
 
-from bloomqg.frames import ANNOTATION_ITEMS, VOTES
-from bloomqg.job import start_job
+from bloomqg.store.frames import ANNOTATION_ITEMS, VOTES
+from bloomqg.runtime.job import start_job
 from bloomqg.judges.learned import train_cached
-from bloomqg.parquet_io import read_frame
+from bloomqg.store.parquet_io import read_frame
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -4,9 +4,9 @@ import time
 from bloomqg.annotation.judge_validation import RELEASE_DOMAINS, release_dataset, validation_sample
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.frames import GENERATIONS, JUDGMENTS, VOTES
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import GENERATIONS, JUDGMENTS, VOTES
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)

@@ -1,7 +1,7 @@
 """Rule vote_judgments: a cell's votes (majority or Dawid–Skene), agreement, α/AC1 and the gate."""
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
-from bloomqg.frames import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
 from bloomqg.voting.cell import vote_cell, vote_options
 
 snakemake = globals()["snakemake"]

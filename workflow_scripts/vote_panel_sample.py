@@ -2,9 +2,9 @@
 import pandas as pd
 
 from bloomqg.annotation.panel_sample import draw_panel_sample
-from bloomqg.frames import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
-from bloomqg.job import start_job
-from bloomqg.parquet_io import read_frame, write_frame
+from bloomqg.store.frames import GENERATIONS, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.runtime.job import start_job
+from bloomqg.store.parquet_io import read_frame, write_frame
 from bloomqg.voting.cell import vote_cell, vote_options
 
 snakemake = globals()["snakemake"]

@@ -193,7 +193,7 @@ def human_majority_votes(items: "pd.DataFrame", ratings: "pd.DataFrame") -> "pd.
     teacher): one row per annotation item with a majority on the Bloom level or the knowledge
     units, the columns of :data:`bloomqg.judges.learned.TRAINING_COLUMNS` (``bloom_level`` and
     ``knowledge_units`` the humans' majority, None without one). ``items`` is the export's key
-    (:data:`bloomqg.frames.ANNOTATION_ITEMS`), ``ratings`` :func:`bloomqg.annotation.sheets.read_sheets`'s."""
+    (:data:`bloomqg.store.frames.ANNOTATION_ITEMS`), ``ratings`` :func:`bloomqg.annotation.sheets.read_sheets`'s."""
     import pandas as pd
 
     from bloomqg.judges.learned import TRAINING_COLUMNS

@@ -190,13 +190,13 @@ def alt_test_frames(
     q: float = DEFAULT_Q,
     min_items_per_annotator: int = DEFAULT_MIN_ITEMS_PER_ANNOTATOR,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(:data:`~bloomqg.frames.ALT_TEST`, :data:`~bloomqg.frames.ALT_TEST_COMPARISONS`) of the
+    """(:data:`~bloomqg.store.frames.ALT_TEST`, :data:`~bloomqg.store.frames.ALT_TEST_COMPARISONS`) of the
     panel's majority (from the annotation key ``items``) and of each judge in ``judge_ratings``
     (judge → (annotation_id, criterion) → rating) against the annotators of ``ratings``
     (:func:`bloomqg.annotation.sheets.read_sheets`). Empty frames with fewer than
     :data:`MIN_ANNOTATORS` annotators: the paper's procedure needs a consensus to represent."""
     from bloomqg.annotation.panel_agreement import panel_rating
-    from bloomqg.frames import ALT_TEST, ALT_TEST_COMPARISONS, CRITERIA
+    from bloomqg.store.frames import ALT_TEST, ALT_TEST_COMPARISONS, CRITERIA
 
     summary: list[dict[str, object]] = []
     comparisons: list[dict[str, object]] = []

@@ -4,7 +4,7 @@ human labels of the annotation sample.
 Each calibrated metric is the **share of a cell's generated questions** with a per-item 0/1
 outcome — unique, readable, answerable, usable; CatCons of the level, of the knowledge units and
 of both; the share at each Bloom level; regression / drift / leap — at six levels and, where
-levels enter, at three (:data:`bloomqg.bloom.BLOOM_ORDERS`). A share over *all* generated
+levels enter, at three (:data:`bloomqg.inputs.bloom.BLOOM_ORDERS`). A share over *all* generated
 questions (rather than, say, CatCons over the questions the judges found useful) is what makes
 it a mean of per-item outcomes, the estimand prediction-powered inference corrects: a
 denominator chosen by the judges would itself be a judged number. Metrics that compare with the
@@ -45,14 +45,15 @@ from bloomqg.annotation.ppi import (
     score_mean,
 )
 from bloomqg.annotation.sample import CELL_KEYS, cell_count, cell_key, cell_name, sample_cell
-from bloomqg.bloom import BLOOM_LEVELS, BLOOM_ORDERS, LEVEL_WEIGHT, ORDER_OF_LEVEL, ORDER_WEIGHT
-from bloomqg.frames import (
+from bloomqg.inputs.bloom import BLOOM_LEVELS, BLOOM_ORDERS, LEVEL_WEIGHT, ORDER_OF_LEVEL, ORDER_WEIGHT
+from bloomqg.inputs.parsing import has_question
+from bloomqg.store.frames import (
     CALIBRATION_AGREEMENT,
     CALIBRATION_ESTIMATES,
     CALIBRATION_ITEMS,
     CALIBRATION_PAIRED,
 )
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ MIN_LABELLED = 2
 class CalibrationError(ValueError):
     """The labelled items cannot be used for calibration; the message says which and why."""
 
-    #: First line of the failed job's log (bloomqg.logs).
+    #: First line of the failed job's log (bloomqg.store.logs).
     what_to_do = ("the annotated items cannot calibrate the judged metrics: read the reason below "
                   "(calibration needs the export's random within-cell sample, labelled as exported).")
 
@@ -217,10 +218,6 @@ def panel_rating(row: object) -> Rating:
     )
 
 
-def _has_question(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
 def check_random_draw(items: pd.DataFrame, votes: Sequence[pd.DataFrame], *, items_per_cell: int | Mapping[str, int],
                       seed: int,
                       where: str = "the annotation key") -> None:
@@ -279,7 +276,7 @@ def panel_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
     strategy, model, prompt_id, item_id, metric, judge."""
     records = []
     for row in frame.itertuples(index=False):
-        if not _has_question(row.new_question):
+        if not has_question(row.new_question):
             continue  # never drawn: nothing to rate
         judged = outcomes(panel_rating(row))
         for metric in OUTCOMES:
@@ -292,7 +289,7 @@ def panel_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def joined_items(items: pd.DataFrame, ratings: pd.DataFrame, votes: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """The per-item data of :data:`bloomqg.frames.CALIBRATION_ITEMS`: every generated question of
+    """The per-item data of :data:`bloomqg.store.frames.CALIBRATION_ITEMS`: every generated question of
     every annotated cell, per metric whose population holds it, with the humans' outcome (mean
     over its annotators; null when unlabelled) and the panel's."""
     human = human_outcomes(items, ratings)
@@ -326,7 +323,7 @@ def estimate_one(human: np.ndarray, judge: np.ndarray, confidence: float,
                  ) -> dict[str, float]:
     """The three estimates (percent) of one population: ``human`` NaN where unlabelled, ``judge``
     NaN where the panel gave no verdict. Keys judges*, humans*, ppi*, lam (columns of
-    :data:`~bloomqg.frames.CALIBRATION_ESTIMATES`). The judges' and the humans' own intervals
+    :data:`~bloomqg.store.frames.CALIBRATION_ESTIMATES`). The judges' and the humans' own intervals
     hold at small n (:func:`~bloomqg.annotation.ppi.score_mean`). ``arms`` (``((human_a,
     human_b), (judge_a, judge_b))``): the values are paired differences b − a, the own intervals
     the strategy comparisons' paired ones on the arms (Tango's for 0/1), and the PPI guard is mirrored (unbiased at 0)."""
@@ -365,7 +362,7 @@ def _column(values: pd.Series) -> np.ndarray:
 
 def calibrated_estimates(joined: pd.DataFrame, items: pd.DataFrame, *, confidence: float = 0.95,
                          pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS) -> pd.DataFrame:
-    """:data:`~bloomqg.frames.CALIBRATION_ESTIMATES` per (cell, metric) from :func:`joined_items`'s
+    """:data:`~bloomqg.store.frames.CALIBRATION_ESTIMATES` per (cell, metric) from :func:`joined_items`'s
     frame; ``items`` (the annotation key) gives each cell's number of drawn items."""
     drawn = items.groupby(list(CELL_KEYS)).size()
     records = []
@@ -392,7 +389,7 @@ def study_pairs(votes: Sequence[pd.DataFrame], config: Mapping[str, Any]) -> lis
 
 def paired_estimates(joined: pd.DataFrame, pairs: Sequence[tuple[str, str]], *, confidence: float = 0.95,
                      pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS) -> pd.DataFrame:
-    """:data:`~bloomqg.frames.CALIBRATION_PAIRED`: per model, dataset, strategy pair (a, b) of
+    """:data:`~bloomqg.store.frames.CALIBRATION_PAIRED`: per model, dataset, strategy pair (a, b) of
     ``pairs`` and metric, the paired difference b − a over the items both cells generated (the
     per-item difference of outcomes), PPI++ on the items labelled in both cells. The export
     draws each cell's sample independently, so the items labelled in both are a random sample
@@ -421,7 +418,7 @@ def paired_estimates(joined: pd.DataFrame, pairs: Sequence[tuple[str, str]], *, 
 
 
 def level_agreement(items: pd.DataFrame, ratings: pd.DataFrame) -> pd.DataFrame:
-    """:data:`~bloomqg.frames.CALIBRATION_AGREEMENT`: per cell and pooled, the share of
+    """:data:`~bloomqg.store.frames.CALIBRATION_AGREEMENT`: per cell and pooled, the share of
     (item, annotator) pairs whose Bloom level equals the panel's, at six levels and at three."""
     levels = ratings[ratings["criterion"] == "bloom_level"] if len(ratings) else ratings
     panel = items.set_index("annotation_id")

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.atomic import write_text_atomic
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.html_json import script_json
+from bloomqg.store.atomic import write_text_atomic
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.store.html_json import script_json
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report_templates"
 FORM_TEMPLATE = "annotation_form.html.j2"

@@ -29,8 +29,8 @@ import pandas as pd
 from bloomqg.annotation.agreement import cohen_kappa_with_ci, confusion_counts, percent_agreement_with_ci
 from bloomqg.annotation.panel_agreement import PANEL, cell_groups, estimate_row, panel_rating
 from bloomqg.annotation.sample import sample_cell
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.frames import CRITERIA, DATASET, JUDGE_THROUGHPUT, LEVEL_CONFUSION, RATER_AGREEMENT
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.store.frames import CRITERIA, DATASET, JUDGE_THROUGHPUT, LEVEL_CONFUSION, RATER_AGREEMENT
 
 #: Subject named in an LLM judge's rubric prompt for each release dataset.
 RELEASE_DOMAINS: dict[str, str] = {"cs": "computer science (data structures)", "math": "K-12 mathematics"}
@@ -38,7 +38,7 @@ _VALUE_COLUMN = {"bloom_level": "value_level", "knowledge_units": "value_units"}
 
 
 def release_dataset(generations: pd.DataFrame) -> pd.DataFrame:
-    """A :data:`bloomqg.frames.DATASET` frame of the originals an imported run holds."""
+    """A :data:`bloomqg.store.frames.DATASET` frame of the originals an imported run holds."""
     originals = generations.drop_duplicates("item_id")
     return pd.DataFrame({
         "item_id": originals["item_id"],
@@ -124,7 +124,7 @@ def judge_agreement(
 
 
 def judge_throughput(judgments: pd.DataFrame, elapsed_s: float) -> dict[str, Any]:
-    """A :data:`bloomqg.frames.JUDGE_THROUGHPUT` row: time and cost per 1,000 questions of one
+    """A :data:`bloomqg.store.frames.JUDGE_THROUGHPUT` row: time and cost per 1,000 questions of one
     judge job (one judge on one cell's sample)."""
     first = judgments.iloc[0]
     n_questions = int(judgments.loc[judgments["status"] != "no_question", "prompt_id"].nunique())

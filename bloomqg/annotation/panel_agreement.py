@@ -29,7 +29,7 @@ from bloomqg.annotation.agreement import (
     percent_agreement_with_ci,
     strict_majority,
 )
-from bloomqg.frames import CRITERIA, RATER_AGREEMENT
+from bloomqg.store.frames import CRITERIA, RATER_AGREEMENT
 from bloomqg.voting.alpha import CRITERION_LEVEL
 
 ALL = "all"
@@ -56,7 +56,7 @@ def panel_rating(criterion: str, value: object) -> Hashable | None:
 def estimate_row(
     cell: Mapping[str, str], criterion: str, rater: str, reference: str, statistic: str, estimate: Estimate
 ) -> dict[str, Any]:
-    """One :data:`bloomqg.frames.RATER_AGREEMENT` row."""
+    """One :data:`bloomqg.store.frames.RATER_AGREEMENT` row."""
     return {
         **cell, "criterion": criterion, "rater": rater, "reference": reference, "statistic": statistic,
         "value": estimate.value, "ci_low": estimate.ci_low, "ci_high": estimate.ci_high, "n": estimate.n,

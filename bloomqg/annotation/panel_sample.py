@@ -24,9 +24,10 @@ import pandas as pd
 
 from bloomqg.annotation.calibration import panel_outcomes
 from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS
-from bloomqg.annotation.sample import CELL_KEYS, _has_question, cell_key, cell_name, sample_cell
-from bloomqg.config_schema import ConfigError
-from bloomqg.frames import CALIBRATION_ITEMS
+from bloomqg.annotation.sample import CELL_KEYS, cell_key, cell_name, sample_cell
+from bloomqg.inputs.parsing import has_question
+from bloomqg.store.config_schema import ConfigError
+from bloomqg.store.frames import CALIBRATION_ITEMS
 
 #: Where the panel's sample votes and the estimates go.
 PANEL_SAMPLE_DIR = "results/panel_sample"
@@ -73,7 +74,7 @@ def draw_panel_sample(frame: pd.DataFrame, draw_spec: Mapping[str, Any]) -> pd.D
     """The panel's sample of one cell's rows (:attr:`PanelSampleSettings.draw_spec`)."""
     if frame.empty:
         return frame
-    questions = int(frame["new_question"].map(_has_question).sum())
+    questions = int(frame["new_question"].map(has_question).sum())
     return sample_cell(frame, sample_size(questions, draw_spec), int(draw_spec["seed"]))
 
 
@@ -116,7 +117,7 @@ def panel_sample_settings(config: Mapping[str, Any]) -> PanelSampleSettings | No
 
 def panel_joined(local_votes: Sequence[pd.DataFrame], panel_votes: Sequence[pd.DataFrame],
                  settings: PanelSampleSettings) -> pd.DataFrame:
-    """:data:`~bloomqg.frames.CALIBRATION_ITEMS` with the panel in the humans' place: every
+    """:data:`~bloomqg.store.frames.CALIBRATION_ITEMS` with the panel in the humans' place: every
     generated question of every cell per calibrated metric, ``judge`` the local majority's
     outcome, ``human`` the panel majority's on the sampled questions (null elsewhere, and where
     the panel tied). Refuses panel votes that are not the configured draw of the cell."""

@@ -23,8 +23,8 @@ import pandas as pd
 
 from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES, panel_outcomes
 from bloomqg.annotation.sample import CELL_KEYS
-from bloomqg.frames import ANNOTATION_PLAN
-from bloomqg.metrics.intervals import z_of
+from bloomqg.store.frames import ANNOTATION_PLAN
+from bloomqg.stats.normal import z_of
 
 #: Agreement assumed when no pilot round was imported: Table 9's averages (Bloom level 46.58%,
 #: unique 90.75%, readable 98.08%, answerable 95.83%); knowledge units 80% (no published figure);
@@ -116,7 +116,7 @@ def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAUL
                     assumed_agreement: Mapping[str, float] | None = None,
                     pilot: pd.DataFrame | None = None,
                     metrics: Sequence[str] = HEADLINE_METRICS) -> pd.DataFrame:
-    """:data:`~bloomqg.frames.ANNOTATION_PLAN` for every cell of ``votes`` (one frame per cell)
+    """:data:`~bloomqg.store.frames.ANNOTATION_PLAN` for every cell of ``votes`` (one frame per cell)
     and metric: labels needed for ``half_width`` points at ``confidence``. ``pilot``: a joined
     frame of an imported round; its disagreement replaces the assumed one where it has at least
     :data:`MIN_PILOT_ITEMS` labelled items of the metric."""

@@ -52,7 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired, paired_binary, z_of
+from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired, paired_binary
+from bloomqg.stats.normal import z_of
 
 
 @dataclass(frozen=True)

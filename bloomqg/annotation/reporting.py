@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from bloomqg.annotation.panel_agreement import ALL, HUMAN_MAJORITY, table9_rows
-from bloomqg.atomic import write_text_atomic
-from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.store.atomic import write_text_atomic
+from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, strategy_label
 from bloomqg.reporting.tables.human import human_agreement_table
 from bloomqg.reporting.tables.latex import render_latex

@@ -6,7 +6,7 @@ cell, drawn without replacement by a generator seeded with the seed *and* the ce
 cell's sample does not change when another cell is added or removed. Rows without a generated
 question are never drawn (there is nothing to rate).
 
-The annotation key (:data:`bloomqg.frames.ANNOTATION_ITEMS`) pools the cells' samples, shuffles
+The annotation key (:data:`bloomqg.store.frames.ANNOTATION_ITEMS`) pools the cells' samples, shuffles
 them with the seed and numbers them ``A0001``, ``A0002``, …: annotators see opaque ids in mixed
 order, never the model, the strategy or any judge's verdict; the key holds the panel's verdicts
 for the import.
@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bloomqg.frames import ANNOTATION_ITEMS
+from bloomqg.inputs.parsing import has_question
+from bloomqg.store.frames import ANNOTATION_ITEMS
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +39,13 @@ def cell_key(frame: pd.DataFrame) -> tuple[str, ...]:
     return tuple(str(frame[c].iloc[0]) for c in CELL_KEYS)
 
 
-def _has_question(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
 def sample_cell(frame: pd.DataFrame, items_per_cell: int | None, seed: int) -> pd.DataFrame:
     """Up to ``items_per_cell`` rows of one cell's frame that have a ``new_question`` (all of
     them when None), in the frame's order. The draw depends on the seed and the cell only."""
     cells = frame[list(CELL_KEYS)].drop_duplicates()
     if len(cells) != 1:
         raise ValueError(f"sample_cell: expected the rows of one cell, got {len(cells)} cells")
-    candidates = frame[frame["new_question"].map(_has_question)]
+    candidates = frame[frame["new_question"].map(has_question)]
     if items_per_cell is None or len(candidates) <= items_per_cell:
         if items_per_cell is not None and len(candidates) < items_per_cell:
             logger.warning(
@@ -73,7 +70,7 @@ def cell_count(items_per_cell: int | Mapping[str, int], frame: pd.DataFrame) -> 
 
 
 def cell_counts(plan: pd.DataFrame) -> dict[str, int]:
-    """Items per cell from a sampling plan (:data:`bloomqg.frames.ANNOTATION_PLAN`): the most any
+    """Items per cell from a sampling plan (:data:`bloomqg.store.frames.ANNOTATION_PLAN`): the most any
     of the cell's headline metrics needs (every item where a target is not reachable)."""
     needed = plan.groupby(list(CELL_KEYS))["n_needed"].max()
     return {cell_name(*key): int(n) for key, n in needed.items()}
@@ -151,10 +148,10 @@ def knowledge_units_by_dataset(votes: Sequence[pd.DataFrame]) -> dict[str, list[
 
 def judges_unit_lists(datasets: Sequence[pd.DataFrame]) -> dict[str, list[str]]:
     """Each dataset's unit list exactly as the judges get it: every unit of the whole prepared
-    dataset (:func:`bloomqg.datasets.dataset_knowledge_units`), not only of the items that
+    dataset (:func:`bloomqg.inputs.datasets.dataset_knowledge_units`), not only of the items that
     ``limit_items`` kept or the sample drew — an annotator must be able to choose what the
     panel could."""
-    from bloomqg.datasets import dataset_knowledge_units
+    from bloomqg.inputs.datasets import dataset_knowledge_units
 
     units: dict[str, list[str]] = {}
     for frame in datasets:

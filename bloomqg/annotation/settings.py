@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bloomqg.config_schema import Cell, ConfigError
+from bloomqg.store.config_schema import Cell, ConfigError
 
 SOURCES: dict[str, str] = {"study": "results", "release": "results/release"}
 DEFAULT_ITEMS_PER_CELL = 20

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from bloomqg.annotation.form import ANSWER_COLUMNS, NO, SHEET_COLUMNS, UNIT_SEPARATOR, YES, sheet_text
-from bloomqg.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.inputs.bloom import UnknownBloomLevel, normalize_level
 
 _YES = {YES, "y", "1", "true"}
 _NO = {NO, "n", "0", "false"}
@@ -40,7 +40,7 @@ RATING_COLUMNS: tuple[str, ...] = ("annotation_id", "annotator", "criterion", "v
 class AnnotationError(ValueError):
     """A filled sheet breaks the rules; the message names the file, the row and the column."""
 
-    #: First line of the failed job's log (bloomqg.logs).
+    #: First line of the failed job's log (bloomqg.store.logs).
     what_to_do = ("a filled annotation sheet is not valid: correct the file, row and column named below "
                   "(or have its annotator fix it in the form and download it again), then run the workflow again.")
 

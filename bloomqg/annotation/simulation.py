@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bloomqg.bloom import BLOOM_LEVELS, BLOOM_ORDERS
+from bloomqg.inputs.bloom import BLOOM_LEVELS, BLOOM_ORDERS
 
 #: Table 9 of the paper (average over models and prompting): judge–expert agreement.
 PAPER_AGREEMENT: dict[str, float] = {

@@ -10,7 +10,7 @@
 - :mod:`~bloomqg.api.wire`: a call's request body and the reading of its answer
 - :mod:`~bloomqg.api.cache`: the content-addressed call cache
 - :mod:`~bloomqg.api.budget` / :mod:`~bloomqg.api.estimate`: the spend cap and the cost estimate
-  of a set of calls (a study's: :mod:`bloomqg.study_cost`)
+  of a set of calls (a study's: :mod:`bloomqg.study.study_cost`)
 - :mod:`~bloomqg.api.ledger`: the per-judge token/cost ledger of a finished run
 
 Nothing is imported here: the analysis steps import :mod:`bloomqg.api.ledger` without pulling

@@ -56,8 +56,8 @@ from bloomqg.api.retry import (
 from bloomqg.api.sync import SyncRunner
 from bloomqg.api.transport import api_key_from_env, sdk_client
 from bloomqg.api.wire import Call, parse_completion, request_body
-from bloomqg.atomic import write_text_atomic
-from bloomqg.chat import BatchCallback, ChatRequest, Completion
+from bloomqg.store.atomic import write_text_atomic
+from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion
 
 if TYPE_CHECKING:
     from bloomqg.api.client_core import ClientCore

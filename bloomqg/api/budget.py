@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from bloomqg.specs import StudySpec
+from bloomqg.inputs.specs import StudySpec
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ TOKENS_REPLY_PRIMING = 3
 class BudgetExceededError(RuntimeError):
     """``budget_usd`` stopped calls: the job fails, what was answered is cached."""
 
-    #: First line of the failed job's log (bloomqg.logs).
+    #: First line of the failed job's log (bloomqg.store.logs).
     what_to_do = ("the study's budget_usd cap stopped paid API calls. Every answer already paid for is "
                   "cached and will not be paid again: check what is left with `snakemake estimate_cost`, "
                   "raise budget_usd in the config (or an entry's own budget_usd) and run the workflow again.")

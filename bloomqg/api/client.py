@@ -1,7 +1,7 @@
 """The one client for OpenAI-compatible chat-completion endpoints (LLM judges, API generators).
 
-:class:`OpenAICompatibleClient` turns a batch of :class:`~bloomqg.chat.ChatRequest`
-into one :class:`~bloomqg.chat.Completion` per request, in request order, and is
+:class:`OpenAICompatibleClient` turns a batch of :class:`~bloomqg.inputs.chat.ChatRequest`
+into one :class:`~bloomqg.inputs.chat.Completion` per request, in request order, and is
 built for long, paid runs:
 
 * **Never paid twice.** Every successful answer is stored in a content-addressed
@@ -47,7 +47,7 @@ from bloomqg.api.cache import call_cache_key
 from bloomqg.api.client_core import ClientCore
 from bloomqg.api.inflight import InFlightBatches
 from bloomqg.api.wire import Call
-from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 
 log = logging.getLogger(__name__)
 # The SDK's HTTP library logs every request at INFO: 60,000 lines per judge job. Keep its

@@ -2,7 +2,7 @@
 
 For one endpoint's requests: how many the call cache already answers, and for the rest the
 estimated prompt and completion tokens and their cost at the entry's configured prices (batch
-prices in ``mode: batch``). :func:`bloomqg.study_cost.estimate_study` builds the requests of every
+prices in ``mode: batch``). :func:`bloomqg.study.study_cost.estimate_study` builds the requests of every
 API generator and API judge of a study, per cell, and sums them up with :func:`format_estimate`.
 
 How tokens are estimated (no tokenizer is downloaded at run time):
@@ -28,8 +28,8 @@ import pandas as pd
 
 from bloomqg.api.budget import SpendLedger, estimate_prompt_tokens
 from bloomqg.api.cache import CallCache, call_cache_key
-from bloomqg.chat import ChatRequest, DecodingParams
-from bloomqg.specs import StudySpec
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.specs import StudySpec
 
 ESTIMATE_COLUMNS = [
     "role", "name", "model", "mode", "dataset", "strategy", "requests", "cached", "to_call",

@@ -17,7 +17,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from bloomqg.stored_text import redact
+from bloomqg.store.stored_text import redact
 
 if TYPE_CHECKING:
     from bloomqg.api.settings import ClientSettings
@@ -29,7 +29,7 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524
 class FatalAPIError(RuntimeError):
     """No request can succeed (bad or missing key, no quota, unknown model): stop the job."""
 
-    #: First line of the failed job's log (bloomqg.logs).
+    #: First line of the failed job's log (bloomqg.store.logs).
     what_to_do = ("the API cannot be used as configured: export the API key in the environment variable "
                   "named below (the entry's api_key_env), or fix the key, account or model it names, then run "
                   "the workflow again; answers already received are cached.")
@@ -54,7 +54,7 @@ class RejectedRequest(Exception):
 
 def redact_error(text: str, secret: str | None) -> str:
     """An error text with ``secret`` and any key-shaped word masked (errors may echo a key; an
-    ``sk-…`` word in one is never content): :func:`bloomqg.stored_text.redact`. Mask the whole
+    ``sk-…`` word in one is never content): :func:`bloomqg.store.stored_text.redact`. Mask the whole
     text before cutting it: a cut through the key leaves a part the mask cannot match."""
     return redact(text, [secret], key_tokens=True)
 

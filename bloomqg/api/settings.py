@@ -1,7 +1,7 @@
 """How to reach one model behind an OpenAI-compatible endpoint: :class:`ClientSettings`.
 
 The settings are checked against the config schema's ``$defs/api_settings`` (the one definition of
-valid settings) through :mod:`bloomqg.config_schema`; every part of :mod:`bloomqg.api` that needs
+valid settings) through :mod:`bloomqg.store.config_schema`; every part of :mod:`bloomqg.api` that needs
 them imports this module, which imports none of them.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from bloomqg.config_schema import file_schema
-from bloomqg.stored_text import PROVIDER_KEY
+from bloomqg.store.config_schema import file_schema
+from bloomqg.store.stored_text import PROVIDER_KEY
 
 #: The endpoint used when ``base_url`` is None (explicit, so OPENAI_BASE_URL never redirects calls).
 OPENAI_BASE_URL = "https://api.openai.com/v1"

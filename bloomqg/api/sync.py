@@ -25,7 +25,7 @@ from bloomqg.api.pacing import Pacer
 from bloomqg.api.retry import ItemError, RejectedRequest, RetryableError, retry_delay
 from bloomqg.api.transport import api_key_from_env, post_chat, sdk_client
 from bloomqg.api.wire import Call, parse_completion, request_body
-from bloomqg.chat import BatchCallback, ChatRequest, Completion
+from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion
 
 if TYPE_CHECKING:
     from bloomqg.api.client_core import ClientCore

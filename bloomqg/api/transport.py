@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.retry import FatalAPIError, RetryableError, status_error
 from bloomqg.api.settings import OPENAI_BASE_URL, ClientSettings
-from bloomqg.logs import hide_in_logs
+from bloomqg.store.logs import hide_in_logs
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -48,7 +48,7 @@ def api_key_from_env(settings: ClientSettings) -> str | None:
 
 def key_in_environment(settings: ClientSettings) -> str | None:
     """The key in the entry's ``api_key_env`` variable, or None (none named, unset or empty);
-    masked from then on in every line the job logs (:func:`bloomqg.logs.hide_in_logs`)."""
+    masked from then on in every line the job logs (:func:`bloomqg.store.logs.hide_in_logs`)."""
     key = os.environ.get(settings.api_key_env, "").strip() if settings.api_key_env else ""
     if not key:
         return None

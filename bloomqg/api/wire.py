@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.cache import CachedResponse
 from bloomqg.api.retry import ItemError, RetryableError
-from bloomqg.stored_text import redact, storable_text
-from bloomqg.chat import ChatRequest, Completion
+from bloomqg.store.stored_text import redact, storable_text
+from bloomqg.inputs.chat import ChatRequest, Completion
 
 if TYPE_CHECKING:
     from bloomqg.api.settings import ClientSettings

@@ -1,4 +1,4 @@
-"""Answers of any :class:`~bloomqg.chat.TextGenerator`, cached by content.
+"""Answers of any :class:`~bloomqg.inputs.chat.TextGenerator`, cached by content.
 
 In-process models (an ``hf`` judge) answer through :class:`CachedTextGenerator`, which keeps
 every successful answer in the same on-disk cache as API answers (:class:`bloomqg.api.cache.CallCache`
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key, canonical_json
-from bloomqg.chat import (
+from bloomqg.inputs.chat import (
     BatchCallback,
     ChatRequest,
     Completion,

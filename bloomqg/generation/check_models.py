@@ -27,7 +27,7 @@ import yaml
 def check_entry(name: str, spec: Mapping[str, Any], source: str | None = None,
                 max_new_tokens: int = 4) -> dict[str, Any]:
     """Load one model entry (from ``source`` when given) and generate; a result record."""
-    from bloomqg.chat import ChatRequest, DecodingParams
+    from bloomqg.inputs.chat import ChatRequest, DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
 
     entry = {**spec, "model": source or spec["model"], "revision": None if source else spec.get("revision")}

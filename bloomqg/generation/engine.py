@@ -1,7 +1,7 @@
-"""A :class:`~bloomqg.chat.TextGenerator` for a model served by an engine this job starts.
+"""A :class:`~bloomqg.inputs.chat.TextGenerator` for a model served by an engine this job starts.
 
 ``engine: vllm`` or ``engine: transformers-serve`` on an ``hf`` model entry: the job starts the
-engine's server on 127.0.0.1 and a free port (:mod:`bloomqg.serving`), waits until it answers,
+engine's server on 127.0.0.1 and a free port (:mod:`bloomqg.runtime.serving`), waits until it answers,
 and sends its requests through the same OpenAI-compatible client as API models
 (:class:`~bloomqg.generation.openai_api.OpenAITextGenerator`: call cache, concurrency, retries,
 ledger), at price 0. The call cache keys calls by the model's name *and* its engine (name,
@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 from bloomqg.generation.openai_api import OpenAITextGenerator
-from bloomqg.models import read_model_provenance
-from bloomqg.serving.engines import (
+from bloomqg.inputs.models import read_model_provenance
+from bloomqg.runtime.serving.engines import (
     READY_PATHS,
     EngineSettings,
     engine_python,
@@ -35,7 +35,7 @@ from bloomqg.serving.engines import (
     server_env,
     wire_model_name,
 )
-from bloomqg.serving.server import HOST, ModelServer
+from bloomqg.runtime.serving.server import HOST, ModelServer
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Rule ``generate_on_engine`` (one job per model) starts the engine's server once
 (:func:`~bloomqg.generation.stage.generate_questions`) for each shard in turn, writing
 ``<out_dir>/<dataset>/<strategy>/shard-<n>.parquet``; rule ``take_engine_shard`` then hands each
 shard to the per-cell files the rest of the workflow reads. The server is stopped when the job
-ends, however it ends (:mod:`bloomqg.serving.server`). Each shard keeps its own checkpoint under
+ends, however it ends (:mod:`bloomqg.runtime.serving.server`). Each shard keeps its own checkpoint under
 ``checkpoint_dir`` and every answer sits in the call cache, so a killed job's rerun asks the
 server only for what was not answered.
 """
@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bloomqg.atomic import atomic_target
-from bloomqg.datasets import dataset_knowledge_units
-from bloomqg.frames import DATASET, PROMPTS
+from bloomqg.store.atomic import atomic_target
+from bloomqg.inputs.datasets import dataset_knowledge_units
+from bloomqg.store.frames import DATASET, PROMPTS
 from bloomqg.generation.factory import ServingJob, decoding_params, make_text_generator
 from bloomqg.generation.stage import generate_questions
-from bloomqg.parquet_io import read_frame
-from bloomqg.sharding import shard_rows
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.runtime.sharding import shard_rows
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bloomqg.chat import DecodingParams, TextGenerator
-from bloomqg.config_schema import file_schema
+from bloomqg.inputs.chat import DecodingParams, TextGenerator
+from bloomqg.store.config_schema import file_schema
 
 logger = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.chat import Completion
-from bloomqg.frames import GENERATIONS
+from bloomqg.inputs.chat import Completion
+from bloomqg.store.frames import GENERATIONS
 from bloomqg.generation.stage import final_row, pass_record
-from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes
+from bloomqg.inputs.prompts import fill_later_pass, messages_from_json, prompt_passes
 
 logger = logging.getLogger(__name__)
 

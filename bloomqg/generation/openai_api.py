@@ -1,4 +1,4 @@
-"""A :class:`~bloomqg.chat.TextGenerator` for models behind an OpenAI-compatible API.
+"""A :class:`~bloomqg.inputs.chat.TextGenerator` for models behind an OpenAI-compatible API.
 
 Used for API-only question generators (the paper's Spark3.5-Max) and for LLM judges
 (gpt-4o-mini, gpt-4.1-mini). All transport — caching, concurrency, rate limits, retries,
@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from bloomqg.api.client import OpenAICompatibleClient
 from bloomqg.api.settings import ClientSettings
-from bloomqg.chat import BatchCallback, ChatRequest, Completion, DecodingParams
-from bloomqg.config_schema import file_schema
+from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion, DecodingParams
+from bloomqg.store.config_schema import file_schema
 
 log = logging.getLogger(__name__)
 

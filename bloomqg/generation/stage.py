@@ -21,7 +21,7 @@ pass wrote no question ends there, failed, naming the pass.
 
 Response prefill: when on (the model entry's ``response_prefill``, carried by an in-process
 generator), each request gets a final assistant message with the opening of the JSON answer its
-prompt shows (:func:`bloomqg.prompts.with_response_prefill`), and the generator records the
+prompt shows (:func:`bloomqg.inputs.prompts.with_response_prefill`), and the generator records the
 prefix + continuation as ``raw_text``.  The prefixes are part of the checkpoint's run key and
 of the output's provenance; they derive from the template files the ``prompt_hash`` covers.
 """
@@ -41,7 +41,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.chat import (
+from bloomqg.inputs.chat import (
     AnswerRateError,
     ChatRequest,
     Completion,
@@ -49,12 +49,12 @@ from bloomqg.chat import (
     TextGenerator,
     refuse_low_answer_rate,
 )
-from bloomqg.parquet_io import write_frame
-from bloomqg.parsing import MAX_QUESTION_CHARS, parse_generation, prompt_example_questions
-from bloomqg.stored_text import stored_or_none
-from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes, with_response_prefill
-from bloomqg.provenance import sha256_text
-from bloomqg.frames import GENERATIONS, PROMPTS
+from bloomqg.store.parquet_io import write_frame
+from bloomqg.inputs.parsing import MAX_QUESTION_CHARS, parse_generation, prompt_example_questions
+from bloomqg.store.stored_text import stored_or_none
+from bloomqg.inputs.prompts import fill_later_pass, messages_from_json, prompt_passes, with_response_prefill
+from bloomqg.store.provenance import sha256_text
+from bloomqg.store.frames import GENERATIONS, PROMPTS
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class TooFewGenerationsError(AnswerRateError):
 def check_generation_rate(model_name: str, frame: pd.DataFrame, min_answer_rate: float) -> None:
     """Refuse a generator whose calls failed (``parse_status`` ``error``: no answer, not an answer
     that did not parse) on more than ``1 - min_answer_rate`` of its prompts, as a judge is
-    refused (:func:`bloomqg.chat.refuse_low_answer_rate`, which both use): the study would judge and
+    refused (:func:`bloomqg.inputs.chat.refuse_low_answer_rate`, which both use): the study would judge and
     score a cell of errors as if it had been written."""
     failed = frame[frame["parse_status"] == "error"]
     refuse_low_answer_rate("model", model_name, asked=len(frame),
@@ -238,7 +238,7 @@ def pass_record(
     max_question_chars: int = MAX_QUESTION_CHARS,
 ) -> dict[str, Any]:
     """What one pass of one prompt gave: the completion, parsed for the pass's answer fields.
-    The raw text is stored text too (:func:`bloomqg.stored_text.storable_text`): a reply the
+    The raw text is stored text too (:func:`bloomqg.store.stored_text.storable_text`): a reply the
     checkpoint or Parquet cannot encode fails no cell, and its replay from the cache none either."""
     raw_text = stored_or_none(completion.text)
     if completion.text is None:

@@ -24,7 +24,7 @@ there the score is the mean log-probability per token (the geometric mean of the
 probabilities; lm-evaluation-harness's ``acc_norm`` divides by bytes instead, which compares
 models with different tokenizers, a need one judge does not have). The verdict is the option
 with the highest probability (the first in the prompt's order on a tie); the distribution is
-kept with it (the ``choice_probs`` column of :data:`bloomqg.frames.JUDGMENTS`).
+kept with it (the ``choice_probs`` column of :data:`bloomqg.store.frames.JUDGMENTS`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bloomqg.chat import ChatRequest, ChoiceScorer, Continuation, ContinuationScore, ScoredPrompt
-from bloomqg.frames import BINARY_CRITERIA
+from bloomqg.inputs.chat import ChatRequest, ChoiceScorer, Continuation, ContinuationScore, ScoredPrompt
+from bloomqg.store.frames import BINARY_CRITERIA
 from bloomqg.judges.base import JudgedItem
 from bloomqg.judges.verdict import CriterionVerdict, Verdict
 

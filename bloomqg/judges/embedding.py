@@ -74,7 +74,7 @@ def resolve_model_dir(judge_name: str, model_spec: Mapping[str, Any]) -> Path:
             raise ValueError(f"judge {judge_name!r}: give 'model.path' or 'model.package', not both")
         folder = Path(model_spec["path"])
     elif "package" in model_spec:
-        from bloomqg.models import ModelFileError, package_dir
+        from bloomqg.inputs.models import ModelFileError, package_dir
 
         try:
             folder = package_dir(str(model_spec["package"])) / str(model_spec.get("subdir", ""))

@@ -4,7 +4,7 @@ An ``hf`` judge whose ``model_ref`` names a models entry with ``engine:`` asks t
 server. Started once per cell, a server's start-up (40–90 s for vLLM on CPU, longer for a 7B
 model on a GPU) was paid once per cell; here one job starts it once, judges every cell through
 it, and stops it (:meth:`close` in ``finally``, and the lifecycle guarantees of
-:mod:`bloomqg.serving`). Each cell's verdicts are written as soon as they are made, and every
+:mod:`bloomqg.runtime.serving`). Each cell's verdicts are written as soon as they are made, and every
 answer goes to the call cache first, so a killed job's rerun asks the server nothing it had
 answered.
 """
@@ -18,11 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.frames import JUDGMENTS
+from bloomqg.store.frames import JUDGMENTS
 from bloomqg.generation.factory import ServingJob
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
-from bloomqg.parquet_io import write_frame
+from bloomqg.store.parquet_io import write_frame
 
 
 @dataclass(frozen=True)

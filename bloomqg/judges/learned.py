@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.parsing import has_question
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.verdict import CriterionVerdict, Verdict
 
@@ -59,7 +60,7 @@ NOT_LEARNED = "not learned by this backend (no signal in its training votes)"
 #: Version of the feature set: part of a model's digest, so changing features retrains.
 FEATURES = "v1: minilm-l6 embedding, cosine to original, tf-idf word 1-2 grams, rules level, verb-list levels, original level, rules unit"
 LEARNED_CRITERIA = ("bloom_level", "knowledge_units")
-#: The columns a training frame needs (those of :data:`bloomqg.frames.VOTES` it reads).
+#: The columns a training frame needs (those of :data:`bloomqg.store.frames.VOTES` it reads).
 TRAINING_COLUMNS = ("model", "dataset", "strategy", "item_id", "new_question", "original_question", "original_bloom_level",
                     "original_knowledge_units", "bloom_level", "knowledge_units")
 _NONE = "none"
@@ -199,14 +200,14 @@ def make_pipeline(criterion: str, *, C: float = 1.0, seed: int = 0) -> "Pipeline
 
 
 def training_rows(votes: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``votes`` (:data:`bloomqg.frames.VOTES` columns) a model can learn from: a
+    """The rows of ``votes`` (:data:`bloomqg.store.frames.VOTES` columns) a model can learn from: a
     question with text and a panel majority on at least one learned criterion; sorted, so the
     digest does not depend on the order of the files."""
     missing = [column for column in TRAINING_COLUMNS if column not in votes.columns]
     if missing:
         raise KeyError(f"learned judge training votes: missing columns {missing}")
     rows = votes[list(TRAINING_COLUMNS)].copy()
-    has_text = rows["new_question"].map(lambda q: isinstance(q, str) and bool(q.strip()))
+    has_text = rows["new_question"].map(has_question)
     has_label = rows["bloom_level"].notna() | rows["knowledge_units"].map(lambda u: u is not None and len(u) > 0)
     rows = rows[has_text & has_label]
     rows["knowledge_units"] = rows["knowledge_units"].map(lambda u: None if u is None or len(u) == 0 else list(u))
@@ -370,7 +371,7 @@ def train_cached(votes: pd.DataFrame, judge_name: str, spec: Mapping[str, Any], 
         save_model(model, cached)
         logger.info("judge %r: trained model %s on %d rows; cross-validated: %s", judge_name, digest,
                     model.provenance["rows"], model.provenance["cross_validated"])
-    from bloomqg.atomic import atomic_target
+    from bloomqg.store.atomic import atomic_target
 
     for origin, target in ((cached, Path(output)), (provenance_path(cached), provenance_path(output))):
         with atomic_target(target) as tmp:
@@ -389,7 +390,7 @@ def save_model(model: LearnedModel, path: str | Path) -> None:
     (``<path>.json``), atomically."""
     import skops.io as sio
 
-    from bloomqg.atomic import atomic_target, write_text_atomic
+    from bloomqg.store.atomic import atomic_target, write_text_atomic
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

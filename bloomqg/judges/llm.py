@@ -1,6 +1,6 @@
 """The LLM judge: one chat call per generated question, all five criteria in one JSON answer.
 
-Works with any :class:`bloomqg.chat.TextGenerator` (transformers in-process, or an
+Works with any :class:`bloomqg.inputs.chat.TextGenerator` (transformers in-process, or an
 OpenAI-compatible API). The rubric prompt is a template file (``prompts/judge/rubric.md`` by
 default) made of chat messages, each introduced by a ``<!-- role: system|user|assistant -->``
 line (the default has the rubric as system message, one worked example as a user/assistant pair
@@ -8,7 +8,7 @@ so that small models see the answer format, then the question to judge), and
 ``${name}`` placeholders (:class:`string.Template`), so JSON braces in the template need no
 escaping (read and checked by :mod:`bloomqg.judges.rubric`). The lists the judge chooses from
 are data too: ``${knowledge_units}`` and ``${bloom_levels}`` are rendered in the order the
-caller gives (the dataset's and :data:`bloomqg.bloom.BLOOM_LEVELS` by default), so the order
+caller gives (the dataset's and :data:`bloomqg.inputs.bloom.BLOOM_LEVELS` by default), so the order
 probe of :mod:`bloomqg.judges.bias` can present them permuted without another template. The judged texts go inside ``<question>`` / ``<original_question>`` tags and the prompt
 says that text inside is data; tag look-alikes inside the data are escaped so the data cannot
 close its own tag. The verdict JSON schema travels with every request as
@@ -27,8 +27,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.chat import (
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.chat import (
     ChatRequest,
     Completion,
     DecodingParams,

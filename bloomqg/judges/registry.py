@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.config_schema import ConfigSchema, file_schema
-from bloomqg.resources import JobResources, ResourceError
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.store.config_schema import ConfigSchema, file_schema
+from bloomqg.inputs.resources import JobResources, ResourceError
 
 if TYPE_CHECKING:  # heavy at import time; only the annotations need them
     import pandas as pd
 
-    from bloomqg.chat import TextGenerator
+    from bloomqg.inputs.chat import TextGenerator
     from bloomqg.generation.factory import ServingJob
     from bloomqg.judges.base import Judge
     from bloomqg.judges.rubric import RubricTemplate
@@ -49,7 +49,7 @@ class JudgeContext:
     judge_name: str
     #: the judges entry, with the defaults of the backend's own keys filled in
     spec: Mapping[str, Any]
-    #: the dataset (columns of :data:`bloomqg.frames.DATASET`) the questions were written from
+    #: the dataset (columns of :data:`bloomqg.store.frames.DATASET`) the questions were written from
     dataset: "pd.DataFrame"
     knowledge_units: list[str]
     domain: str

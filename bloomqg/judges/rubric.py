@@ -13,7 +13,7 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from bloomqg.provenance import sha256_file
+from bloomqg.store.provenance import sha256_file
 
 DEFAULT_RUBRIC_PATH = Path(__file__).resolve().parents[2] / "prompts" / "judge" / "rubric.md"
 

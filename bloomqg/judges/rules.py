@@ -12,7 +12,7 @@ judge's config entry, see :mod:`bloomqg.judges.backends.rules`):
   binary search tree?" vs "Explain the concept of a binary search tree and provide an example",
   scores 0.43 / 0.55 and is unique. Synonym rewrites escape both measures; that is this judge's
   known blind spot, covered by the embedding and LLM judges.
-- **bloom_level** — the paper's verb rule (:class:`bloomqg.verbs.VerbAnnotator`: the highest
+- **bloom_level** — the paper's verb rule (:class:`bloomqg.inputs.verbs.VerbAnnotator`: the highest
   level any of whose verbs occurs as a word). When no verb occurs, a question-word heuristic
   (:data:`QUESTION_WORD_LEVELS`, then :data:`CJK_QUESTION_WORD_LEVELS` for Chinese; first match
   wins, e.g. "what is" / "define" -> Remember, "why" / "how does" -> Understand, "how many" /
@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bloomqg.bloom import normalize_level
+from bloomqg.inputs.bloom import normalize_level
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.verdict import CriterionVerdict, Verdict
 
@@ -245,7 +245,7 @@ class RulesJudge:
     """
 
     knowledge_units: Sequence[str]
-    annotator: Any  # a bloomqg.verbs.VerbAnnotator (the verb rule, regexes compiled once)
+    annotator: Any  # a bloomqg.inputs.verbs.VerbAnnotator (the verb rule, regexes compiled once)
     max_token_jaccard: float
     max_char_ratio: float
     min_words: int
@@ -263,7 +263,7 @@ class RulesJudge:
         """Build from a validated judge entry and the dataset's (item_id, question, units); keys
         the entry leaves out take the schema's defaults."""
         from bloomqg.judges.registry import judge_backend
-        from bloomqg.verbs import (  # the paper's verb rule (Table 1)
+        from bloomqg.inputs.verbs import (  # the paper's verb rule (Table 1)
             VerbAnnotator,
             load_verb_list,
         )

@@ -1,7 +1,7 @@
 """The judging stage: one judge's verdicts on one cell's generated questions, in long format.
 
-:func:`judge_questions` returns exactly the columns of :data:`bloomqg.frames.JUDGMENTS`, five
-rows per generated question (one per criterion of :data:`bloomqg.frames.CRITERIA`), never more,
+:func:`judge_questions` returns exactly the columns of :data:`bloomqg.store.frames.JUDGMENTS`, five
+rows per generated question (one per criterion of :data:`bloomqg.store.frames.CRITERIA`), never more,
 never fewer. A question whose generation failed to parse (``new_question`` null or blank) gets
 status ``no_question`` on every criterion and is never shown to the judge.
 
@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from bloomqg.datasets import dataset_knowledge_units
-from bloomqg.chat import AnswerRateError, TextGenerator, refuse_low_answer_rate
+from bloomqg.inputs.datasets import dataset_knowledge_units
+from bloomqg.inputs.chat import AnswerRateError, TextGenerator, refuse_low_answer_rate
+from bloomqg.inputs.parsing import has_question
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
 from bloomqg.judges.verdict import STATUS_ERROR, STATUS_NO_QUESTION, CriterionVerdict, Verdict
-from bloomqg.provenance import code_fingerprint
-from bloomqg.frames import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
-from bloomqg.stored_text import stored_or_none
+from bloomqg.store.provenance import code_fingerprint
+from bloomqg.store.frames import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
+from bloomqg.store.stored_text import stored_or_none
 
 if TYPE_CHECKING:  # loaded only by the backends that render the rubric
     from bloomqg.judges.rubric import RubricTemplate
@@ -45,7 +46,7 @@ class TooFewAnswersError(AnswerRateError):
 def check_answer_rate(judge_name: str, judged: Sequence[JudgedItem], min_answer_rate: float) -> None:
     """Refuse a judge that gave no answer (status ``error`` on every criterion: a failed call, not
     an answer that did not parse) on more than ``1 - min_answer_rate`` of its questions: a panel
-    silently short of a judge would vote on as if nothing happened (:func:`bloomqg.chat.refuse_low_answer_rate`)."""
+    silently short of a judge would vote on as if nothing happened (:func:`bloomqg.inputs.chat.refuse_low_answer_rate`)."""
     failed = [item for item in judged if all(item.verdict[c].status == STATUS_ERROR for c in CRITERIA)]
     refuse_low_answer_rate("judge", judge_name, asked=len(judged),
                            failure_reasons=[item.verdict["unique"].reason for item in failed],
@@ -75,10 +76,6 @@ def _check_columns(frame: pd.DataFrame, names: Sequence[str], what: str) -> None
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ValueError(f"judge_questions: {what} frame lacks columns {missing}")
-
-
-def _has_question(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
 
 
 def judge_provenance(
@@ -158,11 +155,11 @@ def judge_questions(
     knowledge_units = dataset_knowledge_units(dataset)
 
     generations = generations.reset_index(drop=True)
-    has_question = generations["new_question"].map(_has_question).astype(bool)  # bool even when empty
-    to_judge = generations[has_question]
+    with_question = generations["new_question"].map(has_question).astype(bool)  # bool even when empty
+    to_judge = generations[with_question]
     logger.info(
         "judge %s (%s): %d generated questions, %d without a question",
-        judge_name, backend.name, len(generations), int((~has_question).sum()),
+        judge_name, backend.name, len(generations), int((~with_question).sum()),
     )
     items = [
         JudgeItem(row.prompt_id, row.item_id, row.new_question, row.original_question)
@@ -204,7 +201,7 @@ def judge_questions(
                     "value_level": value if criterion == "bloom_level" else None,
                     "value_units": list(value) if criterion == "knowledge_units" and value is not None else None,
                     "status": answer.status,
-                    # a judge's answer is generated text: storable, its key masked (bloomqg.stored_text)
+                    # a judge's answer is generated text: storable, its key masked (bloomqg.store.stored_text)
                     "reason": stored_or_none(answer.reason),
                     "raw_text": stored_or_none(verdict.raw_text),
                     "cached": call.cached,

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bloomqg import reply_json
-from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
-from bloomqg.frames import BINARY_CRITERIA, CRITERIA
-from bloomqg.reply_json import HostileReply, fenced_blocks, json_objects, reply_problem, shown
+from bloomqg.store import reply_json
+from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
+from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA
+from bloomqg.store.reply_json import HostileReply, fenced_blocks, json_objects, reply_problem, shown
 
 #: Status values of a criterion verdict (the ``status`` column of the judgments file).
 STATUS_OK = "ok"
@@ -141,7 +141,7 @@ def verdict_schema(knowledge_units: Sequence[str], bloom_levels: Sequence[str] |
 
 def _json_candidates(text: str) -> list[Any]:
     """JSON values found in ``text``: the whole text, fenced blocks, then objects in prose (and
-    the objects nested in them), bounded (:mod:`bloomqg.reply_json`)."""
+    the objects nested in them), bounded (:mod:`bloomqg.store.reply_json`)."""
     found: list[Any] = []
     for chunk in [text.strip(), *(block.strip() for block in fenced_blocks(text))]:
         try:
@@ -264,7 +264,7 @@ def parse_verdict(text: str | None, knowledge_units: Sequence[str]) -> Verdict:
     Accepts plain JSON, fenced JSON (```json … ```) and a JSON object embedded in prose; when
     several objects appear, the one with the most schema fields wins. Values are read only from
     the schema's fields. Booleans accept true/false, yes/no and 1/0; levels go through
-    :func:`bloomqg.bloom.normalize_level`; units are matched case-insensitively to
+    :func:`bloomqg.inputs.bloom.normalize_level`; units are matched case-insensitively to
     ``knowledge_units`` (unknown ones are dropped and named in the reason; none left fails the
     criterion). Each missing or invalid field fails its own criterion only.
     """

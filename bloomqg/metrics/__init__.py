@@ -1,7 +1,7 @@
 """Bloom-aware metrics over votes frames: values, bootstrap CIs, transitions, correlations, tests.
 
-Every function is pure: DataFrames in (columns of :data:`bloomqg.frames.VOTES`,
-:data:`bloomqg.frames.RELIABILITY` or :data:`bloomqg.frames.METRICS`), DataFrames out. The
+Every function is pure: DataFrames in (columns of :data:`bloomqg.store.frames.VOTES`,
+:data:`bloomqg.store.frames.RELIABILITY` or :data:`bloomqg.store.frames.METRICS`), DataFrames out. The
 definitions follow the paper as pinned down against its release (``DESIGN.md``, "Definitions");
 the choices the paper leaves open are stated once, in the module computing the metric.
 

@@ -31,7 +31,7 @@ from bloomqg.metrics.quality import line_rates, quality_rows
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, RowTerms, cell_key, require_columns, unit_set
 from bloomqg.metrics.spec import MetricSpec
-from bloomqg.frames import BINARY_CRITERIA, METRICS
+from bloomqg.store.frames import BINARY_CRITERIA, METRICS
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def score_cell(
 ) -> pd.DataFrame:
     """Every metric of :data:`~bloomqg.metrics.registry.METRIC_SPECS` for the one cell in ``votes``.
 
-    Returns the columns of :data:`bloomqg.frames.METRICS`, one row per metric in
+    Returns the columns of :data:`bloomqg.store.frames.METRICS`, one row per metric in
     :data:`~bloomqg.metrics.registry.METRIC_NAMES` order. Intervals follow ``intervals`` (default:
     Clopper–Pearson, clustered on the item, at ``confidence``; :mod:`bloomqg.metrics.intervals`):
     a rate's interval, a bounded mean's on its rescaled mean, a total's the mean's times its
@@ -126,7 +126,7 @@ def score_cell(
     ``reliability``; without a reliability frame, the votes' own cell-level ``alpha_gated``
     flag marks every metric that depends on a judged criterion.
 
-    ``published_lines`` (columns of :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`, the same cell):
+    ``published_lines`` (columns of :data:`bloomqg.store.frames.PUBLISHED_VOTE_LINES`, the same cell):
     an imported run's votes file line by line; unique, readable and answerable are then the
     share of its lines (non-null) voted yes, with ``n`` = lines.
     That is the paper's Table 4 rule and it reproduces all six models' printed figures; the

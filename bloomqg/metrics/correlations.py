@@ -9,23 +9,11 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.metrics.rows import require_columns
+from bloomqg.stats.normal import fisher_z_ci
 
 #: The paper's Figure 5: does a model that classifies the original well also write at its level,
 #: and one that names the original's knowledge unit also keep it?
 FIGURE5_PAIRS: tuple[tuple[str, str], ...] = (("classification_acc", "catcons"), ("knowledge_id_acc", "knowcov"))
-
-
-def _fisher_interval(r: float, n: int, confidence: float, spearman: bool) -> tuple[float, float]:
-    """Fisher-z interval; Spearman uses the Bonett–Wright (2000) standard error."""
-    from scipy import stats
-
-    if n <= 3 or not np.isfinite(r):
-        return math.nan, math.nan
-    se = math.sqrt((1.0 + r * r / 2.0) / (n - 3)) if spearman else 1.0 / math.sqrt(n - 3)
-    quantile = stats.norm.ppf(0.5 + confidence / 2.0)
-    with np.errstate(divide="ignore"):
-        z = np.arctanh(np.clip(r, -1.0, 1.0))
-    return float(np.tanh(z - quantile * se)), float(np.tanh(z + quantile * se))
 
 
 def correlations(
@@ -59,7 +47,7 @@ def correlations(
                 if n >= 3 and not constant:
                     result = stats.pearsonr(x, y) if method == "pearson" else stats.spearmanr(x, y)
                     r, p = float(result.statistic), float(result.pvalue)
-                ci_low, ci_high = _fisher_interval(r, n, confidence, spearman=method == "spearman")
+                ci_low, ci_high = fisher_z_ci(r, n, confidence, spearman=method == "spearman")
                 records.append(
                     {
                         "dataset": dataset,

@@ -45,6 +45,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from bloomqg.stats.normal import z_of
+
 #: Resample rows per block, so memory stays bounded for large cells.
 _BOOTSTRAP_BLOCK_CELLS = 4_000_000
 
@@ -117,13 +119,6 @@ def interval_method(method: str, *, graded: bool, cluster: str | None = None, cl
         return name
     few = clusters is not None and clusters < MIN_CLUSTERS
     return f"{name}_clustered_{cluster}{FEW_CLUSTERS if few else ''}"
-
-
-def z_of(confidence: float) -> float:
-    """The two-sided normal quantile of ``confidence`` (1.96 for 0.95)."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    return float(stats.norm.ppf(0.5 + confidence / 2.0))
 
 
 def wilson(successes: np.ndarray | float, n: np.ndarray | float, confidence: float = 0.95,

@@ -4,7 +4,7 @@
 metric's family.
 
 Which metrics can be paired, and with which test, is each metric spec's ``paired_outcome``.
-Which strategy pairs are compared is a :class:`~bloomqg.strategies.ComparisonSpec` (config
+Which strategy pairs are compared is a :class:`~bloomqg.inputs.strategies.ComparisonSpec` (config
 ``comparisons:``): each strategy against a baseline, or every pair.
 
 The *family* a p value is adjusted in is one metric's rows of :func:`paired_comparisons`: every
@@ -34,7 +34,7 @@ from bloomqg.metrics.intervals import (
 )
 from bloomqg.metrics.registry import METRIC_SPECS, metric_spec
 from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, cell_key, require_columns
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 
 #: The level a p value must be below to count as significant: the paired table's reading, the
 #: robustness verdicts and the Answer's default (config ``answer.significance``).

@@ -37,7 +37,7 @@ from scipy import stats
 from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, common_item_terms, defined_pairs, planned_pairs
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.rows import cell_key, require_columns
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 
 #: Fewest pairs of a comparison's own votes for its discordance to replace the assumed one.
 MIN_PILOT_PAIRS = 10

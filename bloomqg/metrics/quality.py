@@ -32,7 +32,7 @@ from bloomqg.metrics.intervals import (
 )
 from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, cell_key, not_null, require_columns, true
 from bloomqg.metrics.spec import MetricSpec
-from bloomqg.frames import BINARY_CRITERIA
+from bloomqg.store.frames import BINARY_CRITERIA
 
 QUALITY_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("unique", "Unique", "percent", True, "%", criteria=frozenset({"unique"}),

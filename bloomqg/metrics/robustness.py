@@ -2,7 +2,7 @@
 Dawid–Skene instead of the majority, and when any one judge is left out of the panel?
 
 Comparisons: strategy vs strategy for every pair of the config's ``comparisons:``
-(:class:`~bloomqg.strategies.ComparisonSpec`: each strategy against the baseline, or every pair)
+(:class:`~bloomqg.inputs.strategies.ComparisonSpec`: each strategy against the baseline, or every pair)
 in every model × dataset (``b − a``), and model vs model for every dataset × strategy and pair of
 models (``b − a``), both paired on the original item (every model rewrites the same originals)
 and tested with the paired test of the paired table
@@ -44,11 +44,11 @@ import pandas as pd
 from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.paired import SIGNIFICANCE, compare_outcomes, ordered_strategies
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.frames import CRITERIA, POSTERIOR_CRITERIA
+from bloomqg.store.frames import CRITERIA, POSTERIOR_CRITERIA
 from bloomqg.voting.agreement import nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.dawid_skene import fit_dawid_skene
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.majority import majority, useful_from, vote_value
 
 NOT_ASSESSABLE = "not assessable from these votes"

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
-from bloomqg.frames import BINARY_CRITERIA
+from bloomqg.inputs.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
+from bloomqg.store.frames import BINARY_CRITERIA
 
 #: ``bloom_level_null_reason`` meaning the judges' majority placed the question at no level.
 JUDGED_UNCATEGORIZED = "uncategorized"

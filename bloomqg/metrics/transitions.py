@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, UNCATEGORIZED
+from bloomqg.inputs.bloom import BLOOM_LEVELS, UNCATEGORIZED
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, require_columns, true
 
 _TRANSITION_ORDER = {name: rank for rank, name in enumerate(BLOOM_LEVELS + (UNCATEGORIZED,))}

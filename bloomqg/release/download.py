@@ -54,7 +54,7 @@ def verify_release_files(files: Iterable[str | Path], release_dir: str | Path, p
     differs from its pin in ``pins_path`` (looked up by its path inside the folder, or its
     ``also_named`` ASCII name); returns the files it checked. Files outside the folder, or not
     pinned, are not the release's and are left to their own checks."""
-    from bloomqg.provenance import sha256_file
+    from bloomqg.store.provenance import sha256_file
 
     pins = load_pins(pins_path)
     by_name: dict[str, str] = {}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.provenance import REPO_ROOT
+from bloomqg.store.provenance import REPO_ROOT
 
 PAPER_FIGURES_PATH = REPO_ROOT / "configs" / "paper-figures.yaml"
 

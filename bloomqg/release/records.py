@@ -2,7 +2,7 @@
 
 :func:`bloomqg.release.runs.import_run` builds these instead of dict literals, so a misspelt or
 forgotten column is an error where the row is made; :func:`frame_of` then checks the records'
-columns against the file's schema in :mod:`bloomqg.frames` before it builds the frame.
+columns against the file's schema in :mod:`bloomqg.store.frames` before it builds the frame.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from bloomqg.frames import BINARY_CRITERIA, CRITERIA, POSTERIOR_CRITERIA
-from bloomqg.parsing import answered
+from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, POSTERIOR_CRITERIA
+from bloomqg.inputs.parsing import answered
 
 
 @dataclass(frozen=True)
 class GenerationRecord:
-    """One row of :data:`bloomqg.frames.GENERATIONS` (fields in the schema's order)."""
+    """One row of :data:`bloomqg.store.frames.GENERATIONS` (fields in the schema's order)."""
 
     prompt_id: str
     item_id: str
@@ -86,7 +86,7 @@ class CriterionVote:
 
 @dataclass(frozen=True)
 class VoteRecord:
-    """One row of :data:`bloomqg.frames.VOTES`: the generation it judges, one
+    """One row of :data:`bloomqg.store.frames.VOTES`: the generation it judges, one
     :class:`CriterionVote` per criterion, and *useful* from the three binary ones."""
 
     generation: GenerationRecord
@@ -123,7 +123,7 @@ class VoteRecord:
 
 def frame_of(records: Sequence[GenerationRecord | VoteRecord], schema: pa.Schema) -> pd.DataFrame:
     """The records as a frame with ``schema``'s columns; a ValueError names the columns a record
-    type lacks or adds (the record types and :mod:`bloomqg.frames` must not drift apart)."""
+    type lacks or adds (the record types and :mod:`bloomqg.store.frames` must not drift apart)."""
     rows = [record.as_row() for record in records]
     if rows and list(rows[0]) != schema.names:
         missing = [name for name in schema.names if name not in rows[0]]

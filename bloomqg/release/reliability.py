@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.frames import CRITERIA, POSTERIOR_CRITERIA, RELIABILITY
+from bloomqg.store.frames import CRITERIA, POSTERIOR_CRITERIA, RELIABILITY
 from bloomqg.voting.agreement import NOT_MEASURED
 from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.cell import AGGREGATIONS, GATE_ACTIONS, measure_criterion

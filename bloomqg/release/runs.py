@@ -30,7 +30,7 @@ diagnostics, Dawid–Skene and the robustness rows were computed on those copies
 new question, or whose question was never judged, stay in the frame with null votes (their
 reasons say so), so the auxiliary accuracies use every original. A question written in the
 template's slot brackets (``<How can ...?>``) is kept, and joined, without them
-(:func:`bloomqg.parsing.unbracketed`); a placeholder (``<new_question>``) is no question, and
+(:func:`bloomqg.inputs.parsing.unbracketed`); a placeholder (``<new_question>``) is no question, and
 its row a parse failure. Every line that gives its votes to no row is listed with its reason by
 :func:`unjoined_lines`, the import report.
 
@@ -39,7 +39,7 @@ published majority columns over *every line* of the votes file, a text judged on
 counting on each (:func:`published_vote_lines`; :func:`bloomqg.metrics.cell.score_cell`'s
 ``published_lines``). That is what reproduces the printed Table 4 for all six models; over the
 joined rows it differs where rows lack a line (a question never judged, a placeholder that is
-no question: :func:`bloomqg.parsing.placeholder_reason`).
+no question: :func:`bloomqg.inputs.parsing.placeholder_reason`).
 
 The released majority ``topic`` is kept as the voted knowledge unit even where the three unit
 votes all differ (the release then takes the first judge's unit); its agreement column shows
@@ -61,13 +61,13 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from bloomqg.bloom import UnknownBloomLevel, normalize_level
-from bloomqg.datasets import DEFAULT_INPUT_LIMITS
+from bloomqg.inputs.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.inputs.datasets import DEFAULT_INPUT_LIMITS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
-from bloomqg.parsing import placeholder_reason, unbracketed
+from bloomqg.inputs.parsing import placeholder_reason, unbracketed
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
-from bloomqg.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
-from bloomqg.sheet_extent import SheetTooLarge, SheetUnreadable, read_first_sheet
+from bloomqg.store.frames import GENERATIONS, IMPORTED, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
+from bloomqg.store.sheet_extent import SheetTooLarge, SheetUnreadable, read_first_sheet
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ _MANIFEST_KEYS = frozenset({"release_root", "pins", "runs"})
 RELEASE_DIR_PLACEHOLDER = "{release_dir}"
 _RUN_KEYS = ("model", "dataset", "strategy", "generations", "votes")
 
-#: Separator of several knowledge units in one cell, as in :mod:`bloomqg.datasets`. Not "、"
+#: Separator of several knowledge units in one cell, as in :mod:`bloomqg.inputs.datasets`. Not "、"
 #: or "-": they occur inside the K-12 math unit names ("正数、负数--表示相对标准量").
 UNIT_SEPARATOR = ";"
 #: A model's free-text identification lists several units with commas as well.
@@ -122,7 +122,7 @@ class ReleaseRun:
 
 
 def split_knowledge_units(value: object, separators: str | re.Pattern[str] = UNIT_SEPARATOR) -> list[str]:
-    """Knowledge units in one cell, split the way :func:`bloomqg.datasets.split_units` does:
+    """Knowledge units in one cell, split the way :func:`bloomqg.inputs.datasets.split_units` does:
     on ``;``, whitespace collapsed (so the no-break space in "圆柱--体积的计算\\xa0" goes),
     repeats dropped, order kept. Null or blank gives an empty list; the caller decides whether
     that is an error. ``separators`` may be a compiled pattern to split on several."""
@@ -256,7 +256,7 @@ def missing_runs(runs: list[ReleaseRun]) -> list[tuple[ReleaseRun, list[Path]]]:
 def verify_run_files(run: ReleaseRun) -> dict[str, str]:
     """sha256 of the run's two files by key; :class:`ReleaseError` naming the file when one
     differs from its pin (the manifest's ``pins``)."""
-    from bloomqg.provenance import sha256_file
+    from bloomqg.store.provenance import sha256_file
     from bloomqg.release.download import pin_mismatch_message
 
     hashes = {key: sha256_file(file) for key, file in run.files().items()}
@@ -440,7 +440,7 @@ def _generation_record(
         )
     # The release keeps only the extracted question; one that is the template's placeholder
     # ("<new_question>") is no question, and one written in the slot's brackets ("<How can
-    # ...?>") is kept without them, as bloomqg.parsing rules for our own generations.
+    # ...?>") is kept without them, as bloomqg.inputs.parsing rules for our own generations.
     raw_text = new_question
     parse_error = NO_QUESTION if new_question is None else placeholder_reason(new_question)
     new_question = None if parse_error is not None or new_question is None else unbracketed(new_question)
@@ -480,7 +480,7 @@ def _vote_record(
 def _join_key(text: str) -> str:
     """A row's question and a line's text are compared as the row keeps its question: stripped
     and without the brackets of the template's slot (``<How can ...?>``:
-    :func:`bloomqg.parsing.unbracketed`), which the votes file keeps."""
+    :func:`bloomqg.inputs.parsing.unbracketed`), which the votes file keeps."""
     return unbracketed(text.strip())
 
 
@@ -529,11 +529,11 @@ def _log_repeats(run: ReleaseRun, judged: Sequence[JudgedLine]) -> None:
 
 def import_run(run: ReleaseRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(generations, votes) frames of one published run, with the columns of
-    :data:`bloomqg.frames.GENERATIONS` and :data:`bloomqg.frames.VOTES`.
+    :data:`bloomqg.store.frames.GENERATIONS` and :data:`bloomqg.store.frames.VOTES`.
 
     One row per row of the run's xlsx. ``item_id`` is ``"<dataset>-<row>"`` with the 1-based
     data row of the xlsx, ``prompt_id`` is ``"<item_id>:<strategy>"``. For computer science the
-    xlsx keeps the order of ``Data_Structure.csv``, so the ids equal :mod:`bloomqg.datasets`'
+    xlsx keeps the order of ``Data_Structure.csv``, so the ids equal :mod:`bloomqg.inputs.datasets`'
     ones; for K-12 math they number the run's 438 items, not the workbook's 465 rows.
     """
     sheet = _read_generations(run)
@@ -584,7 +584,7 @@ def _log_import(
 
 def published_vote_lines(run: ReleaseRun, votes: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every line of the run's votes file as published, with the columns of
-    :data:`bloomqg.frames.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over, each with its
+    :data:`bloomqg.store.frames.PUBLISHED_VOTE_LINES`: the rows Table 4 is computed over, each with its
     majorities, its judges' votes and their agreement.
 
     ``votes`` (the run's VOTES frame from :func:`import_run`) fills ``joined``: the prompt_id
@@ -640,7 +640,7 @@ def _judged_level(
 # --------------------------------------------------------------------------------------------
 # The import report: every line that gives its votes to no generated question, and why
 
-#: ``reason`` of an unjoined line (:data:`bloomqg.frames.UNJOINED_LINES`): it judges a template
+#: ``reason`` of an unjoined line (:data:`bloomqg.store.frames.UNJOINED_LINES`): it judges a template
 #: placeholder, whose row is a parse failure (no question to give votes to) ...
 PLACEHOLDER_LINE = "placeholder"
 #: ... it judges a text again that every row writing it already has its own line for ...
@@ -652,7 +652,7 @@ UNJOINED_REASONS: tuple[str, ...] = (PLACEHOLDER_LINE, JUDGED_AGAIN, NO_ROW)
 
 def unjoined_lines(generations: pd.DataFrame, lines: pd.DataFrame) -> pd.DataFrame:
     """The published vote lines of one imported run that give their votes to no generated
-    question, each with its reason (columns of :data:`bloomqg.frames.UNJOINED_LINES`), in line
+    question, each with its reason (columns of :data:`bloomqg.store.frames.UNJOINED_LINES`), in line
     order; empty when every line is some original's own.
 
     ``generations``: the run's GENERATIONS frame (:func:`import_run`); ``lines``: its

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.atomic import write_text_atomic
+from bloomqg.store.atomic import write_text_atomic
 from bloomqg.metrics.registry import metric_spec, paper_table_metrics
 from bloomqg.release.paper import (
     REPRODUCED_WITHIN,
@@ -176,9 +176,9 @@ def release_tables(
     """Write table4/table5/table6/aux_tasks and paper_comparison as ``.csv``, ``.md`` and ``.json`` into
     ``out_dir``, comparing with ``figures`` (default: ``configs/paper-figures.yaml``); the
     comparison's notes count the import report's lines per reason when ``unjoined`` (columns of
-    :data:`bloomqg.frames.UNJOINED_LINES`, every imported run's) is given.
+    :data:`bloomqg.store.frames.UNJOINED_LINES`, every imported run's) is given.
 
-    ``all_metrics`` has the columns of :data:`bloomqg.frames.METRICS` (at least model,
+    ``all_metrics`` has the columns of :data:`bloomqg.store.frames.METRICS` (at least model,
     dataset, strategy, metric, value). Returns the written paths, csv, md and json per table.
     """
     figures = figures or paper_figures()

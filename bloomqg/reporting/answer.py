@@ -20,8 +20,8 @@ from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
 from bloomqg.metrics.paired import ordered_strategies
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
-from bloomqg.reporting.tables.model import fixed, format_p, paired_difference
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference
+from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
 
 #: How a verdict reads in the Answer's table.
@@ -202,7 +202,7 @@ def answer_context(
                 "where": f"{r.model} · {r.dataset}" if several_models else str(r.dataset),
                 "verdict": VERDICT_TEXT[r.verdict].format(b=name_b), "verdict_class": r.verdict,
                 "difference": "–" if int(r.n_pairs) == 0 else
-                f"{paired_difference(r.diff, r.ci_low, r.ci_high, r.n_pairs)} {_points(r.metric)}",
+                f"{format_paired_difference(r.diff, r.ci_low, r.ci_high, r.n_pairs)} {_points(r.metric)}",
                 "pairs": str(int(r.n_pairs)),
                 "detectable": ("–" if not r.planned or int(r.n_pairs) == 0 else "none" if is_missing(r.mdd)
                                else f"≥ {float(r.mdd):.1f}"),

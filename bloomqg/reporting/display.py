@@ -3,9 +3,9 @@
 Shared by the tables, the figures and the HTML report, so a label is written one way everywhere;
 metric labels are the metrics' own (:mod:`bloomqg.metrics.registry`).
 
-Strategies are named by their ``label`` (:class:`bloomqg.strategies.StrategySpec`): the
+Strategies are named by their ``label`` (:class:`bloomqg.inputs.strategies.StrategySpec`): the
 workflow hands the reporting functions ``strategy_labels`` = {name: label} in the defined order
-(:func:`bloomqg.strategies.strategy_labels`), which is also the order strategies are shown in.
+(:func:`bloomqg.inputs.strategies.strategy_labels`), which is also the order strategies are shown in.
 Without it the built-ins' labels apply, and a strategy no mapping names is shown by its name as
 written (never upper-cased: the name is the user's).
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from bloomqg.strategies import BUILTIN_STRATEGIES
+from bloomqg.inputs.strategies import BUILTIN_STRATEGIES
 
 
 #: How the built-in strategies are written when no ``strategy_labels`` are given.

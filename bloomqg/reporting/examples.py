@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, UNCATEGORIZED
+from bloomqg.inputs.bloom import BLOOM_LEVELS, UNCATEGORIZED
 from bloomqg.reporting.display import StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import require_columns
 

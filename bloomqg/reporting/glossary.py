@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.voting.agreement import GATE_RULE, PREVALENCE_LIMIT
 

@@ -1,7 +1,7 @@
 """The report's "Judge bias" section: one compact table and one figure from the judge_bias target.
 
 Self-contained: it reads only ``results/judge_bias/estimates.parquet`` and ``positions.parquet``
-(:data:`bloomqg.frames.BIAS_ESTIMATES`, :data:`bloomqg.frames.BIAS_POSITIONS`).
+(:data:`bloomqg.store.frames.BIAS_ESTIMATES`, :data:`bloomqg.store.frames.BIAS_POSITIONS`).
 
 Table: per judge, one row per probe, one column per criterion, each cell the probe's deciding
 statistic with its CI, starred where the CI excludes the no-bias value:
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.atomic import write_text_atomic
+from bloomqg.store.atomic import write_text_atomic
 from bloomqg.reporting.display import CRITERION_LABEL
 from bloomqg.reporting.tables.markdown import render_markdown
 from bloomqg.reporting.tables.model import Cell, Table, format_value
 from bloomqg.reporting.tables.view import render_view
-from bloomqg.frames import CRITERIA
+from bloomqg.store.frames import CRITERIA
 
 #: (probe, its deciding statistic, row label), in table order.
 DECIDING: tuple[tuple[str, str, str], ...] = (

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.frames import BINARY_CRITERIA
+from bloomqg.store.frames import BINARY_CRITERIA
 from bloomqg.reporting.display import CRITERION_LABEL, CRITERION_PHRASE, is_missing
 from bloomqg.reporting.facts import judge_means
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
+from bloomqg.inputs.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
 from bloomqg.metrics.cognitive import SHIFT_TYPES
 from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
 from bloomqg.metrics.correlations import FIGURE5_PAIRS
@@ -32,7 +32,7 @@ from bloomqg.reporting.facts import cell_mean, judge_means, value_differences
 from bloomqg.reporting.figures.confusion import classifying_strategies
 from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
 from bloomqg.reporting.tables.model import require_columns
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.atomic import write_text_atomic
-from bloomqg.frames import IMPORTED
+from bloomqg.store.atomic import write_text_atomic
+from bloomqg.store.frames import IMPORTED
 from bloomqg.reporting.answer import answer_context
 from bloomqg.reporting.construction import mark_by_construction
 from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
@@ -49,7 +49,7 @@ from bloomqg.reporting.tables.view import read_view
 from bloomqg.reporting.tables.model import DAGGER
 from bloomqg.voting.construction import MARK, construction_flags
 from bloomqg.reporting.trust import trained_judges, trust_context
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 
 
 log = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ def overview(
 def _min_answer_rate(config: Mapping) -> float:
     """The answer-rate floor the judges' jobs ran under: the config's, else the schema's default
     (the report's config is in canonical form, a default left out)."""
-    from bloomqg.config_schema import file_schema
+    from bloomqg.store.config_schema import file_schema
 
     value = config.get("min_answer_rate")
     return float(file_schema().schema["properties"]["min_answer_rate"]["default"] if value is None else value)
@@ -352,7 +352,7 @@ def build_report(
     """Write one self-contained HTML report of the run to ``out_path`` (atomically).
 
     ``answer``: ``metrics/answer.parquet`` (:mod:`bloomqg.metrics.answer`), the Answer section's
-    verdicts; ``strategies``: :func:`bloomqg.strategies.strategy_descriptions` of the strategies
+    verdicts; ``strategies``: :func:`bloomqg.inputs.strategies.strategy_descriptions` of the strategies
     run, for the section that names them in full with their prompts.
 
     ``strategy_labels`` ({name: label}, defined order) name and order the strategies;
@@ -547,9 +547,9 @@ def build_report_from_files(
     the judgments provenance and the cost ledger are then empty too.
     """
     from bloomqg.api.ledger import study_ledger
-    from bloomqg.parquet_io import read_frame, read_frames, read_provenance
-    from bloomqg.provenance import git_commit, package_versions
-    from bloomqg.frames import GENERATIONS, JUDGE_PROBES, JUDGMENTS, METRICS, RELIABILITY, VOTES
+    from bloomqg.store.parquet_io import read_frame, read_frames, read_provenance
+    from bloomqg.store.provenance import git_commit, package_versions
+    from bloomqg.store.frames import GENERATIONS, JUDGE_PROBES, JUDGMENTS, METRICS, RELIABILITY, VOTES
 
     generation_frame = read_frames(generations, GENERATIONS)
     judgment_frame = read_frames(judgments, JUDGMENTS) if judgments else None

@@ -25,7 +25,7 @@ from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
 )
 from bloomqg.reporting.tables.model import fixed
-from bloomqg.frames import BINARY_CRITERIA, RELIABILITY
+from bloomqg.store.frames import BINARY_CRITERIA, RELIABILITY
 from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
 from bloomqg.voting.diagnostics import suspicious_judges
 

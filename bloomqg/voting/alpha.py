@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bloomqg.bloom import BLOOM_LEVELS, LEVEL_WEIGHT, normalize_level
+from bloomqg.inputs.bloom import BLOOM_LEVELS, LEVEL_WEIGHT, normalize_level
 
 #: Level of measurement of each criterion in the reliability table.
 CRITERION_LEVEL: dict[str, str] = {

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.parsing import answered
-from bloomqg.frames import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
+from bloomqg.inputs.parsing import answered
+from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
 from bloomqg.voting.agreement import GATE_COEFFICIENTS, AgreementResult, GateDecision, agreement_with_ci, gate_decision, nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL, AlphaResult, alpha_with_ci, encode_votes
 from bloomqg.voting.dawid_skene import DawidSkeneFit, fit_dawid_skene

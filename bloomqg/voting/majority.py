@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bloomqg.frames import BINARY_CRITERIA
+from bloomqg.store.frames import BINARY_CRITERIA
 
 # -- encoding votes as strings (the *_votes columns) -------------------------------------------
 

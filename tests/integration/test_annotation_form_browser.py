@@ -16,7 +16,7 @@ from bloomqg.annotation.form import write_form
 from bloomqg.annotation.panel_agreement import human_panel_agreement
 from bloomqg.annotation.sample import annotation_items, judges_unit_lists
 from bloomqg.annotation.sheets import read_sheets
-from bloomqg.frames import VOTES
+from bloomqg.store.frames import VOTES
 from tests.support.devtools import CHROMIUM_NAMES, DevToolsPipe, find_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]

@@ -23,8 +23,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import CRITERIA, JUDGMENTS, VOTES
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.store.frames import CRITERIA, JUDGMENTS, VOTES
 from tests.conftest import REPO
 from tests.integration.test_workflow import planned_jobs
 from tests.support.fault_proxy import FaultProxy, FaultSchedule

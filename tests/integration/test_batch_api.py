@@ -21,7 +21,7 @@ from bloomqg.api.cache import CallCache
 from bloomqg.api.client import OpenAICompatibleClient
 from bloomqg.api.settings import ClientSettings
 from bloomqg.api.retry import FatalAPIError
-from bloomqg.chat import ChatRequest, Completion, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, Completion, DecodingParams
 from tests.conftest import REPO
 from tests.support.batch_server import BatchServer
 

@@ -21,8 +21,8 @@ import yaml
 
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.ledger import ledger_from_generations, ledger_from_judgments
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import GENERATIONS, JUDGMENTS
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.store.frames import GENERATIONS, JUDGMENTS
 from tests.integration.test_api_workflow import generator_and_judge, one_cell_study, server_stats, snakemake
 
 pytestmark = pytest.mark.integration

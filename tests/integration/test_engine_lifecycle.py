@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.serving.owner import group_members, listening_inodes
+from bloomqg.runtime.serving.owner import group_members, listening_inodes
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -172,8 +172,8 @@ def test_a_server_started_from_a_thread_survives_it_and_a_taken_port_moves_it(tm
     """Both in one server start (CI's 2 cores): the port the job picks first is held by another
     process, so vLLM fails to bind and starts again on a new port, the log naming both; and it was
     started from a thread that has exited by the time it answers a chat request."""
-    import bloomqg.serving.server as server_module
-    from bloomqg.chat import ChatRequest, DecodingParams
+    import bloomqg.runtime.serving.server as server_module
+    from bloomqg.inputs.chat import ChatRequest, DecodingParams
     from bloomqg.generation.engine import EngineTextGenerator
 
     with socket.socket() as squatter:

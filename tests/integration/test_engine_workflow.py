@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bloomqg.frames import GENERATIONS
-from bloomqg.parquet_io import read_frame, read_provenance
+from bloomqg.store.frames import GENERATIONS
+from bloomqg.store.parquet_io import read_frame, read_provenance
 from tests.conftest import REPO, seed_converted_smollm2
 
 pytestmark = pytest.mark.integration
@@ -96,7 +96,7 @@ def servers(workdir: Path) -> list[tuple[int, int]]:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"bloomqg.serving.watchdog" in cmdline and str(port).encode() in cmdline:
+            if b"bloomqg.runtime.serving.watchdog" in cmdline and str(port).encode() in cmdline:
                 found.append((int(entry), port))
     return found
 
@@ -161,7 +161,7 @@ def test_an_hf_judge_borrowing_an_engine_entry_asks_one_server_for_all_its_cells
     server of its own for both cells (logs/serve/judge_on_engine/…), asks it through the OpenAI
     client, records the engine, and leaves nothing running; forced to run again, every answer
     comes from the call cache and no server starts."""
-    from bloomqg.frames import JUDGMENTS
+    from bloomqg.store.frames import JUDGMENTS
 
     workdir = tmp_path / "study"
     workdir.mkdir()

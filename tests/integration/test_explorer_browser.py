@@ -30,12 +30,12 @@ def site(tmp_path_factory):
     from bloomqg.api.ledger import ledger_from_judgments
     from bloomqg.metrics.correlations import correlations
     from bloomqg.metrics.paired import paired_comparisons
-    from bloomqg.parquet_io import read_frames, read_provenance
+    from bloomqg.store.parquet_io import read_frames, read_provenance
     from bloomqg.reporting.explorer.write import write_explorer_from_files
     from bloomqg.reporting.figures.write import write_figures
     from bloomqg.reporting.report import build_report
     from bloomqg.reporting.tables.write import write_tables
-    from bloomqg.frames import GENERATIONS, JUDGMENTS
+    from bloomqg.store.frames import GENERATIONS, JUDGMENTS
     from tests.support.judged_study import judged_study
 
     out = tmp_path_factory.mktemp("site")

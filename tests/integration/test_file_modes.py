@@ -32,11 +32,11 @@ import pandas as pd
 from bloomqg.annotation.form import write_blank_sheet, write_form
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.cache import CachedResponse, CallCache
-from bloomqg.atomic import write_text_atomic
-from bloomqg.models import _atomic_directory
-from bloomqg.parquet_io import write_frame
+from bloomqg.store.atomic import write_text_atomic
+from bloomqg.inputs.models import _atomic_directory
+from bloomqg.store.parquet_io import write_frame
 from bloomqg.reporting.figures.write import save_figure
-from bloomqg.frames import ANNOTATION_ITEMS
+from bloomqg.store.frames import ANNOTATION_ITEMS
 
 out = Path(sys.argv[1])
 items = pd.DataFrame([{

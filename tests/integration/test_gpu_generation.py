@@ -25,7 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.batching import trim_completion
 from bloomqg.generation.hf.generator import HFTextGenerator
 from bloomqg.generation.hf.memory import layer_devices

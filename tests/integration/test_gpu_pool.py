@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.devices import COUNT_ENV, INDICES_ENV, DeviceError, claim_gpus, machine_gpu_indices
+from bloomqg.runtime.devices import COUNT_ENV, INDICES_ENV, DeviceError, claim_gpus, machine_gpu_indices
 
 from tests.conftest import REPO
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 _HOLDER = r"""
 import os, sys, time
 from pathlib import Path
-from bloomqg.devices import claim_gpus
+from bloomqg.runtime.devices import claim_gpus
 run_dir, count = Path(sys.argv[1]), int(sys.argv[2])
 environ = dict(os.environ)
 claim_gpus(count, run_dir=run_dir, environ=environ)
@@ -91,7 +91,7 @@ def test_a_scheduler_assignment_is_kept(tmp_path: Path, caplog: pytest.LogCaptur
     assert not (tmp_path / ".snakemake").exists(), "nothing is locked under a scheduler"
     preset = {COUNT_ENV: "4", "CUDA_VISIBLE_DEVICES": "3"}
     assert claim_gpus(2, run_dir=tmp_path, environ=preset).visible == "3"  # set before the job: kept
-    with caplog.at_level("WARNING", logger="bloomqg.devices"):
+    with caplog.at_level("WARNING", logger="bloomqg.runtime.devices"):
         assert claim_gpus(1, run_dir=tmp_path, environ={"CUDA_VISIBLE_DEVICES": "0,1"}).visible == "0,1"
     assert "every job started with it sees them all" in caplog.text and "BLOOMQG_GPUS=0,1" in caplog.text
 
@@ -116,7 +116,7 @@ def test_counts_limits_and_a_job_that_asks_for_none(tmp_path: Path) -> None:
 _JOB = """
 import os, time
 from pathlib import Path
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 Path("started").mkdir(exist_ok=True)

@@ -22,17 +22,17 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.stage import generate_questions, prefill_enabled
-from bloomqg.models import (
+from bloomqg.inputs.models import (
     PROVENANCE_FILE,
     ModelFileError,
     materialize_model,
     resolve_gguf,
 )
-from bloomqg.parquet_io import read_frame, read_provenance, write_frame
-from bloomqg.prompts import build_prompts, messages_from_json, with_response_prefill
-from bloomqg.frames import GENERATIONS, PROMPTS
+from bloomqg.store.parquet_io import read_frame, read_provenance, write_frame
+from bloomqg.inputs.prompts import build_prompts, messages_from_json, with_response_prefill
+from bloomqg.store.frames import GENERATIONS, PROMPTS
 
 pytestmark = pytest.mark.integration
 
@@ -246,10 +246,10 @@ def test_prefill_is_refused_for_backends_that_cannot_continue_a_message(generato
 
 CHILD = textwrap.dedent("""
     import json, logging, sys
-    from bloomqg.chat import DecodingParams
+    from bloomqg.inputs.chat import DecodingParams
     from bloomqg.generation.hf.generator import HFTextGenerator
     from bloomqg.generation.stage import generate_questions
-    from bloomqg.parquet_io import read_frame
+    from bloomqg.store.parquet_io import read_frame
     model_dir, prompts_path, out, checkpoint, log = sys.argv[1:6]
     logging.basicConfig(filename=log, level=logging.INFO, format="%(name)s %(message)s")
     generator = HFTextGenerator(model_dir, model_id="smollm2", dtype="float32", batch_size=2)

@@ -31,8 +31,8 @@ import yaml
 
 pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (pip install -e '.[inspect]')")
 
-from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, PROMPTS, VOTES  # noqa: E402
-from bloomqg.parquet_io import read_frame, read_frames, read_provenance  # noqa: E402
+from bloomqg.store.frames import GENERATIONS, JUDGMENTS, METRICS, PROMPTS, VOTES  # noqa: E402
+from bloomqg.store.parquet_io import read_frame, read_frames, read_provenance  # noqa: E402
 from tests.conftest import REPO, seed_converted_smollm2  # noqa: E402
 from tests.integration.test_openai_client import smollm_server  # noqa: E402,F401  (the served SmolLM2)
 from tests.integration.test_workflow import snakemake, tiny_config  # noqa: E402
@@ -217,8 +217,8 @@ def test_a_rerun_rewrites_no_log(study):
 @pytest.fixture(scope="module")
 def viewer(study, tmp_path_factory):
     """``inspect view`` on 127.0.0.1 over the study's logs, run as the workflow runs a server
-    (bloomqg.serving.server: its own process group, ended with the fixture)."""
-    from bloomqg.serving.server import ModelServer, free_port
+    (bloomqg.runtime.serving.server: its own process group, ended with the fixture)."""
+    from bloomqg.runtime.serving.server import ModelServer, free_port
 
     port = free_port()
     argv = [*INSPECT, "view", "start", "--log-dir", str(study["results"] / "inspect"), "--recursive",

@@ -20,19 +20,19 @@ import pytest
 from bloomqg.annotation.sheets import AnnotationError
 from bloomqg.api.budget import BudgetExceededError
 from bloomqg.api.retry import FatalAPIError
-from bloomqg.logs import FINISHED, GENERIC_ADVICE, OUT_OF_MEMORY_ADVICE, advice_for
+from bloomqg.store.logs import FINISHED, GENERIC_ADVICE, OUT_OF_MEMORY_ADVICE, advice_for
 
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 
 _START = """
-from bloomqg.job import start_job
+from bloomqg.runtime.job import start_job
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 """
 _API = """
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.openai_api import OpenAITextGenerator
 spec = {{"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", {extra}
         "price_per_million_input": 1.0, "price_per_million_output": 1.0}}
@@ -93,7 +93,7 @@ def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 def _failure_record(log_text: str) -> list[str]:
     """The failure's lines: from its "What to do:" line to the end of the log."""
     lines = log_text.splitlines()
-    starts = [i for i, line in enumerate(lines) if "CRITICAL bloomqg.job: What to do: " in line]
+    starts = [i for i, line in enumerate(lines) if "CRITICAL bloomqg.runtime.job: What to do: " in line]
     assert len(starts) == 1, log_text
     return lines[starts[0]:]
 
@@ -135,7 +135,7 @@ def test_a_killed_job_keeps_its_log(tmp_path: Path) -> None:
     script = tmp_path / "job.py"
     script.write_text(
         "import logging, os, signal\n"
-        "from bloomqg.logs import configure_job_logging\n"
+        "from bloomqg.store.logs import configure_job_logging\n"
         f"configure_job_logging({str(tmp_path / 'job.log')!r})\n"
         "logging.getLogger('job').info('loading the model')\n"
         "for handler in logging.getLogger().handlers: handler.flush()\n"
@@ -149,7 +149,7 @@ def test_a_killed_job_keeps_its_log(tmp_path: Path) -> None:
 
 
 def test_an_earlier_log_left_in_place_is_set_aside_not_overwritten(tmp_path: Path) -> None:
-    from bloomqg.logs import set_aside_earlier_log
+    from bloomqg.store.logs import set_aside_earlier_log
 
     log = tmp_path / "job.log"
     log.write_text("2026-01-01 INFO x: loading\n")  # a script run by hand, killed

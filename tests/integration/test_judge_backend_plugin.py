@@ -16,8 +16,8 @@ import sys
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import CRITERIA, JUDGMENTS, VOTES
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.store.frames import CRITERIA, JUDGMENTS, VOTES
 from tests.conftest import REPO
 from tests.integration.test_api_workflow import one_cell_study
 from tests.support.workflow_copy import copy_workflow

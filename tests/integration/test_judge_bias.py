@@ -22,8 +22,8 @@ import yaml
 
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.ledger import study_ledger
-from bloomqg.parquet_io import read_frame, read_frames
-from bloomqg.frames import BIAS_ESTIMATES, GENERATIONS, JUDGE_PROBES, JUDGMENTS
+from bloomqg.store.parquet_io import read_frame, read_frames
+from bloomqg.store.frames import BIAS_ESTIMATES, GENERATIONS, JUDGE_PROBES, JUDGMENTS
 from tests.conftest import REPO
 from tests.integration.test_workflow import planned_jobs
 from tests.support.planted_judge_server import PlantedJudgeServer
@@ -193,7 +193,7 @@ def test_alt_test_of_three_exported_sheets_matches_a_direct_computation(tmp_path
 
     from scipy import stats
 
-    from bloomqg.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS
+    from bloomqg.store.frames import ALT_TEST, ALT_TEST_COMPARISONS, ANNOTATION_ITEMS, JUDGMENTS
 
     config = yaml.safe_load(write_config(tmp_path, server).read_text())
     config["models"] = {"gen-alpha": config["models"]["gen-alpha"]}

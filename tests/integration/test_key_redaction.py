@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import GENERATIONS, JUDGMENTS
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.store.frames import GENERATIONS, JUDGMENTS
 from tests.integration.test_api_workflow import one_cell_study, snakemake, start_server
 
 pytestmark = pytest.mark.integration

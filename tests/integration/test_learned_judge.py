@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.frames import JUDGMENTS, RATER_AGREEMENT, VOTES
+from bloomqg.store.frames import JUDGMENTS, RATER_AGREEMENT, VOTES
 from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.learned import (
     FEATURES,
@@ -31,7 +31,7 @@ from bloomqg.judges.learned import (
     train_model,
     training_rows,
 )
-from bloomqg.parquet_io import read_frame
+from bloomqg.store.parquet_io import read_frame
 from tests.support.release_slice import rater_validation_study, run_study
 
 pytestmark = [
@@ -212,7 +212,7 @@ def _filled_rounds(items: pd.DataFrame, folder: Path) -> None:
     """Two annotators' sheets: they agree on every third item's level, b differs elsewhere
     (a tie, no majority), and both give the original's units."""
     from bloomqg.annotation.form import blank_sheet
-    from bloomqg.bloom import BLOOM_LEVELS
+    from bloomqg.inputs.bloom import BLOOM_LEVELS
 
     folder.mkdir(parents=True)
     for annotator in ("a", "b"):
@@ -230,8 +230,8 @@ def test_a_learned_judge_learns_from_people(tmp_path):
     from bloomqg.annotation.agreement import human_majority_votes
     from bloomqg.annotation.sample import annotation_items, knowledge_units_by_dataset
     from bloomqg.annotation.sheets import read_sheets
-    from bloomqg.frames import ANNOTATION_ITEMS
-    from bloomqg.parquet_io import write_frame
+    from bloomqg.store.frames import ANNOTATION_ITEMS
+    from bloomqg.store.parquet_io import write_frame
     from tests.support.judged_study import judged_study
 
     earlier = judged_study(tmp_path / "earlier", n_models=2, n_items=24, cells={"cs": ("cot", "fgp")},

@@ -74,14 +74,14 @@ def test_imports_against_the_layers_fail_the_gate(workflow):
     # never notice the circle it closes; the gate does.
     client = workflow / "bloomqg" / "api" / "client.py"
     text = client.read_text()
-    client.write_text(text + "\n\ndef _config_schema():\n    from bloomqg.config import load_schema\n\n    return load_schema()\n")
+    client.write_text(text + "\n\ndef _config_schema():\n    from bloomqg.study.config import load_schema\n\n    return load_schema()\n")
     deferred_line = len(text.splitlines()) + 4
     result = lint(workflow)
     assert result.returncode != 0
     assert "bloomqg.metrics is not allowed to import bloomqg.reporting:" in result.stdout
     assert "- bloomqg.metrics.counts -> bloomqg.reporting.display" in result.stdout
-    assert "bloomqg.api is not allowed to import bloomqg.config:" in result.stdout
-    assert f"- bloomqg.api.client -> bloomqg.config (l.{deferred_line})" in result.stdout
+    assert "bloomqg.api is not allowed to import bloomqg.study:" in result.stdout
+    assert f"- bloomqg.api.client -> bloomqg.study.config (l.{deferred_line})" in result.stdout
     assert "lint: lint-imports failed" in result.stderr
     assert "snakemake --lint --configfile" not in result.stderr  # the rules themselves still lint clean
     assert "snakefmt --check failed" not in result.stderr

@@ -30,7 +30,7 @@ from typing import Iterator
 import pytest
 
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
-from bloomqg.chat import ChatRequest, Completion, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, Completion, DecodingParams
 from bloomqg.api.client import OpenAICompatibleClient
 from bloomqg.api.settings import ClientSettings, redact_url
 from bloomqg.api.pacing import TokenBucket, estimate_tokens

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from bloomqg.annotation.panel_sample import draw_panel_sample
-from bloomqg.frames import CALIBRATION_ESTIMATES, GENERATIONS, JUDGMENTS, VOTES
-from bloomqg.parquet_io import read_frame
+from bloomqg.store.frames import CALIBRATION_ESTIMATES, GENERATIONS, JUDGMENTS, VOTES
+from bloomqg.store.parquet_io import read_frame
 from tests.integration.test_api_workflow import (KEY, generator_and_judge, one_cell_study, server_stats,
                                                  snakemake)
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame
-from bloomqg.frames import (
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.store.frames import (
     ANNOTATION_ITEMS,
     ANNOTATION_PLAN,
     CALIBRATION_ESTIMATES,

@@ -10,8 +10,8 @@ import json
 import pytest
 import yaml
 
-from bloomqg.frames import GENERATIONS, PROMPTS
-from bloomqg.parquet_io import read_frame, read_provenance
+from bloomqg.store.frames import GENERATIONS, PROMPTS
+from bloomqg.store.parquet_io import read_frame, read_provenance
 from tests.conftest import seed_converted_smollm2
 from tests.integration.test_workflow import TEST_CONFIG, snakemake
 

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.config import prepare_study
-from bloomqg.config_schema import ConfigError
-from bloomqg.parquet_io import read_provenance
+from bloomqg.study.config import prepare_study
+from bloomqg.store.config_schema import ConfigError
+from bloomqg.store.parquet_io import read_provenance
 from bloomqg.release.download import load_pins
 from tests.conftest import REPO
 

@@ -1,5 +1,5 @@
 """`make reproduce` on the GLM-4-9B slice of the paper's release: through Make, the run lock
-(``bloomqg.run_lock``) and Snakemake's ``reproduce_release``, in a temporary run directory.
+(``bloomqg.runtime.run_lock``) and Snakemake's ``reproduce_release``, in a temporary run directory.
 
 The shared copy of the release holds GLM-4-9B's runs only, so the test imports the GLM-4-9B
 subset of the full manifest shipped in configs/ (same pins, same paths, same preset; Make's
@@ -25,9 +25,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.frames import UNJOINED_LINES
-from bloomqg.parquet_io import read_frame
-from bloomqg.run_lock import EXIT_BUSY, RUN_LOCK
+from bloomqg.store.frames import UNJOINED_LINES
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.runtime.run_lock import EXIT_BUSY, RUN_LOCK
 from tests.conftest import REPO
 from tests.support.shared import build_once
 
@@ -107,7 +107,7 @@ def test_make_reproduce_runs_snakemake_under_the_run_lock(made, release_dir):
     run_dir, result = made
     assert result["returncode"] == 0, result["stderr"][-4000:]
     # Make ran the run lock, which ran Snakemake's target in RUN_DIR, holding the lock there.
-    assert "-m bloomqg.run_lock" in result["stdout"] and f"--directory {run_dir}" in result["stdout"]
+    assert "-m bloomqg.runtime.run_lock" in result["stdout"] and f"--directory {run_dir}" in result["stdout"]
     holder = (run_dir / RUN_LOCK).read_text()
     assert "snakemake" in holder and "reproduce_release" in holder and str(run_dir) in holder, holder
     # While another run holds that lock, `make reproduce` refuses at once and Make fails with it.

@@ -153,7 +153,7 @@ def with_every_default(config: dict) -> dict:
     """``config`` with every key the schema gives a default written out: the top level and its
     objects, each dataset, model (less the in-process settings an API model refuses) and judge,
     their decoding blocks included."""
-    from bloomqg.config import _properties, _resolve_ref, apply_defaults
+    from bloomqg.study.config import _properties, _resolve_ref, apply_defaults
     from bloomqg.judges.registry import config_schema
 
     schema = config_schema().schema

@@ -1,7 +1,7 @@
 """`make study`'s run lock: a second run refuses, and after `kill -9` the same command completes.
 
 The SIGKILL test runs a cut-down tiny study (one dataset, one strategy, an API generator and two
-judges: rules and an API one) as `make study` does, through ``python -m bloomqg.run_lock`` and
+judges: rules and an API one) as `make study` does, through ``python -m bloomqg.runtime.run_lock`` and
 the default profile, kills its whole process group while generation runs, and reruns the same
 command to the report. The generator answers from a loopback server that holds its requests
 until the kill (:mod:`tests.support.planted_judge_server`): the first run is surely generating
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame
-from bloomqg.run_lock import (
+from bloomqg.store.parquet_io import read_frame
+from bloomqg.runtime.run_lock import (
     EXIT_BUSY,
     RUN_LOCK,
     SNAKEMAKE_LOCKS,
@@ -32,14 +32,14 @@ from bloomqg.run_lock import (
     run_directory,
     stale_locks,
 )
-from bloomqg.frames import GENERATIONS, METRICS, PROMPTS, VOTES
+from bloomqg.store.frames import GENERATIONS, METRICS, PROMPTS, VOTES
 from tests.conftest import REPO
 from tests.integration.test_workflow import LIMIT, tiny_config
 from tests.support.planted_judge_server import PlantedJudgeServer
 
 pytestmark = pytest.mark.integration
 
-RUN_LOCKED = [sys.executable, "-m", "bloomqg.run_lock"]
+RUN_LOCKED = [sys.executable, "-m", "bloomqg.runtime.run_lock"]
 
 
 def study_command(workdir: Path, config: Path) -> list[str]:
@@ -100,7 +100,7 @@ def test_the_workflow_clears_a_lock_only_when_no_run_can_own_it(tmp_path):
     finally:
         other.kill()
         other.wait()
-    with open(tmp_path / RUN_LOCK, "w") as holder:  # a run started through bloomqg.run_lock
+    with open(tmp_path / RUN_LOCK, "w") as holder:  # a run started through bloomqg.runtime.run_lock
         fcntl.flock(holder, fcntl.LOCK_EX)
         assert not clear_locks_of_dead_runs(tmp_path) and lock.exists()
     # A job's script that outlived its Snakemake (killed alone) still writes outputs.

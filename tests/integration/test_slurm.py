@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame, read_provenance
-from bloomqg.frames import GENERATIONS, PROMPTS
+from bloomqg.store.parquet_io import read_frame, read_provenance
+from bloomqg.store.frames import GENERATIONS, PROMPTS
 from tests.conftest import REPO
 from tests.integration.test_hf_generation import _complete_batch_lines
 from tests.integration.test_workflow import check_study_outputs, planned_jobs, tiny_config

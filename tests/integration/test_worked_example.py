@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.frames import GENERATIONS
-from bloomqg.parquet_io import read_frame
+from bloomqg.store.frames import GENERATIONS
+from bloomqg.store.parquet_io import read_frame
 from tests.conftest import REPO, seed_converted_smollm2
 
 DOC = REPO / "docs" / "datasets.md"
@@ -40,7 +40,7 @@ def blocks() -> tuple[dict[str, str], list[str]]:
 
 
 def test_the_pages_bloom_aliases_are_the_codes():
-    from bloomqg.bloom import _ALIASES, BLOOM_LEVELS, normalize_level
+    from bloomqg.inputs.bloom import _ALIASES, BLOOM_LEVELS, normalize_level
 
     table = DOC.read_text(encoding="utf-8").split("## Bloom levels a dataset may give", 1)[1].split("\n## ", 1)[0]
     listed = {}

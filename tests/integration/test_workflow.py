@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from bloomqg.parquet_io import read_frame, read_provenance
-from bloomqg.frames import DATASET, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, RELIABILITY, VOTES
+from bloomqg.store.parquet_io import read_frame, read_provenance
+from bloomqg.store.frames import DATASET, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, RELIABILITY, VOTES
 
 from tests.conftest import REPO
 
@@ -300,7 +300,7 @@ def test_calibrate_on_the_study_with_a_sheet_filled_by_a_rule_equals_ppi_python(
     the joined per-item data, and the joined rows are the sheet's answers."""
     ppi_reference = pytest.importorskip("tests.support.ppi_reference")
     pytest.importorskip("ppi_py")
-    from bloomqg.frames import ANNOTATION_ITEMS, CALIBRATION_ESTIMATES, CALIBRATION_ITEMS
+    from bloomqg.store.frames import ANNOTATION_ITEMS, CALIBRATION_ESTIMATES, CALIBRATION_ITEMS
 
     workdir, config = finished_study
     cfg = yaml.safe_load(config.read_text())

@@ -1,5 +1,5 @@
 """Config files that Snakemake's own loader expands without end or runs (issue 52, point 4); the
-tests and benchmarks/hostile_inputs.py feed them to ``python -m bloomqg.config``."""
+tests and benchmarks/hostile_inputs.py feed them to ``python -m bloomqg.study.config``."""
 
 from __future__ import annotations
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.metrics.cell import score_cell
-from bloomqg.parquet_io import write_frame
-from bloomqg.frames import CRITERIA, GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
+from bloomqg.store.parquet_io import write_frame
+from bloomqg.store.frames import CRITERIA, GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
 from bloomqg.voting.cell import vote_cell
 from tests.support.synthetic import MODEL_NAMES, synthetic_dataset, synthetic_generations_and_votes
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bloomqg.generation.engine import EngineTextGenerator
-from bloomqg.serving.server import server_log_path
+from bloomqg.runtime.serving.server import server_log_path
 
 snakemake = globals()["snakemake"]
 params = snakemake.params

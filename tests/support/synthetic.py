@@ -1,4 +1,4 @@
-"""Seeded synthetic frames that match :mod:`bloomqg.frames`, for tests of the analysis stages.
+"""Seeded synthetic frames that match :mod:`bloomqg.store.frames`, for tests of the analysis stages.
 
 One call, :func:`synthetic_study`, builds a coherent small study (2–6 models × 3 datasets ×
 strategies): the datasets, the generations, the votes on them, the judges' reliability, tidy
@@ -8,7 +8,7 @@ provenance dictionaries. Each frame also has its own function, so a test can bui
 The numbers are *plausible*, not computed by :mod:`bloomqg.metrics`: models differ in a seeded
 "skill", FGP is a little better than CoT, judged levels lean upwards as in the paper. Some texts
 contain HTML/LaTeX special characters (``<``, ``&``, ``%``, ``_``) so that escaping is exercised.
-Every frame passes :func:`bloomqg.parquet_io.to_table` with its schema.
+Every frame passes :func:`bloomqg.store.parquet_io.to_table` with its schema.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import PERCENT_METRICS
-from bloomqg.frames import CRITERIA
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.store.frames import CRITERIA
+from bloomqg.inputs.strategies import ComparisonSpec
 
 #: Model names in the order of the paper's tables (up to six).
 MODEL_NAMES: tuple[str, ...] = (

@@ -110,7 +110,7 @@ def test_exported_sheets_of_three_annotators_through_the_import(tmp_path):
     from bloomqg.annotation.form import blank_sheet
     from bloomqg.annotation.judge_validation import annotated_judge_ratings
     from bloomqg.annotation.sheets import read_sheets
-    from bloomqg.frames import ANNOTATION_ITEMS, CRITERIA, JUDGMENTS
+    from bloomqg.store.frames import ANNOTATION_ITEMS, CRITERIA, JUDGMENTS
 
     ids = [f"A000{i}" for i in range(1, 7)]
     items = pd.DataFrame({

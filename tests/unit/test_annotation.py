@@ -25,9 +25,9 @@ from bloomqg.annotation.reporting import table9
 from bloomqg.annotation.sample import annotation_items, sample_cell
 from bloomqg.annotation.settings import annotation_settings, judge_validation_settings
 from bloomqg.annotation.sheets import AnnotationError, read_sheets
-from bloomqg.config_schema import Cell, ConfigError
+from bloomqg.store.config_schema import Cell, ConfigError
 from bloomqg.reporting.display import MISSING
-from bloomqg.frames import ANNOTATION_ITEMS, VOTES
+from bloomqg.store.frames import ANNOTATION_ITEMS, VOTES
 
 # --- textbook values -------------------------------------------------------------------------
 
@@ -168,9 +168,9 @@ def test_annotators_see_no_verdict_model_or_strategy():
 
 def test_the_form_offers_the_units_the_judges_chose_from_not_only_the_sampled_items():
     """Under limit_items the votes hold 12 originals of one unit; the prepared dataset (what
-    the judges' unit list comes from, bloomqg.datasets.dataset_knowledge_units) holds four."""
+    the judges' unit list comes from, bloomqg.inputs.datasets.dataset_knowledge_units) holds four."""
     from bloomqg.annotation.sample import judges_unit_lists, knowledge_units_by_dataset
-    from bloomqg.datasets import dataset_knowledge_units
+    from bloomqg.inputs.datasets import dataset_knowledge_units
 
     dataset = pd.DataFrame({"item_id": [f"cs-{i:04d}" for i in range(4)], "dataset": "cs", "source_row": range(1, 5),
                             "question": "q", "bloom_level": "Apply", "bloom_source": "label",
@@ -472,7 +472,7 @@ def test_the_report_shows_table9_and_its_figure_or_says_there_are_none(tmp_path)
 
 
 def _judgments(votes: pd.DataFrame, judge: str, unique: list[bool]) -> pd.DataFrame:
-    from bloomqg.frames import CRITERIA, JUDGMENTS
+    from bloomqg.store.frames import CRITERIA, JUDGMENTS
 
     rows = []
     for (row, value) in zip(votes.itertuples(index=False), unique):

@@ -17,8 +17,8 @@ from bloomqg.api.budget import (
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.api.settings import ClientSettings
 from bloomqg.api.estimate import Calibration, calibrations, estimate_calls, format_estimate, shown_answer_tokens
-from bloomqg.chat import ChatRequest, DecodingParams
-from bloomqg.specs import study_spec, with_study_budget
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.specs import study_spec, with_study_budget
 
 PARAMS = DecodingParams(temperature=0.0, do_sample=False, max_new_tokens=100, seed=1)
 

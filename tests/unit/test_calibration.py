@@ -24,9 +24,9 @@ from bloomqg.annotation.form import blank_sheet
 from bloomqg.annotation.ppi import calibrated_mean, classical_mean, paired_difference, ppi_mean
 from bloomqg.annotation.sample import annotation_items, knowledge_units_by_dataset
 from bloomqg.annotation.sheets import read_sheets
-from bloomqg.bloom import BLOOM_LEVELS, ORDER_OF_LEVEL, bloom_order
-from bloomqg.frames import CALIBRATION_ESTIMATES, CALIBRATION_ITEMS
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.bloom import BLOOM_LEVELS, ORDER_OF_LEVEL, bloom_order
+from bloomqg.store.frames import CALIBRATION_ESTIMATES, CALIBRATION_ITEMS
+from bloomqg.inputs.strategies import ComparisonSpec
 from tests.support.judged_study import judged_study
 from tests.support.ppi_reference import (
     PSEUDO_HUMAN_DIFFERENCES,
@@ -358,7 +358,7 @@ def test_the_plans_n_reaches_the_target_half_width_in_simulation(metric):
 
 def test_the_plan_of_a_study_per_cell_and_headline_metric(study):
     from bloomqg.annotation.plan import HEADLINE_METRICS, annotation_plan
-    from bloomqg.frames import ANNOTATION_PLAN
+    from bloomqg.store.frames import ANNOTATION_PLAN
 
     plan = annotation_plan(study["votes"], half_width=10.0)
     assert list(plan.columns) == ANNOTATION_PLAN.names
@@ -372,7 +372,7 @@ def test_the_plan_of_a_study_per_cell_and_headline_metric(study):
 
 def test_settings_refuse_calibration_without_annotation():
     from bloomqg.annotation.settings import calibration_settings, plan_settings
-    from bloomqg.config_schema import Cell, ConfigError
+    from bloomqg.store.config_schema import Cell, ConfigError
 
     with pytest.raises(ConfigError, match="calibration: needs the annotation section"):
         calibration_settings({"calibration": {}}, None)

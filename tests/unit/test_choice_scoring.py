@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from bloomqg.chat import ChatRequest, Continuation
+from bloomqg.inputs.chat import ChatRequest, Continuation
 from bloomqg.generation.hf import choices
 from bloomqg.generation.hf.generator import HFTextGenerator
 from bloomqg.generation.hf.model_support import ModelSupportError

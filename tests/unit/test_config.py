@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bloomqg.config import prepare_study, resolve_path, validate_schema
-from bloomqg.config_schema import ConfigError
+from bloomqg.study.config import prepare_study, resolve_path, validate_schema
+from bloomqg.store.config_schema import ConfigError
 from tests.conftest import REPO
 
 
@@ -106,9 +106,9 @@ def test_keys_with_a_default_may_be_left_out(tmp_path):
 
 
 def test_a_gguf_without_sha256_is_hashed_and_one_with_it_is_checked(tmp_path, monkeypatch):
-    from bloomqg import models
-    from bloomqg.models import ModelFileError, resolve_gguf
-    from bloomqg.provenance import sha256_file
+    from bloomqg.inputs import models
+    from bloomqg.inputs.models import ModelFileError, resolve_gguf
+    from bloomqg.store.provenance import sha256_file
 
     (tmp_path / "weights.gguf").write_bytes(b"GGUF weights")
     monkeypatch.setattr(models, "package_dir", lambda package: tmp_path)
@@ -173,7 +173,7 @@ def test_a_non_finite_config_override_is_refused_at_plan_time(tmp_path):
 
 
 def test_the_layers_own_checks_refuse_non_finite_numbers_too():
-    from bloomqg.config_schema import file_schema
+    from bloomqg.store.config_schema import file_schema
 
     problems = file_schema().problems({"temperature": float("nan")}, "#/$defs/generation", prefix=["models", "m"])
     assert problems == ["models.m.temperature: nan is not a finite number"]
@@ -240,7 +240,7 @@ def test_paid_calls_above_the_threshold_are_refused_without_a_budget(tmp_path):
 def test_paid_calls_above_the_threshold_with_a_budget_are_a_warning(tmp_path, caplog):
     config = _with_api_judge(default_config(), budget_usd=1.0, price_per_million_input=0.1, price_per_million_output=0.2)
     config["input_limits"] = {"paid_calls_threshold": 10}
-    with caplog.at_level("WARNING", logger="bloomqg.config"):
+    with caplog.at_level("WARNING", logger="bloomqg.study.config"):
         prepare_study(config, workdir=tmp_path)
     assert "paid API calls (judges.api-judge" in caplog.text and "paid_calls_threshold = 10;" in caplog.text
 
@@ -363,7 +363,7 @@ def test_params_are_canonical_so_written_defaults_change_nothing(tmp_path):
 
 def test_paid_calls_count_every_pass_of_a_strategy():
     from bloomqg.api.budget import paid_calls
-    from bloomqg.specs import study_spec
+    from bloomqg.inputs.specs import study_spec
 
     config = _with_api_judge(default_config())
     config["models"]["api-model"] = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bloomqg.config import load_schema
-from bloomqg.config_docs import CONFIG_PAGE, END, FIX_COMMAND, START, config_rows, config_table, page_with_table
+from bloomqg.study.config import load_schema
+from bloomqg.tools.config_docs import CONFIG_PAGE, END, FIX_COMMAND, START, config_rows, config_table, page_with_table
 from bloomqg.judges.registry import judge_backends
 from tests.conftest import REPO
 

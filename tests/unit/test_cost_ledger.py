@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bloomqg.api.ledger import study_ledger
-from bloomqg.frames import CRITERIA
+from bloomqg.store.frames import CRITERIA
 from bloomqg.reporting.provenance_view import ledger_view
 
 

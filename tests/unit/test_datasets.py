@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.datasets import (
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.datasets import (
     DEFAULT_INPUT_LIMITS,
     PAPER_MATH_EXCLUDED_ROWS,
     DatasetError,
@@ -20,8 +20,8 @@ from bloomqg.datasets import (
     dataset_knowledge_units,
     load_dataset,
 )
-from bloomqg.parquet_io import to_table
-from bloomqg.frames import DATASET
+from bloomqg.store.parquet_io import to_table
+from bloomqg.store.frames import DATASET
 
 VERBS_CSV = (
     "Remember,Understand,Apply,Analyze,Evaluate,Create\nlist,explain,use,compare,justify,design\n"
@@ -328,7 +328,7 @@ def test_release_math_loader_on_a_tmp_workbook(
             ("总价问题--一步", "[p]一瓶橙汁14元，买104瓶需要_______元[/p]"),
         ],
     )
-    with caplog.at_level(logging.INFO, logger="bloomqg.datasets"):
+    with caplog.at_level(logging.INFO, logger="bloomqg.inputs.datasets"):
         frame = load_dataset(
             "math", {"loader": "release_math", "path": "m.xlsx"}, base_dir=tmp_path
         )
@@ -554,7 +554,7 @@ def test_a_field_over_the_length_cap_names_file_row_and_column(tmp_path: Path) -
 
 
 def test_the_default_input_limits_are_the_schemas() -> None:
-    from bloomqg.config import load_schema
+    from bloomqg.study.config import load_schema
 
     properties = load_schema()["properties"]["input_limits"]["properties"]
     assert DEFAULT_INPUT_LIMITS == {key: prop["default"] for key, prop in properties.items() if key in DEFAULT_INPUT_LIMITS}

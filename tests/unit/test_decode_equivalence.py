@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.generator import HFTextGenerator
 from bloomqg.generation.hf.model_support import ModelSupportError
 from tests.support.tiny_models import available_architectures, chat_tokenizer, generate_reference, tiny_model

@@ -12,7 +12,7 @@ import pytest
 
 from bloomqg.metrics.cell import score_cell
 from bloomqg.metrics.registry import SPEC_BY_NAME
-from bloomqg.parquet_io import read_frame, read_frames, write_frame
+from bloomqg.store.parquet_io import read_frame, read_frames, write_frame
 from bloomqg.reporting.display import strategy_label
 from bloomqg.reporting.explorer.encode import data_script, decode_data_script, encode_table
 from bloomqg.reporting.explorer.items import (
@@ -27,7 +27,7 @@ from bloomqg.reporting.explorer.items import (
 )
 from bloomqg.reporting.explorer.links import explorer_level, items_fragment, metric_fragment, metric_link
 from bloomqg.reporting.explorer.write import EXPLORER_FILES, write_explorer_from_files
-from bloomqg.frames import BINARY_CRITERIA, GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
+from bloomqg.store.frames import BINARY_CRITERIA, GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 from tests.support.judged_study import judged_study
 from tests.support.release_slice import ORPHAN, SHARED, THRICE, planted_run, score_run
 

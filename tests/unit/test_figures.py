@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bloomqg.bloom import BLOOM_LEVELS
+from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import SPEC_BY_NAME
 from bloomqg.reporting.explorer.items import _columns
 from bloomqg.reporting.figures.bars import plot_knowledge_id, plot_shift_scores

@@ -10,10 +10,10 @@ import json
 import pandas as pd
 import pytest
 
-from bloomqg.chat import Completion, DecodingParams
+from bloomqg.inputs.chat import Completion, DecodingParams
 from bloomqg.generation.cached import CachedTextGenerator
 from bloomqg.generation.stage import generate_questions
-from bloomqg.prompts import build_prompts
+from bloomqg.inputs.prompts import build_prompts
 
 PARAMS = DecodingParams(temperature=0.0, top_p=1.0, max_new_tokens=16, do_sample=False, seed=1)
 UNITS = ["Stack", "Queue"]
@@ -122,7 +122,7 @@ def test_each_pass_has_its_own_cache_key(tmp_path):
 
 
 def test_the_cost_estimate_counts_every_pass(tmp_path):
-    from bloomqg.study_cost import generation_requests
+    from bloomqg.study.study_cost import generation_requests
 
     prompts = refine_prompts()
     before = generation_requests(prompts, None)

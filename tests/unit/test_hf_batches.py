@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.generator import HFTextGenerator, is_out_of_memory
 from bloomqg.generation.stage import checkpoint_batch_size, generate_questions
 from tests.support.tiny_models import chat_tokenizer, tiny_model

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bloomqg.parsing import parse_generation
-from bloomqg.stored_text import redact, storable_text
+from bloomqg.inputs.parsing import parse_generation
+from bloomqg.store.stored_text import redact, storable_text
 from tests.support import xlsx_bombs
 
 KEY = "gsk_Wd3Rt7Yu9pQ2mX4pL7nK3wT9yB6cF1hx8Cv"
@@ -99,7 +99,7 @@ def test_a_reply_of_controls_only_fails_its_row() -> None:
 
 def test_the_stored_record_of_a_hostile_reply_encodes(tmp_path) -> None:
     """The checkpoint writer's and the Parquet writer's encodings: the crash of the issue."""
-    from bloomqg.chat import Completion
+    from bloomqg.inputs.chat import Completion
     from bloomqg.generation.stage import pass_record
 
     completion = Completion(request_id="p1", text='{"question": "x \ud800 \\ud800 y\x00?"}', finish_reason="stop")
@@ -213,7 +213,7 @@ def test_storable_text_keeps_ordinary_text() -> None:
 def test_an_xlsx_bomb_is_refused_naming_file_and_extent(tmp_path, build, extent: str) -> None:
     """Wherever the workbook's relationships put the sheet, however its references are written:
     the reader that would build the table is the one that counts and refuses."""
-    from bloomqg.datasets import DatasetError, load_dataset
+    from bloomqg.inputs.datasets import DatasetError, load_dataset
 
     path = build(tmp_path)
     with pytest.raises(DatasetError) as error:
@@ -229,7 +229,7 @@ def test_an_xlsx_bomb_is_refused_naming_file_and_extent(tmp_path, build, extent:
 ])
 def test_an_oversized_cell_is_refused_as_it_is_read(tmp_path, build, where: str) -> None:
     """Before any markup is cleaned: a shared string is counted at each use."""
-    from bloomqg.datasets import DatasetError, load_dataset
+    from bloomqg.inputs.datasets import DatasetError, load_dataset
 
     path = build(tmp_path)
     with pytest.raises(DatasetError) as error:
@@ -239,7 +239,7 @@ def test_an_oversized_cell_is_refused_as_it_is_read(tmp_path, build, where: str)
 
 
 def test_a_shared_string_is_counted_at_each_use(tmp_path) -> None:
-    from bloomqg.sheet_extent import SheetTooLarge, read_first_sheet
+    from bloomqg.store.sheet_extent import SheetTooLarge, read_first_sheet
 
     path = xlsx_bombs.one_huge_shared_string(tmp_path / "shared.xlsx", megabytes=1, uses=50)
     header, rows = read_first_sheet(path, max_cells=1000, max_cell_chars=2_000_000, max_text_chars=50_000_100)
@@ -249,7 +249,7 @@ def test_a_shared_string_is_counted_at_each_use(tmp_path) -> None:
 
 
 def test_a_workbook_within_the_bound_is_read(tmp_path) -> None:
-    from bloomqg.sheet_extent import read_first_sheet
+    from bloomqg.store.sheet_extent import read_first_sheet
 
     path = xlsx_bombs.one_far_cell(tmp_path / "small.xlsx", "C40")
     header, rows = read_first_sheet(path, max_cells=120, max_cell_chars=10, max_text_chars=100)  # 40 rows × 3 columns
@@ -260,7 +260,7 @@ def test_a_workbook_within_the_bound_is_read(tmp_path) -> None:
 
 def test_markup_of_unclosed_tags_is_cleaned_as_text() -> None:
     """The patterns no longer search past the next bracket: what an unclosed tag leaves is kept."""
-    from bloomqg.datasets import clean_markup
+    from bloomqg.inputs.datasets import clean_markup
 
     assert clean_markup("[img]" * 40_000 + "[img]http://x/a.png[/img] Why?") == ("[img]" * 40_000 + " Why?", 1)
     assert clean_markup("a [img=1]u[/img] b <p class='x'>c</p> [color=red]d[/color]") == ("a b\nc\nd", 1)
@@ -288,7 +288,7 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 def test_an_alias_bomb_is_refused_before_any_walk(tmp_path) -> None:
     import yaml
 
-    from bloomqg.config import ConfigError, parse_config_text, prepare_study
+    from bloomqg.study.config import ConfigError, parse_config_text, prepare_study
 
     with pytest.raises(ConfigError, match=r"bomb.yaml: 490,329,064 YAML nodes once its aliases"):
         parse_config_text(ALIAS_BOMB, "bomb.yaml")
@@ -315,7 +315,7 @@ def test_an_alias_bomb_is_refused_before_any_walk(tmp_path) -> None:
     (("budget_usd",), 1e308),
 ])
 def test_a_number_past_its_meaningful_bound_is_refused_at_plan_time_naming_the_key(path, value) -> None:
-    from bloomqg.config import ConfigError, validate_schema
+    from bloomqg.study.config import ConfigError, validate_schema
 
     config = {"datasets": {"cs": {"loader": "embedded", "path": "data/cs/questions.csv"}},
               "models": {"api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
@@ -332,7 +332,7 @@ def test_a_number_past_its_meaningful_bound_is_refused_at_plan_time_naming_the_k
 # -- 7. the rest: duplicate keys ---------------------------------------------------------------------
 
 def test_a_key_written_twice_is_refused_naming_it_and_both_lines(tmp_path) -> None:
-    from bloomqg.config import ConfigError, load_config_file
+    from bloomqg.study.config import ConfigError, load_config_file
 
     source = tmp_path / "study.yaml"
     source.write_text("seed: 1\nlimit_items: 8\nexemplars: 1\nlimit_items: 2\n")
@@ -346,7 +346,7 @@ def test_a_key_written_twice_is_refused_naming_it_and_both_lines(tmp_path) -> No
 
 @pytest.mark.parametrize("name", ["my socratic", "../x"])
 def test_a_bad_strategy_name_is_told_which_characters_are_allowed(name: str) -> None:
-    from bloomqg.config import ConfigError, validate_schema
+    from bloomqg.study.config import ConfigError, validate_schema
 
     config = {"datasets": {"cs": {"loader": "embedded", "path": "data/cs/questions.csv"}},
               "models": {"m": {"backend": "openai", "model": "m"}}, "judges": {"rules": {"backend": "rules"}},
@@ -380,7 +380,7 @@ def test_markdown_tables_escape_html_in_labels() -> None:
     ("http://127.0.0.1:8000/v1/Zq8vR2mX4pL7nK3wT9yB6cF1", "a path segment that looks like a key"),
 ])
 def test_a_secret_in_base_urls_path_is_refused_without_echoing_it(url: str, what: str) -> None:
-    from bloomqg.config import ConfigError, check_base_urls
+    from bloomqg.study.config import ConfigError, check_base_urls
 
     with pytest.raises(ConfigError) as error:
         check_base_urls({"models": {"api": {"base_url": url}}})
@@ -397,7 +397,7 @@ def test_ordinary_base_urls_pass(url: str) -> None:
 
 
 def test_a_written_path_outside_the_working_directory_must_be_absolute(tmp_path, caplog) -> None:
-    from bloomqg.config import ConfigError, check_written_paths
+    from bloomqg.study.config import ConfigError, check_written_paths
 
     workdir = tmp_path / "project"
     workdir.mkdir()
@@ -425,11 +425,11 @@ def test_a_spelled_key_reaches_no_file_a_reply_is_written_to(tmp_path_factory, c
     from bloomqg.api.cache import CallCache
     from bloomqg.api.settings import ClientSettings
     from bloomqg.api.wire import Call, parse_completion
-    from bloomqg.chat import ChatRequest
-    from bloomqg.frames import GENERATIONS
+    from bloomqg.inputs.chat import ChatRequest
+    from bloomqg.store.frames import GENERATIONS
     from bloomqg.generation.stage import final_row, pass_record
-    from bloomqg.logs import _MaskingFormatter, hide_in_logs
-    from bloomqg.parquet_io import read_frame, write_frame
+    from bloomqg.store.logs import _MaskingFormatter, hide_in_logs
+    from bloomqg.store.parquet_io import read_frame, write_frame
 
     reply, _fragment = case
     folder = tmp_path_factory.mktemp("run")
@@ -457,8 +457,8 @@ def test_a_spelled_key_reaches_no_file_a_reply_is_written_to(tmp_path_factory, c
 
 def test_every_job_masks_the_keys_its_config_names(monkeypatch) -> None:
     """A job that calls no endpoint (a report, the explorer) still masks every configured key."""
-    from bloomqg import stored_text
-    from bloomqg.job import hide_configured_secrets
+    from bloomqg.store import stored_text
+    from bloomqg.runtime.job import hide_configured_secrets
 
     monkeypatch.setattr(stored_text, "_registered", set())
     monkeypatch.setenv("BLOOMQG_JUDGE_KEY", KEY)
@@ -470,8 +470,8 @@ def test_every_job_masks_the_keys_its_config_names(monkeypatch) -> None:
 
 
 def test_a_judges_reason_is_stored_text_too(monkeypatch) -> None:
-    from bloomqg import stored_text
-    from bloomqg.stored_text import stored_or_none
+    from bloomqg.store import stored_text
+    from bloomqg.store.stored_text import stored_or_none
 
     monkeypatch.setattr(stored_text, "_registered", {KEY})
     reason = stored_or_none(f"fine \ud800 question\x00 ({KEY[:10]}…{KEY[-5:]})")
@@ -508,7 +508,7 @@ def test_a_cached_hostile_reply_fails_its_row_not_the_job(tmp_path) -> None:
     """The replay of the issue: the cached reply is read through the same guarded parsers, by the
     generation stage and by the LLM judge, and a cache file nested deeply is a miss."""
     from bloomqg.api.cache import CallCache
-    from bloomqg.chat import Completion
+    from bloomqg.inputs.chat import Completion
     from bloomqg.generation.stage import pass_record
     from bloomqg.judges.llm import verdict_from_completion
 
@@ -592,7 +592,7 @@ def test_a_config_snakemake_would_choke_on_is_refused_first(tmp_path, name: str,
 
     path = write_all(tmp_path)[name]
     repo = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "-m", "bloomqg.config", str(path)], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "bloomqg.study.config", str(path)], capture_output=True, text=True,
                             cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert result.returncode == 2 and str(path) in result.stderr and reason in result.stderr, result.stderr
     assert len(result.stderr) < 1000
@@ -601,7 +601,7 @@ def test_a_config_snakemake_would_choke_on_is_refused_first(tmp_path, name: str,
 def test_every_shipped_config_passes_the_check_before_snakemake() -> None:
     from pathlib import Path
 
-    from bloomqg.config import check_config_file, main
+    from bloomqg.study.config import check_config_file, main
 
     repo = Path(__file__).resolve().parents[2]
     files = [repo / "config.yaml", *sorted((repo / "configs").glob("*.yaml"))]
@@ -611,7 +611,7 @@ def test_every_shipped_config_passes_the_check_before_snakemake() -> None:
 
 
 def test_a_schema_error_echoes_a_long_value_cut() -> None:
-    from bloomqg.config import ConfigError, validate_schema
+    from bloomqg.study.config import ConfigError, validate_schema
 
     config = {"datasets": {"cs": {"loader": "embedded", "path": "data/cs/questions.csv"}},
               "models": {"api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
@@ -626,7 +626,7 @@ def test_a_schema_error_echoes_a_long_value_cut() -> None:
 
 @pytest.mark.parametrize("path", ["../../../elsewhere/evil.skops", "/tmp/evil.skops", "results/../../evil.skops"])
 def test_a_learned_judges_model_file_outside_the_study_is_refused(path: str) -> None:
-    from bloomqg.config import ConfigError
+    from bloomqg.study.config import ConfigError
     from bloomqg.judges.backends.learned import DEFAULT_MODEL_FILE, model_file
 
     with pytest.raises(ConfigError, match=r"judges\.mine\.model_file: .* must be a relative path inside the study"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bloomqg.import_graph import DRAWING, REGENERATE, DrawingError, ImportGraph, read_imports, render
+from bloomqg.tools.import_graph import DRAWING, REGENERATE, DrawingError, ImportGraph, read_imports, render
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,8 @@ def test_the_drawing_shows_every_family_and_the_api_modules(graph):
     for family in ("config", "judges", "api", "chat", "config_schema", "frames"):
         assert f'm_{family}["{family}"]' in text
     assert "  m_client --> m_client_core" in text  # inside bloomqg.api
-    assert "  m_config --> m_judges" in text  # the top floor sees what it validates
-    assert "  m_judges --> m_config\n" not in text
+    assert "  m_study --> m_judges" in text  # the top floor sees what it validates
+    assert "  m_judges --> m_study\n" not in text
 
 
 def test_an_upward_import_is_not_drawn(graph):
@@ -37,7 +37,7 @@ def test_an_upward_import_is_not_drawn(graph):
 
 
 def test_an_import_between_independent_families_is_not_drawn(graph):
-    sideways = with_import(graph, "bloomqg.study_cost", "bloomqg.config")  # floor "config | study_cost"
+    sideways = with_import(graph, "bloomqg.study.study_cost", "bloomqg.study.config")  # floor "config | study_cost"
     with pytest.raises(DrawingError, match="study_cost -> config"):
         render(sideways)
 

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (pip install -e '.[inspect]')")
 
-from bloomqg.frames import CRITERIA, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, VOTES  # noqa: E402
+from bloomqg.store.frames import CRITERIA, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, VOTES  # noqa: E402
 from bloomqg.reporting.inspect_logs.export import CellFrames, build_eval_log, write_cell_log  # noqa: E402
 
 PID = "cs-0001:refine"

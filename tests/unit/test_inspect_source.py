@@ -18,7 +18,7 @@ pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (pip insta
 from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalSample, EvalSpec, EvalStats, write_eval_log  # noqa: E402
 from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, GenerateConfig, ModelOutput, ModelUsage  # noqa: E402
 
-from bloomqg.frames import GENERATIONS  # noqa: E402
+from bloomqg.store.frames import GENERATIONS  # noqa: E402
 from bloomqg.generation.inspect_source import InspectImportError, import_generations  # noqa: E402
 
 UNITS = ["Sorting", "Graphs"]
@@ -131,8 +131,8 @@ def _config_with(entry: dict) -> dict:
 
 
 def test_an_inspect_entry_plans_cells_and_runs_no_model(tmp_path):
-    from bloomqg.config import prepare_study
-    from bloomqg.resources import model_resources
+    from bloomqg.study.config import prepare_study
+    from bloomqg.inputs.resources import model_resources
 
     study = prepare_study(_config_with({"backend": "inspect", "model": "openai/x", "logs": "runs"}),
                           workdir=tmp_path, load_datasets=False)
@@ -147,16 +147,16 @@ def test_an_inspect_entry_plans_cells_and_runs_no_model(tmp_path):
     ({"backend": "hf", "model": "x", "logs": "runs"}, "logs"),
 ])
 def test_an_inspect_entry_without_logs_or_with_a_models_keys_is_refused(tmp_path, entry, expected):
-    from bloomqg.config import prepare_study
-    from bloomqg.config_schema import ConfigError
+    from bloomqg.study.config import prepare_study
+    from bloomqg.store.config_schema import ConfigError
 
     with pytest.raises(ConfigError, match=expected):
         prepare_study(_config_with(entry), workdir=tmp_path, load_datasets=False)
 
 
 def test_a_judge_cannot_borrow_an_inspect_entry(tmp_path):
-    from bloomqg.config import prepare_study
-    from bloomqg.config_schema import ConfigError
+    from bloomqg.study.config import prepare_study
+    from bloomqg.store.config_schema import ConfigError
 
     config = _config_with({"backend": "inspect", "model": "openai/x", "logs": "runs"})
     config["judges"]["smollm2"]["model_ref"] = "from-inspect"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bloomqg.api.cache import CallCache
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
 from tests.support.tiny_models import save_standin

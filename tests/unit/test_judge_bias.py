@@ -9,15 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.datasets import load_dataset
-from bloomqg.chat import Completion
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.datasets import load_dataset
+from bloomqg.inputs.chat import Completion
 from bloomqg.judges.bias.design import REPEAT_SEED_OFFSET, bias_sample, judge_bias_settings, probe_plan
 from bloomqg.judges.bias.probe import probe_judge, probe_requests
 from bloomqg.judges.bias.stats import bias_estimates, fisher_z_ci
 from bloomqg.judges.rubric import load_rubric
-from bloomqg.parquet_io import to_table
-from bloomqg.frames import BIAS_ESTIMATES, CRITERIA, JUDGE_PROBES
+from bloomqg.store.parquet_io import to_table
+from bloomqg.store.frames import BIAS_ESTIMATES, CRITERIA, JUDGE_PROBES
 from tests.conftest import REPO
 
 
@@ -52,7 +52,7 @@ def test_plan_is_a_latin_square_of_the_levels_and_deterministic():
 
 
 def test_settings_name_unknown_judges():
-    from bloomqg.specs import study_spec
+    from bloomqg.inputs.specs import study_spec
 
     config = {"seed": 3, "judges": {"rules": {"backend": "rules"}}, "models": {}}
     assert judge_bias_settings(study_spec(config)) is None
@@ -64,7 +64,7 @@ def test_settings_name_unknown_judges():
 
 def test_a_judge_family_is_its_own_else_that_of_the_model_it_borrows():
     from bloomqg.judges.bias.design import families
-    from bloomqg.specs import study_spec
+    from bloomqg.inputs.specs import study_spec
 
     study = study_spec({"seed": 1, "models": {"qwen": {"backend": "hf", "model": "q", "family": "qwen"},
                                               "other": {"backend": "hf", "model": "o"}},

@@ -12,8 +12,8 @@ import math
 
 import pytest
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.chat import ContinuationScore, ScoredPrompt
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.chat import ContinuationScore, ScoredPrompt
 from bloomqg.judges.choices import criterion_options, option_distribution, verdict_from_scores
 from bloomqg.judges.stage import judge_questions
 from tests.unit.test_judges_stage import CannedGenerator, dataset_frame, generations_frame
@@ -90,7 +90,7 @@ def hand_level_probabilities(generator, messages) -> dict[str, float]:
 
 
 def _request(messages):
-    from bloomqg.chat import ChatRequest
+    from bloomqg.inputs.chat import ChatRequest
 
     return ChatRequest("hand", tuple(messages))
 

@@ -11,8 +11,8 @@ from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.embedding import NOT_JUDGED, EmbeddingJudge, resolve_model_dir
 from bloomqg.judges.registry import judge_backend
 from bloomqg.judges.stage import judge_questions
-from bloomqg.parquet_io import to_table
-from bloomqg.frames import JUDGMENTS
+from bloomqg.store.parquet_io import to_table
+from bloomqg.store.frames import JUDGMENTS
 
 #: The model an embedding judge entry that names none uses (its schema default).
 DEFAULT_MODEL_SPEC = judge_backend("embedding").properties["model"]["default"]

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pytest
 
-from bloomqg.chat import ChatRequest, Completion, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, Completion, DecodingParams
 from bloomqg.judges.llm import escape_data, render_judge_messages
 from bloomqg.judges.rubric import DEFAULT_RUBRIC_PATH, load_rubric
 from bloomqg.judges.stage import judge_provenance, judge_questions, validate_judge_spec
-from bloomqg.parquet_io import to_table
-from bloomqg.provenance import sha256_file
-from bloomqg.frames import CRITERIA, JUDGMENTS
+from bloomqg.store.parquet_io import to_table
+from bloomqg.store.provenance import sha256_file
+from bloomqg.store.frames import CRITERIA, JUDGMENTS
 
 UNITS = ["Queues", "Stacks"]
 
@@ -211,7 +211,7 @@ def test_a_judge_with_too_few_answers_fails_its_job_naming_cause_and_fix():
 
 def test_the_answer_rate_floor_defaults_to_the_schemas():
     # A rule script falls back to the code's default: Snakemake's config holds no schema defaults.
-    from bloomqg.config import load_schema
+    from bloomqg.study.config import load_schema
     from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
 
     assert load_schema()["properties"]["min_answer_rate"]["default"] == DEFAULT_MIN_ANSWER_RATE

@@ -9,9 +9,9 @@ from pathlib import Path
 from bloomqg.api.cache import CachedResponse, CallCache
 from bloomqg.api.client import OpenAICompatibleClient
 from bloomqg.api.retry import RetryableError, status_error
-from bloomqg.stored_text import redact
+from bloomqg.store.stored_text import redact
 from bloomqg.api.settings import ClientSettings
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 
 KEY = "sk-Zq8vR2mX4pL7nK3wT9yB6cF1hJ5d"
 SETTINGS = ClientSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="BLOOMQG_MASK_KEY")
@@ -55,7 +55,7 @@ def test_the_job_log_masks_a_key_on_every_path(tmp_path: Path) -> None:
     log_path = tmp_path / "job.log"
     script = f"""
 import logging
-from bloomqg.logs import configure_job_logging, hide_in_logs
+from bloomqg.store.logs import configure_job_logging, hide_in_logs
 configure_job_logging({str(log_path)!r})
 hide_in_logs({KEY!r})
 logging.getLogger("bloomqg.x").warning("the server said %s", {KEY!r})
@@ -190,10 +190,10 @@ def test_ordinary_text_around_a_masked_key_is_kept() -> None:
 
 def test_a_nul_joined_key_is_masked_in_the_cache_entry_and_a_judges_reason(tmp_path: Path, monkeypatch) -> None:
     """The attack of the issue: storable_text removed the NULs after redact, joining the key."""
-    from bloomqg import stored_text
+    from bloomqg.store import stored_text
     from bloomqg.api.wire import Call, parse_completion
     from bloomqg.judges.verdict import parse_verdict
-    from bloomqg.stored_text import stored_or_none
+    from bloomqg.store.stored_text import stored_or_none
 
     reply = '{"unique": "' + "\\u0000".join(LONG_KEY) + '", "question": "' + "\x00".join(LONG_KEY) + '"}'
     call = Call("k1", ChatRequest("p1", ({"role": "user", "content": "Write."},)), [0], 10, 10)
@@ -222,7 +222,7 @@ def test_fuzz_no_spelling_leaves_an_8_character_run_of_the_key() -> None:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from bloomqg.parsing import parse_generation
+    from bloomqg.inputs.parsing import parse_generation
 
     @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.data())
@@ -241,7 +241,7 @@ def test_one_provider_key_pattern_for_errors_and_base_urls() -> None:
     """stored_text and api/settings disagreed on what looks like a key: one pattern now."""
     from bloomqg.api.retry import redact_error
     from bloomqg.api.settings import base_url_problem
-    from bloomqg.stored_text import PROVIDER_KEY
+    from bloomqg.store.stored_text import PROVIDER_KEY
 
     for word in ["sk-Zq8vR2mX4pL7", "gsk_Wd3Rt7Yu9pQ2", "xai-abc123def456", "pk_live_0123456789", "SK-PROJ-abcdefgh"]:
         assert PROVIDER_KEY.fullmatch(word), word

@@ -22,12 +22,12 @@ from bloomqg.metrics.intervals import (
 )
 from bloomqg.metrics.correlations import correlations
 from bloomqg.metrics.paired import PAIRED_COLUMNS, holm_adjust, paired_comparison, paired_comparisons
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.metrics.registry import METRIC_NAMES, METRIC_SPECS, PERCENT_METRICS, paper_table_metrics
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
-from bloomqg.parquet_io import read_frame, to_table, write_frame
-from bloomqg.frames import METRICS, VOTES
+from bloomqg.store.parquet_io import read_frame, to_table, write_frame
+from bloomqg.store.frames import METRICS, VOTES
 
 
 def vote(

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from bloomqg.generation.hf import model_support
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.generator import HFTextGenerator
 from bloomqg.generation.hf.model_support import ModelSupportError
 from tests.support.tiny_models import LEGACY_MODEL_CODE, save_legacy_remote_model, save_standin

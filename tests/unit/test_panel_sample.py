@@ -10,8 +10,8 @@ import pytest
 from bloomqg.annotation.calibration import calibrated_estimates, panel_outcomes
 from bloomqg.annotation.panel_sample import (
     drawn_items, panel_joined, panel_sample_settings, sample_note, sample_size)
-from bloomqg.config_schema import ConfigError
-from bloomqg.frames import CALIBRATION_ITEMS
+from bloomqg.store.config_schema import ConfigError
+from bloomqg.store.frames import CALIBRATION_ITEMS
 from tests.support.judged_study import judged_study
 
 JUDGES = {"rules": {"backend": "rules"}, "minilm": {"backend": "embedding"},

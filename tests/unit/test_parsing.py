@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.strategies import BUILTIN_STRATEGIES
-from bloomqg.parsing import (
+from bloomqg.inputs.strategies import BUILTIN_STRATEGIES
+from bloomqg.inputs.parsing import (
     ParsedGeneration,
     answered,
     parse_generation,
@@ -190,8 +190,8 @@ def test_the_prompts_own_example_answer_is_no_question():
 
 
 def test_shipped_templates_example_answers_are_placeholders():
-    from bloomqg.prompts import default_template_paths
-    from bloomqg.provenance import REPO_ROOT
+    from bloomqg.inputs.prompts import default_template_paths
+    from bloomqg.store.provenance import REPO_ROOT
 
     for strategy in ("cot", "fgp"):
         template = default_template_paths(strategy, REPO_ROOT)[0].read_text(encoding="utf-8")
@@ -252,7 +252,7 @@ def test_prefilled_answers_real_smollm2():
 def test_a_generation_that_echoes_its_prompts_example_fails_to_parse():
     # Our own generations follow the same rule as the release's import: the stage hands the
     # parser the example answer its prompt showed.
-    from bloomqg.chat import Completion
+    from bloomqg.inputs.chat import Completion
     from bloomqg.generation.stage import completion_row
 
     example = "How would you reverse a string with a stack?"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bloomqg.parquet_io import to_table
-from bloomqg.prompts import (
+from bloomqg.store.parquet_io import to_table
+from bloomqg.inputs.prompts import (
     TemplateError,
     build_prompts,
     choose_exemplars,
@@ -22,7 +22,7 @@ from bloomqg.prompts import (
     template_hash,
     with_response_prefill,
 )
-from bloomqg.frames import PROMPTS
+from bloomqg.store.frames import PROMPTS
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "prompts" / "generation"
@@ -243,7 +243,7 @@ def test_with_response_prefill_refuses_prompts_it_cannot_prefill():
 
 
 def test_a_strategy_defined_as_data_renders_its_own_template_and_exemplar_count(tmp_path):
-    from bloomqg.strategies import PassSpec, StrategySpec
+    from bloomqg.inputs.strategies import PassSpec, StrategySpec
 
     template = tmp_path / "zeroshot.md"
     template.write_text("Write a {domain} question at level {target_bloom_level}.\n"
@@ -258,7 +258,7 @@ def test_a_strategy_defined_as_data_renders_its_own_template_and_exemplar_count(
 
 
 def test_refine_renders_its_second_pass_with_the_draft_left_to_fill():
-    from bloomqg.prompts import fill_later_pass, prompt_passes
+    from bloomqg.inputs.prompts import fill_later_pass, prompt_passes
 
     frame = build("refine", template_path=None)
     first, second = prompt_passes(frame.iloc[0].to_dict())
@@ -273,7 +273,7 @@ def test_refine_renders_its_second_pass_with_the_draft_left_to_fill():
 
 
 def test_limited_items_draws_every_level_and_unit_the_limit_allows_and_the_same_for_each_strategy():
-    from bloomqg.prompts import limited_items
+    from bloomqg.inputs.prompts import limited_items
 
     # a file ordered by unit: the first 8 rows are one unit and one level
     rows = [{"item_id": f"cs-{i:04d}", "dataset": "cs", "bloom_level": level, "knowledge_units": [unit]}

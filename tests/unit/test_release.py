@@ -16,8 +16,8 @@ import yaml
 
 from bloomqg.metrics.cell import score_cell
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
-from bloomqg.parsing import placeholder_reason
-from bloomqg.parquet_io import to_table
+from bloomqg.inputs.parsing import placeholder_reason
+from bloomqg.store.parquet_io import to_table
 from bloomqg.release.runs import (
     JUDGED_AGAIN,
     NO_QUESTION,
@@ -35,7 +35,7 @@ from bloomqg.release.runs import (
     unjoined_lines,
     verify_run_files,
 )
-from bloomqg.provenance import sha256_file
+from bloomqg.store.provenance import sha256_file
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
 from bloomqg.release.paper import (
     PaperFiguresError,
@@ -46,7 +46,7 @@ from bloomqg.release.paper import (
     reproduced_counts,
 )
 from bloomqg.release.tables import RELEASE_TABLE_FILES, release_tables
-from bloomqg.frames import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
+from bloomqg.store.frames import CRITERIA, GENERATIONS, METRICS, PUBLISHED_VOTE_LINES, UNJOINED_LINES, VOTES
 from tests.support.release_slice import judged
 
 MANIFEST = Path(__file__).resolve().parents[1] / "release_glm.yaml"

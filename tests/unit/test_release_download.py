@@ -106,9 +106,9 @@ def test_a_release_dataset_that_differs_from_its_pin_is_refused_at_plan_time_and
         release_dir, tmp_path):
     """A row appended to the release's CS dataset flowed into results/datasets/cs.parquet; now
     planning refuses it, and so does prepare_dataset's own check, with the run files' message."""
-    from bloomqg.config import prepare_study
-    from bloomqg.config_schema import ConfigError
-    from bloomqg.provenance import sha256_file
+    from bloomqg.study.config import prepare_study
+    from bloomqg.store.config_schema import ConfigError
+    from bloomqg.store.provenance import sha256_file
     from bloomqg.release.download import RELEASE_PINS, verify_release_files
 
     folder = _dataset_copy(release_dir, tmp_path / "release")

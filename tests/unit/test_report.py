@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bloomqg.parquet_io import to_table
+from bloomqg.store.parquet_io import to_table
 from bloomqg.reporting.examples import question_examples
 from bloomqg.reporting.figures.write import FIGURE_STEMS
 from bloomqg.reporting.provenance_view import ledger_view, provenance_entries
 from bloomqg.reporting.readings import gate_summary, strategy_effect
 from bloomqg.reporting.report import SCREEN_SCALE, ReportInputError, _figure_entries, build_report
 from bloomqg.reporting.tables.write import TABLE_STEMS, write_tables
-from bloomqg.frames import METRICS
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.store.frames import METRICS
+from bloomqg.inputs.strategies import ComparisonSpec
 from tests.support.synthetic import synthetic_study
 
 HOSTILE = "<script>alert('x')</script> & <img src=http://example.com/x.png>"

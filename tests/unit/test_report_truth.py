@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from bloomqg.frames import RELIABILITY
+from bloomqg.store.frames import RELIABILITY
 from bloomqg.reporting.examples import named_votes, panel_judges, question_examples
 from bloomqg.reporting.trust import coefficient_rows
 from tests.support.synthetic import synthetic_study
@@ -121,7 +121,7 @@ def test_a_criterion_with_a_constant_or_abstaining_judge_is_said_to_hold_by_cons
 def test_an_api_generator_below_min_answer_rate_fails_naming_the_cause_and_drops_its_checkpoint(tmp_path):
     import pytest
 
-    from bloomqg.chat import DecodingParams
+    from bloomqg.inputs.chat import DecodingParams
     from bloomqg.generation.stage import TooFewGenerationsError, generate_questions
     from tests.unit.test_hf_batches import prompts_frame
     from tests.unit.test_judges_stage import CannedGenerator as Canned
@@ -147,7 +147,7 @@ def test_an_api_generator_below_min_answer_rate_fails_naming_the_cause_and_drops
 
 
 def test_the_overview_names_every_judge_and_generator_with_failed_calls():
-    from bloomqg.frames import CRITERIA
+    from bloomqg.store.frames import CRITERIA
     from bloomqg.reporting.provenance_view import call_failures
 
     rows = []

@@ -1,4 +1,4 @@
-"""What generation and judging jobs ask the scheduler for, from the config (bloomqg.resources)."""
+"""What generation and judging jobs ask the scheduler for, from the config (bloomqg.inputs.resources)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bloomqg.judges.registry import judge_resources
-from bloomqg.resources import JobResources, ResourceError, model_resources, parameters_from_name
+from bloomqg.inputs.resources import JobResources, ResourceError, model_resources, parameters_from_name
 from tests.conftest import REPO
 
 

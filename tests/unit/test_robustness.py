@@ -15,7 +15,7 @@ from bloomqg.metrics.robustness import (
     verdict,
     verdict_reason,
 )
-from bloomqg.strategies import ComparisonSpec
+from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.cell import vote_cell
 from tests.unit.test_voting import generations_frame, judgments_frame
 

@@ -1,4 +1,4 @@
-"""The model-server lifecycle (bloomqg.serving) against a stand-in engine (tests/support/fake_engine.py).
+"""The model-server lifecycle (bloomqg.runtime.serving) against a stand-in engine (tests/support/fake_engine.py).
 
 Real processes, real ports: readiness, an early exit and a timeout each report the command line
 and the log's last lines; teardown leaves no process of the server's group and no bound port,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.serving.engines import (
+from bloomqg.runtime.serving.engines import (
     READY_PATHS,
     EngineConfigError,
     EngineSettings,
@@ -30,7 +30,7 @@ from bloomqg.serving.engines import (
     server_argv,
     server_env,
 )
-from bloomqg.serving.server import ModelServer, ServerError, free_port
+from bloomqg.runtime.serving.server import ModelServer, ServerError, free_port
 from tests.conftest import REPO
 
 FAKE_ENGINE = REPO / "tests" / "support" / "fake_engine.py"
@@ -137,7 +137,7 @@ def test_a_server_is_ready_when_any_of_its_ready_paths_answers(tmp_path):
 JOB = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, {repo!r})
-    from bloomqg.serving.server import ModelServer
+    from bloomqg.runtime.serving.server import ModelServer
     argv = [sys.executable, {fake!r}, "--port", "{port}", "--pid-file", {pids!r}]
     server = ModelServer(argv, port={port}, env=dict(os.environ), log_path={log!r}, ready_timeout_s=30)
     with server:
@@ -251,7 +251,7 @@ def engine_shim(tmp_path: Path) -> Path:
 
 
 def test_engine_generator_serves_caches_per_engine_and_records_it(tmp_path, monkeypatch):
-    from bloomqg.chat import ChatRequest, DecodingParams
+    from bloomqg.inputs.chat import ChatRequest, DecodingParams
     from bloomqg.generation.engine import EngineTextGenerator
 
     monkeypatch.setenv("FAKE_ENGINE_CONTENT", 'Why?"}')
@@ -293,7 +293,7 @@ def test_engine_generator_serves_caches_per_engine_and_records_it(tmp_path, monk
 def test_a_rerun_answered_by_the_cache_starts_no_server(tmp_path, monkeypatch):
     """The server starts at the first request the call cache cannot answer: a job whose answers
     are all cached (a rerun, a forced judge) loads no model; one new request starts it."""
-    from bloomqg.chat import ChatRequest, DecodingParams
+    from bloomqg.inputs.chat import ChatRequest, DecodingParams
     from bloomqg.generation.engine import EngineTextGenerator
 
     monkeypatch.setenv("FAKE_ENGINE_CONTENT", "Why?")
@@ -336,7 +336,7 @@ def test_a_rerun_answered_by_the_cache_starts_no_server(tmp_path, monkeypatch):
 
 
 def test_the_schema_takes_engine_keys_on_hf_entries_only():
-    from bloomqg.config_schema import file_schema
+    from bloomqg.store.config_schema import file_schema
 
     schema = file_schema()
     hf = {"backend": "hf", "model": "m", "engine": "vllm", "engine_args": ["--max-model-len", "2048"],
@@ -350,7 +350,7 @@ def test_the_schema_takes_engine_keys_on_hf_entries_only():
 def test_only_a_trailing_assistant_message_asks_vllm_to_continue_it():
     from bloomqg.api.settings import ClientSettings
     from bloomqg.api.wire import Call, request_body
-    from bloomqg.chat import ChatRequest
+    from bloomqg.inputs.chat import ChatRequest
 
     settings = ClientSettings(model="m", base_url="http://127.0.0.1:1/v1", api_key_env=None)
     decoding = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 4, "seed": 1}
@@ -369,7 +369,7 @@ def test_only_a_trailing_assistant_message_asks_vllm_to_continue_it():
 # --- issue 43: a server cannot outlive its owner, and the right server answers -----------------
 
 def group_left(pgid: int) -> list[int]:
-    from bloomqg.serving.owner import group_members
+    from bloomqg.runtime.serving.owner import group_members
 
     return group_members(pgid)
 
@@ -514,7 +514,7 @@ def test_the_workflow_killed_or_stopping_takes_the_server_down(tmp_path, signum)
 
 
 def test_an_argument_error_quotes_the_error_line_not_the_usage(tmp_path):
-    from bloomqg.serving.server import without_usage
+    from bloomqg.runtime.serving.server import without_usage
 
     lines = ["INFO starting", "usage: api_server.py [-h] [--model MODEL]", *[f"  --opt{i} X" for i in range(39)],
              "api_server.py: error: unrecognized arguments: --bogus"]
@@ -524,14 +524,14 @@ def test_an_argument_error_quotes_the_error_line_not_the_usage(tmp_path):
 
 
 def test_the_server_log_is_not_a_snakemake_log():
-    from bloomqg.serving.server import server_log_path
+    from bloomqg.runtime.serving.server import server_log_path
 
     assert server_log_path("logs/generate_on_engine/m.log") == Path("logs/serve/generate_on_engine/m.log")
     assert server_log_path("logs/judge_questions/cs/cot/m/j.log") == Path("logs/serve/judge_questions/cs/cot/m/j.log")
 
 
 def test_the_owner_chain_ends_at_snakemake_and_its_graceful_stop_is_read_from_its_log(tmp_path):
-    from bloomqg.serving.owner import Process, is_snakemake, owner_chain, stopping_gracefully
+    from bloomqg.runtime.serving.owner import Process, is_snakemake, owner_chain, stopping_gracefully
 
     assert is_snakemake(Process(1, 0, ("/usr/bin/python3", ".venv/bin/snakemake", "--cores", "2")))
     assert is_snakemake(Process(1, 0, ("python", "-m", "snakemake", "-s", "Snakefile")))

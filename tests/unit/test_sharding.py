@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bloomqg.sharding import merge_shards, shard_bounds, shard_rows
+from bloomqg.runtime.sharding import merge_shards, shard_bounds, shard_rows
 
 
 @pytest.mark.parametrize("n_rows,n_shards", [(0, 1), (10, 1), (10, 3), (3, 5), (1406, 4)])

@@ -1,4 +1,4 @@
-"""bloomqg.strategies: definitions from config, template checks and comparison pairs."""
+"""bloomqg.inputs.strategies: definitions from config, template checks and comparison pairs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.strategies import (
+from bloomqg.inputs.strategies import (
     BUILTIN_STRATEGIES,
     ComparisonSpec,
     StrategyError,

@@ -9,7 +9,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from bloomqg.parquet_io import to_table
+from bloomqg.store.parquet_io import to_table
 from bloomqg.reporting.tables.builders import dataset_table, metric_table, reliability_table
 from bloomqg.reporting.tables.human import human_agreement
 from bloomqg.reporting.tables.latex import latex_escape, render_latex
@@ -26,7 +26,7 @@ from bloomqg.reporting.tables.model import (
 )
 from bloomqg.reporting.tables.view import read_view, render_view
 from bloomqg.reporting.tables.write import HUMAN_TABLE_FILES, TABLE_FILES, build_tables, write_tables
-from bloomqg.frames import METRICS
+from bloomqg.store.frames import METRICS
 from tests.support.synthetic import synthetic_study
 
 ODD_MODEL = "my_model&co 50%#1"  # characters that LaTeX and Markdown must escape

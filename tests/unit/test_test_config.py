@@ -35,7 +35,7 @@ def test_the_test_study_is_the_default_study_cut_down():
 
 
 def test_the_test_studys_own_strategy_is_planned_from_its_entry(tmp_path):
-    from bloomqg.config import prepare_study
+    from bloomqg.study.config import prepare_study
 
     study = prepare_study(yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text()),
                           workdir=tmp_path, load_datasets=False)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel
-from bloomqg.verbs import VerbAnnotator, VerbListError, annotate_level, load_verb_list
+from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel
+from bloomqg.inputs.verbs import VerbAnnotator, VerbListError, annotate_level, load_verb_list
 
 VERBS = {
     "Remember": ["list", "define", "what"],

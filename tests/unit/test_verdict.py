@@ -15,7 +15,7 @@ from bloomqg.judges.verdict import (
     parse_verdict,
     verdict_schema,
 )
-from bloomqg.frames import CRITERIA
+from bloomqg.store.frames import CRITERIA
 
 UNITS = ["Binary Search Tree", "Stacks", "Queues", "Hashing", "Recursion", "Graph", "Python Review"]
 

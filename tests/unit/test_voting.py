@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from bloomqg.parquet_io import to_table
-from bloomqg.frames import CRITERIA, JUDGMENTS, RELIABILITY, VOTES
+from bloomqg.store.parquet_io import to_table
+from bloomqg.store.frames import CRITERIA, JUDGMENTS, RELIABILITY, VOTES
 from bloomqg.voting.alpha import alpha_from_votes, alpha_with_ci, encode_votes
 from bloomqg.voting.cell import vote_cell
 from bloomqg.voting.majority import majority, useful_from
@@ -264,7 +264,7 @@ def test_judgments_frame_fits_schema():
 
 
 def test_votes_from_judgments_read_back_from_parquet(tmp_path):
-    from bloomqg.parquet_io import read_frame, write_frame
+    from bloomqg.store.parquet_io import read_frame, write_frame
 
     gens, judgments = panel()
     paths = []

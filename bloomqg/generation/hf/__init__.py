@@ -1,7 +1,7 @@
 """In-process generation with Hugging Face transformers: batched, resumable, reproducible.
 
 - :mod:`~bloomqg.generation.hf.generator`: :class:`~bloomqg.generation.hf.generator.HFTextGenerator`,
-  the :class:`~bloomqg.chat.TextGenerator` facade (encoding, batch planning, the
+  the :class:`~bloomqg.inputs.chat.TextGenerator` facade (encoding, batch planning, the
   out-of-memory halving, completions)
 - :mod:`~bloomqg.generation.hf.loading`: config, loading plan, tokenizer and weights
 - :mod:`~bloomqg.generation.hf.model_support`: what is settled before the weights load
@@ -45,7 +45,7 @@ exactly what the uninterrupted run did.
 Response prefill: a request whose last message is from the assistant is *continued*
 (transformers' ``apply_chat_template(..., continue_final_message=True)``) instead of answered in
 a new turn, and the completion text is that message's content followed by the continuation, so
-parsers and audits see the whole answer.  :func:`bloomqg.prompts.with_response_prefill` builds
+parsers and audits see the whole answer.  :func:`bloomqg.inputs.prompts.with_response_prefill` builds
 such requests; the generation stage adds them when a model entry sets ``response_prefill: true``
 (:attr:`~bloomqg.generation.hf.generator.HFTextGenerator.response_prefill`).
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bloomqg.chat import Continuation, ContinuationScore
+from bloomqg.inputs.chat import Continuation, ContinuationScore
 from bloomqg.generation.hf.decode import Decoder, left_padded, nonfinite_logits_error, prefill_prompts
 
 #: Cache rows × tokens of one chunk of continuation rows, in units of the prefill chunk: on a

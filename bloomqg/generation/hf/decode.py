@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.model_support import LoadPlan, ModelSupportError, cache_not_filled_error
 from bloomqg.generation.hf.sampling import draw_uniforms, sample_tokens
 

@@ -1,4 +1,4 @@
-"""The transformers backend's :class:`~bloomqg.chat.TextGenerator`: a causal LM loaded
+"""The transformers backend's :class:`~bloomqg.inputs.chat.TextGenerator`: a causal LM loaded
 once, requests encoded with its chat template, planned into length-bucketed batches, each batch
 run through a decode loop (:mod:`~bloomqg.generation.hf.decode`) and turned into completions; a
 batch that runs out of accelerator memory is halved and later batches capped. The design is in
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bloomqg.chat import BatchCallback, ChatRequest, Completion, Continuation, DecodingParams, ScoredPrompt
+from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion, Continuation, DecodingParams, ScoredPrompt
 from bloomqg.generation.hf.batching import (
     CPU_PREFILL_CHUNK_TOKENS,
     GPU_PREFILL_CHUNK_TOKENS,
@@ -29,7 +29,7 @@ from bloomqg.generation.hf.loading import load_pretrained
 from bloomqg.generation.hf.memory import estimated_batch_bytes, gpu_batch_estimate
 from bloomqg.generation.hf.model_support import LoadPlan, ModelSupportError, plan_for_model
 from bloomqg.generation.hf.remote_code import PaddingProbe, probe_left_padding
-from bloomqg.models import read_model_provenance
+from bloomqg.inputs.models import read_model_provenance
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 class HFTextGenerator:
-    """A transformers causal LM behind the :class:`~bloomqg.chat.TextGenerator` API.
+    """A transformers causal LM behind the :class:`~bloomqg.inputs.chat.TextGenerator` API.
 
     ``source`` is a local model directory (e.g. a converted GGUF), a directory holding a GGUF
     file (with ``gguf_file``), or a hub id (pinned with ``revision``).  The model loads once,
@@ -254,7 +254,7 @@ class HFTextGenerator:
         """Build from a config model entry; ``model_dir`` is the materialised directory.
 
         A GGUF entry loads from the converted ``model_dir``; a pointer directory (hub id or
-        local directory, see :func:`bloomqg.models.materialize_model`) or no ``model_dir`` loads
+        local directory, see :func:`bloomqg.inputs.models.materialize_model`) or no ``model_dir`` loads
         ``spec["model"]`` at ``spec["revision"]``.
         """
         materialised = read_model_provenance(model_dir) if model_dir else {}
@@ -262,7 +262,7 @@ class HFTextGenerator:
             if not model_dir or not (Path(model_dir) / "config.json").is_file():
                 raise FileNotFoundError(
                     f"model {spec.get('model')!r}: converted GGUF directory {model_dir} is missing "
-                    "(run the prepare_model step / bloomqg.models.materialize_model first)"
+                    "(run the prepare_model step / bloomqg.inputs.models.materialize_model first)"
                 )
             source: str | Path = model_dir
         else:

@@ -22,7 +22,7 @@ from bloomqg.generation.hf.model_support import (
     tokenizer_dependency_error,
 )
 from bloomqg.generation.hf.remote_code import RebuiltTensors, meta_tensors, rebuild_init_tensors
-from bloomqg.provenance import REPO_ROOT
+from bloomqg.store.provenance import REPO_ROOT
 
 logger = logging.getLogger(__name__)
 

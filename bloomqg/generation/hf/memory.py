@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bloomqg.chat import DecodingParams
+from bloomqg.inputs.chat import DecodingParams
 from bloomqg.generation.hf.batching import (
     SAMPLING_BYTES_PER_LOGIT,
     TOP_P_SAMPLING_BYTES_PER_LOGIT,

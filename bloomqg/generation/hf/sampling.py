@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bloomqg.chat import ChatRequest, DecodingParams
+from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.hf.batching import request_seed
 
 #: Candidates top-p sampling examines before falling back to sorting the whole vocabulary.

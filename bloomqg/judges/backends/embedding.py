@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from bloomqg.judges.embedding import SENTENCE_MODEL_SCHEMA
 from bloomqg.judges.registry import JudgeBackend, JudgeContext
-from bloomqg.resources import JobResources
+from bloomqg.inputs.resources import JobResources
 
 if TYPE_CHECKING:
     from bloomqg.judges.embedding import EmbeddingJudge

@@ -19,7 +19,7 @@ from typing import Any
 
 from bloomqg.judges.llm import build_llm_judge
 from bloomqg.judges.registry import GeneratorSource, JudgeBackend
-from bloomqg.resources import JobResources, model_resources
+from bloomqg.inputs.resources import JobResources, model_resources
 
 #: Provenance keys of an in-process generator that say how it was scheduled, not what it
 #: answers: left out of the cache key, so another thread or batch count still reuses answers.

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bloomqg.config_schema import ConfigError
+from bloomqg.store.config_schema import ConfigError
 from bloomqg.judges.embedding import SENTENCE_MODEL_SCHEMA
 from bloomqg.judges.registry import JudgeBackend, JudgeContext
-from bloomqg.resources import JobResources
+from bloomqg.inputs.resources import JobResources
 
 if TYPE_CHECKING:
     from bloomqg.judges.learned import LearnedJudge

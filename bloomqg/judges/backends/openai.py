@@ -10,11 +10,11 @@ from typing import Any
 
 from bloomqg.judges.llm import build_llm_judge
 from bloomqg.judges.registry import GeneratorSource, JudgeBackend
-from bloomqg.resources import API_MEM_MB, API_RUNTIME_MIN, JobResources
+from bloomqg.inputs.resources import API_MEM_MB, API_RUNTIME_MIN, JobResources
 
 
 def _text_generator(source: GeneratorSource) -> Any:
-    from bloomqg.specs import with_study_budget
+    from bloomqg.inputs.specs import with_study_budget
     from bloomqg.generation.factory import make_text_generator
 
     return make_text_generator(

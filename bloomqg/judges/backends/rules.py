@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bloomqg.judges.registry import JudgeBackend, JudgeContext
-from bloomqg.resources import JobResources
+from bloomqg.inputs.resources import JobResources
 
 if TYPE_CHECKING:
     from bloomqg.judges.rules import RulesJudge

@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.specs import StudySpec
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.inputs.parsing import has_question
+from bloomqg.inputs.specs import StudySpec
 
 #: The probes, in the order they are asked.
 PROBES: tuple[str, ...] = ("base", "repeat", "order")
@@ -58,10 +58,6 @@ def families(study: StudySpec) -> dict[str, dict[str, str | None]]:
         "judges": {name: study.judge_family(name) for name in study.judges},
         "generators": {name: spec.own_family for name, spec in study.models.items()},
     }
-
-
-def has_question(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
 
 
 def bias_sample(generations: pd.DataFrame, items_per_cell: int, seed: int) -> pd.DataFrame:

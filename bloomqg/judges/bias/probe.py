@@ -17,13 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.datasets import dataset_knowledge_units
-from bloomqg.chat import ChatRequest, DecodingParams, TextGenerator
+from bloomqg.inputs.datasets import dataset_knowledge_units
+from bloomqg.inputs.chat import ChatRequest, DecodingParams, TextGenerator
 from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.bias.design import bias_sample, probe_plan
 from bloomqg.judges.registry import JudgeContext
 from bloomqg.judges.stage import _provenance, _rubric, validate_judge_spec
-from bloomqg.frames import CRITERIA, JUDGE_PROBES
+from bloomqg.store.frames import CRITERIA, JUDGE_PROBES
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def probe_judge(
     prompt_path: str | Path | None = None,
     text_generator: TextGenerator | None = None,
 ) -> pd.DataFrame:
-    """A :data:`bloomqg.frames.JUDGE_PROBES` frame: per sampled question, probe and criterion
+    """A :data:`bloomqg.store.frames.JUDGE_PROBES` frame: per sampled question, probe and criterion
     one row. An LLM judge whose rubric does not list the Bloom levels from data
     (``${bloom_levels}``) is refused: its order probe could permute only the units."""
     backend = validate_judge_spec(judge_name, judge_spec)

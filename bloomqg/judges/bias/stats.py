@@ -1,6 +1,6 @@
 """The bias estimates of the probed judges, each with a confidence interval (pure).
 
-From the probe verdicts (:data:`bloomqg.frames.JUDGE_PROBES`, every judge and cell), per judge:
+From the probe verdicts (:data:`bloomqg.store.frames.JUDGE_PROBES`, every judge and cell), per judge:
 
 - **order** — ``share_changed``: the share of questions whose verdict on a criterion differs
   between the base and the order probe; ``excess_over_repeat``: that share minus the share that
@@ -42,8 +42,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from bloomqg.bloom import BLOOM_LEVELS
-from bloomqg.frames import BIAS_ESTIMATES, BIAS_POSITIONS, BINARY_CRITERIA, CRITERIA
+from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.stats.normal import fisher_z_ci
+from bloomqg.store.frames import BIAS_ESTIMATES, BIAS_POSITIONS, BINARY_CRITERIA, CRITERIA
 
 Question = tuple[str, str, str, str]  # (dataset, strategy, model, prompt_id)
 SCORED_CRITERIA: tuple[str, ...] = (*BINARY_CRITERIA, "bloom_level")
@@ -84,18 +85,6 @@ def bootstrap_ci(
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
     return float(low), float(high)
-
-
-def fisher_z_ci(r: float, n: int, confidence: float, *, spearman: bool) -> tuple[float, float]:
-    """Fisher-z interval of a correlation (Bonett-Wright standard error for Spearman's ρ)."""
-    if n < 4 or math.isnan(r):
-        return math.nan, math.nan
-    if abs(r) >= 1:
-        return r, r
-    se = math.sqrt((1 + r * r / 2) / (n - 3)) if spearman else 1 / math.sqrt(n - 3)
-    z = math.atanh(r)
-    q = scipy_stats.norm.ppf(1 - (1 - confidence) / 2)
-    return math.tanh(z - q * se), math.tanh(z + q * se)
 
 
 def _row(judge: str, probe: str, criterion: str, statistic: str, value: float, ci: tuple[float, float], n: int,
@@ -140,7 +129,7 @@ def bias_estimates(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(:data:`~bloomqg.frames.BIAS_ESTIMATES`, :data:`~bloomqg.frames.BIAS_POSITIONS`) of every
+    """(:data:`~bloomqg.store.frames.BIAS_ESTIMATES`, :data:`~bloomqg.store.frames.BIAS_POSITIONS`) of every
     judge in ``probes``. ``families``: ``{"judges": {judge: family}, "generators": {model: family}}``
     as :func:`bloomqg.judges.bias.design.families` builds it."""
     def simultaneous(k: int) -> dict[str, Any]:

@@ -27,14 +27,14 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import LEVEL_WEIGHT, UNCATEGORIZED
+from bloomqg.inputs.bloom import LEVEL_WEIGHT, UNCATEGORIZED
 from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.quality import line_terms
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
-from bloomqg.parsing import placeholder_reason
+from bloomqg.inputs.parsing import placeholder_reason
 from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, is_missing, ordered_unique, strategy_label
-from bloomqg.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
+from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
 
 ColumnKind = Literal["cat", "multi", "text", "num"]
 #: Shown for a missing value (no verdict, no level, not applicable).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlencode
 
-from bloomqg.bloom import UNCATEGORIZED
+from bloomqg.inputs.bloom import UNCATEGORIZED
 from bloomqg.reporting.display import StrategyLabels, strategy_label
 from bloomqg.reporting.explorer.items import NONE
 

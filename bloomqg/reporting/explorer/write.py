@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.atomic import write_text_atomic
+from bloomqg.store.atomic import write_text_atomic
 from bloomqg.reporting.explorer.encode import data_script, encode_table
 from bloomqg.reporting.explorer.items import ItemTable, build_items, cell_key
 
@@ -96,8 +96,8 @@ def write_explorer_from_files(
     """:func:`write_explorer` from the workflow's files (what the explorer rule hands over);
     ``lines``: an imported release's published vote lines, one file per cell; ``strategy_labels``
     ({name: label}) name the strategies, as in the report."""
-    from bloomqg.parquet_io import read_frame, read_frames, read_provenance
-    from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
+    from bloomqg.store.parquet_io import read_frame, read_frames, read_provenance
+    from bloomqg.store.frames import GENERATIONS, JUDGMENTS, METRICS, PUBLISHED_VOTE_LINES, RELIABILITY, VOTES
 
     vote_frames = [(Path(p), read_frame(p, VOTES)) for p in votes]
     generation_frames = [(Path(p), read_frame(p, GENERATIONS), read_provenance(p)) for p in generations]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import LEVEL_ABBREVIATION, UNCATEGORIZED
+from bloomqg.inputs.bloom import LEVEL_ABBREVIATION, UNCATEGORIZED
 from bloomqg.reporting.display import EMPTY, STRATEGY_LABEL, StrategyLabels, strategy_order
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, UNCATEGORIZED
+from bloomqg.inputs.bloom import BLOOM_LEVELS, UNCATEGORIZED
 from bloomqg.metrics.transitions import transition_counts
 from bloomqg.reporting.display import StrategyLabels, ordered_cells, ordered_unique, strategy_label
 from bloomqg.reporting.explorer.links import cell_filters, explorer_level, items_fragment

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bloomqg.atomic import write_text_atomic
+from bloomqg.store.atomic import write_text_atomic
 from bloomqg.reporting.display import StrategyLabels
 from bloomqg.reporting.figures.bars import plot_knowledge_id, plot_shift_scores
 from bloomqg.reporting.figures.confusion import plot_confusion

@@ -32,9 +32,9 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.frames import CRITERIA
+from bloomqg.store.frames import CRITERIA
 from bloomqg.metrics.registry import SPEC_BY_NAME
-from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes
+from bloomqg.inputs.prompts import fill_later_pass, messages_from_json, prompt_passes
 
 #: The score of each criterion's strict majority is named ``vote/<criterion>``; a judge's
 #: ``<judge>/<criterion>``.
@@ -283,8 +283,8 @@ def build_eval_log(cell: CellFrames, *, model_spec: Mapping[str, Any], decoding:
 def read_cell(model: str, dataset: str, strategy: str, *, generations: str | Path, prompts: str | Path,
               judgments: Sequence[str | Path], votes: str | Path, metrics: str | Path) -> CellFrames:
     """One cell's files, read and hashed."""
-    from bloomqg.frames import GENERATIONS, JUDGMENTS, METRICS, PROMPTS, VOTES
-    from bloomqg.parquet_io import read_frame, read_frames, read_provenance
+    from bloomqg.store.frames import GENERATIONS, JUDGMENTS, METRICS, PROMPTS, VOTES
+    from bloomqg.store.parquet_io import read_frame, read_frames, read_provenance
 
     paths = [Path(p) for p in (generations, prompts, *judgments, votes, metrics)]
     digest = hashlib.sha256()
@@ -309,7 +309,7 @@ def write_cell_log(cell: CellFrames, path: str | Path, **spec: Any) -> Path:
     the ``.eval`` suffix), through a temporary name so a reader never sees half a log."""
     from inspect_ai.log import write_eval_log
 
-    from bloomqg.atomic import atomic_target
+    from bloomqg.store.atomic import atomic_target
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -324,6 +324,6 @@ def writer_version() -> dict[str, Any]:
     """bloomqg's version and commit, and inspect_ai's, as the log records them."""
     from importlib.metadata import version
 
-    from bloomqg.provenance import git_commit
+    from bloomqg.store.provenance import git_commit
 
     return {"version": version("bloomqg"), "git_commit": git_commit(), "inspect_ai": version("inspect_ai")}

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, normalize_level
+from bloomqg.inputs.bloom import BLOOM_LEVELS, normalize_level
 from bloomqg.metrics.paired import PAIRED_COLUMNS
 from bloomqg.metrics.registry import table_label
 from bloomqg.voting.agreement import GATE_RULE
@@ -34,9 +34,9 @@ from bloomqg.reporting.tables.model import (
     Table,
     TableInputError,
     check_metrics,
-    paired_difference,
     format_number,
     format_p,
+    format_paired_difference,
     format_value,
     interval_note,
     interval_words,
@@ -315,7 +315,7 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(str(r["model"])), Cell(str(r["dataset"])), Cell(table_label(str(r["metric"]))),
             Cell(f"{label_b} − {label_a}"),
             Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["value_a"])), Cell(format_number(r["value_b"])),
-            Cell(paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"])),
+            Cell(format_paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"])),
             Cell(str(r["test"]) if not is_missing(r["test"]) else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
             Cell(MISSING if is_missing(r["effect_size"]) else f"{float(r['effect_size']):.2f} ({r['effect_size_name']})"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bloomqg.bloom import normalize_level
+from bloomqg.inputs.bloom import normalize_level
 from bloomqg.reporting.display import CRITERION_LABEL, MISSING, StrategyLabels, is_missing, strategy_label, strategy_order
 from bloomqg.reporting.tables.model import Cell, Table, TableInputError, require_columns
 

@@ -15,7 +15,7 @@ import pandas as pd
 from bloomqg.metrics.intervals import FEW_CLUSTERS, MIN_CLUSTERS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import MISSING, is_missing
-from bloomqg.frames import METRICS
+from bloomqg.store.frames import METRICS
 
 
 class TableInputError(ValueError):
@@ -185,7 +185,7 @@ def format_difference(value: object, ci_low: object = None, ci_high: object = No
     return text
 
 
-def paired_difference(value: object, ci_low: object, ci_high: object, n_pairs: object) -> str:
+def format_paired_difference(value: object, ci_low: object, ci_high: object, n_pairs: object) -> str:
     """A paired difference as the paired table and the report's Answer write it: two decimals and
     its interval to one. A percentile bootstrap of one pair is the pair itself: that has no
     interval, which is said rather than shown as ``[d, d]``; a score interval of one pair is real

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bloomqg.atomic import write_text_atomic
+from bloomqg.store.atomic import write_text_atomic
 from bloomqg.metrics.registry import paper_table_metrics
 from bloomqg.reporting.display import StrategyLabels, ordered_cells
 from bloomqg.reporting.tables.builders import (

@@ -11,11 +11,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bloomqg.atomic import atomic_target
-from bloomqg.provenance import base_provenance
-from bloomqg.stored_text import redact, registered_secrets
+from bloomqg.store.atomic import atomic_target
+from bloomqg.store.provenance import base_provenance
+from bloomqg.store.stored_text import redact, registered_secrets
 
-PROVENANCE_KEY = b"bloomqg.provenance"
+PROVENANCE_KEY = b"bloomqg.store.provenance"
 
 
 class SchemaMismatch(ValueError):
@@ -23,7 +23,7 @@ class SchemaMismatch(ValueError):
 
 
 def _redacted(value: Any) -> Any:
-    """A cell with every registered secret masked in its text (:func:`bloomqg.stored_text.redact`)."""
+    """A cell with every registered secret masked in its text (:func:`bloomqg.store.stored_text.redact`)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, (list, tuple, np.ndarray)):

@@ -1,6 +1,6 @@
 """One workflow run per working directory, and no manual unlock after a crash.
 
-``make study`` runs ``python -m bloomqg.run_lock SNAKEMAKE [ARGS...]``. Before Snakemake starts
+``make study`` runs ``python -m bloomqg.runtime.run_lock SNAKEMAKE [ARGS...]``. Before Snakemake starts
 this takes an exclusive ``flock`` on ``.snakemake/bloomqg-run.lock`` in the run's directory
 (``--directory``/``-d`` or the current one) and hands it to Snakemake, which holds it until it
 exits, however it exits: the kernel drops the lock when the process dies, ``kill -9`` included.
@@ -203,10 +203,10 @@ def clear_locks_of_dead_runs(directory: Path) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bloomqg.run_lock SNAKEMAKE [ARGS...]``: lock, clear a stale lock, exec."""
+    """``python -m bloomqg.runtime.run_lock SNAKEMAKE [ARGS...]``: lock, clear a stale lock, exec."""
     command = list(sys.argv[1:] if argv is None else argv)
     if not command:
-        print("usage: python -m bloomqg.run_lock SNAKEMAKE [ARGS...]", file=sys.stderr)
+        print("usage: python -m bloomqg.runtime.run_lock SNAKEMAKE [ARGS...]", file=sys.stderr)
         return 2
     directory = run_directory(command[1:])
     try:

@@ -49,7 +49,7 @@ WAIT_REPORT_S = 60.0
 class DeviceError(RuntimeError):
     """GPUs cannot be given to a job; the message says why and what to change."""
 
-    #: First line of the failed job's log (bloomqg.logs).
+    #: First line of the failed job's log (bloomqg.store.logs).
     what_to_do = ("the job could not get its GPUs: make the model entry's gpus fit the machine, or set "
                   "BLOOMQG_GPUS / BLOOMQG_GPU_COUNT to the devices this machine shares (docs/operations.md), "
                   "then run the workflow again.")

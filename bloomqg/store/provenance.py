@@ -10,7 +10,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # bloomqg/, above store/
 REPO_ROOT = PACKAGE_ROOT.parent
 
 #: Distributions whose versions change results.

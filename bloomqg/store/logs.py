@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from bloomqg.stored_text import redact, register_secret
+from bloomqg.store.stored_text import redact, register_secret
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: The last line of the log of a job that ended without an uncaught exception.
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 def hide_in_logs(secret: str | None) -> None:
     """Mask ``secret`` (an API key) as ``***`` in every line this process logs from now on, and
-    in every other text :func:`bloomqg.stored_text.redact` masks: the last line of defence for a
+    in every other text :func:`bloomqg.store.stored_text.redact` masks: the last line of defence for a
     text that reaches a log on a path nothing else masked."""
     register_secret(secret)
 
@@ -172,9 +172,9 @@ def _is_out_of_memory(error: BaseException) -> bool:
 def _log_uncaught(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
     _job.failed = True  # an interrupted job did not finish either: its log is kept
     if issubclass(kind, KeyboardInterrupt):
-        logging.getLogger("bloomqg.job").error("interrupted (KeyboardInterrupt)")
+        logging.getLogger("bloomqg.runtime.job").error("interrupted (KeyboardInterrupt)")
         return
-    logging.getLogger("bloomqg.job").critical(
+    logging.getLogger("bloomqg.runtime.job").critical(
         "What to do: %s\n%s: %s", advice_for(error), kind.__name__, error, exc_info=(kind, error, trace)
     )
 
@@ -182,7 +182,7 @@ def _log_uncaught(kind: type[BaseException], error: BaseException, trace: Traceb
 def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
     if args.exc_value is None:
         return
-    logging.getLogger("bloomqg.job").error(
+    logging.getLogger("bloomqg.runtime.job").error(
         "thread %s failed: %s: %s", getattr(args.thread, "name", "?"), args.exc_type.__name__,
         args.exc_value, exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
     )
@@ -193,7 +193,7 @@ def _at_exit() -> None:
     if _job.log_path is None or _job.attempt_path is None:
         return
     if not _job.failed:
-        logging.getLogger("bloomqg.job").info(FINISHED)
+        logging.getLogger("bloomqg.runtime.job").info(FINISHED)
         if _job.linked:
             _job.attempt_path.unlink(missing_ok=True)
     elif not _job.linked:

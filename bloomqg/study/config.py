@@ -21,11 +21,11 @@ import yaml
 
 from bloomqg.annotation.panel_sample import PanelSampleSettings, panel_sample_settings
 from bloomqg.api.settings import base_url_problem
-from bloomqg.config_schema import Cell, ConfigError, cut
+from bloomqg.store.config_schema import Cell, ConfigError, cut
 from bloomqg.judges.registry import config_schema, judge_backend
-from bloomqg.provenance import REPO_ROOT
-from bloomqg.specs import StudySpec, study_spec
-from bloomqg.strategies import (
+from bloomqg.store.provenance import REPO_ROOT
+from bloomqg.inputs.specs import StudySpec, study_spec
+from bloomqg.inputs.strategies import (
     StrategyError,
     StrategySpec,
     check_selection,
@@ -157,7 +157,7 @@ class Study:
     # in-process model) would hand it keys it refuses.
 
     def dataset_params(self, dataset: str) -> dict[str, Any]:
-        """The keys of a datasets entry that loading it reads (:func:`bloomqg.datasets.load_dataset`)."""
+        """The keys of a datasets entry that loading it reads (:func:`bloomqg.inputs.datasets.load_dataset`)."""
         spec = self.datasets[dataset]
         return {key: spec[key] for key in DATASET_LOAD_KEYS if spec.get(key) is not None}
 
@@ -219,7 +219,7 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
-#: The datasets-entry keys :func:`bloomqg.datasets.load_dataset` reads.
+#: The datasets-entry keys :func:`bloomqg.inputs.datasets.load_dataset` reads.
 DATASET_LOAD_KEYS: tuple[str, ...] = ("loader", "path", "verb_list", "bloom_level", "exclude_rows")
 
 
@@ -364,7 +364,7 @@ def check_written_paths(cfg: Mapping[str, Any], workdir: Path, sources: Iterable
 def check_comparisons(config: Mapping[str, Any], sources: Iterable[str | Path] = ()) -> None:
     """Refuse a ``comparisons.baseline`` that is not a defined strategy (built-in or under
     ``strategies:``), listing the defined ones: every paired test would silently compare nothing."""
-    from bloomqg.strategies import ComparisonSpec, StrategyError, strategy_specs
+    from bloomqg.inputs.strategies import ComparisonSpec, StrategyError, strategy_specs
 
     baseline = ComparisonSpec.from_config(config).baseline
     if baseline is None:
@@ -470,7 +470,7 @@ def prepare_study(
                 study.cells.append(Cell(dataset, strategy, model))
 
     if load_datasets:
-        from bloomqg.datasets import DatasetError, dataset_knowledge_units, load_dataset
+        from bloomqg.inputs.datasets import DatasetError, dataset_knowledge_units, load_dataset
 
         items: dict[str, int] = {}
         for name, spec in cfg["datasets"].items():
@@ -567,20 +567,32 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Nodes under ``node`` with every alias expanded, counted once per distinct node (an alias
-    is the same node object again, so nine aliases of nine aliases cost 18 steps, not 9**9)."""
-    if id(node) in memo:
-        return memo[id(node)]
-    memo[id(node)] = 1  # a recursive alias counts as one while it is being counted
+def _expanded_count(root: Any, children: Callable[[Any], Iterable[Any] | None]) -> int:
+    """Nodes under ``root`` with every shared node expanded (``children``: a node's children, None
+    for a leaf), each distinct node walked once: an alias is the same object again, so nine
+    aliases of nine aliases cost 18 steps, not 9**9. A recursive alias counts as one."""
+    memo: dict[int, int] = {}
+
+    def count(node: Any) -> int:
+        if id(node) in memo:
+            return memo[id(node)]
+        below = children(node)
+        if below is None:
+            return 1
+        memo[id(node)] = 1  # while it is being counted
+        memo[id(node)] = total = 1 + sum(count(child) for child in below)
+        return total
+
+    return count(root)
+
+
+def _yaml_children(node: yaml.Node) -> Iterable[yaml.Node] | None:
+    """A YAML node's children: a mapping's keys and values, a sequence's items."""
     if isinstance(node, yaml.MappingNode):
-        total = 1 + sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        total = 1 + sum(_expanded_nodes(item, memo) for item in node.value)
-    else:
-        total = 1
-    memo[id(node)] = total
-    return total
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return None
 
 
 def parse_config_text(text: str, name: str) -> Any:
@@ -591,7 +603,7 @@ def parse_config_text(text: str, name: str) -> Any:
         loader.name = name
         try:
             root = loader.get_single_node()
-            nodes = _expanded_nodes(root, {}) if root is not None else 0
+            nodes = _expanded_count(root, _yaml_children) if root is not None else 0
             if nodes > MAX_CONFIG_NODES:
                 raise ConfigError(f"{name}: {nodes:,} YAML nodes once its aliases (*name) are expanded, above"
                                   f" the {MAX_CONFIG_NODES:,} a config may hold; refused before reading it")
@@ -617,19 +629,13 @@ def check_config_sources(sources: Iterable[str | Path]) -> None:
 def check_config_size(config: Any) -> None:
     """Refuse a loaded config whose aliases expand beyond :data:`MAX_CONFIG_NODES` nodes (the
     same containers shared again and again), counted without expanding them."""
-    memo: dict[int, int] = {}
 
-    def size(value: Any) -> int:
-        if not isinstance(value, (Mapping, list, tuple)):
-            return 1
-        if id(value) in memo:
-            return memo[id(value)]
-        memo[id(value)] = 1
-        items = value.values() if isinstance(value, Mapping) else value
-        memo[id(value)] = total = 1 + sum(size(item) for item in items)
-        return total
+    def values(value: Any) -> Iterable[Any] | None:
+        if isinstance(value, Mapping):
+            return value.values()
+        return value if isinstance(value, (list, tuple)) else None
 
-    nodes = size(config)
+    nodes = _expanded_count(config, values)
     if nodes > MAX_CONFIG_NODES:
         raise ConfigError(f"the config holds {nodes:,} values once its YAML aliases are expanded, above the"
                           f" {MAX_CONFIG_NODES:,} a config may hold; refused before reading it")
@@ -693,11 +699,11 @@ def check_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bloomqg.config FILE...``: :func:`check_config_file` on each file; 0 when all
+    """``python -m bloomqg.study.config FILE...``: :func:`check_config_file` on each file; 0 when all
     pass, else 2 with the reason on standard error (``make study`` runs it before Snakemake)."""
     files = list(sys.argv[1:] if argv is None else argv)
     if not files:
-        print("usage: python -m bloomqg.config CONFIG.yaml [...]", file=sys.stderr)
+        print("usage: python -m bloomqg.study.config CONFIG.yaml [...]", file=sys.stderr)
         return 2
     for name in files:
         try:

@@ -4,7 +4,7 @@ For every API generator and API judge, per cell: the exact requests its job will
 prompts of the cell; the judge's rubric over the generated questions, or the original questions
 before generation), priced by :func:`bloomqg.api.estimate.estimate_calls` (how tokens are
 estimated and calibrated is told there). It sits above the generators and judges whose requests
-it rebuilds, beside :mod:`bloomqg.config`.
+it rebuilds, beside :mod:`bloomqg.study.config`.
 
 Judge requests are exact where the generations file exists; before generation, each prompt's
 original question stands in for the question still to be generated (counted as not cached).
@@ -23,8 +23,9 @@ from bloomqg.annotation.panel_sample import draw_panel_sample, sample_size
 from bloomqg.api.budget import SpendLedger
 from bloomqg.api.cache import CallCache
 from bloomqg.api.estimate import ESTIMATE_COLUMNS, Calibration, calibrations, estimate_calls
-from bloomqg.chat import ChatRequest
-from bloomqg.datasets import dataset_knowledge_units
+from bloomqg.inputs.chat import ChatRequest
+from bloomqg.inputs.datasets import dataset_knowledge_units
+from bloomqg.inputs.parsing import has_question
 from bloomqg.generation.factory import decoding_params
 from bloomqg.generation.openai_api import client_settings_from_entry
 from bloomqg.judges.base import JudgeItem
@@ -32,8 +33,8 @@ from bloomqg.judges.bias.design import bias_sample, judge_bias_settings
 from bloomqg.judges.bias.probe import probe_requests
 from bloomqg.judges.llm import LLMJudge
 from bloomqg.judges.rubric import load_rubric
-from bloomqg.prompts import fill_later_pass, messages_from_json, prompt_passes
-from bloomqg.specs import StudySpec
+from bloomqg.inputs.prompts import fill_later_pass, messages_from_json, prompt_passes
+from bloomqg.inputs.specs import StudySpec
 
 
 def estimate_study(
@@ -77,8 +78,7 @@ def estimate_study(
             continue
         generated = generations.get((cell.dataset, cell.strategy, cell.model))
         if generated is not None:
-            has_question = generated["new_question"].map(lambda q: isinstance(q, str) and bool(q.strip()))
-            items = generated[has_question]
+            items = generated[generated["new_question"].map(has_question)]
             ids, questions, originals = items["prompt_id"], items["new_question"], items["original_question"]
         else:  # not generated yet: the original question stands in for the one to come
             ids, questions, originals = frame["prompt_id"], frame["original_question"], frame["original_question"]

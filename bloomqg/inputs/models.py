@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bloomqg.atomic import shared_directory_mode
-from bloomqg.provenance import package_versions, sha256_file
+from bloomqg.store.atomic import shared_directory_mode
+from bloomqg.store.provenance import package_versions, sha256_file
 
 logger = logging.getLogger(__name__)
 

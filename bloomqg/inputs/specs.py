@@ -1,6 +1,6 @@
 """The study's models, judges and datasets, read once from the validated config into typed,
 read-only specs: what the cost estimate, the budget checks and the bias probes take instead of
-the raw config mapping (strategies have theirs in :mod:`bloomqg.strategies`).
+the raw config mapping (strategies have theirs in :mod:`bloomqg.inputs.strategies`).
 
 A spec keeps its validated entry whole (``entry``, read-only) for the backend that builds a
 generator or judge from it; the questions the study asks of an entry (is it a paid API? what
@@ -151,7 +151,7 @@ def with_study_budget(entry: Mapping[str, Any], budget_usd: float | None) -> dic
 
 
 def study_spec(config: Mapping[str, Any]) -> StudySpec:
-    """The specs of a validated config (:func:`bloomqg.config.prepare_study` makes one; a rule
+    """The specs of a validated config (:func:`bloomqg.study.config.prepare_study` makes one; a rule
     script handed the config makes its own, once, at its start)."""
     limits = config.get("input_limits") or {}
     return StudySpec(

@@ -12,15 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bloomqg.devices import DeviceClaim, claim_job_gpus
-from bloomqg.logs import configure_job_logging
-from bloomqg.stored_text import register_secret
+from bloomqg.runtime.devices import DeviceClaim, claim_job_gpus
+from bloomqg.store.logs import configure_job_logging
+from bloomqg.store.stored_text import register_secret
 
 
 def start_job(snakemake: object, log_path: str | Path | None = None) -> DeviceClaim:
     """Configure the job's log (``log_path``, by default the rule's first log file), then give
     the job the GPUs its rule's ``gpu`` resource asks for, none when it asks for none (see
-    :func:`bloomqg.devices.claim_gpus`); before anything initialises CUDA, so first thing."""
+    :func:`bloomqg.runtime.devices.claim_gpus`); before anything initialises CUDA, so first thing."""
     configure_job_logging(getattr(snakemake, "log")[0] if log_path is None else log_path)
     hide_configured_secrets(getattr(snakemake, "config", None) or {})
     return claim_job_gpus(snakemake)
@@ -29,7 +29,7 @@ def start_job(snakemake: object, log_path: str | Path | None = None) -> DeviceCl
 def hide_configured_secrets(config: Mapping[str, Any]) -> None:
     """Mask the key of every models and judges entry (the value of its ``api_key_env``, when
     set in the environment) in every text this job logs or writes
-    (:func:`bloomqg.stored_text.register_secret`), whether or not the job calls its endpoint."""
+    (:func:`bloomqg.store.stored_text.register_secret`), whether or not the job calls its endpoint."""
     for section in ("models", "judges"):
         entries = config.get(section)
         for spec in (entries.values() if isinstance(entries, Mapping) else ()):

@@ -1,10 +1,10 @@
 """Frame schemas: the explicit pyarrow schema of every Parquet file the workflow writes.
 
 (Not to be confused with ``schemas/config.schema.yaml``, the JSON schema of the config, which
-:mod:`bloomqg.config_schema` loads.)
+:mod:`bloomqg.store.config_schema` loads.)
 
 One module holds them all so that a producer and its consumers cannot drift apart: writers pass
-their frame through :func:`bloomqg.parquet_io.write_frame` with one of these schemas, which
+their frame through :func:`bloomqg.store.parquet_io.write_frame` with one of these schemas, which
 casts, checks nullability and refuses unknown or missing columns.
 
 File contracts (paths relative to the working directory):

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
+from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def load_verb_list(path: str | Path) -> dict[str, list[str]]:
     """Read a verb-list CSV into ``{level: [verb, ...]}`` in Bloom order.
 
     Header cells must name Bloom levels (canonical names or the aliases
-    :func:`bloomqg.bloom.normalize_level` accepts, such as "Analyse"); all six levels must be
+    :func:`bloomqg.inputs.bloom.normalize_level` accepts, such as "Analyse"); all six levels must be
     present, each once. Cells are stripped; empty cells (the ragged ends of shorter columns) are
     skipped; duplicates within a level are dropped ignoring case. A UTF-8 byte-order mark is
     accepted.

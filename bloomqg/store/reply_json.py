@@ -13,7 +13,7 @@ decoding from every ``{`` of a long text is quadratic. Here:
   each decoded value for the objects nested in it, so a reply costs time linear in its length
   (times :data:`MAX_DEPTH` for the starts that fail).
 
-The parsers (:func:`bloomqg.parsing.parse_generation`, :func:`bloomqg.judges.verdict.parse_verdict`)
+The parsers (:func:`bloomqg.inputs.parsing.parse_generation`, :func:`bloomqg.judges.verdict.parse_verdict`)
 turn :class:`HostileReply` into a failed row with its reason.
 """
 

@@ -33,10 +33,10 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
-from bloomqg.frames import DATASET
-from bloomqg.sheet_extent import SheetTooLarge, SheetUnreadable, read_first_sheet
-from bloomqg.verbs import VerbAnnotator, VerbListError, load_verb_list
+from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
+from bloomqg.store.frames import DATASET
+from bloomqg.store.sheet_extent import SheetTooLarge, SheetUnreadable, read_first_sheet
+from bloomqg.inputs.verbs import VerbAnnotator, VerbListError, load_verb_list
 
 logger = logging.getLogger(__name__)
 
@@ -380,7 +380,7 @@ def load_release_math(path: Path, limits: Mapping[str, Any] | None = None) -> li
     Every item is level Apply (bloom_source ``fixed``; :func:`load_dataset` applies it).
 
     The sheet is read within ``limits`` (``input_limits``; :data:`DEFAULT_INPUT_LIMITS` for an
-    absent key) by :func:`bloomqg.sheet_extent.read_first_sheet`: a cell longer than
+    absent key) by :func:`bloomqg.store.sheet_extent.read_first_sheet`: a cell longer than
     ``max_field_chars`` is refused as it is read, before any markup is cleaned.
     """
     limits = {**DEFAULT_INPUT_LIMITS, **(limits or {})}

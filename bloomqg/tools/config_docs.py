@@ -1,7 +1,7 @@
 """The config reference's table (docs/config.md), drawn from the config schema (the judge
 backends' keys included).
 
-``python -m bloomqg.config_docs`` rewrites the table between the two marker comments of
+``python -m bloomqg.tools.config_docs`` rewrites the table between the two marker comments of
 docs/config.md; ``--check`` only compares, and exits 1 naming the fix when the page and the
 schema differ (the test suite runs the same comparison).
 """
@@ -15,13 +15,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bloomqg.config import load_schema
-from bloomqg.provenance import REPO_ROOT
+from bloomqg.study.config import load_schema
+from bloomqg.store.provenance import REPO_ROOT
 
 CONFIG_PAGE = REPO_ROOT / "docs" / "config.md"
-START = "<!-- config-table:start (python -m bloomqg.config_docs writes this table from the schema) -->"
+START = "<!-- config-table:start (python -m bloomqg.tools.config_docs writes this table from the schema) -->"
 END = "<!-- config-table:end -->"
-FIX_COMMAND = "python -m bloomqg.config_docs"
+FIX_COMMAND = "python -m bloomqg.tools.config_docs"
 
 Row = tuple[str, str, str, str]  # key, type, default, meaning
 

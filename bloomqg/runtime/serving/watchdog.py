@@ -1,4 +1,4 @@
-"""The keeper of one server's process group: ``python -m bloomqg.serving.watchdog -- CMD ...``.
+"""The keeper of one server's process group: ``python -m bloomqg.runtime.serving.watchdog -- CMD ...``.
 
 The job that wants a server starts this module in a new session (its own process group, which
 the server and every process it forks join) with a pipe on its standard input, and keeps the
@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 
-from bloomqg.serving.owner import group_members
+from bloomqg.runtime.serving.owner import group_members
 
 #: Seconds between SIGTERM and SIGKILL to the group.
 GRACE_S = 10.0
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("usage: python -m bloomqg.serving.watchdog -- COMMAND [ARG ...]", file=sys.stderr)
+        print("usage: python -m bloomqg.runtime.serving.watchdog -- COMMAND [ARG ...]", file=sys.stderr)
         return 2
     die_with_parent(signal.SIGTERM)
     pgid = os.getpgrp()

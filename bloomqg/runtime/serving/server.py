@@ -1,7 +1,7 @@
 """A model server's lifecycle, owned by one job: start, readiness, teardown that cannot leak.
 
 :class:`ModelServer` starts a server command (vLLM's, ``transformers serve``) under
-:mod:`bloomqg.serving.watchdog` in a new session, so the server and all its workers form one
+:mod:`bloomqg.runtime.serving.watchdog` in a new session, so the server and all its workers form one
 process group apart from the job's, and holds the write end of a pipe to the watchdog.
 
 - Start: the watchdog is forked from one thread that lives as long as the job process, so its
@@ -47,7 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-from bloomqg.serving.owner import (
+from bloomqg.runtime.serving.owner import (
     chain_broken,
     listening_inodes,
     owner_chain,
@@ -56,7 +56,7 @@ from bloomqg.serving.owner import (
     snakemake_log,
     stopping_gracefully,
 )
-from bloomqg.serving.watchdog import GRACE_S, end_group
+from bloomqg.runtime.serving.watchdog import GRACE_S, end_group
 
 #: Lines of the server log a failure message quotes.
 LOG_TAIL_LINES = 40
@@ -72,7 +72,7 @@ T = TypeVar("T")
 class ServerError(RuntimeError):
     """The server did not come up (timeout, early exit) or stopped answering."""
 
-    #: First line of the failed job's log (bloomqg.logs).
+    #: First line of the failed job's log (bloomqg.store.logs).
     what_to_do = ("the model server did not start: read the server log named below (its last lines are "
                   "quoted), fix the engine settings of the model entry (engine_python, engine_args, "
                   "engine_ready_timeout_s), then run the workflow again.")
@@ -234,7 +234,7 @@ class ModelServer:
         self._note(f"=== {self._stamp()} {self.name} on {HOST}:{self.port}: {self.command_line}")
         with open(self.log_path, "ab") as log:
             self.process = spawn(lambda: subprocess.Popen(
-                [sys.executable, "-m", "bloomqg.serving.watchdog", "--", *self.argv],
+                [sys.executable, "-m", "bloomqg.runtime.serving.watchdog", "--", *self.argv],
                 stdin=read_end, stdout=log, stderr=subprocess.STDOUT, env=self.env,
                 start_new_session=True, close_fds=True,
             ))

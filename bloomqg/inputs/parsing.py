@@ -23,13 +23,13 @@ Outcome rules:
   counting it as one made it a usable generation; imported runs are held to the same rule
   (:mod:`bloomqg.release.runs`);
 - a question longer than ``max_question_chars`` -> ``"failed"``, the reason saying its length;
-- every text the result carries is stored text (:mod:`bloomqg.stored_text`): JSON decoding may
+- every text the result carries is stored text (:mod:`bloomqg.store.stored_text`): JSON decoding may
   reveal an API key a raw reply spelled in escapes (masked here), or lone surrogates and control
   characters (replaced and removed, counted in ``parse_error``);
 - a question found -> ``"ok"``; a question written in the slot's brackets (``<How can ...?>``)
   is kept without them (:func:`unbracketed`). With answer fields (CoT) the model also names the
   original's Bloom level and knowledge unit; when either is missing or not recognisable (a level
-  :func:`bloomqg.bloom.normalize_level` rejects, a unit not in the dataset's list) that
+  :func:`bloomqg.inputs.bloom.normalize_level` rejects, a unit not in the dataset's list) that
   identification is null and ``parse_error`` carries a note saying why, while the status stays
   "ok": the question itself is still judged, only the auxiliary identification task counts it
   as missing.
@@ -43,10 +43,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bloomqg.bloom import UnknownBloomLevel, normalize_level
-from bloomqg.reply_json import HostileReply, json_objects, reply_problem, shown
-from bloomqg.stored_text import redact, storable_text
-from bloomqg.strategies import ANSWER_FIELDS
+from bloomqg.inputs.bloom import UnknownBloomLevel, normalize_level
+from bloomqg.store.reply_json import HostileReply, json_objects, reply_problem, shown
+from bloomqg.store.stored_text import redact, storable_text
+from bloomqg.inputs.strategies import ANSWER_FIELDS
 
 #: Longest generated question kept, in characters (``input_limits.max_question_chars``'s
 #: default); a longer one is a parse failure saying so.
@@ -275,6 +275,12 @@ def answered(raw_text: object) -> bool:
     return isinstance(raw_text, str) and bool(raw_text.strip())
 
 
+def has_question(new_question: object) -> bool:
+    """A generation has a question to judge, sample or rate: its ``new_question`` is a string
+    that is not blank (a failed parse stores null)."""
+    return isinstance(new_question, str) and bool(new_question.strip())
+
+
 def prompt_example_questions(prompt_text: str) -> list[str]:
     """The question values of the JSON answer examples ``prompt_text`` shows (lines that start
     with ``{"key":`` and parse as JSON objects); the shipped templates' is a placeholder."""
@@ -346,7 +352,7 @@ def parse_answer(
     example_questions: Sequence[str] = (),
 ) -> ParsedGeneration:
     """Parse a model's answer carrying ``question`` and ``answer_fields`` (a pass's
-    :attr:`~bloomqg.strategies.PassSpec.answer_fields`: ``bloom_level`` and/or
+    :attr:`~bloomqg.inputs.strategies.PassSpec.answer_fields`: ``bloom_level`` and/or
     ``knowledge_unit``, CoT's identifications of the original; none for FGP); never raises on
     bad text.  ``example_questions``: the prompt's own example answers' questions, which are no
     new question when the model echoes them."""

@@ -1,6 +1,6 @@
 """The serving engines a model entry can name (``engine:``), as command lines and environments.
 
-Pure: what to run, not running it (that is :mod:`bloomqg.serving.server`). Two engines:
+Pure: what to run, not running it (that is :mod:`bloomqg.runtime.serving.server`). Two engines:
 
 - ``vllm``: ``python -m vllm.entrypoints.openai.api_server`` from the interpreter of its own
   environment (``make engine-vllm`` builds ``.venv-vllm``; ``engine_python`` points elsewhere).
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bloomqg.serving.server import HOST
+from bloomqg.runtime.serving.server import HOST
 
 ENGINES = ("vllm", "transformers-serve")
 #: Where ``make engine-vllm`` puts vLLM's environment, relative to the workflow's folder.

@@ -1,11 +1,11 @@
 """Rendering the question-generation prompts of a strategy from editable template files.
 
-A strategy (:class:`bloomqg.strategies.StrategySpec`) is one or more passes, each a template.
+A strategy (:class:`bloomqg.inputs.strategies.StrategySpec`) is one or more passes, each a template.
 The first pass's messages are rendered per item (``messages_json``); a later pass's messages are
 rendered too, with ``{previous_question}`` and ``{previous_answer}`` left in place for the
 generation stage to fill with what the previous pass wrote (``passes_json``,
 :func:`fill_later_pass`).  Whether the prompts carry targets is read off the strategy's first
-template (:meth:`~bloomqg.strategies.StrategySpec.gives_targets`), never its name.
+template (:meth:`~bloomqg.inputs.strategies.StrategySpec.gives_targets`), never its name.
 
 Templates are plain text files (``prompts/generation/*.md``).  A leading HTML comment documents
 the template and is removed before rendering.  Placeholders are ``{name}`` with a lowercase
@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bloomqg.bloom import BLOOM_LEVELS, normalize_level
-from bloomqg.frames import PROMPTS
-from bloomqg.provenance import REPO_ROOT
-from bloomqg.strategies import BUILTIN_STRATEGIES, LATER_PASS_VARIABLES, StrategySpec, with_templates
+from bloomqg.inputs.bloom import BLOOM_LEVELS, normalize_level
+from bloomqg.store.frames import PROMPTS
+from bloomqg.store.provenance import REPO_ROOT
+from bloomqg.inputs.strategies import BUILTIN_STRATEGIES, LATER_PASS_VARIABLES, StrategySpec, with_templates
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def build_prompts(
     template_path: str | Path | None = None,
     system_path: str | Path | None = None,
 ) -> pd.DataFrame:
-    """One prompt row per dataset item, with exactly the columns of :data:`bloomqg.frames.PROMPTS`.
+    """One prompt row per dataset item, with exactly the columns of :data:`bloomqg.store.frames.PROMPTS`.
 
     ``strategy``: a :class:`StrategySpec` (templates as paths), or a built-in's name.  A strategy
     whose first template uses the targets (:meth:`StrategySpec.gives_targets`, FGP-like) gets

@@ -2,9 +2,9 @@
 
 Every layer checks its part of a config against the one schema: the API client its settings
 (``#/$defs/api_settings``), the generators their ``generation`` block and model entry, the judge
-stage an entry of the panel, :mod:`bloomqg.config` the whole study. They all import this module,
-which imports nothing of the package above :mod:`bloomqg.provenance`, so no layer needs
-:mod:`bloomqg.config` (which sits on top, seeing everything it validates).
+stage an entry of the panel, :mod:`bloomqg.study.config` the whole study. They all import this module,
+which imports nothing of the package above :mod:`bloomqg.store.provenance`, so no layer needs
+:mod:`bloomqg.study.config` (which sits on top, seeing everything it validates).
 
 :func:`file_schema` is the file as written. The judges section has one branch per judge backend,
 declared by the backend's own module: :func:`bloomqg.judges.registry.config_schema` adds them,
@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from bloomqg.provenance import REPO_ROOT
+from bloomqg.store.provenance import REPO_ROOT
 
 SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
 
