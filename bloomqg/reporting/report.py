@@ -509,7 +509,7 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
 
 
 def write_facts(facts: pd.DataFrame, path: Path) -> None:
-    from bloomqg.parquet_io import write_frame
+    from bloomqg.store.parquet_io import write_frame
     from bloomqg.reporting.facts import facts_schema
 
     write_frame(facts, path, facts_schema())
