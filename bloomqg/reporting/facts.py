@@ -258,6 +258,23 @@ def _reliability_facts(book: FactBook, reliability: pd.DataFrame) -> None:
                          **{**where, "subject": f"{where['subject']} · {key}"})
 
 
+def _others_rate_facts(book: FactBook, reliability: pd.DataFrame) -> None:
+    """Per judge of a cell's criterion: how often the other judges say yes (the suspicious-judge
+    diagnostics compare a judge's rate with it)."""
+    from bloomqg.voting.diagnostics import others_rate
+
+    judges = reliability[reliability["judge"].notna()] if "vote_rate" in reliability else reliability.iloc[0:0]
+    for (model, dataset, strategy, criterion), rows in judges.groupby(
+            ["model", "dataset", "strategy", "criterion"], sort=False):
+        rates = rows["vote_rate"].tolist()
+        for position, judge in enumerate(rows["judge"]):
+            yes = others_rate(rates, position)
+            for answer, share in (("yes", yes), ("no", None if yes is None else 1 - yes)):
+                book.add(f"reliability.others_{answer}", share, model=model, dataset=dataset, strategy=strategy,
+                         subject=f"{judge} · {criterion}", source="votes/*.reliability.parquet",
+                         definition=f"how often the other judges say {answer} (from their mean vote rate)")
+
+
 def _robustness_facts(book: FactBook, robustness: pd.DataFrame | None) -> None:
     if robustness is None or robustness.empty:
         return
@@ -329,6 +346,7 @@ def study_facts(*, all_metrics: pd.DataFrame, reliability: pd.DataFrame, answer:
     book.add_columns(correlations, source="metrics/correlations.parquet",
                      subject_columns=("strategy", "x_metric", "y_metric", "method"), prefix="correlation.", estimate="r")
     _reliability_facts(book, reliability)
+    _others_rate_facts(book, reliability)
     if ledger is not None and not ledger.empty:
         book.add_columns(ledger, source="cost ledger", subject_columns=("stage", "judge"), prefix="ledger.")
         numeric = [c for c in ("questions", "requests", "cached", "paid_earlier", "prompt_tokens",

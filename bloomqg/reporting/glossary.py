@@ -37,6 +37,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("interval", "95% interval (95% CI)", "the range of values compatible with the data; it holds the true value in "
      "95% of studies like this one. Shares take Clopper–Pearson's exact interval, paired differences Tango's score "
      "interval (graded ones MOVER), agreement coefficients a bootstrap over questions (docs/statistics.md)."),
+    ("bootstrap", "Bootstrap", "an interval found by re-drawing the questions at random with replacement many "
+     "times and recomputing the value each time; the middle 95% of those values is the interval."),
     ("tests", "McNemar, Wilcoxon", "the paired tests: McNemar's for yes/no outcomes (does a question hit its level), "
      "Wilcoxon's signed-rank for graded ones (KnowCov). Cohen's h and the rank-biserial correlation are their effect "
      "sizes."),

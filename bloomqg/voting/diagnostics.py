@@ -197,6 +197,13 @@ def _finite(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
+def others_rate(rates: Sequence[Any], position: int) -> float | None:
+    """The mean ``vote_rate`` of every judge but the one at ``position`` (those with one): how
+    often the others say yes."""
+    others = [float(r) for k, r in enumerate(rates) if k != position and _finite(r)]
+    return sum(others) / len(others) if others else None
+
+
 def suspicious_judges(
     judge_names: Sequence[str], judges: Sequence[dict[str, Any]], *, binary: bool
 ) -> dict[str, str]:
@@ -209,9 +216,9 @@ def suspicious_judges(
     for position, (name, row) in enumerate(zip(judge_names, judges)):
         reasons = []
         rate = rates[position]
-        others = [r for k, r in enumerate(rates) if k != position and _finite(r)]
-        if binary and _finite(rate) and others:
-            others_no = 1 - sum(others) / len(others)
+        others_yes = others_rate(rates, position)
+        if binary and _finite(rate) and others_yes is not None:
+            others_no = 1 - others_yes
             if rate >= ALWAYS_SAME_RATE and others_no >= OTHERS_OPPOSITE_RATE:
                 reasons.append(f"says yes on {rate:.1%} of items where the others say no on {others_no:.0%}")
             elif rate <= 1 - ALWAYS_SAME_RATE and 1 - others_no >= OTHERS_OPPOSITE_RATE:

@@ -32,15 +32,18 @@ BLOCKS = {"p", "li", "div", "figcaption", "summary", "h2", "h3", "h4", "dt", "dd
 
 
 class _Units(HTMLParser):
-    """The visible text of each ``<section id=…>`` as units a number is read in: a table row, or
-    a block's text; scripts, styles and ``pre``/``code`` blocks left out."""
+    """The visible text of each ``<section id=…>`` as units a number is read in: a table row
+    (with its table's header row, which names what the columns hold), or a block's text;
+    scripts, styles and ``pre``/``code`` blocks left out."""
 
     SKIP = {"script", "style", "pre", "code", "template"}
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.units: list[tuple[str, str]] = []
+        self.units: list[tuple[str, str, str]] = []
         self.section: str | None = None
+        self.header = ""
+        self.in_head = False
         self.depth = 0
         self.skipping = 0
         self.in_row = 0
@@ -49,7 +52,9 @@ class _Units(HTMLParser):
     def _flush(self) -> None:
         text = re.sub(r"\s+", " ", "".join(self.buffer)).strip()
         if text and self.section:
-            self.units.append((self.section, text))
+            self.units.append((self.section, text, "" if self.in_head else self.header))
+            if self.in_head:
+                self.header = text
         self.buffer = []
 
     def handle_starttag(self, tag, attrs):
@@ -61,6 +66,10 @@ class _Units(HTMLParser):
                 self.depth += 1
         if tag in self.SKIP:
             self.skipping += 1
+        if tag == "table":
+            self.header = ""
+        if tag == "thead":
+            self.in_head = True
         if tag == "tr":
             self._flush()
             self.in_row += 1
@@ -72,6 +81,8 @@ class _Units(HTMLParser):
     def handle_endtag(self, tag):
         if tag in self.SKIP and self.skipping:
             self.skipping -= 1
+        if tag == "thead":
+            self.in_head = False
         if tag == "tr" and self.in_row:
             self._flush()
             self.in_row -= 1
@@ -88,8 +99,9 @@ class _Units(HTMLParser):
             self.buffer.append(data)
 
 
-def section_units(page: str) -> list[tuple[str, str]]:
-    """(section id, text) per table row or block of the page's sections."""
+def section_units(page: str) -> list[tuple[str, str, str]]:
+    """(section id, text, its table's header row or "") per table row or block of the page's
+    sections."""
     parser = _Units()
     parser.feed(page)
     parser._flush()
@@ -141,33 +153,82 @@ def _mentioned(text: str, names: list[str]) -> set[str]:
     return {name for name in names if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)}
 
 
-def unmatched_numbers(page: str, facts: pd.DataFrame, sections: tuple[str, ...] = QUANTITY_SECTIONS) -> list[str]:
-    """``"<section>: <token> in '…context…'"`` for each printed number no fact explains.
+def _strategies_named(text: str, names: list[str]) -> set[str]:
+    """Strategies by their labels as the page writes them ("CoT", "Zero-shot" for zeroshot)."""
+    folded = re.sub(r"(?<=\w)-(?=\w)", "", text).lower()
+    return {name for name in names if re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", folded)}
+
+
+# how the page names the judging criteria that the facts' subjects carry by their raw names
+CRITERION_WORDS = {"unique": "Unique", "readable": "Readable", "answerable": "Answerable",
+                   "bloom_level": "Bloom level", "knowledge_units": "Knowledge units"}
+
+
+def _subject_parts(facts: pd.DataFrame) -> pd.Series:
+    return facts["subject"].fillna("").map(lambda subject: frozenset(subject.split(" · ")) if subject else frozenset())
+
+
+class FactsCheck:
+    """Which printed numbers a facts frame explains.
 
     A number is read in its unit (a table row, or a block of text); where the unit names models
-    or datasets of the facts, only their facts (and the study-wide ones) may explain it."""
-    models, datasets = _named(facts["model"]), _named(facts["dataset"])
-    cache: dict[tuple, set[str]] = {}
-    problems = []
-    for section, text in section_units(page):
-        if section not in sections:
-            continue
-        scope = (frozenset(_mentioned(text, models)), frozenset(_mentioned(text, datasets)))
-        for match in NUMBER.finditer(text):
-            if STRUCTURAL.search(text[max(0, match.start() - 8):match.start()]):
-                continue
+    or datasets of the facts, only their facts (and the study-wide ones) may explain it; where it
+    names judging criteria or judges, only those criteria's and judges' facts among the ones
+    about a criterion or a judge."""
+
+    def __init__(self, facts: pd.DataFrame) -> None:
+        self.facts = facts
+        self.models, self.datasets = _named(facts["model"]), _named(facts["dataset"])
+        self.strategies = _named(facts["strategy"])
+        self.parts = _subject_parts(facts)
+        reliability = facts.loc[facts["quantity"].str.startswith("reliability."), "subject"].dropna()
+        self.judges = sorted({subject.split(" · ")[0] for subject in reliability} - CRITERION_WORDS.keys(),
+                             key=len, reverse=True)
+        self.about_criterion = self.parts.map(lambda p: bool(p & CRITERION_WORDS.keys()))
+        self.about_judge = self.parts.map(lambda p: bool(p & set(self.judges)))
+        self.cache: dict[tuple, set[str]] = {}
+
+    def scope(self, text: str) -> tuple[frozenset[str], ...]:
+        criteria = frozenset(name for name, word in CRITERION_WORDS.items()
+                             if re.search(rf"(?<![\w-]){re.escape(word)}s?(?![\w-])", text, re.I))
+        return (frozenset(_mentioned(text, self.models)), frozenset(_mentioned(text, self.datasets)), criteria,
+                frozenset(_mentioned(text, self.judges)), frozenset(_strategies_named(text, self.strategies)))
+
+    def explains(self, text: str, match: re.Match, scope: tuple[frozenset[str], ...], digits: str | None = None) -> bool:
+        """Whether some fact in ``scope`` prints as ``match`` (or as ``digits`` in its place)."""
+        if digits is None:
             digits = match.group(2).replace(",", "") + ("." + match.group(3) if match.group(3) else "")
-            decimals = len(match.group(3) or "")
-            percent = text[match.end():match.end() + 2].lstrip().startswith("%")
-            role = role_of(text, match.start(), match.end())
-            key = (*scope, decimals, percent, role)
-            if key not in cache:
-                mask = pd.Series(True, index=facts.index)
-                for column, named in zip(("model", "dataset"), scope):
-                    if named:
-                        mask &= facts[column].isna() | facts[column].isin(named)
-                cache[key] = _printings(fact_numbers(facts[mask], ROLE_FIELDS[role]), decimals, percent)
-            if digits not in cache[key]:
-                context = text[max(0, match.start() - 60):match.end() + 25]
-                problems.append(f"{section}: {match.group(0)} in '…{context}…'")
-    return problems
+        decimals = len(digits.partition(".")[2])
+        percent = text[match.end():match.end() + 2].lstrip().startswith("%")
+        role = role_of(text, match.start(), match.end())
+        key = (*scope, decimals, percent, role)
+        if key not in self.cache:
+            facts = self.facts
+            mask = pd.Series(True, index=facts.index)
+            for column, named in zip(("model", "dataset", "strategy"), (scope[0], scope[1], scope[4])):
+                if named:
+                    mask &= facts[column].isna() | facts[column].isin(named)
+            for about, named in ((self.about_criterion, scope[2]), (self.about_judge, scope[3])):
+                if named:
+                    mask &= ~about | self.parts.map(lambda p, named=named: bool(p & named))
+            self.cache[key] = _printings(fact_numbers(facts[mask], ROLE_FIELDS[role]), decimals, percent)
+        return digits in self.cache[key]
+
+    def numbers(self, page: str, sections: tuple[str, ...] = QUANTITY_SECTIONS):
+        """(section, unit text, scope, match) of every number the check reads."""
+        for section, text, header in section_units(page):
+            if section not in sections:
+                continue
+            scope = self.scope(f"{header} {text}")
+            for match in NUMBER.finditer(text):
+                if not STRUCTURAL.search(text[max(0, match.start() - 8):match.start()]):
+                    yield section, text, scope, match
+
+
+def unmatched_numbers(page: str, facts: pd.DataFrame, sections: tuple[str, ...] = QUANTITY_SECTIONS) -> list[str]:
+    """``"<section>: <token> in '…context…'"`` for each printed number no fact explains
+    (:class:`FactsCheck`)."""
+    check = FactsCheck(facts)
+    return [f"{section}: {match.group(0)} in '…{text[max(0, match.start() - 60):match.end() + 25]}…'"
+            for section, text, scope, match in check.numbers(page, sections)
+            if not check.explains(text, match, scope)]

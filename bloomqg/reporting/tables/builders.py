@@ -298,9 +298,9 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
         "Difference = B − A on the items both strategies answered (percentage points for percent metrics), "
         f"with its 95% interval ({interval_words(methods) or 'docs/statistics.md'}). "
         "p: raw (McNemar for yes/no outcomes, Wilcoxon for graded ones); "
-        "p (Holm): adjusted by Holm's step-down within the metric's family, i.e. every strategy pair × model × "
-        "dataset row of that metric (its size is family_size in the CSV). The effect size's name follows it "
-        "in brackets.",
+        "p (Holm): adjusted by Holm's method (see the glossary) over every strategy pair × model × dataset row "
+        "of that metric (how many: the family_size column of the table's CSV). The effect size's name follows "
+        "it in brackets.",
     ]
     if paired is None or paired.empty:
         paired = pd.DataFrame(columns=columns_in)
