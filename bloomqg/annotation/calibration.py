@@ -44,7 +44,8 @@ from bloomqg.annotation.ppi import (
     paired_difference,
     score_mean,
 )
-from bloomqg.annotation.sample import CELL_KEYS, cell_count, cell_key, cell_name, sample_cell
+from bloomqg.annotation.sample import cell_count, sample_cell
+from bloomqg.store.cells import CELL_COLUMNS, cell_name, cell_of
 from bloomqg.inputs.bloom import BLOOM_LEVELS, BLOOM_ORDERS, LEVEL_WEIGHT, ORDER_OF_LEVEL, ORDER_WEIGHT
 from bloomqg.inputs.parsing import has_question
 from bloomqg.store.frames import (
@@ -227,9 +228,9 @@ def check_random_draw(items: pd.DataFrame, votes: Sequence[pd.DataFrame], *, ite
     by_cell = {}
     for frame in votes:
         if len(frame):
-            key = cell_key(frame)
+            key = cell_of(frame)
             by_cell[key] = frame
-    for key, part in items.groupby(list(CELL_KEYS), sort=False):
+    for key, part in items.groupby(list(CELL_COLUMNS), sort=False):
         key = tuple(str(k) for k in key)
         name = cell_name(*key)
         if key not in by_cell:
@@ -285,7 +286,7 @@ def panel_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
             records.append((row.dataset, row.strategy, row.model, row.prompt_id, row.item_id, metric.name,
                             judged[metric.name]))
     return pd.DataFrame.from_records(
-        records, columns=[*CELL_KEYS, "prompt_id", "item_id", "metric", "judge"])
+        records, columns=[*CELL_COLUMNS, "prompt_id", "item_id", "metric", "judge"])
 
 
 def joined_items(items: pd.DataFrame, ratings: pd.DataFrame, votes: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -297,13 +298,13 @@ def joined_items(items: pd.DataFrame, ratings: pd.DataFrame, votes: Sequence[pd.
         subset=["human"])
     per_item = long.groupby(["annotation_id", "metric"])["human"].agg(human="mean", n_annotators="count").reset_index()
     # a prompt id names an item and a strategy, not a model: the key is the cell and the prompt
-    keys = items[[*CELL_KEYS, "prompt_id", "annotation_id"]]
-    cells = set(map(tuple, items[list(CELL_KEYS)].astype(str).to_numpy()))
+    keys = items[[*CELL_COLUMNS, "prompt_id", "annotation_id"]]
+    cells = set(map(tuple, items[list(CELL_COLUMNS)].astype(str).to_numpy()))
     parts = [panel_outcomes(frame) for frame in votes
-             if len(frame) and cell_key(frame) in cells]
+             if len(frame) and cell_of(frame) in cells]
     if not parts:
         return pd.DataFrame(columns=CALIBRATION_ITEMS.names)
-    judged = pd.concat(parts, ignore_index=True).merge(keys, on=[*CELL_KEYS, "prompt_id"], how="left")
+    judged = pd.concat(parts, ignore_index=True).merge(keys, on=[*CELL_COLUMNS, "prompt_id"], how="left")
     joined = judged.merge(per_item, on=["annotation_id", "metric"], how="left")
     joined["n_annotators"] = joined["n_annotators"].fillna(0).astype("int64")
     joined["judge"] = joined["judge"].astype("float64")
@@ -364,9 +365,9 @@ def calibrated_estimates(joined: pd.DataFrame, items: pd.DataFrame, *, confidenc
                          pseudo_disagreements: int = DEFAULT_PSEUDO_DISAGREEMENTS) -> pd.DataFrame:
     """:data:`~bloomqg.store.frames.CALIBRATION_ESTIMATES` per (cell, metric) from :func:`joined_items`'s
     frame; ``items`` (the annotation key) gives each cell's number of drawn items."""
-    drawn = items.groupby(list(CELL_KEYS)).size()
+    drawn = items.groupby(list(CELL_COLUMNS)).size()
     records = []
-    for (dataset, strategy, model, metric), part in joined.groupby([*CELL_KEYS, "metric"], sort=False):
+    for (dataset, strategy, model, metric), part in joined.groupby([*CELL_COLUMNS, "metric"], sort=False):
         n_sampled = int(part["annotation_id"].notna().sum())
         records.append({
             "dataset": dataset, "strategy": strategy, "model": model, "metric": metric,
@@ -383,7 +384,7 @@ def calibrated_estimates(joined: pd.DataFrame, items: pd.DataFrame, *, confidenc
 def study_pairs(votes: Sequence[pd.DataFrame], config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The strategy pairs the config's ``comparisons`` plan among the strategies of ``votes``'
     cells, in the order the cells come (the first is the default baseline)."""
-    strategies = [cell_key(frame)[1] for frame in votes if len(frame)]
+    strategies = [cell_of(frame)[1] for frame in votes if len(frame)]
     return ComparisonSpec.from_config(config).pairs(strategies)
 
 
@@ -429,8 +430,8 @@ def level_agreement(items: pd.DataFrame, ratings: pd.DataFrame) -> pd.DataFrame:
         if _missing(item["panel_bloom_level"]):
             continue
         pairs.append((item["dataset"], item["strategy"], item["model"], record.value, item["panel_bloom_level"]))
-    frame = pd.DataFrame(pairs, columns=[*CELL_KEYS, "human", "panel"])
-    groups = [((d, s, m), g) for (d, s, m), g in frame.groupby(list(CELL_KEYS), sort=False)] + [(("all",) * 3, frame)]
+    frame = pd.DataFrame(pairs, columns=[*CELL_COLUMNS, "human", "panel"])
+    groups = [((d, s, m), g) for (d, s, m), g in frame.groupby(list(CELL_COLUMNS), sort=False)] + [(("all",) * 3, frame)]
     for (dataset, strategy, model), group in groups:
         for granularity, grouping in ((SIX_LEVELS, None), (THREE_LEVELS, ORDER_OF_LEVEL)):
             human = group["human"] if grouping is None else group["human"].map(grouping)

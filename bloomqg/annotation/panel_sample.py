@@ -24,7 +24,8 @@ import pandas as pd
 
 from bloomqg.annotation.calibration import panel_outcomes
 from bloomqg.annotation.ppi import DEFAULT_PSEUDO_DISAGREEMENTS
-from bloomqg.annotation.sample import CELL_KEYS, cell_key, cell_name, sample_cell
+from bloomqg.annotation.sample import sample_cell
+from bloomqg.store.cells import CELL_COLUMNS, cell_name, cell_of
 from bloomqg.inputs.parsing import has_question
 from bloomqg.store.config_schema import ConfigError
 from bloomqg.store.frames import CALIBRATION_ITEMS
@@ -121,12 +122,12 @@ def panel_joined(local_votes: Sequence[pd.DataFrame], panel_votes: Sequence[pd.D
     generated question of every cell per calibrated metric, ``judge`` the local majority's
     outcome, ``human`` the panel majority's on the sampled questions (null elsewhere, and where
     the panel tied). Refuses panel votes that are not the configured draw of the cell."""
-    panels = {cell_key(frame): frame for frame in panel_votes if len(frame)}
+    panels = {cell_of(frame): frame for frame in panel_votes if len(frame)}
     parts = []
     for frame in local_votes:
         if not len(frame):
             continue
-        key = cell_key(frame)
+        key = cell_of(frame)
         drawn = settings.draw(frame)
         panel = panels.pop(key, frame.iloc[:0])
         if set(panel["prompt_id"]) != set(drawn["prompt_id"]):
@@ -156,7 +157,7 @@ def drawn_items(joined: pd.DataFrame) -> pd.DataFrame:
     """One row per sampled question (cell keys and its id): the draw's size per cell, as the
     calibration estimates count it."""
     sampled = joined[joined["annotation_id"].notna()]
-    return sampled[[*CELL_KEYS, "annotation_id"]].drop_duplicates().reset_index(drop=True)
+    return sampled[[*CELL_COLUMNS, "annotation_id"]].drop_duplicates().reset_index(drop=True)
 
 
 def sample_note(settings: PanelSampleSettings, joined: pd.DataFrame) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES, panel_outcomes
-from bloomqg.annotation.sample import CELL_KEYS
+from bloomqg.store.cells import CELL_COLUMNS
 from bloomqg.store.frames import ANNOTATION_PLAN
 from bloomqg.stats.normal import z_of
 
@@ -126,7 +126,7 @@ def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAUL
     for frame in votes:
         if not len(frame):
             continue
-        cell = {c: str(frame[c].iloc[0]) for c in CELL_KEYS}
+        cell = {c: str(frame[c].iloc[0]) for c in CELL_COLUMNS}
         judged = panel_outcomes(frame)
         for metric in metrics:
             if metric not in METRICS_BY_NAME:

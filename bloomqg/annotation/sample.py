@@ -22,38 +22,25 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.inputs.parsing import has_question
+from bloomqg.store.cells import CELL_COLUMNS, cell_name, cell_of
 from bloomqg.store.frames import ANNOTATION_ITEMS
 
 logger = logging.getLogger(__name__)
-
-CELL_KEYS: tuple[str, ...] = ("dataset", "strategy", "model")
-
-
-def cell_name(dataset: str, strategy: str, model: str) -> str:
-    """How a cell is written in configs and messages: ``dataset/strategy/model``."""
-    return f"{dataset}/{strategy}/{model}"
-
-
-def cell_key(frame: pd.DataFrame) -> tuple[str, ...]:
-    """(dataset, strategy, model) of a frame holding one cell's rows, read from its first row."""
-    return tuple(str(frame[c].iloc[0]) for c in CELL_KEYS)
 
 
 def sample_cell(frame: pd.DataFrame, items_per_cell: int | None, seed: int) -> pd.DataFrame:
     """Up to ``items_per_cell`` rows of one cell's frame that have a ``new_question`` (all of
     them when None), in the frame's order. The draw depends on the seed and the cell only."""
-    cells = frame[list(CELL_KEYS)].drop_duplicates()
-    if len(cells) != 1:
-        raise ValueError(f"sample_cell: expected the rows of one cell, got {len(cells)} cells")
+    name = cell_of(frame, "sample_cell: the frame").name()
     candidates = frame[frame["new_question"].map(has_question)]
     if items_per_cell is None or len(candidates) <= items_per_cell:
         if items_per_cell is not None and len(candidates) < items_per_cell:
             logger.warning(
                 "%s: only %d generated questions, fewer than the %d asked for; taking all",
-                cell_name(*cells.iloc[0]), len(candidates), items_per_cell,
+                name, len(candidates), items_per_cell,
             )
         return candidates.reset_index(drop=True)
-    stream = zlib.crc32(cell_name(*cells.iloc[0]).encode("utf-8"))
+    stream = zlib.crc32(name.encode("utf-8"))
     rng = np.random.default_rng([seed, stream])
     chosen = np.sort(rng.choice(len(candidates), size=items_per_cell, replace=False))
     return candidates.iloc[chosen].reset_index(drop=True)
@@ -62,7 +49,7 @@ def sample_cell(frame: pd.DataFrame, items_per_cell: int | None, seed: int) -> p
 def cell_count(items_per_cell: int | Mapping[str, int], frame: pd.DataFrame) -> int:
     """The items to draw from the cell of ``frame``: the one number, or the cell's own."""
     if isinstance(items_per_cell, Mapping):
-        name = cell_name(*cell_key(frame))
+        name = cell_of(frame, "annotation_items").name()
         if name not in items_per_cell:
             raise ValueError(f"annotation_items: no number of items for cell {name} (the plan has {sorted(items_per_cell)})")
         return int(items_per_cell[name])
@@ -72,7 +59,7 @@ def cell_count(items_per_cell: int | Mapping[str, int], frame: pd.DataFrame) -> 
 def cell_counts(plan: pd.DataFrame) -> dict[str, int]:
     """Items per cell from a sampling plan (:data:`bloomqg.store.frames.ANNOTATION_PLAN`): the most any
     of the cell's headline metrics needs (every item where a target is not reachable)."""
-    needed = plan.groupby(list(CELL_KEYS))["n_needed"].max()
+    needed = plan.groupby(list(CELL_COLUMNS))["n_needed"].max()
     return {cell_name(*key): int(n) for key, n in needed.items()}
 
 

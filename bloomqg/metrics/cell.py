@@ -29,7 +29,8 @@ from bloomqg.metrics.intervals import (
 from bloomqg.metrics.knowcov import knowcov_rows
 from bloomqg.metrics.quality import line_rates, quality_rows
 from bloomqg.metrics.registry import METRIC_SPECS
-from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, RowTerms, cell_key, require_columns, unit_set
+from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, RowTerms, require_columns, unit_set
+from bloomqg.store.cells import Cell, cell_of
 from bloomqg.metrics.spec import MetricSpec
 from bloomqg.store.frames import BINARY_CRITERIA, METRICS
 
@@ -41,7 +42,7 @@ def row_terms(votes: pd.DataFrame, strategy: str) -> RowTerms:
     return {**quality_rows(votes), **cognitive_rows(votes), **knowcov_rows(votes), **auxiliary_rows(votes, strategy)}
 
 
-def gated_criteria(reliability: pd.DataFrame | None, cell: tuple[str, str, str]) -> set[str]:
+def gated_criteria(reliability: pd.DataFrame | None, cell: Cell) -> set[str]:
     """Criteria whose panel-level row for ``cell`` failed the α gate (``gate_passed`` False).
 
     A null ``gate_passed`` (α not computable) is not a failure.
@@ -51,7 +52,7 @@ def gated_criteria(reliability: pd.DataFrame | None, cell: tuple[str, str, str])
     require_columns(
         reliability, ("model", "dataset", "strategy", "criterion", "judge", "gate_passed"), "reliability"
     )
-    model, dataset, strategy = cell
+    dataset, strategy, model = cell
     panel = reliability[
         (reliability["model"] == model)
         & (reliability["dataset"] == dataset)
@@ -138,7 +139,8 @@ def score_cell(
     require_columns(votes, REQUIRED_VOTE_COLUMNS, "votes")
     if votes.empty:
         raise ValueError("votes: no rows; a cell needs at least one generated question")
-    model, dataset, strategy = cell = cell_key(votes)
+    cell = cell_of(votes, "votes")
+    dataset, strategy, model = cell
     votes = votes.reset_index(drop=True)
     per_row = row_terms(votes, strategy)
 

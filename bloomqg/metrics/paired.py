@@ -33,7 +33,8 @@ from bloomqg.metrics.intervals import (
     resample_counts,
 )
 from bloomqg.metrics.registry import METRIC_SPECS, metric_spec
-from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, cell_key, require_columns
+from bloomqg.metrics.rows import REQUIRED_VOTE_COLUMNS, require_columns
+from bloomqg.store.cells import cell_of
 from bloomqg.inputs.strategies import ComparisonSpec
 
 #: The level a p value must be below to count as significant: the paired table's reading, the
@@ -76,8 +77,8 @@ def paired_comparison(
         if frame["item_id"].duplicated().any():
             duplicated = frame.loc[frame["item_id"].duplicated(), "item_id"].tolist()[:5]
             raise ValueError(f"{what}: item_id must be unique, repeated: {duplicated}")
-    model_a, dataset_a, strategy_a = cell_key(votes_a)
-    model_b, dataset_b, strategy_b = cell_key(votes_b)
+    dataset_a, strategy_a, model_a = cell_of(votes_a, "votes_a")
+    dataset_b, strategy_b, model_b = cell_of(votes_b, "votes_b")
     if strategy_a == strategy_b:
         raise ValueError(f"paired_comparison: both arms are strategy {strategy_a!r}; a pair needs two strategies")
     if (model_a, dataset_a) != (model_b, dataset_b):

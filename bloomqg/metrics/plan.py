@@ -36,7 +36,8 @@ from scipy import stats
 
 from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, common_item_terms, defined_pairs, planned_pairs
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.rows import cell_key, require_columns
+from bloomqg.metrics.rows import require_columns
+from bloomqg.store.cells import cell_of
 from bloomqg.inputs.strategies import ComparisonSpec
 
 #: Fewest pairs of a comparison's own votes for its discordance to replace the assumed one.
@@ -160,8 +161,8 @@ def study_plan(
     require_columns(votes, ("model", "dataset", "strategy", "item_id"), "votes")
     rows = []
     for arm_a, arm_b in planned_pairs(votes, comparison, strategy_order):
-        model, dataset, strategy_a = cell_key(arm_a)
-        strategy_b = cell_key(arm_b)[2]
+        dataset, strategy_a, model = cell_of(arm_a, "arm a")
+        strategy_b = cell_of(arm_b, "arm b").strategy
         terms_a, terms_b, n_items = common_item_terms(arm_a, arm_b, strategy_a, strategy_b)
         for metric in metrics:
             spec = metric_spec(metric)

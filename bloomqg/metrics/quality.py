@@ -30,7 +30,8 @@ from bloomqg.metrics.intervals import (
     rate_interval,
     resample_counts,
 )
-from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, cell_key, not_null, require_columns, true
+from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms, not_null, require_columns, true
+from bloomqg.store.cells import cell_of
 from bloomqg.metrics.spec import MetricSpec
 from bloomqg.store.frames import BINARY_CRITERIA
 
@@ -84,8 +85,8 @@ def line_rates(
     require_columns(lines, ("model", "dataset", "strategy", *BINARY_CRITERIA), "published_lines")
     if lines.empty:
         raise ValueError(f"published_lines of {cell}: no lines")
-    if cell_key(lines) != cell:
-        raise ValueError(f"published_lines are of cell {cell_key(lines)}, votes of {cell}")
+    if (lines_cell := cell_of(lines, "published_lines")) != cell:
+        raise ValueError(f"published_lines are of cell {lines_cell.name()}, votes of {cell.name()}")
     terms = line_terms(lines)
     numerators = np.column_stack([terms[c][0] for c in BINARY_CRITERIA]).astype(np.float64)
     members = np.column_stack([terms[c][1] for c in BINARY_CRITERIA]).astype(np.float64)

@@ -78,12 +78,3 @@ def unit_set(value: object) -> set[str] | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return {str(unit).strip() for unit in value}  # type: ignore[union-attr]
-
-
-def cell_key(votes: pd.DataFrame) -> tuple[str, str, str]:
-    cells = votes[["model", "dataset", "strategy"]].drop_duplicates()
-    if len(cells) != 1:
-        found = [tuple(row) for row in cells.itertuples(index=False)]
-        raise ValueError(f"votes must hold exactly one (model, dataset, strategy) cell, got {found}")
-    model, dataset, strategy = cells.iloc[0].tolist()
-    return str(model), str(dataset), str(strategy)

@@ -23,17 +23,10 @@ from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.bias.design import bias_sample, probe_plan
 from bloomqg.judges.registry import JudgeContext
 from bloomqg.judges.stage import _provenance, _rubric, validate_judge_spec
+from bloomqg.store.cells import cell_of
 from bloomqg.store.frames import CRITERIA, JUDGE_PROBES
 
 logger = logging.getLogger(__name__)
-
-
-def cell_name(frame: pd.DataFrame) -> str:
-    """``dataset/strategy/model`` of a one-cell generations frame (seeds the permutations)."""
-    keys = frame[["dataset", "strategy", "model"]].drop_duplicates()
-    if len(keys) != 1:
-        raise ValueError(f"probe_judge: generations must hold one cell, got {len(keys)}")
-    return "/".join(map(str, keys.iloc[0]))
 
 
 def probe_judge(
@@ -65,7 +58,7 @@ def probe_judge(
     if len(sample):
         spec = backend.with_defaults(judge_spec)
         built: dict[tuple[Any, ...], Any] = {}
-        for group in probe_plan(sample["prompt_id"], units, seed=seed, cell=cell_name(sample)):
+        for group in probe_plan(sample["prompt_id"], units, seed=seed, cell=cell_of(sample, "probe_judge: generations").name()):
             # The level order reaches only a judge that renders the rubric, the seed only one that
             # samples from a text generator: an offline judge (rules, embedding, which loads a
             # model) is built once per unit order, not once per group.
@@ -133,7 +126,7 @@ def probe_requests(
     if not len(sample):
         return requests
     by_id = sample.set_index("prompt_id", drop=False)
-    for group in probe_plan(sample["prompt_id"], knowledge_units, seed=seed, cell=cell_name(sample)):
+    for group in probe_plan(sample["prompt_id"], knowledge_units, seed=seed, cell=cell_of(sample, "probe_judge: generations").name()):
         judge = LLMJudge(
             None, list(group.unit_order), domain, template=rubric,  # type: ignore[arg-type]
             decoding=decoding_params(judge_spec.get("generation"), group.seed, where=f"judges.{judge_name}.generation"),

@@ -34,6 +34,7 @@ from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.inputs.parsing import placeholder_reason
 from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.store.cells import cell_name
 from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
 
 ColumnKind = Literal["cat", "multi", "text", "num"]
@@ -90,10 +91,6 @@ class ItemTable:
 
     def __len__(self) -> int:
         return len(next(iter(self.values.values()), []))
-
-
-def cell_key(dataset: str, strategy: str, model: str) -> str:
-    return f"{dataset}/{strategy}/{model}"
 
 
 def _as_list(value: object) -> list[str]:
@@ -158,10 +155,10 @@ def panel_judges(reliability: pd.DataFrame | None, votes: pd.DataFrame) -> dict[
     if reliability is not None and not reliability.empty:
         rows = reliability[reliability["judge"].notna()]
         for (dataset, strategy, model), frame in rows.groupby(["dataset", "strategy", "model"], sort=False):
-            named[cell_key(dataset, strategy, model)] = ordered_unique(frame["judge"])
+            named[cell_name(dataset, strategy, model)] = ordered_unique(frame["judge"])
     out: dict[str, list[str]] = {}
     for (dataset, strategy, model), frame in votes.groupby(["dataset", "strategy", "model"], sort=False):
-        key = cell_key(dataset, strategy, model)
+        key = cell_name(dataset, strategy, model)
         width = int(frame["n_judges"].max()) if len(frame) else 0
         names = named.get(key, [])
         out[key] = names if len(names) >= width else names + [f"judge {i + 1}" for i in range(len(names), width)]
@@ -176,7 +173,7 @@ def _gate_failures(reliability: pd.DataFrame | None) -> dict[str, list[str]]:
     panel = reliability[reliability["judge"].isna()]
     for row in panel.itertuples(index=False):
         if row.gate_passed is False or row.gate_passed is np.False_:
-            failed.setdefault(cell_key(row.dataset, row.strategy, row.model), []).append(
+            failed.setdefault(cell_name(row.dataset, row.strategy, row.model), []).append(
                 CRITERION_LABEL.get(row.criterion, row.criterion)
             )
     return failed
@@ -375,7 +372,7 @@ def _line_cells(
     empty = {column.key: [] if column.kind == "multi" else None for column in columns}
     out = []
     for row in lines.to_dict("records"):
-        key = cell_key(row["dataset"], row["strategy"], row["model"])
+        key = cell_name(row["dataset"], row["strategy"], row["model"])
         joined = list(row["joined"])
         voted = {f"{criterion}_{part}": row.get(f"{criterion}_{part}") for criterion in CRITERIA
                  for part in ("votes", "agreement")}
@@ -419,7 +416,7 @@ def _checked_lines(lines: pd.DataFrame, keys: Sequence[str]) -> tuple[pd.DataFra
 def _line_of_question(lines: pd.DataFrame) -> dict[tuple[str, str], str]:
     """(cell key, prompt_id) -> the published line whose votes the join gave the question."""
     return {
-        (cell_key(dataset, strategy, model), str(prompt_id)): str(line)
+        (cell_name(dataset, strategy, model), str(prompt_id)): str(line)
         for dataset, strategy, model, line, joined in zip(
             lines["dataset"], lines["strategy"], lines["model"], lines["line"], lines["joined"]
         )
@@ -532,7 +529,7 @@ def metric_values(metrics: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
 
     out: dict[str, dict[str, list[Any]]] = {}
     for row in metrics.itertuples(index=False):
-        out.setdefault(cell_key(row.dataset, row.strategy, row.model), {})[row.metric] = [
+        out.setdefault(cell_name(row.dataset, row.strategy, row.model), {})[row.metric] = [
             plain(row.value), int(row.n), plain(row.ci_low), plain(row.ci_high)
         ]
     return out

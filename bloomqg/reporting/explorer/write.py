@@ -15,7 +15,8 @@ import pandas as pd
 
 from bloomqg.store.atomic import write_text_atomic
 from bloomqg.reporting.explorer.encode import data_script, encode_table
-from bloomqg.reporting.explorer.items import ItemTable, build_items, cell_key
+from bloomqg.reporting.explorer.items import ItemTable, build_items
+from bloomqg.store.cells import cell_of
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,7 @@ def cell_provenance(
     def key_of(frame: pd.DataFrame, path: Path) -> str | None:
         if frame.empty:
             return None
-        found = frame[["dataset", "strategy", "model"]].drop_duplicates()
-        if len(found) != 1:
-            raise ValueError(f"{path}: holds {len(found)} cells; the explorer expects one cell per file")
-        return cell_key(*found.iloc[0].tolist())
+        return cell_of(frame, f"{path} (the explorer reads one cell per file)").name()
 
     for name, files in (("votes", vote_files), ("lines", line_files)):
         for path, frame in files:
