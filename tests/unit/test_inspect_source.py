@@ -1,8 +1,8 @@
 """Questions from Inspect logs as generation rows (bloomqg.generation.inspect_source).
 
 The logs are written with inspect_ai's own types and ``write_eval_log``, as an Inspect run
-writes them; the end-to-end run of examples/inspect_task.py on a served model is
-tests/integration/test_inspect.py's.
+writes them; the end-to-end run of the bloomqg/questions task on a served model is
+tests/integration/test_inspect.py's, under mockllm tests/integration/test_inspect_native.py's.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def write_log(path: Path, samples: list[EvalSample], status: str = "success", ta
                     dataset=EvalDataset(name="cs/fgp", sample_ids=[s.id for s in samples] if sample_ids else None),
                     model="openai/tiny",
                     model_generate_config=GenerateConfig(), config=EvalConfig(),
-                    task_file="examples/inspect_task.py")
+                    task_file="my_task.py")
     write_eval_log(EvalLog(status=status, eval=spec, plan=EvalPlan(), stats=EvalStats(), samples=samples),
                    str(path), format="eval")
     return path
@@ -75,7 +75,7 @@ def test_each_sample_becomes_its_prompts_row_parsed_as_the_stage_parses(tmp_path
     assert ok["finish_reason"] == "stop" and ok["seed"] == 7 and not ok["cached"]
     assert frame.set_index("prompt_id").loc["cs-0001:fgp", "parse_status"] == "failed"
     assert [(s.path, s.task, s.task_file, s.n_samples) for s in sources] == [
-        (str(log), "bloomqg_questions", "examples/inspect_task.py", 2)]
+        (str(log), "bloomqg_questions", "my_task.py", 2)]
 
 
 def test_a_two_pass_strategy_takes_the_conversations_answers_in_order(tmp_path):
