@@ -28,6 +28,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -49,13 +50,13 @@ DATASET, STRATEGY = "cs", "cot"
 INSPECT = [str(Path(sys.executable).parent / "inspect")]
 
 
-def _inspect_eval(workdir: Path, server: dict, log_dir: Path) -> subprocess.CompletedProcess:
+def _inspect_eval(workdir: Path, config: Path, server: dict, log_dir: Path) -> subprocess.CompletedProcess:
     """``inspect eval bloomqg/questions`` of the study's config against the served SmolLM2."""
     # openai-api/<service>/<model>: Inspect's provider for any OpenAI-compatible server (Chat
     # Completions), its key and URL from <SERVICE>_API_KEY / <SERVICE>_BASE_URL
     env = inspect_env(workdir / "entry-points", LOOPBACK_API_KEY="loopback", LOOPBACK_BASE_URL=server["base_url"])
     command = [*INSPECT, "eval", "bloomqg/questions", "-T", f"dataset={DATASET}", "-T", f"strategy={STRATEGY}",
-               "-T", f"config={workdir / 'config.yaml'}",
+               "-T", f"config={config}",
                "--model", f"openai-api/loopback/{server['model']}",
                "--max-tokens", "48", "--temperature", "0.9", "--seed", "20240611",
                "--max-connections", "1", "--display", "none", "--log-dir", str(log_dir)]
@@ -77,7 +78,7 @@ def study(tmp_path_factory, smollm2_dir, smollm_server) -> dict:  # noqa: F811
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     timings = {}
     started = time.monotonic()
-    _inspect_eval(workdir, smollm_server, workdir / "inspect-runs")
+    _inspect_eval(workdir, config_path, smollm_server, workdir / "inspect-runs")
     timings["inspect_eval_s"] = time.monotonic() - started
     started = time.monotonic()
     snakemake(workdir, config_path)
@@ -202,7 +203,7 @@ def test_samples_df_reads_every_cell(study):
     assert column in frame.columns, sorted(c for c in frame.columns if c.startswith("score"))
     assert not any(isinstance(value, str) for value in frame[column])
     models = [Path(str(log)).parent.parent.name for log in frame["log"]]  # <model>/<dataset>/<strategy>.eval
-    seen = {(model, pid, "missing" if value is None or value != value else bool(value))
+    seen = {(model, pid, "missing" if pd.isna(value) else bool(value))
             for model, pid, value in zip(models, frame["id"], frame[column])}
     assert seen == expected
 
