@@ -388,3 +388,38 @@ def limited_items(dataset: pd.DataFrame, limit: int, *, by: str = "stratified", 
             seen_units.add(key[1])
     chosen = sorted(position for key, count in counts.items() for position in strata[key][:count])
     return [ids[position] for position in chosen]
+
+
+def strategy_from_params(name: str, definition: Mapping[str, Any]) -> StrategySpec:
+    """The :class:`StrategySpec` of a study's ``strategy_params`` (its passes and resolved
+    exemplar count; the label is the report's, not the prompts')."""
+    from bloomqg.inputs.strategies import PassSpec
+
+    return StrategySpec(
+        name, name,
+        tuple(PassSpec(p["name"], p["template"], tuple(p["answer_fields"])) for p in definition["passes"]),
+        exemplars=definition["exemplars"],
+    )
+
+
+def study_prompts(
+    dataset: pd.DataFrame,
+    strategy: str,
+    definition: Mapping[str, Any],
+    *,
+    seed: int,
+    domain: str,
+    system_path: str | Path | None,
+    limit_items: int | None,
+    limit_items_by: str,
+) -> pd.DataFrame:
+    """A study's prompts of one dataset and strategy, as rule build_prompts writes them and the
+    ``bloomqg/questions`` Inspect task renders them: every item's prompt, exemplars drawn from the
+    whole dataset, then the ``limit_items`` kept (:func:`limited_items`)."""
+    spec = strategy_from_params(strategy, definition)
+    prompts = build_prompts(dataset, spec, k_exemplars=definition["exemplars"], seed=seed, domain=domain,
+                            system_path=system_path)
+    if limit_items:
+        kept = limited_items(dataset, limit_items, by=limit_items_by, seed=seed)
+        prompts = prompts[prompts["item_id"].isin(kept)].reset_index(drop=True)
+    return prompts

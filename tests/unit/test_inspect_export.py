@@ -4,6 +4,7 @@ study's logs read back against its Parquet are tests/integration/test_inspect.py
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -77,14 +78,32 @@ def test_a_two_pass_sample_shows_both_passes_and_the_final_question():
     assert sample.input == "What is a heap?" and sample.target == "Uncategorized"
 
 
-def test_missing_verdicts_and_votes_are_scored_with_their_status():
+def test_a_verdict_or_vote_not_given_is_a_missing_score_with_its_status_and_every_score_has_an_answer():
     (sample,) = build_eval_log(cell(), **SPEC).samples
     assert sample.scores["j1/unique"].value is True and sample.scores["j1/unique"].explanation == "cosine 0.1"
+    assert sample.scores["j1/unique"].answer == "yes"
     failed = sample.scores["j1/bloom_level"]
-    assert failed.value == "parse_failed" and failed.metadata["missing"] and failed.explanation == "???"
+    # NaN: Inspect's unscored, a missing value in samples_df and the viewer, not a red "error" string
+    assert math.isnan(failed.value) and failed.metadata["missing"] and failed.metadata["status"] == "parse_failed"
+    assert failed.answer == "not rated (parse_failed)" and failed.explanation == "???"
     assert sample.scores["vote/unique"].value is True and sample.scores["vote/unique"].metadata["votes"] == ["1"]
-    assert sample.scores["vote/bloom_level"].value == "tie" and sample.scores["vote/bloom_level"].metadata["missing"]
-    assert sample.scores["vote/useful"].value == "undecided"
+    tie = sample.scores["vote/bloom_level"]
+    assert math.isnan(tie.value) and tie.metadata["missing"] and tie.answer == "not rated (tie)"
+    useful = sample.scores["vote/useful"]
+    assert math.isnan(useful.value) and useful.answer == "no level · useful: not rated"
+    # the first score is the one the viewer's sample list shows
+    assert next(iter(sample.scores)) == "vote/useful"
+
+
+def test_each_cell_has_its_own_task_name_and_a_valid_inspect_model_name():
+    log = build_eval_log(cell(), **SPEC)
+    assert log.eval.task == "bloomqg/cs/refine/m" and log.eval.model == "hf/org/tiny"
+    served = {**SPEC, "model_spec": {"backend": "openai", "model": "tiny", "base_url": "http://127.0.0.1:8000/v1"}}
+    assert build_eval_log(cell(), **served).eval.model == "openai-api/m/tiny"
+    imported = dataclasses.replace(cell(), generation_provenance={"inspect_logs": [
+        {"model": "openai-api/loopback/smollm2"}, {"model": "openai-api/loopback/smollm2"}]})
+    assert build_eval_log(imported, **{**SPEC, "model_spec": {"backend": "inspect", "model": "x"}}).eval.model \
+        == "openai-api/loopback/smollm2"
 
 
 def test_results_carry_every_metric_with_its_interval_headline_first():
@@ -93,6 +112,8 @@ def test_results_carry_every_metric_with_its_interval_headline_first():
     assert usability.name == "usability" and usability.scored_samples == 2
     assert {k: m.value for k, m in usability.metrics.items()} == {"value": 50.0, "ci_low": 10.0, "ci_high": 90.0}
     assert usability.metadata["alpha_gated"] is True
+    # declared, so evals_df's headline is usability's value
+    assert (log.results.headline.score, log.results.headline.metric) == ("usability", "value")
     assert math.isnan(catcons.metrics["value"].value) and set(catcons.metrics) == {"value"}
     assert log.eval.model == "hf/org/tiny" and log.eval.model_generate_config.max_tokens == 9
     assert log.eval.metadata["strategy_prompt_hashes"] == ["abc"] and log.eval.packages == {"bloomqg": "0.1.0"}

@@ -1,8 +1,8 @@
 """Questions from Inspect logs as generation rows (bloomqg.generation.inspect_source).
 
 The logs are written with inspect_ai's own types and ``write_eval_log``, as an Inspect run
-writes them; the end-to-end run of examples/inspect_task.py on a served model is
-tests/integration/test_inspect.py's.
+writes them; the end-to-end run of the bloomqg/questions task on a served model is
+tests/integration/test_inspect.py's, under mockllm tests/integration/test_inspect_native.py's.
 """
 
 from __future__ import annotations
@@ -46,11 +46,16 @@ def sample(sample_id: str, answers: list[str], metadata: dict | None = None) -> 
                       output=output, metadata=metadata if metadata is not None else {"prompt_id": sample_id})
 
 
-def write_log(path: Path, samples: list[EvalSample], status: str = "success") -> Path:
+def write_log(path: Path, samples: list[EvalSample], status: str = "success", task_args: dict | None = None,
+              sample_ids: bool = False) -> Path:
+    """A log as ``write_eval_log`` writes it; ``sample_ids``: its header lists them, as an Inspect
+    run's does (the import streams such a log's samples)."""
     spec = EvalSpec(created="2026-01-01T00:00:00+00:00", task="bloomqg_questions", task_version=0,
-                    dataset=EvalDataset(name="cs/fgp"), model="openai/tiny",
+                    task_args=task_args or {},
+                    dataset=EvalDataset(name="cs/fgp", sample_ids=[s.id for s in samples] if sample_ids else None),
+                    model="openai/tiny",
                     model_generate_config=GenerateConfig(), config=EvalConfig(),
-                    task_file="examples/inspect_task.py")
+                    task_file="my_task.py")
     write_eval_log(EvalLog(status=status, eval=spec, plan=EvalPlan(), stats=EvalStats(), samples=samples),
                    str(path), format="eval")
     return path
@@ -70,7 +75,7 @@ def test_each_sample_becomes_its_prompts_row_parsed_as_the_stage_parses(tmp_path
     assert ok["finish_reason"] == "stop" and ok["seed"] == 7 and not ok["cached"]
     assert frame.set_index("prompt_id").loc["cs-0001:fgp", "parse_status"] == "failed"
     assert [(s.path, s.task, s.task_file, s.n_samples) for s in sources] == [
-        (str(log), "bloomqg_questions", "examples/inspect_task.py", 2)]
+        (str(log), "bloomqg_questions", "my_task.py", 2)]
 
 
 def test_a_two_pass_strategy_takes_the_conversations_answers_in_order(tmp_path):
@@ -93,7 +98,8 @@ def test_samples_of_other_cells_are_left_alone(tmp_path):
 
 
 @pytest.mark.parametrize(("samples", "message"), [
-    ([sample("item-7", ['{"question": "Q?"}'], {})], r"sample 'item-7' \(epoch 1\): cannot tell which prompt"),
+    ([sample("item-7", ['{"question": "Q?"}'], {}), sample("cs-0002:fgp", ['{"question": "Q?"}'])],
+     r"answers 1 prompt\(s\) of cs/fgp, e.g. \['cs-0001:fgp'\]; 1 sample\(s\) matched no prompt .*run.eval:item-7"),
     ([sample("cs-0009:fgp", ['{"question": "Q?"}'])], r"sample 'cs-0009:fgp'.*not a prompt of cs/fgp"),
     ([sample("cs-0001:fgp", ["{}"]), sample("x", ["{}"], {"prompt_id": "cs-0001:fgp"})],
      r"sample 'x'.*cs-0001:fgp is answered twice"),
@@ -104,6 +110,45 @@ def test_what_cannot_be_mapped_is_an_error_naming_the_log_and_sample(tmp_path, s
     with pytest.raises(InspectImportError, match=message) as error:
         import_generations(log, prompts(), "m", knowledge_units=UNITS, seed=0)
     assert "run.eval" in str(error.value)
+
+
+def test_a_log_of_one_cell_fills_that_cell_and_the_other_fails_naming_what_it_lacks(tmp_path):
+    """A run of FGP only (ids are FGP prompt ids, no metadata): the FGP cell imports, the CoT cell
+    is told no sample answers its prompts, and a header naming FGP is not read for CoT."""
+    fgp_only = [sample(f"cs-000{i}:fgp", [f'{{"question": "Q{i}?"}}'], {}) for i in (1, 2)]
+    log = write_log(tmp_path / "fgp.eval", fgp_only, sample_ids=True)
+    frame, sources = import_generations(log, prompts("fgp"), "m", knowledge_units=UNITS, seed=0)
+    assert list(frame["new_question"]) == ["Q1?", "Q2?"] and dict(sources[0].matched_by) == {"id": 2}
+    with pytest.raises(InspectImportError, match=r"answers 2 prompt\(s\) of cs/cot.*2 sample\(s\) matched no prompt"):
+        import_generations(log, prompts("cot"), "m", knowledge_units=UNITS, seed=0)
+    named = write_log(tmp_path / "named.eval", fgp_only, task_args={"dataset": "cs", "strategy": "fgp"})
+    with pytest.raises(InspectImportError, match=r"answers 2 prompt\(s\) of cs/cot, e.g. \['cs-0001:cot', 'cs-0002:cot'\]$"):
+        import_generations(named, prompts("cot"), "m", knowledge_units=UNITS, seed=0)
+
+
+def test_a_sample_is_matched_by_its_input_and_an_input_that_is_not_bloomqgs_prompt_is_recorded(tmp_path):
+    by_input = sample("anything", ['{"question": "Q1?"}'], {})
+    by_input.input = [ChatMessageUser(content="Write a question   like item 1.")]  # whitespace aside, the prompt
+    other_prompt = sample("cs-0002:fgp", ['{"question": "Q2?"}'])  # input "prompt": not what bloomqg sends
+    log = write_log(tmp_path / "run.eval", [by_input, other_prompt], sample_ids=True)
+    frame, (source,) = import_generations(log, prompts(), "m", knowledge_units=UNITS, seed=0)
+    assert list(frame["new_question"]) == ["Q1?", "Q2?"]
+    assert dict(source.matched_by) == {"input": 1, "metadata.prompt_id": 1}
+    assert [dict(m) for m in source.input_mismatches] == [
+        {"sample": "cs-0002:fgp", "prompt_id": "cs-0002:fgp", "difference": "its input text is not bloomqg's user message"}]
+    assert source.as_dict()["input_mismatches"][0]["prompt_id"] == "cs-0002:fgp"
+
+
+def test_a_plain_text_answer_is_read_by_the_parser_and_its_reason_recorded_per_sample(tmp_path):
+    log = write_log(tmp_path / "run.eval", [
+        sample("cs-0001:fgp", ["What ordering rule does a binary search tree keep?"]),
+        sample("cs-0002:fgp", ['{"question": "Q2?"}'])])
+    frame, (source,) = import_generations(log, prompts(), "m", knowledge_units=UNITS, seed=0)
+    failed = frame.set_index("prompt_id").loc["cs-0001:fgp"]
+    assert failed["parse_status"] == "failed" and failed["raw_text"].startswith("What ordering rule")
+    assert [dict(f) for f in source.parse_failures] == [
+        {"sample": "cs-0001:fgp", "prompt_id": "cs-0001:fgp", "reason": failed["parse_error"]}]
+    assert "no JSON object with a question" in failed["parse_error"]
 
 
 def test_an_unfinished_run_or_a_missing_path_is_refused(tmp_path):

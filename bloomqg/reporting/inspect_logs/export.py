@@ -43,8 +43,30 @@ VOTE_SCORER = "vote"
 HEADLINE_METRIC = "usability"
 #: What a sample's target is when the source item has no Bloom level.
 NO_LEVEL = "Uncategorized"
-#: The task name every exported log carries: ``bloomqg/<dataset>/<strategy>``.
+#: The namespace of every exported log's task name, ``bloomqg/<dataset>/<strategy>/<model>``:
+#: one name per cell, so the viewer's log list and ``evals_df`` tell the cells apart.
 TASK_PREFIX = "bloomqg"
+
+
+def cell_task_name(model: str, dataset: str, strategy: str) -> str:
+    """The exported log's ``eval.task``: ``bloomqg/<dataset>/<strategy>/<model>``."""
+    return f"{TASK_PREFIX}/{dataset}/{strategy}/{model}"
+
+
+def inspect_model_name(model_spec: Mapping[str, Any], generation_provenance: Mapping[str, Any], model: str) -> str:
+    """The cell's model as Inspect names models (``<provider>/<model>``): ``hf/<id>`` for an
+    in-process model, ``openai/<id>`` for OpenAI's API and ``openai-api/<entry>/<id>`` for
+    another OpenAI-compatible server (its ``base_url``), and for an imported run the model its
+    logs name (one, or the first and how many more)."""
+    backend, model_id = model_spec.get("backend", "hf"), model_spec.get("model", model)
+    if backend == "inspect":
+        names = list(dict.fromkeys(log["model"] for log in generation_provenance.get("inspect_logs") or []))
+        if not names:
+            raise ValueError(f"cell {model}: an imported cell's generations name no Inspect log (inspect_logs)")
+        return names[0]
+    if backend == "openai":
+        return f"openai-api/{model}/{model_id}" if model_spec.get("base_url") else f"openai/{model_id}"
+    return f"hf/{model_id}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,24 @@ def _record(row: pd.Series) -> dict[str, Any]:
     return {key: _plain(value) for key, value in row.items()}
 
 
+#: A score's value when the judge or the vote gave none: Inspect's own "unscored" (NaN), a
+#: missing value in ``samples_df``'s columns and the viewer, not a red error; the reason is in
+#: ``metadata.status`` / the explanation, and ``metadata.missing`` marks it.
+NOT_RATED = math.nan
+
+
+def score_answer(criterion: str, value: Any) -> str:
+    """What the viewer's answer column shows of a criterion's value: the level, the units,
+    yes / no, or "not rated"."""
+    if value is None:
+        return "not rated"
+    if criterion == "knowledge_units":
+        return "; ".join(value) or "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
 def _judgment_score(row: Mapping[str, Any]) -> Any:
     from inspect_ai.scorer import Score
 
@@ -94,7 +134,8 @@ def _judgment_score(row: Mapping[str, Any]) -> Any:
         criterion, row["value_bool"])
     missing = value is None or row["status"] != "ok"
     return Score(
-        value=str(row["status"]) if missing else value,
+        value=NOT_RATED if missing else value,
+        answer=f"not rated ({row['status']})" if missing else score_answer(criterion, value),
         explanation=row["raw_text"] or row["reason"],
         metadata={"judge": row["judge"], "criterion": criterion, "status": row["status"],
                   "reason": row["reason"], "missing": missing},
@@ -102,24 +143,28 @@ def _judgment_score(row: Mapping[str, Any]) -> Any:
 
 
 def _vote_scores(vote: Mapping[str, Any]) -> dict[str, Any]:
+    """The strict majority per criterion, ``vote/useful`` first: the first score of a sample is
+    the one the viewer's sample list shows, and its answer the voted level and usefulness."""
     from inspect_ai.scorer import Score
 
-    scores = {}
+    useful = vote["useful"]
+    scores = {f"{VOTE_SCORER}/useful": Score(
+        value=NOT_RATED if useful is None else useful,
+        answer=f"{vote['bloom_level'] or 'no level'} · useful: {score_answer('useful', useful)}",
+        explanation="unique, readable and answerable by majority" if useful else None,
+        metadata={"missing": useful is None, "alpha_gated": vote["alpha_gated"]},
+    )}
     for criterion in CRITERIA:
         value = vote[criterion]
         missing = value is None
+        reason = vote[f"{criterion}_null_reason"]
         scores[f"{VOTE_SCORER}/{criterion}"] = Score(
-            value=(vote[f"{criterion}_null_reason"] or "no majority") if missing else value,
-            explanation=vote[f"{criterion}_null_reason"],
+            value=NOT_RATED if missing else value,
+            answer=f"not rated ({reason or 'no majority'})" if missing else score_answer(criterion, value),
+            explanation=reason,
             metadata={"votes": vote[f"{criterion}_votes"], "agreement": vote[f"{criterion}_agreement"],
-                      "missing": missing, "alpha_gated": vote["alpha_gated"]},
+                      "missing": missing, "null_reason": reason, "alpha_gated": vote["alpha_gated"]},
         )
-    useful = vote["useful"]
-    scores[f"{VOTE_SCORER}/useful"] = Score(
-        value="undecided" if useful is None else useful,
-        explanation="unique, readable and answerable by majority" if useful else None,
-        metadata={"missing": useful is None, "alpha_gated": vote["alpha_gated"]},
-    )
     return scores
 
 
@@ -179,8 +224,8 @@ def _sample(generation: Mapping[str, Any], prompt: Mapping[str, Any], judgments:
                                   output_tokens=generation["n_completion_tokens"],
                                   total_tokens=generation["n_prompt_tokens"] + generation["n_completion_tokens"])
     output.time = generation["latency_s"]
-    scores = {f"{row['judge']}/{row['criterion']}": _judgment_score(row) for row in judgments}
-    scores.update(_vote_scores(vote))
+    scores = _vote_scores(vote)  # the votes first: the viewer's sample list shows the first score
+    scores.update({f"{row['judge']}/{row['criterion']}": _judgment_score(row) for row in judgments})
     level = generation["original_bloom_level"]
     return EvalSample(
         id=generation["prompt_id"],
@@ -209,7 +254,7 @@ def _sample(generation: Mapping[str, Any], prompt: Mapping[str, Any], judgments:
 
 
 def _results(cell: CellFrames) -> Any:
-    from inspect_ai.log import EvalMetric, EvalResults, EvalScore
+    from inspect_ai.log import EvalMetric, EvalResults, EvalScore, HeadlineMetric
 
     scores = []
     for row in (_record(r) for _, r in cell.metrics.iterrows()):
@@ -228,7 +273,10 @@ def _results(cell: CellFrames) -> Any:
     # the headline first: the viewer shows the first score's metrics in the log's header
     scores.sort(key=lambda score: score.name != HEADLINE_METRIC)
     return EvalResults(total_samples=len(cell.generations), completed_samples=len(cell.generations),
-                       scores=scores)
+                       scores=scores,
+                       # declared, so evals_df's headline columns name usability (not only the scorer)
+                       headline=HeadlineMetric(scorer=TASK_PREFIX, score=HEADLINE_METRIC, metric="value")
+                       if scores and scores[0].name == HEADLINE_METRIC else None)
 
 
 def build_eval_log(cell: CellFrames, *, model_spec: Mapping[str, Any], decoding: Mapping[str, Any],
@@ -242,7 +290,7 @@ def build_eval_log(cell: CellFrames, *, model_spec: Mapping[str, Any], decoding:
     judgments: dict[str, list[dict[str, Any]]] = {}
     for _, row in cell.judgments.iterrows():
         judgments.setdefault(row["prompt_id"], []).append(_record(row))
-    model = f"{model_spec.get('backend', 'bloomqg')}/{model_spec.get('model', cell.model)}"
+    model = inspect_model_name(model_spec, cell.generation_provenance, cell.model)
     samples = []
     for _, row in cell.generations.iterrows():
         generation = _record(row)
@@ -256,7 +304,7 @@ def build_eval_log(cell: CellFrames, *, model_spec: Mapping[str, Any], decoding:
     eval_id = cell.content_hash[:22]
     spec = EvalSpec(
         eval_id=eval_id, run_id=eval_id, created=cell.created,
-        task=f"{TASK_PREFIX}/{cell.dataset}/{cell.strategy}", task_id=eval_id, task_version=0,
+        task=cell_task_name(cell.model, cell.dataset, cell.strategy), task_id=eval_id, task_version=0,
         task_display_name=f"{cell.model} · {cell.dataset} · {cell.strategy}",
         # the viewer's log list shows the task args: the study's model name tells cells apart
         task_attribs={}, task_args={"model": cell.model, "dataset": cell.dataset, "strategy": cell.strategy},
