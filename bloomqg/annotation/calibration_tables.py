@@ -156,15 +156,19 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
         name=PLAN_NAME,
         caption=f"How many labels? Human labels per cell for PPI++ to bound each metric to ± {width:g} points",
         stub_columns=["Cell", "Metric"],
-        columns=["Judges (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width", "N judged"],
+        columns=["Judges' share (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width", "N judged"],
         rows=rows, data=plan.reset_index(drop=True),
     )
     catcons = plan[plan["metric"] == "catcons_level"]
     if not annotated and len(catcons):
         table.notes.append(catcons_plan_sentence(catcons, width))
     table.notes.append(
-        "Disagreement is the share of items on which judge and human would differ on the metric's outcome, at most: "
-        "measured on an imported round (pilot) or assumed from the criterion's agreement (annotation_plan.assumed_"
-        "agreement). The plan takes the smaller of PPI's and the humans' own variance bound (bloomqg/annotation/plan.py)."
+        "Judges' share: the judges' majority over every judged question of the cell, useful or not (the tables' "
+        "metrics, e.g. CatCons and Usability, count useful questions only, so their values differ). Disagreement: "
+        "the share of questions on which judges and a person would differ, at most: measured on human labels "
+        "imported earlier, or assumed from how well the judges agree on the criterion (config "
+        "annotation_plan.assumed_agreement). Predicted half-width: half the width of the interval the labels "
+        "would give. The plan takes whichever needs fewer labels: correcting the judges with the labels (PPI++) "
+        "or the labels alone."
     )
     return table

@@ -159,7 +159,20 @@ def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy:
     if is_missing(row["value"]):
         return "–"
     n = "" if is_missing(row.get("n")) else f" (n={int(row['n'])})"
-    return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{n}"
+    return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{_percent_sign(metric)}{n}"
+
+
+def _percent_sign(metric: str) -> str:
+    return "%" if metric_spec(metric).percent else ""
+
+
+def _on_the_pairs(r: Any, name_a: str, name_b: str) -> str:
+    """"on the 7 pairs: CoT 85.71%, FGP 71.43%": what the paired difference is the difference of."""
+    if int(r.n_pairs) == 0 or is_missing(r.value_a) or is_missing(r.value_b):
+        return ""
+    decimals, sign = metric_spec(r.metric).decimals, _percent_sign(r.metric)
+    return (f"on the {int(r.n_pairs)} pairs: {name_a} {fixed(float(r.value_a), decimals)}{sign}, "
+            f"{name_b} {fixed(float(r.value_b), decimals)}{sign}")
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -206,6 +219,7 @@ def answer_context(
                 "pairs": str(int(r.n_pairs)),
                 "detectable": ("–" if not r.planned or int(r.n_pairs) == 0 else "none" if is_missing(r.mdd)
                                else f"≥ {float(r.mdd):.1f}"),
+                "on_pairs": _on_the_pairs(r, name_a, name_b),
                 "value_a": _cell_value(values, r.model, r.dataset, a, r.metric),
                 "value_b": _cell_value(values, r.model, r.dataset, b, r.metric),
                 "why": why(r, strategy_labels),

@@ -96,6 +96,7 @@ def question_examples(
             levels.append({
                 "level": level or UNCATEGORIZED,
                 "n_total": len(with_question),
+                "n_hits": int(_hit(with_question).fillna(False).astype(bool).sum()),
                 "examples": [_example(row, (judges or {}).get((str(model), str(row["dataset"]), str(row["strategy"]))),
                                       strategy_labels) for _, row in chosen.iterrows()],
             })

@@ -204,7 +204,7 @@ def _answer_facts(book: FactBook, answer: pd.DataFrame | None) -> None:
         where = {"model": row["model"], "dataset": row["dataset"], "subject": f"{row['metric']} · {pair}"}
         book.add("answer.diff", row["diff"], n=row["n_pairs"], ci_low=row["ci_low"], ci_high=row["ci_high"],
                  source="metrics/answer.parquet", definition=COLUMN_DEFINITIONS["diff"], **where)
-        for column in ("n_pairs", "p_adjusted", "family_size", "significance", "mdd", "max_detectable", "target_difference",
+        for column in ("value_a", "value_b", "n_pairs", "p_adjusted", "family_size", "significance", "mdd", "max_detectable", "target_difference",
                        "n_needed_target", "no_difference_bound", "reliability_value", "reliability_threshold"):
             if column in row:
                 book.add(f"answer.{column}", row[column], source="metrics/answer.parquet",

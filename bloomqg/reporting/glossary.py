@@ -35,13 +35,15 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("pairs", "Pairs", "original questions answered under both strategies: comparing on the same originals removes "
      "the originals' own difficulty from the difference."),
     ("interval", "95% interval (95% CI)", "the range of values compatible with the data; it holds the true value in "
-     "95% of studies like this one. Shares take Clopper–Pearson's exact interval, paired differences Tango's score "
-     "interval (graded ones MOVER), agreement coefficients a bootstrap over questions (docs/statistics.md)."),
+     "95% of studies like this one. Shares take Clopper–Pearson's exact interval (it never claims more certainty "
+     "than the data give), paired differences Tango's score interval (built for two answers per original; graded "
+     "ones MOVER, which combines the two arms' own intervals), agreement coefficients a bootstrap over questions."),
     ("bootstrap", "Bootstrap", "an interval found by re-drawing the questions at random with replacement many "
      "times and recomputing the value each time; the middle 95% of those values is the interval."),
     ("tests", "McNemar, Wilcoxon", "the paired tests: McNemar's for yes/no outcomes (does a question hit its level), "
-     "Wilcoxon's signed-rank for graded ones (KnowCov). Cohen's h and the rank-biserial correlation are their effect "
-     "sizes."),
+     "Wilcoxon's signed-rank for graded ones (KnowCov). Their effect sizes say how large a difference is, apart "
+     "from how sure it is: Cohen's h for shares (0.2 small, 0.5 medium, 0.8 large) and the rank-biserial "
+     "correlation for graded outcomes (−1 to 1)."),
     ("holm", "Holm's p", "the p value adjusted for the several comparisons made on one metric (Holm's method), "
      "so that the chance of any false finding among them stays at 5%."),
     ("detectable", "Detectable difference", "the smallest difference this study would find 8 times in 10 with its "
@@ -68,6 +70,13 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("ppi", "PPI, PPI++", "prediction-powered inference: a few human labels correct the judges' estimate and its "
      "interval (PPI++ tunes how much the judges are trusted)."),
     ("n", "n", "the number of questions a value is computed over."),
+    ("auxiliary", "Classification acc., Knowledge-ID acc.", "under a strategy that asks the model to name the "
+     "original's Bloom level and knowledge units first (CoT): how often it named the level, and the exact set of "
+     "units, the dataset gives the original."),
+    ("parse", "Parse failure", "a reply the workflow could not read a question (or a judge's verdict) from, e.g. "
+     "no JSON, or a reply cut off at the length limit."),
+    ("api", "API, tokens", "API: a model reached over the network as a paid service (OpenAI-compatible); tokens: "
+     "the word pieces a model reads (prompt) and writes (completion), what API calls are priced by."),
 )
 
 

@@ -20,12 +20,14 @@ from bloomqg.reporting.facts import judge_means
 
 #: How each judge backend rates, in one clause.
 BACKEND_DESCRIPTION: dict[str, str] = {
-    "rules": "no model: the paper's verb list for the Bloom level (the highest level whose verb the question uses), "
-             "text heuristics for the rest",
-    "embedding": "sentence embeddings ({model}): the level of the most similar dataset questions, the nearest "
-                 "unit; it does not rate readable or answerable",
-    "hf": "a language model ({model}) run on this machine, asked the judging rubric",
-    "openai": "a language model ({model}) behind an API, asked the judging rubric",
+    "rules": "no model: the Bloom level from the paper's list of verbs per level (the highest level whose verb the "
+             "question uses, e.g. \"compare\" for Analyze), and simple checks of the text for the rest (length, a "
+             "question mark, likeness to the original)",
+    "embedding": "a small text-similarity model ({model}) that turns sentences into numbers: the level of the most "
+                 "similar dataset questions, and the nearest knowledge unit; it does not rate readable or answerable",
+    "hf": "a language model ({model}) run on this machine, given the same instructions (the judging rubric) a "
+          "person would get",
+    "openai": "a language model ({model}) reached over an API (a paid model service), given the judging rubric",
     "learned": "a classifier trained on the paper's published panel votes",
 }
 #: A judge giving one answer to at least this share of the questions it rates is an artefact risk:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS, LEVEL_WEIGHT
 from bloomqg.metrics.cognitive import SHIFT_TYPES
-from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
+from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, SIGNIFICANCE, ordered_strategies
 from bloomqg.metrics.correlations import FIGURE5_PAIRS
 from bloomqg.metrics.registry import metric_spec, table_label
 from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
@@ -93,7 +93,9 @@ def strategy_effect(
     if not sentences:
         return None
     # the cells' values differ as written; whether a difference is real is the paired test's call
-    return " ".join(sentences) + " (The cells' values; the Answer tests the difference on paired items.)"
+    tested = ("the Answer and the paired table test the difference on paired items" if metric in DEFAULT_PAIRED_METRICS
+              else "no test of this difference is made")
+    return " ".join(sentences) + f" (The cells' values over all their questions; {tested}.)"
 
 
 def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:
@@ -424,8 +426,10 @@ def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels
         raw = int((rows["p_value"] < SIGNIFICANCE).sum())
         holm = rows[rows["p_adjusted"] < SIGNIFICANCE]
         up, down = int((holm["diff"] > 0).sum()), int((holm["diff"] < 0).sum())
+        untested = int(((paired["strategy_a"] == a) & (paired["strategy_b"] == b)).sum()) - len(rows)
+        without = f" (the other {_plural(untested, 'row')} of the table had no pairs to test)" if untested else ""
         parts.append(f"{name_b} against {name_a}: {raw} of {_plural(len(rows), 'test')} with p < {SIGNIFICANCE:g} unadjusted, "
-                     f"{len(holm)} after Holm ({up} higher under {name_b}, {down} lower)")
+                     f"{len(holm)} after Holm ({up} higher under {name_b}, {down} lower){without}")
     return ("; ".join(parts) + ". Holm adjusts within each metric's family: every pair × model × dataset "
             "tested on that metric.")
 
@@ -450,15 +454,17 @@ def panel_sample_reading(estimates: pd.DataFrame) -> str | None:
 
 
 def catcons_plan_clause(catcons: pd.DataFrame, width: float) -> str:
-    """What the labels plan says of CatCons (its rows of the plan, ``reachable``, ``n_needed``,
-    ``half_width_at_n``), as a clause without capital or full stop: the labels per cell that
-    bound it to ± ``width`` points, or the half-width labelling every question would reach where
-    no number of labels bounds it."""
+    """What the labels plan says of the share of questions at the original's level (its
+    ``catcons_level`` rows: ``reachable``, ``n_needed``, ``half_width_at_n``), as a clause without
+    capital or full stop: the labels per cell that bound it to ± ``width`` points, or the
+    half-width labelling every question would reach where no number of labels bounds it. The
+    share is over every judged question, so it is named apart from CatCons (useful ones only)."""
     reachable = catcons[catcons["reachable"].astype(bool)]
+    name = "the share at the original's level (all judged questions)"
     if len(reachable) == len(catcons):
-        return f"{int(catcons['n_needed'].max())} labels per cell would bound CatCons to ± {width:g} points"
+        return f"{int(catcons['n_needed'].max())} labels per cell would bound {name} to ± {width:g} points"
     short = catcons[~catcons["reachable"].astype(bool)]
-    return (f"in {len(short)} of {len(catcons)} cells, labelling every question would still leave CatCons at up to "
+    return (f"in {len(short)} of {len(catcons)} cells, labelling every question would still leave {name} at up to "
             f"± {float(short['half_width_at_n'].max()):.1f} points, not ± {width:g}: those cells have too few "
             "questions to bound it"
             + (f"; the other cells need up to {int(reachable['n_needed'].max())} labels" if len(reachable) else ""))

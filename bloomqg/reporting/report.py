@@ -61,14 +61,20 @@ TEMPLATE_NAME = "report.html.j2"
 #: live in ``report/captions/*.rst``).
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
-    "of the generated question (right), useful questions only; band width = number of questions.",
-    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ| in Bloom levels) of regressions, drifts and leaps per model.",
-    "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
+    "of the generated question (right), useful questions only, all datasets; band width = number of questions. "
+    "R, U, Ap, An, E, C: Remember, Understand, Apply, Analyze, Evaluate, Create.",
+    "fig3_shift_scores": "Figure 3. Mean shift score per model: how many Bloom levels (|Δ|) a useful question lands "
+    "from its original's, averaged over the questions that regressed (2+ levels lower), drifted (1 level) or leapt "
+    "(2+ levels higher); whiskers: 95% confidence intervals; n: questions per bar.",
+    "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy (the share of originals whose knowledge units the "
+    "model named exactly) under each strategy whose answers name the "
     "original's knowledge unit (CoT's), with 95% confidence intervals.",
     "fig5_correlations": "Figure 5. Correlations across models under each strategy whose answers identify level and "
     "units (CoT's): (a) classification accuracy vs CatCons, (b) knowledge-identification accuracy vs KnowCov.",
     "fig6_confusion": "Figure 6. Original Bloom level vs the model's own classification (each strategy that asks "
-    "for it, as CoT does) and vs the judged level of its question, pooled over datasets; rows sum to 100%.",
+    "for it, as CoT does) and vs the judged level of its question, pooled over all datasets (so its n can differ "
+    "from Figure 2's comparison on the datasets every strategy ran); each row with originals sums to 100%, an empty "
+    "row has none. R, U, Ap, An, E, C: Remember, Understand, Apply, Analyze, Evaluate, Create.",
     "reliability": "Judge reliability: Krippendorff's α per criterion and cell with 95% CI; dashed line = gate.",
     "parse_failures": "Parse failures of generations and of judges' answers (%).",
     "judge_bias_positions": "Judge bias, order probe: share of each judge's Bloom levels by the position the "
@@ -470,6 +476,11 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     }
     for name, listed in listings.items():
         counts[f"{name}.count"] = (len(listed), f"rows of the page's list {name}")
+    if paired is not None and len(paired):
+        for (a, b), rows in paired.groupby(["strategy_a", "strategy_b"], sort=False):
+            counts[f"paired.{a}.{b}.tested"] = (int(rows["p_value"].notna().sum()), "paired-table rows with a test")
+            counts[f"paired.{a}.{b}.untested"] = (int(rows["p_value"].isna().sum()),
+                                                  "paired-table rows without pairs to test")
     counts["gate.agreements"] = (gate["n_panel"], "criterion × cell agreements the gate decided on")
     for status, n in gate["status_counts"].items():
         counts[f"gate.{status}"] = (n, f"criterion × cell agreements the gate found {status.replace('_', ' ')}")

@@ -7,6 +7,7 @@ only FGP work.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -219,18 +220,20 @@ def test_the_report_answers_first_and_contradicts_itself_nowhere(finished_study)
 
 def test_the_report_says_how_many_labels_would_bound_catcons(finished_study):
     """No annotation is imported in this study: annotation_plan runs on its votes, and the report
-    says how many labels per cell would bound CatCons to the target half-width (issue 30)."""
+    says how many labels per cell would bound the share of questions at the original's level
+    (the plan's CatCons-like share, over all judged questions) to the target half-width (issue 30)."""
     workdir, _ = finished_study
     plan = pd.read_parquet(workdir / "results" / "calibration" / "plan.parquet")
     catcons = plan[plan["metric"] == "catcons_level"]
     assert len(catcons) == 4 and (catcons["n_needed"] >= 1).all()
     assert (catcons["n_needed"] <= catcons["big_n"]).all() and set(catcons["agreement_source"]) == {"assumed"}
-    report = (workdir / "results" / "report.html").read_text()
+    report = html.unescape((workdir / "results" / "report.html").read_text())
+    share = "the share at the original's level (all judged questions)"
     if catcons["reachable"].all():
         n = int(catcons["n_needed"].max())
-        assert f"No annotation was imported: {n} labels per cell would bound CatCons to ± 5 points" in report
-    else:  # 3 items per cell cannot bound CatCons to ± 5: the report must not say they would
-        assert "would bound CatCons" not in report and "labelling every question would still leave CatCons" in report
+        assert f"No annotation was imported: {n} labels per cell would bound {share} to ± 5 points" in report
+    else:  # 3 items per cell cannot bound it to ± 5: the report must not say they would
+        assert f"would bound {share}" not in report and f"labelling every question would still leave {share}" in report
 
 
 def test_second_run_does_nothing(finished_study):

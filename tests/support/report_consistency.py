@@ -68,7 +68,9 @@ def report_inconsistencies(page: str) -> list[str]:
             paired[(model, dataset, pair, metric)] = (diff, p_holm, n)
     models = {key[0] for key in paired}
     answer = _section(page, "answer")
-    pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>) \[95% interval\]</th>', answer)]
+    pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>)(?: on the pairs)? \[95% interval\]</th>', answer)]
+    if answer and '<table class="answer">' in answer and not pair_headers:
+        problems.append("the Answer's tables have no header this check reads (its pair columns changed?)")
     for pair, table in zip(pair_headers, re.findall(r'<table class="answer">.*?</table>', answer, re.S)):
         for row in table_rows(table, "<table"):
             if len(row) < 9:
@@ -76,6 +78,7 @@ def report_inconsistencies(page: str) -> list[str]:
             metric, where, verdict, _, _, difference, n = row[:7]
             model, _, dataset = where.rpartition(" · ")
             model = model or (next(iter(models)) if len(models) == 1 else None)  # one model: not named
+            difference = re.sub(r"\s*on the \d+ pairs: .*$", "", difference)  # the pairs' own values, under it
             shown = re.sub(r" (points|levels|units)$", "", difference).replace(" (one pair: no interval)", "")
             in_table = paired.get((model, dataset, pair, metric))
             if in_table is None:

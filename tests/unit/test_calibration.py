@@ -35,6 +35,9 @@ from tests.support.ppi_reference import (
     ppi_python_estimates,
 )
 
+#: how the labels plan names the share it sizes (over all judged questions, unlike CatCons)
+SHARE = "the share at the original's level (all judged questions)"
+
 
 
 @pytest.fixture(scope="module")
@@ -397,7 +400,9 @@ def test_the_plan_sentence_follows_reachable_and_a_one_question_cell_is_planned(
     from bloomqg.reporting.readings import labels_plan_reading
 
     plan = pd.concat([frame.assign(metric="catcons_level"), frame.assign(metric="unique")]).assign(half_width=5.0)
-    assert labels_plan_reading(plan).startswith("In 2 of 2 cells, labelling every question would still leave CatCons "
+    assert labels_plan_reading(plan).startswith(
+        "In 2 of 2 cells, labelling every question would still leave the share at the original's level (all judged "
+        "questions) "
                                                 "at up to ± 69.3 points")
     assert labels_plan_reading(plan[plan["metric"] == "unique"]) is None
     one = labels_needed(np.array([1.0]), 0.5)
@@ -428,11 +433,11 @@ def test_the_calibrated_tables_read_back_as_report_views(study, tmp_path):
     catcons = plan[plan["metric"] == "catcons_level"]
     if catcons["reachable"].all():
         n = int(catcons["n_needed"].max())
-        assert any(f"{n} labels per cell would bound CatCons to ± 5 points" in note for note in notes)
+        assert any(f"{n} labels per cell would bound {SHARE} to ± 5 points" in note for note in notes)
     else:  # the sentence follows the plan's own reachable column, never a bound it cannot keep
-        assert not any("would bound CatCons" in note for note in notes)
+        assert not any(f"would bound {SHARE}" in note for note in notes)
         widest = catcons.loc[~catcons["reachable"], "half_width_at_n"].max()
-        assert any(f"would still leave CatCons at up to ± {widest:.1f} points, not ± 5" in note for note in notes)
+        assert any(f"would still leave {SHARE} at up to ± {widest:.1f} points, not ± 5" in note for note in notes)
     # the strategies are named by their labels from the config, not by their keys
     labels = {"cot": "Chain of thought", "fgp": "Fine-grained"}
     labelled = [calibrated_table(estimates, agreement, n_annotators=2, rounds=["annotations"], pseudo_disagreements=2,

@@ -115,7 +115,8 @@ def metric_table(
     shown = all_metrics[all_metrics["metric"].isin(list(metrics))]
     table_notes = [interval_note(shown["ci_method"]) if with_ci else NO_CI_NOTE, N_NOTE, *notes]
     if not_run:
-        table_notes.append(f"{EMPTY}: not run ({'; '.join(ordered_unique(not_run))}).")
+        table_notes.append(f"{EMPTY} (long dash): not run ({'; '.join(ordered_unique(not_run))}); {MISSING} (short "
+                           "dash): run, but no value (no question the metric counts).")
     if not rows or not column_specs:
         table_notes.append(f"{EMPTY} No metrics were available for this table: no cell was scored.")
     table = Table(name, caption, stub, columns, rows, pd.DataFrame(records), groups, table_notes)
@@ -296,7 +297,7 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
     methods = paired["ci_method"] if paired is not None and "ci_method" in paired.columns else []
     notes = [
         "Difference = B − A on the items both strategies answered (percentage points for percent metrics), "
-        f"with its 95% interval ({interval_words(methods) or 'docs/statistics.md'}). "
+        f"with its 95% interval ({interval_words(methods) or 'see the glossary'}). "
         "p: raw (McNemar for yes/no outcomes, Wilcoxon for graded ones); "
         "p (Holm): adjusted by Holm's method (see the glossary) over every strategy pair × model × dataset row "
         "of that metric (how many: the family_size column of the table's CSV). The effect size's name follows "

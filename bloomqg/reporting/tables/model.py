@@ -140,7 +140,7 @@ def interval_note(methods: Iterable[object], confidence: float = 0.95) -> str:
     if words is None:
         return CI_NOTE
     return (f"Values are percentages with {100 * confidence:g}% confidence intervals in brackets unless noted: "
-            f"{words} (docs/statistics.md).")
+            f"{words} (see the glossary's 95% interval; the project's docs/statistics.md has the details).")
 
 
 def fixed(value: float, decimals: int) -> str:

@@ -78,7 +78,9 @@ def build_tables(
         caption="CogShift score, auxiliary tasks (question classification, knowledge identification) and question counts.",
         notes=["CogShift is a raw score: the mean over useful questions of |Δ|, the number of Bloom levels between the "
                "judged and the original level (0 where they match); Generated/Useful are counts; the auxiliary tasks exist only "
-               "under strategies whose answers identify the original's level and units (CoT's), – elsewhere."],
+               "under strategies whose answers identify the original's level and units (CoT's), – elsewhere; "
+               "Classification acc. counts an original the model did not classify as wrong; Knowledge-ID acc. is – "
+               "in a cell where the model named no unit for any original (nothing to score)."],
     ))
     tables.append(reliability_table(reliability, strategy_labels))
     tables.append(judges_table(reliability))
