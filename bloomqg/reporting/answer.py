@@ -236,7 +236,10 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     if gate is None or not gate.get("n_panel"):
         return "Judges: no reliability was computed."
     counts = gate["status_counts"]
+    hollow = len(gate.get("by_construction") or [])
+    # an agreement only one varying judge makes is no evidence: say so beside "reliable"
+    hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
     return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "
-            f"{counts.get(RELIABLE, 0)} reliable, {counts.get(UNRELIABLE, 0)} unreliable and "
+            f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
             f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (see the glossary; each is listed "
             "under Judge reliability).")

@@ -53,4 +53,29 @@ def mark_by_construction(
         "rule": DECIDED_RULE,
         "marked": [_where(f, strategy_labels) for f in used.values()],
         "uninformative": [_where(f, strategy_labels) for f in flags if not f.decided],
+        "flags": list(flags),
     }
+
+
+def hollow_agreements(flags: Sequence[ConstructionFlag]) -> dict[tuple[str, str, str, str], ConstructionFlag]:
+    """(model, dataset, strategy, criterion) → its flag, where at most one judge's votes vary: an
+    agreement the gate measures there is the panel's make-up, no evidence (the gate's table and the
+    agreement table say so beside "reliable")."""
+    return {(f.model, f.dataset, f.strategy, f.criterion): f for f in flags if f.agreement_by_construction}
+
+
+def construction_caveat(flag: ConstructionFlag) -> str:
+    """"only rules varies (minilm abstains on 15 of 15; smollm2 always says yes)": why an agreement
+    is by construction, in the words of the ‡ lists."""
+    who = f"only {flag.varying[0]} varies" if flag.varying else "no judge's votes vary"
+    return f"{who} ({'; '.join(flag.reasons)})"
+
+
+def construction_facts(flags: Sequence[ConstructionFlag]) -> list[dict[str, Any]]:
+    """The counts the flags' lines print ("on 1 of 15 questions rules casts most of the valid
+    votes"), as facts (:meth:`bloomqg.reporting.facts.FactBook.add`'s keywords)."""
+    return [{"quantity": "construction.outvotable_items", "value": flag.n_outvotable, "n": flag.n_asked,
+             "model": flag.model, "dataset": flag.dataset, "strategy": flag.strategy, "subject": flag.criterion,
+             "source": "votes", "definition": "questions on which the judges that are not constant cast more than "
+                                              "half of the valid votes (could have decided the majority)"}
+            for flag in flags if flag.n_outvotable is not None]

@@ -61,12 +61,28 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("gate", "The gate", f"the rule that decides whether the judges rate a criterion reliably in a cell: {GATE_RULE}. "
      "Numbers resting on an unreliable or unmeasured criterion are marked †."),
     ("dagger", "† (dagger)", "a criterion behind the number failed the gate, or its agreement could not be measured."),
-    ("ddagger", "‡ (double dagger)", "the number is decided by how the panel is built (e.g. a judge that cannot "
-     "rate the criterion), not by the judges' votes."),
-    ("dawid-skene", "Dawid–Skene", "a model that estimates each judge's accuracy from the votes alone and weighs "
+    ("ddagger", "‡ (double dagger)", "the number is decided by how the panel is built (e.g. a judge that always "
+     "says yes beside one that cannot rate the criterion), not by the judges' votes. Such judges that leave the "
+     "others free to change the result are listed apart, without a mark."),
+    ("valid", "Valid vote, abstains", "a valid vote is a judge's answer that could be read; a judge that gives "
+     "none on a question (it cannot rate the criterion, or its reply did not parse) abstains there."),
+    ("by-construction", "By construction", "an agreement the gate counts as reliable although at most one "
+     "judge's votes vary (the others always give one answer or abstain): it shows how the panel is built, not "
+     "that judges who rate the questions agree, so it is no evidence."),
+    ("dawid-skene", "Dawid–Skene (DS)", "a model that estimates each judge's accuracy from the votes alone and weighs "
      "the judges by it (its label: the answer it finds likeliest); shown beside the plain majority as a check."),
-    ("effective", "Effective judges", "how many independent judges the panel is worth: as many as it has when they "
-     "err independently, 1 when they all make the same mistakes."),
+    ("effective", "Effective judges", "how many independent judges the panel is worth: n / (1 + (n − 1)·ρ̄), with "
+     "n judges and ρ̄ the mean correlation of their errors against the Dawid–Skene label; as many as it has when "
+     "they err independently, 1 when they all make the same mistakes."),
+    ("sensitivity", "Sensitivity, specificity", "of a judge on a yes/no criterion, under Dawid–Skene: how often it "
+     "says yes where the Dawid–Skene label is yes (sensitivity) and no where the label is no (specificity). Their "
+     "intervals are Jeffreys' (a Bayesian interval for a share), over Dawid–Skene's probability-weighted counts."),
+    ("agrees", "Agrees with the others, Agree %", "two shares of a judge's votes: equal to the strict majority of "
+     "the other judges, its own vote left out (\"agrees with the others\", the setup and Can these judges be "
+     "trusted?), or equal to the panel's majority, its own vote included (\"Agree %\", the judges' table)."),
+    ("leave-one-out", "Leave-one-judge-out panel", "the panel with one judge removed; a comparison that keeps its "
+     "sign and significance without each judge in turn does not rest on any one judge."),
+    ("raw-p", "Raw p", "a p value before Holm's adjustment for the several comparisons of a metric."),
     ("ppi", "PPI, PPI++", "prediction-powered inference: a few human labels correct the judges' estimate and its "
      "interval (PPI++ tunes how much the judges are trusted)."),
     ("n", "n", "the number of questions a value is computed over."),

@@ -17,6 +17,9 @@ import pandas as pd
 from bloomqg.store.frames import BINARY_CRITERIA
 from bloomqg.reporting.display import CRITERION_LABEL, CRITERION_PHRASE, is_missing
 from bloomqg.reporting.facts import judge_means
+# a judge giving one answer to at least these shares of the questions it rates is an artefact
+# risk: one threshold with the per-judge flags of "Can these judges be trusted?"
+from bloomqg.voting.diagnostics import CONSTANT_SHARE, CONSTANT_SHARE_BINARY
 
 #: How each judge backend rates, in one clause.
 BACKEND_DESCRIPTION: dict[str, str] = {
@@ -30,11 +33,6 @@ BACKEND_DESCRIPTION: dict[str, str] = {
     "openai": "a language model ({model}) reached over an API (a paid model service), given the judging rubric",
     "learned": "a classifier trained on the paper's published panel votes",
 }
-#: A judge giving one answer to at least this share of the questions it rates is an artefact risk:
-#: of six levels or a dataset's units, 90% one answer is no rating; of yes/no, where most questions
-#: may truly be readable, only a (nearly) constant answer is.
-CONSTANT_SHARE = 0.9
-CONSTANT_SHARE_BINARY = 0.98
 
 
 def _model_of(name: str, entry: Mapping[str, Any], config: Mapping[str, Any]) -> str:

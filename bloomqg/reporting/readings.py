@@ -33,7 +33,9 @@ from bloomqg.reporting.figures.confusion import classifying_strategies
 from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
 from bloomqg.reporting.tables.model import require_columns
 from bloomqg.inputs.strategies import ComparisonSpec
-from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
+from bloomqg.reporting.construction import construction_caveat, hollow_agreements
+from bloomqg.voting.agreement import GATE_RULE, NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
+from bloomqg.voting.construction import ConstructionFlag
 
 
 def _plural(n: int, word: str) -> str:
@@ -249,10 +251,13 @@ def correlation_summary(all_metrics: pd.DataFrame, correlations: pd.DataFrame | 
         f"The correlations frame has no rows under {names} for these metric pairs."
 
 
-def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, Any]:
-    """The gate's settings, its decision per criterion × cell by its one rule
-    (:func:`bloomqg.voting.agreement.gate_decision`, as recorded), the agreements it flagged and
-    its effect in words."""
+def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None,
+                 construction: Sequence[ConstructionFlag] = ()) -> dict[str, Any]:
+    """The gate's settings and its rule (:data:`~bloomqg.voting.agreement.GATE_RULE`), its decision
+    per criterion × cell by that one rule (:func:`bloomqg.voting.agreement.gate_decision`, as
+    recorded), the agreements it flagged and its effect in words. ``construction``: the cells'
+    construction flags; an agreement the gate calls reliable where at most one judge's votes vary
+    is counted apart (``by_construction``): it is the panel's make-up, no evidence of agreement."""
     require_columns(reliability, ["judge", "criterion", "alpha", "gate_threshold", "gate_action", "gate_passed",
                                   "model", "dataset", "strategy"], "reliability")
     panel = reliability[reliability["judge"].isna()]
@@ -262,6 +267,15 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
     thresholds = [float(t) for t in ordered_unique(panel["gate_threshold"])]
     actions = [str(a) for a in ordered_unique(panel["gate_action"])]
     status_counts = {status: sum(d.status == status for d in decisions) for status in (RELIABLE, UNRELIABLE, NOT_MEASURED)}
+    hollow = hollow_agreements(construction)
+    by_construction = [
+        {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy, strategy_labels),
+         "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
+         "coefficient": COEFFICIENT_SYMBOL.get(d.coefficient, d.coefficient), "alpha": d.value,
+         "why": construction_caveat(hollow[key])}
+        for r, d in zip(panel.itertuples(index=False), decisions)
+        if d.status == RELIABLE and (key := (r.model, r.dataset, r.strategy, r.criterion)) in hollow
+    ]
     # flagged (†): every agreement not shown reliable, except a release's criterion without
     # per-judge votes (gate_passed null), which no vote could have shown either way
     failures = [
@@ -276,13 +290,15 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
     if not len(panel):
         effect = "No reliability was computed (no panel-level rows)."
     else:
-        effect = (f"Of {len(panel)} criterion × cell agreements, {status_counts[RELIABLE]} reliable, "
+        hollow_text = (f" ({len(by_construction)} of them only by construction: at most one judge's votes vary "
+                       "there, so no evidence of agreement)" if by_construction else "")
+        effect = (f"Of {len(panel)} criterion × cell agreements, {status_counts[RELIABLE]} reliable{hollow_text}, "
                   f"{status_counts[UNRELIABLE]} unreliable and {status_counts[NOT_MEASURED]} not measured "
                   f"(threshold {threshold_text}; the rule is the glossary's \"The gate\").")
         if failures:
             cells = {(f["model"], f["dataset"], f["strategy"]) for f in failures}
             if set(actions) == {"drop"}:
-                consequence = ("the flagged criteria's majority votes were set to null in those cells, so their "
+                consequence = ("the flagged criteria's majority votes were removed in those cells, so their "
                                "metrics leave those votes out")
             else:
                 consequence = "the metrics those criteria feed are marked † in the tables; no vote was removed"
@@ -291,7 +307,8 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
         else:
             effect += " Nothing was flagged or dropped."
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
-            "n_panel": len(panel), "coefficient": coefficient, "status_counts": status_counts}
+            "n_panel": len(panel), "coefficient": coefficient, "status_counts": status_counts, "rule": GATE_RULE,
+            "by_construction": by_construction}
 
 
 def _reliability_reading(gate: dict[str, Any]) -> str:
@@ -299,7 +316,9 @@ def _reliability_reading(gate: dict[str, Any]) -> str:
     counts = gate["status_counts"]
     if not gate["n_panel"]:
         return gate["effect"]
-    return (f"Of {gate['n_panel']} criterion × cell agreements, {counts[RELIABLE]} reliable, {counts[UNRELIABLE]} "
+    hollow = len(gate.get("by_construction") or [])
+    hollow_text = f" ({hollow} only by construction)" if hollow else ""
+    return (f"Of {gate['n_panel']} criterion × cell agreements, {counts[RELIABLE]} reliable{hollow_text}, {counts[UNRELIABLE]} "
             f"unreliable and {counts[NOT_MEASURED]} not measured; what the gate flagged, and why: Judge reliability.")
 
 

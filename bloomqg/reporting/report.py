@@ -27,7 +27,7 @@ import pandas as pd
 from bloomqg.store.atomic import write_text_atomic
 from bloomqg.store.frames import IMPORTED
 from bloomqg.reporting.answer import answer_context
-from bloomqg.reporting.construction import mark_by_construction
+from bloomqg.reporting.construction import construction_facts, mark_by_construction
 from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
@@ -47,6 +47,7 @@ from bloomqg.reporting.readings import (
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
 from bloomqg.reporting.tables.model import DAGGER
+from bloomqg.voting.agreement import PREVALENCE_LIMIT
 from bloomqg.voting.construction import MARK, construction_flags
 from bloomqg.reporting.trust import trained_judges, trust_context
 from bloomqg.inputs.strategies import ComparisonSpec
@@ -75,7 +76,9 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "for it, as CoT does) and vs the judged level of its question, pooled over all datasets (so its n can differ "
     "from Figure 2's comparison on the datasets every strategy ran); each row with originals sums to 100%, an empty "
     "row has none. R, U, Ap, An, E, C: Remember, Understand, Apply, Analyze, Evaluate, Create.",
-    "reliability": "Judge reliability: Krippendorff's α per criterion and cell with 95% CI; dashed line = gate.",
+    "reliability": "Judge reliability: per criterion and cell, the coefficient the gate reads (Krippendorff's α, "
+    f"or Gwet's AC1 where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes) with 95% CI; dashed line = the "
+    "gate's threshold.",
     "parse_failures": "Parse failures of generations and of judges' answers (%).",
     "judge_bias_positions": "Judge bias, order probe: share of each judge's Bloom levels by the position the "
     "permuted list gave them (bars), and where an order-blind judge's would stand (dashes).",
@@ -389,7 +392,8 @@ def build_report(
     plan = _table_data(table_paths, "annotation_plan.csv")
     if plan is not None and (reading := labels_plan_reading(plan)):
         t_readings["annotation_plan"] = reading
-    gate = gate_summary(reliability, labels)
+    flags = construction_flags(votes, panel_judges(reliability))
+    gate = gate_summary(reliability, labels, flags)
     context = {
         "title": title,
         "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
@@ -410,7 +414,7 @@ def build_report(
         "explorer_href": explorer_href,
         "figures": _figure_entries(figure_paths, readings, explorer_href),
         "gate": gate,
-        "trust": {**trust_context(reliability, robustness, labels), "trained": trained_judges(judgment_provenance)},
+        "trust": {**trust_context(reliability, robustness, labels, flags), "trained": trained_judges(judgment_provenance)},
         "ledger": ledger_view(ledger),
         "generation_usage": generation_usage(generations, labels),
         "examples": question_examples(votes, generations, judges=panel_judges(reliability), strategy_labels=labels),
@@ -419,8 +423,7 @@ def build_report(
     }
     context["judges"], context["artefacts"] = judge_lines(config, reliability)
     context["setup"] = study_setup(config, all_metrics, labels)
-    context["construction"] = mark_by_construction(context["tables"], construction_flags(votes, panel_judges(reliability)),
-                                                   labels)
+    context["construction"] = mark_by_construction(context["tables"], flags, labels)
     context["table_notes"] = section_notes(context["tables"])
     html = render_report(context)
     out_path = Path(out_path)
@@ -485,8 +488,19 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     for status, n in gate["status_counts"].items():
         counts[f"gate.{status}"] = (n, f"criterion × cell agreements the gate found {status.replace('_', ' ')}")
     counts["gate.flagged"] = (len(gate["failures"]), "criterion × cell agreements flagged †")
+    counts["gate.reliable_by_construction"] = (len(gate["by_construction"]), "criterion × cell agreements the gate "
+                                               "found reliable where at most one judge's votes vary")
     counts["gate.flagged_cells"] = (len({(f["model"], f["dataset"], f["strategy"]) for f in gate["failures"]}),
                                     "cells with a flagged agreement")
+    from bloomqg.voting import diagnostics as flag_rules
+
+    # the thresholds the flag reasons state ("Each judge"): each a number of the page
+    for name, definition in (("ALWAYS_SAME_RATE", "share of one answer that makes a yes/no judge constant"),
+                             ("OTHERS_OPPOSITE_RATE", "how often the others must give the other answer"),
+                             ("CONSTANT_SHARE", "share of one answer that flags a judge on a many-answer criterion"),
+                             ("CHANCE_YOUDEN", "sensitivity + specificity − 1 at or below which a judge is a coin"),
+                             ("CONTRARIAN_KAPPA", "κ with the others' majority below which a judge is contrarian")):
+        counts[f"judge_flag.{name.lower()}"] = (getattr(flag_rules, name), definition)
     for threshold in gate["thresholds"]:
         counts[f"gate.threshold.{threshold:g}"] = (threshold, "the gate's threshold (config)")
     for entry in context["figures"]:
@@ -496,7 +510,7 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
         if "vote_distribution" in rows and (modal := modal_share(rows)) is not None:
             counts[f"judge.{judge}.{criterion}.modal_share"] = (
                 modal[1], "share of the questions a judge gave its cell's commonest answer, pooled over cells")
-    derived: list[dict[str, Any]] = []
+    derived: list[dict[str, Any]] = construction_facts(context["construction"].get("flags") or [])
     for strategy, (n, same, up, down) in level_moves(votes, labels).items():
         for name, count in (("kept", same), ("up", up), ("down", down)):
             derived.append({"quantity": f"transitions.{name}", "value": count / n if n else None, "n": n,

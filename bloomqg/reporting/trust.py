@@ -27,7 +27,10 @@ from bloomqg.reporting.display import (
 from bloomqg.reporting.tables.model import fixed
 from bloomqg.store.frames import BINARY_CRITERIA, RELIABILITY
 from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
-from bloomqg.voting.diagnostics import suspicious_judges
+from bloomqg.reporting.construction import construction_caveat, hollow_agreements
+from bloomqg.voting.construction import ConstructionFlag
+from bloomqg.voting.diagnostics import SUSPICIOUS_REASONS, modal_answer, suspicious_judge_reasons
+
 
 def _num(value: Any, decimals: int = 2) -> str:
     return "–" if is_missing(value) else fixed(float(value), decimals)
@@ -45,10 +48,19 @@ def _cell(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
     return f"{row.model} · {row.dataset} · {strategy_label(row.strategy, strategy_labels)}"
 
 
-def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> list[dict[str, str]]:
+def prevalence_text(prevalence: Any) -> str:
+    """The prevalence in percent with one decimal: rounded to a whole percent, 89.7% would read
+    90% and seem to meet the gate's "≥ 90%" rule."""
+    return "–" if is_missing(prevalence) else f"{100 * float(prevalence):.1f}%"
+
+
+def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None,
+                     construction: Sequence[ConstructionFlag] = ()) -> list[dict[str, str]]:
     """One row per cell × criterion: n, percent agreement, prevalence, α and AC1 with CIs, the
-    effective number of judges and the gate's verdict."""
+    effective number of judges and the gate's verdict; a "reliable" where at most one judge's
+    votes vary (``construction``) says that it is by construction, no evidence of agreement."""
     panel = reliability[reliability["judge"].isna()]
+    hollow = hollow_agreements(construction)
     rows = []
     for r in panel.itertuples(index=False):
         assessable = not (is_missing(r.alpha) and (is_missing(r.n_items) or int(r.n_items) == 0))
@@ -57,14 +69,18 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
         gate_text = {RELIABLE: f"reliable ({symbol} ≥ {_num(r.gate_threshold)})",
                      UNRELIABLE: f"unreliable ({symbol} below {_num(r.gate_threshold)})",
                      NOT_MEASURED: f"not measured ({decision.why})"}[decision.status]
-        flagged = decision.status != RELIABLE and not is_missing(r.gate_passed)
+        flag = hollow.get((r.model, r.dataset, r.strategy, r.criterion))
+        if decision.status == RELIABLE and flag is not None:
+            gate_text = (f"reliable by {symbol} ≥ {_num(r.gate_threshold)}, but by construction (no evidence): "
+                         f"{construction_caveat(flag)}")
+        flagged = (decision.status != RELIABLE and not is_missing(r.gate_passed)) or flag is not None
         rows.append({
             "cell": _cell(r, strategy_labels), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
             "n": "0" if is_missing(r.n_items) else str(int(r.n_items)),
             "agreement": _with_ci(r.percent_agreement, r.percent_agreement_ci_low, r.percent_agreement_ci_high),
             "prevalence": "–" if is_missing(r.prevalence) else
-            f"{float(r.prevalence):.3f}" + ("" if not isinstance(r.majority_category, str) else
-                                           f" ({_category(r.criterion, r.majority_category)})"),
+            prevalence_text(r.prevalence) + ("" if not isinstance(r.majority_category, str) else
+                                             f" ({_category(r.criterion, r.majority_category)})"),
             "alpha": ("undefined (no variance)" if assessable and is_missing(r.alpha) else
                       _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else "not assessable"),
             "ac1": _with_ci(r.ac1, r.ac1_ci_low, r.ac1_ci_high) if assessable else "not assessable",
@@ -80,7 +96,16 @@ def _category(criterion: str, label: str) -> str:
     return label if len(label) <= 24 else label[:23] + "…"
 
 
-def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+def _answers(criterion: str, row: Mapping[str, Any]) -> str:
+    """"yes 79%" (a yes/no criterion: how often the judge says yes) or "Apply 93%" (its commonest
+    answer and that answer's share of its votes)."""
+    if criterion in BINARY_CRITERIA:
+        return "–" if is_missing(row.get("vote_rate")) else f"yes {100 * float(row['vote_rate']):.0f}%"
+    modal = modal_answer(dict(row))
+    return "–" if modal is None else f"{_category(criterion, modal[0])} {100 * modal[1]:.0f}%"
+
+
+def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(one row per cell × criterion × judge with its diagnostics; the judges flagged, with why)."""
     judges = reliability[reliability["judge"].notna()]
     rows, flagged = [], []
@@ -89,32 +114,35 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
     ):
         binary = criterion in BINARY_CRITERIA
         records = group.to_dict("records")
-        flags = suspicious_judges([r["judge"] for r in records], records, binary=binary)
+        flags = suspicious_judge_reasons([r["judge"] for r in records], records, binary=binary)
+        cell = f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}"
         for r in records:
             if is_missing(r.get("vote_rate")):
                 continue
             pairwise = json.loads(r["kappa_pairwise"]) if isinstance(r.get("kappa_pairwise"), str) else {}
+            agreement = _num(r.get("agreement_with_others"))
+            kappa = r.get("kappa_with_others")
             rows.append({
-                "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
-                "criterion": CRITERION_LABEL.get(criterion, criterion), "judge": r["judge"],
+                "cell": cell, "criterion": CRITERION_LABEL.get(criterion, criterion), "judge": r["judge"],
                 "n": "–" if is_missing(r.get("n_items")) else str(int(r["n_items"])),
-                "rate": _num(r["vote_rate"]),
-                "agreement": _num(r.get("agreement_with_others")),
-                "kappa": _num(r.get("kappa_with_others")),
-                "pairwise": ", ".join(f"{k}: {_num(v)}" for k, v in pairwise.items()),
-                "sensitivity": _with_ci(r.get("ds_sensitivity"), r.get("ds_sensitivity_ci_low"), r.get("ds_sensitivity_ci_high")) if binary else "–",
-                "specificity": _with_ci(r.get("ds_specificity"), r.get("ds_specificity_ci_low"), r.get("ds_specificity_ci_high")) if binary else "–",
-                "accuracy": _num(r.get("ds_accuracy")),
-                "flag": flags.get(r["judge"], ""),
+                "answers": _answers(criterion, r),
+                "agreement": agreement if is_missing(kappa) else f"{agreement} (κ {_num(kappa)})",
+                "pairwise": [(k, _num(v)) for k, v in pairwise.items()],
+                "sensitivity": _with_ci(r.get("ds_sensitivity"), r.get("ds_sensitivity_ci_low"), r.get("ds_sensitivity_ci_high"))
+                if binary else f"accuracy {_num(r.get('ds_accuracy'))}",
+                "specificity": _with_ci(r.get("ds_specificity"), r.get("ds_specificity_ci_low"), r.get("ds_specificity_ci_high"))
+                if binary else "–",
+                "flag": ", ".join(dict.fromkeys(short for short, _ in flags.get(r["judge"], []))),
             })
             if r["judge"] in flags:
-                flagged.append({"judge": r["judge"], "cell": f"{model} · {dataset} · {strategy_label(strategy, strategy_labels)}",
-                                "criterion": CRITERION_LABEL.get(criterion, criterion), "why": flags[r["judge"]]})
+                flagged.append({"judge": r["judge"], "cell": cell, "criterion": CRITERION_LABEL.get(criterion, criterion),
+                                "why": "; ".join(text for _, text in flags[r["judge"]])})
     return rows, flagged
 
 
 def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Series) -> str:
-    """"smollm2 in 4 of 5 cells": the flagged judges of one criterion, beside its effective number."""
+    """"smollm2 in 4 of 5 cells": the flagged judges of one criterion, beside its effective number
+    (``cells``: one entry per cell the criterion was rated in, with an effective number or not)."""
     counts: dict[str, int] = {}
     for f in flagged:
         if f["criterion"] == criterion:
@@ -195,34 +223,72 @@ def _comparison_text(r: Any, strategy_labels: StrategyLabels | None) -> str:
     return f"{r.dataset} · {strategy_label(r.strategy, strategy_labels)}: {r.model_b} − {r.model}"
 
 
+#: The panel variant that replaces the majority by Dawid–Skene's labels: shown in the Dawid–Skene
+#: column beside its arms' values, not among the leave-one-judge-out columns.
+DAWID_SKENE = "dawid_skene"
+
+
+def _variant_name(name: str) -> str:
+    """A leave-one-judge-out column's header: "Without rules"."""
+    return name[:1].upper() + name[1:]
+
+
+def _variant_text(pair: Any) -> str:
+    """"2.78 (p 1)": a panel variant's difference and raw p ("–" where it has no value)."""
+    diff, p = (list(pair) + [None, None])[:2] if isinstance(pair, list) else (None, None)
+    if is_missing(diff):
+        return "–"
+    p_text = "–" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.2g}"
+    return f"{_num(diff, 2)} (p {p_text})"
+
+
+def robustness_variants(robustness: pd.DataFrame | None) -> list[str]:
+    """The leave-one-judge-out panels of the robustness table, in order (its columns; Dawid–Skene
+    has its own)."""
+    if robustness is None or robustness.empty:
+        return []
+    names: dict[str, None] = {}
+    for raw in robustness["variants"]:
+        names.update(dict.fromkeys(json.loads(raw) if isinstance(raw, str) else {}))
+    return [name for name in names if name != DAWID_SKENE]
+
+
 def robustness_rows(
     robustness: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None
-) -> list[dict[str, str]]:
+) -> list[dict[str, Any]]:
     """The robustness table's rows, formatted (comparison, metric, the two arms' values under the
-    majority and under Dawid–Skene, majority diff and p, each variant's difference, verdict and,
-    for "within judge noise", which of its clauses holds).
+    majority and under Dawid–Skene, majority diff and p, each variant's difference in the order of
+    :func:`robustness_variants`, the verdict and, where the verdict needs one, its reason: printed
+    as a numbered note below the table, so the verdict column stays one short word).
     Files written before the Dawid–Skene values existed show them as "–"."""
     if robustness is None or robustness.empty:
         return []
+    order = robustness_variants(robustness)
     rows = []
     for r in robustness.itertuples(index=False):
         what = _comparison_text(r, strategy_labels)
         variants = json.loads(r.variants) if isinstance(r.variants, str) else {}
         ds_a, ds_b = getattr(r, "value_a_dawid_skene", None), getattr(r, "value_b_dawid_skene", None)
         rows.append({
-            "comparison": what, "metric": r.metric, "n": str(int(r.n_pairs)),
+            "comparison": what, "metric": metric_label(r.metric), "n": str(int(r.n_pairs)),
             "majority": f"{_num(r.value_a, 2)} → {_num(r.value_b, 2)}",
             "dawid_skene": f"{_num(ds_a, 2)} → {_num(ds_b, 2)}",
             "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else f"{float(r.p_value):.3g}",
-            "variants": "; ".join(
-                f"{name.replace('dawid_skene', 'Dawid–Skene')}: {_num(d, 2)} (p {('–' if d is None or p is None or (isinstance(p, float) and math.isnan(p)) else f'{p:.2g}')})"
-                for name, (d, p) in variants.items()
-            ),
+            "dawid_skene_diff": _variant_text(variants[DAWID_SKENE]) if DAWID_SKENE in variants else "–",
+            "variants": [_variant_text(variants[name]) if name in variants else "–" for name in order],
             "verdict": r.verdict,
             "reason": verdict_reason(r.diff, r.p_value, r.verdict, variants) if variants else "",
             "holds": r.verdict == "holds",
         })
     return rows
+
+
+def metric_label(metric: str) -> str:
+    """A metric's label as the tables print it ("Usability"), its name where the registry has none."""
+    try:
+        return metric_spec(metric).label
+    except (KeyError, ValueError):
+        return metric
 
 
 def robustness_summary(robustness: pd.DataFrame | None) -> str:
@@ -242,17 +308,20 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
     metrics = ordered_unique(robustness["metric"])
     labels = ", ".join(metric_spec(m).label for m in metrics)
     return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; each strategy pair and model pair "
-            f"on each dataset), judged by whether the sign and the side of raw p = {SIGNIFICANCE:g} stay the same under the "
-            f"majority, Dawid–Skene and every leave-one-judge-out panel: " + ", ".join(parts) + ". A comparison that "
+            f"on each dataset), judged by whether the difference keeps its sign, and stays significant or not (raw p, "
+            f"before Holm's adjustment, below {SIGNIFICANCE:g} or not), when Dawid–Skene replaces the majority vote or "
+            "any one judge is left out of the panel: " + ", ".join(parts) + ". A comparison that "
             "holds does not depend on any one judge; that does not make unreliable judges reliable, so the Answer's "
             "verdicts, which check the judges' agreement first, decide.")
 
 
 def trust_context(
-    reliability: pd.DataFrame, robustness: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None
+    reliability: pd.DataFrame, robustness: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None,
+    construction: Sequence[ConstructionFlag] = (),
 ) -> dict[str, Any]:
-    """The ``trust`` context of the report template. Reliability rows written before these
-    measures existed lack their columns: they show as "–"."""
+    """The ``trust`` context of the report template (``construction``: the cells' construction
+    flags, whose agreements by construction the agreement table names). Reliability rows written
+    before these measures existed lack their columns: they show as "–"."""
     reliability = reliability.reindex(columns=list(dict.fromkeys([*reliability.columns, *RELIABILITY.names])))
     judges, flagged = judge_rows(reliability, strategy_labels)
     panel = reliability[reliability["judge"].isna()]
@@ -261,18 +330,19 @@ def trust_context(
         {"criterion": CRITERION_LABEL.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
          "n_judges": str(int(g["n_judges"].max())),
-         "uninformative": _uninformative(flagged, CRITERION_LABEL.get(c, c), g["model"].astype(str) + " · "
-                                         + g["dataset"].astype(str))}
+         "uninformative": _uninformative(flagged, CRITERION_LABEL.get(c, c), panel[panel["criterion"] == c]["model"])}
         for c, g in n_eff.groupby("criterion", sort=False)
     ]
     return {
-        "coefficients": coefficient_rows(reliability, strategy_labels),
+        "coefficients": coefficient_rows(reliability, strategy_labels, construction),
+        "flag_reasons": SUSPICIOUS_REASONS,
         "judges": judges,
         "flagged": flagged,
         "flagged_summary": flagged_summary(flagged),
         "figure": sensitivity_figure(reliability, strategy_labels),
         "effective": effective,
         "robustness": robustness_rows(robustness, strategy_labels),
+        "robustness_variants": [_variant_name(v) for v in robustness_variants(robustness)],
         "robustness_summary": robustness_summary(robustness),
         "significance": f"{SIGNIFICANCE:g}",
     }

@@ -28,8 +28,9 @@ MARK = "‡"
 #: The mark's rule, as the report states it once.
 DECIDED_RULE = (
     "‡ marks a number that could not have come out otherwise: in its cell, for every criterion it reads, the "
-    "judges that always give the same answer cast at least half of every item's valid votes, so no vote of the "
-    "other judges could have given another majority."
+    "judges that always give the same answer cast at least half of every item's valid votes (the votes that could "
+    "be read; a judge that gives none on an item abstains), so no vote of the other judges could have given "
+    "another majority."
 )
 
 
@@ -45,10 +46,27 @@ class ConstructionFlag:
     #: the constant judges alone are a strict majority on every item: the criterion's majority
     #: could not have been otherwise
     decided: bool = False
+    #: the fact that decides ``decided``, in words: who could have outvoted the constant judges,
+    #: on how many questions (two flags with the same ``reasons`` differ here, so a reader sees
+    #: why one is a mark and the other a note)
+    because: str = ""
+    #: questions with a question in the cell, and those on which the judges that are not constant
+    #: cast more than half of the valid votes (could have decided the majority); facts of the page
+    n_asked: int = 0
+    n_outvotable: int | None = None
+    #: the judges that neither give one answer throughout nor abstain on most questions
+    varying: tuple[str, ...] = ()
+
+    @property
+    def agreement_by_construction(self) -> bool:
+        """At most one judge's votes vary: whatever agreement the panel shows here is the panel's
+        make-up (a constant judge agreeing with itself, an absent one), no evidence that judges
+        who rate the questions agree."""
+        return len(self.varying) <= 1
 
     @property
     def text(self) -> str:
-        return "; ".join(self.reasons)
+        return "; ".join(self.reasons) + (f", {self.because}" if self.because else "")
 
 
 def _shown(criterion: str, value: str) -> str:
@@ -79,31 +97,56 @@ def construction_flags(
                 continue
             lists = [list(v) if v is not None and not isinstance(v, float) else [] for v in asked[column]]
             width = max((len(v) for v in lists), default=0)
-            reasons, constant = [], []
+            named = [names[position] if len(names) == width else f"judge {position + 1}" for position in range(width)]
+            reasons, constant, varying = [], [], []
             for position in range(width):
-                name = names[position] if len(names) == width else f"judge {position + 1}"
                 given = [v[position] for v in lists if position < len(v) and v[position] is not None]
                 if len(given) <= abstain_share * len(asked):
-                    reasons.append(f"{name} abstains on {len(asked) - len(given)} of {len(asked)}")
+                    reasons.append(f"{named[position]} abstains on {len(asked) - len(given)} of {len(asked)}")
                 elif len(set(given)) == 1:
-                    reasons.append(f"{name} always says {_shown(criterion, str(given[0]))}")
+                    reasons.append(f"{named[position]} always says {_shown(criterion, str(given[0]))}")
                     constant.append(position)
+                else:
+                    varying.append(named[position])
             if reasons:
-                flags.append(ConstructionFlag(str(model), str(dataset), str(strategy), criterion, tuple(reasons),
-                                              decided=_decided(lists, constant)))
+                outvotable = outvotable_items(lists, constant)
+                flags.append(ConstructionFlag(
+                    str(model), str(dataset), str(strategy), criterion, tuple(reasons), decided=outvotable == 0,
+                    because=_because(lists, constant, named, outvotable, len(asked)),
+                    n_asked=len(asked), n_outvotable=outvotable, varying=tuple(varying)))
     return flags
 
 
-def _decided(lists: Sequence[Sequence[object]], constant: Sequence[int]) -> bool:
-    """The constant judges share one value and, on every item, the other judges' valid votes are
-    at most half of its valid votes: no other value could win a strict majority, so each item's
-    majority is that value or none, and the criterion's rate could not have been otherwise."""
+def outvotable_items(lists: Sequence[Sequence[object]], constant: Sequence[int]) -> int | None:
+    """On how many items the judges that are not constant cast more than half of the valid votes,
+    so could have given another majority (0: the criterion is decided by construction: each
+    item's majority is the constant judges' value or none). None when there is no constant judge
+    or the constant judges disagree with each other (nothing is decided by construction)."""
     values = {votes[k] for votes in lists for k in constant if k < len(votes) and votes[k] is not None}
     if len(values) != 1:
-        return False
+        return None
+    outvotable = 0
     for votes in lists:
         valid = sum(v is not None for v in votes)
         others = sum(v is not None for k, v in enumerate(votes) if k not in constant)
-        if 2 * others > valid:
-            return False
-    return True
+        outvotable += 2 * others > valid
+    return outvotable
+
+
+def _because(lists: Sequence[Sequence[object]], constant: Sequence[int], named: Sequence[str],
+             outvotable: int | None, n_asked: int) -> str:
+    """The clause that makes a flag a mark or a note: which judges could have outvoted the
+    constant ones, and on how many questions (the judges that abstain throughout are left out:
+    they cast no vote to outvote with)."""
+    if not constant:
+        return "no judge gives one answer throughout, so the others' votes decide"
+    if outvotable is None:
+        return "the judges that always give one answer give different ones"
+    voters = [named[k] for k in range(len(named)) if k not in constant
+              and any(k < len(votes) and votes[k] is not None for votes in lists)]
+    who = " and ".join(voters) or "no other judge"
+    fixed = " and ".join(named[k] for k in constant)
+    if outvotable == 0:
+        return f"and {who} can at most tie {fixed} on every question"
+    return (f"but on {outvotable} of {n_asked} questions {who} cast{'s' if len(voters) == 1 else ''} most of the "
+            f"valid votes, so could have decided them")

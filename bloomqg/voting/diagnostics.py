@@ -191,6 +191,13 @@ CHANCE_YOUDEN = 0.1
 MAX_CI_WIDTH = 0.3
 #: κ with the others' majority below this: disagreeing beyond chance.
 CONTRARIAN_KAPPA = -0.05
+#: A judge giving one answer to at least this share of the questions it rates, on a criterion with
+#: many answers (six Bloom levels, a dataset's units), is no rating: the report's artefact warning
+#: (:mod:`bloomqg.reporting.panel`) and :func:`suspicious_judges` share this one threshold.
+CONSTANT_SHARE = 0.9
+#: The same for yes/no criteria, where most questions may truly be readable: only a (nearly)
+#: constant answer is an artefact.
+CONSTANT_SHARE_BINARY = ALWAYS_SAME_RATE
 
 
 def _finite(value: Any) -> bool:
@@ -204,36 +211,76 @@ def others_rate(rates: Sequence[Any], position: int) -> float | None:
     return sum(others) / len(others) if others else None
 
 
-def suspicious_judges(
+def modal_answer(row: dict[str, Any]) -> tuple[str, float] | None:
+    """(the answer a judge gave most often, its share of the judge's votes) from a judge row's
+    ``vote_distribution``; None without one."""
+    raw = row.get("vote_distribution")
+    shares = json.loads(raw) if isinstance(raw, str) and raw else {}
+    if not shares:
+        return None
+    top = max(shares, key=lambda k: shares[k])
+    return str(top), float(shares[top])
+
+
+#: Every reason :func:`suspicious_judges` can give, short name → the rule in words (the report's
+#: notes state them from here, so a new reason cannot go unexplained; its tables print the short name).
+SUSPICIOUS_REASONS: dict[str, str] = {
+    "constant": f"a yes/no judge that gives one answer on at least {ALWAYS_SAME_RATE:.0%} of the questions where the "
+                f"others give the other answer at least {OTHERS_OPPOSITE_RATE:.0%} of the time",
+    "one answer": f"a judge that gives one answer (one Bloom level, one unit set) to at least {CONSTANT_SHARE:.0%} of "
+                  "the questions it rates",
+    "coin": f"a judge no better than a coin under Dawid–Skene (sensitivity + specificity − 1 ≤ {CHANCE_YOUDEN:g})",
+    "contrarian": f"a judge that disagrees with the others' majority more than chance would (Cohen's κ below "
+                  f"{CONTRARIAN_KAPPA:g})",
+}
+
+
+def suspicious_judge_reasons(
     judge_names: Sequence[str], judges: Sequence[dict[str, Any]], *, binary: bool
-) -> dict[str, str]:
-    """Judges whose votes carry little information, each with the reason in words: a yes/no judge
-    that (nearly) always says yes, or no, where the others do not; one no better than chance under
-    Dawid–Skene (Youden's J ≤ 0.1, with intervals narrow enough to say so); one that disagrees with
-    the others' majority beyond chance (κ < −0.05)."""
-    flagged: dict[str, str] = {}
+) -> dict[str, list[tuple[str, str]]]:
+    """Judges whose votes carry little information, each with its reasons as (short name of
+    :data:`SUSPICIOUS_REASONS`, the reason in words with this judge's numbers): a yes/no judge
+    that (nearly) always says yes, or no, where the others do not; a judge giving one answer to at
+    least :data:`CONSTANT_SHARE` of the questions on a criterion with many answers (Bloom level,
+    knowledge units); one no better than chance under Dawid–Skene (Youden's J ≤ 0.1, with
+    intervals narrow enough to say so); one that disagrees with the others' majority beyond
+    chance (κ < −0.05)."""
+    flagged: dict[str, list[tuple[str, str]]] = {}
     rates = [row.get("vote_rate") for row in judges]
     for position, (name, row) in enumerate(zip(judge_names, judges)):
-        reasons = []
+        reasons: list[tuple[str, str]] = []
         rate = rates[position]
         others_yes = others_rate(rates, position)
         if binary and _finite(rate) and others_yes is not None:
             others_no = 1 - others_yes
             if rate >= ALWAYS_SAME_RATE and others_no >= OTHERS_OPPOSITE_RATE:
-                reasons.append(f"says yes on {rate:.1%} of items where the others say no on {others_no:.0%}")
+                reasons.append(("constant", f"says yes on {rate:.1%} of items where the others say no on {others_no:.0%}"))
             elif rate <= 1 - ALWAYS_SAME_RATE and 1 - others_no >= OTHERS_OPPOSITE_RATE:
-                reasons.append(f"says no on {1 - rate:.1%} of items where the others say yes on {1 - others_no:.0%}")
+                reasons.append(("constant",
+                                f"says no on {1 - rate:.1%} of items where the others say yes on {1 - others_no:.0%}"))
+        modal = None if binary else modal_answer(row)
+        if modal is not None and modal[1] >= CONSTANT_SHARE:
+            answer = modal[0].replace("|", " + ")  # a unit set's units, as one answer
+            reasons.append(("one answer", f"gives one answer ({answer}) to {modal[1]:.1%} of the questions it rates"))
         sensitivity, specificity = row.get("ds_sensitivity"), row.get("ds_specificity")
         if not reasons and _finite(sensitivity) and _finite(specificity):
             widths = [row.get(f"ds_{k}_ci_high", math.nan) - row.get(f"ds_{k}_ci_low", math.nan)
                       for k in ("sensitivity", "specificity")]
             youden = sensitivity + specificity - 1
             if youden <= CHANCE_YOUDEN and all(_finite(w) and w <= MAX_CI_WIDTH for w in widths):
-                reasons.append(f"no better than chance (sensitivity {sensitivity:.2f} + specificity "
-                               f"{specificity:.2f} − 1 = {youden:.2f})")
+                reasons.append(("coin", f"no better than chance (sensitivity {sensitivity:.2f} + specificity "
+                                        f"{specificity:.2f} − 1 = {youden:.2f})"))
         kappa = row.get("kappa_with_others")
         if _finite(kappa) and kappa < CONTRARIAN_KAPPA:
-            reasons.append(f"disagrees with the other judges beyond chance (κ {kappa:.2f})")
+            reasons.append(("contrarian", f"disagrees with the other judges beyond chance (κ {kappa:.2f})"))
         if reasons:
-            flagged[name] = "; ".join(reasons)
+            flagged[name] = reasons
     return flagged
+
+
+def suspicious_judges(
+    judge_names: Sequence[str], judges: Sequence[dict[str, Any]], *, binary: bool
+) -> dict[str, str]:
+    """:func:`suspicious_judge_reasons`, each judge's reasons in words, joined."""
+    return {name: "; ".join(text for _, text in reasons)
+            for name, reasons in suspicious_judge_reasons(judge_names, judges, binary=binary).items()}

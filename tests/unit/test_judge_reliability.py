@@ -217,3 +217,22 @@ def test_imported_release_votes_are_relabelled_under_dawid_skene_with_named_posi
         majority_rel.loc[majority_rel["judge"].isna(), panel].reset_index(drop=True),
         ds_rel.loc[ds_rel["judge"].isna(), panel].reset_index(drop=True),
     )
+
+
+def test_a_judge_giving_one_answer_on_a_many_answer_criterion_is_flagged_with_that_reason():
+    """smollm2 naming one unit for 96% of a cell's questions is no rating: flagged like a yes/no
+    judge that always says yes, at the artefact warning's threshold (CONSTANT_SHARE)."""
+    from bloomqg.reporting.panel import CONSTANT_SHARE as WARNING_SHARE
+    from bloomqg.voting.diagnostics import CONSTANT_SHARE, suspicious_judge_reasons
+
+    rows = [{"vote_rate": 0.4, "vote_distribution": '{"Apply": 0.4, "Create": 0.6}'},
+            {"vote_rate": 0.964, "vote_distribution": '{"Apply": 0.036, "Trees|Graphs": 0.964}'}]
+    flagged = suspicious_judge_reasons(["rules", "smollm2"], rows, binary=False)
+    assert flagged == {"smollm2": [("one answer", "gives one answer (Trees + Graphs) to 96.4% of the questions it rates")]}
+    assert WARNING_SHARE == CONSTANT_SHARE  # one threshold for the warning and the flag
+
+
+def test_the_prevalence_prints_with_one_decimal_so_it_never_rounds_across_the_gate():
+    from bloomqg.reporting.trust import prevalence_text
+
+    assert prevalence_text(0.8966) == "89.7%"

@@ -158,7 +158,7 @@ def test_gate_summary_states_the_action():
     flagged = gate_summary(study.reliability)
     assert len(flagged["failures"]) == 1 and "marked †" in flagged["effect"]
     dropped = gate_summary(study.reliability.assign(gate_action="drop"))
-    assert "set to null" in dropped["effect"]
+    assert "were removed" in dropped["effect"]
     passed = gate_summary(study.reliability.assign(gate_passed=True))
     assert passed["failures"] == [] and "10 reliable" in passed["effect"] and "Nothing was flagged" in passed["effect"]
 
@@ -339,7 +339,7 @@ def test_a_report_of_three_strategies_names_them_by_label_with_raw_and_holm_p(tm
     assert "Zero-shot − CoT" in text and "FGP − CoT" in text  # the paired table's pairs and the trust row
     assert "p (Holm)" in text and "after Holm" in text  # raw and adjusted p, in the table and its reading
     # the trust legend states both clauses of "within judge noise", and the row says which holds
-    assert "(1) the difference is not significant under the majority" in text
+    assert "(1) the difference is not significant under the majority" in text  # the legend above the table
     assert "(2) whatever its p, leaving out any one of several judges turns its sign" in text
     assert "significant under the majority before Holm's adjustment (raw p = 4.9e-06), but leaving out any of several judges" in text
 

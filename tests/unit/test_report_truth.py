@@ -113,9 +113,39 @@ def test_a_criterion_with_a_constant_or_abstaining_judge_is_said_to_hold_by_cons
     assert [f.decided for f in flags] == [False, True]
     assert tables[0]["rows"][0] == ["m", "100.00 (n=6) ‡", "50.00 (n=6)", "40.00 (n=6)"]
     assert tables[0]["notes"] == []  # the notes are the section's, once
-    assert notes["marked"] == ["Readable in m · cs · FGP: rules always says yes; minilm abstains on 6 of 6"]
-    assert notes["uninformative"] == ["Unique in m · cs · FGP: smollm2 always says yes"]
+    assert notes["marked"] == ["Readable in m · cs · FGP: rules always says yes; minilm abstains on 6 of 6, "
+                               "and smollm2 can at most tie rules on every question"]
+    assert notes["uninformative"] == ["Unique in m · cs · FGP: smollm2 always says yes, but on 6 of 6 questions "
+                                      "rules and minilm cast most of the valid votes, so could have decided them"]
     assert "could not have come out otherwise" in notes["rule"]
+
+
+def test_a_mark_and_a_note_with_the_same_judges_say_what_tells_them_apart():
+    """The same constant and abstaining judges decide a criterion in one cell and not in another,
+    where the constant judge missed a vote and the third judge's was the only one: the lines must
+    differ by that fact, never read alike in the ‡ list and the note list."""
+    from bloomqg.reporting.construction import mark_by_construction
+    from bloomqg.voting.construction import construction_flags
+
+    judges = ["rules", "minilm", "smollm2"]
+    votes = pd.DataFrame({
+        "model": "m", "dataset": ["cs"] * 4 + ["social"] * 4, "strategy": "cot", "new_question": ["q"] * 8,
+        "readable_votes": [["1" if i % 2 else "0", None, "1"] for i in range(4)]
+        + [["1" if i % 2 else "0", None, None if i == 0 else "1"] for i in range(4)],
+    })
+    flags = construction_flags(votes, {("m", d, "cot"): judges for d in ("cs", "social")})
+    assert [f.reasons for f in flags] == [("minilm abstains on 4 of 4", "smollm2 always says yes")] * 2
+    assert [(f.decided, f.n_outvotable) for f in flags] == [(True, 0), (False, 1)]
+    tables = [{"rows": [["m", "50.00", "75.00"]], "notes": [],
+               "sources": [[None, ["m", "cs", "cot", "readable"], ["m", "social", "cot", "readable"]]]}]
+    notes = mark_by_construction(tables, flags)
+    assert notes["marked"] == ["Readable in m · cs · CoT: minilm abstains on 4 of 4; smollm2 always says yes, and "
+                               "rules can at most tie smollm2 on every question"]
+    assert notes["uninformative"] == ["Readable in m · social · CoT: minilm abstains on 4 of 4; smollm2 always says "
+                                      "yes, but on 1 of 4 questions rules casts most of the valid votes, so could "
+                                      "have decided them"]
+    # only rules varies in either cell: whatever agreement the gate reads there is the panel's make-up
+    assert all(f.agreement_by_construction and f.varying == ("rules",) for f in flags)
 
 
 def test_an_api_generator_below_min_answer_rate_fails_naming_the_cause_and_drops_its_checkpoint(tmp_path):

@@ -1,4 +1,5 @@
-"""The run's diagnostics: judge reliability (α with CI and the gate) and parse-failure rates."""
+"""The run's diagnostics: judge reliability (the coefficient the gate read, with CI and the gate) and
+parse-failure rates."""
 
 from __future__ import annotations
 
@@ -36,7 +37,12 @@ if TYPE_CHECKING:
 
 
 def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Figure:
-    """Krippendorff's α (dot, 95% CI) per criterion (panels) and cell (rows); dashed line = gate."""
+    """The coefficient the gate read (Krippendorff's α, or Gwet's AC1 where one answer holds
+    ≥ 90% of the votes; :func:`bloomqg.voting.agreement.gate_decision`), dot with 95% CI, per
+    criterion (panels) and cell (rows); dashed line = the gate's threshold. Plotting the one value
+    the gate compared keeps every "passed" dot right of the line."""
+    from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, recorded_decision
+
     panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability.iloc[0:0]
     if panel.empty:
         return no_data_figure(1.6, "no panel-level reliability rows")
@@ -45,45 +51,58 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
     cells = panel[["model", "dataset", "strategy"]].drop_duplicates()
     labels = [f"{m} · {d} · {strategy_label(s, strategy_labels)}" for m, d, s in cells.itertuples(index=False)]
     keys = list(cells.itertuples(index=False, name=None))
-    fig = new_figure(PAGE_WIDTH_IN, 0.9 + 0.16 * len(keys))
+    fig = new_figure(PAGE_WIDTH_IN, 1.1 + 0.16 * len(keys))
     axes = fig.subplots(1, len(criteria), sharey=True, squeeze=False)[0]
     lookup = {(r["model"], r["dataset"], r["strategy"], r["criterion"]): r for _, r in panel.iterrows()}
     y = np.arange(len(keys))
-    lowest = min(0.0, float(panel["alpha_ci_low"].min()) if panel["alpha_ci_low"].notna().any() else 0.0)
+    lows = [float(v) for name in ("alpha_ci_low", "ac1_ci_low", "alpha", "ac1") if name in panel
+            for v in panel[name] if not is_missing(v)]
+    lowest = min([0.0, *lows])
     for ax, criterion in zip(axes, criteria):
         for k, key in enumerate(keys):
             row = lookup.get((*key, criterion))
             if row is None:
                 continue
-            if is_missing(row["alpha"]):
-                ax.text(lowest + 0.02, k, "n/a", va="center", fontsize=7, color="#555555")
+            decision = recorded_decision(row.to_dict())
+            if decision.status == NOT_MEASURED or is_missing(decision.value):
+                ax.text(lowest + 0.02, k, "not measured", va="center", fontsize=7, color="#555555")
                 continue
-            passed = row["gate_passed"]
-            failed = not is_missing(passed) and not bool(passed)
-            color = OKABE_ITO["vermillion"] if failed else OKABE_ITO["blue"]
-            low = row["alpha_ci_low"] if not is_missing(row["alpha_ci_low"]) else row["alpha"]
-            high = row["alpha_ci_high"] if not is_missing(row["alpha_ci_high"]) else row["alpha"]
+            coefficient = decision.coefficient
+            value = float(decision.value)
+            low = row.get(f"{coefficient}_ci_low")
+            high = row.get(f"{coefficient}_ci_high")
+            low = value if is_missing(low) else float(low)
+            high = value if is_missing(high) else float(high)
+            passed = decision.status == RELIABLE
+            color = OKABE_ITO["blue"] if passed else OKABE_ITO["vermillion"]
+            marker = ("o" if passed else "x") if coefficient == "alpha" else ("s" if passed else "D")
             # a percentile CI need not hold the estimate (few resamples): no negative whisker
-            whiskers = [[max(row["alpha"] - low, 0)], [max(high - row["alpha"], 0)]]
-            ax.errorbar(row["alpha"], k, xerr=whiskers, fmt="x" if failed else "o",
-                        color=color, markersize=3.5, elinewidth=0.7, capsize=1.2)
+            whiskers = [[max(value - low, 0)], [max(high - value, 0)]]
+            ax.errorbar(value, k, xerr=whiskers, fmt=marker, color=color, markersize=3.5, elinewidth=0.7, capsize=1.2,
+                        markerfacecolor=color if coefficient == "alpha" else "none")
         thresholds = ordered_unique(panel.loc[panel["criterion"] == criterion, "gate_threshold"])
         for threshold in thresholds:
             ax.axvline(float(threshold), color="#555555", linestyle="--", linewidth=0.8)
         ax.set_title(CRITERION_LABEL.get(criterion, criterion))
         ax.set_xlim(lowest - 0.05, 1.05)
-        ax.set_xlabel("α")
+        ax.set_xlabel("α or AC1 (the gate's)")
         ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     axes[0].set_yticks(y, labels)
     axes[0].invert_yaxis()
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     handles = [
-        Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="passed the gate"),
-        Line2D([], [], marker="x", linestyle="none", color=OKABE_ITO["vermillion"], label="failed the gate"),
+        Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="α, passed"),
+        Line2D([], [], marker="x", linestyle="none", color=OKABE_ITO["vermillion"], label="α, failed"),
+        Line2D([], [], marker="s", linestyle="none", color=OKABE_ITO["blue"], markerfacecolor="none",
+               label=f"AC1 (one answer ≥ {PREVALENCE_LIMIT:.0%} of votes), passed"),
+        Line2D([], [], marker="D", linestyle="none", color=OKABE_ITO["vermillion"], markerfacecolor="none",
+               label="AC1, failed"),
+        Patch(facecolor="none", edgecolor="none", label="not measured: written in place"),
         Line2D([], [], linestyle="--", color="#555555", label="gate threshold"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False, fontsize=7)
     return fig
 
 
@@ -110,29 +129,36 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame, st
             rows.get((*cell, "parse_failure_rate")), "generation parse failures", strategy_labels),
             strategy_labels, counts=None if counts is None else counts.reindex_like(matrix))
     if judges.empty:
-        axes[1].set_title("(b) Judge answers not parsed (%)")
+        axes[1].set_title(JUDGE_PANEL_TITLE)
         no_data(axes[1], "no per-judge diagnostics in the reliability frames")
     else:
         rates = judges.assign(rate=judges["parse_failure_rate"].astype(float) * 100)
         matrix = rates.pivot_table(index="judge", columns=["dataset", "strategy"], values="rate", aggfunc="mean")
         matrix = matrix.reindex(index=ordered_unique(judges["judge"]), columns=ordered_cells(judges, strategy_labels=strategy_labels))
-        # n: the questions each judge was asked in the cell (those with a question), over its models
-        asked = all_metrics[all_metrics["metric"] == "n_generated"]
-        counts = None
-        if not asked.empty:
-            per_cell = asked.groupby(["dataset", "strategy"])["value"].sum()
-            counts = pd.DataFrame([[per_cell.get(column, np.nan) for column in matrix.columns] for _ in matrix.index],
-                                  index=matrix.index, columns=matrix.columns)
-        _rate_heatmap(axes[1], matrix, "(b) Judge answers not parsed (%)", strategy_labels=strategy_labels, counts=counts)
+        counts = judge_questions(judges).reindex_like(matrix) if "n_items" in judges else None
+        _rate_heatmap(axes[1], matrix, JUDGE_PANEL_TITLE, strategy_labels=strategy_labels, counts=counts, percent=True)
     return fig
+
+
+#: Panel (b)'s title: the rate is averaged over the criteria a judge rates (a judge's answer can
+#: parse for one criterion and not for another).
+JUDGE_PANEL_TITLE = "(b) Judge answers not parsed (%, mean over criteria)"
+
+
+def judge_questions(judges: pd.DataFrame) -> pd.DataFrame:
+    """judge × (dataset, strategy): the questions each judge was asked in a cell (the judge rows'
+    ``n_items``, the most over its criteria), summed over models: the n of panel (b)."""
+    per_model = judges.groupby(["judge", "dataset", "strategy", "model"], sort=False)["n_items"].max()
+    return per_model.groupby(["judge", "dataset", "strategy"], sort=False).sum().unstack(["dataset", "strategy"])
 
 
 def _rate_heatmap(
     ax: Axes, matrix: pd.DataFrame, title: str, link: Callable[[str, str, str], ItemLink | None] | None = None,
-    strategy_labels: StrategyLabels | None = None, counts: pd.DataFrame | None = None,
+    strategy_labels: StrategyLabels | None = None, counts: pd.DataFrame | None = None, percent: bool = False,
 ) -> None:
     """Rates per row (model or judge) × (dataset, strategy); ``link`` gives a cell's explorer link;
-    ``counts`` (same shape): the n each rate is over, printed under it."""
+    ``counts`` (same shape): the n each rate is over, printed under it; ``percent``: each rate is
+    printed with its "%" (a small rate such as 0.7 is otherwise read as a share)."""
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
 
@@ -146,7 +172,7 @@ def _rate_heatmap(
     for r in range(values.shape[0]):
         for c in range(values.shape[1]):
             value = values[r, c]
-            text = MISSING if math.isnan(value) else f"{value:.1f}"
+            text = MISSING if math.isnan(value) else f"{value:.1f}{'%' if percent else ''}"
             n = np.nan if counts is None else float(counts.iloc[r, c])
             if not math.isnan(value) and not math.isnan(n):
                 text += f"\nn={int(n)}"

@@ -174,7 +174,8 @@ def _agreement_text(r: pd.Series) -> str:
         parts.append(f"AC1 {ac1:.2f}")
     prevalence = r.get("prevalence")
     if prevalence is not None and not is_missing(prevalence):
-        parts.append(f"prev. {100 * prevalence:.0f}%")
+        # one decimal: a prevalence of 89.7% rounded to 90% would seem to meet the gate's ≥ 90% rule
+        parts.append(f"prevalence {100 * prevalence:.1f}%")
     return " · ".join(parts) if len(parts) > 1 else text
 
 
@@ -189,7 +190,8 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
     criteria = [c for c in CRITERION_LABEL if c in set(panel["criterion"])]
     criteria += [c for c in ordered_unique(panel["criterion"]) if c not in criteria]
     keys = ["model", "dataset", "strategy"]
-    rows, failed = [], []
+    rows = []
+    failed: dict[str, list[str]] = {}  # cell → its flagged criteria: one short entry per cell, not per pair
     for (model, dataset, strategy), frame in panel.groupby(keys, sort=False):
         by_criterion = {r["criterion"]: r for _, r in frame.iterrows()}
         row = [Cell(model), Cell(dataset), Cell(strategy_label(strategy, strategy_labels))]
@@ -202,7 +204,8 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
             gated = not is_missing(passed) and not bool(passed)
             row.append(Cell(_agreement_text(r), gated))
             if gated:
-                failed.append(f"{model} / {cell_label(dataset, strategy, strategy_labels)} / {criterion}")
+                failed.setdefault(f"{model} / {cell_label(dataset, strategy, strategy_labels)}", []).append(
+                    CRITERION_LABEL.get(criterion, criterion))
         rows.append(row)
     thresholds = ordered_unique(panel["gate_threshold"])
     actions = ordered_unique(panel["gate_action"])
@@ -217,7 +220,8 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
             f"{GATE_RULE}."
         )
     if failed:
-        notes.append(f"{DAGGER} failed the gate or not measured: " + "; ".join(failed) + ".")
+        notes.append(f"{DAGGER} failed the gate or not measured, per cell: "
+                     + "; ".join(f"{cell}: {', '.join(criteria_)}" for cell, criteria_ in failed.items()) + ".")
     data = panel.drop(columns=["judge", "agreement_with_majority", "parse_failure_rate"], errors="ignore")
     return Table(
         "table_reliability",
@@ -252,7 +256,9 @@ def judges_table(reliability: pd.DataFrame) -> Table:
         "table_judges",
         "Judge diagnostics: agreement with the panel majority and parse-failure rate (%), averaged over cells.",
         ["Judge"], columns, rows, summary, groups,
-        ["Agree %: share of a judge's valid votes equal to the majority vote."],
+        ["Agree %: share of a judge's valid (parsed, not abstained) votes equal to the panel's majority, its own "
+         "vote included; the setup's \"agrees with the others\" and the per-judge diagnostics leave the judge's own "
+         "vote out (a different number)."],
     )
 
 
