@@ -33,6 +33,7 @@ from bloomqg.metrics.quality import line_terms
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.inputs.parsing import placeholder_reason
+from bloomqg.judges.verdict import FAILED_VOTES, MissingVote, missing_vote
 from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.store.cells import cell_name
 from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
@@ -145,8 +146,9 @@ def _vote_text(criterion: str, vote: object) -> str | None:
     return str(vote)
 
 
-def _status_text(status: str | None) -> str:
-    return NONE if status in (None, "ok") else f"{NONE} {status.replace('_', ' ')}"
+def _status_text(missing: MissingVote | None) -> str:
+    """A verdict cell without a vote: why, in words (a judge that abstains is no error)."""
+    return NONE if missing is None else f"{NONE} {missing}"
 
 
 def panel_judges(reliability: pd.DataFrame | None, votes: pd.DataFrame) -> dict[str, list[str]]:
@@ -252,7 +254,8 @@ def _columns(judges: Sequence[str], with_lines: bool = False) -> list[Column]:
         Column("answerable", "Answerable", "cat", "Votes"),
         Column("gate", "α gate", "multi", "Diagnostics", shown=True),
         Column("parse", "Generation parse", "cat", "Diagnostics"),
-        Column("judge_issues", "Judge parse failures", "multi", "Diagnostics"),
+        Column("judge_issues", "Judge failures (parse or call)", "multi", "Diagnostics"),
+        Column("judge_abstentions", "Judges not voting (abstain, by design)", "multi", "Diagnostics"),
         Column("finish_reason", "Finish reason", "cat", "Diagnostics"),
     ]
     for criterion in CRITERIA:
@@ -314,10 +317,11 @@ def index_generations(generations: pd.DataFrame | None) -> dict[str, GenerationN
 def _verdict_cells(
     row: Mapping[str, Any], item_key: str, panel: Sequence[str], judges: Sequence[str], judged: JudgmentIndex
 ) -> tuple[dict[str, Any], list[str]]:
-    """Per judge and criterion, the verdict shown and the reason or raw answer; and the judges'
-    parse failures and errors of this item."""
+    """Per judge and criterion, the verdict shown and the reason or raw answer; and this item's
+    judge failures and abstentions, each "judge · criterion: why" (:func:`judge_issue`)."""
     out: dict[str, Any] = {}
-    issues: set[str] = set()
+    failures: set[str] = set()
+    abstentions: set[str] = set()
     for criterion in CRITERIA:
         listed = row[f"{criterion}_votes"]
         cast = [] if listed is None or isinstance(listed, float) else list(listed)  # None: that judge cast no vote
@@ -329,14 +333,25 @@ def _verdict_cells(
                 vote = cast[position] if position < len(cast) else None
                 status, reason, answer = judged.get((item_key, judge, criterion), (None, None, None))
                 note = _judge_note(reason, answer)
-                text = _vote_text(criterion, vote) or _status_text(status)
-                if status in ("parse_failed", "error"):
-                    issues.add(f"{judge}: {status.replace('_', ' ')}")
+                missing = None if status is None else missing_vote(status, reason)
+                text = _vote_text(criterion, vote) or _status_text(missing)
+                if missing in FAILED_VOTES:
+                    failures.add(judge_issue(judge, criterion, missing))
+                elif missing in ("does not rate this", "abstains"):
+                    abstentions.add(judge_issue(judge, criterion, missing))
             else:
                 text = f"{NONE} not on this panel"
             out[f"v.{judge}.{criterion}"] = text
             out[f"r.{judge}.{criterion}"] = note
-    return out, sorted(issues) or ["none"]
+    out["judge_abstentions"] = sorted(abstentions) or ["none"]
+    return out, sorted(failures) or ["none"]
+
+
+def judge_issue(judge: str, criterion: str, missing: MissingVote) -> str:
+    """A value of the ``judge_issues`` (failures) or ``judge_abstentions`` column: per judge and
+    criterion, so that a facet's count of parse failures is the report's parse-failure rate
+    times the questions asked."""
+    return f"{judge} · {CRITERION_LABEL[criterion]}: {missing}"
 
 
 def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, gate: Sequence[str],
