@@ -25,6 +25,7 @@ from bloomqg.reporting.explorer.items import (
     QUESTION_ROW,
     REPEATED,
     build_items,
+    plain_reason,
     transition,
 )
 from bloomqg.reporting.explorer.links import explorer_level, items_fragment, metric_fragment, metric_link
@@ -207,6 +208,27 @@ def test_a_judge_that_abstains_reads_abstains_and_the_failures_are_the_reports(s
     assert expected.sum() > 0, "the study has parse failures to count"
     for (judge, criterion), count in expected.items():
         assert failures[f"{judge} · {CRITERION_LABEL[criterion]}: parse failed"] == count, (judge, criterion)
+
+
+def test_the_explorer_says_its_terms_in_words(table):
+    """Level shift, the agreement check, why a model stopped and a question's ID carry a legend;
+    the shift's says what it counts over (the report's figures: useful questions only)."""
+    columns = {column.key: column for column in table.columns}
+    assert "useful questions only" in columns["transition"].help and "Figure 3" in columns["transition"].help
+    assert "Krippendorff" in columns["gate"].help and "cs-0001:cot is item cs-0001 under CoT" in columns["prompt_id"].help
+    assert set(table.values["finish_reason"]) <= {"finished", "ran out of tokens", "—"}
+    assert "token budget" in columns["finish_reason"].help
+    back = decode_data_script(data_script(encode_table(table, title="t")))
+    assert next(c for c in back["columns"] if c["key"] == "transition")["help"] == columns["transition"].help
+
+
+def test_a_judges_measures_read_in_words():
+    rules = plain_reason("token_jaccard=0.33 (max 0.7), char_ratio=0.44 (max 0.85)")
+    assert rules.startswith("shares 33% of its words with the original (a copy at 70% or more)")
+    assert "(recorded: token_jaccard=0.33" in rules
+    cosine = plain_reason("cosine to original 0.660 (threshold 0.95)")
+    assert cosine.startswith("similarity of meaning to the original 0.66 (1 = the same meaning; a copy at 0.95 or more)")
+    assert plain_reason("verb list") == "verb list"
 
 
 @pytest.mark.parametrize(("status", "reason", "shown"), [
