@@ -269,14 +269,14 @@ def _panel_judges(config: str, dataset: str, names: Sequence[str] | None) -> Pan
 async def _grader_verdict(panel: Panel, item: JudgeItem) -> Verdict:
     """The ``grader`` role's verdict, asked with bloomqg's rubric and read by its verdict parser."""
     from bloomqg.judges.llm import render_judge_messages
-    from bloomqg.judges.verdict import parse_verdict
+    from bloomqg.judges.verdict import GRADER_CALL_FAILED, parse_verdict
 
     kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
     messages = render_judge_messages(panel.rubric, question=item.question, original_question=item.original_question,
                                      knowledge_units=panel.knowledge_units, domain=panel.domain)
     output = await get_model(role=GRADER).generate([kinds[m["role"]](content=m["content"]) for m in messages])
     if output.error or not output.choices:
-        return Verdict.uniform(CriterionVerdict.error(f"grader call failed: {output.error or 'no answer'}"))
+        return Verdict.uniform(CriterionVerdict.error(f"{GRADER_CALL_FAILED}: {output.error or 'no answer'}"))
     return parse_verdict(output.completion, list(panel.knowledge_units))
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bloomqg.judges.base import JudgedItem, JudgeItem
-from bloomqg.judges.verdict import CriterionVerdict, Verdict
+from bloomqg.judges.verdict import NOT_JUDGED, CriterionVerdict, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +53,6 @@ SENTENCE_MODEL_SCHEMA: dict[str, Any] = {
         "subdir": {"type": "string", "description": "The model's folder inside that package."},
     },
 }
-
-#: Reason recorded for criteria an embedding cannot judge (a missing vote, not a failure).
-NOT_JUDGED = "not judged by this backend"
 
 
 def resolve_model_dir(judge_name: str, model_spec: Mapping[str, Any]) -> Path:

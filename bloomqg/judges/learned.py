@@ -46,7 +46,7 @@ import pandas as pd
 from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.inputs.parsing import has_question
 from bloomqg.judges.base import JudgedItem, JudgeItem
-from bloomqg.judges.verdict import CriterionVerdict, Verdict
+from bloomqg.judges.verdict import NOT_LEARNED, CriterionVerdict, Verdict
 
 if TYPE_CHECKING:
     from sklearn.pipeline import Pipeline
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Reason recorded for the criteria this judge does not learn (a missing vote, not a failure).
-NOT_LEARNED = "not learned by this backend (no signal in its training votes)"
 #: Version of the feature set: part of a model's digest, so changing features retrains.
 FEATURES = "v1: minilm-l6 embedding, cosine to original, tf-idf word 1-2 grams, rules level, verb-list levels, original level, rules unit"
 LEARNED_CRITERIA = ("bloom_level", "knowledge_units")

@@ -38,6 +38,7 @@ from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.choices import MODES, judge_by_choices
 from bloomqg.judges.rubric import RubricTemplate
 from bloomqg.judges.verdict import (
+    CALL_FAILED,
     CriterionVerdict,
     Verdict,
     parse_verdict,
@@ -84,7 +85,7 @@ def verdict_from_completion(completion: Completion, knowledge_units: Sequence[st
     """Parse one completion; a failed call is status ``error`` on every criterion."""
     if completion.text is None:
         return Verdict.uniform(
-            CriterionVerdict.error(f"judge call failed: {completion.error or completion.finish_reason}")
+            CriterionVerdict.error(f"{CALL_FAILED}: {completion.error or completion.finish_reason}")
         )
     verdict = parse_verdict(completion.text, knowledge_units)
     if completion.finish_reason == "length":

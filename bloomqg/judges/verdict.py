@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from bloomqg.store import reply_json
 from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
@@ -28,6 +28,22 @@ STATUS_OK = "ok"
 STATUS_PARSE_FAILED = "parse_failed"
 STATUS_ERROR = "error"
 STATUS_NO_QUESTION = "no_question"
+
+#: How the reason of a failed call begins (an LLM judge's, the Inspect panel grader's): the one
+#: ``error`` that is a failure. Every other ``error`` is a judge giving no vote by design.
+CALL_FAILED = "judge call failed"
+GRADER_CALL_FAILED = "grader call failed"
+#: Reasons of a backend that never rates a criterion: the embedding judge on readable and
+#: answerable, the learned judge on what its training votes cannot teach it.
+NOT_JUDGED = "not judged by this backend"
+NOT_LEARNED = "not learned by this backend (no signal in its training votes)"
+#: Why a judge cast no vote on a criterion, as a reader is told: only ``parse failed`` and
+#: ``call failed`` are failures (the report's parse-failure rate counts the first); a judge that
+#: ``does not rate this`` criterion or ``abstains`` on the item (no rule applies, not confident
+#: enough) answered as designed.
+MissingVote = Literal["no question", "parse failed", "call failed", "does not rate this", "abstains"]
+#: The missing votes that are failures of the judge, not its design.
+FAILED_VOTES: frozenset[MissingVote] = frozenset({"parse failed", "call failed"})
 
 #: The JSON schema an LLM judge's answer must follow. ``knowledge_units`` is restricted to the
 #: dataset's units by :func:`verdict_schema`; this constant is the dataset-independent shape.
@@ -97,6 +113,24 @@ class CriterionVerdict:
     def error(cls, reason: str) -> CriterionVerdict:
         """No answer: the call failed, or the backend does not judge this criterion."""
         return cls(None, STATUS_ERROR, reason)
+
+
+def missing_vote(status: str, reason: str | None) -> MissingVote | None:
+    """Why a criterion verdict of ``status`` and ``reason`` (the judgments file's columns) holds
+    no vote; None for a vote. ``error`` covers both a failed call and a judge declining to vote,
+    told apart by the reason: a failed call's begins with :data:`CALL_FAILED` (or
+    :data:`GRADER_CALL_FAILED`)."""
+    if status == STATUS_OK:
+        return None
+    if status == STATUS_NO_QUESTION:
+        return "no question"
+    if status == STATUS_PARSE_FAILED:
+        return "parse failed"
+    if status != STATUS_ERROR:
+        raise ValueError(f"unknown criterion status {status!r}")
+    if reason is not None and reason.startswith((CALL_FAILED, GRADER_CALL_FAILED)):
+        return "call failed"
+    return "does not rate this" if reason in (NOT_JUDGED, NOT_LEARNED) else "abstains"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """A small study run through the real voting and metrics code, written as the workflow's files.
 
 :mod:`tests.support.synthetic` gives plausible frames whose metrics are *not* computed from the
-votes; the explorer's tests need the opposite: judgments (three judges, with parse failures,
-questions that could not be parsed, reasons and raw answers), then
+votes; the explorer's tests need the opposite: judgments (three judges, with parse failures, a
+judge that does not rate two criteria and one that abstains on some levels, questions that could
+not be parsed, reasons and raw answers), then
 :func:`bloomqg.voting.cell.vote_cell` and :func:`bloomqg.metrics.cell.score_cell`, so that a
 table cell's ``n`` and the items the explorer shows for it come from the same rows.
 """
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS
+from bloomqg.judges.verdict import NOT_JUDGED
 from bloomqg.metrics.cell import score_cell
 from bloomqg.store.parquet_io import write_frame
 from bloomqg.store.frames import CRITERIA, GENERATIONS, JUDGMENTS, METRICS, RELIABILITY, VOTES
@@ -60,6 +62,11 @@ def _judgments(generations: pd.DataFrame, judge: str, rng: np.random.Generator) 
             elif llm and rng.random() < 0.06:
                 record.update(status="parse_failed", reason="no JSON object in the answer",
                               raw_text=f"I think the {criterion} is fine <maybe> & so on")
+            elif judge == "minilm" and criterion in ("readable", "answerable"):
+                # as the embedding judge: it does not rate these (status error, no failure)
+                record.update(status="error", reason=NOT_JUDGED)
+            elif judge == "rules" and criterion == "bloom_level" and rng.random() < 0.1:
+                record.update(status="error", reason="no Bloom verb and no known question word: not guessed")
             elif criterion in ("unique", "readable", "answerable"):
                 record["value_bool"] = bool(rng.random() < 0.85)
             elif criterion == "bloom_level":

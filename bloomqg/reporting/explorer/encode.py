@@ -81,7 +81,7 @@ def encode_table(table: ItemTable, *, title: str) -> bytes:
     columns = []
     for column in table.columns:
         entry: dict[str, Any] = {"key": column.key, "label": column.label, "kind": column.kind,
-                                 "group": column.group, "shown": column.shown}
+                                 "group": column.group, "shown": column.shown, "help": column.help}
         raw = table.values[column.key]
         if len(raw) != len(table):
             raise ValueError(f"explorer column {column.key!r}: {len(raw)} values for {len(table)} rows")

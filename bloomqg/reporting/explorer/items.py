@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,6 +34,7 @@ from bloomqg.metrics.quality import line_terms
 from bloomqg.metrics.registry import METRIC_SPECS
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.inputs.parsing import placeholder_reason
+from bloomqg.judges.verdict import FAILED_VOTES, MissingVote, missing_vote
 from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.store.cells import cell_name
 from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
@@ -56,6 +58,48 @@ NO_ORIGINAL = "no original"
 PLACEHOLDER_LINE = "placeholder"
 
 
+#: The explorer's legends, in words a teacher new to the study follows.
+SHIFT_HELP = (
+    "match: judged at the target level · drift: one level off · regression: two or more levels below · "
+    "leap: two or more levels above · —: no judged level. Counts every question with a judged level, useful or "
+    "not; the report's shift figures (Figure 3, Table 6) count useful questions only."
+)
+GATE_HELP = (
+    "Whether the judges agreed with each other enough (Krippendorff's α at or above the study's threshold) for "
+    "their votes on a criterion to count: passed, or the criteria that failed, whose votes are set aside."
+)
+FINISH_HELP = (
+    "finished: the model ended its answer itself · ran out of tokens: it used up its token budget before "
+    "finishing, so its answer may be cut off."
+)
+PROMPT_ID_HELP = "The dataset item's ID, then the strategy it was asked with: cs-0001:cot is item cs-0001 under CoT."
+#: The recorded finish reasons, as the explorer shows them (:data:`FINISH_HELP`); others as recorded.
+FINISH_REASON_TEXT: dict[str, str] = {"stop": "finished", "length": "ran out of tokens"}
+
+_RULES_UNIQUE = re.compile(
+    r"token_jaccard=(?P<words>[\d.]+) \(max (?P<words_max>[\d.]+)\), char_ratio=(?P<chars>[\d.]+) \(max (?P<chars_max>[\d.]+)\)"
+)
+_COSINE_UNIQUE = re.compile(r"cosine to original (?P<cosine>[\d.]+) \(threshold (?P<threshold>[\d.]+)\)")
+
+
+def _percent(share: str) -> str:
+    return f"{round(100 * float(share))}%"
+
+
+def plain_reason(reason: str) -> str:
+    """A judge's recorded reason in words (the uniqueness measures of the rules and embedding
+    judges), the recorded text kept after it; any other reason as recorded."""
+    if match := _RULES_UNIQUE.fullmatch(reason):
+        words, chars = match["words"], match["chars"]
+        return (f"shares {_percent(words)} of its words with the original (a copy at {_percent(match['words_max'])} "
+                f"or more); its characters match the original's by {_percent(chars)} (a copy at "
+                f"{_percent(match['chars_max'])} or more)\n(recorded: {reason})")
+    if match := _COSINE_UNIQUE.fullmatch(reason):
+        return (f"similarity of meaning to the original {float(match['cosine']):.2f} (1 = the same meaning; "
+                f"a copy at {float(match['threshold']):.2f} or more)\n(recorded: {reason})")
+    return reason
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of the item table: how it is encoded, labelled and grouped in the filters.
@@ -71,6 +115,9 @@ class Column:
     group: str
     #: In the table's default columns (else only in the filters and the detail pane).
     shown: bool = False
+    #: What the column means, in a line a reader new to the study follows (the page shows it
+    #: under the filter's title and as the column header's tooltip); empty where the label says it.
+    help: str = ""
 
 
 @dataclass
@@ -145,8 +192,9 @@ def _vote_text(criterion: str, vote: object) -> str | None:
     return str(vote)
 
 
-def _status_text(status: str | None) -> str:
-    return NONE if status in (None, "ok") else f"{NONE} {status.replace('_', ' ')}"
+def _status_text(missing: MissingVote | None) -> str:
+    """A verdict cell without a vote: why, in words (a judge that abstains is no error)."""
+    return NONE if missing is None else f"{NONE} {missing}"
 
 
 def panel_judges(reliability: pd.DataFrame | None, votes: pd.DataFrame) -> dict[str, list[str]]:
@@ -223,6 +271,7 @@ def index_judgments(judgments: Iterable[pd.DataFrame]) -> JudgmentIndex:
 
 
 def _judge_note(reason: str | None, raw: str | None) -> str | None:
+    reason = plain_reason(reason) if reason else reason
     if reason and raw:
         return f"{reason}\n\n{raw}"
     return reason or raw
@@ -241,19 +290,21 @@ def _columns(judges: Sequence[str], with_lines: bool = False) -> list[Column]:
         *([Column("line", "Votes file line", "text", "Cell")] if with_lines else []),
         Column("target_level", "Target level", "cat", "Bloom level", shown=True),
         Column("judged_level", "Judged level", "cat", "Bloom level", shown=True),
-        Column("transition", "Transition", "cat", "Bloom level", shown=True),
+        Column("transition", "Level shift (judged vs target)", "cat", "Bloom level", shown=True, help=SHIFT_HELP),
         Column("identified_level", "Model's level of original (CoT)", "cat", "Bloom level"),
-        Column("target_units", "Target units", "multi", "Knowledge units", shown=True),
-        Column("judged_units", "Judged units", "multi", "Knowledge units", shown=True),
+        Column("target_units", "Target units", "multi", "Knowledge units"),
+        Column("judged_units", "Judged units", "multi", "Knowledge units"),
         Column("identified_units", "Model's units of original (CoT)", "multi", "Knowledge units"),
         Column("useful", "Usable", "cat", "Votes", shown=True),
         Column("unique", "Unique", "cat", "Votes"),
         Column("readable", "Readable", "cat", "Votes"),
         Column("answerable", "Answerable", "cat", "Votes"),
-        Column("gate", "α gate", "multi", "Diagnostics", shown=True),
-        Column("parse", "Generation parse", "cat", "Diagnostics"),
-        Column("judge_issues", "Judge parse failures", "multi", "Diagnostics"),
-        Column("finish_reason", "Finish reason", "cat", "Diagnostics"),
+        Column("gate", "Judges' agreement check (α gate)", "multi", "Diagnostics", help=GATE_HELP),
+        Column("parse", "Generation parse", "cat", "Diagnostics",
+               help="ok: a question was read from the model's answer; otherwise why none was"),
+        Column("judge_issues", "Judge failures (parse or call)", "multi", "Diagnostics"),
+        Column("judge_abstentions", "Judges not voting (abstain, by design)", "multi", "Diagnostics"),
+        Column("finish_reason", "Why the model stopped writing", "cat", "Diagnostics", help=FINISH_HELP),
     ]
     for criterion in CRITERIA:
         for judge in judges:
@@ -264,7 +315,7 @@ def _columns(judges: Sequence[str], with_lines: bool = False) -> list[Column]:
     columns += [
         Column("original_question", "Original question", "text", "Text", shown=True),
         Column("new_question", "Generated question", "text", "Text", shown=True),
-        Column("prompt_id", "Prompt", "text", "Text"),
+        Column("prompt_id", "Question ID (item:strategy)", "text", "Text", help=PROMPT_ID_HELP),
         Column("cell", "Cell (dataset/strategy/model)", "text", "Text"),
         Column("prompt_hash", "Prompt hash", "text", "Text"),
         Column("parse_error", "Parse note", "text", "Text"),
@@ -314,10 +365,11 @@ def index_generations(generations: pd.DataFrame | None) -> dict[str, GenerationN
 def _verdict_cells(
     row: Mapping[str, Any], item_key: str, panel: Sequence[str], judges: Sequence[str], judged: JudgmentIndex
 ) -> tuple[dict[str, Any], list[str]]:
-    """Per judge and criterion, the verdict shown and the reason or raw answer; and the judges'
-    parse failures and errors of this item."""
+    """Per judge and criterion, the verdict shown and the reason or raw answer; and this item's
+    judge failures and abstentions, each "judge · criterion: why" (:func:`judge_issue`)."""
     out: dict[str, Any] = {}
-    issues: set[str] = set()
+    failures: set[str] = set()
+    abstentions: set[str] = set()
     for criterion in CRITERIA:
         listed = row[f"{criterion}_votes"]
         cast = [] if listed is None or isinstance(listed, float) else list(listed)  # None: that judge cast no vote
@@ -329,14 +381,25 @@ def _verdict_cells(
                 vote = cast[position] if position < len(cast) else None
                 status, reason, answer = judged.get((item_key, judge, criterion), (None, None, None))
                 note = _judge_note(reason, answer)
-                text = _vote_text(criterion, vote) or _status_text(status)
-                if status in ("parse_failed", "error"):
-                    issues.add(f"{judge}: {status.replace('_', ' ')}")
+                missing = None if status is None else missing_vote(status, reason)
+                text = _vote_text(criterion, vote) or _status_text(missing)
+                if missing in FAILED_VOTES:
+                    failures.add(judge_issue(judge, criterion, missing))
+                elif missing in ("does not rate this", "abstains"):
+                    abstentions.add(judge_issue(judge, criterion, missing))
             else:
                 text = f"{NONE} not on this panel"
             out[f"v.{judge}.{criterion}"] = text
             out[f"r.{judge}.{criterion}"] = note
-    return out, sorted(issues) or ["none"]
+    out["judge_abstentions"] = sorted(abstentions) or ["none"]
+    return out, sorted(failures) or ["none"]
+
+
+def judge_issue(judge: str, criterion: str, missing: MissingVote) -> str:
+    """A value of the ``judge_issues`` (failures) or ``judge_abstentions`` column: per judge and
+    criterion, so that a facet's count of parse failures is the report's parse-failure rate
+    times the questions asked."""
+    return f"{judge} · {CRITERION_LABEL[criterion]}: {missing}"
 
 
 def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, gate: Sequence[str],
@@ -355,7 +418,7 @@ def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, ga
         "useful": _yes_no(row["useful"]),
         **{criterion: _yes_no(row[criterion]) for criterion in ("unique", "readable", "answerable")},
         "gate": list(gate) or ["passed"], "parse": str(row["parse_status"]),
-        "finish_reason": generation.finish_reason or NONE, "parse_error": generation.parse_error,
+        "finish_reason": FINISH_REASON_TEXT.get(generation.finish_reason or "", generation.finish_reason or NONE), "parse_error": generation.parse_error,
         "generation_raw": generation.raw_when_unparsed, "prompt_hash": generation.prompt_hash,
         "original_question": str(row["original_question"]),
         "new_question": None if is_missing(row["new_question"]) else str(row["new_question"]),

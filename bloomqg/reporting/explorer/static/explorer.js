@@ -18,19 +18,21 @@
   // A cell key carries the strategy's name; the strategy column its label (the data's strategy_labels).
   const strategyLabel = (s) => ((S.data && S.data.strategy_labels) || {})[s] || s;
   const QUESTION_ROW = "question", LINE_ROW = "published vote line";  // items.QUESTION_ROW, LINE_ROW
+  // Columns whose width is their longest value or header, measured (names never cut: a model, a
+  // dataset, a strategy, a level); the rest share what is left with these bounds.
   const WIDTHS = {
-    row: "120px", line: "44px", joined: "92px",
-    dataset: "minmax(44px, 64px)", model: "minmax(80px, 110px)", strategy: "40px", item_id: "86px", target_level: "76px",
-    judged_level: "76px", transition: "84px", identified_level: "82px", target_units: "minmax(64px, 110px)",
-    judged_units: "minmax(64px, 110px)", identified_units: "minmax(80px, 130px)", useful: "46px", unique: "46px",
-    readable: "56px", answerable: "64px", gate: "60px", parse: "46px", judge_issues: "90px", finish_reason: "54px",
+    target_units: "minmax(64px, 110px)", judged_units: "minmax(64px, 110px)", identified_units: "minmax(80px, 130px)",
+    judge_issues: "minmax(90px, 160px)", judge_abstentions: "minmax(90px, 160px)",
     // the two questions share the room left, side by side (the original is what the generated one is read against)
-    new_question: "minmax(220px, 1fr)", original_question: "minmax(220px, 1fr)", prompt_id: "110px",
+    new_question: "minmax(140px, 1fr)", original_question: "minmax(140px, 1fr)", prompt_id: "110px",
   };
-  const SHORT = { useful: "Usable", unique: "Uniq.", readable: "Read.", answerable: "Answ.", strategy: "Str.",
-                  target_level: "Target", judged_level: "Judged", target_units: "Target units",
-                  judged_units: "Judged units", gate: "α gate", parse: "Parse", new_question: "Generated question",
-                  original_question: "Original question", line: "Line", joined: "Joined", row: "Row" };
+  // A measured column is never wider than this (a long "— reason" is cut, with its tooltip).
+  const MEASURED_MAX = 180;
+  const SHORT = { useful: "Usable", unique: "Unique", readable: "Readable", answerable: "Answerable", strategy: "Strategy",
+                  target_level: "Target", judged_level: "Judged", transition: "Shift", target_units: "Target units",
+                  judged_units: "Judged units", gate: "Agreement", parse: "Parse", new_question: "Generated question",
+                  original_question: "Original question", line: "Line", joined: "Joined", row: "Row",
+                  finish_reason: "Stopped", prompt_id: "Question ID" };
   const OPEN_GROUPS = new Set(["Row", "Cell", "Bloom level", "Knowledge units", "Votes", "Diagnostics"]);
   // The table's columns for published vote lines (a release's Table 4 rows).
   const LINE_COLUMNS = ["dataset", "model", "strategy", "line", "joined", "unique", "readable", "answerable",
@@ -91,7 +93,10 @@
     const first = ["dataset", "model", "strategy", "new_question", "original_question", "target_level", "judged_level",
                    "transition", "useful"];
     const rest = S.cols.filter((c) => c.shown && !first.includes(c.key)).map((c) => c.key);
-    S.defaultShown = [...first.filter((k) => S.byKey[k]), ...rest];
+    // A dataset, model or strategy column with one value for every row says nothing a row needs:
+    // left out by default (the summary names it), its room goes to the questions.
+    const constant = (k) => ["dataset", "model", "strategy"].includes(k) && S.byKey[k].dict.length === 1;
+    S.defaultShown = [...first.filter((k) => S.byKey[k]), ...rest].filter((k) => !constant(k));
     S.rowKinds = S.byKey.row ? S.byKey.row.dict.slice() : null;
     if (S.rowKinds) {
       S.rowTotals = new Int32Array(S.rowKinds.length);
@@ -438,8 +443,10 @@
       const top = codes.slice().sort((a, b) => counts[b] - counts[a]).slice(0, FACET_TOP);
       codes = codes.filter((i) => top.includes(i) || chosen.has(c.dict[i]));
     }
-    let html = `<div class="facet" data-key="${esc(c.key)}"><div class="facet-title"><span>${esc(c.label)}</span>` +
+    let html = `<div class="facet" data-key="${esc(c.key)}"><div class="facet-title"><span title="${esc(c.help || c.label)}">${esc(c.label)}</span>` +
       (chosen.size ? `<span class="reset" data-reset="${esc(c.key)}">reset</span>` : "") + "</div>";
+    if (c.key === "transition") html += `<div class="legend">${shiftPopulation()}</div>`;
+    else if (c.help) html += `<div class="legend">${esc(c.help)}</div>`;
     if (S.expanded.has(c.key) && c.dict.length > 20) html += `<input class="facet-find" data-find="${esc(c.key)}" placeholder="find a value">`;
     for (const i of codes) {
       const v = c.dict[i];
@@ -452,6 +459,28 @@
     return html + "</div>";
   }
 
+  // What the level-shift counts are over, and the switch to the report's population (useful
+  // questions only): a report link's metric already keeps only the questions its number counts.
+  function usefulOnly() {
+    const f = S.filters.get("useful");
+    return !!f && f.size === 1 && f.has("yes");
+  }
+  function shiftPopulation() {
+    const legend = esc(S.byKey.transition.help.split(". Counts")[0]) + ". ";
+    if (S.metric) return legend + "Counted over the questions of the report's number you opened.";
+    if (usefulOnly()) return legend + `Counted over <b>useful questions only</b>, as the report's shift figures ` +
+      `(Figure 3, Table 6) count them. <a href="#" data-useful-only="off">Count every question</a>`;
+    return legend + `Counted over <b>every question with a judged level</b>, useful or not; the report's shift ` +
+      `figures (Figure 3, Table 6) count useful ones only. <a href="#" data-useful-only="on">Useful only</a>`;
+  }
+  function setUsefulOnly(on) {
+    if (on) S.filters.set("useful", new Set(["yes"])); else S.filters.delete("useful");
+    update();
+  }
+
+  // The agreement check of a row: passed, or the criteria it failed on.
+  const gateText = (gate) => (!gate || gate.includes("passed") ? "passed" : "failed on " + gate.join("; "));
+
   function cls(key, v) {
     if (v === null || v === undefined || String(v).startsWith(NONE)) return "none";
     if (v === "yes") return "yes";
@@ -463,12 +492,31 @@
     return "";
   }
 
+  // The width of a column sized by its content: its header or its longest value, as drawn.
+  let measure = null;
+  function measuredWidth(c) {
+    if (c.measured) return c.measured;
+    if (!measure) measure = document.createElement("canvas").getContext("2d");
+    const font = getComputedStyle(document.body).fontFamily;
+    measure.font = `600 12px ${font}`;
+    let width = measure.measureText(SHORT[c.key] || c.label).width + 10;  // the sort arrow
+    measure.font = `600 12.5px ${font}`;  // bold, as a regression or a leap is drawn
+    const values = c.kind === "cat" || c.kind === "multi" ? c.dict : [];
+    // a value's name is kept whole; a "— why" beside the names is cut (its tooltip holds it)
+    const named = values.filter((v) => !v.startsWith(NONE + " "));
+    for (const v of named) width = Math.max(width, Math.min(MEASURED_MAX, measure.measureText(v).width));
+    if (c.key === "gate") width = Math.max(width, measure.measureText("failed 5").width);
+    c.measured = Math.ceil(width) + 4 + "px";
+    return c.measured;
+  }
+
   function renderHead() {
     const cols = S.shown.map((k) => S.byKey[k]);
-    document.documentElement.style.setProperty("--cols", cols.map((c) => WIDTHS[c.key] || "90px").join(" "));
+    document.documentElement.style.setProperty("--cols", cols.map((c) => WIDTHS[c.key] || measuredWidth(c)).join(" "));
     $("thead").innerHTML = cols.map((c) => {
       const sorted = S.sort && S.sort.key === c.key;
-      return `<div data-sort="${esc(c.key)}" class="${sorted ? "sorted" + (S.sort.desc ? " desc" : "") : ""}" title="${esc(c.label)}: sort">${esc(SHORT[c.key] || c.label)}</div>`;
+      const tip = c.label + (c.help ? ". " + c.help : "") + " (click: sort)";
+      return `<div data-sort="${esc(c.key)}" class="${sorted ? "sorted" + (S.sort.desc ? " desc" : "") : ""}" title="${esc(tip)}">${esc(SHORT[c.key] || c.label)}</div>`;
     }).join("");
   }
 
@@ -538,7 +586,7 @@
     const questions = rows(QUESTION_ROW), lines = S.rowKinds ? rows(LINE_ROW) : [];
     let grid = questions.length && lines.length ? row("row", "Row", S.visible) : "";
     if (questions.length || !lines.length) {
-      grid += row("useful", "Usable", questions) + row("transition", "Transition", questions) + row("judged_level", "Judged level", questions);
+      grid += row("useful", "Usable", questions) + row("transition", "Level shift", questions) + row("judged_level", "Judged level", questions);
     }
     if (lines.length) {
       grid += row("joined", "Line joined", lines) + row("unique", "Unique (line)", lines) + row("readable", "Readable (line)", lines) +
@@ -549,6 +597,7 @@
       `votes of the first line of its text. The <b>Row</b> filter chooses which you see; a table cell sets it for you.</p>` : "";
     return `<h2>${fmt(S.visible.length)} ${rowNoun()} in view</h2>` +
       `<table class="grid" style="margin-top:8px">${grid}${row("model", "Model", S.visible)}</table>` +
+      (questions.length ? `<p class="muted legend-note">${shiftPopulation()}</p>` : "") +
       `<p class="muted" style="margin-top:12px">Select a row: click it, or <kbd>j</kbd> / <kbd>k</kbd>. ` +
       `<kbd>/</kbd> searches, <kbd>Esc</kbd> leaves the search, <kbd>c</kbd> clears the filters, <kbd>?</kbd> lists the keys. ` +
       `A number in the report opens here on the rows behind it.</p>` + linesNote;
@@ -558,17 +607,20 @@
   function verdicts(r, criteria) {
     const v = (k) => value(k, r);
     const judges = S.data.judges;
-    let grid = `<table class="grid"><tr><th>Criterion</th>${judges.map((j) => `<th>${esc(j)}</th>`).join("")}<th>Majority</th><th>Agree</th></tr>`;
+    // One vote per judge, named, as chips that wrap between judges: the table fits the pane at
+    // any width, and no judge's name or vote is cut.
+    let grid = `<table class="grid verdicts"><tr><th>Criterion</th><th>Votes</th><th>Majority</th>` +
+      `<th title="share of the judges' votes that agree with the majority">Agree</th></tr>`;
     let notes = "";
     for (const [key, label, majority] of criteria) {
-      grid += `<tr><td>${label}</td>`;
+      grid += `<tr><td>${label}</td><td>`;
       for (const j of judges) {
         const x = v(`v.${j}.${key}`);
-        grid += `<td class="${cls(key, x)}">${esc(x === null ? NONE : x)}</td>`;
+        grid += `<span class="vote"><span class="who">${esc(j)}</span> <span class="${cls(key, x)}">${esc(x === null ? NONE : x)}</span></span> `;
         const note = S.byKey[`r.${j}.${key}`] ? v(`r.${j}.${key}`) : null;
         if (note) notes += `<div><b>${esc(j)}</b> · ${label}</div><div class="note">${esc(note)}</div>`;
       }
-      grid += `<td class="${cls(key, majority)}"><b>${esc(majority ?? NONE)}</b></td><td>${esc(v("agree." + key) ?? NONE)}</td></tr>`;
+      grid += `</td><td class="${cls(key, majority)}"><b>${esc(majority ?? NONE)}</b></td><td>${esc(v("agree." + key) ?? NONE)}</td></tr>`;
     }
     return { grid: grid + "</table>", notes };
   }
@@ -651,7 +703,7 @@
       `<div class="meta">Units (majority) ${esc(list("judged_units"))}</div></div>` +
       `<h3>Joined to</h3><div>${joined}</div>` +
       `<h3>Verdicts (as published on this line)</h3>${grid}` +
-      `<div style="margin-top:5px">α gate <span class="${cls("gate", list("gate"))}">${esc(list("gate"))}</span></div>` +
+      `<div style="margin-top:5px"><span title="${esc(S.byKey.gate.help)}">judges' agreement check</span> <span class="${cls("gate", list("gate"))}">${esc(gateText(v("gate")))}</span></div>` +
       `<h3>Counted in</h3><div>${countedIn(r) || NONE}</div>` + provenance(r);
   }
 
@@ -668,15 +720,19 @@
     const pe = v("parse_error"), raw = v("generation_raw");
     el.innerHTML =
       `<h2>${esc(v("model"))} · ${esc(v("dataset"))} · ${esc(v("strategy"))}</h2>` +
-      `<div class="ids">${esc(v("prompt_id"))} · item ${esc(v("item_id"))}</div>` +
+      `<div class="ids" title="${esc(S.byKey.prompt_id.help)}">dataset item ${esc(v("item_id"))}, asked with ${esc(v("strategy"))} ` +
+      `(question ID ${esc(v("prompt_id"))})</div>` +
       `<div class="pair"><div class="qbox"><div class="label">Original</div><div class="q">${esc(v("original_question"))}</div>` +
       `<div class="meta">Level <b>${esc(v("target_level"))}</b><br>Units ${esc(list("target_units"))}` +
       (v("identified_level") !== NONE ? `<br>Model's reading: ${esc(v("identified_level"))} · ${esc(list("identified_units"))}` : "") + `</div></div>` +
       `<div class="qbox"><div class="label">Generated</div><div class="q">${v("new_question") === null ? '<span class="none">no question (parse ' + esc(v("parse")) + ")</span>" : esc(v("new_question"))}</div>` +
       `<div class="meta">Judged <b>${esc(v("judged_level"))}</b> · <span class="${cls("transition", v("transition"))}">${esc(v("transition"))}</span><br>Units ${esc(list("judged_units"))}</div></div></div>` +
       `<h3>Verdicts</h3>${grid}` + (v("new_question") === null ? "" : questionLines(r)) +
-      `<div style="margin-top:5px">Usable <b class="${cls("useful", v("useful"))}">${esc(v("useful"))}</b> · α gate <span class="${cls("gate", list("gate"))}">${esc(list("gate"))}</span>` +
-      ` · parse <span class="${cls("parse", v("parse"))}">${esc(v("parse"))}</span> · finish ${esc(v("finish_reason") ?? NONE)} · judge issues ${esc(list("judge_issues"))}</div>` +
+      `<div style="margin-top:5px">Usable <b class="${cls("useful", v("useful"))}">${esc(v("useful"))}</b> · ` +
+      `<span title="${esc(S.byKey.gate.help)}">judges' agreement check</span> <span class="${cls("gate", list("gate"))}">${esc(gateText(v("gate")))}</span>` +
+      ` · parse <span class="${cls("parse", v("parse"))}">${esc(v("parse"))}</span> · ` +
+      `<span title="${esc(S.byKey.finish_reason.help)}">the model ${v("finish_reason") === "ran out of tokens" ? "<b>ran out of tokens</b> before finishing" : esc(v("finish_reason") === "finished" ? "finished its answer" : "stopped: " + (v("finish_reason") ?? NONE))}</span>` +
+      ` · judge failures ${esc(list("judge_issues"))}` + (S.byKey.judge_abstentions ? ` · not voting ${esc(list("judge_abstentions"))}` : "") + `</div>` +
       (pe ? `<h3>Parse note</h3><div class="note">${esc(pe)}</div>` : "") +
       (raw ? `<h3>Generation (raw answer)</h3><div class="note">${esc(raw)}</div>` : "") +
       (notes ? `<h3>Judges' reasons and answers</h3>${notes}` : "") +
@@ -712,6 +768,7 @@
     });
     $("filters").addEventListener("click", (e) => {
       const t = e.target;
+      if (t.dataset.usefulOnly) { e.preventDefault(); setUsefulOnly(t.dataset.usefulOnly === "on"); return; }
       if (t.dataset.reset) { S.filters.delete(t.dataset.reset); update(); }
       else if (t.dataset.more) { S.expanded.has(t.dataset.more) ? S.expanded.delete(t.dataset.more) : S.expanded.add(t.dataset.more); renderFilters(); }
     });
@@ -740,7 +797,10 @@
       if (row) { select(Number(row.dataset.r), false); $("viewport").focus({ preventScroll: true }); }
     });
     let pending = 0;
-    $("viewport").addEventListener("scroll", () => { if (!pending) pending = requestAnimationFrame(() => { pending = 0; renderRows(false); }); });
+    $("viewport").addEventListener("scroll", () => {
+      $("thead").scrollLeft = $("viewport").scrollLeft;  // columns past the list's edge scroll into view with their header
+      if (!pending) pending = requestAnimationFrame(() => { pending = 0; renderRows(false); });
+    });
     let typing = 0;
     $("search").addEventListener("input", () => {
       clearTimeout(typing);
@@ -759,6 +819,7 @@
         () => { $("status").textContent = "Copy the address bar to share this view"; setTimeout(() => { $("status").textContent = ""; }, 2500); });
     });
     $("detail").addEventListener("click", (e) => {
+      if (e.target.dataset.usefulOnly) { e.preventDefault(); setUsefulOnly(e.target.dataset.usefulOnly === "on"); return; }
       const to = e.target.closest("[data-goto]");
       if (to) { e.preventDefault(); select(Number(to.dataset.goto)); }
     });
