@@ -121,7 +121,6 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     underpowered = unknown["mdd"].isna() | (unknown["mdd"] > unknown["max_detectable"])
     if underpowered.any():
         # the power, said for every undecided comparison: agreeing judges alone would not settle them
-        pairs = unknown.loc[unknown["n_pairs"] > 0, "n_pairs"] if (unknown["n_pairs"] > 0).any() else unknown["n_pairs"]
         smallest = (f"only differences of ≥ {mdds.min():.1f} points" if len(mdds) else "no difference of any size")
         text += f" With at most {int(unknown['n_pairs'].max()):,} pairs per comparison, this study could detect {smallest}."
     if len(unknown) == n:
