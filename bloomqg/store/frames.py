@@ -267,6 +267,7 @@ RELIABILITY = _schema(
     f("ac1_ci_low", pa.float64()),
     f("ac1_ci_high", pa.float64()),
     f("n_effective_judges", pa.float64()),  # n / (1 + (n-1) mean error correlation)
+    f("n_varying_judges", pa.int64()),  # judges whose votes take two answers or more (the gate needs two)
     f("aggregation", _str),  # "majority" | "dawid_skene": how the cell's labels were voted
     # -- per-judge diagnostics (judge rows; bloomqg.voting.diagnostics) --
     f("vote_rate", pa.float64()),  # yes-rate (yes/no criteria) or share of its modal category

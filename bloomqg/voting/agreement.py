@@ -230,11 +230,14 @@ class GateDecision:
 
 def gate_decision(
     coefficient: str, alpha: float, ac1: float, prevalence: float, threshold: float, *, n_items: int,
+    n_varying_judges: int | None = None,
 ) -> GateDecision:
     """The gate's rule, written once:
 
-    1. no item with two votes, or every vote in one category (prevalence 1): agreement was **not
-       measured** (a judge that always says "yes" beside two others that do cannot show it agrees);
+    1. no item with two votes, every vote in one category (prevalence 1), or at most one judge
+       whose votes vary (``n_varying_judges``: the others always give one answer or abstain, so
+       any agreement is the panel's make-up): agreement was **not measured** (a judge that always
+       says "yes" beside two others that do cannot show it agrees);
     2. prevalence ≥ :data:`PREVALENCE_LIMIT`: Gwet's AC1 is compared with the threshold, since α
        collapses there although the judges agree;
     3. otherwise the configured coefficient (``alpha`` or ``ac1``);
@@ -246,6 +249,8 @@ def gate_decision(
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, "no question has two judges' votes")
     if not math.isnan(prevalence) and prevalence >= 1.0:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, "every vote is the same")
+    if n_varying_judges is not None and n_varying_judges < 2:
+        return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ONE_VARYING)
     used = "ac1" if not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT else coefficient
     value = gate_value(used, alpha, ac1)
     if math.isnan(value):
@@ -253,10 +258,14 @@ def gate_decision(
     return GateDecision(RELIABLE if value >= threshold else UNRELIABLE, used, value, threshold, "")
 
 
+#: Why agreement is not measured where at most one judge's votes vary.
+ONE_VARYING = "at most one judge's votes vary: agreement by construction"
+
 #: The gate's rule in one line, for pages that state it.
 GATE_RULE = (f"Krippendorff's α at least the threshold (0.7 by default), or Gwet's AC1 where one answer holds "
-             f"≥ {PREVALENCE_LIMIT:.0%} of the votes; agreement is not measured where no question has two votes or "
-             "every vote is the same")
+             f"≥ {PREVALENCE_LIMIT:.0%} of the votes; agreement is not measured where no question has two votes, "
+             "every vote is the same, or at most one judge's votes vary (the others always give one answer or "
+             "abstain, so any agreement is the panel's make-up)")
 
 
 def recorded_decision(row: Mapping[str, Any]) -> GateDecision:
@@ -274,8 +283,10 @@ def recorded_decision(row: Mapping[str, Any]) -> GateDecision:
     why = ""
     if status == NOT_MEASURED:
         n_items, prevalence = row.get("n_items"), row.get("prevalence")
+        varying = row.get("n_varying_judges")
         why = ("no per-judge votes" if n_items is None or _isnan(n_items) or int(n_items) == 0
                else "every vote the same" if prevalence is not None and not _isnan(prevalence) and float(prevalence) >= 1
+               else ONE_VARYING if varying is not None and not _isnan(varying) and int(varying) < 2
                else f"{coefficient} undefined")
     return GateDecision(status, coefficient, value, threshold, why)
 

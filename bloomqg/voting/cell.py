@@ -150,6 +150,7 @@ class CriterionReliability:
     fit: DawidSkeneFit | None
     n_effective_judges: float | None
     judges: list[dict[str, Any]]
+    n_varying_judges: int
 
     @property
     def passed(self) -> bool:
@@ -167,6 +168,7 @@ class CriterionReliability:
             "unanimous_share": a.unanimous_share, "prevalence": a.prevalence,
             "majority_category": a.majority_category, "ac1": a.ac1, "ac1_ci_low": a.ac1_ci_low,
             "ac1_ci_high": a.ac1_ci_high, "n_effective_judges": self.n_effective_judges,
+            "n_varying_judges": self.n_varying_judges,
             "aggregation": aggregation,
         }
 
@@ -193,10 +195,11 @@ def measure_criterion(
     agreement = agreement_with_ci(
         votes_lists, criterion, level, n_resamples=n_resamples, confidence=confidence, seed=seed
     )
-    decision = gate_decision(gate_coefficient, alpha.alpha, agreement.ac1, agreement.prevalence, gate_threshold,
-                             n_items=alpha.n_items)
     binary = criterion in BINARY_CRITERIA
     votes_lists = nominal_rows(votes_lists, criterion, level)  # "1"/"0", level names, "a|b" unit sets
+    varying = varying_judges(votes_lists, len(judge_names))
+    decision = gate_decision(gate_coefficient, alpha.alpha, agreement.ac1, agreement.prevalence, gate_threshold,
+                             n_items=alpha.n_items, n_varying_judges=varying)
     fit = None
     if alpha.n_items:
         fit = fit_dawid_skene(votes_lists, labels=["0", "1"] if binary else None)
@@ -205,7 +208,14 @@ def measure_criterion(
                           confidence=confidence).columns()
         for position in range(len(judge_names))
     ]
-    return CriterionReliability(alpha, agreement, decision, fit, effective_judges(votes_lists, fit), judges)
+    return CriterionReliability(alpha, agreement, decision, fit, effective_judges(votes_lists, fit), judges, varying)
+
+
+def varying_judges(votes_lists: Sequence[Sequence[str | None]], n_judges: int) -> int:
+    """How many judges give two answers or more over the items (a judge that always gives one
+    answer, or abstains, adds no evidence of agreement)."""
+    return sum(len({row[position] for row in votes_lists if position < len(row) and row[position] is not None}) >= 2
+               for position in range(n_judges))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ what it says in another. :func:`report_inconsistencies` returns one line per con
 - the Answer's difference, interval, Holm p and n pairs per dataset are the paired table's, and
   its n pairs is the robustness table's for the same comparison;
 - the ‡ rule is stated once; every undefined α of the agreement table is "not measured" there,
-  never reliable, and is listed as "not measured †" in the gate table.
+  never reliable, and every agreement not measured there (undefined α, or one judge whose votes
+  vary) is listed as "not measured †" in the gate table.
 """
 
 from __future__ import annotations
@@ -103,7 +104,12 @@ def report_inconsistencies(page: str) -> list[str]:
     for row in undefined:
         if row[-1].startswith("reliable"):
             problems.append(f"an undefined α passes the gate: {row}")
+    # not measured: α undefined, or defined but resting on at most one judge whose votes vary
+    not_measured = [row for row in coefficients if len(row) > 5 and row[-1].startswith("not measured")]
+    if any(row not in not_measured for row in undefined):
+        problems.append("an undefined α is not 'not measured' in the agreement table")
     gate_listed = _section(page, "reliability").count("not measured †")
-    if len(undefined) != gate_listed:
-        problems.append(f"{len(undefined)} undefined α in the agreement table, {gate_listed} listed in the gate table")
+    if len(not_measured) != gate_listed:
+        problems.append(f"{len(not_measured)} agreements not measured in the agreement table, {gate_listed} listed "
+                        "in the gate table")
     return problems

@@ -138,7 +138,7 @@ def test_per_dataset_views_cover_every_dataset(written, study):
     math_rows = [row for row in view.rows if row[0] == "math"]  # math runs under FGP only
     # a strategy the dataset does not run is "—", and a note says why (issue 32 point 6)
     assert all(cell == "—" for row in math_rows for cell in row[2:5])
-    assert any("—: not run (math does not run CoT)" in note for note in view.notes)
+    assert any("— (long dash): not run (math does not run CoT)" in note for note in view.notes)
     assert all(cell != "–" for row in math_rows for cell in row[5:])
 
 
