@@ -92,8 +92,8 @@ DEFAULT_C = {"bloom_level": 30.0, "knowledge_units": 1.0}
 #: ``isotonic`` fitted on the training panel's out-of-fold predictions by ``CalibratedClassifierCV``.
 #: Chosen by expected calibration error on Qwen2.5-7B's runs with a model trained on GLM-4-9B's:
 #: the logistic regressions' own probabilities were the best calibrated there (ECE 0.016 for the
-#: level, 0.044 / 0.074 for CS / math units, against 0.108 / 0.059 / 0.054 isotonic and
-#: 0.127 / 0.096 / 0.099 sigmoid): scikit-learn calibrates a multiclass model one class against
+#: level, 0.044 / 0.074 for CS / math units, against 0.104 / 0.059 / 0.054 isotonic and
+#: 0.126 / 0.096 / 0.099 sigmoid): scikit-learn calibrates a multiclass model one class against
 #: the rest and renormalises, which distorts a multinomial regression's probabilities (and, for
 #: the level, cost 3 points of agreement).
 CALIBRATION = "none"
