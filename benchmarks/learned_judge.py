@@ -1,22 +1,30 @@
-"""How far does the ``learned`` judge agree with the paper's panel, beside ``rules`` and ``minilm``?
+"""How far does the ``learned`` judge agree with the paper's panel, beside ``rules`` and ``minilm``,
+on the writer it was trained on and on one it never saw?
 
-On the release's GLM-4-9B slice (three runs: CS CoT, CS FGP, K-12 math FGP), the learned judge
-(:mod:`bloomqg.judges.learned`) is cross-validated by source item: GroupKFold on the original
-item, so no original's rewritten questions are in both the training and the test fold (CoT and
-FGP rewrite the same originals). Every question of a test fold gets the learned judge's
-out-of-fold prediction, and the ``rules`` and ``minilm`` judges' verdicts on the same questions.
-Printed per criterion (Bloom level on CS, where the panel judged one; knowledge unit per
-dataset): percent agreement and Cohen's κ with the panel's majority, ``n`` the questions where
-both gave a value (a judge's abstention leaves the question out, as in judge_validation; the
-learned judge never abstains here). Then the learned judge's Bloom level at several
-``min_confidence`` values (coverage and agreement on what it answers), and whether the usability
-criteria carry a signal to learn (prevalence of the minority answer and the cross-validated κ
-of the same classifier for unique).
+Trained on the release's GLM-4-9B runs (CS CoT, CS FGP, K-12 math FGP), measured two ways:
 
-    python benchmarks/learned_judge.py [--release-root ../shared/data/llm-eval-release] [--manifest tests/release_glm.yaml]
+- **by item, within GLM**: GroupKFold on the original item (CoT and FGP rewrite the same
+  originals; no original's questions on both sides);
+- **across models**: trained on every GLM question, tested on Qwen2.5-7B's three runs, the
+  validation writer (its files beside GLM's in ../shared/data). Features, regularisation,
+  calibration and ``min_confidence`` were chosen here; the other four models of the release are
+  the held-out test and are not read.
 
-The last line is JSON: ``{"bloom_level": {"learned": {"agreement", "kappa", "n"}, "rules": …,
-"minilm": …}, "knowledge_units": {dataset: {...}}, "confidence": …, "usability": …}``.
+On the same questions, the ``rules`` and ``minilm`` judges (their default settings, the question's
+own original left out of their references) are scored beside it. Printed per run and pooled:
+percent agreement and Cohen's κ with the panel's majority (Bloom level on CS, where the panel
+judged one; knowledge unit on every run), ``n`` the questions both answered. Then, on Qwen: the
+expected calibration error and the reliability diagram of each criterion (with no recalibration,
+Platt and isotonic fitted on GLM's out-of-fold predictions), the agreement at several
+``min_confidence`` values, abstaining or deferring to the better base judge, and how far the
+judge's own CatCons and KnowCov (share of questions it gives the original's level or unit) sit
+from the panel's. Last, whether the usability criteria carry a signal to learn.
+
+    PYTHONPATH=. python benchmarks/learned_judge.py [--release-root ../shared/data/llm-eval-release]
+
+The last line is JSON: ``{"cross_model": {"bloom_level": {run: {judge: {"agreement", "kappa",
+"n"}}}, "knowledge_units": {...}, "calibration": ..., "confidence": ..., "coverage_bias": ...},
+"by_item": {...}, "usability": ...}``.
 """
 
 from __future__ import annotations
@@ -34,23 +42,27 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS  # noqa: E402
-from bloomqg.judges.base import JudgeItem  # noqa: E402
-from bloomqg.judges.embedding import EmbeddingJudge  # noqa: E402
 from bloomqg.judges.learned import (  # noqa: E402
+    CALIBRATIONS,
     FeatureSource,
+    expected_calibration_error,
     feature_frame,
+    fit_calibrated,
     load_encoder,
     most_likely,
-    out_of_fold,
     originals,
-    rules_judges,
+    out_of_fold,
+    reliability,
     training_rows,
     unit_target,
 )
 from bloomqg.release.runs import ReleaseRun, import_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-THRESHOLDS = (0.0, 0.4, 0.5, 0.6, 0.7, 0.8)
+THRESHOLDS = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+TRAIN_MODEL, VALIDATION_MODEL = "glm-4-9b", "qwen25-7b"
+#: The base judge a low-confidence answer defers to, per criterion: the better one on Qwen.
+DEFER_TO = {"bloom_level": "rules", "knowledge_units": "minilm"}
 
 
 def default_release_root() -> Path:
@@ -58,16 +70,22 @@ def default_release_root() -> Path:
     return shared / "llm-eval-release"
 
 
-def release_votes(manifest: Path, release_root: Path) -> pd.DataFrame:
-    """The VOTES rows of every run the manifest names, its paths read under ``release_root``."""
+def release_votes(manifest: Path, release_root: Path, models: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """The VOTES rows of every run the manifest names (of ``models`` only, when given) whose
+    files are under ``release_root``."""
     import yaml
 
     document = yaml.safe_load(manifest.read_text(encoding="utf-8"))
     frames = []
     for entry in document["runs"]:
+        if models is not None and entry["model"] not in models:
+            continue
         run = ReleaseRun(entry["model"], entry["dataset"], entry["strategy"],
                          release_root / entry["generations"], release_root / entry["votes"])
-        frames.append(import_run(run)[1])
+        if run.generations.is_file() and run.votes.is_file():
+            frames.append(import_run(run)[1])
+    if not frames:
+        sys.exit(f"no run of {models} from {manifest} under {release_root}")
     return pd.concat(frames, ignore_index=True)
 
 
@@ -75,7 +93,7 @@ def agreement(judge: pd.Series, panel: pd.Series) -> dict:
     """Percent agreement and Cohen's κ on the items both rated."""
     from sklearn.metrics import cohen_kappa_score
 
-    both = judge.notna() & panel.notna()
+    both = judge.notna() & panel.notna() & (judge.astype(str) != "none")
     mine, theirs = judge[both].astype(str).to_numpy(), panel[both].astype(str).to_numpy()
     if not len(mine):
         return {"agreement": None, "kappa": None, "n": 0}
@@ -83,149 +101,200 @@ def agreement(judge: pd.Series, panel: pd.Series) -> dict:
             "kappa": round(float(cohen_kappa_score(mine, theirs)), 4), "n": int(len(mine))}
 
 
-class MemoModel:
-    """The MiniLM model as the minilm judge calls it, answered from the features' memo (the same
-    unit-length vectors), so no text is encoded twice."""
-
-    def __init__(self, source: FeatureSource) -> None:
-        self.source = source
-
-    def encode(self, texts, **_options) -> np.ndarray:
-        return self.source.encode(list(texts))
-
-    def get_sentence_embedding_dimension(self) -> int:
-        return self.source.encoder.get_sentence_embedding_dimension()
+def targets_of(rows: pd.DataFrame, criterion: str) -> pd.Series:
+    """The panel's class per row (None where it has none)."""
+    if criterion == "bloom_level":
+        return rows["bloom_level"].where(rows["bloom_level"].notna(), None)
+    return rows["knowledge_units"].map(unit_target)
 
 
-def minilm_verdicts(rows: pd.DataFrame, encoder) -> pd.DataFrame:
-    """The ``minilm`` judge's level and unit per row (its default settings, own item left out);
-    ``encoder``: a SentenceTransformer, or a :class:`MemoModel`."""
-    out = pd.DataFrame(index=rows.index, columns=["bloom_level", "knowledge_units"], dtype=object)
-    for dataset, group in rows.groupby("dataset"):
-        first = group.drop_duplicates("item_id")
-        items = list(zip(first["item_id"], first["original_question"], first["original_bloom_level"],
-                         first["original_knowledge_units"]))
-        units = sorted({u for us in first["original_knowledge_units"] for u in us})
-        judge = EmbeddingJudge("unused", items, units, model=encoder)
-        judged = judge.judge_batch([JudgeItem(str(i), r.item_id, r.new_question, r.original_question)
-                                    for i, r in zip(group.index, group.itertuples())])
-        for index, verdict in zip(group.index, judged):
-            level, unit = verdict.verdict["bloom_level"], verdict.verdict["knowledge_units"]
-            out.at[index, "bloom_level"] = level.value
-            out.at[index, "knowledge_units"] = unit.value[0] if unit.value else None
-    return out
+def base_answers(features: pd.DataFrame, criterion: str) -> dict[str, pd.Series]:
+    """The rules and minilm judges' answers (None where they gave none)."""
+    suffix = "level" if criterion == "bloom_level" else "unit"
+    return {name: features[f"{name}_{suffix}"].where(features[f"{name}_{suffix}"] != "none", None)
+            for name in ("rules", "minilm")}
+
+
+def tasks(rows: pd.DataFrame) -> list[tuple[str, str, pd.Index]]:
+    """(criterion, model key, rows) of every classifier: the level on every levelled row, units per dataset."""
+    found = [("bloom_level", "*", rows.index[rows["bloom_level"].notna()])]
+    for dataset, group in rows.groupby("dataset", sort=True):
+        found.append(("knowledge_units", str(dataset), group.index[targets_of(group, "knowledge_units").notna()]))
+    return found
+
+
+def run_name(row) -> str:
+    return f"{row.dataset}/{row.strategy}"
+
+
+def cross_model(train: pd.DataFrame, test: pd.DataFrame, features: pd.DataFrame, args) -> dict:
+    """Trained on ``train``'s rows, every figure on ``test``'s."""
+    result: dict = {"bloom_level": {}, "knowledge_units": {}, "calibration": {}, "confidence": {}, "coverage_bias": {}}
+    for criterion, key, train_index in tasks(train):
+        test_index = test.index[targets_of(test, criterion).notna()
+                                & ((test["dataset"] == key) if key != "*" else test["bloom_level"].notna())]
+        if not len(train_index) or not len(test_index):
+            continue
+        truth = targets_of(test.loc[test_index], criterion).astype(str)
+        bases = base_answers(features.loc[test_index], criterion)
+        per_method = {}
+        for method in CALIBRATIONS:
+            model = fit_calibrated(criterion, features.loc[train_index], targets_of(train.loc[train_index], criterion),
+                                   train.loc[train_index, "item_id"], folds=args.folds, C=args.C, method=method)
+            p = model.predict_proba(features.loc[test_index].reset_index(drop=True))
+            classes = np.asarray([str(c) for c in model.classes_])
+            if criterion == "knowledge_units":  # a unit outside the dataset's inventory is never answered
+                inventory = set(train.loc[train_index, "original_knowledge_units"].explode())
+                keep = np.isin(classes, list(inventory))
+                classes, p = classes[keep], p[:, keep] / np.maximum(p[:, keep].sum(axis=1, keepdims=True), 1e-12)
+            per_method[method] = (pd.Series(classes[p.argmax(axis=1)], index=test_index), p.max(axis=1))
+        guess, top = per_method[args.calibration]
+        runs = test.loc[test_index].apply(run_name, axis=1)
+        table = result[criterion]
+        for run in sorted(runs.unique()) + ["pooled"]:
+            on = runs.index if run == "pooled" else runs.index[runs == run]
+            name = f"{key}/pooled" if run == "pooled" and key != "*" else run
+            table[name] = {"learned": agreement(guess[on], truth[on]),
+                           **{base: agreement(answers[on], truth[on]) for base, answers in bases.items()}}
+        correct = (guess == truth).to_numpy()
+        result["calibration"][f"{criterion}/{key}"] = {
+            method: {"ece": round(expected_calibration_error(t, (g == truth).to_numpy()), 4),
+                     "agreement": round(float(np.mean((g == truth).to_numpy())), 4)}
+            for method, (g, t) in per_method.items()}
+        result["calibration"][f"{criterion}/{key}"]["reliability"] = reliability(top, correct)
+        confidence = {}
+        fallback = bases[DEFER_TO[criterion]]
+        for threshold in THRESHOLDS:
+            kept = top >= threshold
+            deferred = guess.where(kept, fallback)
+            confidence[str(threshold)] = {"coverage": round(float(kept.mean()), 4),
+                                          "abstain": agreement(guess[kept], truth[kept]),
+                                          f"defer_to_{DEFER_TO[criterion]}": agreement(deferred, truth)}
+        result["confidence"][f"{criterion}/{key}"] = confidence
+        original = (test.loc[test_index, "original_bloom_level"] if criterion == "bloom_level"
+                    else test.loc[test_index, "original_knowledge_units"].map(unit_target)).astype(str)
+        for run in sorted(runs.unique()):
+            on = runs.index[runs == run]
+            result["coverage_bias"][f"{criterion}/{run}"] = {
+                "panel_keeps_original": round(float((truth[on] == original[on]).mean()), 4),
+                "learned_keeps_original": round(float((guess[on] == original[on]).mean()), 4)}
+    pooled = {}
+    for judge in ("learned", "rules", "minilm"):
+        figures = [result["knowledge_units"][f"{d}/pooled"][judge] for d in sorted(train["dataset"].unique())
+                   if f"{d}/pooled" in result["knowledge_units"]]
+        n = sum(f["n"] for f in figures)
+        pooled[judge] = {"agreement": round(sum(f["agreement"] * f["n"] for f in figures) / n, 4) if n else None, "n": n}
+    result["knowledge_units"]["pooled"] = pooled
+    return result
+
+
+def by_item(rows: pd.DataFrame, features: pd.DataFrame, args) -> tuple[dict, dict[str, pd.Series]]:
+    """Cross-validated by original item within ``rows``: agreement per criterion beside the base judges."""
+    result, guesses = {}, {}
+    for criterion, key, index in tasks(rows):
+        truth = targets_of(rows.loc[index], criterion)
+        guess = most_likely(out_of_fold(features.loc[index], truth, rows.loc[index, "item_id"], criterion,
+                                        folds=args.folds, C=args.C, method=args.calibration))
+        guesses[f"{criterion}/{key}"] = guess
+        result[f"{criterion}/{key}"] = {"learned": agreement(guess, truth),
+                                        **{name: agreement(answers, truth) for name, answers in
+                                           base_answers(features.loc[index], criterion).items()}}
+    return result, guesses
+
+
+def print_table(title: str, table: dict) -> None:
+    print(f"\n{title}")
+    for name, by_judge in table.items():
+        cells = "  ".join(f"{judge} {f['agreement']:.3f}" + (f"/{f['kappa']:.2f}" if f.get("kappa") is not None else "")
+                          + f" (n {f['n']})" for judge, f in by_judge.items() if f.get("agreement") is not None)
+        print(f"  {name:22s} {cells}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--release-root", type=Path, default=default_release_root())
-    parser.add_argument("--manifest", type=Path, default=REPO / "tests" / "release_glm.yaml")
+    parser.add_argument("--manifest", type=Path, default=REPO / "configs" / "llm-eval-release-manifest.yaml")
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--C", type=float, default=1.0)
+    parser.add_argument("--C", type=float, default=None, help="both criteria's C (default: each its own)")
+    parser.add_argument("--calibration", choices=CALIBRATIONS, default="none")
     parser.add_argument("--predictions", type=Path, default=None,
-                        help="write every question's out-of-fold verdicts here (Parquet; benchmarks/cascade.py reads it)")
+                        help="write every GLM question's out-of-fold verdicts here (Parquet; benchmarks/cascade.py reads it)")
     args = parser.parse_args()
     if not args.release_root.is_dir():
         sys.exit(f"release not found at {args.release_root} (set --release-root or BLOOMQG_SHARED_DATA)")
 
     started = time.perf_counter()
-    votes = release_votes(args.manifest, args.release_root)
+    votes = release_votes(args.manifest, args.release_root, (TRAIN_MODEL, VALIDATION_MODEL))
     rows = training_rows(votes)
-    encoder = load_encoder("learned")
-    source = FeatureSource(encoder, rules_judges(originals(votes)))
+    source = FeatureSource(load_encoder("learned"), originals(votes))
     features = feature_frame(source, rows["dataset"].tolist(), rows["new_question"].tolist(),
-                             rows["original_question"].tolist(), rows["original_bloom_level"].tolist(),
-                             rows["item_id"].tolist())
-    minilm = minilm_verdicts(rows, MemoModel(source))
-    rules_level = features["rules_level"].where(features["rules_level"] != "none")
-    rules_unit = features["rules_unit"].where(features["rules_unit"] != "none")
-    print(f"{len(rows)} judged questions of {rows['item_id'].nunique()} originals; features in "
+                             rows["original_question"].tolist(), rows["item_id"].tolist())
+    features.index = rows.index
+    train, test = rows[rows["model"] == TRAIN_MODEL], rows[rows["model"] == VALIDATION_MODEL]
+    print(f"{len(train)} {TRAIN_MODEL} and {len(test)} {VALIDATION_MODEL} judged questions; features in "
           f"{time.perf_counter() - started:.0f} s")
 
-    result: dict = {"rows": len(rows), "folds": args.folds}
-    # Bloom level: CS only (the panel judged no level for math)
-    levelled = rows.index[rows["bloom_level"].notna()]
-    panel = rows.loc[levelled, "bloom_level"]
-    from sklearn.metrics import confusion_matrix
+    result: dict = {"train": {"model": TRAIN_MODEL, "rows": len(train)}, "folds": args.folds,
+                    "calibration": args.calibration}
+    if len(test):
+        result["validation"] = {"model": VALIDATION_MODEL, "rows": len(test)}
+        result["cross_model"] = cross = cross_model(train, test, features, args)
+        print_table(f"Bloom level, trained on {TRAIN_MODEL}, on {VALIDATION_MODEL} (agreement/kappa with the panel):",
+                    cross["bloom_level"])
+        print_table(f"Knowledge unit, trained on {TRAIN_MODEL}, on {VALIDATION_MODEL}:", cross["knowledge_units"])
+        print("\nCalibration on the validation writer (expected calibration error, agreement):")
+        for name, methods in cross["calibration"].items():
+            print(f"  {name}: " + "; ".join(f"{m} ECE {f['ece']:.3f} agreement {f['agreement']:.3f}"
+                                            for m, f in methods.items() if m != "reliability"))
+            print("    reliability (confidence -> accuracy, n): " + ", ".join(
+                f"{b['confidence']:.2f}->{b['accuracy']:.2f} ({b['n']})" for b in methods["reliability"]))
+        print("\nmin_confidence on the validation writer: coverage; agreement abstaining; agreement deferring:")
+        for name, thresholds in cross["confidence"].items():
+            for threshold, f in thresholds.items():
+                defer = next(v for k, v in f.items() if k.startswith("defer_to_"))
+                print(f"  {name} {threshold}: coverage {f['coverage']:.3f}  abstain {f['abstain']['agreement']:.3f}  "
+                      f"defer {defer['agreement']:.3f}")
+        print("\nShare of questions given the original's level/unit (CatCons / KnowCov as the judge would measure):")
+        for name, f in cross["coverage_bias"].items():
+            print(f"  {name}: panel {f['panel_keeps_original']:.3f}  learned {f['learned_keeps_original']:.3f}")
 
-    probabilities = out_of_fold(features.loc[levelled], panel, rows.loc[levelled, "item_id"], "bloom_level",
-                                folds=args.folds, C=args.C)
-    predicted = most_likely(probabilities)
-    result["bloom_level"] = {
-        "learned": agreement(predicted, panel),
-        "rules": agreement(rules_level.loc[levelled], panel),
-        "minilm": agreement(minilm.loc[levelled, "bloom_level"], panel),
-        "by_strategy": {
-            str(strategy): {name: agreement(judge.loc[idx], panel.loc[idx]) for name, judge in
-                            (("learned", predicted), ("rules", rules_level), ("minilm", minilm["bloom_level"]))}
-            for strategy, idx in rows.loc[levelled].groupby("strategy").groups.items()
-        },
-    }
-    print("\nBloom level against the panel's majority (CS), out-of-fold by original item:")
-    for name in ("learned", "rules", "minilm"):
-        figures = result["bloom_level"][name]
-        print(f"  {name:8s} agreement {figures['agreement']:.3f}  kappa {figures['kappa']:.3f}  n {figures['n']}")
-    for cell, by_judge in result["bloom_level"]["by_strategy"].items():
-        print(f"  {cell}: " + "; ".join(f"{j} {f['agreement']:.3f}/{f['kappa']:.3f}" for j, f in by_judge.items()))
-
-    # Confidence: abstain below a threshold
-    top, best = probabilities.max(axis=1), probabilities.idxmax(axis=1)
-    result["confidence"] = {}
-    print("\nLearned Bloom level with min_confidence: coverage, agreement on what it answers")
-    for threshold in THRESHOLDS:
-        kept = top >= threshold
-        figures = {"coverage": round(float(kept.mean()), 4), **agreement(best[kept], panel[kept])}
-        result["confidence"][str(threshold)] = figures
-        print(f"  {threshold:.1f}: coverage {figures['coverage']:.3f}  agreement {figures['agreement']:.3f}  "
-              f"kappa {figures['kappa']:.3f}")
-    levels = list(BLOOM_LEVELS)
-    matrix = confusion_matrix(panel.astype(str), predicted.astype(str), labels=levels)
-    result["bloom_level"]["confusion"] = {"levels": levels, "panel_by_learned": matrix.tolist()}
-    print("\nConfusion (rows: panel, columns: learned):\n" + pd.DataFrame(matrix, index=levels, columns=levels).to_string())
-
-    # Knowledge unit, per dataset
-    result["knowledge_units"] = {}
-    out_of_fold_units = {}
-    print("\nKnowledge unit against the panel's majority, out-of-fold by original item:")
-    for dataset, group in rows.groupby("dataset"):
-        target = group["knowledge_units"].map(unit_target).dropna()
-        guess = most_likely(out_of_fold(features.loc[target.index], target, rows.loc[target.index, "item_id"],
-                                        "knowledge_units", folds=args.folds, C=args.C))
-        out_of_fold_units[dataset] = guess
-        result["knowledge_units"][dataset] = {
-            "learned": agreement(guess, target), "rules": agreement(rules_unit.loc[target.index], target),
-            "minilm": agreement(minilm.loc[target.index, "knowledge_units"], target),
-        }
-        for name, figures in result["knowledge_units"][dataset].items():
-            print(f"  {dataset} {name:8s} agreement {figures['agreement']:.3f}  kappa {figures['kappa']:.3f}  n {figures['n']}")
+    result["by_item"], guesses = by_item(train, features, args)
+    print_table(f"Cross-validated by original item within {TRAIN_MODEL}:", result["by_item"])
 
     if args.predictions is not None:
-        unit_guess = pd.Series(None, index=rows.index, dtype=object)
-        for guess in out_of_fold_units.values():
-            unit_guess.update(guess)
-        keyed = votes.set_index(["model", "dataset", "strategy", "item_id"])
-        keys = list(zip(rows["model"], rows["dataset"], rows["strategy"], rows["item_id"]))
-        table = rows[["model", "dataset", "strategy", "item_id", "original_bloom_level"]].assign(
-            original_unit=rows["original_knowledge_units"].map(unit_target),
-            panel_level=rows["bloom_level"], panel_unit=rows["knowledge_units"].map(unit_target),
-            panel_unique=[keyed.at[key, "unique"] for key in keys],
-            learned_level=predicted.reindex(rows.index), learned_unit=unit_guess,
-            rules_level=rules_level, rules_unit=rules_unit,
-            rules_unique=[source.rules[d].judge_unique(q, o).value for d, q, o in
-                          zip(rows["dataset"], rows["new_question"], rows["original_question"])],
-            minilm_level=minilm["bloom_level"], minilm_unit=minilm["knowledge_units"],
-        )
-        args.predictions.parent.mkdir(parents=True, exist_ok=True)
-        table.astype({c: object for c in table.columns}).to_parquet(args.predictions)
-        print(f"out-of-fold verdicts written to {args.predictions}")
+        write_predictions(args.predictions, train, votes, features, guesses, source)
 
-    # Usability: is there a signal to learn?
-    result["usability"] = usability_signal(rows, votes, features, args)
+    result["usability"] = usability_signal(train, votes, features, args)
     print("\nUsability criteria in the training slice (share of the minority answer; cross-validated kappa):")
     for criterion, figures in result["usability"].items():
         print(f"  {criterion}: {figures}")
     print(f"\n{time.perf_counter() - started:.0f} s in all")
     print(json.dumps(result))
+
+
+def write_predictions(path: Path, rows: pd.DataFrame, votes: pd.DataFrame, features: pd.DataFrame,
+                      guesses: dict[str, pd.Series], source: FeatureSource) -> None:
+    """Every training question's out-of-fold verdicts beside the panel's and the base judges'."""
+    unit_guess = pd.Series(None, index=rows.index, dtype=object)
+    for key, guess in guesses.items():
+        if key.startswith("knowledge_units/"):
+            unit_guess.update(guess)
+    keyed = votes.set_index(["model", "dataset", "strategy", "item_id"])
+    keys = list(zip(rows["model"], rows["dataset"], rows["strategy"], rows["item_id"]))
+    levels, units = base_answers(features.loc[rows.index], "bloom_level"), base_answers(features.loc[rows.index], "knowledge_units")
+    table = rows[["model", "dataset", "strategy", "item_id", "original_bloom_level"]].assign(
+        original_unit=rows["original_knowledge_units"].map(unit_target),
+        panel_level=rows["bloom_level"], panel_unit=rows["knowledge_units"].map(unit_target),
+        panel_unique=[keyed.at[key, "unique"] for key in keys],
+        learned_level=guesses["bloom_level/*"].reindex(rows.index), learned_unit=unit_guess,
+        rules_level=levels["rules"], rules_unit=units["rules"],
+        rules_unique=[source.base(d).rules.judge_unique(q, o).value for d, q, o in
+                      zip(rows["dataset"], rows["new_question"], rows["original_question"])],
+        minilm_level=levels["minilm"], minilm_unit=units["minilm"],
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.astype({c: object for c in table.columns}).to_parquet(path)
+    print(f"out-of-fold verdicts written to {path}")
 
 
 def usability_signal(rows: pd.DataFrame, votes: pd.DataFrame, features: pd.DataFrame, args) -> dict:
@@ -242,7 +311,7 @@ def usability_signal(rows: pd.DataFrame, votes: pd.DataFrame, features: pd.DataF
         if figures["minority_count"] >= 50:
             target = values.map(str)
             guess = most_likely(out_of_fold(features.loc[target.index], target, rows.loc[target.index, "item_id"],
-                                            "bloom_level", folds=args.folds, C=args.C))
+                                            "bloom_level", folds=args.folds, C=args.C, method=args.calibration))
             figures["learned"] = agreement(guess, target)
         found[criterion] = figures
     return found

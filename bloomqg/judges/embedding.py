@@ -150,7 +150,9 @@ class EmbeddingJudge:
             dtype=np.float32,
         )
 
-    def _level(self, vector: np.ndarray, own_row: int | None) -> CriterionVerdict:
+    def level(self, vector: np.ndarray, own_row: int | None) -> CriterionVerdict:
+        """The similarity-weighted vote of the ``k_neighbors`` nearest labelled items (``own_row``,
+        the question's own original, left out)."""
         similarities = self.item_vectors @ vector if len(self.item_ids) else np.zeros(0)
         candidates = [row for row in np.argsort(-similarities)
                       if row != own_row and self.item_levels[row] is not None][: self.k_neighbors]
@@ -163,7 +165,9 @@ class EmbeddingJudge:
         summary = ", ".join(f"{name} {w:.2f}" for name, w in sorted(weights.items(), key=lambda kv: -kv[1]))
         return CriterionVerdict.ok(level, f"{len(candidates)} nearest labelled items: {summary}")
 
-    def _units(self, vector: np.ndarray, own_row: int | None) -> CriterionVerdict:
+    def unit_scores(self, vector: np.ndarray, own_row: int | None) -> dict[str, float]:
+        """unit -> cosine of ``vector`` to the unit's descriptor (the question's own original item
+        left out of its units' centroids)."""
         own_units = set(self.item_units[own_row]) if own_row is not None else set()
         scores: dict[str, float] = {}
         for index, unit in enumerate(self.knowledge_units):
@@ -176,6 +180,10 @@ class EmbeddingJudge:
                 descriptor = descriptor + centroid / (np.linalg.norm(centroid) or 1.0)
             descriptor /= np.linalg.norm(descriptor) or 1.0
             scores[unit] = float(descriptor @ vector)
+        return scores
+
+    def _units(self, vector: np.ndarray, own_row: int | None) -> CriterionVerdict:
+        scores = self.unit_scores(vector, own_row)
         best = max(self.knowledge_units, key=lambda unit: scores[unit])
         return CriterionVerdict.ok([best], f"nearest unit descriptor, cosine {scores[best]:.2f}")
 
@@ -197,7 +205,7 @@ class EmbeddingJudge:
                         ),
                         "readable": not_judged,
                         "answerable": not_judged,
-                        "bloom_level": self._level(new, own_row),
+                        "bloom_level": self.level(new, own_row),
                         "knowledge_units": self._units(new, own_row),
                     }
                 )

@@ -26,7 +26,6 @@ from bloomqg.judges.learned import (
     load_model,
     originals,
     rows_sha256,
-    rules_judges,
     save_model,
     train_model,
     training_rows,
@@ -78,6 +77,8 @@ def test_judge_validation_measures_the_learned_judge_it_trained(workdir):
     assert (workdir / "cache" / "learned" / f"{provenance['digest']}.skops").is_file()  # its content address
     # cross-validated by original item: well above the rules judge's 0.48 on these questions
     assert provenance["cross_validated"]["bloom_level/*"]["agreement"] > 0.55
+    assert provenance["settings"]["C"] == {"bloom_level": 30.0, "knowledge_units": 1.0}
+    assert provenance["settings"]["calibration"] == "none"
 
     out = workdir / "results" / "judge_validation"
     agreement = read_frame(out / "agreement.parquet", RATER_AGREEMENT)
@@ -110,16 +111,15 @@ def test_the_judge_abstains_below_its_confidence_and_refuses_other_features(work
         snakemake(workdir, "results/learned/learned/model.skops")
     model = load_model(model_file)
     votes = read_frame(workdir / "results" / "release" / "votes" / "cs" / "fgp" / "glm-4-9b.parquet", VOTES).head(40)
-    source = FeatureSource(load_encoder("learned"), rules_judges(originals(votes)))
+    source = FeatureSource(load_encoder("learned"), originals(votes))
     items = [JudgeItem(r.prompt_id, r.item_id, r.new_question, r.original_question) for r in votes.itertuples()]
-    levels = dict(zip(votes["item_id"], votes["original_bloom_level"]))
     units = sorted({u for us in votes["original_knowledge_units"] for u in us})
-    probabilities = LearnedJudge(model, source, "cs", units, levels).probabilities(items)
+    probabilities = LearnedJudge(model, source, "cs", units).probabilities(items)
     classes, p = probabilities["bloom_level"]
     assert sorted(classes) == sorted(["Remember", "Understand", "Apply", "Analyze", "Evaluate", "Create"])
     assert np.allclose(p.sum(axis=1), 1.0)
     threshold = float(np.median(p.max(axis=1)))
-    judged = LearnedJudge(model, source, "cs", units, levels, min_confidence=threshold).judge_batch(items)
+    judged = LearnedJudge(model, source, "cs", units, min_confidence=threshold).judge_batch(items)
     for verdict, top in zip(judged, p.max(axis=1)):
         level = verdict.verdict["bloom_level"]
         assert (level.status == "ok") == (top >= threshold)
@@ -127,7 +127,7 @@ def test_the_judge_abstains_below_its_confidence_and_refuses_other_features(work
             assert "abstained" in level.reason
     # units the dataset does not have are never answered
     only = units[:2]
-    for verdict in LearnedJudge(model, source, "cs", only, levels).judge_batch(items):
+    for verdict in LearnedJudge(model, source, "cs", only).judge_batch(items):
         assert verdict.verdict["knowledge_units"].value[0] in only
 
     model.provenance["features"] = "v0: something else"

@@ -95,15 +95,16 @@ def training_annotation_files(judge_name: str, spec: Mapping[str, Any]) -> dict[
 
 
 def _build(context: JudgeContext) -> "LearnedJudge":
-    from bloomqg.judges.learned import FeatureSource, LearnedJudge, load_encoder, load_model, rules_judges
+    from bloomqg.judges.learned import FeatureSource, LearnedJudge, load_encoder, load_model
 
     dataset, spec = context.dataset, context.spec
     name = str(dataset["dataset"].iloc[0]) if len(dataset) else ""
-    items = list(zip(dataset["item_id"], dataset["question"], dataset["knowledge_units"]))
-    source = FeatureSource(load_encoder(context.judge_name, spec["encoder"]), rules_judges({name: items}))
-    levels = {item: level if isinstance(level, str) else None for item, level in zip(dataset["item_id"], dataset["bloom_level"])}
+    items = [(item, question, level if isinstance(level, str) and level else None, list(units))
+             for item, question, level, units in zip(dataset["item_id"], dataset["question"], dataset["bloom_level"],
+                                                     dataset["knowledge_units"])]
+    source = FeatureSource(load_encoder(context.judge_name, spec["encoder"]), {name: items})
     return LearnedJudge(load_model(model_file(context.judge_name, spec)), source, name, context.knowledge_units,
-                        levels, min_confidence=spec["min_confidence"])
+                        min_confidence=spec["min_confidence"])
 
 
 def _provenance(judge_name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,8 +150,15 @@ BACKEND = JudgeBackend(
                 "rounds": {"type": "array", "items": {"type": "string"}, "minItems": 1,
                            "description": "source annotations: folders of filled sheets (*.csv); the annotators' "
                                           "strict majority on each item's Bloom level and units is the teacher."},
-                "C": {"type": "number", "exclusiveMinimum": 0, "default": 1.0,
-                      "description": "Inverse regularisation strength of the logistic regressions."},
+                "C": {"type": "number", "exclusiveMinimum": 0,
+                      "description": "Inverse regularisation strength of both criteria's logistic regressions "
+                                     "(default: each criterion's own, chosen on a model the classifier never saw: "
+                                     "30 for the Bloom level, 1 for the knowledge unit)."},
+                "calibration": {"enum": ["none", "sigmoid", "isotonic"], "default": "none",
+                                "description": "How the probabilities are calibrated: none (the logistic "
+                                               "regressions' own, the best calibrated on a model they never saw), "
+                                               "or Platt (sigmoid) / isotonic fitted on the training votes' "
+                                               "out-of-fold predictions."},
                 "folds": {"type": "integer", "minimum": 2, "default": 5,
                           "description": "Cross-validation folds (GroupKFold by original item) of the recorded agreement."},
             },
