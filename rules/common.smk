@@ -83,6 +83,7 @@ STAGE_MODULES = {
     ),
     "report": (
         "bloomqg.reporting",
+        "bloomqg.report_templates",  # the page's templates: editing one rebuilds the report
         "bloomqg.metrics",
         "bloomqg.voting.diagnostics",  # the trust section names suspicious judges with it
         "bloomqg.release.tables",

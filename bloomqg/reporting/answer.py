@@ -166,11 +166,11 @@ def _percent_sign(metric: str) -> str:
 
 
 def _on_the_pairs(r: Any, name_a: str, name_b: str) -> str:
-    """"on the 7 pairs: CoT 85.71%, FGP 71.43%": what the paired difference is the difference of."""
+    """"pairs: CoT 85.71% → FGP 71.43%": what the paired difference is the difference of."""
     if int(r.n_pairs) == 0 or is_missing(r.value_a) or is_missing(r.value_b):
         return ""
     decimals, sign = metric_spec(r.metric).decimals, _percent_sign(r.metric)
-    return (f"on the {int(r.n_pairs)} pairs: {name_a} {fixed(float(r.value_a), decimals)}{sign}, "
+    return (f"pairs: {name_a} {fixed(float(r.value_a), decimals)}{sign} → "
             f"{name_b} {fixed(float(r.value_b), decimals)}{sign}")
 
 

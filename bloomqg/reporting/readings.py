@@ -95,9 +95,8 @@ def strategy_effect(
     if not sentences:
         return None
     # the cells' values differ as written; whether a difference is real is the paired test's call
-    tested = ("the Answer and the paired table test the difference on paired items" if metric in DEFAULT_PAIRED_METRICS
-              else "no test of this difference is made")
-    return " ".join(sentences) + f" (The cells' values over all their questions; {tested}.)"
+    tested = "tested on paired items in the Answer" if metric in DEFAULT_PAIRED_METRICS else "not tested"
+    return " ".join(sentences) + f" (Cells' own values; {tested}.)"
 
 
 def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:

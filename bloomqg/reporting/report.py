@@ -58,27 +58,36 @@ log = logging.getLogger(__name__)
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "report_templates"
 TEMPLATE_NAME = "report.html.j2"
 
+_LEVELS = "R, U, Ap, An, E, C: Remember, Understand, Apply, Analyze, Evaluate, Create."
+
+#: How to read each figure, shown with it when it is opened (its caption stays one line).
+FIGURE_LEGENDS: dict[str, str] = {
+    "fig2_transitions": f"All datasets are drawn; the reading above compares strategies on the datasets every "
+    f"strategy ran. {_LEVELS}",
+    "fig3_shift_scores": "Shift score: how many Bloom levels (|Δ|) a useful question lands from its original's, "
+    "averaged over the questions that regressed (2+ levels lower), drifted (1 level) or leapt (2+ levels higher); "
+    "whiskers: 95% confidence intervals; n: questions per bar.",
+    "fig4_knowledge_id": "Knowledge-identification accuracy: the share of originals whose knowledge units the model "
+    "named exactly before writing its question.",
+    "fig6_confusion": "Pooled over all datasets, so a panel's n can differ from Figure 2's comparison on the datasets "
+    f"every strategy ran; each row with originals sums to 100%, an empty row has none. {_LEVELS}",
+    "reliability": f"The gate reads Krippendorff's α, or Gwet's AC1 where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of "
+    "the votes; the dashed line is the gate's threshold.",
+}
+
 #: Short captions shown under each figure of the HTML report (the Snakemake report's captions
 #: live in ``report/captions/*.rst``).
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
-    "of the generated question (right), useful questions only, all datasets; band width = number of questions. "
-    "R, U, Ap, An, E, C: Remember, Understand, Apply, Analyze, Evaluate, Create.",
-    "fig3_shift_scores": "Figure 3. Mean shift score per model: how many Bloom levels (|Δ|) a useful question lands "
-    "from its original's, averaged over the questions that regressed (2+ levels lower), drifted (1 level) or leapt "
-    "(2+ levels higher); whiskers: 95% confidence intervals; n: questions per bar.",
-    "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy (the share of originals whose knowledge units the "
-    "model named exactly) under each strategy whose answers name the "
+    "of the generated question (right), useful questions only; band width = number of questions.",
+    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ| in Bloom levels) of regressions, drifts and leaps per model.",
+    "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
     "original's knowledge unit (CoT's), with 95% confidence intervals.",
     "fig5_correlations": "Figure 5. Correlations across models under each strategy whose answers identify level and "
     "units (CoT's): (a) classification accuracy vs CatCons, (b) knowledge-identification accuracy vs KnowCov.",
     "fig6_confusion": "Figure 6. Original Bloom level vs the model's own classification (each strategy that asks "
-    "for it, as CoT does) and vs the judged level of its question, pooled over all datasets (so its n can differ "
-    "from Figure 2's comparison on the datasets every strategy ran); each row with originals sums to 100%, an empty "
-    "row has none. R, U, Ap, An, E, C: Remember, Understand, Apply, Analyze, Evaluate, Create.",
-    "reliability": "Judge reliability: per criterion and cell, the coefficient the gate reads (Krippendorff's α, "
-    f"or Gwet's AC1 where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes) with 95% CI; dashed line = the "
-    "gate's threshold.",
+    "for it, as CoT does) and vs the judged level of its question, pooled over datasets.",
+    "reliability": "Judge reliability: per criterion and cell, the coefficient the gate reads, with 95% CI.",
     "parse_failures": "Parse failures of generations and of judges' answers (%).",
     "judge_bias_positions": "Judge bias, order probe: share of each judge's Bloom levels by the position the "
     "permuted list gave them (bars), and where an order-blind judge's would stand (dashes).",
@@ -128,7 +137,8 @@ def _figure_entries(
             # the caption names the files this figure was given as, no format it was not written in
             "files": [p.name for p in given if p.parent == path.parent and p.stem == path.stem],
             "width": round(width * SCREEN_SCALE), "height": round(height * SCREEN_SCALE),
-            "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "reading": readings.get(path.stem, ""),
+            "caption": FIGURE_CAPTIONS.get(path.stem, path.stem), "legend": FIGURE_LEGENDS.get(path.stem, ""),
+            "reading": readings.get(path.stem, ""),
             # a reading that opens with the empty mark says why nothing is drawn: no empty frame
             "empty": readings.get(path.stem, "").startswith(EMPTY),
             "links": figure_links(sidecar, raw, explorer_href) if explorer_href and sidecar in given else [],

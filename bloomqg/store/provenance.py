@@ -71,7 +71,8 @@ def git_commit() -> str | None:
 
 
 def code_fingerprint(*modules: str, exclude: tuple[str, ...] = ()) -> str:
-    """Hash of the source of ``bloomqg`` modules (dotted names or sub-packages), leaving out the
+    """Hash of the source of ``bloomqg`` modules (dotted names or sub-packages: every file in
+    them, templates and static files included, not compiled caches), leaving out the
     sub-packages named in ``exclude`` (a stage that does not run them).
 
     Rules pass it as a ``params:`` value so that Snakemake reruns a stage when the library code
@@ -90,7 +91,8 @@ def code_fingerprint(*modules: str, exclude: tuple[str, ...] = ()) -> str:
             raise ModuleNotFoundError(f"cannot fingerprint {module!r}: module not found")
         if spec.submodule_search_locations:  # a package, regular or namespace: all its files
             files = sorted(
-                path for folder in spec.submodule_search_locations for path in Path(folder).rglob("*.py")
+                path for folder in spec.submodule_search_locations for path in Path(folder).rglob("*")
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
             )
         else:
             files = [Path(spec.origin)]

@@ -79,7 +79,7 @@ def report_inconsistencies(page: str) -> list[str]:
             metric, where, verdict, _, _, difference, n = row[:7]
             model, _, dataset = where.rpartition(" · ")
             model = model or (next(iter(models)) if len(models) == 1 else None)  # one model: not named
-            difference = re.sub(r"\s*on the \d+ pairs: .*$", "", difference)  # the pairs' own values, under it
+            difference = re.sub(r"\s*pairs: .*$", "", difference)  # the pairs' own values, under it
             shown = re.sub(r" (points|levels|units)$", "", difference).replace(" (one pair: no interval)", "")
             in_table = paired.get((model, dataset, pair, metric))
             if in_table is None:

@@ -127,7 +127,7 @@ def test_strategy_effect_sentence():
     to_table(frame, METRICS)
     assert strategy_effect(frame, "catcons") == (
         "On cs, FGP raised CatCons against CoT for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp, over n = 10 (CoT) and 10 (FGP) questions)."
-        " (The cells' values over all their questions; the Answer and the paired table test the difference on paired items.)"
+        " (Cells' own values; tested on paired items in the Answer.)"
     )
     same = frame.assign(value=10.0)
     assert strategy_effect(same, "catcons").startswith("On cs, FGP left CatCons unchanged against CoT for all 2 models.")
