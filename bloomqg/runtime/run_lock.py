@@ -8,7 +8,7 @@ exits, however it exits: the kernel drops the lock when the process dies, ``kill
 - The lock is taken: no other run started this way is alive. Snakemake's own lock
   (``.snakemake/locks/``) left behind is then stale and is removed with ``snakemake --unlock``
   before the run, unless a Snakemake process started some other way (no ``flock``) is still
-  working in this directory (found through ``/proc`` on Linux): then nothing is removed and the
+  working in this directory (found with psutil, on Linux): then nothing is removed and the
   run refuses, naming that process.
 - The lock is held: another run is alive; this one refuses at once with a message naming it and
   exit status :data:`EXIT_BUSY`, and touches nothing.
@@ -33,6 +33,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
+
+from bloomqg.runtime.processes import ancestors, is_snakemake_work, processes_working_in, snakemake_position
 
 log = logging.getLogger(__name__)
 
@@ -89,52 +91,12 @@ def stale_locks(directory: Path) -> list[Path]:
     return sorted(folder.glob("*.lock")) if folder.is_dir() else []
 
 
-def _ancestors() -> set[int]:
-    pids, pid = set(), os.getpid()
-    while pid > 1:
-        pids.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            break
-        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command name: ppid
-    return pids
-
-
 def other_snakemake_processes(directory: Path) -> list[tuple[int, str]]:
     """(pid, command line) of live Snakemake processes and job scripts working in ``directory``
-    other than this one and its ancestors. Linux only (``/proc``); elsewhere an empty list."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    own = _ancestors()
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) in own:
-            continue
-        try:
-            if Path(os.readlink(entry / "cwd")).resolve() != directory:
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except OSError:  # gone, or another user's
-            continue
-        if _is_snakemake_work(cmdline.split()):
-            found.append((int(entry.name), cmdline))
-    return sorted(found)
-
-
-def _snakemake_position(argv: Sequence[str]) -> int | None:
-    """Index of the word that runs Snakemake (``…/bin/snakemake``, or ``-m snakemake``'s)."""
-    for position, word in enumerate(argv):
-        if Path(word).name == "snakemake":
-            return position
-    return None
-
-
-def _is_snakemake_work(argv: Sequence[str]) -> bool:
-    """Snakemake itself, or a job's ``script:`` it started (``.snakemake/scripts/…``), which
-    outlives a Snakemake killed alone and still writes outputs."""
-    return _snakemake_position(argv) is not None or any(".snakemake/scripts/" in word for word in argv)
+    other than this one and its ancestors."""
+    return sorted((process.pid, " ".join(process.argv))
+                  for process in processes_working_in(directory, skip=ancestors())
+                  if is_snakemake_work(process.argv))
 
 
 def _say_stale(directory: Path) -> None:
@@ -151,7 +113,7 @@ def clear_stale_lock(command: Sequence[str], directory: Path) -> bool:
     Raises :class:`RunBusy` if a Snakemake process started without the run lock still works in
     ``directory`` (its lock is not stale).
     """
-    at = _snakemake_position(command)
+    at = snakemake_position(command)
     locks = stale_locks(directory)
     if at is None or not locks:  # only a Snakemake run needs (and can remove) Snakemake's lock
         return False

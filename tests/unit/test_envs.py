@@ -18,7 +18,7 @@ CONDA_FORGE_NAMES = {
     "python", "pip", "pytorch", "pytorch-gpu", "transformers", "accelerate", "sentence-transformers",
     "gguf", "openai", "httpx", "aiohttp", "pandas", "pyarrow", "numpy", "scipy", "pyyaml", "tqdm",
     "openpyxl", "matplotlib", "jinja2", "jsonschema", "krippendorff", "tabulate", "safetensors",
-    "tokenizers", "scikit-learn", "skops",
+    "tokenizers", "scikit-learn", "skops", "psutil",
 }
 #: PyPI spellings conda-forge does not use, with the name it does.
 PYPI_ONLY = {"torch": "pytorch", "PyYAML": "pyyaml", "Jinja2": "jinja2"}

@@ -531,11 +531,14 @@ def test_the_server_log_is_not_a_snakemake_log():
 
 
 def test_the_owner_chain_ends_at_snakemake_and_its_graceful_stop_is_read_from_its_log(tmp_path):
-    from bloomqg.runtime.serving.owner import Process, is_snakemake, owner_chain, stopping_gracefully
+    from bloomqg.runtime.processes import is_snakemake, is_snakemake_work
+    from bloomqg.runtime.serving.owner import owner_chain, stopping_gracefully
 
-    assert is_snakemake(Process(1, 0, ("/usr/bin/python3", ".venv/bin/snakemake", "--cores", "2")))
-    assert is_snakemake(Process(1, 0, ("python", "-m", "snakemake", "-s", "Snakefile")))
-    assert not is_snakemake(Process(1, 0, ("python", ".snakemake/scripts/tmp1.judge_questions.py")))
+    assert is_snakemake(("/usr/bin/python3", ".venv/bin/snakemake", "--cores", "2"))
+    assert is_snakemake(("python", "-m", "snakemake", "-s", "Snakefile"))
+    assert is_snakemake(("timeout", "600", "snakemake", "--cores", "2"))  # the run lock's reading too
+    assert not is_snakemake(("python", ".snakemake/scripts/tmp1.judge_questions.py"))
+    assert is_snakemake_work(("python", ".snakemake/scripts/tmp1.judge_questions.py"))
     assert [p.pid for p in owner_chain()] == [os.getppid()]  # no Snakemake above: the parent alone
     log = tmp_path / "x.snakemake.log"
     log.write_text("Select jobs to execute...\n")

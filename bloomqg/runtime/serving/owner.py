@@ -2,7 +2,8 @@
 
 - :func:`owner_chain`: the job's ancestors up to the Snakemake process that runs it (or its
   parent alone, for a job run by hand), each with its start time, so a recycled pid is not
-  taken for the same process; :func:`chain_broken` names the first one that is gone.
+  taken for the same process; :func:`chain_broken` names the first one that is gone (the walk
+  and "is Snakemake" are :mod:`bloomqg.runtime.processes`'s).
 - :func:`snakemake_log` / :func:`stopping_gracefully`: Snakemake answers a SIGTERM by finishing
   its running jobs (hours for an engine job) and tells nothing to them; the only trace is the
   line it writes to its log, which a job watching its server reads.
@@ -14,48 +15,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+from bloomqg.runtime.processes import Process, is_snakemake, parent_pid, read_process
 
 #: What Snakemake (9.x) writes to its log once a SIGTERM asked it to stop after the running jobs.
 SNAKEMAKE_GRACEFUL_LINE = "Will exit after finishing currently running jobs"
 _LISTEN = "0A"
-
-
-@dataclass(frozen=True)
-class Process:
-    """A process as ``/proc`` shows it: pid, start time (clock ticks since boot), command line."""
-
-    pid: int
-    start: int
-    argv: tuple[str, ...]
-
-    def describe(self) -> str:
-        return f"{' '.join(self.argv)[:120]} (pid {self.pid})"
-
-
-def read_process(pid: int) -> Process | None:
-    """The live (not zombie) process ``pid``, or None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    if fields[0] in ("Z", "X"):
-        return None
-    return Process(pid, int(fields[19]), tuple(a.decode(errors="replace") for a in argv if a))
-
-
-def parent_pid(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-        return int(handle.read().rsplit(")", 1)[1].split()[1])
-
-
-def is_snakemake(process: Process) -> bool:
-    """``snakemake ...``, ``python .../bin/snakemake ...`` or ``python -m snakemake ...``."""
-    head = process.argv[:3]
-    return any(Path(part).name == "snakemake" for part in head[:2]) or (head[1:3] == ("-m", "snakemake"))
 
 
 def owner_chain(pid: int | None = None) -> list[Process]:
@@ -69,7 +35,7 @@ def owner_chain(pid: int | None = None) -> list[Process]:
         if process is None:
             break
         chain.append(process)
-        if is_snakemake(process):
+        if is_snakemake(process.argv):
             return chain
         current = parent_pid(current)
     return chain[:1]
@@ -86,7 +52,7 @@ def chain_broken(chain: list[Process]) -> Process | None:
 
 def snakemake_log(chain: list[Process]) -> Path | None:
     """The log file the chain's Snakemake process writes (found among its open files)."""
-    if not chain or not is_snakemake(chain[-1]):
+    if not chain or not is_snakemake(chain[-1].argv):
         return None
     fd_dir = Path(f"/proc/{chain[-1].pid}/fd")
     try:
