@@ -163,11 +163,12 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
     if not annotated and len(catcons):
         table.notes.append(catcons_plan_sentence(catcons, width))
     table.notes.append(
-        "Judges' share: the judges' majority over every judged question of the cell, useful or not (the tables' "
-        "metrics, e.g. CatCons and Usability, count useful questions only, so their values differ). Disagreement: "
+        "Judges' share: the judges' majority over every judged question of the cell with a verdict on it, useful or "
+        "not (CatCons counts useful questions only; Usability also counts a reply with no readable question, as "
+        "not usable; so their values differ). Disagreement: "
         "the share of questions on which judges and a person would differ, at most: measured on human labels "
-        "imported earlier, or assumed from how well the judges agree on the criterion (config "
-        "annotation_plan.assumed_agreement). Predicted half-width: half the width of the interval the labels "
+        "imported earlier, or assumed from how well the judges agree on the criterion (a default, unless the "
+        "config sets annotation_plan.assumed_agreement). Predicted half-width: half the width of the interval the labels "
         "would give. The plan takes whichever needs fewer labels: correcting the judges with the labels (PPI++) "
         "or the labels alone."
     )

@@ -144,9 +144,11 @@ def _because(lists: Sequence[Sequence[object]], constant: Sequence[int], named: 
         return "the judges that always give one answer give different ones"
     voters = [named[k] for k in range(len(named)) if k not in constant
               and any(k < len(votes) and votes[k] is not None for votes in lists)]
-    who = " and ".join(voters) or "no other judge"
     fixed = " and ".join(named[k] for k in constant)
     if outvotable == 0:
-        return f"and {who} can at most tie {fixed} on every question"
+        if not voters:
+            return f"and no other judge votes, so {fixed} decide{'s' if len(constant) == 1 else ''} every question"
+        return f"and {' and '.join(voters)} can at most tie {fixed} on every question"
+    who = " and ".join(voters)
     return (f"but on {outvotable} of {n_asked} questions {who} cast{'s' if len(voters) == 1 else ''} most of the "
             f"valid votes, so could have decided them")

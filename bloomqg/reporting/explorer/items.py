@@ -65,8 +65,10 @@ SHIFT_HELP = (
     "not; the report's shift figures (Figure 3, Table 6) count useful questions only."
 )
 GATE_HELP = (
-    "Whether the judges agreed with each other enough (Krippendorff's α at or above the study's threshold) for "
-    "their votes on a criterion to count: passed, or the criteria that failed, whose votes are set aside."
+    "Whether the judges agree with each other enough on a criterion, by the report's gate (Krippendorff's α at or "
+    "above the study's threshold, or Gwet's AC1 where one answer holds most votes; not measured where at most "
+    "one judge's votes vary): passed, or the criteria that failed. The votes are kept; the report marks the "
+    "numbers that rest on them with †."
 )
 FINISH_HELP = (
     "finished: the model ended its answer itself · ran out of tokens: it used up its token budget before "

@@ -85,9 +85,8 @@ def check_metrics(all_metrics: pd.DataFrame, where: str = "all_metrics") -> pd.D
 
 DAGGER = "†"
 GATED_NOTE = (
-    f"{DAGGER} a judging criterion feeding this value failed the reliability gate "
-    "(its agreement coefficient, Krippendorff's α or Gwet's AC1 as gate.coefficient says, below the "
-    "threshold; see table_reliability)."
+    f"{DAGGER} a judging criterion feeding this value failed the reliability gate, or its agreement could not "
+    "be measured (the gate's rule: see the glossary's \"The gate\" and the Judge reliability section)."
 )
 CI_NOTE = "Values are percentages with 95% confidence intervals in brackets unless noted."
 
