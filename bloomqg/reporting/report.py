@@ -489,6 +489,14 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     }
     for name, listed in listings.items():
         counts[f"{name}.count"] = (len(listed), f"rows of the page's list {name}")
+    # the flagged judges' counts the trust section states ("smollm2 in 14 criterion × cell pairs",
+    # "minilm in 2 of 5 cells")
+    flagged = pd.DataFrame(context["trust"]["flagged"])
+    if len(flagged) and {"judge", "criterion"} <= set(flagged.columns):
+        for judge, n in flagged.groupby("judge", sort=False).size().items():
+            counts[f"trust.flagged.{judge}"] = (int(n), "criterion × cell pairs where the judge is flagged")
+        for (judge, criterion), n in flagged.groupby(["judge", "criterion"], sort=False).size().items():
+            counts[f"trust.flagged.{judge}.{criterion}"] = (int(n), "cells where the judge is flagged on the criterion")
     if paired is not None and len(paired):
         for (a, b), rows in paired.groupby(["strategy_a", "strategy_b"], sort=False):
             counts[f"paired.{a}.{b}.tested"] = (int(rows["p_value"].notna().sum()), "paired-table rows with a test")
