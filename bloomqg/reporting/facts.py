@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
+from bloomqg.reporting.display import ordered_unique
 
 FACT_COLUMNS = ("quantity", "model", "dataset", "strategy", "subject", "definition", "value", "n",
                 "ci_low", "ci_high", "method", "source")
@@ -106,14 +107,15 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _metric_values(all_metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+def metric_values(all_metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of ``metric`` that have a value, the value as float."""
     frame = all_metrics[(all_metrics["metric"] == metric) & all_metrics["value"].notna()]
     return frame.assign(value=frame["value"].astype(float))
 
 
 def cell_mean(all_metrics: pd.DataFrame, metric: str) -> CellMean | None:
     """``metric`` averaged over the cells that have a value (the figures' "averaged over cells")."""
-    frame = _metric_values(all_metrics, metric)
+    frame = metric_values(all_metrics, metric)
     if frame.empty:
         return None
     n = pd.to_numeric(frame["n"], errors="coerce") if "n" in frame else pd.Series(dtype=float)
@@ -133,7 +135,7 @@ def judge_means(reliability: pd.DataFrame, column: str, by: Sequence[str] = ("ju
 def value_differences(all_metrics: pd.DataFrame, metric: str, dataset: str, a: str, b: str) -> pd.Series:
     """Per model on ``dataset``: ``metric``'s value under ``b`` minus under ``a`` (the cells'
     values over all their questions, not paired), rounded to 6 places; models with both only."""
-    frame = _metric_values(all_metrics, metric)
+    frame = metric_values(all_metrics, metric)
     wide = frame[frame["dataset"] == dataset].pivot_table(index="model", columns="strategy", values="value")
     if a not in wide or b not in wide:
         return pd.Series(dtype=float)
@@ -296,7 +298,7 @@ def _aggregate_facts(book: FactBook, all_metrics: pd.DataFrame, reliability: pd.
                      pairs: Iterable[tuple[str, str, str]]) -> None:
     """The aggregates the report's readings and tables compute: cell means, judge means and the
     cells' unpaired differences."""
-    for metric in ordered(all_metrics["metric"]):
+    for metric in ordered_unique(all_metrics["metric"]):
         mean = cell_mean(all_metrics, metric)
         if mean is not None:
             book.add(f"{metric}.cell_mean", mean.value, n=mean.n_cells, source="metrics/all.parquet",
@@ -311,15 +313,11 @@ def _aggregate_facts(book: FactBook, all_metrics: pd.DataFrame, reliability: pd.
                          source="votes/*.reliability.parquet",
                          definition=f"{COLUMN_DEFINITIONS[column]}, averaged over cells (percent)")
     for dataset, a, b in pairs:
-        for metric in ordered(all_metrics["metric"]):
+        for metric in ordered_unique(all_metrics["metric"]):
             for model, diff in value_differences(all_metrics, metric, dataset, a, b).items():
                 book.add(f"{metric}.value_difference", diff, model=model, dataset=dataset, subject=f"{b} − {a}",
                          source="metrics/all.parquet",
                          definition=f"{metric} under {b} minus under {a}: the cells' values, not paired")
-
-
-def ordered(values: Iterable[Any]) -> list[Any]:
-    return list(dict.fromkeys(v for v in values if _text(v) is not None))
 
 
 def study_facts(*, all_metrics: pd.DataFrame, reliability: pd.DataFrame, answer: pd.DataFrame | None = None,

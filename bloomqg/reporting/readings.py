@@ -28,7 +28,7 @@ from bloomqg.reporting.display import (
     strategy_label,
 )
 from bloomqg.reporting.display import strategy_order as display_order
-from bloomqg.reporting.facts import cell_mean, judge_means, value_differences
+from bloomqg.reporting.facts import cell_mean, judge_means, metric_values, value_differences
 from bloomqg.reporting.figures.confusion import classifying_strategies
 from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
 from bloomqg.reporting.tables.model import require_columns
@@ -48,11 +48,6 @@ def signed(value: float, decimals: int) -> str:
     return text[1:] if not text.strip("+-0.") else text
 
 
-def _values(all_metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
-    frame = all_metrics[(all_metrics["metric"] == metric) & all_metrics["value"].notna()]
-    return frame.assign(value=frame["value"].astype(float))
-
-
 def strategy_effect(
     all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None,
     comparison: ComparisonSpec = ComparisonSpec(),
@@ -64,7 +59,7 @@ def strategy_effect(
     baseline, by default the first of ``strategy_order`` run, as in the paired table; or every
     pair) run on the same models; None when there is none.
     """
-    frame = _values(all_metrics, metric)
+    frame = metric_values(all_metrics, metric)
     label = table_label(metric)
     unit = " pp" if metric_spec(metric).percent else ""  # a difference of percentages
     sentences = []
@@ -101,7 +96,7 @@ def strategy_effect(
 
 def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:
     """"Knowledge-ID acc. ranged from 58.0% (m, cs) to 87.6% (m2, social)." or None."""
-    frame = _values(all_metrics, metric)
+    frame = metric_values(all_metrics, metric)
     if frame.empty:
         return None
     label = table_label(metric)
@@ -323,7 +318,7 @@ def _reliability_reading(gate: dict[str, Any]) -> str:
 
 def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Mean and worst generation parse-failure rate, and the judges' mean."""
-    frame = _values(all_metrics, "parse_failure_rate")
+    frame = metric_values(all_metrics, "parse_failure_rate")
     parts = []
     if (mean := cell_mean(all_metrics, "parse_failure_rate")) is not None:
         worst = frame.loc[frame["value"].idxmax()]
@@ -340,7 +335,7 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
 
 def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Mean shift scores per type and the largest single value."""
-    frames = {m: _values(all_metrics, f"{m}_mean") for m in SHIFT_TYPES}
+    frames = {m: metric_values(all_metrics, f"{m}_mean") for m in SHIFT_TYPES}
     present = {m: f for m, f in frames.items() if not f.empty}
     if not present:
         return "No mean shift scores were computed."
