@@ -104,8 +104,16 @@ def test_baichuan2_standin_loads_batches_and_matches_batch1_and_the_plain_model(
     rebuilt = generator.provenance["rebuilt_init_tensors"]
     assert rebuilt["count"] == 3 * 2 and set(rebuilt["tensors"]) == {
         f"model.layers.*.self_attn.rotary_emb.{name}" for name in TABLES}
-    assert (rebuilt["left_on_meta"], rebuilt["differed_from_construction"]) == (
-        (6, 0) if tables == "attributes" else (0, 6))
+    if tables == "attributes":
+        assert (rebuilt["left_on_meta"], rebuilt["differed_from_construction"]) == (6, 0)
+    else:
+        # An uninitialised buffer holds whatever its memory held: a block the allocator reused
+        # can hold the very values construction gives, so only the bound is certain.
+        assert rebuilt["left_on_meta"] == 0 and 0 <= rebuilt["differed_from_construction"] <= 6
+    reference_rotary = load_remote_code_reference(folder).model.layers[0].self_attn.rotary_emb
+    for name in TABLES:
+        assert torch.equal(getattr(generator.model.model.layers[0].self_attn.rotary_emb, name),
+                           getattr(reference_rotary, name)), name
     padding = generator.provenance["left_padding"]
     assert padding["batching"] == "exact: batched" and padding["position_ids_passed"] is False
     assert padding["max_relative_difference"] <= padding["tolerance"] == 1e-3
