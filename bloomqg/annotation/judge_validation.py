@@ -30,7 +30,8 @@ from bloomqg.annotation.agreement import cohen_kappa_with_ci, confusion_counts, 
 from bloomqg.annotation.panel_agreement import PANEL, cell_groups, estimate_row, panel_rating
 from bloomqg.annotation.sample import sample_cell
 from bloomqg.inputs.bloom import BLOOM_LEVELS
-from bloomqg.store.frames import CRITERIA, DATASET, JUDGE_THROUGHPUT, LEVEL_CONFUSION, RATER_AGREEMENT
+from bloomqg.store.frames import (CRITERIA, DATASET, JUDGE_THROUGHPUT, LEVEL_CONFUSION, RATER_AGREEMENT,
+                                  STATUS_NO_QUESTION)
 
 #: Subject named in an LLM judge's rubric prompt for each release dataset.
 RELEASE_DOMAINS: dict[str, str] = {"cs": "computer science (data structures)", "math": "K-12 mathematics"}
@@ -127,7 +128,7 @@ def judge_throughput(judgments: pd.DataFrame, elapsed_s: float) -> dict[str, Any
     """A :data:`bloomqg.store.frames.JUDGE_THROUGHPUT` row: time and cost per 1,000 questions of one
     judge job (one judge on one cell's sample)."""
     first = judgments.iloc[0]
-    n_questions = int(judgments.loc[judgments["status"] != "no_question", "prompt_id"].nunique())
+    n_questions = int(judgments.loc[judgments["status"] != STATUS_NO_QUESTION, "prompt_id"].nunique())
     cost = float(pd.to_numeric(judgments["cost_usd"], errors="coerce").fillna(0.0).sum())
     per_thousand = 1000.0 / n_questions if n_questions else math.nan
     return {

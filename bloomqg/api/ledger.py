@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from bloomqg.store.frames import STATUS_NO_QUESTION
+
 #: The stages whose calls cost money, in the order a shared call is counted (see the docstring).
 STAGES = ("generation", "judging", "judge_bias")
 LEDGER_COLUMNS = [
@@ -28,7 +30,7 @@ LEDGER_COLUMNS = [
     "prompt_tokens", "completion_tokens", "cost_usd",
 ]
 _KEYS = ["stage", "judge", "model", "dataset", "strategy"]
-_PER_CALL = [*_KEYS, "prompt_id", "called", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "cache_key"]
+_PER_CALL = [*_KEYS, "prompt_id", "asked", "called", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "cache_key"]
 
 
 def _once_per_call(per_call: pd.DataFrame) -> pd.DataFrame:
@@ -49,6 +51,7 @@ def _once_per_call(per_call: pd.DataFrame) -> pd.DataFrame:
 
 
 def _summarise(per_call: pd.DataFrame) -> pd.DataFrame:
+    per_call["asked"] = per_call["asked"].astype(bool)
     per_call["called"] = per_call["called"].astype(bool)
     per_call["cached"] = per_call["cached"].astype(bool)
     per_call["requests"] = per_call["called"] & ~per_call["cached"]
@@ -56,7 +59,7 @@ def _summarise(per_call: pd.DataFrame) -> pd.DataFrame:
     ledger = (
         per_call.groupby(_KEYS, dropna=False, sort=False)
         .agg(
-            questions=("prompt_id", "size"),
+            questions=("asked", "sum"),
             requests=("requests", "sum"),
             cached=("cached", "sum"),
             paid_earlier=("paid_earlier", "sum"),
@@ -72,6 +75,7 @@ def _summarise(per_call: pd.DataFrame) -> pd.DataFrame:
 def _judge_calls(frame: pd.DataFrame, stage: str, called_column: str) -> pd.DataFrame:
     """One row per call of a judgments-like frame (several criterion rows, one call)."""
     frame = frame if "cache_key" in frame.columns else frame.assign(cache_key=None)
+    frame = frame if "status" in frame.columns else frame.assign(status=None)
     keys = ["judge", "model", "dataset", "strategy", "prompt_id"] + (["probe", "unit_order_key", "level_order_key"]
                                                                       if stage == "judge_bias" else [])
     if stage == "judge_bias":  # one call per probe group: the order probe permutes the lists
@@ -80,6 +84,8 @@ def _judge_calls(frame: pd.DataFrame, stage: str, called_column: str) -> pd.Data
     per_call = (
         frame.groupby(keys, dropna=False, sort=True)
         .agg(
+            # a prompt whose generation held no question was not put to the judge
+            asked=("status", lambda s: bool((s != STATUS_NO_QUESTION).any())),
             called=(called_column, lambda s: bool(s.notna().any())),
             cached=("cached", lambda s: bool(s.fillna(False).any())),
             prompt_tokens=("n_prompt_tokens", "max"),
@@ -100,7 +106,8 @@ def _generation_calls(generations: pd.DataFrame) -> pd.DataFrame:
                          .transform(lambda s: s.notna().any())]
     return pd.DataFrame({
         "stage": "generation", "judge": None, "model": priced["model"], "dataset": priced["dataset"],
-        "strategy": priced["strategy"], "prompt_id": priced["prompt_id"], "called": priced["raw_text"].notna(),
+        "strategy": priced["strategy"], "prompt_id": priced["prompt_id"], "asked": True,
+        "called": priced["raw_text"].notna(),
         "cached": priced["cached"].fillna(False).astype(bool),
         "prompt_tokens": priced["n_prompt_tokens"], "completion_tokens": priced["n_completion_tokens"],
         "cost_usd": priced["cost_usd"], "cache_key": priced["cache_key"],

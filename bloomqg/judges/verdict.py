@@ -21,13 +21,10 @@ from typing import Any, Literal
 from bloomqg.store import reply_json
 from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
 from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA
+# the status values are the judgments frame's contract; judges' code names them from here too
+from bloomqg.store.frames import STATUS_ERROR, STATUS_NO_QUESTION, STATUS_OK, STATUS_PARSE_FAILED  # noqa: F401
 from bloomqg.store.reply_json import HostileReply, fenced_blocks, json_objects, reply_problem, shown
 
-#: Status values of a criterion verdict (the ``status`` column of the judgments file).
-STATUS_OK = "ok"
-STATUS_PARSE_FAILED = "parse_failed"
-STATUS_ERROR = "error"
-STATUS_NO_QUESTION = "no_question"
 
 #: How the reason of a failed call begins (an LLM judge's, the Inspect panel grader's): the one
 #: ``error`` that is a failure. Every other ``error`` is a judge giving no vote by design.

@@ -70,6 +70,8 @@ PROMPTS = _schema(
 
 #: GENERATIONS ``finish_reason`` of a row imported from a published release (no call of ours).
 IMPORTED = "imported"
+#: GENERATIONS ``finish_reason`` of a reply that ran to its token limit (cut off, maybe mid-question).
+CUT_OFF = "length"
 
 #: One row per prompt: what a model wrote, parsed.  Self-contained for judging (carries the
 #: original question and its labels) so imported runs need no prompts file.
@@ -117,6 +119,13 @@ CRITERIA: tuple[str, ...] = BINARY_CRITERIA + ("bloom_level", "knowledge_units")
 #: Criteria Dawid–Skene can aggregate (one label per vote); knowledge units are sets and stay a
 #: majority of sets.
 POSTERIOR_CRITERIA: tuple[str, ...] = BINARY_CRITERIA + ("bloom_level",)
+
+#: Status values of a criterion verdict (JUDGMENTS' ``status`` column).
+STATUS_OK = "ok"
+STATUS_PARSE_FAILED = "parse_failed"
+STATUS_ERROR = "error"
+#: the cell's generation held no question: no judge was asked
+STATUS_NO_QUESTION = "no_question"
 
 #: Long format: one row per (generated question, criterion) for one judge.
 JUDGMENTS = _schema(

@@ -71,3 +71,11 @@ def test_offline_probes_make_no_calls():
     probed = probes([("q1", "base", None, None, None)])
     ledger = study_ledger(probes=probed)
     assert ledger["requests"].sum() == 0 and ledger["cost_usd"].sum() == 0
+
+
+def test_a_prompt_whose_reply_held_no_question_is_not_counted_as_asked():
+    judged = judgments([("q1", "k1", False, 0.01), ("q2", "k2", False, 0.01), ("q3", None, None, None)])
+    judged["status"] = "ok"
+    judged.loc[judged["prompt_id"] == "q3", ["status", "raw_text"]] = ["no_question", None]
+    ledger = study_ledger(judgments=judged)
+    assert (int(ledger["questions"].sum()), int(ledger["requests"].sum())) == (2, 2)

@@ -236,3 +236,13 @@ def test_the_prevalence_prints_with_one_decimal_so_it_never_rounds_across_the_ga
     from bloomqg.reporting.trust import prevalence_text
 
     assert prevalence_text(0.8966) == "89.7%"
+
+
+def test_a_judge_giving_one_answer_throughout_does_not_count_as_an_effective_judge():
+    """Its errors have no spread, so their correlation would count it as independent: with it
+    and one varying judge the panel has no second judge to agree with (no effective number)."""
+    panel = correlated_panel(400, 0.0, 5)
+    constant = [["1", *row[:2]] for row in panel]  # judge a always says yes
+    assert measure_criterion("unique", constant, list("abc"), n_resamples=0).n_effective_judges <= 2.0
+    one_varies = [["1", "0", row[0]] for row in panel]
+    assert measure_criterion("unique", one_varies, list("abc"), n_resamples=0).n_effective_judges is None

@@ -207,3 +207,62 @@ def test_the_gate_summary_does_not_call_an_undefined_alpha_a_pass():
     assert "1 in 1 cell are flagged (unreliable, or agreement not measured" in effect
     failures = gate_summary(reliability)["failures"]
     assert [(f["criterion"], f["undefined"]) for f in failures] == [("Unique", True)]
+
+
+def test_a_judge_that_abstains_on_most_items_and_says_one_thing_elsewhere_is_constant():
+    """minilm says Apply to every question, smollm2 abstains on most and says Apply on the rest:
+    both can only add to Apply, so rules alone cannot outvote them and the level is decided."""
+    from bloomqg.voting.construction import construction_flags
+
+    votes = pd.DataFrame({
+        "model": "m", "dataset": "math", "strategy": "fgp", "new_question": ["q"] * 6,
+        "bloom_level_votes": [[level, "Apply", "Apply" if i < 2 else None]
+                              for i, level in enumerate(["Remember", "Analyze", "Create", "Apply", "Evaluate", "Apply"])],
+    })
+    [flag] = construction_flags(votes, {("m", "math", "fgp"): ["rules", "minilm", "smollm2"]})
+    assert flag.reasons == ("minilm always says Apply", "smollm2 abstains on 4 of 6 and says Apply on the rest")
+    assert flag.decided and flag.n_outvotable == 0 and flag.varying == ("rules",)
+
+
+def test_a_panel_variant_over_other_pairs_says_how_many_and_one_model_has_no_model_pairs():
+    import json
+
+    from bloomqg.metrics.robustness import ROBUSTNESS_COLUMNS, STRATEGY_COMPARISON
+    from bloomqg.reporting.trust import robustness_rows, robustness_summary
+
+    row = dict.fromkeys(ROBUSTNESS_COLUMNS)
+    row.update(comparison=STRATEGY_COMPARISON, dataset="cs", strategy="cot", strategy_b="fgp", model="m",
+               metric="usability", n_pairs=22, value_a=54.55, value_b=86.36, value_a_dawid_skene=61.11,
+               value_b_dawid_skene=63.89, diff=31.82, p_value=0.039, verdict="within judge noise",
+               variants=json.dumps({"dawid_skene": [2.78, 1.0, 36], "without rules": [0.0, 1.0, 22]}))
+    frame = pd.DataFrame([row], columns=list(ROBUSTNESS_COLUMNS))
+    [shown] = robustness_rows(frame)
+    assert shown["dawid_skene"] == "61.11 → 63.89 (36 pairs)"
+    assert shown["dawid_skene_diff"] == "2.78 (p 1; 36 pairs)"
+    assert shown["variants"] == ["0.00 (p 1)"]  # the majority's 22 pairs: nothing to say
+    summary = robustness_summary(frame)
+    assert "each strategy pair of each model on each dataset" in summary and "model pair" not in summary
+
+
+def test_figure_6_reading_says_how_many_originals_were_classified_beside_the_per_level_counts():
+    from bloomqg.reporting.readings import classification_summary
+
+    levels = ["Remember", "Understand", "Apply"]
+    votes = pd.DataFrame({
+        "model": "m", "dataset": "cs", "strategy": "cot",
+        "original_bloom_level": levels * 2,
+        "identified_bloom_level": ["Apply", None, None, "Remember", None, None],
+    })
+    text = classification_summary(votes)
+    assert "most accurate for Remember (50% of 2) and least for Understand (0% of 2)" in text
+    assert "classified 2 of the 6 originals (the figure's n)" in text
+
+
+def test_the_overview_counts_replies_cut_off_at_the_token_limit_and_those_still_read():
+    from bloomqg.reporting.report import overview
+
+    study = synthetic_study()
+    generations = pd.DataFrame({"finish_reason": ["length", "length", "stop", "imported"],
+                                "new_question": ["q", None, "q", "q"]})
+    counts = overview(study.metrics, study.votes, None, generations)
+    assert (counts["n_replies"], counts["n_cut_off"], counts["n_cut_off_read"]) == (4, 2, 1)
