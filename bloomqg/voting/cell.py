@@ -16,11 +16,12 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.inputs.parsing import answered
-from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS, POSTERIOR_CRITERIA, RELIABILITY, VOTES
+from bloomqg.store.frames import (BINARY_CRITERIA, CRITERIA, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS,
+                                  POSTERIOR_CRITERIA, RELIABILITY, STATUS_NO_QUESTION, VOTES)
 from bloomqg.voting.agreement import GATE_COEFFICIENTS, AgreementResult, GateDecision, agreement_with_ci, gate_decision, nominal_rows
 from bloomqg.voting.alpha import CRITERION_LEVEL, AlphaResult, alpha_with_ci, encode_votes
 from bloomqg.voting.dawid_skene import DawidSkeneFit, fit_dawid_skene
-from bloomqg.voting.diagnostics import JUDGE_DIAGNOSTIC_COLUMNS, effective_judges, judge_diagnostics
+from bloomqg.voting.diagnostics import JUDGE_DIAGNOSTIC_COLUMNS, effective_judges, judge_diagnostics, varying_positions
 from bloomqg.voting.majority import Majority, majority, useful_from, vote_string, vote_value
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def collect_votes(
         entries = [table[(prompt_id, criterion)] for table in per_judge]
         item_votes = [vote for vote, _ in entries]
         item_statuses = [status for _, status in entries]
-        asked = any(status != "no_question" for status in item_statuses)
+        asked = any(status != STATUS_NO_QUESTION for status in item_statuses)
         result = majority(criterion, item_votes, min_valid_votes=min_valid_votes)
         votes.append(item_votes)
         statuses.append(item_statuses)
@@ -212,10 +213,8 @@ def measure_criterion(
 
 
 def varying_judges(votes_lists: Sequence[Sequence[str | None]], n_judges: int) -> int:
-    """How many judges give two answers or more over the items (a judge that always gives one
-    answer, or abstains, adds no evidence of agreement)."""
-    return sum(len({row[position] for row in votes_lists if position < len(row) and row[position] is not None}) >= 2
-               for position in range(n_judges))
+    """How many judges give two answers or more over the items (:func:`varying_positions`)."""
+    return len(varying_positions(votes_lists, n_judges))
 
 
 @dataclass(frozen=True)

@@ -101,11 +101,16 @@ def construction_flags(
             reasons, constant, varying = [], [], []
             for position in range(width):
                 given = [v[position] for v in lists if position < len(v) and v[position] is not None]
-                if len(given) <= abstain_share * len(asked):
-                    reasons.append(f"{named[position]} abstains on {len(asked) - len(given)} of {len(asked)}")
-                elif len(set(given)) == 1:
-                    reasons.append(f"{named[position]} always says {_shown(criterion, str(given[0]))}")
+                abstains = len(given) <= abstain_share * len(asked)
+                # a judge that abstains on most items but gives one answer where it votes is
+                # constant too: its votes can only ever add to that answer
+                if given and len(set(given)) == 1:
+                    said = _shown(criterion, str(given[0]))
+                    reasons.append(f"{named[position]} abstains on {len(asked) - len(given)} of {len(asked)} and "
+                                   f"says {said} on the rest" if abstains else f"{named[position]} always says {said}")
                     constant.append(position)
+                elif abstains:
+                    reasons.append(f"{named[position]} abstains on {len(asked) - len(given)} of {len(asked)}")
                 else:
                     varying.append(named[position])
             if reasons:

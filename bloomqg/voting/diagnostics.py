@@ -152,18 +152,29 @@ def judge_diagnostics(
     )
 
 
+def varying_positions(votes_lists: Sequence[Sequence[str | None]], n_judges: int) -> list[int]:
+    """The panel positions of the judges that give two answers or more over the items (a judge
+    that always gives one answer, or abstains, adds no evidence of agreement)."""
+    return [position for position in range(n_judges)
+            if len({row[position] for row in votes_lists if position < len(row) and row[position] is not None}) >= 2]
+
+
 def effective_judges(votes_lists: Sequence[Sequence[str | None]], fit: DawidSkeneFit | None) -> float | None:
     """n / (1 + (n − 1)·ρ̄) from the correlation of the judges' errors against the Dawid–Skene
-    labels, over the items every judge voted on (None with fewer than two judges or items)."""
+    labels, over the judges whose votes vary and the items each of them voted on (None with
+    fewer than two such judges or items). A judge that gives one answer throughout adds no
+    information, and the zero spread of its errors would count it as an independent judge."""
     if fit is None:
         return None
-    n_judges = max((len(row) for row in votes_lists), default=0)
+    width = max((len(row) for row in votes_lists), default=0)
+    varying = varying_positions(votes_lists, width)
+    n_judges = len(varying)
     rows = []
     for item, row in enumerate(votes_lists):
         label, _ = fit.label_of(item)
-        if label is None or len(row) < n_judges or any(v is None for v in row):
+        if label is None or len(row) < width or any(row[k] is None for k in varying):
             continue
-        rows.append([float(v != label) for v in row])
+        rows.append([float(row[k] != label) for k in varying])
     if n_judges < 2 or len(rows) < 2:
         return None
     errors = np.array(rows)
