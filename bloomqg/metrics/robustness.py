@@ -167,7 +167,7 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
     if verdict_text != "within judge noise":
         return ""
     sign, significant = _outcome(diff, p_value)
-    flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, (d, p) in variants.items()
+    flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, (d, *_) in variants.items()
                if _turns_sign(math.nan if d is None else d, sign)]
     if not significant:
         shown = "no p" if pd.isna(p_value) else f"raw p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
@@ -218,7 +218,8 @@ def robustness_table(
 ) -> pd.DataFrame:
     """One row per headline comparison and metric (:data:`ROBUSTNESS_COLUMNS`): the majority's
     values, difference and p, the two arms' values under Dawid–Skene (the headline metric under
-    both aggregations side by side; NaN where not assessable), the verdict, and ``variants`` = JSON {variant: [diff, p]}.
+    both aggregations side by side; NaN where not assessable), the verdict, and ``variants`` = JSON {variant: [diff, p, n_pairs]} (a panel
+    that changes which questions are useful pairs other originals: its n can differ from the majority's).
     ``judge_names`` name the positions of the vote lists; ``comparison`` and ``strategy_order``
     choose the strategy pairs as :func:`bloomqg.metrics.paired.paired_comparisons` does."""
     import json
@@ -258,7 +259,8 @@ def robustness_table(
                 "diff": base["diff"], "p_value": base["p_value"],
                 "verdict": (NOT_COMPARED if not base["n_pairs"] else
                             verdict(pd.Series(base), others) if assessable else NOT_ASSESSABLE),
-                "variants": json.dumps({name: [r["diff"], r["p_value"]] for name, r in others.items()} if assessable else {}),
+                "variants": json.dumps({name: [r["diff"], r["p_value"], r["n_pairs"]] for name, r in others.items()}
+                                       if assessable else {}),
             })
     return pd.DataFrame.from_records(records, columns=list(ROBUSTNESS_COLUMNS))
 

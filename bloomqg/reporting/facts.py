@@ -285,13 +285,15 @@ def _robustness_facts(book: FactBook, robustness: pd.DataFrame | None) -> None:
     for row in robustness.to_dict("records"):
         variants = json.loads(row["variants"]) if isinstance(row.get("variants"), str) and row["variants"] else {}
         for variant, pair in variants.items():
-            diff, p_value = (list(pair) + [None, None])[:2] if isinstance(pair, list) else (None, None)
+            diff, p_value, n_pairs = (list(pair) + [None, None, None])[:3] if isinstance(pair, list) else (None,) * 3
             where = {"model": row["model"], "dataset": row["dataset"], "strategy": row["strategy"],
                      "subject": f"{row['metric']} · {variant}"}
             book.add("robustness.variant_diff", diff, source="metrics/robustness.parquet",
                      definition=f"the difference with the panel changed ({variant})", **where)
             book.add("robustness.variant_p", p_value, source="metrics/robustness.parquet",
                      definition=f"p value of the difference with the panel changed ({variant})", **where)
+            book.add("robustness.variant_pairs", n_pairs, source="metrics/robustness.parquet",
+                     definition=f"the pairs the difference with the panel changed is over ({variant})", **where)
 
 
 def _aggregate_facts(book: FactBook, all_metrics: pd.DataFrame, reliability: pd.DataFrame,

@@ -20,7 +20,7 @@ import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.paired import SIGNIFICANCE
-from bloomqg.metrics.robustness import NOT_COMPARED, verdict_reason
+from bloomqg.metrics.robustness import MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON, verdict_reason
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
 )
@@ -233,13 +233,21 @@ def _variant_name(name: str) -> str:
     return name[:1].upper() + name[1:]
 
 
-def _variant_text(pair: Any) -> str:
-    """"2.78 (p 1)": a panel variant's difference and raw p ("–" where it has no value)."""
+def _variant_pairs(pair: Any, n_majority: int) -> str:
+    """"; 36 pairs" where a panel variant's difference is over other pairs than the majority's
+    (it makes other questions useful), else nothing."""
+    n = (list(pair) + [None, None, None])[2] if isinstance(pair, list) else None
+    return "" if is_missing(n) or int(n) == n_majority else f"; {int(n)} pair{'' if int(n) == 1 else 's'}"
+
+
+def _variant_text(pair: Any, n_majority: int) -> str:
+    """"2.78 (p 1)": a panel variant's difference and raw p ("–" where it has no value), with its
+    pairs where they are not the majority's."""
     diff, p = (list(pair) + [None, None])[:2] if isinstance(pair, list) else (None, None)
     if is_missing(diff):
         return "–"
     p_text = "–" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.2g}"
-    return f"{_num(diff, 2)} (p {p_text})"
+    return f"{_num(diff, 2)} (p {p_text}{_variant_pairs(pair, n_majority)})"
 
 
 def robustness_variants(robustness: pd.DataFrame | None) -> list[str]:
@@ -269,13 +277,15 @@ def robustness_rows(
         what = _comparison_text(r, strategy_labels)
         variants = json.loads(r.variants) if isinstance(r.variants, str) else {}
         ds_a, ds_b = getattr(r, "value_a_dawid_skene", None), getattr(r, "value_b_dawid_skene", None)
+        n_pairs = int(r.n_pairs)
+        ds_pairs = _variant_pairs(variants.get(DAWID_SKENE), n_pairs).removeprefix("; ")
         rows.append({
-            "comparison": what, "metric": metric_label(r.metric), "n": str(int(r.n_pairs)),
+            "comparison": what, "metric": metric_label(r.metric), "n": str(n_pairs),
             "majority": f"{_num(r.value_a, 2)} → {_num(r.value_b, 2)}",
-            "dawid_skene": f"{_num(ds_a, 2)} → {_num(ds_b, 2)}",
+            "dawid_skene": f"{_num(ds_a, 2)} → {_num(ds_b, 2)}" + (f" ({ds_pairs})" if ds_pairs else ""),
             "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else f"{float(r.p_value):.3g}",
-            "dawid_skene_diff": _variant_text(variants[DAWID_SKENE]) if DAWID_SKENE in variants else "–",
-            "variants": [_variant_text(variants[name]) if name in variants else "–" for name in order],
+            "dawid_skene_diff": _variant_text(variants[DAWID_SKENE], n_pairs) if DAWID_SKENE in variants else "–",
+            "variants": [_variant_text(variants[name], n_pairs) if name in variants else "–" for name in order],
             "verdict": r.verdict,
             "reason": verdict_reason(r.diff, r.p_value, r.verdict, variants) if variants else "",
             "holds": r.verdict == "holds",
@@ -307,8 +317,12 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
         parts[-1] += " (0 pairs or no value: nothing to hold)"
     metrics = ordered_unique(robustness["metric"])
     labels = ", ".join(metric_spec(m).label for m in metrics)
-    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; each strategy pair and model pair "
-            f"on each dataset), judged by whether the difference keeps its sign, and stays significant or not (raw p, "
+    kinds = set(robustness["comparison"])
+    # name only the kinds of pair the run has (one model: no model pairs)
+    over = " and ".join(text for kind, text in ((STRATEGY_COMPARISON, "each strategy pair of each model"),
+                                                (MODEL_COMPARISON, "each model pair under each strategy"))
+                        if kind in kinds)
+    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; {over} on each dataset), judged by whether the difference keeps its sign, and stays significant or not (raw p, "
             f"before Holm's adjustment, below {SIGNIFICANCE:g} or not), when Dawid–Skene replaces the majority vote or "
             "any one judge is left out of the panel: " + ", ".join(parts) + ". A comparison that "
             "holds does not depend on any one judge; that does not make unreliable judges reliable, so the Answer's "
@@ -330,6 +344,7 @@ def trust_context(
         {"criterion": CRITERION_LABEL.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
          "n_judges": str(int(g["n_judges"].max())),
+         "cells": f"{len(g)} of {int((panel['criterion'] == c).sum())}",
          "uninformative": _uninformative(flagged, CRITERION_LABEL.get(c, c), panel[panel["criterion"] == c]["model"])}
         for c, g in n_eff.groupby("criterion", sort=False)
     ]
