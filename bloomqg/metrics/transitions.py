@@ -62,6 +62,16 @@ def transition_counts(votes: pd.DataFrame, kind: str = "judged") -> pd.DataFrame
     return counts.iloc[np.argsort(order.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
+def placed_count(counts: pd.DataFrame) -> int:
+    """How many of :func:`transition_counts`' pairs have a Bloom level on both sides: what a
+    Figure 6 panel draws (an original the model did not classify, or an Uncategorized one, is
+    not placed)."""
+    if counts.empty:
+        return 0
+    placed = counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)
+    return int(counts.loc[placed, "count"].sum())
+
+
 def per_level_accuracy(votes: pd.DataFrame, kind: str = "classified") -> pd.DataFrame:
     """Per original level: n, correct, accuracy (percent).
 

@@ -31,7 +31,7 @@ def mark_by_construction(
 ) -> dict[str, Any]:
     """Append the mark to each table cell (by its ``sources``) whose every criterion is decided
     in its cell (in place), and return the Tables section's notes: ``rule``, ``marked`` (the
-    decided criteria the marks stand for) and ``uninformative`` (flags that decide nothing)."""
+    decided criteria the marks stand for) and ``uninformative`` (flags that decide nothing, and decided ones that mark no number)."""
     by_cell: dict[tuple[str, str, str], dict[str, ConstructionFlag]] = {}
     for flag in flags:
         by_cell.setdefault((flag.model, flag.dataset, flag.strategy), {})[flag.criterion] = flag
@@ -52,7 +52,12 @@ def mark_by_construction(
     return {
         "rule": DECIDED_RULE,
         "marked": [_where(f, strategy_labels) for f in used.values()],
-        "uninformative": [_where(f, strategy_labels) for f in flags if not f.decided],
+        # a decided criterion whose numbers all read an undecided one too marks nothing: it is
+        # listed with the notes, saying so, not dropped from both lists
+        "uninformative": [_where(f, strategy_labels) for f in flags if not f.decided]
+        + [f"{_where(f, strategy_labels)}; no number carries ‡ for it: each number that reads it also reads a "
+           "criterion the other judges could have changed"
+           for f in flags if f.decided and (f.model, f.dataset, f.strategy, f.criterion) not in used],
         "flags": list(flags),
     }
 

@@ -72,8 +72,9 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("dawid-skene", "Dawid–Skene (DS)", "a model that estimates each judge's accuracy from the votes alone and weighs "
      "the judges by it (its label: the answer it finds likeliest); shown beside the plain majority as a check."),
     ("effective", "Effective judges", "how many independent judges the panel is worth: n / (1 + (n − 1)·ρ̄), with "
-     "n judges and ρ̄ the mean correlation of their errors against the Dawid–Skene label; as many as it has when "
-     "they err independently, 1 when they all make the same mistakes."),
+     "n the judges whose votes vary (one that always gives the same answer adds nothing) and ρ̄ the mean "
+     "correlation of their errors against the Dawid–Skene label; n when they err independently, 1 when they all "
+     "make the same mistakes; – with fewer than two such judges."),
     ("sensitivity", "Sensitivity, specificity", "of a judge on a yes/no criterion, under Dawid–Skene: how often it "
      "says yes where the Dawid–Skene label is yes (sensitivity) and no where the label is no (specificity). Their "
      "intervals are Jeffreys' (a Bayesian interval for a share), over Dawid–Skene's probability-weighted counts."),
@@ -91,6 +92,11 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "units, the dataset gives the original."),
     ("parse", "Parse failure", "a reply the workflow could not read a question (or a judge's verdict) from, e.g. "
      "no JSON, or a reply cut off at the length limit."),
+    ("k-12", "K-12", "the school years from kindergarten to grade 12 (ages about 5 to 18): the paper's math dataset "
+     "holds questions from them."),
+    ("model-size", "Model size (135m, 8b)", "a model's name often ends in its size, in parameters (the numbers it "
+     "learned): 135m is 135 million, 8b 8 billion. The paper's models have billions; a model of millions, like the "
+     "one this workflow runs with no GPU, writes far weaker questions and is for trying the workflow out."),
     ("api", "API, tokens", "API: a model reached over the network as a paid service (OpenAI-compatible); tokens: "
      "the word pieces a model reads (prompt) and writes (completion), what API calls are priced by."),
 )

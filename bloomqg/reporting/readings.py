@@ -16,7 +16,7 @@ from bloomqg.metrics.cognitive import SHIFT_TYPES
 from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, SIGNIFICANCE, ordered_strategies
 from bloomqg.metrics.correlations import FIGURE5_PAIRS
 from bloomqg.metrics.registry import metric_spec, table_label
-from bloomqg.metrics.transitions import per_level_accuracy, transition_counts
+from bloomqg.metrics.transitions import per_level_accuracy, placed_count, transition_counts
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL,
     CRITERION_LABEL,
@@ -196,16 +196,23 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
     for strategy, accuracy in classification_accuracy(votes, strategy_labels).items():
         best = accuracy.loc[accuracy["accuracy"].idxmax()]
         worst = accuracy.loc[accuracy["accuracy"].idxmin()]
+        name = strategy_label(strategy, strategy_labels)
+        total = int(accuracy["n"].sum())
+        classified = placed_count(transition_counts(votes[votes["strategy"] == strategy], kind="classified"))
+        # the figure's panel n counts only the classified originals; say how it relates to these
+        several = votes.loc[votes["strategy"] == strategy, "model"].nunique() > 1
+        coverage = (f"The model{'s' if several else ''} classified {classified} of the {total} originals "
+                    f"(the figure's n{', summed over its models' if several else ''}); "
+                    "one not classified counts as wrong here.")
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
             levels = ", ".join(f"{r['original_level']} (of {int(r['n'])})" for _, r in accuracy.iterrows())
-            parts.append(f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of "
-                         f"the originals was {best['accuracy']:.0f}% accurate at every level: {levels} "
-                         "(originals per level; one the model did not classify counts as wrong).")
+            parts.append(f"Under {name}, pooled over models, classification of the originals was "
+                         f"{best['accuracy']:.0f}% accurate at every level: {levels} (originals per level). {coverage}")
             continue
         parts.append(
-            f"Under {strategy_label(strategy, strategy_labels)}, pooled over models, classification of the originals "
-            f"was most accurate for {best['original_level']} ({best['accuracy']:.0f}% of {int(best['n'])}) and least "
-            f"for {worst['original_level']} ({worst['accuracy']:.0f}% of {int(worst['n'])})."
+            f"Under {name}, pooled over models, classification of the originals was most accurate for "
+            f"{best['original_level']} ({best['accuracy']:.0f}% of {int(best['n'])}) and least for "
+            f"{worst['original_level']} ({worst['accuracy']:.0f}% of {int(worst['n'])}). {coverage}"
         )
     return " ".join(parts) if parts else (
         f"{EMPTY} No model classified the original questions: no strategy run asks for the original's level.")

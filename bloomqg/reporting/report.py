@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.store.atomic import write_text_atomic
-from bloomqg.store.frames import IMPORTED
+from bloomqg.store.frames import CUT_OFF, IMPORTED
 from bloomqg.reporting.answer import answer_context
 from bloomqg.reporting.construction import construction_facts, mark_by_construction
 from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
@@ -294,6 +294,7 @@ def overview(
     cost = float(pd.to_numeric(ledger["cost_usd"], errors="coerce").fillna(0).sum()) if ledger is not None and len(ledger) else 0.0
     n_imported = int((generations["finish_reason"] == IMPORTED).sum()) if generations is not None and len(generations) else 0
     cost_value, cost_label = cost_card(cost, n_imported)
+    cut_off = (generations["finish_reason"] == CUT_OFF) if generations is not None and len(generations) else None
     return {
         "models": ordered_unique(all_metrics["model"]),
         "datasets": ordered_unique(all_metrics["dataset"]),
@@ -302,6 +303,9 @@ def overview(
         "n_generated": int(votes["new_question"].notna().sum()) if len(votes) else 0,
         "n_prompts": len(votes),
         "n_useful": int(useful.sum()),
+        "n_replies": 0 if cut_off is None else len(cut_off),
+        "n_cut_off": 0 if cut_off is None else int(cut_off.sum()),
+        "n_cut_off_read": 0 if cut_off is None else int((cut_off & generations["new_question"].notna()).sum()),
         "cost_usd": cost,
         "cost_value": cost_value,
         "cost_label": cost_label,
@@ -472,6 +476,9 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
         "overview.prompts": (overview_["n_prompts"], "prompts sent to the generators"),
         "overview.generated": (overview_["n_generated"], "prompts that produced a question"),
         "overview.useful": (overview_["n_useful"], "useful questions (unique, readable and answerable by the votes)"),
+        "overview.replies": (overview_["n_replies"], "the generators' replies"),
+        "overview.cut_off": (overview_["n_cut_off"], "replies cut off at the token limit"),
+        "overview.cut_off_read": (overview_["n_cut_off_read"], "replies cut off at the token limit that still held a question"),
         "overview.cost_usd": (overview_["cost_usd"], "paid for API calls, US dollars"),
         "overview.min_answer_rate": (overview_["min_answer_rate"], "share of a job's calls that must be answered"),
     }

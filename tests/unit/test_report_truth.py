@@ -266,3 +266,22 @@ def test_the_overview_counts_replies_cut_off_at_the_token_limit_and_those_still_
                                 "new_question": ["q", None, "q", "q"]})
     counts = overview(study.metrics, study.votes, None, generations)
     assert (counts["n_replies"], counts["n_cut_off"], counts["n_cut_off_read"]) == (4, 2, 1)
+
+
+def test_a_decided_criterion_that_marks_no_number_is_listed_with_the_notes_saying_why():
+    from bloomqg.reporting.construction import mark_by_construction
+    from bloomqg.voting.construction import construction_flags
+
+    votes = pd.DataFrame({
+        "model": "m", "dataset": "math", "strategy": "fgp", "new_question": ["q"] * 4,
+        "bloom_level_votes": [["Remember", "Apply", None], ["Apply", "Apply", "Apply"], [None, "Apply", None],
+                              ["Create", "Apply", "Apply"]],
+        "unique_votes": [["1", "0", "1"], ["0", "1", "1"], ["1", "1", "0"], ["0", "0", "1"]],
+    })
+    flags = construction_flags(votes, {("m", "math", "fgp"): ["rules", "minilm", "smollm2"]})
+    assert [(f.criterion, f.decided) for f in flags] == [("bloom_level", True)]
+    tables = [{"rows": [["m", "50.00"]], "notes": [], "sources": [[None, ["m", "math", "fgp", "catcons"]]]}]
+    notes = mark_by_construction(tables, flags)
+    assert tables[0]["rows"][0] == ["m", "50.00"] and notes["marked"] == []
+    [line] = notes["uninformative"]
+    assert line.startswith("Bloom level in m · math · FGP: minilm always says Apply") and "no number carries ‡" in line

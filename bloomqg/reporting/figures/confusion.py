@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS
-from bloomqg.metrics.transitions import transition_counts
+from bloomqg.metrics.transitions import placed_count, transition_counts
 from bloomqg.reporting.display import StrategyLabels, ordered_unique, strategy_label
 from bloomqg.reporting.explorer.links import cell_filters, explorer_level, items_fragment
 from bloomqg.reporting.figures.links import ItemLink, link_mark
@@ -94,9 +94,11 @@ def plot_confusion(votes: pd.DataFrame, strategy_labels: StrategyLabels | None =
                              else f"{model} classified no original under {name}") if kind == "classified"
                         else f"no judged levels for {model} under {name}")
             else:
-                placed = counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)
                 image = _heatmap(ax, matrix, count_matrix(counts), (model, kind, strategy, label), strategy_labels)
-                ax.set_title(f"{label}, n = {int(counts.loc[placed, 'count'].sum())}", fontsize=7.5)
+                # a classified panel counts the originals it could place of all the model was given
+                of_all = (f" of {int(subset['original_bloom_level'].isin(BLOOM_LEVELS).sum())} originals"
+                          if kind == "classified" else "")
+                ax.set_title(f"{label}, n = {placed_count(counts)}{of_all}", fontsize=7.5)
                 ax.set_xlabel("Classified level" if kind == "classified" else "Judged level")
                 ax.set_ylabel("Original level" if j == 0 else "")
             if j == 0:

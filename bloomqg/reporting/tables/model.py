@@ -103,8 +103,9 @@ CI_METHOD_WORDS = {
     "wilson": "Wilson score intervals of shares",
     "jeffreys": "Jeffreys intervals of shares",
     "percentile_bootstrap": "percentile bootstrap intervals over questions",
-    "tango_paired_score": "Tango's paired score interval",
-    "mover_paired_score": "a paired interval on the arms' means (MOVER)",
+    "tango_paired_score": "for yes/no outcomes Tango's score interval, made for two answers per original",
+    "mover_paired_score": ("for graded outcomes MOVER, which combines the two strategies' own intervals allowing for "
+                           "their correlation"),
 }
 
 
