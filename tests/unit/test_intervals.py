@@ -83,3 +83,42 @@ def test_betting_is_named_only_where_the_design_is_not_clustered():
     assert interval_method("clopper_pearson", graded=True, betting=True, cluster="unit", clusters=12) == (
         "clopper_pearson_bounded_mean_clustered_unit")
     assert interval_method("percentile_bootstrap", graded=True, betting=True) == "percentile_bootstrap"
+
+
+def _capital_by_hand(x: list[float], m: float, confidence: float) -> float:
+    """The largest ½K⁺ + ½K⁻ over time, written out step by step (the module's formula)."""
+    alpha = 1 - confidence
+    n = len(x)
+    total, squares, variance = 0.5, 0.0, 0.25  # the prior observation: mean ½, variance ¼
+    up = down = 1.0
+    best = 0.0
+    for t, value in enumerate(x, start=1):
+        bet = math.sqrt(2 * math.log(2 / alpha) / (n * variance))
+        up *= 1 + min(bet, 0.99 / m if m > 0 else math.inf) * (value - m)
+        down *= 1 - min(bet, 0.99 / (1 - m) if m < 1 else math.inf) * (value - m)
+        best = max(best, (up + down) / 2)
+        total += value
+        mean = total / (t + 1)
+        squares += (value - mean) ** 2
+        variance = (0.25 + squares) / (t + 1)
+    return best
+
+
+def test_the_interval_ends_where_the_capital_written_out_by_hand_reaches_one_over_alpha():
+    x = [0.2, 0.4, 0.2, 0.0, 0.6, 0.2, 0.2, 0.4]
+    low, high = betting_mean_interval(np.array(x), 0.0, 1.0)
+    for inside in (low + 1e-4, float(np.mean(x)), high - 1e-4):
+        assert _capital_by_hand(x, inside, 0.95) < 20
+    for outside in (low - 1e-4, high + 1e-4):
+        assert _capital_by_hand(x, outside, 0.95) >= 20 or not 0 <= outside <= 1
+
+
+def test_levels_take_betting_and_fractions_the_rescaled_rate_interval_in_specs_and_notes():
+    from bloomqg.metrics.registry import metric_spec
+    from bloomqg.reporting.tables.model import interval_words
+
+    assert metric_spec("cogshift").betting_interval and metric_spec("cogleap_mean").betting_interval
+    assert not metric_spec("knowcov").betting_interval
+    words = interval_words(["clopper_pearson", BETTING_MEAN, "betting_paired"])
+    assert "betting intervals of means of levels" in words and "betting interval of the paired differences" in words
+    assert "rescaled" not in words
