@@ -13,11 +13,16 @@ coverage ``benchmarks/intervals.py`` measures by simulation:
   Waudby-Smith and Ramdas' (2024) betting interval (:func:`betting_mean_interval`), exact for any
   distribution on the range and narrow where the outcome varies much less than a yes/no one of
   its mean (most questions a level or two off). It needs the observations, not only their mean.
+  Written here rather than taken from ``confseq`` (Howard & Waudby-Smith): its last release
+  (0.0.11, 2023) builds a C++ extension from source, and its ``betting_ci`` finds the ends on a
+  grid of 1/1000 of the range; the bets are the same predictable-mixture ones.
 - **bounded means of fractions** (KnowCov's share of units, mostly 0 or 1): the rate's interval
   on the mean rescaled to [0, 1]. A variable in [a, b] with mean μ has variance at most
   (μ − a)(b − μ), the binomial's, so the interval is conservative where the outcome is not 0/1
-  and exact where it is; KnowCov's variance is 0.83 × the binomial's, where the betting interval
-  measured 5–30% wider (``benchmarks/intervals.py``).
+  and exact where it is. On KnowCov as the release has it (originals of one or two units, so
+  fractions mostly 0 or 1, variance 0.83 × the binomial's) the betting interval measured 5–14%
+  wider (``benchmarks/intervals.py``); it is narrower only where most originals carry three
+  units or more.
 - **clustered designs** (``cluster: unit``: questions on one knowledge unit are not independent):
   the interval of the effective sample size n / design effect (Korn & Graubard 1998), the design
   effect from the CR2 cluster-robust variance with Bell–McCaffrey degrees of freedom (the CR1

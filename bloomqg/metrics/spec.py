@@ -51,7 +51,7 @@ class MetricSpec:
     #: True where the mean (and a paired difference) takes the betting interval
     #: (:func:`bloomqg.metrics.intervals.betting_mean_interval`): outcomes on a scale of levels,
     #: which vary far less than a yes/no outcome of their mean; False: the rate's interval on the
-    #: rescaled mean (KnowCov's fractions, mostly 0 or 1, where that one is the narrower).
+    #: rescaled mean (KnowCov's fractions, mostly 0 or 1, where that one measured narrower).
     betting_interval: bool = False
     #: One sentence a reader who never met the metric understands (the report's glossary).
     definition: str = ""
