@@ -2,7 +2,7 @@
 at the n it prints them at, for the methods the report uses beside the ones it replaced.
 
 For each kind of number, true values are known and cells are drawn from them
-(n ∈ {5, 10, 20, 50, 100, 400}, true rates ∈ {0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995}:
+(n ∈ {5, 10, 20, 30, 50, 100, 400}, true rates ∈ {0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995}:
 the extreme margins included). Every printed figure is the **minimum over designs**; the final
 JSON line's ``"designs": {KIND: [names]}`` says what each minimum ran over.
 
@@ -10,18 +10,21 @@ JSON line's ``"designs": {KIND: [names]}`` says what each minimum ran over.
   coverage computed exactly, summing over every count k ~ Binomial(n, p); Clopper–Pearson (the
   report's), Wilson, Jeffreys and the percentile bootstrap (its limit as resamples grow);
 - graded outcomes, simulated: ``knowcov`` (a third of the originals carry two units),
-  ``knowcov_skewed`` (fractions from a beta with its mass at the ends), ``cogshift`` (|Δ| in
-  0..5, the release's magnitudes), ``cogshift_bimodal`` (|Δ| 0 or 4–5 only) and ``cogleap_mean``
-  (|Δ| of leaps, 2..5): the report's interval (the rate's on the mean rescaled to 0..1, at n)
-  beside a candidate at the effective n of the outcome's own variance, Wilson's, Student's t and
-  the percentile bootstrap;
+  ``knowcov_skewed`` (fractions from a beta with its mass at the ends), ``knowcov_thirds``
+  (originals of three units: fractions 0, ⅓, ⅔, 1), ``cogshift`` (|Δ| in 0..5 concentrated near
+  0, the release's magnitudes), ``cogshift_shifted`` (every question 1–3 levels off),
+  ``cogshift_skewed`` (a geometric tail of |Δ|), ``cogshift_bimodal`` (|Δ| 0 or 4–5 only),
+  ``cogshift_outliers`` (every question 1 level off, a few 5) and ``cogleap_mean`` (|Δ| of
+  leaps, 2..5): the rescaled Clopper–Pearson interval, the betting interval (n ≤ 100) and
+  Student's t; the width ratio is each method's mean width over the rescaled Clopper–Pearson's;
 - ``rate_6_units``, ``rate_12_units``, ``rate_30_units``: questions on 6, 12 or 30 knowledge
   units of unequal size (1 : 5) whose rates differ with intraclass correlation 0.05, 0.1 or 0.3
   (n ≥ 2 per unit): ``cluster: unit`` beside the unclustered interval;
 - ``paired_binary`` (correlated arms, a true difference of 0 and of 0.4 × 0.375): Tango's score
   interval beside the percentile bootstrap, and ``paired_binary_exact``: its exact coverage over
   one-sided, balanced, 3:1 and no-discordance designs; ``paired_knowcov`` and
-  ``paired_cogshift``: MOVER beside the bootstrap;
+  ``paired_cogshift`` (correlated arms with b shifted or not, and one-sided: b never below a):
+  MOVER beside the betting interval of the differences (n ≤ 100);
 - the study plan: the n it asks for, simulated with the exact McNemar test (and a graded plan
   with the Wilcoxon test); the power reached must be the stated one ± 0.05.
 
@@ -50,16 +53,19 @@ from bloomqg.metrics.intervals import (  # noqa: E402
     IntervalSpec,
     bounded_mean_interval,
     effective_size,
+    betting_mean_interval,
+    betting_paired,
     mover_paired,
     paired_binary,
     tango_paired,
     rate_interval,
     wilson,
 )
-from bloomqg.stats.normal import z_of  # noqa: E402
 from bloomqg.metrics.plan import mcnemar_power, pairs_needed  # noqa: E402
 
-SIZES = (5, 10, 20, 50, 100, 400)
+SIZES = (5, 10, 20, 30, 50, 100, 400)
+#: The betting interval is measured up to this n (its cost grows with n; the claim is n = 10–100).
+BETTING_MAX_N = 100
 RATES = (0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995)
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 250
@@ -70,14 +76,19 @@ RATE = IntervalSpec().method
 SHIFT_MAGNITUDES = np.array([0.45, 0.30, 0.15, 0.07, 0.03])
 #: A graded outcome's interval as the report makes it: the rate's on its rescaled mean at n.
 GRADED = f"{RATE}_bounded_mean"
-#: The candidate measured beside it: the same at the effective n of the outcome's own variance.
-EFFECTIVE_N = f"{RATE}_effective_n"
+BETTING = "betting_bounded_mean"
+BETTING_PAIRED = "betting_paired"
+MOVER = "mover_paired_score"
 #: What the report prints for each kind (the goal is judged on these).
 REPORT_METHOD = {
-    "rate": RATE, "knowcov": GRADED, "knowcov_skewed": GRADED, "cogshift": GRADED, "cogshift_bimodal": GRADED,
-    "cogleap_mean": GRADED, "paired_binary": "tango_paired_score",
-    "paired_knowcov": "mover_paired_score", "paired_cogshift": "mover_paired_score",
+    "rate": RATE, "knowcov": GRADED, "knowcov_skewed": GRADED, "knowcov_thirds": GRADED,
+    "cogshift": BETTING, "cogshift_shifted": BETTING, "cogshift_skewed": BETTING, "cogshift_bimodal": BETTING,
+    "cogshift_outliers": BETTING, "cogleap_mean": BETTING, "paired_binary": "tango_paired_score",
+    "paired_knowcov": MOVER, "paired_cogshift": BETTING_PAIRED,
 }
+#: Each graded kind's interval before the betting one (the width ratio's denominator).
+FORMER_METHOD = {kind: GRADED for kind in REPORT_METHOD if kind.startswith(("knowcov", "cog"))}
+FORMER_METHOD.update(paired_knowcov=MOVER, paired_cogshift=MOVER)
 #: Measured too, but not printed by default (config intervals.cluster: unit).
 OPTIONAL_METHOD = {f"rate_{units}_units": f"{RATE}_clustered_unit" for units in (6, 12, 30)}
 
@@ -126,39 +137,41 @@ def _draw_skewed(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> 
     return rng.beta(0.3 * p / (1 - p) if p < 1 else 1.0, 0.3, shape) if 0 < p < 1 else np.full(shape, p)
 
 
+def _draw_thirds(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    """KnowCov of originals with three units: 0, ⅓, ⅔ or 1, each unit kept with probability p."""
+    return rng.binomial(3, p, shape) / 3.0
+
+
+def _draw_shifted(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    """|Δ| of 1, 2 or 3 levels: every question off target, by 1 + Binomial(2, p)."""
+    return 1.0 + rng.binomial(2, p, shape)
+
+
+def _draw_geometric(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    """|Δ| with a geometric tail: P(|Δ| ≥ k) = p^k, cut at 5 (p small: nearly all 0)."""
+    return np.minimum(rng.geometric(1.0 - p, shape) - 1.0, 5.0) if p < 1 else np.full(shape, 5.0)
+
+
+def _draw_outliers(rng: np.random.Generator, p: float, shape: tuple[int, int]) -> np.ndarray:
+    """|Δ| of 1 level, but 5 levels with probability p / 4: one value with rare outliers."""
+    return np.where(rng.random(shape) < p / 4, 5.0, 1.0)
+
+
+def _geometric_mean(p: float) -> float:
+    return float(sum(p**k for k in range(1, 6)))
+
+
 MEANS = {  # kind: (draw, true mean of the rate p, range)
     "knowcov": (_draw_knowcov, lambda p: p, (0.0, 1.0)),
     "knowcov_skewed": (_draw_skewed, lambda p: p, (0.0, 1.0)),
-    "cogshift_bimodal": (_draw_bimodal, lambda p: 4.5 * p, (0.0, 5.0)),
+    "knowcov_thirds": (_draw_thirds, lambda p: p, (0.0, 1.0)),
     "cogshift": (_draw_cogshift, lambda p: p * float(np.arange(1, 6) @ SHIFT_MAGNITUDES), (0.0, 5.0)),
+    "cogshift_shifted": (_draw_shifted, lambda p: 1.0 + 2 * p, (0.0, 5.0)),
+    "cogshift_skewed": (_draw_geometric, _geometric_mean, (0.0, 5.0)),
+    "cogshift_bimodal": (_draw_bimodal, lambda p: 4.5 * p, (0.0, 5.0)),
+    "cogshift_outliers": (_draw_outliers, lambda p: 1.0 + p, (0.0, 5.0)),
     "cogleap_mean": (_draw_leap, lambda p: 2.0 + 3 * (1 - p), (2.0, 5.0)),
 }
-
-
-#: The smallest design effect a graded outcome's own variance may claim (:func:`graded_size`, a candidate):
-#: without it a cell of ten questions that all shifted one level (variance 0) would get an
-#: interval of zero width. 0 dipped to 0.936 on CogShift in a scratch sweep.
-GRADED_DEFF_FLOOR = 0.3
-
-
-def graded_size(values: np.ndarray, lower: float, upper: float, confidence: float = 0.95) -> float:
-    """The effective n at which a graded outcome's mean gets the rate's interval on its rescaled
-    mean (:func:`bounded_mean_interval`, df inf): n over the design effect s² / (μ(1 − μ)) of
-    the rescaled values (Korn & Graubard 1998's effective sample, here below n where the
-    outcome varies less than a yes/no one of that mean), shrunk by (z / t_{n−1})² because s²
-    is estimated, floored at :data:`GRADED_DEFF_FLOOR` and never below n (the binomial
-    bound, exact whatever the distribution, is the most the interval needs)."""
-    x = (np.asarray(values, dtype=np.float64) - lower) / (upper - lower) if upper > lower else np.zeros(0)
-    n = len(x)
-    if n < 2:
-        return float(n)
-    mean = float(x.mean())
-    spread = mean * (1.0 - mean)
-    if spread <= 0:
-        return float(n)
-    deff = max(float(x.var(ddof=1)) / spread, GRADED_DEFF_FLOOR)
-    t = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1))
-    return max(n / deff * (z_of(confidence) / t) ** 2, float(n))
 
 
 def _bootstrap(rng: np.random.Generator, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,18 +190,12 @@ def means_simulated(rng: np.random.Generator, replications: int) -> dict:
                 values = draw(rng, p, (replications, n))
                 truth = truth_of(p)
                 means = values.mean(axis=1)
-                score = np.array([bounded_mean_interval(m, graded_size(row, lower, upper, CONFIDENCE), lower, upper,
-                                                        RATE, CONFIDENCE) for m, row in zip(means, values)])
                 exact = np.array([bounded_mean_interval(m, n, lower, upper, RATE, CONFIDENCE) for m in means])
-                wilson_score = np.array([bounded_mean_interval(m, n, lower, upper, "wilson", CONFIDENCE) for m in means])
                 sd = values.std(axis=1, ddof=1) if n > 1 else np.zeros(replications)
                 half = stats.t.ppf(0.975, max(n - 1, 1)) * sd / np.sqrt(n)
-                candidates = {GRADED: (exact[:, 0], exact[:, 1]),
-                              EFFECTIVE_N: (score[:, 0], score[:, 1]),
-                              "wilson_bounded_mean": (wilson_score[:, 0], wilson_score[:, 1]),
-                              "student_t": (means - half, means + half)}
-                if n <= BOOTSTRAP_MAX_N:
-                    candidates["percentile_bootstrap"] = _bootstrap(rng, values)
+                candidates = {GRADED: (exact[:, 0], exact[:, 1]), "student_t": (means - half, means + half)}
+                if n <= BETTING_MAX_N:
+                    candidates[BETTING] = betting_mean_interval(values, lower, upper, CONFIDENCE)
                 for method, (low, high) in candidates.items():
                     covered = (low <= truth + 1e-9) & (truth - 1e-9 <= high)
                     out[(kind, method, n, p)] = (float(covered.mean()), float(np.mean(high - low)))
@@ -242,35 +249,52 @@ def _paired_binary_draw(rng: np.random.Generator, p: float, shift: float, shape:
     return a, b, 0.4 * (q - p)
 
 
+#: Paired designs: b's shift in rate (0: none, 0.375: b better), and −1 for one-sided (graded
+#: only: b never below a).
+PAIRED_SHIFTS = (0.0, 0.375, -1.0)
+
+
 def paired_simulated(rng: np.random.Generator, replications: int) -> dict:
     out: dict = {}
     for n in SIZES:
         for p in RATES:
-            for shift in (0.0, 0.375):
-                a, b, truth = _paired_binary_draw(rng, p, shift, (replications, n))
-                score = np.array([paired_binary(x, y, CONFIDENCE) for x, y in zip(a, b)])
-                candidates = {"tango_paired_score": (score[:, 0], score[:, 1])}
-                if n <= BOOTSTRAP_MAX_N:
-                    candidates["percentile_bootstrap"] = _bootstrap(rng, b.astype(float) - a.astype(float))
-                for method, (low, high) in candidates.items():
-                    key = ("paired_binary", method, n, p, shift)
-                    out[key] = (float(np.mean((low <= truth + 1e-9) & (truth - 1e-9 <= high))), float(np.mean(high - low)))
+            for shift in PAIRED_SHIFTS:
+                if shift >= 0:
+                    a, b, truth = _paired_binary_draw(rng, p, shift, (replications, n))
+                    score = np.array([paired_binary(x, y, CONFIDENCE) for x, y in zip(a, b)])
+                    candidates = {"tango_paired_score": (score[:, 0], score[:, 1])}
+                    if n <= BOOTSTRAP_MAX_N:
+                        candidates["percentile_bootstrap"] = _bootstrap(rng, b.astype(float) - a.astype(float))
+                    for method, (low, high) in candidates.items():
+                        key = ("paired_binary", method, n, p, shift)
+                        out[key] = (float(np.mean((low <= truth + 1e-9) & (truth - 1e-9 <= high))),
+                                    float(np.mean(high - low)))
                 for kind, draw, bound, mean_of in (("paired_knowcov", _draw_knowcov, 1.0, MEANS["knowcov"][1]),
                                                    ("paired_cogshift", _draw_cogshift, 5.0, MEANS["cogshift"][1])):
-                    # correlated arms: b keeps a's value with probability 0.6, else draws its own at
-                    # the shifted rate
                     shape = (replications, n)
                     q = min(p + shift, 1.0)
                     a = draw(rng, p, shape)
-                    b = np.where(rng.random(shape) < 0.6, a, draw(rng, q, shape))
-                    truth = 0.4 * (mean_of(q) - mean_of(p))
+                    if shift < 0:
+                        # one-sided: b never below a (it keeps a, or the larger of a and its own draw)
+                        own = draw(rng, p, shape)
+                        b = np.where(rng.random(shape) < 0.6, a, np.maximum(a, own))
+                        truth = 0.4 * float(np.mean(np.maximum(draw(rng, p, (200_000,)),
+                                                               draw(rng, p, (200_000,)))) - mean_of(p))
+                    else:
+                        # correlated arms: b keeps a's value with probability 0.6, else draws its
+                        # own at the shifted rate
+                        b = np.where(rng.random(shape) < 0.6, a, draw(rng, q, shape))
+                        truth = 0.4 * (mean_of(q) - mean_of(p))
                     score = np.array([mover_paired(x, y, 0.0, bound, CONFIDENCE) for x, y in zip(a, b)])
-                    candidates = {"mover_paired_score": (score[:, 0], score[:, 1])}
-                    if n <= BOOTSTRAP_MAX_N:
-                        candidates["percentile_bootstrap"] = _bootstrap(rng, b - a)
+                    candidates = {MOVER: (score[:, 0], score[:, 1])}
+                    if n <= BETTING_MAX_N:
+                        bet = np.array([betting_paired(x, y, 0.0, bound, CONFIDENCE) for x, y in zip(a, b)])
+                        candidates[BETTING_PAIRED] = (bet[:, 0], bet[:, 1])
                     for method, (low, high) in candidates.items():
+                        # the one-sided truth is itself simulated: a tolerance of its error
+                        slack = 2e-3 * bound if shift < 0 else 1e-9
                         out[(kind, method, n, p, shift)] = (
-                            float(np.mean((low <= truth + 1e-9) & (truth - 1e-9 <= high))), float(np.mean(high - low)))
+                            float(np.mean((low <= truth + slack) & (truth - slack <= high))), float(np.mean(high - low)))
     return out
 
 
@@ -342,7 +366,7 @@ def summarise(exact: dict, means: dict, clustered: dict, paired: dict) -> dict:
         for n in SIZES:
             put("rate", method, n, [exact[(method, n, p)] for p in RATES])
     for kind in MEANS:
-        for method in (GRADED, EFFECTIVE_N, "wilson_bounded_mean", "student_t", "percentile_bootstrap"):
+        for method in (GRADED, BETTING, "student_t"):
             for n in SIZES:
                 found = [means[(kind, method, n, p)] for p in RATES if (kind, method, n, p) in means]
                 if found:
@@ -354,7 +378,7 @@ def summarise(exact: dict, means: dict, clustered: dict, paired: dict) -> dict:
                 if found:
                     put(f"rate_{units}_units", method, n, found)
     for kind in ("paired_binary", "paired_knowcov", "paired_cogshift"):
-        for method in ("tango_paired_score", "mover_paired_score", "percentile_bootstrap"):
+        for method in ("tango_paired_score", MOVER, BETTING_PAIRED, "percentile_bootstrap"):
             for n in SIZES:
                 found = [v for k, v in paired.items() if k[0] == kind and k[1] == method and k[2] == n]
                 if found:
@@ -378,17 +402,38 @@ def designs() -> dict[str, list[str]]:
     for units in sorted({u for u, _ in CLUSTER_DESIGNS}):
         out[f"rate_{units}_units"] = [f"{units} units (sizes 1:5) ICC={icc} p={p}" for u, icc in CLUSTER_DESIGNS
                                       if u == units for p in RATES]
-    for kind in ("paired_binary", "paired_knowcov", "paired_cogshift"):
-        out[kind] = [f"p_a={p} shift={shift} (b keeps a with prob. 0.6)" for p in RATES for shift in (0.0, 0.375)]
+    out["paired_binary"] = [f"p_a={p} shift={shift} (b keeps a with prob. 0.6)" for p in RATES for shift in (0.0, 0.375)]
+    for kind in ("paired_knowcov", "paired_cogshift"):
+        out[kind] = [f"p_a={p} " + ("one-sided (b keeps a with prob. 0.6, else the larger of a and its own draw)"
+                                    if shift < 0 else f"shift={shift} (b keeps a with prob. 0.6)")
+                     for p in RATES for shift in PAIRED_SHIFTS]
     out["paired_binary_exact"] = [name for name, _, _ in PAIRED_EXACT_DESIGNS]
     return out
 
 
+GRADED_SIZES = ("10", "20", "30", "50", "100")
+
+
 def graded_ratio(summary: dict) -> dict:
-    """The effective-n candidate's mean width over the report's, per graded kind, n = 10 … 100."""
+    """Per graded kind and n = 10 … 100: the betting interval's mean width over the former
+    method's (:data:`FORMER_METHOD`), and the printed one's (1 where it is the former)."""
     width = summary["width_all"]
-    return {kind: {n: round(width[kind][EFFECTIVE_N][n] / width[kind][GRADED][n], 3)
-                   for n in ("10", "20", "50", "100")} for kind in MEANS}
+    out = {}
+    for kind, former in FORMER_METHOD.items():
+        betting = BETTING_PAIRED if kind.startswith("paired") else BETTING
+        out[kind] = {f"{which}_n{n}": round(width[kind][method][n] / width[kind][former][n], 3)
+                     for n in GRADED_SIZES for which, method in (("betting", betting), ("printed", REPORT_METHOD[kind]))}
+    return out
+
+
+def print_graded(summary: dict) -> None:
+    """The graded kinds' lowest coverage of the printed interval and its width over the former one, per n."""
+    ratios = summary["goals"]["graded_width_vs_former"]
+    print("\ngraded outcomes: printed method, lowest coverage / width over the former method's, per n")
+    print("  kind".ljust(22) + "method".ljust(24) + "".join(f"n={n}".rjust(15) for n in GRADED_SIZES))
+    for kind in FORMER_METHOD:
+        cells = [f"{summary['coverage'][kind][n]:.3f} / {ratios[kind][f'printed_n{n}']:.2f}" for n in GRADED_SIZES]
+        print(f"  {kind:20}{REPORT_METHOD[kind]:24}" + "".join(c.rjust(15) for c in cells))
 
 
 def print_tables(summary: dict) -> None:
@@ -460,9 +505,10 @@ def main() -> None:
         "rate_width_at_most_1.2x_clopper_pearson": max(summary["width_vs_clopper_pearson"].values()) <= 1.2,
         "clustered_unit_lowest_from_n_10": {kind: min(summary["coverage"][kind].values())
                                              for kind in OPTIONAL_METHOD},
-        "effective_n_width_vs_report": graded_ratio(summary),
+        "graded_width_vs_former": graded_ratio(summary),
         "plan_power_within_0.05": all(abs(c["simulated_power"] - c["stated_power"]) <= 0.05 for c in summary["plan"]),
     }
+    print_graded(summary)
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["replications"] = args.replications
     summary["figure"] = str(args.figure)

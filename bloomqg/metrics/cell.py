@@ -19,6 +19,7 @@ from bloomqg.metrics.counts import count_results
 from bloomqg.metrics.intervals import (
     PERCENTILE,
     IntervalSpec,
+    betting_mean_interval,
     bounded_mean_interval,
     cluster_count,
     effective_size,
@@ -81,7 +82,8 @@ def score_intervals(
     """Closed-form intervals (in the metrics' ratio units, before scaling) of every ratio metric, and
     the method each got (``ci_method``). Sums (the shift totals) take the interval of the mean of
     their per-question terms over ``base_members`` (questions with both levels known), times
-    their number."""
+    their number. Metrics with ``betting_interval`` take the betting interval of their outcomes
+    where the design is not clustered (it assumes independent observations)."""
     low = np.full(len(specs), np.nan)
     high = np.full(len(specs), np.nan)
     methods: list[str | None] = []
@@ -96,12 +98,16 @@ def score_intervals(
         mean = float(outcome.sum()) / n
         n_eff, df = effective_size(np.where(member, numerators[:, i], 0.0), member.astype(np.float64),
                                    clusters, lower, upper, intervals.confidence)
-        a, b = bounded_mean_interval(mean, n_eff, lower, upper, intervals.method, intervals.confidence, df)
+        betting = spec.betting_interval and not math.isfinite(df)
+        if betting:
+            a, b = betting_mean_interval(outcome, lower, upper, intervals.confidence)
+        else:
+            a, b = bounded_mean_interval(mean, n_eff, lower, upper, intervals.method, intervals.confidence, df)
         factor = n if spec.kind == "sum" else 1.0
         low[i], high[i] = a * factor, b * factor
         methods.append(interval_method(intervals.method, graded=spec.graded,
                                        cluster=intervals.cluster if math.isfinite(df) else None,
-                                       clusters=cluster_count(member, clusters)))
+                                       clusters=cluster_count(member, clusters), betting=betting))
     return low, high, methods
 
 

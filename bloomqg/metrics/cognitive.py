@@ -42,7 +42,7 @@ COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
                definition="category consistency: share of useful questions the judges place at the original "
                "question's Bloom level, the level the new question was meant to hit"),
     MetricSpec("cogshift", "CogShift", "score", False, "levels", criteria=BLOOM_FED, ci_decimals=2,
-               paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT),
+               paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT), betting_interval=True,
                definition="cognitive shift: how many Bloom levels, on average, a useful question lands away from "
                "its target (0 = always on target)"),
     *(
@@ -55,13 +55,13 @@ COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
         # |Δ|·[shift of this type] over them: the per-question range is 0 to the type's largest |Δ|
         MetricSpec(f"{shift}_total", f"{_SHIFT_LABEL[shift]} total |Δ|", "sum", None, "levels",
                    criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} total",
-                   outcome_range=(0.0, _SHIFT_RANGE[shift][1]))
+                   outcome_range=(0.0, _SHIFT_RANGE[shift][1]), betting_interval=True)
         for shift in SHIFT_TYPES
     ),
     *(
         MetricSpec(f"{shift}_mean", f"{_SHIFT_LABEL[shift]} mean |Δ|", "score", None, "levels",
                    criteria=BLOOM_FED, short_label=f"{_SHIFT_LABEL[shift]} mean", ci_decimals=2,
-                   outcome_range=_SHIFT_RANGE[shift])
+                   outcome_range=_SHIFT_RANGE[shift], betting_interval=True)
         for shift in SHIFT_TYPES
     ),
 )

@@ -1,5 +1,6 @@
 """Strategy against strategy on the same items: paired differences with their intervals
-(Tango's score interval for 0/1 outcomes, MOVER on the arms' bounded means for graded ones;
+(Tango's score interval for 0/1 outcomes; for graded ones the betting interval of the
+differences on a scale of levels, MOVER on the arms' bounded means for fractions;
 :mod:`bloomqg.metrics.intervals`), McNemar or Wilcoxon tests, Holm-adjusted within each
 metric's family.
 
@@ -23,9 +24,11 @@ import pandas as pd
 
 from bloomqg.metrics.cell import row_terms
 from bloomqg.metrics.intervals import (
+    BETTING_PAIRED,
     MOVER,
     PERCENTILE,
     TANGO,
+    betting_paired,
     discordant_counts,
     mover_paired,
     paired_binary,
@@ -62,7 +65,8 @@ def paired_comparison(
     A pair enters a metric when the per-question outcome is defined in both arms (the metric's
     denominator in :func:`bloomqg.metrics.cell.score_cell`). ``value_a``/``value_b`` are the
     metric over those pairs, ``diff`` = b − a (percentage points for percent metrics) with
-    Tango's paired score interval (binary outcomes) or MOVER on the arms' means (graded ones),
+    Tango's paired score interval (binary outcomes), the betting interval of the differences
+    (graded outcomes with ``betting_interval``: CogShift) or MOVER on the arms' means (KnowCov),
     or with ``bootstrap`` a paired percentile bootstrap; ``ci_method`` names it. Binary outcomes: exact McNemar (binomial test on the
     discordant pairs; p = 1 when there are none) with Cohen's h. Graded outcomes (knowcov,
     cogshift): Wilcoxon signed-rank on the non-zero differences (p = 1 when all are zero) with
@@ -184,8 +188,9 @@ def compare_outcomes(
         method = TANGO
     else:
         lower, upper = spec.outcome_range or (0.0, 1.0)
-        low, high = (scale * x for x in mover_paired(a, b, lower, upper, confidence))
-        method = MOVER
+        paired_interval = betting_paired if spec.betting_interval else mover_paired
+        low, high = (scale * x for x in paired_interval(a, b, lower, upper, confidence))
+        method = BETTING_PAIRED if spec.betting_interval else MOVER
     record.update(a=float(a.mean() * scale), b=float(b.mean() * scale), diff=float(differences.mean()),
                   ci_low=low, ci_high=high, ci_method=method)
     if binary:

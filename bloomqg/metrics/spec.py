@@ -48,6 +48,11 @@ class MetricSpec:
     #: The range of one question's outcome (a rate's 0/1, KnowCov's coverage fraction, CogShift's
     #: |Δ|): what the score interval of a bounded mean rescales by; None for counts.
     outcome_range: tuple[float, float] | None = (0.0, 1.0)
+    #: True where the mean (and a paired difference) takes the betting interval
+    #: (:func:`bloomqg.metrics.intervals.betting_mean_interval`): outcomes on a scale of levels,
+    #: which vary far less than a yes/no outcome of their mean; False: the rate's interval on the
+    #: rescaled mean (KnowCov's fractions, mostly 0 or 1, where that one measured narrower).
+    betting_interval: bool = False
     #: One sentence a reader who never met the metric understands (the report's glossary).
     definition: str = ""
 

@@ -36,8 +36,9 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "the originals' own difficulty from the difference."),
     ("interval", "95% interval (95% CI)", "the range of values compatible with the data; it holds the true value in "
      "95% of studies like this one. Shares take Clopper–Pearson's exact interval (it never claims more certainty "
-     "than the data give), paired differences Tango's score interval (built for two answers per original; graded "
-     "ones MOVER, which combines the two arms' own intervals), agreement coefficients a bootstrap over questions."),
+     "than the data give), means of levels (CogShift) an exact betting interval, paired differences Tango's score "
+     "interval (built for two answers per original; CogShift's the betting interval of the differences, KnowCov's "
+     "MOVER, which combines the two arms' own intervals), agreement coefficients a bootstrap over questions."),
     ("bootstrap", "Bootstrap", "an interval found by re-drawing the questions at random with replacement many "
      "times and recomputing the value each time; the middle 95% of those values is the interval."),
     ("tests", "McNemar, Wilcoxon", "the paired tests: McNemar's for yes/no outcomes (does a question hit its level), "

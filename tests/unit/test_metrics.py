@@ -341,7 +341,7 @@ def test_score_intervals_contain_the_value_and_name_their_method():
     assert (with_ci["value"] <= with_ci["ci_high"] + 1e-9).all()
     methods = result.set_index("metric")["ci_method"]
     assert methods["usability"] == "clopper_pearson" and methods["catcons"] == "clopper_pearson"
-    assert methods["cogshift"] == "clopper_pearson_bounded_mean"
+    assert methods["cogshift"] == "betting_bounded_mean"
     assert pd.isna(methods["n_generated"])
 
 
@@ -350,7 +350,8 @@ def test_ci_method_follows_the_metric_not_the_values_a_cell_holds():
     rows = [vote(k_ori=["A"], k_new=["A"] if i % 2 else ["B"]) for i in range(20)]
     methods = score_cell(frame(rows), None).set_index("metric")["ci_method"]
     described = IntervalSpec().describe()
-    assert methods["knowcov"] == methods["cogshift"] == described["bounded_means"] == "clopper_pearson_bounded_mean"
+    assert methods["knowcov"] == described["bounded_means"] == "clopper_pearson_bounded_mean"
+    assert methods["cogshift"] == described["bounded_means_of_levels"] == "betting_bounded_mean"
     assert methods["usability"] == described["shares"] == "clopper_pearson"
 
 

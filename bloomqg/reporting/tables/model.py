@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from bloomqg.metrics.intervals import FEW_CLUSTERS, MIN_CLUSTERS
+from bloomqg.metrics.intervals import BETTING_MEAN, FEW_CLUSTERS, MIN_CLUSTERS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import MISSING, is_missing
 from bloomqg.store.frames import METRICS
@@ -104,8 +104,12 @@ CI_METHOD_WORDS = {
     "jeffreys": "Jeffreys intervals of shares",
     "percentile_bootstrap": "percentile bootstrap intervals over questions",
     "tango_paired_score": "for yes/no outcomes Tango's score interval, made for two answers per original",
-    "mover_paired_score": ("for graded outcomes MOVER, which combines the two strategies' own intervals allowing for "
+    "mover_paired_score": ("for KnowCov MOVER, which combines the two strategies' own intervals allowing for "
                            "their correlation"),
+    "betting": ("for means of Bloom levels an exact betting interval (Waudby-Smith and Ramdas), narrower where "
+                "most questions are a level or two off"),
+    "betting_paired": ("for CogShift an exact betting interval of the paired differences (Waudby-Smith and "
+                       "Ramdas)"),
 }
 
 
@@ -117,7 +121,7 @@ def interval_words(methods: Iterable[object]) -> str | None:
         base, _, cluster = method.partition("_clustered_")
         few |= cluster.endswith(FEW_CLUSTERS)
         cluster = cluster.removesuffix(FEW_CLUSTERS)
-        graded |= base.endswith("_bounded_mean")
+        graded |= base.endswith("_bounded_mean") and base != BETTING_MEAN
         bases[base.removesuffix("_bounded_mean")] = None
         if cluster:
             clusters.add(cluster)
@@ -125,7 +129,7 @@ def interval_words(methods: Iterable[object]) -> str | None:
         return None
     words = "; ".join(CI_METHOD_WORDS.get(base, base.replace("_", " ")) for base in bases)
     if graded:
-        words += ", for a graded outcome (KnowCov, CogShift) on its mean rescaled to 0–1"
+        words += ", for a graded outcome (KnowCov; CogShift where clustered) on its mean rescaled to 0–1"
     if clusters:
         words += f", widened by the design effect of questions clustered by {', '.join(sorted(clusters))}"
     if few:
