@@ -9,7 +9,12 @@
 2. Config files Snakemake's own loader would expand without end or run (a mapping alias bomb,
    a merge-key bomb, ``__use_yte__``, a 50 MB value, deep nesting): ``python -m bloomqg.study.config``,
    what ``make study CONFIG=…`` runs first, in a fresh process. Goal: each refused in <= 10 s.
-3. Text functions on long inputs, at two sizes (the ratio of times says whether the cost is
+3. Inspect logs a models entry imports (``backend: inspect``): a 400 KB ``.eval`` whose
+   ``header.json`` inflates to 400 MB, and one whose only sample does, each imported in a fresh
+   process (:func:`bloomqg.generation.inspect_source.import_generations`, what the
+   import_inspect_generations rule runs). Goal: refused in <= 5 s with <= 300 MB (inspect_ai
+   itself took 20 s and 1.3 GB on the header).
+4. Text functions on long inputs, at two sizes (the ratio of times says whether the cost is
    linear: about 4 for 4 times the input): ``clean_markup`` on unclosed tags, ``parse_generation``
    and ``parse_verdict`` on hostile replies (a 5,000-digit number, 100,000-deep nesting, many
    objects, many ``Question:`` lines), ``redact`` on long texts with and without the key.
@@ -104,6 +109,56 @@ def configs() -> dict[str, dict[str, Any]]:
     return results
 
 
+_INSPECT_CHILD = """
+import json, resource, sys, time
+started = time.perf_counter()
+import pandas as pd
+from bloomqg.generation.inspect_source import InspectImportError, import_generations
+prompts = pd.DataFrame([{"prompt_id": "cs-0001:fgp", "dataset": "cs", "strategy": "fgp", 
+                         "messages_json": json.dumps([{"role": "user", "content": "Write a question."}])}])
+try:
+    import_generations(sys.argv[1], prompts, "m", knowledge_units=["u"], seed=0)
+    outcome = "accepted"
+except InspectImportError as error:
+    outcome = str(error)
+print(json.dumps({"seconds": time.perf_counter() - started, "outcome": outcome,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _inflating_log(path: Path, member: str, megabytes: int) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        if member != "header.json":
+            archive.writestr("header.json", json.dumps({"version": 2, "status": "success"}))
+        with archive.open(member, "w", force_zip64=True) as stream:
+            stream.write(b'{"id": "')
+            for _ in range(megabytes):
+                stream.write(b"a" * 1_000_000)
+            stream.write(b'"}')
+    return path
+
+
+def inspect_logs() -> dict[str, dict[str, Any]]:
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, member in (("eval_header_400MB", "header.json"), ("eval_sample_400MB", "samples/1_epoch_1.json")):
+            path = _inflating_log(Path(folder) / f"{name}.eval", member, 400)
+            child = subprocess.run([sys.executable, "-c", _INSPECT_CHILD, str(path)], capture_output=True, text=True,
+                                   cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=600)
+            if child.returncode != 0:
+                raise SystemExit(child.stderr[-3000:])
+            figures = json.loads(child.stdout.strip().splitlines()[-1])
+            figures.update(file_bytes=path.stat().st_size, seconds=round(figures["seconds"], 3),
+                           peak_rss_mb=round(figures["peak_rss_mb"], 1), refused=figures["outcome"] != "accepted")
+            figures["within_goal"] = figures["refused"] and figures["seconds"] <= 5 and figures["peak_rss_mb"] <= 300
+            results[name] = figures
+            print(f"inspect {name}: {figures['file_bytes']:,} bytes, refused={figures['refused']} in "
+                  f"{figures['seconds']} s, peak {figures['peak_rss_mb']} MB: {figures['outcome'][:160]}")
+    return results
+
+
 def _seconds(function: Callable[[str], Any], text: str) -> float:
     started = time.perf_counter()
     function(text)
@@ -152,10 +207,12 @@ def text_functions() -> dict[str, dict[str, Any]]:
 def main() -> None:
     sheets = spreadsheets()
     config_files = configs()
+    logs = inspect_logs()
     texts = text_functions()
     print(json.dumps({"goal": {"seconds": 5, "peak_rss_mb": 300, "config_seconds": 10}, "bombs": sheets,
-                      "configs": config_files, "text": texts,
-                      "all_within_goal": all(r["within_goal"] for r in [*sheets.values(), *config_files.values()])}))
+                      "configs": config_files, "inspect_logs": logs, "text": texts,
+                      "all_within_goal": all(r["within_goal"] for r in
+                                             [*sheets.values(), *config_files.values(), *logs.values()])}))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ rule import_inspect_generations:
         "../envs/analysis.yaml"
     params:
         seed=CFG["seed"],
+        max_log_member_mb=STUDY.spec.max_log_member_mb,
         code=CODE["generation"],
     script:
         "../workflow_scripts/import_inspect_generations.py"

@@ -14,6 +14,7 @@ frame, sources = import_generations(
     model,
     knowledge_units=dataset_knowledge_units(read_frame(snakemake.input.dataset, DATASET)),
     seed=snakemake.params.seed,
+    max_member_mb=snakemake.params.max_log_member_mb,
 )
 provenance = {
     "stage": "import_inspect_generations",

@@ -17,6 +17,11 @@ prompt's), and an answer that holds no question (the parser's reason; ``parse_st
 A prompt no sample answers, a prompt answered twice, a ``metadata.prompt_id`` of the cell's
 strategy that is not one of its prompts, or a strategy whose passes the sample's answers do not
 match stops the import with a :class:`InspectImportError` naming the log and the sample.
+
+A log is untrusted input: before inspect_ai reads any of it, its zip directory is read
+(:mod:`bloomqg.store.archives`), and a log whose header or any one sample would inflate past
+``input_limits.max_log_member_mb`` is refused (inspect_ai holds a member whole while it parses
+it; a 400 KB log with a 400 MB header took it 20 s and 1.3 GB).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.inputs.chat import Completion
+from bloomqg.store.archives import ArchiveUnreadable, extent
+from bloomqg.store.config_schema import file_schema
 from bloomqg.store.frames import GENERATIONS
 from bloomqg.generation.stage import final_row, pass_record
 from bloomqg.inputs.prompts import fill_later_pass, messages_from_json, prompt_passes
@@ -187,6 +194,19 @@ def _header_cell(log: Any) -> tuple[str | None, str | None]:
     return (str(dataset) if dataset is not None else None, str(strategy) if strategy is not None else None)
 
 
+def _check_extent(path: Path, max_member_mb: float) -> None:
+    """Refuse a log one of whose members (or, a plain JSON log, the whole file) would inflate past
+    ``max_member_mb`` MB, from its zip directory, before inspect_ai reads it."""
+    try:
+        held = extent(path)
+    except ArchiveUnreadable as error:
+        raise InspectImportError(f"Inspect log {error}") from error
+    if held.largest_bytes > max_member_mb * 1_000_000:
+        raise InspectImportError(
+            f"Inspect log {path}: {held.largest_name} holds {held.largest_bytes:,} bytes uncompressed, above "
+            f"input_limits.max_log_member_mb = {max_member_mb:g}; raise the limit if the log is trusted")
+
+
 def _read_header(path: Path) -> Any:
     from inspect_ai.log import read_eval_log
 
@@ -236,6 +256,7 @@ def import_generations(
     *,
     knowledge_units: Sequence[str],
     seed: int,
+    max_member_mb: float | None = None,
 ) -> tuple[pd.DataFrame, list[LogSource]]:
     """The cell's GENERATIONS rows (in the prompts' order) from the samples of ``logs`` that
     answer its prompts, and what each log that gave some was.
@@ -248,7 +269,9 @@ def import_generations(
     sample (:attr:`LogSource.input_mismatches`), as is an answer that holds no question
     (:attr:`LogSource.parse_failures`). Samples of other cells, and samples that match no prompt,
     are left alone; a prompt answered twice, a ``metadata.prompt_id`` of this strategy that is
-    not a prompt, and a prompt no sample answers are errors."""
+    not a prompt, and a prompt no sample answers are errors, as is a log with a member larger
+    than ``max_member_mb`` MB uncompressed (checked first, from its zip directory; None: the
+    schema's ``input_limits.max_log_member_mb``)."""
     if prompts.empty:
         raise InspectImportError(f"models.{model_name}: the cell has no prompts to import answers for")
     by_id = {row["prompt_id"]: row for row in prompts.to_dict("records")}
@@ -261,7 +284,10 @@ def import_generations(
     sources: list[LogSource] = []
     unmatched: list[str] = []
     paths = log_files(logs)
+    if max_member_mb is None:
+        max_member_mb = float(file_schema().default_of("input_limits", "max_log_member_mb"))
     for path in paths:
+        _check_extent(path, max_member_mb)
         log = _read_header(path)
         if log.status != "success":
             raise InspectImportError(f"Inspect log {path}: its eval ended with status {log.status!r}; "

@@ -26,7 +26,6 @@ import html
 import json
 import logging
 import re
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
+from bloomqg.store.archives import ArchiveUnreadable, extent
 from bloomqg.store.frames import DATASET
 from bloomqg.store.sheet_extent import SheetTooLarge, SheetUnreadable, read_first_sheet
 from bloomqg.inputs.verbs import VerbAnnotator, VerbListError, load_verb_list
@@ -607,15 +607,11 @@ _FIELD_COLUMNS: dict[str, dict[str, str]] = {
 
 
 def _uncompressed_bytes(path: Path) -> int:
-    """The file's size; for a zip container (xlsx) the sum of its members' uncompressed sizes,
-    read from the zip directory without inflating anything."""
-    if zipfile.is_zipfile(path):
-        try:
-            with zipfile.ZipFile(path) as archive:
-                return sum(member.file_size for member in archive.infolist())
-        except zipfile.BadZipFile as error:
-            raise DatasetError(f"{path}: cannot be read as an xlsx workbook ({error})") from error
-    return path.stat().st_size
+    """The file's size; for a zip container (xlsx) the sum of its members' uncompressed sizes."""
+    try:
+        return extent(path).total_bytes
+    except ArchiveUnreadable as error:
+        raise DatasetError(f"{path}: cannot be read as an xlsx workbook ({error})") from error
 
 
 def _check_file_size(path: Path, max_mb: float) -> None:

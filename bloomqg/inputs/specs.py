@@ -11,9 +11,11 @@ into ``config["models"][name]``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from bloomqg.store.config_schema import file_schema
 
 #: The backend of a paid, OpenAI-compatible API entry (a generator or a judge).
 API_BACKEND = "openai"
@@ -107,6 +109,9 @@ class StudySpec:
     #: :func:`bloomqg.judges.bias.design.judge_bias_settings` resolves it
     judge_bias: Mapping[str, Any] | None = None
     paid_calls_threshold: int | None = None
+    #: ``input_limits.max_log_member_mb``: the largest header or sample of an imported Inspect log
+    max_log_member_mb: float = field(
+        default_factory=lambda: float(file_schema().default_of("input_limits", "max_log_member_mb")))
     #: ``inspect.export``: ``all`` also writes the cells as Inspect logs (target inspect_logs)
     inspect_export: bool = False
 
@@ -166,5 +171,6 @@ def study_spec(config: Mapping[str, Any]) -> StudySpec:
                                  for name, entry in (config.get("judges") or {}).items()}),
         judge_bias=_frozen(config["judge_bias"]) if config.get("judge_bias") else None,
         paid_calls_threshold=limits.get("paid_calls_threshold"),
+        **({"max_log_member_mb": float(limits["max_log_member_mb"])} if "max_log_member_mb" in limits else {}),
         inspect_export=bool((config.get("inspect") or {}).get("export", False)),
     )

@@ -318,7 +318,7 @@ def _min_answer_rate(config: Mapping) -> float:
     from bloomqg.store.config_schema import file_schema
 
     value = config.get("min_answer_rate")
-    return float(file_schema().schema["properties"]["min_answer_rate"]["default"] if value is None else value)
+    return float(file_schema().default_of("min_answer_rate") if value is None else value)
 
 
 def render_report(context: Mapping[str, Any]) -> str:

@@ -94,6 +94,16 @@ class ConfigSchema:
             )
         return self._validators[ref]
 
+    def default_of(self, *keys: str) -> Any:
+        """The schema's default of the top-level key path ``keys`` (``"input_limits",
+        "max_log_member_mb"``); a KeyError naming the path where it declares none."""
+        node: Mapping[str, Any] = self.schema
+        for key in keys:
+            node = node.get("properties", {}).get(key, {})
+        if "default" not in node:
+            raise KeyError(f"the config schema declares no default for {key_path(keys)}")
+        return node["default"]
+
     def _declared_keys(self, node: Mapping[str, Any]) -> set[str]:
         """Keys a schema node declares, those of the ``$defs`` it includes with allOf/$ref too."""
         keys = set(node.get("properties", {}))

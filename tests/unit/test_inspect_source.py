@@ -207,3 +207,20 @@ def test_a_judge_cannot_borrow_an_inspect_entry(tmp_path):
     config["judges"]["smollm2"]["model_ref"] = "from-inspect"
     with pytest.raises(ConfigError, match=r"judges.smollm2.model_ref: 'from-inspect' imports questions from Inspect"):
         prepare_study(config, workdir=tmp_path, load_datasets=False)
+
+
+def test_a_log_whose_header_inflates_past_the_limit_is_refused_from_its_zip_directory(tmp_path):
+    import zipfile
+
+    bomb = tmp_path / "bomb.eval"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("header.json", "w") as member:
+            member.write(b'{"status": "success", "eval": {"task": "' + b"a" * 3_000_000 + b'"}}')
+    assert bomb.stat().st_size < 20_000
+    with pytest.raises(InspectImportError, match=r"header\.json holds 3,000,0\d\d bytes uncompressed, above "
+                                                 r"input_limits\.max_log_member_mb = 2"):
+        import_generations(bomb, prompts(), "m", knowledge_units=UNITS, seed=0, max_member_mb=2)
+    not_a_zip = tmp_path / "broken.eval"
+    not_a_zip.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an end-of-directory record and nothing else
+    with pytest.raises(InspectImportError, match="broken.eval"):
+        import_generations(not_a_zip, prompts(), "m", knowledge_units=UNITS, seed=0)
