@@ -59,11 +59,16 @@ def _needed(row: Any) -> str:
 def why(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
     """Why the verdict is what it is, and what would change it, in one clause."""
     reason = row.reason
+    if int(row.n_pairs) == 0:  # whatever else holds, there is nothing to compare
+        return "no original was answered under both strategies: nothing to compare"
     if reason == "judges_disagree":
-        return f"judges disagree: {rests_on(row, strategy_labels)}"
+        text = f"judges disagree: {rests_on(row, strategy_labels)}"
+        if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
+            # an interval that excludes 0 on votes the gate rejects must not read as a finding
+            text += (f"; so its interval, though it excludes 0 (Holm's p {_p_text(row.p_adjusted)} over the "
+                     f"{int(row.family_size)} {metric_spec(row.metric).label} comparisons), is no evidence")
+        return text
     if reason == "too_few_pairs":
-        if int(row.n_pairs) == 0:
-            return "no original was answered under both strategies"
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
             return (f"the interval runs from {float(row.ci_low):.1f} to {float(row.ci_high):.1f} {_points(row.metric)} "
                     f"with {int(row.n_pairs)} pairs: too wide to rule out a difference of a useful size")
@@ -121,10 +126,12 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     underpowered = unknown["mdd"].isna() | (unknown["mdd"] > unknown["max_detectable"])
     if underpowered.any():
         # the power, said for every undecided comparison: agreeing judges alone would not settle them
-        smallest = (f"only differences of ≥ {mdds.min():.1f} points" if len(mdds) else "no difference of any size")
-        text += f" With at most {int(unknown['n_pairs'].max()):,} pairs per comparison, this study could detect {smallest}."
+        smallest = (f"only a difference of ≥ {mdds.min():.1f} points" if len(mdds) else "no difference of any size")
+        text += (f" With at most {int(unknown['n_pairs'].max()):,} pairs per comparison, this study would find "
+                 f"{smallest} 8 times in 10; a smaller one can show by chance, not reliably.")
     if len(unknown) == n:
-        text += f" This run does not show whether {name_b} or {name_a} is better."
+        text += (f" This run does not show whether {name_b} or {name_a} is better: do not read a higher column "
+                 "below as a ranking.")
     fixes = []
     if len(few) or underpowered.any():
         fixes.append("more items per cell")

@@ -157,4 +157,20 @@ def _example(row: pd.Series, judges: list[str] | None = None,
         },
         "gated": bool(row.get("alpha_gated", False)),
         "hit": bool(row["_hit"]) if "_hit" in row else None,
+        "tag": _tag(row),
     }
+
+
+def _tag(row: pd.Series) -> str | None:
+    """What the example's tag says: a miss is told apart by what the votes decided (no judged
+    level, or a level that matches on a question whose usefulness is undecided, is no miss)."""
+    if "_hit" not in row:
+        return None
+    if bool(row["_hit"]):
+        return "hit the target level"
+    if is_missing(row["bloom_level"]):
+        return "no judged level (the judges did not agree)"
+    if row["bloom_level"] == row["original_bloom_level"]:
+        return ("at the level, usefulness undecided" if is_missing(row["useful"])
+                else "at the level, but not useful")
+    return "missed the target level"

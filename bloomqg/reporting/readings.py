@@ -73,7 +73,8 @@ def strategy_effect(
             n = _plural(len(diff), "model")
             raised, lowered = int((diff > 0).sum()), int((diff < 0).sum())
             if raised == lowered == 0:
-                sentences.append(f"On {dataset}, {name_b} left {label} unchanged against {name_a} for all {n}.")
+                models = "its model" if len(diff) == 1 else f"all {n}"
+                sentences.append(f"On {dataset}, {name_b} left {label} unchanged against {name_a} for {models}.")
                 continue
             largest = diff.abs().idxmax()
             ns = here[here["model"] == largest].set_index("strategy")["n"]
@@ -109,13 +110,20 @@ def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: Strate
         n = "" if is_missing(row.get("n")) else f", n = {int(row['n'])}"
         return f"{row['model']}, {cell_label(row['dataset'], row['strategy'], strategy_labels)}{n}"
 
+    # cells of a strategy that has the metric somewhere but no value here (nothing to score)
+    rows = all_metrics[(all_metrics["metric"] == metric) & all_metrics["strategy"].isin(set(frame["strategy"]))]
+    empty = rows[rows["value"].isna()]
+    none = ("" if empty.empty else " No value in " + "; ".join(
+        f"{r['model']}, {cell_label(r['dataset'], r['strategy'], strategy_labels)}" for _, r in empty.iterrows())
+        + " (nothing to score there).")
     if len(frame) == 1:
-        return f"{label} was {low['value']:.1f}{unit} ({where(low)})."
+        return f"{label} was {low['value']:.1f}{unit} ({where(low)}).{none}"
     if f"{low['value']:.1f}" == f"{high['value']:.1f}":  # one value: no "from X to X"
-        return f"{label} was {low['value']:.1f}{unit} in all {len(frame)} cells ({'; '.join(where(r) for _, r in frame.iterrows())})."
+        return (f"{label} was {low['value']:.1f}{unit} in all {len(frame)} cells "
+                f"({'; '.join(where(r) for _, r in frame.iterrows())}).{none}")
     return (
         f"{label} ranged from {low['value']:.1f}{unit} ({where(low)}) "
-        f"to {high['value']:.1f}{unit} ({where(high)})."
+        f"to {high['value']:.1f}{unit} ({where(high)}).{none}"
     )
 
 
@@ -351,13 +359,15 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
         mean = cell_mean(all_metrics, f"{m}_mean")
         assert mean is not None  # present
         over = f"over {_plural(mean.n_cells, 'cell')}" + ("" if mean.n_items is None else f", n = {mean.n_items} questions")
-        return f"{table_label(m)} {mean.value:.2f} ({over})"
+        return f"{table_label(m)} {mean.value:.2f} levels ({over})"
 
     means = ", ".join(averaged(m) for m in present)
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
     n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
-    return (f"Averaged over cells the mean shift scores were {means}; the largest was {table_label(top['kind'])} "
+    # the labels name the shares of Table 6 too: say these are the mean sizes of those shifts
+    return (f"Averaged over cells, the questions that regressed (CogReg), drifted (CogDrift) or leapt (CogLeap) "
+            f"moved by {means}; the largest was {table_label(top['kind'])} "
             f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
             f"{top['value']:.2f} levels{n_top}).")
 

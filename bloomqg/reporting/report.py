@@ -66,11 +66,13 @@ FIGURE_LEGENDS: dict[str, str] = {
     f"strategy ran. {_LEVELS}",
     "fig3_shift_scores": "Shift score: how many Bloom levels (|Δ|) a useful question lands from its original's, "
     "averaged over the questions that regressed (2+ levels lower), drifted (1 level) or leapt (2+ levels higher); "
-    "whiskers: 95% confidence intervals; n: questions per bar.",
+    "whiskers: 95% confidence intervals (a drift is 1 level by definition, so it has none); n: questions per bar.",
     "fig4_knowledge_id": "Knowledge-identification accuracy: the share of originals whose knowledge units the model "
     "named exactly before writing its question.",
     "fig6_confusion": "Pooled over all datasets, so a panel's n can differ from Figure 2's comparison on the datasets "
-    f"every strategy ran; each row with originals sums to 100%, an empty row has none. {_LEVELS}",
+    f"every strategy ran. Each row sums to 100% of the originals at that level the panel places: in a Classified panel "
+    f"the originals the model classified (its n; the reading's accuracy counts the others as wrong), in a Judged panel "
+    f"the useful questions with a judged level; a row of dots has none. {_LEVELS}",
     "reliability": f"The gate reads Krippendorff's α, or Gwet's AC1 where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of "
     "the votes; the dashed line is the gate's threshold.",
 }

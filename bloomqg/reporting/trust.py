@@ -313,6 +313,12 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
     ).value_counts()
     parts = [f"{counts[k]} {k}" for k in ("holds", "depends on the panel", "within judge noise", "not assessable",
                                           NOT_COMPARED) if k in counts]
+    if "holds" in counts:
+        # "holds" is about stability, not about a difference: say how many found one
+        held = robustness[robustness["verdict"] == "holds"]
+        found = int((held["p_value"] < SIGNIFICANCE).sum())
+        parts[0] += (f" (of them {found} a significant difference; the other {len(held) - found} hold that none was "
+                     "found)" if found else " (each holds that no significant difference was found)")
     if NOT_COMPARED in counts:
         parts[-1] += " (0 pairs or no value: nothing to hold)"
     metrics = ordered_unique(robustness["metric"])

@@ -55,8 +55,8 @@ def report_inconsistencies(page: str) -> list[str]:
     for row in robustness:
         if len(row) < 6:
             continue
-        # the verdict is the last column (one column per left-out judge stands before it)
-        comparison, metric, n, verdict = row[0], row[1], row[2], row[-1]
+        # the verdict stands after the metric (the panels' columns, one per left-out judge, follow)
+        comparison, metric, verdict, n = row[0], row[1], row[2], row[3]
         if n == "0" and not verdict.startswith("not compared"):
             problems.append(f"robustness verdict without pairs: {comparison} {metric}: {verdict}")
         where, _, pair = comparison.partition(": ")

@@ -48,8 +48,8 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert row["detectable"] == "≥ 39.6"
     assert row["why"].startswith("with 22 pairs only a difference of ≥ 39.6 points is detectable; about ")
     assert "items per cell would detect 10 points" in row["why"]
-    assert "The study has too few pairs. With at most 22 pairs per comparison, this study could detect only " \
-           "differences of ≥ 39.6 points." in block["headline"]
+    assert "The study has too few pairs. With at most 22 pairs per comparison, this study would find only a " \
+           "difference of ≥ 39.6 points 8 times in 10; a smaller one can show by chance, not reliably." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -95,3 +95,15 @@ def test_judges_are_introduced_from_the_votes_and_a_constant_judge_is_flagged():
     lines, _ = judge_lines(config, release)
     assert [line["name"] for line in lines] == ["judge 1", "judge 2"]
     assert all("does not name the judge" in line["description"] for line in lines)
+
+
+def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_evidence_and_no_pairs_says_so():
+    answer = verdicts([paired("cs", "catcons", 31.8, 3.3, 56.4, 0.039, 22), paired("social", "catcons", math.nan,
+                                                                                   math.nan, math.nan, math.nan, 0)],
+                      [plan("cs", "catcons", 39.6), plan("social", "catcons", math.nan)],
+                      [*panel("cs", "bloom_level", 0.09), *panel("social", "bloom_level", 0.15)])
+    [block] = answer_context(answer, metrics_frame())["blocks"]
+    cs, social = block["rows"]
+    assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); so its interval, "
+                                "though it excludes 0 (Holm's p = ") and cs["why"].endswith("is no evidence")
+    assert social["why"] == "no original was answered under both strategies: nothing to compare"

@@ -250,13 +250,13 @@ def judges_table(reliability: pd.DataFrame) -> Table:
                 value = means[column].get((judge, criterion))
                 row.append(Cell(format_number(None if value is None or is_missing(value) else float(value), 1)))
         rows.append(row)
-    columns = ["Agree %", "Parse fail %"] * len(criteria)
+    columns = ["Agrees with majority %", "Parse fail %"] * len(criteria)
     groups = [(CRITERION_LABEL.get(c, c), 2) for c in criteria]
     return Table(
         "table_judges",
         "Judge diagnostics: agreement with the panel majority and parse-failure rate (%), averaged over cells.",
         ["Judge"], columns, rows, summary, groups,
-        ["Agree %: share of a judge's valid (parsed, not abstained) votes equal to the panel's majority, its own "
+        ["Agrees with majority %: share of a judge's valid (parsed, not abstained) votes equal to the panel's majority, its own "
          "vote included; the setup's \"agrees with the others\" and the per-judge diagnostics leave the judge's own "
          "vote out (a different number)."],
     )
@@ -296,6 +296,10 @@ def parse_failure_table(
     )
 
 
+#: How the paired table names the frame's tests and effect sizes (the CSV keeps the identifiers).
+TEST_NAMES = {"mcnemar": "McNemar", "wilcoxon": "Wilcoxon", "cohens_h": "Cohen's h", "rank_biserial": "rank-biserial r"}
+
+
 def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None) -> Table:
     """Paired strategy-vs-strategy comparison per model, dataset, metric and pair (a note when
     there is none), with the raw p and the Holm-adjusted p side by side."""
@@ -306,8 +310,10 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
         f"with its 95% interval ({interval_words(methods) or 'see the glossary'}). "
         "p: raw (McNemar for yes/no outcomes, Wilcoxon for graded ones); "
         "p (Holm): adjusted by Holm's method (see the glossary) over every strategy pair × model × dataset row "
-        "of that metric (how many: the family_size column of the table's CSV). The effect size's name follows "
-        "it in brackets.",
+        "of that metric (how many: the family_size column of the table's CSV). A: the first strategy of the pair, "
+        "B: the second. Effect size: how large the difference is on a scale that does not depend on the number of "
+        "pairs (Cohen's h for yes/no outcomes, 0.2 small, 0.8 large; the rank-biserial r for graded ones, −1 to 1: "
+        "the share of pairs favouring B minus the share favouring A); its name follows it in brackets.",
     ]
     if paired is None or paired.empty:
         paired = pd.DataFrame(columns=columns_in)
@@ -323,9 +329,10 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(f"{label_b} − {label_a}"),
             Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["value_a"])), Cell(format_number(r["value_b"])),
             Cell(format_paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"])),
-            Cell(str(r["test"]) if not is_missing(r["test"]) else MISSING),
+            Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
-            Cell(MISSING if is_missing(r["effect_size"]) else f"{float(r['effect_size']):.2f} ({r['effect_size_name']})"),
+            Cell(MISSING if is_missing(r["effect_size"]) else
+                 f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})"),
         ])
     return Table(
         "table_paired",

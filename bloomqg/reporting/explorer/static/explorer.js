@@ -407,7 +407,10 @@
     const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${strategyLabel(s)}`)(cells[0].split("/")) : `${cells.length} cells`;
     el.hidden = false;
     el.innerHTML = `<span class="metric">${esc(spec.label)}</span><span>${esc(where)}</span>` +
-      `<span>table: <b>${shown(tableValue)}</b> over n = <b id="banner-table-n">${fmt(tableN)}</b></span>` +
+      // several cells have no one table value: each has its own, in the tables
+      (cells.length === 1
+        ? `<span>table: <b>${shown(tableValue)}</b> over n = <b id="banner-table-n">${fmt(tableN)}</b></span>`
+        : `<span>tables: one value per cell, over n = <b id="banner-table-n">${fmt(tableN)}</b> in all</span>`) +
       `<span>here: <b id="banner-den">${fmt(den)}</b> ${rowNoun()} in the denominator, <b>${fmt(counted)}</b> counted → <b>${shown(value)}</b></span>` +
       `<span class="seg"><button data-mv="all" class="${S.mv === "all" ? "on" : ""}">all ${fmt(den)}</button>` +
       `<button data-mv="counted" class="${S.mv === "counted" ? "on" : ""}">counted ${fmt(counted)}</button>` +
