@@ -154,7 +154,8 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
     width = float(plan["half_width"].iloc[0]) if len(plan) else 5.0
     table = Table(
         name=PLAN_NAME,
-        caption=f"How many labels? Human labels per cell for PPI++ to bound each metric to ± {width:g} points",
+        caption=(f"How many labels? Human labels per cell for PPI++ (which corrects the judges' numbers with a sample of "
+                 f"people's labels) to bound each metric to ± {width:g} points"),
         stub_columns=["Cell", "Metric"],
         columns=["Judges' share (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width", "N judged"],
         rows=rows, data=plan.reset_index(drop=True),

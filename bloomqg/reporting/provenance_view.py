@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.reporting.display import StrategyLabels, strategy_label
+from bloomqg.reporting.display import StrategyLabels, is_missing, strategy_label
 from bloomqg.reporting.tables.model import require_columns
 
 
@@ -63,9 +63,9 @@ def provenance_title(entry: Mapping[str, Any]) -> str:
     return " · ".join(parts) or "entry"
 
 
-def ledger_view(ledger: pd.DataFrame) -> dict[str, Any]:
-    """Per judge (and API generator: rows without a judge) totals and the full ledger rows,
-    with a grand total of tokens and cost."""
+def ledger_view(ledger: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, Any]:
+    """Per judge (and API generator: rows without a judge) totals and the full ledger rows
+    (strategies by their labels), with a grand total of tokens and cost."""
     require_columns(ledger, ["judge", "model", "dataset", "strategy", "requests", "cached",
                              "prompt_tokens", "completion_tokens", "cost_usd"], "ledger")
     numeric = [c for c in ("questions", "requests", "cached", "paid_earlier", "prompt_tokens", "completion_tokens",
@@ -77,6 +77,7 @@ def ledger_view(ledger: pd.DataFrame) -> dict[str, Any]:
         frame.loc[probing, "judge"] = frame.loc[probing, "judge"].astype(str) + " (bias probes)"
     for column in numeric:
         frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0)
+    frame["strategy"] = frame["strategy"].map(lambda s: s if is_missing(s) else strategy_label(str(s), strategy_labels))
     per_judge = frame.groupby("judge", sort=False)[numeric].sum().reset_index()
     total = {c: float(frame[c].sum()) for c in numeric}
     labels = [c for c in ("stage", "judge", "model", "dataset", "strategy") if c in frame.columns]

@@ -431,7 +431,7 @@ def build_report(
         "figures": _figure_entries(figure_paths, readings, explorer_href),
         "gate": gate,
         "trust": {**trust_context(reliability, robustness, labels, flags), "trained": trained_judges(judgment_provenance)},
-        "ledger": ledger_view(ledger),
+        "ledger": ledger_view(ledger, labels),
         "generation_usage": generation_usage(generations, labels),
         "examples": question_examples(votes, generations, judges=panel_judges(reliability), strategy_labels=labels),
         "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
