@@ -38,8 +38,9 @@ from bloomqg.store.frames import BINARY_CRITERIA
 QUALITY_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("unique", "Unique", "percent", True, "%", criteria=frozenset({"unique"}),
                paper_table="table4", paired_outcome="binary",
-               definition="share of judged questions the judges' majority calls unique (not a copy of the "
-               "original or of another question)"),
+               definition="share of judged questions the judges' majority calls unique: not a near-copy of the "
+               "original question it was written for (a rewording or reordering counts as a copy, as in the paper; "
+               "a copy of another question of the dataset is not checked)"),
     MetricSpec("readable", "Readable", "percent", True, "%", criteria=frozenset({"readable"}),
                paper_table="table4", paired_outcome="binary",
                definition="share of judged questions the judges' majority calls readable (clear, grammatical)"),
