@@ -10,7 +10,8 @@ The cache is input this process did not write, so an entry is used only when it 
 and sha256, every file a regular file the manifest names, none a pickle format (only
 ``.safetensors`` weights and JSON / text tokenizer files). An entry that fails is logged,
 removed and rebuilt. Entries appear by one rename of a folder built beside them, and an
-exclusive ``flock`` on ``<key>.lock`` makes two studies converting at once convert once.
+exclusive ``flock`` on ``<key>.lock`` makes two studies converting at once convert once; what a
+killed conversion left beside the entry is removed by the next one to take the lock.
 
 Where: ``$BLOOMQG_MODEL_CACHE`` when set (``off`` turns the cache off: the study converts into
 its own folder), else ``${XDG_CACHE_HOME:-~/.cache}/bloomqg/models``.
@@ -141,6 +142,16 @@ def _remove(folder: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
+def _clear_leftovers(root: Path, key: str) -> int:
+    """Remove what a killed conversion of ``key`` left (its build folders, the converter's own
+    beside them, an entry moved aside): called under the key's lock, so no one is writing them."""
+    leftovers = [path for path in root.iterdir() if path.name.startswith((f".{key}.", f"..{key}."))]
+    for path in leftovers:
+        logger.info("removing %s, left by a conversion that did not finish", path)
+        shutil.rmtree(path, ignore_errors=True)
+    return len(leftovers)
+
+
 def cached_entry(
     root: Path, parts: Mapping[str, Any], convert: Callable[[Path], object]
 ) -> tuple[Path, bool]:
@@ -154,6 +165,7 @@ def cached_entry(
     root.mkdir(parents=True, exist_ok=True)
     entry = root / key
     with _exclusive(root / f"{key}.lock"):
+        _clear_leftovers(root, key)
         if entry.exists() or entry.is_symlink():
             try:
                 verify_entry(entry, key)

@@ -228,3 +228,16 @@ def test_an_unwritable_cache_converts_around_it(tmp_path, source, monkeypatch, c
         provenance = models.converted_gguf(source, tmp_path / "a" / "m", dtype="float32", root=blocker / "models")
     assert "not usable" in caplog.text and "model_cache" not in provenance
     assert (tmp_path / "a" / "m" / "model.safetensors").is_file()
+
+
+def test_a_killed_conversion_leaves_nothing_for_long(tmp_path: Path, source: Path) -> None:
+    """A conversion killed by a signal (no Python clean-up runs) leaves its build folder; the
+    next conversion of the key removes it, and leaves other keys' alone."""
+    root = tmp_path / "cache"
+    key = entry_key(parts_of(source))
+    root.mkdir()
+    for name in (f".{key}.abc.tmp", f"..{key}.abc.tmp.def.tmp", f".{key}.bad-123", ".otherkey.abc.tmp"):
+        (root / name).mkdir()
+        (root / name / "model.safetensors").write_bytes(b"half")
+    cached_entry(root, parts_of(source), convert_bytes(source))
+    assert sorted(p.name for p in root.iterdir()) == [".otherkey.abc.tmp", key, f"{key}.lock"]
