@@ -3,20 +3,16 @@ install the same files from the same sources, and INSTALLER=pip keeps pip."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.scripts import REPO, load_script
 
 
 @pytest.fixture(scope="module")
 def installer():
-    spec = importlib.util.spec_from_file_location("ci_install", REPO / ".ci" / "install.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(".ci/install.py")
 
 
 LISTING = """\

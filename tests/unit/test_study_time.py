@@ -3,22 +3,18 @@ the wall time of its latest run from Snakemake's log."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.scripts import load_script
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 
 @pytest.fixture(scope="module")
 def study_time():
-    spec = importlib.util.spec_from_file_location("study_time", REPO / "benchmarks" / "study_time.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/study_time.py")
 
 
 def bench(study: Path, rel: str, seconds: float, cpu: float) -> None:
