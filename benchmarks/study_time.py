@@ -37,7 +37,8 @@ def read_benchmarks(study: Path) -> dict[str, dict[str, float]]:
     """Per rule: jobs, seconds and CPU seconds summed over its benchmark files."""
     rules: dict[str, dict[str, float]] = {}
     for path in sorted((study / BENCHMARKS).rglob("*.tsv")):
-        rule = path.relative_to(study / BENCHMARKS).parts[0]
+        parts = path.relative_to(study / BENCHMARKS).parts
+        rule = parts[0] if len(parts) > 1 else path.stem  # a rule without wildcards: <rule>.tsv
         with path.open(newline="") as handle:
             rows = list(csv.DictReader(handle, delimiter="\t"))
         if not rows:

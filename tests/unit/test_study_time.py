@@ -27,6 +27,7 @@ def test_a_finished_study_is_summed_per_rule(tmp_path: Path, study_time) -> None
     bench(tmp_path, "judge_questions/cs/cot/m/smollm2.tsv", 10.5, 10.0)
     bench(tmp_path, "judge_questions/cs/cot/m/rules.tsv", 1.5, 1.0)
     bench(tmp_path, "build_report/results.tsv", 4.0, 3.0)
+    bench(tmp_path, "make_tables.tsv", 2.0, 1.5)
     log = tmp_path / ".snakemake" / "log"
     log.mkdir(parents=True)
     (log / "2026-12-06T120000.000000.snakemake.log").write_text(
@@ -38,8 +39,9 @@ def test_a_finished_study_is_summed_per_rule(tmp_path: Path, study_time) -> None
     assert result["rules"] == {
         "judge_questions": {"jobs": 2, "seconds": 12.0, "cpu_seconds": 11.0},
         "build_report": {"jobs": 1, "seconds": 4.0, "cpu_seconds": 3.0},
+        "make_tables": {"jobs": 1, "seconds": 2.0, "cpu_seconds": 1.5},
     }
-    assert result["job_seconds"] == 16.0 and result["jobs"] == 3
+    assert result["job_seconds"] == 18.0 and result["jobs"] == 4
     assert result["wall_s"] == 450.0 and result["last_run"]["steps"] == "2 of 2"
 
 
