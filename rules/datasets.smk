@@ -51,6 +51,8 @@ rule build_prompts:
         "results/prompts/{dataset}/{strategy}.parquet",
     log:
         "logs/build_prompts/{dataset}/{strategy}.log",
+    benchmark:
+        "logs/benchmarks/build_prompts/{dataset}/{strategy}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"

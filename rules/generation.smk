@@ -81,6 +81,8 @@ rule take_engine_shard:
         "results/generations/{dataset}/{strategy}/{model}/shard-{shard}.parquet",
     log:
         "logs/take_engine_shard/{dataset}/{strategy}/{model}/shard-{shard}.log",
+    benchmark:
+        "logs/benchmarks/take_engine_shard/{dataset}/{strategy}/{model}/shard-{shard}.tsv"
     wildcard_constraints:
         model=names_pattern(ENGINE_MODELS),
     localrule: True
@@ -106,6 +108,8 @@ rule merge_generations:
         "results/generations/{dataset}/{strategy}/{model}.parquet",
     log:
         "logs/merge_generations/{dataset}/{strategy}/{model}.log",
+    benchmark:
+        "logs/benchmarks/merge_generations/{dataset}/{strategy}/{model}.tsv"
     wildcard_constraints:
         model=names_pattern(LOOP_MODELS + ENGINE_MODELS),  # an Inspect entry's: import_inspect_generations
     localrule: True

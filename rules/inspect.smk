@@ -17,6 +17,8 @@ rule inspect_log:
         f"{INSPECT_DIR}/{{model}}/{{dataset}}/{{strategy}}.eval",
     log:
         "logs/inspect_log/{dataset}/{strategy}/{model}.log",
+    benchmark:
+        "logs/benchmarks/inspect_log/{dataset}/{strategy}/{model}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -44,6 +46,8 @@ rule import_inspect_generations:
         "results/generations/{dataset}/{strategy}/{model}.parquet",
     log:
         "logs/import_inspect_generations/{dataset}/{strategy}/{model}.log",
+    benchmark:
+        "logs/benchmarks/import_inspect_generations/{dataset}/{strategy}/{model}.tsv"
     wildcard_constraints:
         model=names_pattern(INSPECT_MODELS),
     localrule: True

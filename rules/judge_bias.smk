@@ -66,6 +66,8 @@ if JUDGE_BIAS:
             **JUDGE_BIAS_OUTPUTS,
         log:
             "logs/judge_bias_summary.log",
+        benchmark:
+            "logs/benchmarks/judge_bias_summary.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"

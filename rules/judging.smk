@@ -83,6 +83,8 @@ rule vote_judgments:
         reliability="results/votes/{dataset}/{strategy}/{model}.reliability.parquet",
     log:
         "logs/vote_judgments/{dataset}/{strategy}/{model}.log",
+    benchmark:
+        "logs/benchmarks/vote_judgments/{dataset}/{strategy}/{model}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -106,6 +108,8 @@ rule estimate_cost:
     log:
         text="logs/estimate_cost.log",
         table="logs/estimate_cost.tsv",
+    benchmark:
+        "logs/benchmarks/estimate_cost.tsv"
     localrule: True
     conda:
         "../envs/generation.yaml"

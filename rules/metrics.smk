@@ -12,6 +12,8 @@ rule score_metrics:
         "{root}/metrics/{dataset}/{strategy}/{model}.parquet",
     log:
         "logs/score_metrics/{root}/{dataset}/{strategy}/{model}.log",
+    benchmark:
+        "logs/benchmarks/score_metrics/{root}/{dataset}/{strategy}/{model}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -34,6 +36,8 @@ rule aggregate_metrics:
         paired="{root}/metrics/paired.parquet",
     log:
         "logs/aggregate_metrics/{root}.log",
+    benchmark:
+        "logs/benchmarks/aggregate_metrics/{root}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -58,6 +62,8 @@ rule study_plan:
         "{root}/metrics/study_plan.parquet",
     log:
         "logs/study_plan/{root}.log",
+    benchmark:
+        "logs/benchmarks/study_plan/{root}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -83,6 +89,8 @@ rule answer:
         "{root}/metrics/answer.parquet",
     log:
         "logs/answer/{root}.log",
+    benchmark:
+        "logs/benchmarks/answer/{root}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"

@@ -18,6 +18,8 @@ if PANEL_SAMPLE:
             reliability=f"{PANEL_SAMPLE_DIR}/votes/{{dataset}}/{{strategy}}/{{model}}.reliability.parquet",
         log:
             "logs/vote_panel_sample/{dataset}/{strategy}/{model}.log",
+        benchmark:
+            "logs/benchmarks/vote_panel_sample/{dataset}/{strategy}/{model}.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"
@@ -48,6 +50,8 @@ if PANEL_SAMPLE:
             ],
         log:
             "logs/panel_calibrate.log",
+        benchmark:
+            "logs/benchmarks/panel_calibrate.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"

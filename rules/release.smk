@@ -46,6 +46,8 @@ if STUDY.release_to_download is not None:
             [f"{STUDY.release_to_download}/{name}" for name in RELEASE_FILES],
         log:
             "logs/download_release.log",
+        benchmark:
+            "logs/benchmarks/download_release.tsv"
         localrule: True
         conda:
             "../envs/analysis.yaml"
@@ -67,6 +69,8 @@ rule import_release_run:
         lines="results/release/votes/{dataset}/{strategy}/{model}.lines.parquet",
     log:
         "logs/import_release_run/{dataset}/{strategy}/{model}.log",
+    benchmark:
+        "logs/benchmarks/import_release_run/{dataset}/{strategy}/{model}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -96,6 +100,8 @@ rule release_tables:
         import_report=RELEASE_IMPORT_REPORT,
     log:
         "logs/release_tables.log",
+    benchmark:
+        "logs/benchmarks/release_tables.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -131,6 +137,8 @@ rule train_learned_judge:
         provenance="results/learned/{judge}/model.skops.json",
     log:
         "logs/train_learned_judge/{judge}.log",
+    benchmark:
+        "logs/benchmarks/train_learned_judge/{judge}.tsv"
     conda:
         "../envs/generation.yaml"
     threads: 2

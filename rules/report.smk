@@ -31,6 +31,8 @@ rule make_tables:
         [report(path, caption="../report/captions/tables.rst", category="Tables") for path in TABLE_OUTPUTS],
     log:
         "logs/make_tables.log",
+    benchmark:
+        "logs/benchmarks/make_tables.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -61,6 +63,8 @@ rule plot_figures:
         ],
     log:
         "logs/plot_figures/{root}.log",
+    benchmark:
+        "logs/benchmarks/plot_figures/{root}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -120,6 +124,8 @@ rule build_report:
         facts="{root}/report_facts.parquet",
     log:
         "logs/build_report/{root}.log",
+    benchmark:
+        "logs/benchmarks/build_report/{root}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -154,6 +160,8 @@ rule bundle_report:
         ),
     log:
         "logs/bundle_report/{root}.log",
+    benchmark:
+        "logs/benchmarks/bundle_report/{root}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"
@@ -174,6 +182,8 @@ rule build_explorer:
         explorer_outputs("{root}"),
     log:
         "logs/build_explorer/{root}.log",
+    benchmark:
+        "logs/benchmarks/build_explorer/{root}.tsv"
     localrule: True
     conda:
         "../envs/analysis.yaml"

