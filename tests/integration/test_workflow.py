@@ -23,6 +23,7 @@ import yaml
 
 from bloomqg.store.parquet_io import read_frame, read_provenance
 from bloomqg.store.frames import DATASET, GENERATIONS, JUDGMENTS, METRICS, PROMPTS, RELIABILITY, VOTES
+from bloomqg.metrics.intervals import BETTING_MEAN
 
 from tests.conftest import REPO
 
@@ -148,8 +149,9 @@ def check_study_outputs(workdir: Path, config: Path) -> None:
     # every interval has a non-zero width (3 questions all yes: not [100, 100]), but the mean |Δ|
     # of drifts, which is 1 by definition
     with_ci = metrics[metrics["ci_method"].notna() & (metrics["metric"] != "cogdrift_mean")]
+    # shares and KnowCov: Clopper-Pearson; means of levels (CogShift, the shift sizes): the betting interval
     assert (with_ci["ci_high"] - with_ci["ci_low"] > 0).all() and set(with_ci["ci_method"]) <= {
-        "clopper_pearson", "clopper_pearson_bounded_mean"}
+        "clopper_pearson", "clopper_pearson_bounded_mean", BETTING_MEAN}
     assert read_provenance(results / "metrics" / "all.parquet")["intervals"]["method"] == "clopper_pearson"
     plan = pd.read_parquet(results / "metrics" / "study_plan.parquet")
     if any(len(spec["strategies"]) > 1 for spec in cfg["datasets"].values()):  # a comparison is planned
