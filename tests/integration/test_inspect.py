@@ -51,14 +51,23 @@ INSPECT = [str(Path(sys.executable).parent / "inspect")]
 
 
 def _inspect_eval(workdir: Path, config: Path, server: dict, log_dir: Path) -> subprocess.CompletedProcess:
-    """``inspect eval bloomqg/questions`` of the study's config against the served SmolLM2."""
+    """``inspect eval bloomqg/questions`` of the study's config against the served SmolLM2.
+
+    Only what the import needs: the samples' answers, matched to the study's prompts by their
+    ids. So ``-T score=false`` (the task's documented switch): the panel scorer inside Inspect is
+    test_inspect_native.py's claim (``bloomqg/questions`` scored under ``mockllm`` with the same
+    offline judges, rules and MiniLM); here it only loaded MiniLM to score answers that hold no
+    question (6 s of the 29 s eval, 1 CPU thread). And 16 tokens an answer, not the study's 48:
+    SmolLM2's CoT answers parse to no question at either length (the import and export tests take
+    the raw text then), and each token is 0.09 s of ``transformers serve`` (9 s of the eval).
+    """
     # openai-api/<service>/<model>: Inspect's provider for any OpenAI-compatible server (Chat
     # Completions), its key and URL from <SERVICE>_API_KEY / <SERVICE>_BASE_URL
     env = inspect_env(workdir / "entry-points", LOOPBACK_API_KEY="loopback", LOOPBACK_BASE_URL=server["base_url"])
     command = [*INSPECT, "eval", "bloomqg/questions", "-T", f"dataset={DATASET}", "-T", f"strategy={STRATEGY}",
-               "-T", f"config={config}",
+               "-T", f"config={config}", "-T", "score=false",
                "--model", f"openai-api/loopback/{server['model']}",
-               "--max-tokens", "48", "--temperature", "0.9", "--seed", "20240611",
+               "--max-tokens", "16", "--temperature", "0.9", "--seed", "20240611",
                "--max-connections", "1", "--display", "none", "--log-dir", str(log_dir)]
     result = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, f"inspect eval failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"

@@ -45,6 +45,8 @@ SITE_OVERRIDES = (
 #: Hard limits (timeout -s KILL) so a wedged scheduler cannot hang CI.
 STUDY_LIMIT_S = 1500
 PREEMPT_LIMIT_S = 600
+#: Items of the cancelled generation run (one batch each).
+N_PREEMPT_ITEMS = 4
 
 
 @pytest.fixture(scope="module")
@@ -150,11 +152,16 @@ def test_remote_jobs_went_through_sbatch_with_their_gpu(cluster, slurm_study):
 
 
 def test_cancelled_generation_job_is_resubmitted_and_resumes(cluster, slurm_study):
-    """Last in the module: it re-plans the study's cs/fgp cell with more items in small batches."""
+    """Last in the module: it re-plans the study's cs/fgp cell with more items in small batches.
+
+    4 items of one batch each: one more item than the study's, so generation is planned again;
+    the cancel comes once the first batch is saved, leaving at least two to do, so the retry
+    shows both a resume and at most one batch redone. (6 items: two batches more in the retry,
+    6 s of it on one thread, for nothing the claim reads.)"""
     workdir, config, _ = slurm_study
     cfg = yaml.safe_load(config.read_text())
-    cfg["limit_items"] = 6
-    cfg["models"]["smollm2-135m"]["batch_size"] = 1  # 6 batches: a cancel lands mid-job
+    cfg["limit_items"] = N_PREEMPT_ITEMS
+    cfg["models"]["smollm2-135m"]["batch_size"] = 1  # one batch an item: a cancel lands mid-job
     path = workdir / "preempt.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     target = "results/generations/cs/fgp/smollm2-135m.parquet"
@@ -185,7 +192,7 @@ def test_cancelled_generation_job_is_resubmitted_and_resumes(cluster, slurm_stud
 
     prompts = read_frame(workdir / "results/prompts/cs/fgp.parquet", PROMPTS)
     generations = read_frame(workdir / target, GENERATIONS)
-    assert len(prompts) == 6
+    assert len(prompts) == N_PREEMPT_ITEMS
     assert sorted(generations["prompt_id"]) == sorted(prompts["prompt_id"])  # none lost, none twice
     shard = workdir / "results/generations/cs/fgp/smollm2-135m/shard-0.parquet"
     resumed = read_provenance(shard)["resumed_from_batches"]
