@@ -8,11 +8,7 @@ knowledge units); ``None`` is a missing rating and such an item is left out of a
 figure. Knowledge-unit sets count as agreeing only when equal in percent agreement and κ (a set is
 one nominal label there); α on them uses the Jaccard distance of :func:`bloomqg.voting.alpha.encode_votes`.
 
-Cohen's κ (Cohen 1960) is written out here rather than imported: it is four lines, and a
-dependency only for it is not worth it. κ = (p_o − p_e) / (1 − p_e), with p_o the observed share
-of agreement and p_e = Σ_k p_A(k)·p_B(k) the agreement expected from each rater's own marginals.
-When p_e = 1 (both raters gave one and the same label to every item) κ is undefined (NaN),
-never 1 or 0: there is no variation to agree on.
+Cohen's κ is :func:`bloomqg.stats.kappa.cohen_kappa` (undefined, NaN, where neither rater varies).
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bloomqg.metrics.intervals import clopper_pearson
+from bloomqg.stats.kappa import cohen_kappa  # noqa: F401  (this module's κ, with its interval below)
 from bloomqg.voting.alpha import alpha_with_ci, encode_votes
 
 Rating = Hashable | None
@@ -58,20 +55,6 @@ def percent_agreement(a: Sequence[Rating], b: Sequence[Rating]) -> float:
     if not x:
         return math.nan
     return 100.0 * sum(p == q for p, q in zip(x, y)) / len(x)
-
-
-def cohen_kappa(a: Sequence[Rating], b: Sequence[Rating]) -> float:
-    """Cohen's unweighted κ of two raters over the items both rated; NaN when undefined."""
-    x, y = _paired(a, b)
-    n = len(x)
-    if n == 0:
-        return math.nan
-    observed = sum(p == q for p, q in zip(x, y)) / n
-    count_a, count_b = Counter(x), Counter(y)
-    expected = sum(count_a[label] * count_b[label] for label in count_a) / (n * n)
-    if math.isclose(expected, 1.0):
-        return math.nan
-    return (observed - expected) / (1.0 - expected)
 
 
 def bootstrap(

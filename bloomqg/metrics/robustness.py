@@ -171,6 +171,9 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
                if _turns_sign(math.nan if d is None else d, sign)]
     if not significant:
         shown = "no p" if pd.isna(p_value) else f"raw p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
+        if sign == 0:  # nothing to turn: the other panels find a difference where the majority finds none
+            return (f"the majority finds no difference ({shown}) and {', '.join(flipped)} "
+                    f"find{'s' if len(flipped) == 1 else ''} one")
         return (f"not significant under the majority ({shown}) and "
                 f"{', '.join(flipped)} turn{'s' if len(flipped) == 1 else ''} its sign or cancel{'s' if len(flipped) == 1 else ''} it")
     return (f"significant under the majority before Holm's adjustment (raw p = {p_value:.2g}), but leaving out any of "

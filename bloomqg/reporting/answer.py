@@ -106,6 +106,11 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     else:
         head += "; ".join(parts) + (f"; cannot tell in {len(unknown)}" if len(unknown) else "")
     reasons = []
+    paired_rows = unknown["n_pairs"].astype(int) > 0
+    empty = unknown[~paired_rows]
+    unknown = unknown[paired_rows]  # a comparison without pairs has one reason, said apart
+    if len(empty):
+        reasons.append(f"{_count(len(empty), n)}no original was answered under both strategies")
     disagree = unknown[unknown["reason"] == "judges_disagree"]
     if len(disagree):
         criteria = ordered_unique(CRITERION_PHRASE.get(c, c) for c in (_failing_criterion(r) for r in disagree.itertuples()))
@@ -129,7 +134,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         smallest = (f"only a difference of ≥ {mdds.min():.1f} points" if len(mdds) else "no difference of any size")
         text += (f" With at most {int(unknown['n_pairs'].max()):,} pairs per comparison, this study would find "
                  f"{smallest} 8 times in 10; a smaller one can show by chance, not reliably.")
-    if len(unknown) == n:
+    if counts.get(CANNOT_TELL, 0) == n:
         text += (f" This run does not show whether {name_b} or {name_a} is better: do not read a higher column "
                  "below as a ranking.")
     fixes = []
@@ -245,7 +250,12 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     hollow = len(gate.get("by_construction") or [])
     # an agreement only one varying judge makes is no evidence: say so beside "reliable"
     hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
+    never = list(gate.get("never_measured") or [])
+    named = " and ".join([", ".join(never[:-1]), never[-1]] if len(never) > 1 else never)
+    never_text = (f" {named} could not be measured in any cell (no cell's votes could show whether the judges "
+                  f"agree), so {'its values say' if len(never) == 1 else 'their values say'} nothing about the "
+                  "questions, however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
             f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (see the glossary; each is listed "
-            "under Judge reliability).")
+            f"under Judge reliability).{never_text}")

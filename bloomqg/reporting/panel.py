@@ -9,7 +9,7 @@ says so in the open, not in a collapsed note.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -42,6 +42,20 @@ def _model_of(name: str, entry: Mapping[str, Any], config: Mapping[str, Any]) ->
     if isinstance(model, Mapping):
         return str(model.get("package") or model.get("path") or name)
     return str(model or name)
+
+
+def self_judges(config: Mapping[str, Any], writers: Sequence[str]) -> list[tuple[str, str]]:
+    """(judge, writer) for each judge that is one of the models that wrote the questions (its
+    ``model_ref``, or the same model id): it rates its own questions."""
+    models = dict(config.get("models") or {})
+    ids = {name: str((models.get(name) or {}).get("model")) for name in writers}
+    found = []
+    for judge, entry in (config.get("judges") or {}).items():
+        entry = entry or {}
+        for writer in writers:
+            if entry.get("model_ref") == writer or (entry.get("model") and str(entry.get("model")) == ids[writer]):
+                found.append((str(judge), str(writer)))
+    return found
 
 
 def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:

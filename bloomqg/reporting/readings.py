@@ -209,16 +209,17 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
         classified = placed_count(transition_counts(votes[votes["strategy"] == strategy], kind="classified"))
         # the figure's panel n counts only the classified originals; say how it relates to these
         several = votes.loc[votes["strategy"] == strategy, "model"].nunique() > 1
+        pooled = ", pooled over models" if several else ""
         coverage = (f"The model{'s' if several else ''} classified {classified} of the {total} originals "
                     f"(the figure's n{', summed over its models' if several else ''}); "
                     "one not classified counts as wrong here.")
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
             levels = ", ".join(f"{r['original_level']} (of {int(r['n'])})" for _, r in accuracy.iterrows())
-            parts.append(f"Under {name}, pooled over models, classification of the originals was "
+            parts.append(f"Under {name}{pooled}, classification of the originals was "
                          f"{best['accuracy']:.0f}% accurate at every level: {levels} (originals per level). {coverage}")
             continue
         parts.append(
-            f"Under {name}, pooled over models, classification of the originals was most accurate for "
+            f"Under {name}{pooled}, classification of the originals was most accurate for "
             f"{best['original_level']} ({best['accuracy']:.0f}% of {int(best['n'])}) and least for "
             f"{worst['original_level']} ({worst['accuracy']:.0f}% of {int(worst['n'])}). {coverage}"
         )
@@ -315,9 +316,14 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
                        f"measured, which is no evidence of agreement); action '{'/'.join(actions)}': {consequence}.")
         else:
             effect += " Nothing was flagged or dropped."
+    # criteria whose agreement no cell could measure: their numbers say nothing about the questions
+    statuses = pd.DataFrame({"criterion": panel["criterion"].to_numpy(), "status": [d.status for d in decisions]}) \
+        if len(panel) else pd.DataFrame(columns=["criterion", "status"])
+    never_measured = [CRITERION_LABEL.get(c, c) for c, g in statuses.groupby("criterion", sort=False)
+                      if (g["status"] == NOT_MEASURED).all()]
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
             "n_panel": len(panel), "coefficient": coefficient, "status_counts": status_counts, "rule": GATE_RULE,
-            "by_construction": by_construction}
+            "by_construction": by_construction, "never_measured": never_measured}
 
 
 def _reliability_reading(gate: dict[str, Any]) -> str:

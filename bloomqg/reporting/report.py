@@ -32,7 +32,7 @@ from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
-from bloomqg.reporting.panel import judge_lines, modal_share, study_setup
+from bloomqg.reporting.panel import judge_lines, modal_share, self_judges, study_setup
 from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import (
     call_failures,
@@ -82,7 +82,7 @@ FIGURE_LEGENDS: dict[str, str] = {
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
     "of the generated question (right), useful questions only; band width = number of questions.",
-    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ| in Bloom levels) of regressions, drifts and leaps per model.",
+    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ|: how many Bloom levels a question lands from its original's) of regressions, drifts and leaps, for each model.",
     "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
     "original's knowledge unit (CoT's), with 95% confidence intervals.",
     "fig5_correlations": "Figure 5. Correlations across models under each strategy whose answers identify level and "
@@ -438,6 +438,7 @@ def build_report(
         if judge_bias else None,
     }
     context["judges"], context["artefacts"] = judge_lines(config, reliability)
+    context["self_judges"] = self_judges(config, context["overview"]["models"])
     context["setup"] = study_setup(config, all_metrics, labels)
     context["construction"] = mark_by_construction(context["tables"], flags, labels)
     context["table_notes"] = section_notes(context["tables"])

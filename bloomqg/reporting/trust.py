@@ -93,7 +93,7 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
 def _category(criterion: str, label: str) -> str:
     if criterion in BINARY_CRITERIA:
         return {"1": "yes", "0": "no"}.get(label, label)
-    return label if len(label) <= 24 else label[:23] + "…"
+    return label.replace("|", " + ")  # a unit set in full: a cut name hid which units were meant
 
 
 def _answers(criterion: str, row: Mapping[str, Any]) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from bloomqg.voting.dawid_skene import DawidSkeneFit, accuracy, binary_rates
+from bloomqg.stats.kappa import cohen_kappa
 
 
 @dataclass(frozen=True)
@@ -71,23 +72,6 @@ class JudgeDiagnostics:
 
 #: The judge-row diagnostic columns, null on panel rows.
 JUDGE_DIAGNOSTIC_COLUMNS: tuple[str, ...] = tuple(JudgeDiagnostics(None, None, None, None, None).columns())
-
-
-def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float:
-    """Cohen's κ of two raters' paired labels (NaN without pairs; 1 when both never vary and agree)."""
-    if not a:
-        return math.nan
-    labels = sorted(set(a) | set(b))
-    index = {label: k for k, label in enumerate(labels)}
-    table = np.zeros((len(labels), len(labels)))
-    for x, y in zip(a, b):
-        table[index[x], index[y]] += 1
-    n = table.sum()
-    observed = np.trace(table) / n
-    expected = float((table.sum(axis=1) * table.sum(axis=0)).sum() / n**2)
-    if expected >= 1.0:
-        return 1.0 if observed >= 1.0 else math.nan
-    return float((observed - expected) / (1 - expected))
 
 
 def _strict_majority(votes: Sequence[str]) -> str | None:

@@ -107,3 +107,5 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
     assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); so its interval, "
                                 "though it excludes 0 (Holm's p = ") and cs["why"].endswith("is no evidence")
     assert social["why"] == "no original was answered under both strategies: nothing to compare"
+    assert ("cannot tell in all 2. In 1 no original was answered under both strategies; in 1 the judges do not agree "
+            "on Bloom levels") in block["headline"]

@@ -329,7 +329,8 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(f"{label_b} − {label_a}"),
             Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["value_a"])), Cell(format_number(r["value_b"])),
             Cell(format_paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"])),
-            Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) else MISSING),
+            Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) and r["n_pairs"]
+                 else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
             Cell(MISSING if is_missing(r["effect_size"]) else
                  f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})"),
