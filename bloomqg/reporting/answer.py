@@ -177,13 +177,14 @@ def _percent_sign(metric: str) -> str:
     return "%" if metric_spec(metric).percent else ""
 
 
-def _on_the_pairs(r: Any, name_a: str, name_b: str) -> str:
-    """"pairs: CoT 85.71% → FGP 71.43%": what the paired difference is the difference of."""
+def _on_the_pairs(r: Any, name_a: str, name_b: str) -> tuple[str, ...]:
+    """("pairs: CoT 85.71%", "→ FGP 71.43%"): what the paired difference is the difference of, as
+    two lines (one kept the column wide and the table's rows tall)."""
     if int(r.n_pairs) == 0 or is_missing(r.value_a) or is_missing(r.value_b):
-        return ""
+        return ()
     decimals, sign = metric_spec(r.metric).decimals, _percent_sign(r.metric)
-    return (f"pairs: {name_a} {fixed(float(r.value_a), decimals)}{sign} → "
-            f"{name_b} {fixed(float(r.value_b), decimals)}{sign}")
+    return (f"pairs: {name_a} {fixed(float(r.value_a), decimals)}{sign}",
+            f"→ {name_b} {fixed(float(r.value_b), decimals)}{sign}")
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:

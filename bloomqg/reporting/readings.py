@@ -197,16 +197,24 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     return sentence
 
 
+def classification_counts(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, tuple[int, int]]:
+    """Per strategy whose answers classify the original: (originals the models classified, the
+    figure's n; originals with a level, the per-level counts' sum)."""
+    return {strategy: (placed_count(transition_counts(votes[votes["strategy"] == strategy], kind="classified")),
+                       int(accuracy["n"].sum()))
+            for strategy, accuracy in classification_accuracy(votes, strategy_labels).items()}
+
+
 def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Per-level accuracy of the models' own classification, pooled over models, under each
     strategy whose answers classify the original (CoT's ``answer_fields``)."""
     parts = []
+    counts = classification_counts(votes, strategy_labels)
     for strategy, accuracy in classification_accuracy(votes, strategy_labels).items():
         best = accuracy.loc[accuracy["accuracy"].idxmax()]
         worst = accuracy.loc[accuracy["accuracy"].idxmin()]
         name = strategy_label(strategy, strategy_labels)
-        total = int(accuracy["n"].sum())
-        classified = placed_count(transition_counts(votes[votes["strategy"] == strategy], kind="classified"))
+        classified, total = counts[strategy]
         # the figure's panel n counts only the classified originals; say how it relates to these
         several = votes.loc[votes["strategy"] == strategy, "model"].nunique() > 1
         pooled = ", pooled over models" if several else ""

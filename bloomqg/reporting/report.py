@@ -42,7 +42,7 @@ from bloomqg.reporting.provenance_view import (
     provenance_entries,
 )
 from bloomqg.reporting.readings import (
-    classification_accuracy, figure_readings, gate_summary, labels_plan_reading, level_moves, panel_sample_reading,
+    classification_accuracy, classification_counts, figure_readings, gate_summary, labels_plan_reading, level_moves, panel_sample_reading,
     table_readings)
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import read_view
@@ -485,12 +485,16 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
         "overview.cost_usd": (overview_["cost_usd"], "paid for API calls, US dollars"),
         "overview.min_answer_rate": (overview_["min_answer_rate"], "share of a job's calls that must be answered"),
     }
+    for strategy, (classified, total) in classification_counts(votes, labels).items():
+        counts[f"figure6.{strategy}.classified"] = (classified, "originals the models classified (Figure 6's n)")
+        counts[f"figure6.{strategy}.originals"] = (total, "originals with a Bloom level under a classifying strategy")
     counts["significance"] = (SIGNIFICANCE, "the level a p value must be below to count as significant")
     counts["confidence"] = (IntervalSpec.from_config(dict(config)).confidence, "the intervals' confidence level")
     # the lengths of the lists the page shows ("Show the table (6 rows)")
     listings = {
         "trust.coefficients": context["trust"]["coefficients"], "trust.flagged": context["trust"]["flagged"],
         "trust.judges": context["trust"]["judges"], "trust.robustness": context["trust"]["robustness"],
+        "trust.effective": context["trust"]["effective"],
         "construction.marked": context["construction"].get("marked") or [],
         "construction.uninformative": context["construction"].get("uninformative") or [],
         "table_notes": context["table_notes"], "gate.failures": gate["failures"],

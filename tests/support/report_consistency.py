@@ -70,7 +70,7 @@ def report_inconsistencies(page: str) -> list[str]:
             paired[(model, dataset, pair, metric)] = (diff, p_holm, n)
     models = {key[0] for key in paired}
     answer = _section(page, "answer")
-    pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>)(?: on the pairs)? \[95% interval\]</th>', answer)]
+    pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>)(?:(?: |<br>)on the pairs)? \[95% interval\]</th>', answer)]
     if answer and '<table class="answer">' in answer and not pair_headers:
         problems.append("the Answer's tables have no header this check reads (its pair columns changed?)")
     for pair, table in zip(pair_headers, re.findall(r'<table class="answer">.*?</table>', answer, re.S)):
