@@ -23,6 +23,7 @@ from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITE
 from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference
 from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
+from bloomqg.voting.construction import ConstructionFlag
 
 #: How a verdict reads in the Answer's table.
 VERDICT_TEXT = {HIGHER: "{b} higher", LOWER: "{b} lower", NO_DIFFERENCE: "no difference", CANNOT_TELL: "cannot tell"}
@@ -56,13 +57,19 @@ def _needed(row: Any) -> str:
     return f"about {int(row.n_needed_target):,} items per cell would detect {target}"
 
 
-def why(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
-    """Why the verdict is what it is, and what would change it, in one clause."""
+def why(row: Any, strategy_labels: StrategyLabels | None = None,
+        construction: Mapping[tuple[str, str, str, str], ConstructionFlag] | None = None) -> str:
+    """Why the verdict is what it is, and what would change it, in one clause. ``construction``:
+    the cells' flags by (model, dataset, strategy, criterion), so a disagreement one constant
+    judge makes is said to be that judge's."""
     reason = row.reason
     if int(row.n_pairs) == 0:  # whatever else holds, there is nothing to compare
         return "no original was answered under both strategies: nothing to compare"
     if reason == "judges_disagree":
-        text = f"judges disagree: {rests_on(row, strategy_labels)}"
+        strategy, _, criterion = str(row.reliability_cell).partition("|")
+        flag = (construction or {}).get((str(row.model), str(row.dataset), strategy, criterion))
+        constant = [r for r in (flag.reasons if flag else ()) if "always says" in r]
+        text = f"judges disagree: {rests_on(row, strategy_labels)}" + (f" ({'; '.join(constant)})" if constant else "")
         if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             text += (f"; so its interval, though it excludes 0 (Holm's p {_p_text(row.p_adjusted)} over the "
@@ -207,11 +214,13 @@ def answer_context(
     comparison: ComparisonSpec = ComparisonSpec(),
     strategy_order: Sequence[str] = (),
     strategy_titles: Mapping[str, str] | None = None,
+    construction: Sequence[ConstructionFlag] = (),
 ) -> dict[str, Any]:
     """The template's ``answer``: per strategy pair, its summary sentence and table rows; what was
     left out; the trust line. ``strategy_titles``: {name: title} spells each strategy out where
     the Answer first names it."""
     titles = dict(strategy_titles or {})
+    flags = {(f.model, f.dataset, f.strategy, f.criterion): f for f in construction}
     values = all_metrics.set_index(["model", "dataset", "strategy", "metric"]) if len(all_metrics) else None
     answer = answer if answer is not None else pd.DataFrame()
     strategies = ordered_strategies(ordered_unique(all_metrics["strategy"]), strategy_order)
@@ -234,7 +243,7 @@ def answer_context(
                 "on_pairs": _on_the_pairs(r, name_a, name_b),
                 "value_a": _cell_value(values, r.model, r.dataset, a, r.metric),
                 "value_b": _cell_value(values, r.model, r.dataset, b, r.metric),
-                "why": why(r, strategy_labels),
+                "why": why(r, strategy_labels, flags),
             })
         headline = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine) else
                     f"{name_b} against {name_a}: no comparison could be made (no original answered under both).")

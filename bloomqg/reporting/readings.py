@@ -182,7 +182,7 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     for strategy, (n, same, up, down) in level_moves(votes, strategy_labels).items():
         undirected = n - same - up - down
         text = (f"under {strategy_label(strategy, strategy_labels)}, of n = {n} useful questions with a judged "
-                f"level (CatCons' n), {100 * same / n:.0f}% kept the original's level, {100 * up / n:.0f}% moved up "
+                f"level (the questions CatCons counts), {100 * same / n:.0f}% kept the original's level, {100 * up / n:.0f}% moved up "
                 f"and {100 * down / n:.0f}% moved down")
         if undirected:
             text += f" ({undirected} with an Uncategorized level on one side only have no direction)"
@@ -193,7 +193,7 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     sentence = sentence[0].upper() + sentence[1:] + "."
     if left_out:
         sentence = (f"On the datasets every strategy ran: {sentence[0].lower()}{sentence[1:]} Not pooled into this "
-                    f"comparison (a difference of design): {'; '.join(left_out)}; the figure draws them all.")
+                    f"comparison (only some strategies ran there, so a difference would be one of design): {'; '.join(left_out)}; the figure draws them all.")
     return sentence
 
 
@@ -520,4 +520,7 @@ def labels_plan_reading(plan: pd.DataFrame) -> str | None:
     if catcons.empty:
         return None
     clause = catcons_plan_clause(catcons, float(plan["half_width"].iloc[0]))
-    return f"{clause[0].upper()}{clause[1:]}."
+    reachable = plan["reachable"].astype(bool)
+    rows = (f" Of the table's {len(plan)} rows, {int(reachable.sum())} can be bounded so by labelling part of the "
+            "cell; the others not even by labelling every question." if (~reachable).any() else "")
+    return f"{clause[0].upper()}{clause[1:]}.{rows}"

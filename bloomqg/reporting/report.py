@@ -414,7 +414,7 @@ def build_report(
         "title": title,
         "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
                                  strategy_order=strategy_order,
-                                 strategy_titles={s["name"]: s["title"] for s in strategies}),
+                                 strategy_titles={s["name"]: s["title"] for s in strategies}, construction=flags),
         "strategies": list(strategies),
         "glossary": glossary_entries(strategies),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -109,3 +109,14 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
     assert social["why"] == "no original was answered under both strategies: nothing to compare"
     assert ("cannot tell in all 2. In 1 no original was answered under both strategies; in 1 the judges do not agree "
             "on Bloom levels") in block["headline"]
+
+
+def test_a_disagreement_one_constant_judge_makes_names_that_judge():
+    from bloomqg.voting.construction import ConstructionFlag
+
+    answer = verdicts([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 4)], [plan("cs", "catcons", 48.0)],
+                      panel("cs", "bloom_level", 0.09))
+    flag = ConstructionFlag("m", "cs", "cot", "bloom_level", ("smollm2 always says Apply",))
+    [block] = answer_context(answer, metrics_frame(), construction=[flag])["blocks"]
+    assert block["rows"][0]["why"] == ("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
+                                       "(smollm2 always says Apply)")

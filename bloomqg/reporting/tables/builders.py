@@ -312,8 +312,8 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
         "p (Holm): adjusted by Holm's method (see the glossary) over every strategy pair × model × dataset row "
         "of that metric (how many: the family_size column of the table's CSV). A: the first strategy of the pair, "
         "B: the second. Effect size: how large the difference is on a scale that does not depend on the number of "
-        "pairs (Cohen's h for yes/no outcomes, 0.2 small, 0.8 large; the rank-biserial r for graded ones, −1 to 1: "
-        "the share of pairs favouring B minus the share favouring A); its name follows it in brackets.",
+        "pairs (Cohen's h for yes/no outcomes, 0.2 small, 0.8 large; the rank-biserial r for graded ones, −1 to 1, "
+        "over the pairs that differ: one pair alone gives ±1); its name follows it in brackets.",
     ]
     if paired is None or paired.empty:
         paired = pd.DataFrame(columns=columns_in)
