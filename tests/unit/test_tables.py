@@ -112,7 +112,7 @@ def test_table1_counts_levels_uncategorized_and_units():
     record = table.data.iloc[0]
     assert (record["total"], record["Remember"], record["Create"], record["Apply"]) == (4, 2, 1, 0)
     assert (record["uncategorized"], record["knowledge_units"]) == (1, 3)
-    assert [c.text for c in table.rows[0]][:4] == ["a", "4", "2", "–"]
+    assert [c.text for c in table.rows[0]][:4] == ["a", "4", "2", "0"]
 
 
 def test_table1_names_the_item_with_an_unknown_level():

@@ -58,6 +58,8 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
     lows = [float(v) for name in ("alpha_ci_low", "ac1_ci_low", "alpha", "ac1") if name in panel
             for v in panel[name] if not is_missing(v)]
     lowest = min([0.0, *lows])
+    drawn: set[tuple[str, bool]] = set()  # (coefficient, passed) of the marks drawn: the legend names only those
+    unmeasured_shown = False
     for ax, criterion in zip(axes, criteria):
         for k, key in enumerate(keys):
             row = lookup.get((*key, criterion))
@@ -66,6 +68,7 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
             decision = recorded_decision(row.to_dict())
             if decision.status == NOT_MEASURED or is_missing(decision.value):
                 ax.text(lowest + 0.02, k, "not measured", va="center", fontsize=7, color="#555555")
+                unmeasured_shown = True
                 continue
             coefficient = decision.coefficient
             value = float(decision.value)
@@ -74,6 +77,7 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
             low = value if is_missing(low) else float(low)
             high = value if is_missing(high) else float(high)
             passed = decision.status == RELIABLE
+            drawn.add((coefficient, passed))
             color = OKABE_ITO["blue"] if passed else OKABE_ITO["vermillion"]
             marker = ("o" if passed else "x") if coefficient == "alpha" else ("s" if passed else "D")
             # a percentile CI need not hold the estimate (few resamples): no negative whisker
@@ -92,16 +96,18 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [
-        Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="α, passed"),
-        Line2D([], [], marker="x", linestyle="none", color=OKABE_ITO["vermillion"], label="α, failed"),
-        Line2D([], [], marker="s", linestyle="none", color=OKABE_ITO["blue"], markerfacecolor="none",
-               label=f"AC1 (one answer ≥ {PREVALENCE_LIMIT:.0%} of votes), passed"),
-        Line2D([], [], marker="D", linestyle="none", color=OKABE_ITO["vermillion"], markerfacecolor="none",
-               label="AC1, failed"),
-        Patch(facecolor="none", edgecolor="none", label="not measured: written in place"),
-        Line2D([], [], linestyle="--", color="#555555", label="gate threshold"),
-    ]
+    marks = {
+        ("alpha", True): Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="α, passed"),
+        ("alpha", False): Line2D([], [], marker="x", linestyle="none", color=OKABE_ITO["vermillion"], label="α, failed"),
+        ("ac1", True): Line2D([], [], marker="s", linestyle="none", color=OKABE_ITO["blue"], markerfacecolor="none",
+                              label=f"AC1 (one answer ≥ {PREVALENCE_LIMIT:.0%} of votes), passed"),
+        ("ac1", False): Line2D([], [], marker="D", linestyle="none", color=OKABE_ITO["vermillion"],
+                               markerfacecolor="none", label=f"AC1 (one answer ≥ {PREVALENCE_LIMIT:.0%} of votes), failed"),
+    }
+    handles = [mark for key, mark in marks.items() if key in drawn]
+    if unmeasured_shown:
+        handles.append(Patch(facecolor="none", edgecolor="none", label="not measured: written in place"))
+    handles.append(Line2D([], [], linestyle="--", color="#555555", label="gate threshold"))
     fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False, fontsize=7)
     return fig
 

@@ -148,7 +148,7 @@ def dataset_table(datasets: Mapping[str, pd.DataFrame]) -> Table:
     columns = ["Total", *BLOOM_LEVELS, "Uncategorized", "Knowledge units"]
     rows = [
         [Cell(r["dataset"]), Cell(str(r["total"]))]
-        + [Cell(str(r[level]) if r[level] else MISSING) for level in BLOOM_LEVELS]
+        + [Cell(str(r[level])) for level in BLOOM_LEVELS]  # a count of 0 is a count, not a missing value
         + [Cell(str(r["uncategorized"])), Cell(str(r["knowledge_units"]))]
         for r in records
     ]
