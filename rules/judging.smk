@@ -108,8 +108,6 @@ rule estimate_cost:
     log:
         text="logs/estimate_cost.log",
         table="logs/estimate_cost.tsv",
-    benchmark:
-        "logs/benchmarks/estimate_cost.tsv"
     localrule: True
     conda:
         "../envs/generation.yaml"
