@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bloomqg.metrics.intervals import clopper_pearson
-from bloomqg.stats.kappa import cohen_kappa  # noqa: F401  (this module's κ, with its interval below)
+from bloomqg.stats.kappa import cohen_kappa, is_missing  # noqa: F401  (this module's κ and missing rating)
 from bloomqg.voting.alpha import alpha_with_ci, encode_votes
 
 Rating = Hashable | None
@@ -35,11 +35,6 @@ class Estimate:
     ci_low: float
     ci_high: float
     n: int
-
-
-def is_missing(rating: object) -> bool:
-    """None, or a float NaN (what pandas puts in place of None in some columns)."""
-    return rating is None or (isinstance(rating, float) and math.isnan(rating))
 
 
 def _paired(a: Sequence[Rating], b: Sequence[Rating]) -> tuple[list[Hashable], list[Hashable]]:

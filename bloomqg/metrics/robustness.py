@@ -161,14 +161,19 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     return "within judge noise"
 
 
+def variant_entry(pair: Any) -> tuple[Any, Any, Any]:
+    """(diff, p, n_pairs) of one ``variants`` entry; files written before a field existed give None for it."""
+    return tuple((list(pair) + [None, None, None])[:3]) if isinstance(pair, list) else (None, None, None)
+
+
 def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dict[str, Sequence[float]]) -> str:
     """Why a row reads "within judge noise": which of its two clauses holds, with the panels that
     turn the sign; an empty string for any other verdict."""
     if verdict_text != "within judge noise":
         return ""
     sign, significant = _outcome(diff, p_value)
-    flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, (d, *_) in variants.items()
-               if _turns_sign(math.nan if d is None else d, sign)]
+    flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, pair in variants.items()
+               if _turns_sign(variant_entry(pair)[0], sign)]
     if not significant:
         shown = "no p" if pd.isna(p_value) else f"raw p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
         if sign == 0:  # nothing to turn: the other panels find a difference where the majority finds none

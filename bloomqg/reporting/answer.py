@@ -68,8 +68,8 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
     if reason == "judges_disagree":
         strategy, _, criterion = str(row.reliability_cell).partition("|")
         flag = (construction or {}).get((str(row.model), str(row.dataset), strategy, criterion))
-        constant = [r for r in (flag.reasons if flag else ()) if "always says" in r]
-        text = f"judges disagree: {rests_on(row, strategy_labels)}" + (f" ({'; '.join(constant)})" if constant else "")
+        always = flag.always if flag else ()
+        text = f"judges disagree: {rests_on(row, strategy_labels)}" + (f" ({'; '.join(always)})" if always else "")
         if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             text += (f"; so its interval, though it excludes 0 (Holm's p {_p_text(row.p_adjusted)} over the "

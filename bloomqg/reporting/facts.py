@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
+from bloomqg.metrics.robustness import variant_entry
 from bloomqg.reporting.display import ordered_unique
 
 FACT_COLUMNS = ("quantity", "model", "dataset", "strategy", "subject", "definition", "value", "n",
@@ -285,7 +286,7 @@ def _robustness_facts(book: FactBook, robustness: pd.DataFrame | None) -> None:
     for row in robustness.to_dict("records"):
         variants = json.loads(row["variants"]) if isinstance(row.get("variants"), str) and row["variants"] else {}
         for variant, pair in variants.items():
-            diff, p_value, n_pairs = (list(pair) + [None, None, None])[:3] if isinstance(pair, list) else (None,) * 3
+            diff, p_value, n_pairs = variant_entry(pair)
             where = {"model": row["model"], "dataset": row["dataset"], "strategy": row["strategy"],
                      "subject": f"{row['metric']} · {variant}"}
             book.add("robustness.variant_diff", diff, source="metrics/robustness.parquet",

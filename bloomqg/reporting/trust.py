@@ -20,7 +20,7 @@ import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.paired import SIGNIFICANCE
-from bloomqg.metrics.robustness import MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON, verdict_reason
+from bloomqg.metrics.robustness import MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, verdict_reason
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
 )
@@ -236,14 +236,14 @@ def _variant_name(name: str) -> str:
 def _variant_pairs(pair: Any, n_majority: int) -> str:
     """"; 36 pairs" where a panel variant's difference is over other pairs than the majority's
     (it makes other questions useful), else nothing."""
-    n = (list(pair) + [None, None, None])[2] if isinstance(pair, list) else None
+    n = variant_entry(pair)[2]
     return "" if is_missing(n) or int(n) == n_majority else f"; {int(n)} pair{'' if int(n) == 1 else 's'}"
 
 
 def _variant_text(pair: Any, n_majority: int) -> str:
     """"2.78 (p 1)": a panel variant's difference and raw p ("–" where it has no value), with its
     pairs where they are not the majority's."""
-    diff, p = (list(pair) + [None, None])[:2] if isinstance(pair, list) else (None, None)
+    diff, p, _ = variant_entry(pair)
     if is_missing(diff):
         return "–"
     p_text = "–" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.2g}"

@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 
 
-def _missing(rating: object) -> bool:
+def is_missing(rating: object) -> bool:
+    """None, or a float NaN (what pandas puts in place of None in some columns)."""
     return rating is None or (isinstance(rating, float) and math.isnan(rating))
 
 
@@ -23,7 +24,7 @@ def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> f
     """Cohen's unweighted κ of two raters over the items both rated; NaN when undefined."""
     if len(a) != len(b):
         raise ValueError(f"rating lists differ in length: {len(a)} vs {len(b)}")
-    pairs = [(x, y) for x, y in zip(a, b) if not _missing(x) and not _missing(y)]
+    pairs = [(x, y) for x, y in zip(a, b) if not is_missing(x) and not is_missing(y)]
     n = len(pairs)
     if n == 0:
         return math.nan

@@ -198,9 +198,9 @@ def measure_criterion(
     )
     binary = criterion in BINARY_CRITERIA
     votes_lists = nominal_rows(votes_lists, criterion, level)  # "1"/"0", level names, "a|b" unit sets
-    varying = varying_judges(votes_lists, len(judge_names))
+    varying = varying_positions(votes_lists, len(judge_names))
     decision = gate_decision(gate_coefficient, alpha.alpha, agreement.ac1, agreement.prevalence, gate_threshold,
-                             n_items=alpha.n_items, n_varying_judges=varying)
+                             n_items=alpha.n_items, n_varying_judges=len(varying))
     fit = None
     if alpha.n_items:
         fit = fit_dawid_skene(votes_lists, labels=["0", "1"] if binary else None)
@@ -209,12 +209,8 @@ def measure_criterion(
                           confidence=confidence).columns()
         for position in range(len(judge_names))
     ]
-    return CriterionReliability(alpha, agreement, decision, fit, effective_judges(votes_lists, fit), judges, varying)
-
-
-def varying_judges(votes_lists: Sequence[Sequence[str | None]], n_judges: int) -> int:
-    """How many judges give two answers or more over the items (:func:`varying_positions`)."""
-    return len(varying_positions(votes_lists, n_judges))
+    return CriterionReliability(alpha, agreement, decision, fit, effective_judges(votes_lists, fit, varying), judges,
+                                len(varying))
 
 
 @dataclass(frozen=True)

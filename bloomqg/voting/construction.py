@@ -56,6 +56,8 @@ class ConstructionFlag:
     n_outvotable: int | None = None
     #: the judges that neither give one answer throughout nor abstain on most questions
     varying: tuple[str, ...] = ()
+    #: of ``reasons``, those of the judges that vote on most questions and always give one answer
+    always: tuple[str, ...] = ()
 
     @property
     def agreement_by_construction(self) -> bool:
@@ -98,7 +100,7 @@ def construction_flags(
             lists = [list(v) if v is not None and not isinstance(v, float) else [] for v in asked[column]]
             width = max((len(v) for v in lists), default=0)
             named = [names[position] if len(names) == width else f"judge {position + 1}" for position in range(width)]
-            reasons, constant, varying = [], [], []
+            reasons, constant, varying, always = [], [], [], []
             for position in range(width):
                 given = [v[position] for v in lists if position < len(v) and v[position] is not None]
                 abstains = len(given) <= abstain_share * len(asked)
@@ -106,8 +108,12 @@ def construction_flags(
                 # constant too: its votes can only ever add to that answer
                 if given and len(set(given)) == 1:
                     said = _shown(criterion, str(given[0]))
-                    reasons.append(f"{named[position]} abstains on {len(asked) - len(given)} of {len(asked)} and "
-                                   f"says {said} on the rest" if abstains else f"{named[position]} always says {said}")
+                    if abstains:
+                        reasons.append(f"{named[position]} abstains on {len(asked) - len(given)} of {len(asked)} "
+                                       f"and says {said} on the rest")
+                    else:
+                        reasons.append(f"{named[position]} always says {said}")
+                        always.append(reasons[-1])
                     constant.append(position)
                 elif abstains:
                     reasons.append(f"{named[position]} abstains on {len(asked) - len(given)} of {len(asked)}")
@@ -118,7 +124,7 @@ def construction_flags(
                 flags.append(ConstructionFlag(
                     str(model), str(dataset), str(strategy), criterion, tuple(reasons), decided=outvotable == 0,
                     because=_because(lists, constant, named, outvotable, len(asked)),
-                    n_asked=len(asked), n_outvotable=outvotable, varying=tuple(varying)))
+                    n_asked=len(asked), n_outvotable=outvotable, varying=tuple(varying), always=tuple(always)))
     return flags
 
 

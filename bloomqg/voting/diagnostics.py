@@ -143,15 +143,16 @@ def varying_positions(votes_lists: Sequence[Sequence[str | None]], n_judges: int
             if len({row[position] for row in votes_lists if position < len(row) and row[position] is not None}) >= 2]
 
 
-def effective_judges(votes_lists: Sequence[Sequence[str | None]], fit: DawidSkeneFit | None) -> float | None:
+def effective_judges(votes_lists: Sequence[Sequence[str | None]], fit: DawidSkeneFit | None,
+                     varying: Sequence[int]) -> float | None:
     """n / (1 + (n − 1)·ρ̄) from the correlation of the judges' errors against the Dawid–Skene
-    labels, over the judges whose votes vary and the items each of them voted on (None with
-    fewer than two such judges or items). A judge that gives one answer throughout adds no
-    information, and the zero spread of its errors would count it as an independent judge."""
+    labels, over the judges whose votes vary (``varying``: :func:`varying_positions`) and the items
+    each of them voted on (None with fewer than two such judges or items). A judge that gives one
+    answer throughout adds no information, and the zero spread of its errors would count it as an
+    independent judge."""
     if fit is None:
         return None
     width = max((len(row) for row in votes_lists), default=0)
-    varying = varying_positions(votes_lists, width)
     n_judges = len(varying)
     rows = []
     for item, row in enumerate(votes_lists):

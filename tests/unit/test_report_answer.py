@@ -116,7 +116,8 @@ def test_a_disagreement_one_constant_judge_makes_names_that_judge():
 
     answer = verdicts([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 4)], [plan("cs", "catcons", 48.0)],
                       panel("cs", "bloom_level", 0.09))
-    flag = ConstructionFlag("m", "cs", "cot", "bloom_level", ("smollm2 always says Apply",))
+    flag = ConstructionFlag("m", "cs", "cot", "bloom_level", ("smollm2 always says Apply",),
+                            always=("smollm2 always says Apply",))
     [block] = answer_context(answer, metrics_frame(), construction=[flag])["blocks"]
     assert block["rows"][0]["why"] == ("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
                                        "(smollm2 always says Apply)")

@@ -223,6 +223,7 @@ def test_a_judge_that_abstains_on_most_items_and_says_one_thing_elsewhere_is_con
     [flag] = construction_flags(votes, {("m", "math", "fgp"): ["rules", "minilm", "smollm2"]})
     assert flag.reasons == ("minilm always says Apply", "smollm2 abstains on 4 of 6 and says Apply on the rest")
     assert flag.decided and flag.n_outvotable == 0 and flag.varying == ("rules",)
+    assert flag.always == ("minilm always says Apply",)  # the abstaining smollm2 votes on too few to count
 
 
 def test_a_panel_variant_over_other_pairs_says_how_many_and_one_model_has_no_model_pairs():
