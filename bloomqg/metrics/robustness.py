@@ -177,8 +177,8 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
     if not significant:
         shown = "no p" if pd.isna(p_value) else f"raw p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
         if sign == 0:  # nothing to turn: the other panels find a difference where the majority finds none
-            return (f"the majority finds no difference ({shown}) and {', '.join(flipped)} "
-                    f"find{'s' if len(flipped) == 1 else ''} one")
+            return (f"the majority's difference is 0 ({shown}) and {', '.join(flipped)} "
+                    f"give{'s' if len(flipped) == 1 else ''} a nonzero one, significant or not")
         return (f"not significant under the majority ({shown}) and "
                 f"{', '.join(flipped)} turn{'s' if len(flipped) == 1 else ''} its sign or cancel{'s' if len(flipped) == 1 else ''} it")
     return (f"significant under the majority before Holm's adjustment (raw p = {p_value:.2g}), but leaving out any of "

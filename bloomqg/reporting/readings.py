@@ -222,9 +222,9 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
                     f"(the figure's n{', summed over its models' if several else ''}); "
                     "one not classified counts as wrong here.")
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
-            levels = ", ".join(f"{r['original_level']} (of {int(r['n'])})" for _, r in accuracy.iterrows())
+            levels = ", ".join(f"{r['original_level']} ({int(r['n'])} originals)" for _, r in accuracy.iterrows())
             parts.append(f"Under {name}{pooled}, classification of the originals was "
-                         f"{best['accuracy']:.0f}% accurate at every level: {levels} (originals per level). {coverage}")
+                         f"{best['accuracy']:.0f}% accurate at every level: {levels}. {coverage}")
             continue
         parts.append(
             f"Under {name}{pooled}, classification of the originals was most accurate for "
