@@ -370,3 +370,27 @@ def test_the_note_says_when_a_clustered_interval_had_fewer_units_than_measured()
     few = interval_note(["clopper_pearson_clustered_unit", "clopper_pearson_clustered_unit_few_clusters"])
     assert "clustered by unit" in plain and "fewer than" not in plain
     assert "clustered by unit" in few and "fewer than 6 clusters" in few and "unit_few" not in few
+
+
+def test_the_report_turns_repeated_column_groups_into_rows_and_leaves_other_tables_alone():
+    from bloomqg.reporting.tables.view import TableView, long_form
+
+    wide = TableView(
+        name="t", caption="c", groups=[("", 1), ("cs, CoT", 2), ("cs, FGP", 2), ("math, CoT", 2)],
+        header=["Model", "Unique", "Readable", "Unique", "Readable", "Unique", "Readable"],
+        rows=[["m", "1", "2", "3", "4", "—", "—"]], notes=["n"], align=["left"] + ["right"] * 6,
+        sources=[[None, ["m", "cs", "cot", "unique"], ["m", "cs", "cot", "readable"], ["m", "cs", "fgp", "unique"],
+                  ["m", "cs", "fgp", "readable"], None, None]],
+        group_title="Dataset, strategy")
+    long = long_form(wide)
+    assert long.header == ["Model", "Dataset, strategy", "Unique", "Readable"]
+    # math, CoT was not run (all —): no row
+    assert long.rows == [["m", "cs, CoT", "1", "2"], ["m", "cs, FGP", "3", "4"]]
+    assert long.sources == [[None, None, ["m", "cs", "cot", "unique"], ["m", "cs", "cot", "readable"]],
+                            [None, None, ["m", "cs", "fgp", "unique"], ["m", "cs", "fgp", "readable"]]]
+    assert long.align == ["left", "left", "right", "right"] and long.groups == [("", 4)] and long.notes == ["n"]
+    # groups of different columns, or no title: as it was
+    mixed = TableView(name="t", caption="c", groups=[("", 1), ("A", 2), ("B", 1)], header=["M", "x", "y", "x"],
+                      rows=[["m", "1", "2", "3"]], notes=[], align=["left"] + ["right"] * 3, group_title="G")
+    assert long_form(mixed) is mixed
+    assert long_form(TableView(**{**wide.__dict__, "group_title": ""})) == TableView(**{**wide.__dict__, "group_title": ""})

@@ -119,7 +119,8 @@ def metric_table(
                            "dash): run, but no value (no question the metric counts).")
     if not rows or not column_specs:
         table_notes.append(f"{EMPTY} No metrics were available for this table: no cell was scored.")
-    table = Table(name, caption, stub, columns, rows, pd.DataFrame(records), groups, table_notes)
+    table = Table(name, caption, stub, columns, rows, pd.DataFrame(records), groups, table_notes,
+                  group_title="Strategy" if by_dataset else "Dataset, strategy")
     if table.has_gated:
         table.notes.append(GATED_NOTE)
     return table
@@ -259,6 +260,7 @@ def judges_table(reliability: pd.DataFrame) -> Table:
         ["Agrees with majority %: share of a judge's valid (parsed, not abstained) votes equal to the panel's majority, its own "
          "vote included; the setup's \"agrees with the others\" and the per-judge diagnostics leave the judge's own "
          "vote out (a different number)."],
+        group_title="Criterion",
     )
 
 

@@ -40,7 +40,7 @@ class Table:
     """A table ready to render: stub (row label) columns, data columns and optional groups.
 
     ``groups`` spans the data columns left to right as (label, number of columns); an empty
-    label leaves those columns ungrouped.
+    label leaves those columns ungrouped. ``group_title`` names what the groups are.
     """
 
     name: str
@@ -51,6 +51,9 @@ class Table:
     data: pd.DataFrame
     groups: list[tuple[str, int]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: what the column groups are ("Dataset, strategy", "Criterion"): where the groups repeat the
+    #: same columns, the report turns each group into rows under a column of this name
+    group_title: str = ""
 
     def __post_init__(self) -> None:
         width = len(self.stub_columns) + len(self.columns)
