@@ -72,8 +72,9 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         text = f"judges disagree: {rests_on(row, strategy_labels)}" + (f" ({'; '.join(always)})" if always else "")
         if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
-            text += (f"; so its interval, though it excludes 0 (Holm's p {_p_text(row.p_adjusted)} over the "
-                     f"{int(row.family_size)} {metric_spec(row.metric).label} comparisons), is no evidence")
+            significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
+            text += ("; its interval excludes 0 but rests on those votes: no evidence" +
+                     ("" if significant else f", nor significant (Holm's p {_p_text(row.p_adjusted)})"))
         return text
     if reason == "too_few_pairs":
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
@@ -98,8 +99,10 @@ def _p_text(p: Any) -> str:
     return text if text.startswith("<") else f"= {text}"
 
 
-def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: str) -> str:
-    """"FGP against CoT: cannot tell in 6 of 6 comparisons: in 4 the judges disagree …"."""
+def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: str) -> tuple[str, str]:
+    """("FGP against CoT, 6 comparisons: cannot tell in all 6. This run does not show …", "In 4 the
+    judges do not agree … What would settle it: …"): the verdicts counted, then why and what would
+    change them."""
     n = len(rows)
     counts = rows["verdict"].value_counts()
     parts = []
@@ -130,20 +133,19 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     if len(borderline):
         reasons.append(f"{_count(len(borderline), n)}the difference does not survive the correction for "
                        "several comparisons")
-    text = head + "."
+    lead = head + "."
+    if counts.get(CANNOT_TELL, 0) == n:
+        lead += (f" This run does not show whether {name_b} or {name_a} is better: do not read a higher column "
+                 "below as a ranking.")
+    text = ""
     if reasons:
         joined = "; ".join(reasons)
         text += " " + joined[0].upper() + joined[1:] + "."
-    mdds = unknown["mdd"].dropna()
     underpowered = unknown["mdd"].isna() | (unknown["mdd"] > unknown["max_detectable"])
     if underpowered.any():
-        # the power, said for every undecided comparison: agreeing judges alone would not settle them
-        smallest = (f"only a difference of ≥ {mdds.min():.1f} points" if len(mdds) else "no difference of any size")
-        text += (f" With at most {int(unknown['n_pairs'].max()):,} pairs per comparison, this study would find "
-                 f"{smallest} 8 times in 10; a smaller one can show by chance, not reliably.")
-    if counts.get(CANNOT_TELL, 0) == n:
-        text += (f" This run does not show whether {name_b} or {name_a} is better: do not read a higher column "
-                 "below as a ranking.")
+        # the power, said per metric for every undecided comparison (agreeing judges alone would
+        # not settle them): the best a metric's comparisons could do, with its own pairs
+        text += f" {_power(unknown)}"
     fixes = []
     if len(few) or underpowered.any():
         fixes.append("more items per cell")
@@ -151,7 +153,21 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         fixes.append("judges that agree (a stronger panel, or people's labels)")
     if fixes:
         text += f" What would settle it: {' and '.join(fixes)}."
-    return text
+    return lead, text.strip()
+
+
+def _power(unknown: pd.DataFrame) -> str:
+    """"With the pairs it has, this study would find, 8 times in 10, only a difference of: Usability
+    ≥ 39.6 points (at most 22 pairs); CatCons none of any size (at most 4 pairs)": per metric, the
+    smallest detectable difference over its comparisons, so no metric's power reads as another's."""
+    parts = []
+    for metric, rows in unknown.groupby("metric", sort=False):
+        pairs = int(rows["n_pairs"].max())
+        mdds = rows["mdd"].dropna()
+        size = f"≥ {mdds.min():.1f} {_points(str(metric))}" if len(mdds) else "none of any size"
+        parts.append(f"{metric_spec(str(metric)).label} {size} (at most {pairs:,} pair{'s' if pairs != 1 else ''})")
+    return (f"With the pairs it has, this study would find, 8 times in 10, only a difference of: {'; '.join(parts)}. "
+            "A smaller difference can show by chance, not reliably.")
 
 
 def _count(k: int, n: int) -> str:
@@ -159,8 +175,8 @@ def _count(k: int, n: int) -> str:
     return "" if n == 1 else "in all of them " if k == n else f"in {k} "
 
 
-def _joined(words: Sequence[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+def _joined(words: Sequence[str], conjunction: str = "or") -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" {conjunction} " + words[-1]
 
 
 def _full(strategy: str, label: str, titles: Mapping[str, str]) -> str:
@@ -192,6 +208,27 @@ def _on_the_pairs(r: Any, name_a: str, name_b: str) -> tuple[str, ...]:
     decimals, sign = metric_spec(r.metric).decimals, _percent_sign(r.metric)
     return (f"pairs: {name_a} {fixed(float(r.value_a), decimals)}{sign}",
             f"→ {name_b} {fixed(float(r.value_b), decimals)}{sign}")
+
+
+def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[str, str],
+                  names: tuple[str, str]) -> str:
+    """Where the Answer compares Usability and the two strategies' replies held no question at
+    different rates: Usability counts such a reply as not usable, so part of its gap is the
+    parser's (the generation parse failure rates, per dataset), said beside the table."""
+    if values is None or not len(rows):
+        return ""
+    usability = rows[(rows["metric"] == "usability") & (rows["n_pairs"].astype(int) > 0)]
+    rates = []
+    for r in usability.itertuples(index=False):
+        keys = [(r.model, r.dataset, strategy, "parse_failure_rate") for strategy in pair]
+        if all(key in values.index and not is_missing(values.loc[key, "value"]) for key in keys):
+            rates.append((str(r.dataset), *(float(values.loc[key, "value"]) for key in keys)))
+    if not any(abs(rate_a - rate_b) >= 5 for _, rate_a, rate_b in rates):
+        return ""
+    each = "; ".join(f"{dataset}: {names[0]} {rate_a:.1f}%, {names[1]} {rate_b:.1f}%" for dataset, rate_a, rate_b in rates)
+    return (f"Usability counts a reply with no question the workflow could read as not usable, and the strategies' "
+            f"replies held none at different rates ({each}): part of a Usability gap is how often the reply "
+            "could be read, not how good its question was.")
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -245,10 +282,14 @@ def answer_context(
                 "value_b": _cell_value(values, r.model, r.dataset, b, r.metric),
                 "why": why(r, strategy_labels, flags),
             })
-        headline = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine) else
-                    f"{name_b} against {name_a}: no comparison could be made (no original answered under both).")
+        lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)
+                        else (f"{name_b} against {name_a}: no comparison could be made (no original answered under "
+                              "both).", ""))
+        headline = f"{lead} {detail}".strip()
         blocks.append({"pair": f"{name_b} − {name_a}", "name_a": name_a, "name_b": name_b, "headline": headline,
-                       "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels)})
+                       "lead": lead, "detail": detail,
+                       "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels),
+                       "unparsed": unparsed_note(mine, values, (a, b), (name_a, name_b))})
     return {"blocks": blocks, "trust": trust_line(gate)}
 
 

@@ -21,9 +21,30 @@ def _criteria(metric: str) -> frozenset[str]:
         return frozenset()
 
 
+#: Metrics that read whether a question kept its original's Bloom level: where the level is
+#: forced to every original's (:attr:`ConstructionFlag.forced_to_original`), their value is fixed
+#: (CatCons 100%, CogShift 0) whichever questions the other criteria count.
+LEVEL_KEPT_METRICS = frozenset({"catcons", "cogshift"})
+
+
 def _where(flag: ConstructionFlag, strategy_labels: StrategyLabels | None) -> str:
+    forced = (f"; every original here is {flag.forced_to_original}, so every question with a judged level keeps its "
+              "original's: CatCons (100%) and CogShift (0) come out so whatever the other criteria count"
+              if flag.forced_to_original else "")
     return (f"{CRITERION_LABEL.get(flag.criterion, flag.criterion)} in {flag.model} · {flag.dataset} · "
-            f"{strategy_label(flag.strategy, strategy_labels)}: {flag.text}")
+            f"{strategy_label(flag.strategy, strategy_labels)}: {flag.text}{forced}")
+
+
+def _decided(metric: str, criteria: frozenset[str], here: dict[str, ConstructionFlag]) -> tuple[str, ...]:
+    """The criteria whose flags make ``metric``'s value in its cell one that could not have come out
+    otherwise (empty: not decided): all it reads, or the Bloom level alone where it is forced to
+    the originals' and the metric reads only whether a level was kept."""
+    level = here.get("bloom_level")
+    if metric in LEVEL_KEPT_METRICS and level is not None and level.forced_to_original:
+        return ("bloom_level",)
+    if criteria and all(crit in here and here[crit].decided for crit in criteria):
+        return tuple(criteria)
+    return ()
 
 
 def mark_by_construction(
@@ -42,11 +63,11 @@ def mark_by_construction(
                 if not source:
                     continue
                 model, dataset, strategy, metric = source
-                criteria = _criteria(metric)
                 here = by_cell.get((model, dataset, strategy), {})
-                if criteria and all(crit in here and here[crit].decided for crit in criteria):
+                decided = _decided(metric, _criteria(metric), here)
+                if decided:
                     table["rows"][r][c] = f"{table['rows'][r][c]} {MARK}"
-                    for crit in criteria:
+                    for crit in decided:
                         flag = here[crit]
                         used[(flag.model, flag.dataset, flag.strategy, flag.criterion)] = flag
     return {
@@ -60,6 +81,15 @@ def mark_by_construction(
            for f in flags if f.decided and (f.model, f.dataset, f.strategy, f.criterion) not in used],
         "flags": list(flags),
     }
+
+
+def forced_level_warnings(flags: Sequence[ConstructionFlag], strategy_labels: StrategyLabels | None = None) -> list[str]:
+    """The artefact warning's lines for cells whose Bloom level is forced to every original's
+    (:attr:`ConstructionFlag.forced_to_original`): their CatCons is the panel's make-up."""
+    return [f"in {flag.model} · {flag.dataset} · {strategy_label(flag.strategy, strategy_labels)} every original is "
+            f"{flag.forced_to_original} and {' and '.join(flag.always) or flag.text}, so every question there counts "
+            "as keeping its level: its CatCons is made by the judges (‡ in the tables)"
+            for flag in flags if flag.forced_to_original]
 
 
 def hollow_agreements(flags: Sequence[ConstructionFlag]) -> dict[tuple[str, str, str, str], ConstructionFlag]:

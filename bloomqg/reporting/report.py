@@ -27,7 +27,7 @@ import pandas as pd
 from bloomqg.store.atomic import write_text_atomic
 from bloomqg.store.frames import CUT_OFF, IMPORTED
 from bloomqg.reporting.answer import answer_context
-from bloomqg.reporting.construction import construction_facts, mark_by_construction
+from bloomqg.reporting.construction import construction_facts, mark_by_construction, forced_level_warnings
 from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
@@ -45,7 +45,7 @@ from bloomqg.reporting.readings import (
     classification_accuracy, classification_counts, figure_readings, gate_summary, labels_plan_reading, level_moves, panel_sample_reading,
     table_readings)
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
-from bloomqg.reporting.tables.view import read_view
+from bloomqg.reporting.tables.view import long_form, read_view
 from bloomqg.reporting.tables.model import DAGGER
 from bloomqg.voting.agreement import PREVALENCE_LIMIT
 from bloomqg.voting.construction import MARK, construction_flags
@@ -82,7 +82,7 @@ FIGURE_LEGENDS: dict[str, str] = {
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
     "of the generated question (right), useful questions only; band width = number of questions.",
-    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ|: how many Bloom levels a question lands from its original's) of regressions, drifts and leaps, for each model.",
+    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ|: how many Bloom levels a question lands from its original's) of regressions, drifts and leaps, per cell (model × dataset × strategy).",
     "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
     "original's knowledge unit (CoT's), with 95% confidence intervals.",
     "fig5_correlations": "Figure 5. Correlations across models under each strategy whose answers identify level and "
@@ -202,7 +202,7 @@ def _table_entries(
         if path.suffix.lower() != ".json":
             continue
         try:
-            parsed = read_view(path)
+            parsed = long_form(read_view(path))  # cells as rows: a page shows every column
         except (OSError, TableInputError) as error:
             raise ReportInputError(f"table file {path}: {error}") from error
         entries.append({
@@ -438,6 +438,7 @@ def build_report(
         if judge_bias else None,
     }
     context["judges"], context["artefacts"] = judge_lines(config, reliability)
+    context["forced_levels"] = forced_level_warnings(flags, labels)
     context["self_judges"] = self_judges(config, context["overview"]["models"])
     context["setup"] = study_setup(config, all_metrics, labels)
     context["construction"] = mark_by_construction(context["tables"], flags, labels)

@@ -262,10 +262,11 @@ def gate_decision(
 ONE_VARYING = "at most one judge's votes vary: agreement by construction"
 
 #: The gate's rule in one line, for pages that state it.
-GATE_RULE = (f"Krippendorff's α at least the threshold (0.7 by default), or Gwet's AC1 where one answer holds "
-             f"≥ {PREVALENCE_LIMIT:.0%} of the votes; agreement is not measured where no question has two votes, "
-             "every vote is the same, or at most one judge's votes vary (the others always give one answer or "
-             "abstain, so any agreement is the panel's make-up)")
+GATE_RULE = ("first, agreement is not measured where no question has two votes, every vote is the same, or at most "
+             "one judge's votes vary (the others always give one answer or abstain, so any agreement is the panel's "
+             "make-up); otherwise it is reliable when Krippendorff's α is at least the threshold (0.7 by default), "
+             f"or, where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes (α then reads near 0 even when the "
+             "judges agree), when Gwet's AC1 is")
 
 
 def recorded_decision(row: Mapping[str, Any]) -> GateDecision:

@@ -58,6 +58,10 @@ class ConstructionFlag:
     varying: tuple[str, ...] = ()
     #: of ``reasons``, those of the judges that vote on most questions and always give one answer
     always: tuple[str, ...] = ()
+    #: Bloom level only: decided, and the value it is decided to is every original's level in the
+    #: cell, so every question with a judged level keeps its original's level whatever was written
+    #: (the value; "" otherwise): a share of kept levels is 100% by construction
+    forced_to_original: str = ""
 
     @property
     def agreement_by_construction(self) -> bool:
@@ -121,10 +125,16 @@ def construction_flags(
                     varying.append(named[position])
             if reasons:
                 outvotable = outvotable_items(lists, constant)
+                forced = ""
+                if criterion == "bloom_level" and outvotable == 0 and "original_bloom_level" in asked.columns:
+                    value = {str(v[k]) for v in lists for k in constant if k < len(v) and v[k] is not None}
+                    originals = set(asked["original_bloom_level"].astype(str))
+                    forced = value.pop() if len(value) == 1 and originals == value else ""
                 flags.append(ConstructionFlag(
                     str(model), str(dataset), str(strategy), criterion, tuple(reasons), decided=outvotable == 0,
                     because=_because(lists, constant, named, outvotable, len(asked)),
-                    n_asked=len(asked), n_outvotable=outvotable, varying=tuple(varying), always=tuple(always)))
+                    n_asked=len(asked), n_outvotable=outvotable, varying=tuple(varying), always=tuple(always),
+                    forced_to_original=forced))
     return flags
 
 

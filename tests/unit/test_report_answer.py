@@ -28,8 +28,12 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
                       [plan("cs", "catcons", 48.0), plan("social", "catcons", math.nan)],
                       [*panel("cs", "bloom_level", 0.09), *panel("social", "bloom_level", 0.15)])
     [block] = answer_context(answer, metrics_frame())["blocks"]
-    assert block["headline"].startswith("FGP against CoT, 2 comparisons: cannot tell in all 2. In all of them the "
-                                         "judges do not agree on Bloom levels, so this panel cannot measure the difference")
+    # the verdicts counted and the warning against a ranking lead; why, and what would settle it, follow
+    assert block["lead"] == ("FGP against CoT, 2 comparisons: cannot tell in all 2. This run does not show whether FGP "
+                             "or CoT is better: do not read a higher column below as a ranking.")
+    assert block["detail"].startswith("In all of them the judges do not agree on Bloom levels, so this panel cannot "
+                                      "measure the difference")
+    assert block["headline"] == f"{block['lead']} {block['detail']}"
     assert "What would settle it: more items per cell and judges that agree (a stronger panel, or people's labels)" \
         in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
@@ -48,8 +52,9 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert row["detectable"] == "≥ 39.6"
     assert row["why"].startswith("with 22 pairs only a difference of ≥ 39.6 points is detectable; about ")
     assert "items per cell would detect 10 points" in row["why"]
-    assert "The study has too few pairs. With at most 22 pairs per comparison, this study would find only a " \
-           "difference of ≥ 39.6 points 8 times in 10; a smaller one can show by chance, not reliably." in block["headline"]
+    assert "The study has too few pairs. With the pairs it has, this study would find, 8 times in 10, only a " \
+           "difference of: CatCons ≥ 39.6 points (at most 22 pairs). A smaller difference can show by chance, not " \
+           "reliably." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -104,11 +109,13 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
                       [*panel("cs", "bloom_level", 0.09), *panel("social", "bloom_level", 0.15)])
     [block] = answer_context(answer, metrics_frame())["blocks"]
     cs, social = block["rows"]
-    assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); so its interval, "
-                                "though it excludes 0 (Holm's p = ") and cs["why"].endswith("is no evidence")
+    assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); its interval "
+                                "excludes 0 but rests on those votes: no evidence")
     assert social["why"] == "no original was answered under both strategies: nothing to compare"
-    assert ("cannot tell in all 2. In 1 no original was answered under both strategies; in 1 the judges do not agree "
-            "on Bloom levels") in block["headline"]
+    assert block["lead"].endswith("cannot tell in all 2. This run does not show whether FGP or CoT is better: do not "
+                                  "read a higher column below as a ranking.")
+    assert block["detail"].startswith("In 1 no original was answered under both strategies; in 1 the judges do not "
+                                      "agree on Bloom levels")
 
 
 def test_a_disagreement_one_constant_judge_makes_names_that_judge():
@@ -121,3 +128,27 @@ def test_a_disagreement_one_constant_judge_makes_names_that_judge():
     [block] = answer_context(answer, metrics_frame(), construction=[flag])["blocks"]
     assert block["rows"][0]["why"] == ("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
                                        "(smollm2 always says Apply)")
+
+
+def test_the_power_is_said_per_metric_with_its_own_pairs_never_one_metric_for_all():
+    answer = answer_table(
+        pd.DataFrame([paired("cs", "catcons", 0.0, -60.0, 60.0, 1.0, 4), paired("cs", "usability", 31.8, 3.3, 56.4, 0.078, 22)]),
+        pd.DataFrame([plan("cs", "catcons", math.nan), plan("cs", "usability", 39.6)]),
+        pd.DataFrame(reliable_panel("cs")), metrics=("usability", "catcons"))
+    [block] = answer_context(answer, metrics_frame())["blocks"]
+    assert ("With the pairs it has, this study would find, 8 times in 10, only a difference of: Usability ≥ 39.6 points "
+            "(at most 22 pairs); CatCons none of any size (at most 4 pairs).") in block["detail"]
+
+
+def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is_the_parser():
+    answer = answer_table(pd.DataFrame([paired("cs", "usability", 31.8, 3.3, 56.4, 0.078, 22)]),
+                          pd.DataFrame([plan("cs", "usability", 39.6)]), pd.DataFrame(reliable_panel("cs")),
+                          metrics=("usability",))
+    metrics = pd.DataFrame([{"model": "m", "dataset": "cs", "strategy": s, "metric": "parse_failure_rate", "value": v,
+                             "n": 36} for s, v in (("cot", 22.222), ("fgp", 5.556))])
+    [block] = answer_context(answer, metrics)["blocks"]
+    assert block["unparsed"] == ("Usability counts a reply with no question the workflow could read as not usable, and "
+                                 "the strategies' replies held none at different rates (cs: CoT 22.2%, FGP 5.6%): part "
+                                 "of a Usability gap is how often the reply could be read, not how good its question was.")
+    alike = metrics.assign(value=[5.0, 5.5])
+    assert answer_context(answer, alike)["blocks"][0]["unparsed"] == ""

@@ -287,3 +287,38 @@ def test_a_decided_criterion_that_marks_no_number_is_listed_with_the_notes_sayin
     assert tables[0]["rows"][0] == ["m", "50.00"] and notes["marked"] == []
     [line] = notes["uninformative"]
     assert line.startswith("Bloom level in m · math · FGP: minilm always says Apply") and "no number carries ‡" in line
+
+
+def test_a_level_forced_to_every_originals_marks_catcons_whatever_the_other_criteria_count():
+    """math's originals are all Apply and two judges can only say Apply: every question with a
+    judged level keeps its original's, so CatCons is fixed (‡) although uniqueness, which picks
+    the questions it counts, is not decided; one original at another level undoes it."""
+    from bloomqg.reporting.construction import forced_level_warnings, mark_by_construction
+    from bloomqg.voting.construction import construction_flags
+
+    def flags_for(originals):
+        votes = pd.DataFrame({
+            "model": "m", "dataset": "math", "strategy": "fgp", "new_question": ["q"] * 4,
+            "original_bloom_level": originals,
+            "bloom_level_votes": [["Remember", "Apply", None], ["Apply", "Apply", "Apply"], [None, "Apply", None],
+                                  ["Create", "Apply", "Apply"]],
+            "unique_votes": [["1", "0", "1"], ["0", "1", "1"], ["1", "1", "0"], ["0", "0", "1"]],
+        })
+        return construction_flags(votes, {("m", "math", "fgp"): ["rules", "minilm", "smollm2"]})
+
+    flags = flags_for(["Apply"] * 4)
+    [level] = flags
+    assert level.forced_to_original == "Apply"
+    tables = [{"rows": [["m", "100.00", "33.33"]], "notes": [],
+               "sources": [[None, ["m", "math", "fgp", "catcons"], ["m", "math", "fgp", "unique"]]]}]
+    notes = mark_by_construction(tables, flags)
+    assert tables[0]["rows"][0] == ["m", "100.00 ‡", "33.33"]
+    [line] = notes["marked"]
+    assert line.endswith("every original here is Apply, so every question with a judged level keeps its original's: "
+                         "CatCons (100%) and CogShift (0) come out so whatever the other criteria count")
+    [warning] = forced_level_warnings(flags)
+    assert warning.startswith("in m · math · FGP every original is Apply and minilm always says Apply")
+
+    [mixed] = flags_for(["Apply", "Apply", "Remember", "Apply"])
+    assert mixed.decided and mixed.forced_to_original == ""
+    assert forced_level_warnings([mixed]) == []
