@@ -280,6 +280,9 @@ def answer_context(
                 "on_pairs": _on_the_pairs(r, name_a, name_b),
                 "value_a": _cell_value(values, r.model, r.dataset, a, r.metric),
                 "value_b": _cell_value(values, r.model, r.dataset, b, r.metric),
+                # the cells behind each strategy's column, for the report's links to the item explorer
+                "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
+                "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
                 "why": why(r, strategy_labels, flags),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)

@@ -437,6 +437,11 @@ def build_report(
         "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
         if judge_bias else None,
     }
+    if explorer_href:  # each strategy's value in the Answer opens the questions it counts
+        for block in context["answer"]["blocks"]:
+            for row in block["rows"]:
+                row["link_a"], row["link_b"] = (metric_link(row[key], explorer_href, labels)
+                                                for key in ("source_a", "source_b"))
     context["judges"], context["artefacts"] = judge_lines(config, reliability)
     context["forced_levels"] = forced_level_warnings(flags, labels)
     context["self_judges"] = self_judges(config, context["overview"]["models"])
