@@ -134,11 +134,9 @@ def planned_pairs(votes: pd.DataFrame, comparison: ComparisonSpec, strategy_orde
 
 
 def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p values, in the input's order; a NaN stays NaN and is not a test.
-
-    With the m defined p values sorted ascending, p_(1) ≤ … ≤ p_(m), the adjusted value of the
-    i-th is max over j ≤ i of min(1, (m − j + 1) · p_(j)) (Holm 1979): reject where it is below
-    the level, and the family-wise error rate stays at that level.
+    """Holm's step-down adjusted p values (Holm 1979, by statsmodels' ``multipletests``), in the
+    input's order; a NaN stays NaN and is not a test: reject where the adjusted value is below the
+    level, and the family-wise error rate stays at that level.
     """
     p = np.asarray(p_values, dtype=float)
     adjusted = np.full(p.shape, np.nan)
@@ -147,10 +145,9 @@ def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
         return adjusted
     if ((p[defined] < 0) | (p[defined] > 1)).any():
         raise ValueError(f"holm_adjust: p values must lie in [0, 1], got {p[defined].tolist()}")
-    m = defined.size
-    order = defined[np.argsort(p[defined], kind="stable")]
-    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    adjusted[order] = np.maximum.accumulate(steps)
+    from statsmodels.stats.multitest import multipletests
+
+    adjusted[defined] = multipletests(p[defined], method="holm")[1]
     return adjusted
 
 

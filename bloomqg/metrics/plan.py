@@ -93,14 +93,15 @@ def mcnemar_power(n: int, discordance: float, difference: float, alpha: float) -
 
 
 def t_power(n: int, sd: float, difference: float, alpha: float) -> float:
-    """Power of the two-sided paired t test with ``n`` pairs (noncentral t)."""
+    """Power of the two-sided paired t test with ``n`` pairs (noncentral t, statsmodels' ``TTestPower``)."""
+    from statsmodels.stats.power import TTestPower
+
     if n < 2 or sd <= 0:
         return 0.0 if n < 2 else 1.0
-    df = n - 1
-    critical = stats.t.ppf(1 - alpha / 2, df)
-    shift = abs(difference) / (sd / math.sqrt(n))
-    power = float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
-    if not math.isfinite(power):  # scipy's noncentral t fails far in its tail: the normal limit
+    effect = abs(difference) / sd
+    power = float(TTestPower().power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided"))
+    if not math.isfinite(power):  # the noncentral t fails far in its tail: the normal limit
+        critical, shift = stats.t.ppf(1 - alpha / 2, n - 1), effect * math.sqrt(n)
         power = float(stats.norm.sf(critical - shift) + stats.norm.cdf(-critical - shift))
     return power
 
