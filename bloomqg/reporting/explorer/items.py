@@ -148,6 +148,10 @@ def _as_list(value: object) -> list[str]:
     return [str(v) for v in value]  # type: ignore[union-attr]
 
 
+#: The Usable column of an answer the workflow could not read a question from.
+NO_QUESTION = "no (no question)"
+
+
 def _yes_no(value: object) -> str:
     if is_missing(value):
         return NONE
@@ -417,7 +421,9 @@ def _item_cells(row: Mapping[str, Any], key: str, generation: GenerationNote, ga
         "target_units": _as_list(row["original_knowledge_units"]),
         "judged_units": _as_list(row["knowledge_units"]) or [NONE],
         "identified_units": _as_list(row["identified_knowledge_units"]) or [NONE],
-        "useful": _yes_no(row["useful"]),
+        # Usability counts an answer that holds no question as not usable: say so, not "—"
+        "useful": (NO_QUESTION if is_missing(row["useful"]) and bool(row.get("answered"))
+                   and row["parse_status"] == "failed" else _yes_no(row["useful"])),
         **{criterion: _yes_no(row[criterion]) for criterion in ("unique", "readable", "answerable")},
         "gate": list(gate) or ["passed"], "parse": str(row["parse_status"]),
         "finish_reason": FINISH_REASON_TEXT.get(generation.finish_reason or "", generation.finish_reason or NONE), "parse_error": generation.parse_error,

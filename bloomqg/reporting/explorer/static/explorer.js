@@ -397,9 +397,10 @@
     if (!S.metric) { el.hidden = true; el.innerHTML = ""; return; }
     const spec = S.data.metric_specs[S.metric] || { label: S.metric, kind: "percent", scale: 100, decimals: 2 };
     const m = S.byKey["m." + S.metric].values;
-    let den = 0, num = 0, counted = 0;
-    for (const r of S.metricRows) { den++; num += m[r]; if (m[r] > 0) counted++; }
+    let den = 0, num = 0, counted = 0, whole = true;
+    for (const r of S.metricRows) { den++; num += m[r]; if (m[r] > 0) counted++; if (m[r] !== 0 && m[r] !== 1) whole = false; }
     const cells = selectedCells();
+    const narrowed = !!S.q || [...S.filters.keys()].some((k) => !["model", "dataset", "strategy", "row"].includes(k));
     let tableN = 0, tableValue = null;
     for (const key of cells) { const v = (S.data.metrics[key] || {})[S.metric]; if (v) { tableN += v[1]; if (cells.length === 1) tableValue = v[0]; } }
     const value = spec.kind === "sum" ? num : spec.kind === "count" ? counted : den ? (num / den) * spec.scale : null;
@@ -411,10 +412,15 @@
       (cells.length === 1
         ? `<span>table: <b>${shown(tableValue)}</b> over n = <b id="banner-table-n">${fmt(tableN)}</b></span>`
         : `<span>tables: one value per cell, over n = <b id="banner-table-n">${fmt(tableN)}</b> in all</span>`) +
-      `<span>here: <b id="banner-den">${fmt(den)}</b> ${rowNoun()} in the denominator, <b>${fmt(counted)}</b> counted → <b>${shown(value)}</b></span>` +
+      // filters past the cell (a figure's band or heat-map cell): the value over a part of the cell
+      (narrowed ? `<span>here, a part of the cell (the mark's questions), so not the table's value: ` : `<span>here: `) +
+      `<b id="banner-den">${fmt(den)}</b> ${rowNoun()} in the denominator, ` +
+      // a graded metric (KnowCov's fractions) sums its values; "counted" would count any above 0
+      (whole ? `<b>${fmt(counted)}</b> counted` : `values summing to <b>${Number(num).toFixed(2)}</b>`) +
+      ` → <b>${shown(value)}</b></span>` +
       `<span class="seg"><button data-mv="all" class="${S.mv === "all" ? "on" : ""}">all ${fmt(den)}</button>` +
-      `<button data-mv="counted" class="${S.mv === "counted" ? "on" : ""}">counted ${fmt(counted)}</button>` +
-      `<button data-mv="rest" class="${S.mv === "rest" ? "on" : ""}" title="in the denominator, not in the numerator">not counted ${fmt(den - counted)}</button></span>` +
+      `<button data-mv="counted" class="${S.mv === "counted" ? "on" : ""}">${whole ? "counted" : "above 0:"} ${fmt(counted)}</button>` +
+      `<button data-mv="rest" class="${S.mv === "rest" ? "on" : ""}" title="in the denominator, not in the numerator">${whole ? "not counted" : "0:"} ${fmt(den - counted)}</button></span>` +
       `<button class="close" title="Drop the metric filter">×</button>`;
     el.dataset.den = den; el.dataset.tableN = tableN; el.dataset.value = value === null ? "" : value;
   }
