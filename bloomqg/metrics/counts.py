@@ -8,7 +8,8 @@ from bloomqg.metrics.rows import USEFUL_CRITERIA, RowTerms
 from bloomqg.metrics.spec import MetricSpec
 
 COUNT_SPECS: tuple[MetricSpec, ...] = (
-    MetricSpec("n_generated", "Generated", "count", None, "questions", decimals=0, ci_decimals=0,
+    # every prompt of the cell, answered or not: "Generated" read as questions the parser found
+    MetricSpec("n_generated", "Prompts", "count", None, "questions", decimals=0, ci_decimals=0,
                paper_table="auxiliary", outcome_range=None),
     MetricSpec("n_useful", "Useful", "count", None, "questions", criteria=USEFUL_CRITERIA, decimals=0,
                ci_decimals=0, paper_table="auxiliary", outcome_range=None),

@@ -64,7 +64,7 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
     judge makes is said to be that judge's."""
     reason = row.reason
     if int(row.n_pairs) == 0:  # whatever else holds, there is nothing to compare
-        return "no original was answered under both strategies: nothing to compare"
+        return f"no original has a {metric_spec(row.metric).label} value under both strategies: nothing to compare"
     if reason == "judges_disagree":
         strategy, _, criterion = str(row.reliability_cell).partition("|")
         flag = (construction or {}).get((str(row.model), str(row.dataset), strategy, criterion))
@@ -120,7 +120,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     empty = unknown[~paired_rows]
     unknown = unknown[paired_rows]  # a comparison without pairs has one reason, said apart
     if len(empty):
-        reasons.append(f"{_count(len(empty), n)}no original was answered under both strategies")
+        reasons.append(f"{_count(len(empty), n)}no original has a value under both strategies")
     disagree = unknown[unknown["reason"] == "judges_disagree"]
     if len(disagree):
         criteria = ordered_unique(CRITERION_PHRASE.get(c, c) for c in (_failing_criterion(r) for r in disagree.itertuples()))
@@ -157,17 +157,25 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
 
 
 def _power(unknown: pd.DataFrame) -> str:
-    """"With the pairs it has, this study would find, 8 times in 10, only a difference of: Usability
-    ≥ 39.6 points (at most 22 pairs); CatCons none of any size (at most 4 pairs)": per metric, the
-    smallest detectable difference over its comparisons, so no metric's power reads as another's."""
-    parts = []
+    """"With the pairs it has, this study could detect (8 times in 10) only differences of at least:
+    Usability 39.6 points (at most 22 pairs); CatCons, with at most 4 pairs, no difference of any
+    size.": per metric, the smallest detectable difference over its comparisons, so no metric's
+    power reads as another's."""
+    sized, none = [], []
     for metric, rows in unknown.groupby("metric", sort=False):
         pairs = int(rows["n_pairs"].max())
-        mdds = rows["mdd"].dropna()
-        size = f"≥ {mdds.min():.1f} {_points(str(metric))}" if len(mdds) else "none of any size"
-        parts.append(f"{metric_spec(str(metric)).label} {size} (at most {pairs:,} pair{'s' if pairs != 1 else ''})")
-    return (f"With the pairs it has, this study would find, 8 times in 10, only a difference of: {'; '.join(parts)}. "
-            "A smaller difference can show by chance, not reliably.")
+        label, mdds = metric_spec(str(metric)).label, rows["mdd"].dropna()
+        pairs_text = f"at most {pairs:,} pair{'s' if pairs != 1 else ''}"
+        if len(mdds):
+            sized.append(f"{label} {mdds.min():.1f} {_points(str(metric))} ({pairs_text})")
+        else:
+            none.append(f"{label}, with {pairs_text}")
+    text = "With the pairs it has, this study could detect (8 times in 10) "
+    if sized:
+        text += f"only differences of at least: {'; '.join(sized)}"
+    if none:
+        text += ("; " if sized else "") + f"{_joined(none, 'and')}, no difference of any size"
+    return text + ". A smaller difference can show by chance, not reliably."
 
 
 def _count(k: int, n: int) -> str:
@@ -201,20 +209,32 @@ def _percent_sign(metric: str) -> str:
 
 
 def _on_the_pairs(r: Any, name_a: str, name_b: str) -> tuple[str, ...]:
-    """("pairs: CoT 85.71%", "→ FGP 71.43%"): what the paired difference is the difference of, as
-    two lines (one kept the column wide and the table's rows tall)."""
+    """("CoT 85.71% → FGP 71.43%",): what the paired difference is the difference of, on one line
+    under it (the column's header says these are the pairs)."""
     if int(r.n_pairs) == 0 or is_missing(r.value_a) or is_missing(r.value_b):
         return ()
     decimals, sign = metric_spec(r.metric).decimals, _percent_sign(r.metric)
-    return (f"pairs: {name_a} {fixed(float(r.value_a), decimals)}{sign}",
-            f"→ {name_b} {fixed(float(r.value_b), decimals)}{sign}")
+    return (f"{name_a} {fixed(float(r.value_a), decimals)}{sign} → {name_b} {fixed(float(r.value_b), decimals)}{sign}",)
+
+
+def usability_of_read(votes: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, int]]:
+    """Per (model, dataset, strategy): the share (%) of usable questions among the replies that
+    held a question and whose usefulness the judges decided, and their number: Usability without
+    the replies the workflow could not read (the labels plan's "Usable, of questions with all
+    three verdicts")."""
+    if votes is None or not len(votes) or "useful" not in votes:
+        return {}
+    read = votes[votes["new_question"].notna() & votes["useful"].notna()]
+    return {(str(m), str(d), str(s)): (100.0 * float(group["useful"].astype(bool).mean()), len(group))
+            for (m, d, s), group in read.groupby(["model", "dataset", "strategy"], sort=False)}
 
 
 def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[str, str],
-                  names: tuple[str, str]) -> str:
+                  names: tuple[str, str], read: Mapping[tuple[str, str, str], tuple[float, int]] | None = None) -> str:
     """Where the Answer compares Usability and the two strategies' replies held no question at
     different rates: Usability counts such a reply as not usable, so part of its gap is the
-    parser's (the generation parse failure rates, per dataset), said beside the table."""
+    parser's. Says the rates per dataset and, given ``read`` (:func:`usability_of_read`),
+    Usability among the replies that held a question, so a reader sees how much of the gap is left."""
     if values is None or not len(rows):
         return ""
     usability = rows[(rows["metric"] == "usability") & (rows["n_pairs"].astype(int) > 0)]
@@ -222,13 +242,28 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
     for r in usability.itertuples(index=False):
         keys = [(r.model, r.dataset, strategy, "parse_failure_rate") for strategy in pair]
         if all(key in values.index and not is_missing(values.loc[key, "value"]) for key in keys):
-            rates.append((str(r.dataset), *(float(values.loc[key, "value"]) for key in keys)))
-    if not any(abs(rate_a - rate_b) >= 5 for _, rate_a, rate_b in rates):
+            rates.append((r, str(r.dataset), *(float(values.loc[key, "value"]) for key in keys)))
+    if not any(abs(rate_a - rate_b) >= 5 for *_, rate_a, rate_b in rates):
         return ""
-    each = "; ".join(f"{dataset}: {names[0]} {rate_a:.1f}%, {names[1]} {rate_b:.1f}%" for dataset, rate_a, rate_b in rates)
-    return (f"Usability counts a reply with no question the workflow could read as not usable, and the strategies' "
-            f"replies held none at different rates ({each}): part of a Usability gap is how often the reply "
-            "could be read, not how good its question was.")
+    each = "; ".join(f"{dataset}: {names[0]} {rate_a:.1f}%, {names[1]} {rate_b:.1f}%" for _, dataset, rate_a, rate_b in rates)
+    text = (f"Usability counts a reply without a readable question as not usable, and such replies came at "
+            f"different rates ({each}).")
+    among = []
+    for r, dataset, *_ in rates:
+        shares = [(read or {}).get((str(r.model), dataset, strategy)) for strategy in pair]
+        if all(shares):
+            among.append((r, dataset, shares[0], shares[1]))
+    if among:
+        listed = "; ".join(f"{dataset}: {names[0]} {a[0]:.1f}% (n = {a[1]}), {names[1]} {b[0]:.1f}% (n = {b[1]})"
+                           for _, dataset, a, b in among)
+        # the order of the two strategies among read replies against the paired difference's sign
+        reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
+        text += (f" Among replies with a question it was {listed}: much of the gap is how often a reply could be "
+                 "read, not how good its question was"
+                 + (f", and on {_joined(reversed_in, 'and')} the order reverses." if reversed_in else "."))
+    else:
+        text += " Part of a Usability gap is how often the reply could be read, not how good its question was."
+    return text
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -252,10 +287,12 @@ def answer_context(
     strategy_order: Sequence[str] = (),
     strategy_titles: Mapping[str, str] | None = None,
     construction: Sequence[ConstructionFlag] = (),
+    read_usability: Mapping[tuple[str, str, str], tuple[float, int]] | None = None,
 ) -> dict[str, Any]:
     """The template's ``answer``: per strategy pair, its summary sentence and table rows; what was
     left out; the trust line. ``strategy_titles``: {name: title} spells each strategy out where
-    the Answer first names it."""
+    the Answer first names it; ``read_usability``: :func:`usability_of_read`, for the note on
+    Usability among the replies that could be read."""
     titles = dict(strategy_titles or {})
     flags = {(f.model, f.dataset, f.strategy, f.criterion): f for f in construction}
     values = all_metrics.set_index(["model", "dataset", "strategy", "metric"]) if len(all_metrics) else None
@@ -273,7 +310,9 @@ def answer_context(
                 "where": f"{r.model} · {r.dataset}" if several_models else str(r.dataset),
                 "verdict": VERDICT_TEXT[r.verdict].format(b=name_b), "verdict_class": r.verdict,
                 "difference": "–" if int(r.n_pairs) == 0 else
-                f"{format_paired_difference(r.diff, r.ci_low, r.ci_high, r.n_pairs)} {_points(r.metric)}",
+                # percentage points go unsaid (the header and how-to-read say so); other units are named
+                format_paired_difference(r.diff, r.ci_low, r.ci_high, r.n_pairs)
+                + ("" if metric_spec(r.metric).percent else f" {_points(r.metric)}"),
                 "pairs": str(int(r.n_pairs)),
                 "detectable": ("–" if not r.planned or int(r.n_pairs) == 0 else "none" if is_missing(r.mdd)
                                else f"≥ {float(r.mdd):.1f}"),
@@ -292,7 +331,7 @@ def answer_context(
         blocks.append({"pair": f"{name_b} − {name_a}", "name_a": name_a, "name_b": name_b, "headline": headline,
                        "lead": lead, "detail": detail,
                        "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels),
-                       "unparsed": unparsed_note(mine, values, (a, b), (name_a, name_b))})
+                       "unparsed": unparsed_note(mine, values, (a, b), (name_a, name_b), read_usability)})
     return {"blocks": blocks, "trust": trust_line(gate)}
 
 
@@ -306,10 +345,10 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
     never = list(gate.get("never_measured") or [])
     named = " and ".join([", ".join(never[:-1]), never[-1]] if len(never) > 1 else never)
-    never_text = (f" {named} could not be measured in any cell (no cell's votes could show whether the judges "
-                  f"agree), so {'its values say' if len(never) == 1 else 'their values say'} nothing about the "
-                  "questions, however high." if never else "")
+    their = "its values say" if len(never) == 1 else "their values say"
+    never_text = (f" {named} could not be measured in any cell, so {their} nothing about the questions, however "
+                  "high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
-            f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (see the glossary; each is listed "
-            f"under Judge reliability).{never_text}")
+            f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (each listed under Judge "
+            f"reliability).{never_text}")

@@ -87,8 +87,8 @@ def forced_level_warnings(flags: Sequence[ConstructionFlag], strategy_labels: St
     """The artefact warning's lines for cells whose Bloom level is forced to every original's
     (:attr:`ConstructionFlag.forced_to_original`): their CatCons is the panel's make-up."""
     return [f"in {flag.model} · {flag.dataset} · {strategy_label(flag.strategy, strategy_labels)} every original is "
-            f"{flag.forced_to_original} and {' and '.join(flag.always) or flag.text}, so every question there counts "
-            "as keeping its level: its CatCons is made by the judges (‡ in the tables)"
+            f"{flag.forced_to_original} and {' and '.join(flag.always) or flag.text}, so every question there with a "
+            "judged level keeps its original's: its CatCons is made by the judges (‡ in the tables)"
             for flag in flags if flag.forced_to_original]
 
 

@@ -32,8 +32,10 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "Each original question carries one; a new question should hit the same level."),
     ("unit", "Knowledge unit", "the topic a question is about, from the dataset's own list of units."),
     ("useful", "Useful question", "one the judges' majority calls unique, readable and answerable."),
-    ("pairs", "Pairs", "original questions answered under both strategies: comparing on the same originals removes "
-     "the originals' own difficulty from the difference."),
+    ("pairs", "Pairs", "original questions with a value of the metric under both strategies (for CatCons, a useful "
+     "question with a judged level under each; so a metric's pairs can be fewer than the originals both strategies "
+     "answered, and another way of voting can give more): comparing on the same originals removes the originals' own "
+     "difficulty from the difference."),
     ("interval", "95% interval (95% CI)", "the range of values compatible with the data; it holds the true value in "
      "95% of studies like this one. Shares take Clopper–Pearson's exact interval (it never claims more certainty "
      "than the data give), means of levels (CogShift) an exact betting interval, paired differences Tango's score "
@@ -79,9 +81,9 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("sensitivity", "Sensitivity, specificity", "of a judge on a yes/no criterion, under Dawid–Skene: how often it "
      "says yes where the Dawid–Skene label is yes (sensitivity) and no where the label is no (specificity). Their "
      "intervals are Jeffreys' (a Bayesian interval for a share), over Dawid–Skene's probability-weighted counts."),
-    ("agrees", "Agrees with the others, Agrees with majority %", "two shares of a judge's votes: equal to the strict majority of "
+    ("agrees", "Agrees with the others, Agrees with majority (own vote in) %", "two shares of a judge's votes: equal to the strict majority of "
      "the other judges, its own vote left out (\"agrees with the others\", the setup and Can these judges be "
-     "trusted?), or equal to the panel's majority, its own vote included (\"Agrees with majority %\", the judges' table)."),
+     "trusted?), or equal to the panel's majority, its own vote included (\"Agrees with majority (own vote in) %\", the judges' table)."),
     ("leave-one-out", "Leave-one-judge-out panel", "the panel with one judge removed; a comparison that keeps its "
      "sign and significance without each judge in turn does not rest on any one judge."),
     ("raw-p", "Raw p", "a p value before Holm's adjustment for the several comparisons of a metric."),

@@ -9,6 +9,7 @@ says so in the open, not in a collapsed note.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -148,3 +149,32 @@ def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
                          "strategies": ", ".join(strategy_label(s, strategy_labels) for s in ran),
                          "one": "only" if len(ran) == 1 else ""})
     return {"models": models, "datasets": datasets}
+
+
+#: A size in a model's name or id: "135m", "135M", "7b", "1.5B" (millions or billions of parameters).
+_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)([mb])(?![a-z])", re.IGNORECASE)
+#: Below this many parameters a writer is a stand-in for trying the workflow, not a model to judge.
+SMALL_MODEL_PARAMETERS = 1e9
+
+
+def parameters_in_name(*names: str) -> float | None:
+    """The parameter count a model's name or id states ("smollm2-135m": 1.35e8), else None."""
+    for name in names:
+        for part in re.split(r"[-_/ ]", str(name)):
+            if match := _SIZE.fullmatch(part):
+                return float(match.group(1)) * (1e6 if match.group(2).lower() == "m" else 1e9)
+    return None
+
+
+def small_writers(config: Mapping[str, Any], writers: Sequence[str]) -> list[str]:
+    """The writers whose name or model id states fewer than :data:`SMALL_MODEL_PARAMETERS`
+    parameters: the Answer says their run tries the workflow out."""
+    models = dict(config.get("models") or {})
+    small = []
+    for name in writers:
+        entry = models.get(name) or {}
+        model_id = entry.get("model") if isinstance(entry, Mapping) and isinstance(entry.get("model"), str) else ""
+        size = parameters_in_name(name, model_id)
+        if size is not None and size < SMALL_MODEL_PARAMETERS:
+            small.append(str(name))
+    return small

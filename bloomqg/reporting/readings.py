@@ -80,9 +80,15 @@ def strategy_effect(
             ns = here[here["model"] == largest].set_index("strategy")["n"]
             over = ("" if ns.reindex([a, b]).isna().any() else
                     f", over n = {int(ns[a])} ({name_a}) and {int(ns[b])} ({name_b}) questions")
-            if len(diff) == 1:  # one model: the one difference, without "1 of 1 model"
-                sentences.append(f"On {dataset}, {label} is {signed(diff[largest], 2)}{unit} under {name_b} against "
-                                 f"{name_a}{over}.")
+            if len(diff) == 1:  # one model: the two cells' values, not a signed difference that reads as a finding
+                values = here[here["model"] == largest].set_index("strategy")["value"]
+                percent = "%" if metric_spec(metric).percent else ""
+                counts = ns.reindex([a, b])
+                sentences.append(
+                    f"On {dataset}, {label} is " + " and ".join(
+                        f"{float(values[s]):.2f}{percent} under {name}"
+                        + ("" if counts.isna().any() else f" (n = {int(counts[s])})")
+                        for s, name in ((a, name_a), (b, name_b))) + ".")
                 continue
             sentences.append(
                 f"On {dataset}, {name_b} raised {label} against {name_a} for {raised} of {n} and lowered it "
@@ -91,8 +97,9 @@ def strategy_effect(
     if not sentences:
         return None
     # the cells' values differ as written; whether a difference is real is the paired test's call
-    tested = "tested on paired items in the Answer" if metric in DEFAULT_PAIRED_METRICS else "not tested"
-    return " ".join(sentences) + f" (Cells' own values; {tested}.)"
+    tested = ("the Answer tests it on the originals both strategies answered" if metric in DEFAULT_PAIRED_METRICS
+              else "no test compares them")
+    return " ".join(sentences) + f" (Each cell's own value, not a comparison: {tested}.)"
 
 
 def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:
@@ -191,6 +198,9 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
         return "No useful question with a judged level was judged, so there is no transition to show."
     sentence = "; ".join(parts)
     sentence = sentence[0].upper() + sentence[1:] + "."
+    if len(parts) > 1:  # shares of each strategy's own questions read like a ranking; the test is the Answer's
+        sentence += (" Each strategy's own questions, not a comparison: the Answer tests CatCons on the originals "
+                     "both strategies answered.")
     if left_out:
         sentence = (f"On the datasets every strategy ran: {sentence[0].lower()}{sentence[1:]} Not pooled into this "
                     f"comparison (only some strategies ran there, so a difference would be one of design): {'; '.join(left_out)}; the figure draws them all.")
@@ -362,6 +372,10 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
     return " ".join(parts) if parts else "No parse-failure rates were recorded."
 
 
+#: The shifts in words where their size is read, so CogReg &c. name only the shares of Table 6.
+_SHIFT_WORDS = {"cogreg": "regressions", "cogdrift": "drifts", "cogleap": "leaps"}
+
+
 def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Mean shift scores per type and the largest single value."""
     frames = {m: metric_values(all_metrics, f"{m}_mean") for m in SHIFT_TYPES}
@@ -373,15 +387,16 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
         mean = cell_mean(all_metrics, f"{m}_mean")
         assert mean is not None  # present
         over = f"over {_plural(mean.n_cells, 'cell')}" + ("" if mean.n_items is None else f", n = {mean.n_items} questions")
-        return f"{table_label(m)} {mean.value:.2f} levels ({over})"
+        return f"{_SHIFT_WORDS.get(m, table_label(m))} {mean.value:.2f} levels ({over})"
 
     means = ", ".join(averaged(m) for m in present)
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
     n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
     # the labels name the shares of Table 6 too: say these are the mean sizes of those shifts
-    return (f"Averaged over cells, the questions that regressed (CogReg), drifted (CogDrift) or leapt (CogLeap) "
-            f"moved by {means}; the largest was {table_label(top['kind'])} "
+    return (f"Averaged over cells, the questions that moved by 2+ levels down, 1 level, or 2+ levels up (those "
+            f"CogReg, CogDrift and CogLeap count, as shares, in Table 6) moved by: {means}; the largest was "
+            f"{_SHIFT_WORDS.get(str(top['kind']), table_label(top['kind']))} "
             f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
             f"{top['value']:.2f} levels{n_top}).")
 
@@ -428,8 +443,7 @@ def table_readings(
         "table4_quality": effect("unique") or metric_range(all_metrics, "unique", labels),
         "table5_usability": effect("catcons") or metric_range(all_metrics, "catcons", labels),
         "table6_cognitive_shift": effect("cogreg") or metric_range(all_metrics, "cogleap", labels),
-        "table7_quality_by_dataset": effect("answerable") or metric_range(all_metrics, "answerable", labels),
-        "table8_shift_by_dataset": effect("cogleap") or metric_range(all_metrics, "cogleap", labels),
+        # Tables 7 and 8 give Tables 4 and 6's values per dataset with their intervals: no reading of their own
         "table_auxiliary": metric_range(all_metrics, "classification_acc", labels),
         "table_reliability": gate_summary(reliability, labels)["effect"],
         "table_parse_failures": parse_failure_summary(all_metrics, reliability, labels),

@@ -26,13 +26,13 @@ import pandas as pd
 
 from bloomqg.store.atomic import write_text_atomic
 from bloomqg.store.frames import CUT_OFF, IMPORTED
-from bloomqg.reporting.answer import answer_context
+from bloomqg.reporting.answer import answer_context, usability_of_read
 from bloomqg.reporting.construction import construction_facts, mark_by_construction, forced_level_warnings
 from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
-from bloomqg.reporting.panel import judge_lines, modal_share, self_judges, study_setup
+from bloomqg.reporting.panel import small_writers, judge_lines, modal_share, self_judges, study_setup
 from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import (
     call_failures,
@@ -81,7 +81,7 @@ FIGURE_LEGENDS: dict[str, str] = {
 #: live in ``report/captions/*.rst``).
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
-    "of the generated question (right), useful questions only; band width = number of questions.",
+    "of the generated question (right), useful questions only; band width = share of the panel's questions (each panel is scaled to its own n).",
     "fig3_shift_scores": "Figure 3. Mean shift score (|Δ|: how many Bloom levels a question lands from its original's) of regressions, drifts and leaps, per cell (model × dataset × strategy).",
     "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
     "original's knowledge unit (CoT's), with 95% confidence intervals.",
@@ -252,6 +252,13 @@ def _atoms(text: Any) -> Any:
     return Markup(_ATOM.sub(lambda m: f'<span class="atom">{m.group(0)}</span>', str(escape(text))))
 
 
+def _n_below(text: Any) -> Any:
+    """"48.15% (n=27)" with its n on a line of its own: a narrow column in the Answer's table."""
+    from markupsafe import Markup, escape
+
+    return Markup(str(escape(text)).replace(" (n=", "<br>(n=", 1))
+
+
 def _marked(text: Any) -> Any:
     """A table cell with its marks as links to their notes: † to the gate's, ‡ to the rule of
     numbers decided by construction; hyphenated names kept whole (:func:`_atoms`)."""
@@ -337,6 +344,7 @@ def render_report(context: Mapping[str, Any]) -> str:
     environment.filters["number"] = _format_number
     environment.filters["marked"] = _marked
     environment.filters["atoms"] = _atoms
+    environment.filters["n_below"] = _n_below
     return environment.get_template(TEMPLATE_NAME).render(**context)
 
 
@@ -414,7 +422,8 @@ def build_report(
         "title": title,
         "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
                                  strategy_order=strategy_order,
-                                 strategy_titles={s["name"]: s["title"] for s in strategies}, construction=flags),
+                                 strategy_titles={s["name"]: s["title"] for s in strategies}, construction=flags,
+                                 read_usability=usability_of_read(votes)),
         "strategies": list(strategies),
         "glossary": glossary_entries(strategies),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -445,6 +454,7 @@ def build_report(
     context["judges"], context["artefacts"] = judge_lines(config, reliability)
     context["forced_levels"] = forced_level_warnings(flags, labels)
     context["self_judges"] = self_judges(config, context["overview"]["models"])
+    context["small_writers"] = small_writers(config, context["overview"]["models"])
     context["setup"] = study_setup(config, all_metrics, labels)
     context["construction"] = mark_by_construction(context["tables"], flags, labels)
     context["table_notes"] = section_notes(context["tables"])

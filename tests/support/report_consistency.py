@@ -70,7 +70,7 @@ def report_inconsistencies(page: str) -> list[str]:
             paired[(model, dataset, pair, metric)] = (diff, p_holm, n)
     models = {key[0] for key in paired}
     answer = _section(page, "answer")
-    pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>)(?:(?: |<br>)on the pairs)? \[95% interval\]</th>', answer)]
+    pair_headers = [text_of(h) for h in re.findall(r'<th class="right">(<span class="atom">[^<]*</span> − <span class="atom">[^<]*</span>)(?:(?: |<br>)(?:on the )?pairs)? \[95% interval\]</th>', answer)]
     if answer and '<table class="answer">' in answer and not pair_headers:
         problems.append("the Answer's tables have no header this check reads (its pair columns changed?)")
     for pair, table in zip(pair_headers, re.findall(r'<table class="answer">.*?</table>', answer, re.S)):
@@ -80,7 +80,8 @@ def report_inconsistencies(page: str) -> list[str]:
             metric, where, verdict, _, _, difference, n = row[:7]
             model, _, dataset = where.rpartition(" · ")
             model = model or (next(iter(models)) if len(models) == 1 else None)  # one model: not named
-            difference = re.sub(r"\s*pairs: .*$", "", difference)  # the pairs' own values, under it
+            # the pairs' own values, on the line under it ("A 0.00% → B 0.00%"), read with no space before
+            difference = re.sub(r"(?<=[\])])\s*(?:pairs: )?[^\])]*→.*$", "", difference)
             shown = re.sub(r" (points|levels|units)$", "", difference).replace(" (one pair: no interval)", "")
             in_table = paired.get((model, dataset, pair, metric))
             if in_table is None:
@@ -100,13 +101,14 @@ def report_inconsistencies(page: str) -> list[str]:
     coefficients = table_rows(page, 'id="trust-coefficients-table"')
     # α undefined (no variance in the votes, or no item with two votes): agreement not measured,
     # never a pass, and listed as such in the gate table
+    gate, alpha = 2, 3  # the agreement table's columns: cell, criterion, gate, α, …
     undefined = [row for row in coefficients if len(row) > 5 and (
-        row[5].startswith("undefined") or (row[5] == "not assessable" and row[-1].startswith("not measured")))]
+        row[alpha].startswith("undefined") or (row[alpha] == "not assessable" and row[gate].startswith("not measured")))]
     for row in undefined:
-        if row[-1].startswith("reliable"):
+        if row[gate].startswith("reliable"):
             problems.append(f"an undefined α passes the gate: {row}")
     # not measured: α undefined, or defined but resting on at most one judge whose votes vary
-    not_measured = [row for row in coefficients if len(row) > 5 and row[-1].startswith("not measured")]
+    not_measured = [row for row in coefficients if len(row) > 5 and row[gate].startswith("not measured")]
     if any(row not in not_measured for row in undefined):
         problems.append("an undefined α is not 'not measured' in the agreement table")
     gate_listed = _section(page, "reliability").count("not measured †")

@@ -127,13 +127,14 @@ def test_strategy_effect_sentence():
     to_table(frame, METRICS)
     assert strategy_effect(frame, "catcons") == (
         "On cs, FGP raised CatCons against CoT for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp, over n = 10 (CoT) and 10 (FGP) questions)."
-        " (Cells' own values; tested on paired items in the Answer.)"
+        " (Each cell's own value, not a comparison: the Answer tests it on the originals both strategies answered.)"
     )
     same = frame.assign(value=10.0)
     assert strategy_effect(same, "catcons").startswith("On cs, FGP left CatCons unchanged against CoT for all 2 models.")
     assert strategy_effect(frame[frame["strategy"] == "fgp"], "catcons") is None
     one_model = strategy_effect(frame[frame["model"] == "a"], "catcons")
-    assert one_model.startswith("On cs, CatCons is +5.00 pp under FGP against CoT, over n = 10 (CoT) and 10 (FGP)")
+    # one model: the two values, not a signed difference that reads as a finding
+    assert one_model.startswith("On cs, CatCons is 30.00% under CoT (n = 10) and 35.00% under FGP (n = 10).")
 
 
 def test_strategy_effect_covers_every_pair_with_labels():

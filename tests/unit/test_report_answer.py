@@ -52,9 +52,9 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert row["detectable"] == "≥ 39.6"
     assert row["why"].startswith("with 22 pairs only a difference of ≥ 39.6 points is detectable; about ")
     assert "items per cell would detect 10 points" in row["why"]
-    assert "The study has too few pairs. With the pairs it has, this study would find, 8 times in 10, only a " \
-           "difference of: CatCons ≥ 39.6 points (at most 22 pairs). A smaller difference can show by chance, not " \
-           "reliably." in block["headline"]
+    assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
+           "differences of at least: CatCons 39.6 points (at most 22 pairs). A smaller difference can show by chance, " \
+           "not reliably." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -64,7 +64,7 @@ def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
     [block] = answer_context(answer, metrics_frame())["blocks"]
     assert block["headline"] == "FGP against CoT, 2 comparisons: FGP higher in 1; no difference in 1."
     cs, social = block["rows"]
-    assert cs["verdict"] == "FGP higher" and cs["difference"] == "12.00 [5.0, 19.0] points"
+    assert cs["verdict"] == "FGP higher" and cs["difference"] == "12.00 [5.0, 19.0]"
     assert social["why"].startswith("no difference larger than 6.5 points (the interval's far end; Holm's p = 0.700)")
     assert "α 0.90 for" in social["why"]
 
@@ -111,10 +111,10 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
     cs, social = block["rows"]
     assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); its interval "
                                 "excludes 0 but rests on those votes: no evidence")
-    assert social["why"] == "no original was answered under both strategies: nothing to compare"
+    assert social["why"] == "no original has a CatCons value under both strategies: nothing to compare"
     assert block["lead"].endswith("cannot tell in all 2. This run does not show whether FGP or CoT is better: do not "
                                   "read a higher column below as a ranking.")
-    assert block["detail"].startswith("In 1 no original was answered under both strategies; in 1 the judges do not "
+    assert block["detail"].startswith("In 1 no original has a value under both strategies; in 1 the judges do not "
                                       "agree on Bloom levels")
 
 
@@ -136,8 +136,8 @@ def test_the_power_is_said_per_metric_with_its_own_pairs_never_one_metric_for_al
         pd.DataFrame([plan("cs", "catcons", math.nan), plan("cs", "usability", 39.6)]),
         pd.DataFrame(reliable_panel("cs")), metrics=("usability", "catcons"))
     [block] = answer_context(answer, metrics_frame())["blocks"]
-    assert ("With the pairs it has, this study would find, 8 times in 10, only a difference of: Usability ≥ 39.6 points "
-            "(at most 22 pairs); CatCons none of any size (at most 4 pairs).") in block["detail"]
+    assert ("With the pairs it has, this study could detect (8 times in 10) only differences of at least: Usability "
+            "39.6 points (at most 22 pairs); CatCons, with at most 4 pairs, no difference of any size.") in block["detail"]
 
 
 def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is_the_parser():
@@ -147,8 +147,13 @@ def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is
     metrics = pd.DataFrame([{"model": "m", "dataset": "cs", "strategy": s, "metric": "parse_failure_rate", "value": v,
                              "n": 36} for s, v in (("cot", 22.222), ("fgp", 5.556))])
     [block] = answer_context(answer, metrics)["blocks"]
-    assert block["unparsed"] == ("Usability counts a reply with no question the workflow could read as not usable, and "
-                                 "the strategies' replies held none at different rates (cs: CoT 22.2%, FGP 5.6%): part "
-                                 "of a Usability gap is how often the reply could be read, not how good its question was.")
+    assert block["unparsed"] == ("Usability counts a reply without a readable question as not usable, and such replies "
+                                 "came at different rates (cs: CoT 22.2%, FGP 5.6%). Part of a Usability gap is how "
+                                 "often the reply could be read, not how good its question was.")
+    # with the share among the replies that held a question, the gap left (and where it reverses)
+    read = {("m", "cs", "cot"): (90.0, 10), ("m", "cs", "fgp"): (82.4, 17)}
+    assert answer_context(answer, metrics, read_usability=read)["blocks"][0]["unparsed"].endswith(
+        "Among replies with a question it was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): much of the gap is how often "
+        "a reply could be read, not how good its question was, and on cs the order reverses.")
     alike = metrics.assign(value=[5.0, 5.5])
     assert answer_context(answer, alike)["blocks"][0]["unparsed"] == ""

@@ -87,6 +87,7 @@ def plot_shift_scores(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels
                         ax.annotate(f"n={int(row['n'])}", xy=(at, value + up), xytext=(0, 2), textcoords="offset points",
                                     ha="center", va="bottom", rotation=90, fontsize=7, color="#333333")
             ax.margins(y=0.35)  # room above the tallest bar for its n
+            ax.set_yticks(range(6))  # a shift is at most 5 levels: no tick past what can be
             ax.set_title(title)
             pad = max(0.0, (3 - len(models)) / 2)  # keep bars slim when there are few models
             ax.set_xlim(-0.5 - pad, len(models) - 0.5 + pad)

@@ -180,6 +180,10 @@ def _agreement_text(r: pd.Series) -> str:
     return " · ".join(parts) if len(parts) > 1 else text
 
 
+#: The reliability table's column under each criterion.
+AGREEMENT_COLUMN = "α [95% CI] · AC1 · prevalence"
+
+
 def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Table:
     """Krippendorff's α (with CI), Gwet's AC1 and the prevalence per criterion (columns) and
     cell (rows); † = gate failed."""
@@ -228,8 +232,10 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
         "table_reliability",
         "Judge reliability: Krippendorff's α, Gwet's AC1 and the prevalence per criterion for every "
         "model × dataset × strategy cell.",
-        ["Model", "Dataset", "Strategy"], [CRITERION_LABEL.get(c, c) for c in criteria], rows,
-        data.reset_index(drop=True), [], notes,
+        # one column per criterion, grouped under its name: the report shows a row per criterion
+        ["Model", "Dataset", "Strategy"], [AGREEMENT_COLUMN] * len(criteria), rows,
+        data.reset_index(drop=True), [(CRITERION_LABEL.get(c, c), 1) for c in criteria], notes,
+        group_title="Criterion",
     )
 
 
@@ -251,13 +257,13 @@ def judges_table(reliability: pd.DataFrame) -> Table:
                 value = means[column].get((judge, criterion))
                 row.append(Cell(format_number(None if value is None or is_missing(value) else float(value), 1)))
         rows.append(row)
-    columns = ["Agrees with majority %", "Parse fail %"] * len(criteria)
+    columns = ["Agrees with majority (own vote in) %", "Parse fail %"] * len(criteria)
     groups = [(CRITERION_LABEL.get(c, c), 2) for c in criteria]
     return Table(
         "table_judges",
         "Judge diagnostics: agreement with the panel majority and parse-failure rate (%), averaged over cells.",
         ["Judge"], columns, rows, summary, groups,
-        ["Agrees with majority %: share of a judge's valid (parsed, not abstained) votes equal to the panel's majority, its own "
+        ["Agrees with majority (own vote in) %: share of a judge's valid (parsed, not abstained) votes equal to the panel's majority, its own "
          "vote included; the setup's \"agrees with the others\" and the per-judge diagnostics leave the judge's own "
          "vote out (a different number)."],
         group_title="Criterion",
