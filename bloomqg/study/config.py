@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import yaml
 
 from bloomqg.annotation.panel_sample import PanelSampleSettings, panel_sample_settings
-from bloomqg.api.settings import base_url_problem
+from bloomqg.inputs.api_settings import base_url_problem
 from bloomqg.store.config_schema import Cell, ConfigError, cut
 from bloomqg.judges.registry import config_schema, judge_backend
 from bloomqg.store.provenance import REPO_ROOT
@@ -69,7 +69,7 @@ def validate_schema(config: Mapping[str, Any], *, sources: Iterable[str | Path] 
 def check_base_urls(config: Mapping[str, Any], *, sources: Iterable[str | Path] = ()) -> None:
     """Refuse a ``base_url`` of any models or judges entry that carries credentials (user info,
     a query string, a fragment), naming the entry and never echoing them; see
-    :func:`bloomqg.api.settings.base_url_problem`."""
+    :func:`bloomqg.inputs.api_settings.base_url_problem`."""
     problems = []
     for section in ("models", "judges"):
         entries = config.get(section)

@@ -26,8 +26,8 @@ from bloomqg.api.estimate import ESTIMATE_COLUMNS, Calibration, calibrations, es
 from bloomqg.inputs.chat import ChatRequest
 from bloomqg.inputs.datasets import dataset_knowledge_units
 from bloomqg.inputs.parsing import has_question
-from bloomqg.generation.factory import decoding_params
-from bloomqg.generation.openai_api import client_settings_from_entry
+from bloomqg.inputs.chat import decoding_params
+from bloomqg.inputs.api_settings import client_settings_from_entry
 from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.bias.design import bias_sample, judge_bias_settings
 from bloomqg.judges.bias.probe import probe_requests

@@ -15,7 +15,7 @@ from bloomqg.api.budget import (
     estimate_prompt_tokens,
 )
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from bloomqg.api.estimate import Calibration, calibrations, estimate_calls, format_estimate, shown_answer_tokens
 from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.inputs.specs import study_spec, with_study_budget

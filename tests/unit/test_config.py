@@ -277,7 +277,7 @@ def test_a_base_url_carrying_credentials_is_refused_naming_the_entry(tmp_path, u
 
 @pytest.mark.parametrize(("url", "found"), CREDENTIAL_URLS)
 def test_client_settings_refuse_a_base_url_carrying_credentials(url, found):
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
 
     with pytest.raises(ValueError, match="base_url: https://api.example.com/v1 carries") as error:
         ClientSettings(model="m", base_url=url)

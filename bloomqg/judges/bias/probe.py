@@ -119,7 +119,7 @@ def probe_requests(
     question, as :func:`~bloomqg.judges.bias.design.bias_sample` draws them), each with its
     decoding (the repeat probe's seed differs): what ``estimate_cost`` counts and prices,
     never sent from here."""
-    from bloomqg.generation.factory import decoding_params
+    from bloomqg.inputs.chat import decoding_params
     from bloomqg.judges.llm import LLMJudge
 
     requests: list[tuple[ChatRequest, DecodingParams]] = []
