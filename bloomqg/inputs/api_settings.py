@@ -1,10 +1,10 @@
 """How to reach one model behind an OpenAI-compatible endpoint: :class:`ClientSettings`.
 
 The settings are checked against the config schema's ``$defs/api_settings`` (the one definition of
-valid settings) through :mod:`bloomqg.store.config_schema`. They sit with the study's inputs, below
-:mod:`bloomqg.api`, so that the config's typed specs (:mod:`bloomqg.inputs.specs`) can hold them:
-:func:`client_settings_from_entry` reads them off a config entry, and every part of
-:mod:`bloomqg.api` takes them from here (this module imports none of them).
+valid settings) through :mod:`bloomqg.store.config_schema`. They are part of the study's inputs:
+:mod:`bloomqg.inputs.specs` resolves an API entry's settings once, when the config is read
+(:func:`client_settings_from_entry`), and every part of :mod:`bloomqg.api` takes them from here
+(this module imports none of them).
 """
 
 from __future__ import annotations

@@ -448,16 +448,9 @@ def prepare_study(
             raise ConfigError(f"judges.{name}.model_ref: {ref!r} imports questions from Inspect logs "
                               "(backend inspect) and has no model to judge with")
 
-    study.spec = study_spec(cfg)
     study.panel_sample = panel_sample_settings(cfg)
-    from bloomqg.api.budget import check_budget_prices
-
-    unpriced = check_budget_prices(study.spec)
-    if unpriced:
-        raise ConfigError(
-            f"budget_usd is set but {', '.join(unpriced)} give no price_per_million_input/output: "
-            "their spend could not be counted against the cap"
-        )
+    # every entry's settings resolved once (a budget over an unpriced API entry is refused here)
+    study.spec = study_spec(cfg)
 
     if cfg.get("release_manifest"):
         cfg["release_manifest"] = str(

@@ -221,6 +221,15 @@ def _with_api_judge(config: dict, **entry) -> dict:
     return config
 
 
+
+def test_a_budget_over_an_unpriced_api_entry_is_refused_where_the_config_is_read(tmp_path):
+    # the entry's client settings are built there, and could not count its spend
+    config = _with_api_judge(default_config())
+    config["budget_usd"] = 1.0
+    with pytest.raises(ConfigError, match=r"^budget_usd is set but judges\.api-judge give no "
+                       r"price_per_million_input/output: their spend could not be counted against the cap$"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+
 def test_paid_calls_above_the_threshold_are_refused_without_a_budget(tmp_path):
     # issue 33 point 7: a large dataset planned as many paid calls as it had rows, without a word
     config = _with_api_judge(default_config())
