@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))  # run as a script from a checkout, installed or n
 
 from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.api.client import OpenAICompatibleClient
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 
 SERVER = REPO / "tests" / "support" / "fixed_latency_server.py"
 VERDICT_SCHEMA = {

@@ -1,7 +1,8 @@
 """Rule generate_questions: one shard of one model × dataset × strategy."""
 from bloomqg.inputs.specs import with_study_budget
 from bloomqg.inputs.datasets import dataset_knowledge_units
-from bloomqg.generation.factory import decoding_params, make_text_generator
+from bloomqg.generation.factory import make_text_generator
+from bloomqg.inputs.chat import decoding_params
 from bloomqg.generation.stage import generate_questions
 from bloomqg.runtime.job import start_job
 from bloomqg.inputs.parsing import MAX_QUESTION_CHARS

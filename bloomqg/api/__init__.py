@@ -1,7 +1,7 @@
 """Paid chat-completion calls at study scale.
 
 - :mod:`~bloomqg.api.client`: the client facade (cache lookups, de-duplication, the runner)
-- :mod:`~bloomqg.api.settings`: the client's settings, checked against the config schema
+- :mod:`~bloomqg.inputs.api_settings`: the client's settings, checked against the config schema
 - :mod:`~bloomqg.api.client_core`: what the runners share (counts, spend, the hand-over of rows)
 - :mod:`~bloomqg.api.sync` / :mod:`~bloomqg.api.batch`: concurrent chat calls, or the Batch API
 - :mod:`~bloomqg.api.transport`: the official ``openai`` SDK, its errors mapped to ours

@@ -179,12 +179,6 @@ class Budget:
         self.reserved = max(0.0, self.reserved - amount_usd)
 
 
-def check_budget_prices(study: StudySpec) -> list[str]:
-    """``models.X`` / ``judges.X`` API entries that a budget applies to but that lack prices
-    (their spend could not be counted)."""
-    return [spec.key for spec in study.api_entries() if study.budget_of(spec) is not None and not spec.priced]
-
-
 def paid_calls(
     study: StudySpec, cells: Iterable[tuple[str, str]], items: Mapping[str, int],
     passes: Iterable[int] | None = None,

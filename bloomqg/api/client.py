@@ -23,7 +23,7 @@ built for long, paid runs:
   for the rest of its life.
 
 This module is the facade: the cache lookups and de-duplication, the choice of runner and the
-ledger. The parts behind it, one concern each: :mod:`~bloomqg.api.settings` (the settings),
+ledger. The parts behind it, one concern each: :mod:`~bloomqg.inputs.api_settings` (the settings),
 :mod:`~bloomqg.api.client_core` (the counts, the spend and the hand-over of finished rows, which
 the runners share), :mod:`~bloomqg.api.sync` (concurrent calls, ``mode: sync``) or :mod:`~bloomqg.api.batch` (the
 Batch API, ``mode: batch``; answers land in the same cache, so everything downstream is the

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 from bloomqg.api.budget import Budget, SpendLedger
 from bloomqg.api.cache import CachedResponse, CallCache
 from bloomqg.store.stored_text import redact, storable_text
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from bloomqg.api.transport import key_in_environment
 from bloomqg.api.wire import Call
 from bloomqg.inputs.chat import ChatRequest, Completion

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from bloomqg.api.budget import estimate_prompt_tokens
 
 if TYPE_CHECKING:
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
     from bloomqg.api.wire import Call
 
 #: Seconds a burst may spend ahead of the average rate (token-bucket capacity = rate × window).

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Mapping
 from bloomqg.store.stored_text import redact
 
 if TYPE_CHECKING:
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
 
 #: HTTP statuses worth another try: request timeout, rate limit, transient server errors.
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})

@@ -18,7 +18,7 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from bloomqg.api.retry import FatalAPIError, RetryableError, status_error
-from bloomqg.api.settings import OPENAI_BASE_URL, ClientSettings
+from bloomqg.inputs.api_settings import OPENAI_BASE_URL, ClientSettings
 from bloomqg.store.logs import hide_in_logs
 
 if TYPE_CHECKING:

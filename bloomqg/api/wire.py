@@ -17,7 +17,7 @@ from bloomqg.store.stored_text import redact, storable_text
 from bloomqg.inputs.chat import ChatRequest, Completion
 
 if TYPE_CHECKING:
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
 
 
 @dataclass

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bloomqg.inputs.api_settings import client_settings_from_entry
 from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 from bloomqg.generation.openai_api import OpenAITextGenerator
 from bloomqg.inputs.models import read_model_provenance
@@ -114,7 +115,7 @@ class EngineTextGenerator:
             "base_url": f"http://{HOST}:{UNSTARTED_PORT}/v1", "api_key_env": None,
             "price_per_million_input": 0, "price_per_million_output": 0, "structured_outputs": "none",
         }
-        self.inner = OpenAITextGenerator(client_spec, cache_dir=cache_dir)
+        self.inner = OpenAITextGenerator(client_settings_from_entry(client_spec), cache_dir=cache_dir)
         self.inner.client.cache_model = json.dumps(self.identity, sort_keys=True)
         self.inner.client.continue_final_message = self.supports_response_prefill
         self.inner.client.before_sending = self.start  # only when the cache cannot answer all

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from bloomqg.store.atomic import atomic_target
+from bloomqg.inputs.chat import decoding_params
 from bloomqg.inputs.datasets import dataset_knowledge_units
 from bloomqg.store.frames import DATASET, PROMPTS
-from bloomqg.generation.factory import ServingJob, decoding_params, make_text_generator
+from bloomqg.generation.factory import ServingJob, make_text_generator
 from bloomqg.generation.stage import generate_questions
 from bloomqg.store.parquet_io import read_frame
 from bloomqg.runtime.sharding import shard_rows

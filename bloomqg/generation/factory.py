@@ -1,4 +1,5 @@
-"""Building a text generator and its decoding settings from a config model entry."""
+"""Building a text generator from a config model entry (its decoding settings:
+:func:`bloomqg.inputs.chat.decoding_params`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bloomqg.inputs.chat import DecodingParams, TextGenerator
-from bloomqg.store.config_schema import file_schema
+from bloomqg.inputs.api_settings import client_settings_from_entry
+from bloomqg.inputs.chat import TextGenerator
 
 logger = logging.getLogger(__name__)
 
@@ -68,27 +69,6 @@ def make_text_generator(
     if backend == "openai":
         from bloomqg.generation.openai_api import OpenAITextGenerator
 
-        return OpenAITextGenerator(spec, cache_dir=cache_dir)
+        return OpenAITextGenerator(client_settings_from_entry(spec), cache_dir=cache_dir)
     raise ValueError(f"model entry {spec.get('model')!r}: unknown backend {backend!r} "
                      "(expected 'hf' or 'openai')")
-
-
-def decoding_params(
-    spec_generation: Mapping[str, Any] | None, seed: int, *, where: str = "generation"
-) -> DecodingParams:
-    """:class:`DecodingParams` from a ``generation:`` block (a model's or an LLM judge's).
-
-    The one decoding validator: the block is checked against the config schema's
-    ``$defs/generation`` (unknown keys and bad values are errors naming ``where``), and the
-    keys it leaves out take that schema's ``default:``.
-    """
-    schema = file_schema()
-    spec_generation = dict(spec_generation or {})
-    problems = schema.problems(spec_generation, "#/$defs/generation", prefix=where.split("."))
-    if problems:
-        raise ValueError("generation settings: " + "; ".join(problems))
-    properties = schema.schema["$defs"]["generation"]["properties"]
-    values = {key: spec_generation.get(key, prop["default"]) for key, prop in properties.items()}
-    return DecodingParams(temperature=float(values["temperature"]), top_p=float(values["top_p"]),
-                          max_new_tokens=int(values["max_new_tokens"]), do_sample=bool(values["do_sample"]),
-                          seed=int(seed))

@@ -2,8 +2,10 @@
 
 Used for API-only question generators (the paper's Spark3.5-Max) and for LLM judges
 (gpt-4o-mini, gpt-4.1-mini). All transport — caching, concurrency, rate limits, retries,
-structured outputs, the cost ledger — lives in :mod:`bloomqg.api.client`; this class maps a
-config entry onto it and records provenance without secrets.
+structured outputs, the cost ledger — lives in :mod:`bloomqg.api.client`; this class hands it
+the entry's :class:`~bloomqg.inputs.api_settings.ClientSettings` (resolved once, where the config
+is read: :func:`~bloomqg.inputs.api_settings.client_settings_from_entry`) and records provenance
+without secrets.
 """
 
 from __future__ import annotations
@@ -11,45 +13,27 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 from bloomqg.api.client import OpenAICompatibleClient
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion, DecodingParams
-from bloomqg.store.config_schema import file_schema
 
 log = logging.getLogger(__name__)
-
-def client_settings_from_entry(spec: Mapping[str, Any]) -> ClientSettings:
-    """The client settings of a config entry (a ``models.<name>`` or an openai ``judges.<name>``).
-
-    The entry is checked against the config schema's ``$defs/model`` (a key of in-process models
-    or an unknown key is a ValueError naming it); the client takes its ``model`` and the keys of
-    ``$defs/api_settings``, the rest (``generation``, ``gpus``, ...) is the workflow's.
-    """
-    schema = file_schema()
-    backend = spec.get("backend", "openai")
-    if backend != "openai":
-        raise ValueError(f"OpenAITextGenerator needs backend 'openai', got {backend!r}")
-    errors = schema.errors({**spec, "backend": backend}, "#/$defs/model")
-    if errors:
-        raise ValueError(f"API model entry {spec.get('model')!r}: " + "; ".join(
-            f"key {'.'.join(map(str, path))!r}: {message}" if path else message for path, message in errors))
-    client_keys = {"model", *schema.schema["$defs"]["api_settings"]["properties"]}
-    return ClientSettings.from_spec({k: v for k, v in spec.items() if k in client_keys})
 
 
 class OpenAITextGenerator:
     """Chat completions from an OpenAI-compatible endpoint, cached under ``<cache_dir>``.
 
-    ``spec`` is the config entry (``model``, ``base_url``, ``api_key_env``, ``concurrency``,
-    ``rpm``, ``tpm``, prices, ``structured_outputs``, ...); ``cache_dir`` is the call cache's
-    directory (the workflow passes ``<cache_dir>/calls``, outside ``results/``).
+    ``settings`` are the entry's client settings (``model``, ``base_url``, ``api_key_env``,
+    ``concurrency``, ``rpm``, ``tpm``, prices, ``structured_outputs``, ...: a config entry's come
+    from :func:`~bloomqg.inputs.api_settings.client_settings_from_entry`); ``cache_dir`` is the
+    call cache's directory (the workflow passes ``<cache_dir>/calls``, outside ``results/``).
     """
 
-    def __init__(self, spec: Mapping[str, Any], *, cache_dir: str | Path) -> None:
-        self.settings = client_settings_from_entry(spec)
+    def __init__(self, settings: ClientSettings, *, cache_dir: str | Path) -> None:
+        self.settings = settings
         self.cache_dir = Path(cache_dir)
         self.client = OpenAICompatibleClient(self.settings, cache=self.cache_dir)
         base_url = self.settings.base_url or "https://api.openai.com/v1"

@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from bloomqg.store.config_schema import file_schema
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +27,27 @@ class DecodingParams:
     max_new_tokens: int = 500
     do_sample: bool = True
     seed: int = 0
+
+
+def decoding_params(
+    spec_generation: Mapping[str, Any] | None, seed: int, *, where: str = "generation"
+) -> DecodingParams:
+    """:class:`DecodingParams` from a ``generation:`` block (a model's or an LLM judge's).
+
+    The one decoding validator: the block is checked against the config schema's
+    ``$defs/generation`` (unknown keys and bad values are errors naming ``where``), and the
+    keys it leaves out take that schema's ``default:``.
+    """
+    schema = file_schema()
+    spec_generation = dict(spec_generation or {})
+    problems = schema.problems(spec_generation, "#/$defs/generation", prefix=where.split("."))
+    if problems:
+        raise ValueError("generation settings: " + "; ".join(problems))
+    properties = schema.schema["$defs"]["generation"]["properties"]
+    values = {key: spec_generation.get(key, prop["default"]) for key, prop in properties.items()}
+    return DecodingParams(temperature=float(values["temperature"]), top_p=float(values["top_p"]),
+                          max_new_tokens=int(values["max_new_tokens"]), do_sample=bool(values["do_sample"]),
+                          seed=int(seed))
 
 
 @dataclass(frozen=True)

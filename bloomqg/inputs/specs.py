@@ -2,10 +2,14 @@
 read-only specs: what the cost estimate, the budget checks and the bias probes take instead of
 the raw config mapping (strategies have theirs in :mod:`bloomqg.inputs.strategies`).
 
-A spec keeps its validated entry whole (``entry``, read-only) for the backend that builds a
-generator or judge from it; the questions the study asks of an entry (is it a paid API? what
-does it cost? which family is it?) are answered here once, not by each caller reaching back
-into ``config["models"][name]``.
+An entry's typed settings are resolved here, once, when the config is read: its decoding
+(:attr:`EntrySpec.decoding`, the ``generation:`` block checked against the schema with its
+defaults filled in and the study's seed) and, for a paid API entry, its client settings
+(:attr:`EntrySpec.client`, the study's ``budget_usd`` on an entry that sets none). A stage
+takes those, never the raw entry to check and convert again. A spec keeps its validated entry
+whole (``entry``, read-only) for the backend that builds a generator or judge from it; the
+questions the study asks of an entry (is it a paid API? which family is it?) are answered here
+once, not by each caller reaching back into ``config["models"][name]``.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Self
 
-from bloomqg.store.config_schema import file_schema
+from bloomqg.inputs.api_settings import ClientSettings, client_settings_from_entry
+from bloomqg.inputs.chat import DecodingParams, decoding_params
+from bloomqg.store.config_schema import ConfigError, file_schema
 
 #: The backend of a paid, OpenAI-compatible API entry (a generator or a judge).
 API_BACKEND = "openai"
@@ -27,13 +33,29 @@ def _frozen(entry: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class EntrySpec:
-    """A ``models`` or ``judges`` entry: its name, section and validated keys."""
+    """A ``models`` or ``judges`` entry: its name, section, validated keys and the typed
+    settings resolved from them (:meth:`read` builds one)."""
 
     name: str
     entry: Mapping[str, Any]
+    #: the decoding its calls use: its ``generation:`` block, the schema's defaults for the keys
+    #: it leaves out, the study's seed (an entry of a backend that does not decode has the defaults)
+    decoding: DecodingParams
+    #: a paid API entry's client settings, with the study's ``budget_usd`` if it sets none of its
+    #: own (what its client is built with and its calls are priced by); None for other backends
+    client: ClientSettings | None = None
 
     #: "models" or "judges": the config section, and the first part of :attr:`key`
     section = ""
+
+    @classmethod
+    def read(cls, name: str, entry: Mapping[str, Any], *, seed: int, budget_usd: float | None) -> Self:
+        """The spec of a validated entry, its settings resolved (a ValueError names the key)."""
+        key = f"{cls.section}.{name}"
+        decoding = decoding_params(entry.get("generation"), seed, where=f"{key}.generation")
+        client = (client_settings_from_entry(with_study_budget(entry, budget_usd))
+                  if entry.get("backend") == API_BACKEND else None)
+        return cls(name, _frozen(entry), decoding, client)
 
     @property
     def key(self) -> str:
@@ -55,14 +77,11 @@ class EntrySpec:
         return None if value is None else float(value)
 
     @property
-    def priced(self) -> bool:
-        return (self.entry.get("price_per_million_input") is not None
-                and self.entry.get("price_per_million_output") is not None)
-
-    @property
-    def generation(self) -> Mapping[str, Any]:
-        """The entry's decoding settings (``generation:``), empty when it sets none."""
-        return self.entry.get("generation") or {}
+    def api_client(self) -> ClientSettings:
+        """:attr:`client` of an entry known to be a paid API's (:attr:`is_api`)."""
+        if self.client is None:
+            raise ValueError(f"{self.key}: backend {self.backend!r} is not a paid API (backend {API_BACKEND!r})")
+        return self.client
 
     @property
     def own_family(self) -> str | None:
@@ -131,11 +150,6 @@ class StudySpec:
         own = spec.own_budget_usd
         return own if own is not None else self.budget_usd
 
-    def with_budget(self, spec: EntrySpec) -> dict[str, Any]:
-        """The entry's keys, with the study's ``budget_usd`` on an API entry that sets none
-        (what the API client is built from)."""
-        return with_study_budget(spec.entry, self.budget_usd)
-
     def judge_family(self, judge: str) -> str | None:
         """A judge's ``family``: its own, else that of the models entry it borrows."""
         spec = self.judges[judge]
@@ -155,19 +169,40 @@ def with_study_budget(entry: Mapping[str, Any], budget_usd: float | None) -> dic
     return entry
 
 
+def unpriced_caps(config: Mapping[str, Any]) -> list[str]:
+    """``models.X`` / ``judges.X`` API entries that a budget applies to (their own ``budget_usd``,
+    else the study's) but that lack prices: their spend could not be counted."""
+    study_budget = config.get("budget_usd")
+    return [f"{section}.{name}" for section in ("models", "judges")
+            for name, entry in (config.get(section) or {}).items()
+            if entry.get("backend") == API_BACKEND
+            and (entry.get("budget_usd") if entry.get("budget_usd") is not None else study_budget) is not None
+            and (entry.get("price_per_million_input") is None or entry.get("price_per_million_output") is None)]
+
+
 def study_spec(config: Mapping[str, Any]) -> StudySpec:
-    """The specs of a validated config (:func:`bloomqg.study.config.prepare_study` makes one; a rule
-    script handed the config makes its own, once, at its start)."""
+    """The specs of a validated config, every entry's settings resolved once
+    (:func:`bloomqg.study.config.prepare_study` makes one; a rule script handed the config makes
+    its own, once, at its start). A budget over an API entry without prices is a
+    :class:`~bloomqg.store.config_schema.ConfigError` naming the entries."""
+    unpriced = unpriced_caps(config)
+    if unpriced:
+        raise ConfigError(
+            f"budget_usd is set but {', '.join(unpriced)} give no price_per_million_input/output: "
+            "their spend could not be counted against the cap"
+        )
     limits = config.get("input_limits") or {}
+    seed = int(config["seed"])
+    budget_usd = None if config.get("budget_usd") is None else float(config["budget_usd"])
     return StudySpec(
-        seed=int(config["seed"]),
+        seed=seed,
         limit_items=config.get("limit_items"),
-        budget_usd=None if config.get("budget_usd") is None else float(config["budget_usd"]),
+        budget_usd=budget_usd,
         domains=MappingProxyType({name: str(entry.get("domain", ""))
                                   for name, entry in (config.get("datasets") or {}).items()}),
-        models=MappingProxyType({name: ModelSpec(name, _frozen(entry))
+        models=MappingProxyType({name: ModelSpec.read(name, entry, seed=seed, budget_usd=budget_usd)
                                  for name, entry in (config.get("models") or {}).items()}),
-        judges=MappingProxyType({name: JudgeSpec(name, _frozen(entry))
+        judges=MappingProxyType({name: JudgeSpec.read(name, entry, seed=seed, budget_usd=budget_usd)
                                  for name, entry in (config.get("judges") or {}).items()}),
         judge_bias=_frozen(config["judge_bias"]) if config.get("judge_bias") else None,
         paid_calls_threshold=limits.get("paid_calls_threshold"),

@@ -33,6 +33,7 @@ from bloomqg.inputs.chat import (
     Completion,
     DecodingParams,
     TextGenerator,
+    decoding_params,
 )
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.choices import MODES, judge_by_choices
@@ -184,8 +185,6 @@ class LLMJudge:
 
 def build_llm_judge(context: "JudgeContext") -> LLMJudge:
     """The LLM judge of a backend with ``needs_rubric`` and a text generator (``hf``, ``openai``)."""
-    from bloomqg.generation.factory import decoding_params
-
     if context.text_generator is None or context.rubric is None:
         raise ValueError(f"judge {context.judge_name!r}: an LLM judge needs a text generator and the rubric")
     # ``mode`` is the hf backend's choices/generate; an openai entry's ``mode`` (sync/batch) says

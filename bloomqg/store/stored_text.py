@@ -57,7 +57,7 @@ _registered: set[str] = set()
 #: A word shaped like a provider's API key (OpenAI and Anthropic ``sk-…``, Groq ``gsk_…``, xAI
 #: ``xai-…``, ``pk_``/``rk_`` keys; ``*`` where a key is shown partly): masked in error texts,
 #: which never carry content, and refused as a ``base_url`` path segment
-#: (:func:`bloomqg.api.settings.base_url_problem`). The one definition of the shape: prefixes
+#: (:func:`bloomqg.inputs.api_settings.base_url_problem`). The one definition of the shape: prefixes
 #: such as ``api-`` or ``key-`` are left out, being ordinary words of URLs.
 PROVIDER_KEY = re.compile(r"\b(?:sk|gsk|pk|rk|xai)[-_][A-Za-z0-9_\-*]{6,}", re.IGNORECASE)
 

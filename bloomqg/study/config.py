@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import yaml
 
 from bloomqg.annotation.panel_sample import PanelSampleSettings, panel_sample_settings
-from bloomqg.api.settings import base_url_problem
+from bloomqg.inputs.api_settings import base_url_problem
 from bloomqg.store.config_schema import Cell, ConfigError, cut
 from bloomqg.judges.registry import config_schema, judge_backend
 from bloomqg.store.provenance import REPO_ROOT
@@ -69,7 +69,7 @@ def validate_schema(config: Mapping[str, Any], *, sources: Iterable[str | Path] 
 def check_base_urls(config: Mapping[str, Any], *, sources: Iterable[str | Path] = ()) -> None:
     """Refuse a ``base_url`` of any models or judges entry that carries credentials (user info,
     a query string, a fragment), naming the entry and never echoing them; see
-    :func:`bloomqg.api.settings.base_url_problem`."""
+    :func:`bloomqg.inputs.api_settings.base_url_problem`."""
     problems = []
     for section in ("models", "judges"):
         entries = config.get(section)
@@ -448,16 +448,9 @@ def prepare_study(
             raise ConfigError(f"judges.{name}.model_ref: {ref!r} imports questions from Inspect logs "
                               "(backend inspect) and has no model to judge with")
 
-    study.spec = study_spec(cfg)
     study.panel_sample = panel_sample_settings(cfg)
-    from bloomqg.api.budget import check_budget_prices
-
-    unpriced = check_budget_prices(study.spec)
-    if unpriced:
-        raise ConfigError(
-            f"budget_usd is set but {', '.join(unpriced)} give no price_per_million_input/output: "
-            "their spend could not be counted against the cap"
-        )
+    # every entry's settings resolved once (a budget over an unpriced API entry is refused here)
+    study.spec = study_spec(cfg)
 
     if cfg.get("release_manifest"):
         cfg["release_manifest"] = str(

@@ -26,8 +26,6 @@ from bloomqg.api.estimate import ESTIMATE_COLUMNS, Calibration, calibrations, es
 from bloomqg.inputs.chat import ChatRequest
 from bloomqg.inputs.datasets import dataset_knowledge_units
 from bloomqg.inputs.parsing import has_question
-from bloomqg.generation.factory import decoding_params
-from bloomqg.generation.openai_api import client_settings_from_entry
 from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.bias.design import bias_sample, judge_bias_settings
 from bloomqg.judges.bias.probe import probe_requests
@@ -53,7 +51,6 @@ def estimate_study(
     each cell's sample only, the draw their jobs make."""
     cache = CallCache(cache_dir) if Path(cache_dir).is_dir() else None
     measured = calibrations(SpendLedger(Path(cache_dir) / "spend.jsonl"))
-    seed = study.seed
     rows: list[dict[str, Any]] = []
     api_judges = {n: s for n, s in study.judges.items() if s.is_api}
     rubric = load_rubric(rubric_path) if api_judges else None
@@ -64,10 +61,10 @@ def estimate_study(
         frame = prompts[(cell.dataset, cell.strategy)]
         if model_spec.is_api:
             generated_models.add(cell.model)
-            settings = client_settings_from_entry(study.with_budget(model_spec))
-            params = decoding_params(model_spec.generation, seed)
+            settings = model_spec.api_client
             generated = generations.get((cell.dataset, cell.strategy, cell.model))
-            parts = [estimate_calls(settings, requests, params, cache, measured.get(settings.model), counted)
+            parts = [estimate_calls(settings, requests, model_spec.decoding, cache, measured.get(settings.model),
+                                    counted)
                      for requests in generation_requests(frame, generated)]
             row = dict(parts[0]) if len(parts) == 1 else _summed(parts, (
                 f"{parts[0]['basis']}; {len(parts)} passes (later ones: the draft question stands in when not "
@@ -85,9 +82,9 @@ def estimate_study(
         units = dataset_knowledge_units(datasets[cell.dataset])
         sampled = _panel_sample_items(panel_sample, generated, ids, questions, originals)
         for name, spec in api_judges.items():
-            settings = client_settings_from_entry(study.with_budget(spec))
+            settings = spec.api_client
             judge = LLMJudge(None, units, study.domains[cell.dataset], template=rubric,  # type: ignore[arg-type]
-                             decoding=decoding_params(spec.generation, seed, where=f"{spec.key}.generation"))
+                             decoding=spec.decoding)
             in_sample = panel_sample is not None and name in panel_sample["judges"]
             judged = sampled if in_sample else (ids, questions, originals)
             requests = judge.requests([JudgeItem(i, None, q, o) for i, q, o in zip(*judged)])
@@ -183,8 +180,8 @@ def _probe_rows(
         sample = bias_sample(generated, bias.items_per_cell, bias.seed)
         units = dataset_knowledge_units(datasets[cell.dataset])
         for name, spec in probed.items():
-            settings = client_settings_from_entry(study.with_budget(spec))
-            pairs = probe_requests(sample, name, spec.entry, knowledge_units=units,
+            settings = spec.api_client
+            pairs = probe_requests(sample, spec.decoding, knowledge_units=units,
                                    domain=study.domains[cell.dataset], rubric=rubric, seed=bias.seed)
             parts = []
             for decoding in dict.fromkeys(d for _, d in pairs):

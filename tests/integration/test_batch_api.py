@@ -19,7 +19,7 @@ from bloomqg.api.batch import batch_state_files
 from bloomqg.api.budget import BudgetExceededError, SpendLedger
 from bloomqg.api.cache import CallCache
 from bloomqg.api.client import OpenAICompatibleClient
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from bloomqg.api.retry import FatalAPIError
 from bloomqg.inputs.chat import ChatRequest, Completion, DecodingParams
 from tests.conftest import REPO
@@ -122,7 +122,7 @@ sys.path.insert(0, {repo!r})
 import logging
 logging.basicConfig(level=logging.INFO)
 from bloomqg.api.client import OpenAICompatibleClient
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from tests.integration.test_batch_api import PARAMS, _requests
 settings = ClientSettings(**{settings!r})
 OpenAICompatibleClient(settings, cache={cache!r}).complete(_requests(8, "killed"), PARAMS)
@@ -223,7 +223,7 @@ SHARED_JOB = """
 import sys
 sys.path.insert(0, {repo!r})
 from bloomqg.api.client import OpenAICompatibleClient
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from tests.integration.test_batch_api import PARAMS, _requests
 done = OpenAICompatibleClient(ClientSettings(**{settings!r}), cache={cache!r}).complete(_requests(6, "shared"), PARAMS)
 assert all(c.finish_reason == "stop" for c in done)

@@ -34,9 +34,10 @@ start_job(snakemake)
 _API = """
 from bloomqg.inputs.chat import ChatRequest, DecodingParams
 from bloomqg.generation.openai_api import OpenAITextGenerator
+from bloomqg.inputs.api_settings import client_settings_from_entry
 spec = {{"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", {extra}
         "price_per_million_input": 1.0, "price_per_million_output": 1.0}}
-generator = OpenAITextGenerator(spec, cache_dir="cache")
+generator = OpenAITextGenerator(client_settings_from_entry(spec), cache_dir="cache")
 request = ChatRequest("r1", ({{"role": "user", "content": "hi"}},))
 generator.complete([request], DecodingParams(temperature=0.0, do_sample=False, max_new_tokens=5, seed=1))
 """

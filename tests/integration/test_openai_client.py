@@ -32,7 +32,7 @@ import pytest
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
 from bloomqg.inputs.chat import ChatRequest, Completion, DecodingParams
 from bloomqg.api.client import OpenAICompatibleClient
-from bloomqg.api.settings import ClientSettings, redact_url
+from bloomqg.inputs.api_settings import ClientSettings, client_settings_from_entry, redact_url
 from bloomqg.api.pacing import TokenBucket, estimate_tokens
 from bloomqg.api.retry import FatalAPIError, backoff_delay, parse_retry_after, redact_error
 from bloomqg.api.wire import json_schema_response_format, with_schema_instruction
@@ -358,7 +358,7 @@ def test_a_call_two_jobs_need_at_once_is_paid_once(tmp_path: Path) -> None:
     the answers; the server is asked six times, not twelve (a judge's job and its bias probes)."""
     job = (
         "import sys; from bloomqg.api.client import OpenAICompatibleClient; "
-        "from bloomqg.api.settings import ClientSettings; "
+        "from bloomqg.inputs.api_settings import ClientSettings; "
         "from tests.integration.test_openai_client import PARAMS, _requests; "
         "settings = ClientSettings(model='fixed-latency', base_url=sys.argv[1], api_key_env=None, concurrency=6); "
         "done = OpenAICompatibleClient(settings, cache=sys.argv[2]).complete(_requests(6, 'shared'), PARAMS); "
@@ -568,7 +568,7 @@ def test_openai_text_generator_provenance_has_no_secret(
         "note": "local test server",
         "generation": {"temperature": 0.0, "max_new_tokens": 8, "do_sample": False},
     }
-    generator = OpenAITextGenerator(spec, cache_dir=tmp_path / "calls")
+    generator = OpenAITextGenerator(client_settings_from_entry(spec), cache_dir=tmp_path / "calls")
     completions = generator.complete(_requests(2, "gen"), PARAMS)
     assert [c.request_id for c in completions] == ["gen-0", "gen-1"] and all(c.text for c in completions)
     assert generator.provenance["model"] == smollm_server["model"]
@@ -578,12 +578,9 @@ def test_openai_text_generator_provenance_has_no_secret(
     generator.close()
 
 
-def test_openai_text_generator_rejects_misplaced_keys(tmp_path: Path) -> None:
-    from bloomqg.generation.openai_api import OpenAITextGenerator
-
+def test_an_api_entrys_client_settings_reject_misplaced_keys() -> None:
+    # the settings an OpenAITextGenerator is built with come from here (make_text_generator)
     with pytest.raises(ValueError, match="'dtype'"):
-        OpenAITextGenerator(
-            {"backend": "openai", "model": "gpt-4o-mini", "dtype": "float32"}, cache_dir=tmp_path
-        )
+        client_settings_from_entry({"backend": "openai", "model": "gpt-4o-mini", "dtype": "float32"})
     with pytest.raises(ValueError, match="'rpn'"):
-        OpenAITextGenerator({"backend": "openai", "model": "gpt-4o-mini", "rpn": 5}, cache_dir=tmp_path)
+        client_settings_from_entry({"backend": "openai", "model": "gpt-4o-mini", "rpn": 5})

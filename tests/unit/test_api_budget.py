@@ -11,14 +11,14 @@ import pytest
 from bloomqg.api.budget import (
     Budget,
     SpendLedger,
-    check_budget_prices,
     estimate_prompt_tokens,
 )
 from bloomqg.api.cache import CachedResponse, CallCache, call_cache_key
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from bloomqg.api.estimate import Calibration, calibrations, estimate_calls, format_estimate, shown_answer_tokens
-from bloomqg.inputs.chat import ChatRequest, DecodingParams
-from bloomqg.inputs.specs import study_spec, with_study_budget
+from bloomqg.inputs.chat import ChatRequest, DecodingParams, decoding_params
+from bloomqg.inputs.specs import study_spec, unpriced_caps, with_study_budget
+from bloomqg.store.config_schema import ConfigError
 
 PARAMS = DecodingParams(temperature=0.0, do_sample=False, max_new_tokens=100, seed=1)
 
@@ -85,7 +85,10 @@ def test_study_budget_applies_to_api_entries_that_set_none() -> None:
         "models": {"gen": {"backend": "openai", "model": "g"}, "local": {"backend": "hf", "model": "x"}},
         "judges": {"j": {"backend": "openai", "model": "j", "price_per_million_input": 1, "price_per_million_output": 2}},
     }
-    assert check_budget_prices(study_spec({"seed": 1, **config})) == ["models.gen"]
+    assert unpriced_caps(config) == ["models.gen"]
+    with pytest.raises(ConfigError, match=r"budget_usd is set but models\.gen give no price_per_million_input/output"):
+        study_spec({"seed": 1, **config})  # its client settings could not count the spend
+    config["models"]["gen"].update(price_per_million_input=1, price_per_million_output=2)
     from bloomqg.api.estimate import entry_caps
 
     config["judges"]["j"]["budget_usd"] = 1.5
@@ -93,6 +96,28 @@ def test_study_budget_applies_to_api_entries_that_set_none() -> None:
     with pytest.raises(ValueError, match="budget_usd.*needs price_per_million_input"):
         ClientSettings(model="m", budget_usd=1.0)
 
+
+
+def test_an_entrys_settings_are_resolved_once_where_the_config_is_read() -> None:
+    """issue 51: the estimate, the probes and the clients take these; none re-reads the entry."""
+    prices = {"price_per_million_input": 1, "price_per_million_output": 2}
+    config = {"seed": 4, "budget_usd": 2.0,
+              "models": {"gen": {"backend": "openai", "model": "g", "generation": {"temperature": 0.0}, **prices},
+                         "local": {"backend": "hf", "model": "x"}},
+              "judges": {"j": {"backend": "openai", "model": "j", "budget_usd": 0.5, **prices},
+                         "rules": {"backend": "rules"}}}
+    study = study_spec(config)
+    gen, judge, local = study.models["gen"], study.judges["j"], study.models["local"]
+    assert gen.client == ClientSettings(model="g", budget_usd=2.0, **prices)  # the study's cap
+    assert judge.api_client == ClientSettings(model="j", budget_usd=0.5, **prices)  # its own
+    assert local.client is None and study.judges["rules"].client is None
+    with pytest.raises(ValueError, match="models.local: backend 'hf' is not a paid API"):
+        local.api_client
+    assert gen.decoding == decoding_params({"temperature": 0.0}, 4) and gen.decoding.seed == 4
+    assert judge.decoding == decoding_params(None, 4)  # the schema's defaults
+    config["models"]["gen"]["generation"] = {"temprature": 0.5}
+    with pytest.raises(ValueError, match=r"models\.gen\.generation: unknown key\(s\) 'temprature'"):
+        study_spec(config)
 
 def test_batch_prices_default_to_the_sync_prices() -> None:
     sync_only = ClientSettings(model="m", price_per_million_input=2.0, price_per_million_output=8.0)

@@ -221,6 +221,15 @@ def _with_api_judge(config: dict, **entry) -> dict:
     return config
 
 
+
+def test_a_budget_over_an_unpriced_api_entry_is_refused_where_the_config_is_read(tmp_path):
+    # the entry's client settings are built there, and could not count its spend
+    config = _with_api_judge(default_config())
+    config["budget_usd"] = 1.0
+    with pytest.raises(ConfigError, match=r"^budget_usd is set but judges\.api-judge give no "
+                       r"price_per_million_input/output: their spend could not be counted against the cap$"):
+        prepare_study(config, workdir=tmp_path, load_datasets=False)
+
 def test_paid_calls_above_the_threshold_are_refused_without_a_budget(tmp_path):
     # issue 33 point 7: a large dataset planned as many paid calls as it had rows, without a word
     config = _with_api_judge(default_config())
@@ -277,7 +286,7 @@ def test_a_base_url_carrying_credentials_is_refused_naming_the_entry(tmp_path, u
 
 @pytest.mark.parametrize(("url", "found"), CREDENTIAL_URLS)
 def test_client_settings_refuse_a_base_url_carrying_credentials(url, found):
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
 
     with pytest.raises(ValueError, match="base_url: https://api.example.com/v1 carries") as error:
         ClientSettings(model="m", base_url=url)

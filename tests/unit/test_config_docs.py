@@ -41,7 +41,7 @@ def test_client_settings_defaults_are_the_schemas():
     """ClientSettings keeps dataclass defaults for callers in code; they must be the schema's."""
     import dataclasses
 
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
 
     properties = load_schema()["$defs"]["api_settings"]["properties"]
     for field in dataclasses.fields(ClientSettings):

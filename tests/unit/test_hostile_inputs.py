@@ -391,7 +391,7 @@ def test_a_secret_in_base_urls_path_is_refused_without_echoing_it(url: str, what
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "https://x.openai.azure.com/openai/deployments/gpt-4o-2024-08-06",
                                  "https://gateway.ai.cloudflare.com/v1/0123456789abcdef0123456789abcdef/gw/openai"])
 def test_ordinary_base_urls_pass(url: str) -> None:
-    from bloomqg.api.settings import base_url_problem
+    from bloomqg.inputs.api_settings import base_url_problem
 
     assert base_url_problem(url) is None
 
@@ -423,7 +423,7 @@ def test_a_spelled_key_reaches_no_file_a_reply_is_written_to(tmp_path_factory, c
     import logging
 
     from bloomqg.api.cache import CallCache
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
     from bloomqg.api.wire import Call, parse_completion
     from bloomqg.inputs.chat import ChatRequest
     from bloomqg.store.frames import GENERATIONS

@@ -43,7 +43,7 @@ def test_an_import_between_independent_families_is_not_drawn(graph):
 
 
 def test_a_circle_inside_a_package_is_not_drawn(graph):
-    circle = with_import(graph, "bloomqg.api.settings", "bloomqg.api.client")
+    circle = with_import(graph, "bloomqg.api.client_core", "bloomqg.api.client")
     with pytest.raises(DrawingError, match=r"a circle among the modules of bloomqg\.api"):
         render(circle)
 

@@ -12,6 +12,7 @@ import pytest
 from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.inputs.datasets import load_dataset
 from bloomqg.inputs.chat import Completion
+from bloomqg.inputs.specs import study_spec
 from bloomqg.judges.bias.design import REPEAT_SEED_OFFSET, bias_sample, judge_bias_settings, probe_plan
 from bloomqg.judges.bias.probe import probe_judge, probe_requests
 from bloomqg.judges.bias.stats import bias_estimates, fisher_z_ci
@@ -127,7 +128,9 @@ def test_llm_probes_render_the_permuted_lists_and_the_repeat_seed(cs):
     assert "one of: Remember, Understand, Apply, Analyze, Evaluate, Create." in base_system
     # estimate_cost counts exactly these requests, with their seeds
     sample = bias_sample(generations, 12, 7)
-    planned = probe_requests(sample, "llm", spec, knowledge_units=sorted({u for us in dataset["knowledge_units"] for u in us}),
+    decoding = study_spec({"seed": 7, "models": {"x": {"backend": "hf", "model": "m"}},
+                           "judges": {"llm": spec}}).judges["llm"].decoding  # resolved where the config is read
+    planned = probe_requests(sample, decoding, knowledge_units=sorted({u for us in dataset["knowledge_units"] for u in us}),
                              domain="computer science", rubric=load_rubric(), seed=7)
     sent = [(r.request_id, r.messages, p.seed) for requests, p in generator.calls for r in requests]
     assert sorted(sent, key=str) == sorted([(r.request_id, r.messages, p.seed) for r, p in planned], key=str)

@@ -10,7 +10,7 @@ from bloomqg.api.cache import CachedResponse, CallCache
 from bloomqg.api.client import OpenAICompatibleClient
 from bloomqg.api.retry import RetryableError, status_error
 from bloomqg.store.stored_text import redact
-from bloomqg.api.settings import ClientSettings
+from bloomqg.inputs.api_settings import ClientSettings
 from bloomqg.inputs.chat import ChatRequest, DecodingParams
 
 KEY = "sk-Zq8vR2mX4pL7nK3wT9yB6cF1hJ5d"
@@ -238,9 +238,9 @@ def test_fuzz_no_spelling_leaves_an_8_character_run_of_the_key() -> None:
 
 
 def test_one_provider_key_pattern_for_errors_and_base_urls() -> None:
-    """stored_text and api/settings disagreed on what looks like a key: one pattern now."""
+    """stored_text and inputs/api_settings disagreed on what looks like a key: one pattern now."""
     from bloomqg.api.retry import redact_error
-    from bloomqg.api.settings import base_url_problem
+    from bloomqg.inputs.api_settings import base_url_problem
     from bloomqg.store.stored_text import PROVIDER_KEY
 
     for word in ["sk-Zq8vR2mX4pL7", "gsk_Wd3Rt7Yu9pQ2", "xai-abc123def456", "pk_live_0123456789", "SK-PROJ-abcdefgh"]:

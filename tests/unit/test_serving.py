@@ -348,7 +348,7 @@ def test_the_schema_takes_engine_keys_on_hf_entries_only():
 
 
 def test_only_a_trailing_assistant_message_asks_vllm_to_continue_it():
-    from bloomqg.api.settings import ClientSettings
+    from bloomqg.inputs.api_settings import ClientSettings
     from bloomqg.api.wire import Call, request_body
     from bloomqg.inputs.chat import ChatRequest
 

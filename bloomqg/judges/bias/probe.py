@@ -10,6 +10,7 @@ probes as well: its verdicts simply do not move.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -107,8 +108,7 @@ def probe_judge(
 
 def probe_requests(
     sample: pd.DataFrame,
-    judge_name: str,
-    judge_spec: Mapping[str, Any],
+    decoding: DecodingParams,
     *,
     knowledge_units: list[str],
     domain: str,
@@ -117,9 +117,8 @@ def probe_requests(
 ) -> list[tuple[ChatRequest, DecodingParams]]:
     """The chat requests an LLM judge's probes send on ``sample`` (generations rows with a
     question, as :func:`~bloomqg.judges.bias.design.bias_sample` draws them), each with its
-    decoding (the repeat probe's seed differs): what ``estimate_cost`` counts and prices,
-    never sent from here."""
-    from bloomqg.generation.factory import decoding_params
+    decoding: the judge's (``decoding``, resolved with its entry) with the probe group's seed
+    (the repeat probe's differs). What ``estimate_cost`` counts and prices, never sent from here."""
     from bloomqg.judges.llm import LLMJudge
 
     requests: list[tuple[ChatRequest, DecodingParams]] = []
@@ -129,7 +128,7 @@ def probe_requests(
     for group in probe_plan(sample["prompt_id"], knowledge_units, seed=seed, cell=cell_of(sample, "probe_judge: generations").name()):
         judge = LLMJudge(
             None, list(group.unit_order), domain, template=rubric,  # type: ignore[arg-type]
-            decoding=decoding_params(judge_spec.get("generation"), group.seed, where=f"judges.{judge_name}.generation"),
+            decoding=dataclasses.replace(decoding, seed=group.seed),
             bloom_levels=group.level_order,
         )
         rows = by_id.loc[list(group.prompt_ids)]

@@ -1,8 +1,10 @@
 """How to reach one model behind an OpenAI-compatible endpoint: :class:`ClientSettings`.
 
 The settings are checked against the config schema's ``$defs/api_settings`` (the one definition of
-valid settings) through :mod:`bloomqg.store.config_schema`; every part of :mod:`bloomqg.api` that needs
-them imports this module, which imports none of them.
+valid settings) through :mod:`bloomqg.store.config_schema`. They are part of the study's inputs:
+:mod:`bloomqg.inputs.specs` resolves an API entry's settings once, when the config is read
+(:func:`client_settings_from_entry`), and every part of :mod:`bloomqg.api` takes them from here
+(this module imports none of them).
 """
 
 from __future__ import annotations
@@ -124,6 +126,25 @@ class ClientSettings:
         values = dataclasses.asdict(self)
         values["base_url"] = self.endpoint
         return values
+
+
+def client_settings_from_entry(spec: Mapping[str, Any]) -> ClientSettings:
+    """The client settings of a config entry (a ``models.<name>`` or an openai ``judges.<name>``).
+
+    The entry is checked against the config schema's ``$defs/model`` (a key of in-process models
+    or an unknown key is a ValueError naming it); the client takes its ``model`` and the keys of
+    ``$defs/api_settings``, the rest (``generation``, ``gpus``, ...) is the workflow's.
+    """
+    schema = file_schema()
+    backend = spec.get("backend", "openai")
+    if backend != "openai":
+        raise ValueError(f"OpenAITextGenerator needs backend 'openai', got {backend!r}")
+    errors = schema.errors({**spec, "backend": backend}, "#/$defs/model")
+    if errors:
+        raise ValueError(f"API model entry {spec.get('model')!r}: " + "; ".join(
+            f"key {'.'.join(map(str, path))!r}: {message}" if path else message for path, message in errors))
+    client_keys = {"model", *schema.schema["$defs"]["api_settings"]["properties"]}
+    return ClientSettings.from_spec({k: v for k, v in spec.items() if k in client_keys})
 
 
 def base_url_problem(url: str) -> str | None:
