@@ -169,7 +169,7 @@ OUTCOMES: tuple[CalibratedMetric, ...] = (
                      needs_original_level=True, headline=True),
     *(CalibratedMetric(f"share_{level.lower()}", f"At {level}", SIX_LEVELS, _share_at(level, None))
       for level in BLOOM_LEVELS),
-    CalibratedMetric("catcons_order", "Same order as the original (lower, middle, higher)", THREE_LEVELS,
+    CalibratedMetric("catcons_order", "Same order as the original (lower: Remember, Understand; middle: Apply, Analyze; higher: Evaluate, Create)", THREE_LEVELS,
                      _on_delta(lambda d: d == 0, ORDER_WEIGHT, ORDER_OF_LEVEL), needs_original_level=True, headline=True),
     CalibratedMetric("cogreg_order", "Lower order than the original", THREE_LEVELS,
                      _on_delta(lambda d: d <= -1, ORDER_WEIGHT, ORDER_OF_LEVEL), needs_original_level=True),

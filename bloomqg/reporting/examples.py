@@ -122,13 +122,19 @@ def _hit(frame: pd.DataFrame) -> pd.Series:
 
 
 def _hits_and_misses(frame: pd.DataFrame, per_group: int) -> pd.DataFrame:
-    """Per dataset × strategy, the ``per_group`` hits and misses the judges agree on most."""
+    """Per dataset × strategy, the ``per_group`` hits and misses the judges agree on most (a question
+    judged at another level before one with no judged level)."""
     if frame.empty:
         return frame
     agreement = frame["bloom_level_agreement"] if "bloom_level_agreement" in frame else pd.Series(0.0, index=frame.index)
-    ranked = frame.assign(_hit=_hit(frame), _agreement=pd.to_numeric(agreement, errors="coerce").fillna(0.0))
-    ranked = ranked.sort_values(["dataset", "strategy", "_hit", "_agreement", "prompt_id"],
-                                ascending=[True, True, False, False, True], kind="stable")
+    # among the questions that did not hit, a true miss (a judged level, another than the original's)
+    # comes before one whose level no majority decided
+    judged = frame["bloom_level"].map(lambda v: not is_missing(v))
+    missed = judged & (frame["bloom_level"].astype(object) != frame["original_bloom_level"].astype(object))
+    ranked = frame.assign(_hit=_hit(frame), _miss=missed,
+                          _agreement=pd.to_numeric(agreement, errors="coerce").fillna(0.0))
+    ranked = ranked.sort_values(["dataset", "strategy", "_hit", "_miss", "_agreement", "prompt_id"],
+                                ascending=[True, True, False, False, False, True], kind="stable")
     return ranked.groupby(["dataset", "strategy", "_hit"], sort=False).head(per_group)
 
 

@@ -77,7 +77,8 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
         modal[top] = modal.get(top, 0.0) + float(shares[top]) * int(r.n_items)
     if not total:
         return None
-    answer = max(modal, key=lambda k: modal[k]) if len(modal) == 1 else f"one per cell, e.g. {max(modal, key=lambda k: modal[k])}"
+    answer = (max(modal, key=lambda k: modal[k]) if len(modal) == 1
+              else f"one answer per cell (e.g. {max(modal, key=lambda k: modal[k])})")
     return answer, kept / total
 
 

@@ -368,7 +368,8 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
     per_judge = judge_means(reliability, "parse_failure_rate")
     if len(per_judge):
         worst_judge = per_judge.idxmax()
-        parts.append(f"Among judges, {worst_judge} failed to give a parsable answer most often ({per_judge.max():.1f}%).")
+        parts.append(f"Among judges, {worst_judge} failed to give a parsable answer most often ({per_judge.max():.1f}%, "
+                     "the mean of its cells' rates).")
     return " ".join(parts) if parts else "No parse-failure rates were recorded."
 
 
@@ -537,4 +538,7 @@ def labels_plan_reading(plan: pd.DataFrame) -> str | None:
     reachable = plan["reachable"].astype(bool)
     rows = (f" Of the table's {len(plan)} rows, {int(reachable.sum())} can be bounded so by labelling part of the "
             "cell; the others not even by labelling every question." if (~reachable).any() else "")
-    return f"{clause[0].upper()}{clause[1:]}.{rows}"
+    # the plan's shares count every judged question, useful or not: not Table 5's values, said where they are read
+    scope = (" Its judges' shares count every judged question of a cell, useful or not (CatCons and KnowCov count "
+             "useful ones, Usability every reply), so they differ from Table 5's.")
+    return f"{clause[0].upper()}{clause[1:]}.{rows}{scope}"

@@ -94,8 +94,8 @@ GATED_NOTE = (
 CI_NOTE = "Values are percentages with 95% confidence intervals in brackets unless noted."
 
 NO_CI_NOTE = (
-    "Values are percentages unless noted; 95% confidence intervals are in the CSV file and in the "
-    "per-dataset tables (too wide here)."
+    "Values are percentages unless noted; 95% confidence intervals are in the CSV file (and, for Tables 4 and 6, "
+    "in Tables 7 and 8, per dataset)."
 )
 #: Wider tables leave intervals out of the Markdown/LaTeX cells (they stay in the CSV).
 MAX_COLUMNS_WITH_CI = 6
