@@ -16,12 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy import special
-
-try:  # the beta quantile scipy.stats.beta.ppf calls (scipy >= 1.12; before, it lived in scipy.stats._boost)
-    from scipy.special._ufuncs import _beta_ppf
-except ImportError:  # pragma: no cover - older scipy: ask scipy.stats itself
-    _beta_ppf = None
 
 
 def _ppf(ufunc: Callable[..., Any], q: Any, shapes: tuple[Any, ...], support: tuple[float, float]) -> Any:
@@ -41,19 +35,29 @@ def _ppf(ufunc: Callable[..., Any], q: Any, shapes: tuple[Any, ...], support: tu
     return output[()] if output.ndim == 0 else output
 
 
+# scipy.special is imported where a quantile is computed, not at the top: it is a sixth of a second
+# more, and the jobs that only import the intervals (tables, the explorer, the report) compute none.
+
+
 def norm_ppf(q: Any) -> Any:
     """``scipy.stats.norm.ppf(q)``."""
+    from scipy import special
+
     return _ppf(special.ndtri, q, (), (-np.inf, np.inf))
 
 
 def t_ppf(q: Any, df: Any) -> Any:
     """``scipy.stats.t.ppf(q, df)``."""
+    from scipy import special
+
     return _ppf(lambda p, d: special.stdtrit(d, p), q, (df,), (-np.inf, np.inf))
 
 
 def beta_ppf(q: Any, a: Any, b: Any) -> Any:
     """``scipy.stats.beta.ppf(q, a, b)``."""
-    if _beta_ppf is None:  # pragma: no cover - older scipy
+    try:  # the beta quantile scipy.stats.beta.ppf calls (scipy >= 1.12; before, scipy.stats._boost's)
+        from scipy.special._ufuncs import _beta_ppf
+    except ImportError:  # pragma: no cover - an older scipy: ask scipy.stats itself
         from scipy import stats
 
         return stats.beta.ppf(q, a, b)
