@@ -62,11 +62,13 @@ def test_random_arguments_agree(seed):
 
 
 def test_the_analysis_modules_do_not_import_scipy_stats():
-    """What the quantiles are for: a job that scores, votes, tabulates or reports starts without
-    ``scipy.stats`` (the tests that need it import it where they run)."""
+    """What the quantiles are for: a job that scores, votes, tabulates or reports, and a Snakemake
+    start (the Snakefile imports the study's config and the annotation settings), start without
+    ``scipy.stats`` (the functions that need it import it where they run)."""
     modules = ["bloomqg.metrics.cell", "bloomqg.voting.cell", "bloomqg.reporting.tables.write",
                "bloomqg.reporting.figures.write", "bloomqg.reporting.report", "bloomqg.reporting.explorer.write",
                "bloomqg.reporting.bundle", "bloomqg.metrics.answer", "bloomqg.metrics.robustness",
-               "bloomqg.metrics.plan", "bloomqg.annotation.plan", "bloomqg.annotation.calibration_tables"]
+               "bloomqg.metrics.plan", "bloomqg.annotation.plan", "bloomqg.annotation.calibration_tables",
+               "bloomqg.annotation.alt_test", "bloomqg.annotation.settings", "bloomqg.study.config"]
     code = f"import sys; import {', '.join(modules)}; print('scipy.stats' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
