@@ -106,6 +106,7 @@ def main() -> None:
     try:
         study = args.study.resolve() if args.study else scratch / "study"
         if not args.study:
+            study.mkdir()
             built = subprocess.run(snakemake(REPO, study, configfile, args.cores), env=code_env(REPO),
                                    capture_output=True, text=True)
             if built.returncode != 0:
