@@ -33,10 +33,13 @@ REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = Path("logs") / "benchmarks"
 
 
-def read_benchmarks(study: Path) -> dict[str, dict[str, float]]:
-    """Per rule: jobs, seconds and CPU seconds summed over its benchmark files."""
+def read_benchmarks(study: Path, since: float | None = None) -> dict[str, dict[str, float]]:
+    """Per rule: jobs, seconds and CPU seconds summed over its benchmark files (only those written
+    at or after the epoch seconds ``since``, when given: one run's jobs)."""
     rules: dict[str, dict[str, float]] = {}
     for path in sorted((study / BENCHMARKS).rglob("*.tsv")):
+        if since is not None and path.stat().st_mtime < since:
+            continue
         parts = path.relative_to(study / BENCHMARKS).parts
         rule = parts[0] if len(parts) > 1 else path.stem  # a rule without wildcards: <rule>.tsv
         with path.open(newline="") as handle:

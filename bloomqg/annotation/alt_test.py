@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 Rating = Hashable
 
@@ -126,6 +125,10 @@ def one_sided_p(differences: Sequence[float], epsilon: float) -> tuple[float, fl
     if np.ptp(values) == 0:
         below = values[0] < epsilon
         return (-math.inf if below else math.inf), (0.0 if below else 1.0)
+    # here, not at the top: the Snakefile reads this module's defaults (annotation.settings), and
+    # every Snakemake start of an annotated study would import scipy.stats for them
+    from scipy import stats
+
     result = stats.ttest_1samp(values, epsilon, alternative="less")
     return float(result.statistic), float(result.pvalue)
 

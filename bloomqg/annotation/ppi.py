@@ -50,10 +50,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from bloomqg.metrics.intervals import IntervalSpec, bounded_mean_interval, mover_paired, paired_binary
 from bloomqg.stats.normal import z_of
+from bloomqg.stats.quantiles import t_ppf
 
 
 @dataclass(frozen=True)
@@ -217,7 +217,7 @@ def calibrated_mean(
     tuned = estimate.lam[..., None]
     rectifier = (guarded_y - tuned * guarded_yhat).var(-1, ddof=1) / guarded_y.shape[-1]
     spread = np.sqrt((tuned * yhat_unlabelled).var(-1) / yhat_unlabelled.shape[-1] + rectifier)
-    half = float(stats.t.ppf(0.5 + confidence / 2.0, max(n - 1, 1))) * spread
+    half = float(t_ppf(0.5 + confidence / 2.0, max(n - 1, 1))) * spread
     return clipped(MeanEstimate(value, value - half, value + half, lam.mean(-1)), -1.0, 1.0)
 
 

@@ -56,9 +56,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from bloomqg.stats.normal import z_of
+from bloomqg.stats.quantiles import beta_ppf, t_ppf
 
 #: Resample rows per block, so memory stays bounded for large cells.
 _BOOTSTRAP_BLOCK_CELLS = 4_000_000
@@ -171,8 +171,8 @@ def clopper_pearson(successes: np.ndarray | float, n: np.ndarray | float,
     n = np.asarray(n, dtype=np.float64)
     tail = (1.0 - confidence) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(k > 0, stats.beta.ppf(tail, np.maximum(k, 1e-12), n - k + 1), 0.0)
-        high = np.where(k < n, stats.beta.ppf(1 - tail, k + 1, np.maximum(n - k, 1e-12)), 1.0)
+        low = np.where(k > 0, beta_ppf(tail, np.maximum(k, 1e-12), n - k + 1), 0.0)
+        high = np.where(k < n, beta_ppf(1 - tail, k + 1, np.maximum(n - k, 1e-12)), 1.0)
     empty = ~(n > 0)
     return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
@@ -185,8 +185,8 @@ def jeffreys(successes: np.ndarray | float, n: np.ndarray | float,
     n = np.asarray(n, dtype=np.float64)
     tail = (1.0 - confidence) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(k > 0, stats.beta.ppf(tail, k + 0.5, n - k + 0.5), 0.0)
-        high = np.where(k < n, stats.beta.ppf(1 - tail, k + 0.5, n - k + 0.5), 1.0)
+        low = np.where(k > 0, beta_ppf(tail, k + 0.5, n - k + 0.5), 0.0)
+        high = np.where(k < n, beta_ppf(1 - tail, k + 0.5, n - k + 0.5), 1.0)
     empty = ~(n > 0)
     return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
@@ -272,7 +272,7 @@ def effective_size(values: np.ndarray, members: np.ndarray, clusters: np.ndarray
     deff = max(robust / (spread / n), 1.0) if spread > 0 else 1.0
     varied = min(int(np.sum(y > lower * m)), int(np.sum(y < upper * m)))
     df = max(min(df, varied - 1.0), 1.0)
-    t = float(stats.t.ppf(0.5 + confidence / 2.0, df))
+    t = float(t_ppf(0.5 + confidence / 2.0, df))
     per_cluster = n * n / float(np.sum(m * m)) * (t / z_of(confidence)) ** 2
     return max(n / deff, per_cluster), df
 
@@ -290,7 +290,7 @@ def bounded_mean_interval(mean: float, n: float, lower: float, upper: float, met
         return lower, lower
     share = min(max((mean - lower) / width, 0.0), 1.0)
     if math.isfinite(df):
-        t = float(stats.t.ppf(0.5 + confidence / 2.0, max(df, 1.0)))
+        t = float(t_ppf(0.5 + confidence / 2.0, max(df, 1.0)))
         if method == "wilson":
             low, high = wilson(share * n, n, confidence, z=t)
             return lower + width * float(low), lower + width * float(high)

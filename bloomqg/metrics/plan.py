@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, common_item_terms, defined_pairs, planned_pairs
 from bloomqg.metrics.registry import metric_spec
@@ -75,6 +74,10 @@ class PlanSpec:
 
 def mcnemar_power(n: int, discordance: float, difference: float, alpha: float) -> float:
     """Exact power of the two-sided exact McNemar test with ``n`` pairs (see the module)."""
+    # here, not at the top: the modules that read a plan (the answer, the report) start without
+    # scipy.stats, half a second a job (bloomqg.stats.quantiles)
+    from scipy import stats
+
     psi = max(discordance, abs(difference))
     if n < 1 or psi <= 0:
         return 0.0
@@ -94,6 +97,7 @@ def mcnemar_power(n: int, discordance: float, difference: float, alpha: float) -
 
 def t_power(n: int, sd: float, difference: float, alpha: float) -> float:
     """Power of the two-sided paired t test with ``n`` pairs (noncentral t, statsmodels' ``TTestPower``)."""
+    from scipy import stats  # deferred, as in mcnemar_power
     from statsmodels.stats.power import TTestPower
 
     if n < 2 or sd <= 0:

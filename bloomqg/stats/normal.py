@@ -6,14 +6,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+
+from bloomqg.stats.quantiles import norm_ppf
 
 
 def z_of(confidence: float) -> float:
     """The two-sided normal quantile of ``confidence`` (1.96 for 0.95)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    return float(stats.norm.ppf(0.5 + confidence / 2.0))
+    return float(norm_ppf(0.5 + confidence / 2.0))
 
 
 def fisher_z_ci(r: float, n: int, confidence: float, *, spearman: bool) -> tuple[float, float]:

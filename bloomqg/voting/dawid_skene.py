@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from bloomqg.stats.quantiles import beta_ppf
+
 #: EM settings (crowd-kit's defaults; 100 iterations converge on every panel tried here).
 N_ITER = 100
 TOL = 1e-5
@@ -133,13 +135,11 @@ def crowdkit_fit(votes_lists: Sequence[Sequence[str | None]]) -> tuple[Any, Any]
 
 def jeffreys_interval(successes: float, trials: float, confidence: float = 0.95) -> tuple[float, float]:
     """Jeffreys interval (Beta(s + ½, n − s + ½) quantiles) of a proportion; NaN without trials."""
-    from scipy.stats import beta
-
     if trials <= 0:
         return math.nan, math.nan
     tail = (1 - confidence) / 2
-    low = 0.0 if successes <= 0 else float(beta.ppf(tail, successes + 0.5, trials - successes + 0.5))
-    high = 1.0 if successes >= trials else float(beta.ppf(1 - tail, successes + 0.5, trials - successes + 0.5))
+    low = 0.0 if successes <= 0 else float(beta_ppf(tail, successes + 0.5, trials - successes + 0.5))
+    high = 1.0 if successes >= trials else float(beta_ppf(1 - tail, successes + 0.5, trials - successes + 0.5))
     # soft counts near 0 or n can put the Jeffreys bound past the estimate: keep it inside
     estimate = successes / trials
     return min(low, estimate), max(high, estimate)

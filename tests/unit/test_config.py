@@ -22,6 +22,17 @@ def test_default_config_is_valid_and_plans_every_cell(tmp_path):
     assert study.knowledge_units["cs"] and study.prompt_files["fgp"].exists()
 
 
+def test_the_schema_is_read_as_the_pure_python_loader_reads_it():
+    """file_schema reads with libyaml where PyYAML has it (for speed): the same document, types
+    included (JSON distinguishes 1 from 1.0 and keeps the keys' order)."""
+    import json
+
+    from bloomqg.store.config_schema import SCHEMA_PATH, file_schema
+
+    reference = yaml.safe_load(SCHEMA_PATH.read_text())
+    assert json.dumps(file_schema().schema) == json.dumps(reference)
+
+
 def test_paper_preset_is_schema_valid():
     validate_schema(yaml.safe_load((REPO / "configs" / "paper.yaml").read_text()))
 

@@ -48,3 +48,15 @@ def test_a_finished_study_is_summed_per_rule(tmp_path: Path, study_time) -> None
 def test_a_folder_without_benchmarks_is_refused(tmp_path: Path, study_time) -> None:
     with pytest.raises(SystemExit, match="no benchmark files"):
         study_time.summary(tmp_path, None)
+
+
+def test_since_keeps_one_runs_jobs(tmp_path: Path, study_time) -> None:
+    """benchmarks/summary_time.py reads the jobs of the run it timed: the files written since."""
+    import os
+
+    bench(tmp_path, "judge_questions/cs/cot/m/rules.tsv", 1.5, 1.0)
+    bench(tmp_path, "make_tables.tsv", 2.0, 1.5)
+    old = tmp_path / "logs" / "benchmarks" / "judge_questions" / "cs" / "cot" / "m" / "rules.tsv"
+    os.utime(old, (1_000, 1_000))
+    assert study_time.read_benchmarks(tmp_path, since=2_000) == {"make_tables": {"jobs": 1, "seconds": 2.0, "cpu_seconds": 1.5}}
+    assert set(study_time.read_benchmarks(tmp_path)) == {"judge_questions", "make_tables"}

@@ -39,7 +39,6 @@ def plot_correlations(
     when it has the pair; otherwise it is computed here from the points, and the legend says so.
     """
     from matplotlib.lines import Line2D
-    from scipy import stats
 
     fig = new_figure(PAGE_WIDTH_IN, 3.7)  # the legends sit below the axes
     axes = fig.subplots(1, 2)
@@ -72,7 +71,7 @@ def plot_correlations(
             name = dataset if len(strategies) == 1 else f"{dataset}, {strategy_label(strategy, strategy_labels)}"
             label = f"{name} (n = {len(subset)} models)"
             if len(subset) >= MIN_POINTS_FOR_CORRELATION:
-                r, p, source = _correlation(correlations, dataset, x_metric, y_metric, subset, stats, strategy)
+                r, p, source = _correlation(correlations, dataset, x_metric, y_metric, subset, strategy)
                 label = (f"{name}: r = {r:+.2f}, p = {p:.2g}, n = {len(subset)} models"
                          + ("" if source else " (computed here)"))
                 if subset[x_metric].nunique() > 1:
@@ -166,7 +165,7 @@ def _box(x0: float, y0: float, x1: float, y1: float):
     return Bbox([[x0, y0], [x1, y1]])
 
 
-def _correlation(correlations, dataset, x_metric, y_metric, subset, stats, strategy="cot") -> tuple[float, float, bool]:
+def _correlation(correlations, dataset, x_metric, y_metric, subset, strategy="cot") -> tuple[float, float, bool]:
     """(r, p, from_frame): the metrics stage's estimate when present, else Pearson's here."""
     if correlations is not None and not correlations.empty:
         match = correlations[
@@ -179,5 +178,8 @@ def _correlation(correlations, dataset, x_metric, y_metric, subset, stats, strat
             return float(match.iloc[0]["r"]), float(match.iloc[0]["p_value"]), True
     if subset[x_metric].nunique() < 2 or subset[y_metric].nunique() < 2:
         return float("nan"), float("nan"), False
+    # here, not at the top: a figure of the metrics stage's r (the usual case) starts no scipy.stats
+    from scipy import stats
+
     result = stats.pearsonr(subset[x_metric], subset[y_metric])
     return float(result.statistic), float(result.pvalue), False
