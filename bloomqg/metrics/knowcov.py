@@ -15,8 +15,8 @@ from bloomqg.metrics.spec import MetricSpec
 KNOWCOV_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("knowcov", "KnowCov", "percent", True, "%", criteria=USEFUL_CRITERIA | {"knowledge_units"},
                paper_table="table5", paired_outcome="graded",
-               definition="knowledge coverage: per useful question, the share of the original's knowledge units "
-               "the judges find in the new one, averaged"),
+               definition="knowledge coverage: per useful question with judged units (a majority on them), the "
+               "share of the original's knowledge units the judges find in the new one, averaged"),
 )
 
 

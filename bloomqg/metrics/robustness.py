@@ -55,6 +55,9 @@ NOT_ASSESSABLE = "not assessable from these votes"
 #: The verdict of a comparison with no value to test: no item answered under both arms
 #: (0 pairs), or a metric undefined on the pairs there are. Nothing held or failed.
 NOT_COMPARED = "not compared"
+#: The verdict of a comparison every panel variant leaves as the majority's: same sign, and
+#: significant or not alike.
+HOLDS = "holds"
 #: ``comparison`` of a strategy-vs-strategy row and of a model-vs-model row.
 STRATEGY_COMPARISON = "strategy vs strategy"
 MODEL_COMPARISON = "model vs model"
@@ -146,7 +149,7 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     changed = [name for name, row in variants.items()
                if (significant if pd.isna(row["diff"]) else _outcome(row["diff"], row["p_value"]) != (sign, significant))]
     if not changed:
-        return "holds"
+        return HOLDS
     flipped = [name for name in changed if _turns_sign(variants[name]["diff"], sign)]
     if not significant and flipped:
         return "within judge noise"

@@ -19,6 +19,7 @@ import pandas as pd
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
 from bloomqg.metrics.paired import ordered_strategies
 from bloomqg.metrics.registry import metric_spec
+from bloomqg.metrics.robustness import HOLDS, NOT_COMPARED, STRATEGY_COMPARISON
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference
 from bloomqg.inputs.strategies import ComparisonSpec
@@ -266,6 +267,25 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
     return text
 
 
+def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None) -> str:
+    """How many of the Answer's comparisons (``rows``, one strategy pair) change sign or
+    significance when one judge is left out or the votes are combined by Dawid–Skene (the
+    robustness table's verdicts), so a reader of the Answer knows the panel moves them."""
+    if robustness is None or not len(robustness) or not len(rows):
+        return ""
+    mine = robustness[robustness["comparison"] == STRATEGY_COMPARISON].set_index(
+        ["model", "dataset", "strategy", "strategy_b", "metric"])
+    verdicts = [mine.loc[key, "verdict"] for key in
+                ((str(r.model), str(r.dataset), str(r.strategy_a), str(r.strategy_b), str(r.metric))
+                 for r in rows.itertuples(index=False)) if key in mine.index]
+    compared = [v for v in verdicts if v != NOT_COMPARED]
+    moved = [v for v in compared if v != HOLDS]
+    if not moved:
+        return ""
+    return (f"Leaving out one judge, or combining the votes by Dawid–Skene instead of a majority, changes the sign "
+            f"or significance of {len(moved)} of the {len(compared)} comparisons with pairs.")
+
+
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
     """Model × dataset groups that ran one strategy of ``pair`` only: never pooled into it."""
     out = []
@@ -288,6 +308,7 @@ def answer_context(
     strategy_titles: Mapping[str, str] | None = None,
     construction: Sequence[ConstructionFlag] = (),
     read_usability: Mapping[tuple[str, str, str], tuple[float, int]] | None = None,
+    robustness: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The template's ``answer``: per strategy pair, its summary sentence and table rows; what was
     left out; the trust line. ``strategy_titles``: {name: title} spells each strategy out where
@@ -331,7 +352,8 @@ def answer_context(
         blocks.append({"pair": f"{name_b} − {name_a}", "name_a": name_a, "name_b": name_b, "headline": headline,
                        "lead": lead, "detail": detail,
                        "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels),
-                       "unparsed": unparsed_note(mine, values, (a, b), (name_a, name_b), read_usability)})
+                       "unparsed": unparsed_note(mine, values, (a, b), (name_a, name_b), read_usability),
+                       "panel": panel_note(mine, robustness)})
     return {"blocks": blocks, "trust": trust_line(gate)}
 
 
@@ -346,8 +368,8 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     never = list(gate.get("never_measured") or [])
     named = " and ".join([", ".join(never[:-1]), never[-1]] if len(never) > 1 else never)
     their = "its values say" if len(never) == 1 else "their values say"
-    never_text = (f" {named} could not be measured in any cell, so {their} nothing about the questions, however "
-                  "high." if never else "")
+    never_text = (f" {named} could not be measured in any cell (the agreement figures printed for them come from "
+                  f"how the panel is built), so {their} nothing about the questions, however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
             f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (each listed under Judge "

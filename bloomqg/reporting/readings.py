@@ -98,7 +98,7 @@ def strategy_effect(
         return None
     # the cells' values differ as written; whether a difference is real is the paired test's call
     tested = ("the Answer tests it on the originals both strategies answered" if metric in DEFAULT_PAIRED_METRICS
-              else "no test compares them")
+              else "the Answer does not test it")
     return " ".join(sentences) + f" (Each cell's own value, not a comparison: {tested}.)"
 
 
@@ -387,7 +387,9 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
     def averaged(m: str) -> str:  # over the questions the means are over, where the rows say
         mean = cell_mean(all_metrics, f"{m}_mean")
         assert mean is not None  # present
-        over = f"over {_plural(mean.n_cells, 'cell')}" + ("" if mean.n_items is None else f", n = {mean.n_items} questions")
+        # a mean of the cells' means, not of the questions pooled: said so beside the questions' count
+        over = ("one cell's mean" if mean.n_cells == 1 else f"the mean of {mean.n_cells} cells' means") + (
+            "" if mean.n_items is None else f", n = {mean.n_items} questions")
         return f"{_SHIFT_WORDS.get(m, table_label(m))} {mean.value:.2f} levels ({over})"
 
     means = ", ".join(averaged(m) for m in present)

@@ -423,7 +423,7 @@ def build_report(
         "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
                                  strategy_order=strategy_order,
                                  strategy_titles={s["name"]: s["title"] for s in strategies}, construction=flags,
-                                 read_usability=usability_of_read(votes)),
+                                 read_usability=usability_of_read(votes), robustness=robustness),
         "strategies": list(strategies),
         "glossary": glossary_entries(strategies),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

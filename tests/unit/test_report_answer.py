@@ -157,3 +157,20 @@ def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is
         "a reply could be read, not how good its question was, and on cs the order reverses.")
     alike = metrics.assign(value=[5.0, 5.5])
     assert answer_context(answer, alike)["blocks"][0]["unparsed"] == ""
+
+
+def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
+    from bloomqg.reporting.answer import panel_note
+
+    answer = answer_table(
+        pd.DataFrame([paired("cs", "catcons", 0.0, -60.0, 60.0, 1.0, 4), paired("social", "catcons", 0.0, -80.0, 80.0, 1.0, 2)]),
+        pd.DataFrame([plan("cs", "catcons", math.nan), plan("social", "catcons", math.nan)]),
+        pd.DataFrame([*panel("cs", "bloom_level", 0.09), *panel("social", "bloom_level", 0.1)]), metrics=("catcons",))
+    robustness = pd.DataFrame([
+        {"comparison": "strategy vs strategy", "model": "m", "dataset": d, "strategy": "cot", "strategy_b": "fgp",
+         "metric": "catcons", "verdict": v} for d, v in (("cs", "within judge noise"), ("social", "holds"))])
+    assert panel_note(answer, robustness) == (
+        "Leaving out one judge, or combining the votes by Dawid–Skene instead of a majority, changes the sign or "
+        "significance of 1 of the 2 comparisons with pairs.")
+    assert panel_note(answer, robustness.assign(verdict="holds")) == ""
+    assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")

@@ -39,7 +39,8 @@ def draw_alluvial(
 
     ``counts`` has columns original_level, other_level, count (as
     :func:`bloomqg.metrics.transition_counts` returns). Levels run bottom (Remember) to top
-    (Create), so a rising band is a leap or upward drift and a falling band a regression.
+    (Create), each side stacked by its own counts, so a band's slope says nothing: its two ends'
+    levels do.
     With ``cell`` (model, dataset, strategy), each band and node opens its questions in the
     item explorer.
     """
@@ -195,4 +196,4 @@ def _level_legend(fig: Figure, votes: pd.DataFrame) -> None:
     narrow = fig.get_figwidth() < 5
     fig.legend(handles=handles, loc="outside lower center", ncol=3 if narrow else 4, frameon=False,
                title="Band colour = original level; left: original, right: judged;\n"
-                     "a rising band is a move to a higher level (leap or upward drift)")
+                     "read a band by the levels at its two ends (its slope follows the stacking)")

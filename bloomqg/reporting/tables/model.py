@@ -217,7 +217,7 @@ N_NOTE = (
     "(tie or too few valid votes); Usability counts every generated question whose usefulness is decided: "
     "one 'no' majority on any of the three makes it not useful even where another criterion has no majority, "
     "so Usability's n can exceed Readable's; for CatCons and KnowCov also the questions not useful "
-    "(CatCons: or without a judged level); for the shift shares, the useful questions whose level did not change."
+    "(CatCons: or without a judged level; KnowCov: or without judged units); for the shift shares, the useful questions whose level did not change."
 )
 
 
