@@ -173,7 +173,7 @@ def _tag(row: pd.Series) -> str | None:
     if "_hit" not in row:
         return None
     if bool(row["_hit"]):
-        return "hit the target level"
+        return "hit the target level (as the judges voted)"
     if is_missing(row["bloom_level"]):
         return "no judged level (the judges did not agree)"
     if row["bloom_level"] == row["original_bloom_level"]:

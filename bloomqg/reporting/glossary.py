@@ -38,7 +38,7 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "difficulty from the difference."),
     ("interval", "95% interval (95% CI)", "the range of values compatible with the data; it holds the true value in "
      "95% of studies like this one. Shares take Clopper–Pearson's exact interval (it never claims more certainty "
-     "than the data give), means of levels (CogShift) an exact betting interval, paired differences Tango's score "
+     "than the data give), means of levels (CogShift) an exact betting interval (built from fair bets against each candidate mean; like Clopper–Pearson it never covers less than 95%), paired differences Tango's score "
      "interval (built for two answers per original; CogShift's the betting interval of the differences, KnowCov's "
      "MOVER, which combines the two arms' own intervals), agreement coefficients a bootstrap over questions."),
     ("bootstrap", "Bootstrap", "an interval found by re-drawing the questions at random with replacement many "
@@ -51,8 +51,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "so that the chance of any false finding among them stays at 5%."),
     ("detectable", "Detectable difference", "the smallest difference this study would find 8 times in 10 with its "
      "number of pairs (the study plan); a smaller true difference may go unseen."),
-    ("verdicts", "Verdicts", "higher / lower: a difference after Holm's adjustment; no difference: none beyond the "
-     "interval's far end; cannot tell: the judges do not agree on what the metric needs, or the study is too small "
+    ("verdicts", "Verdicts", "higher / lower: a difference after Holm's adjustment; no difference: the judges agree, the "
+     "study is big enough, and the interval rules out any difference larger than its far end (said in points); cannot tell: the judges do not agree on what the metric needs, or the study is too small "
      "to see a useful difference (not the same as 'no difference')."),
     ("alpha", "Krippendorff's α", "how much the judges agree beyond chance: 1 = always, 0 = no better than chance, "
      "below 0 = they disagree more than chance would (systematically). The gate asks at least 0.7."),

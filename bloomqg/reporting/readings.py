@@ -369,7 +369,7 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
     if len(per_judge):
         worst_judge = per_judge.idxmax()
         parts.append(f"Among judges, {worst_judge} failed to give a parsable answer most often ({per_judge.max():.1f}%, "
-                     "the mean of its cells' rates).")
+                     "the mean of its rates per cell and criterion).")
     return " ".join(parts) if parts else "No parse-failure rates were recorded."
 
 
