@@ -247,8 +247,8 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
     if not any(abs(rate_a - rate_b) >= 5 for *_, rate_a, rate_b in rates):
         return ""
     each = "; ".join(f"{dataset}: {names[0]} {rate_a:.1f}%, {names[1]} {rate_b:.1f}%" for _, dataset, rate_a, rate_b in rates)
-    text = (f"Usability counts a reply without a readable question as not usable, and such replies came at "
-            f"different rates ({each}).")
+    text = (f"Usability counts a reply the workflow could not read a question from as not usable, and such replies "
+            f"came at different rates ({each}).")
     among = []
     for r, dataset, *_ in rates:
         shares = [(read or {}).get((str(r.model), dataset, strategy)) for strategy in pair]
@@ -259,7 +259,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
                            for _, dataset, a, b in among)
         # the order of the two strategies among read replies against the paired difference's sign
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
-        text += (f" Among replies with a question it was {listed}: much of the gap is how often a reply could be "
+        text += (f" Among the questions whose usefulness the judges decided it was {listed}: much of the gap is how often a reply could be "
                  "read, not how good its question was"
                  + (f", and on {_joined(reversed_in, 'and')} the order reverses." if reversed_in else "."))
     else:

@@ -22,6 +22,10 @@ from bloomqg.reporting.facts import judge_means
 # risk: one threshold with the per-judge flags of "Can these judges be trusted?"
 from bloomqg.voting.diagnostics import CONSTANT_SHARE, CONSTANT_SHARE_BINARY
 
+#: A judge giving one Bloom level to at least this share of the questions (short of constant)
+#: leans on it: the artefact warning says which originals that favours.
+LEANING_SHARE = 0.75
+
 #: How each judge backend rates, in one clause.
 BACKEND_DESCRIPTION: dict[str, str] = {
     "rules": "no model: the Bloom level from the paper's list of verbs per level (the highest level whose verb the "
@@ -123,6 +127,13 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
         lines.append({"name": name, "description": description[0].upper() + description[1:],
                       "agreement": _agreement(mine)})
+        level_rows = mine[mine["criterion"] == "bloom_level"] if len(mine) else mine
+        leaning = modal_share(level_rows) if len(level_rows) and "vote_distribution" in level_rows else None
+        if (leaning and LEANING_SHARE <= leaning[1] < CONSTANT_SHARE
+                and not leaning[0].startswith("one answer per cell")):
+            # not constant, but one level for most questions: that level wins wherever one other judge agrees
+            constant.append(f"Bloom level: {leaning[0]} for {100 * leaning[1]:.0f}%, which wins wherever one other "
+                            f"judge agrees: CatCons favours originals at {leaning[0]}")
         if constant:
             artefacts.append(f"{name} ({', '.join(constant)})")
     return lines, artefacts

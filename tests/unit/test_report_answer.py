@@ -147,13 +147,13 @@ def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is
     metrics = pd.DataFrame([{"model": "m", "dataset": "cs", "strategy": s, "metric": "parse_failure_rate", "value": v,
                              "n": 36} for s, v in (("cot", 22.222), ("fgp", 5.556))])
     [block] = answer_context(answer, metrics)["blocks"]
-    assert block["unparsed"] == ("Usability counts a reply without a readable question as not usable, and such replies "
-                                 "came at different rates (cs: CoT 22.2%, FGP 5.6%). Part of a Usability gap is how "
-                                 "often the reply could be read, not how good its question was.")
+    assert block["unparsed"] == ("Usability counts a reply the workflow could not read a question from as not usable, "
+                                 "and such replies came at different rates (cs: CoT 22.2%, FGP 5.6%). Part of a "
+                                 "Usability gap is how often the reply could be read, not how good its question was.")
     # with the share among the replies that held a question, the gap left (and where it reverses)
     read = {("m", "cs", "cot"): (90.0, 10), ("m", "cs", "fgp"): (82.4, 17)}
     assert answer_context(answer, metrics, read_usability=read)["blocks"][0]["unparsed"].endswith(
-        "Among replies with a question it was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): much of the gap is how often "
+        "Among the questions whose usefulness the judges decided it was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): much of the gap is how often "
         "a reply could be read, not how good its question was, and on cs the order reverses.")
     alike = metrics.assign(value=[5.0, 5.5])
     assert answer_context(answer, alike)["blocks"][0]["unparsed"] == ""

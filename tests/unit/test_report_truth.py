@@ -322,3 +322,21 @@ def test_a_level_forced_to_every_originals_marks_catcons_whatever_the_other_crit
     [mixed] = flags_for(["Apply", "Apply", "Remember", "Apply"])
     assert mixed.decided and mixed.forced_to_original == ""
     assert forced_level_warnings([mixed]) == []
+
+
+def test_a_judge_leaning_on_one_level_is_warned_of_for_what_it_favours():
+    """smollm2 says Apply to 88% of questions: not constant (90%), but Apply wins wherever one
+    other judge agrees, so CatCons favours originals at Apply; the warning says so."""
+    import json
+
+    from bloomqg.reporting.panel import judge_lines
+
+    rows = [{"judge": "smollm2", "criterion": "bloom_level", "n_items": 50, "agreement_with_others": 0.3,
+             "vote_distribution": json.dumps({"Apply": 0.88, "Remember": 0.12}), "dataset": d, "strategy": "fgp",
+             "model": "m"} for d in ("cs", "social")]
+    config = {"judges": {"smollm2": {"backend": "hf", "model_ref": "m"}}, "models": {"m": {"model": "x/m"}}}
+    _, artefacts = judge_lines(config, pd.DataFrame(rows))
+    assert artefacts == ["smollm2 (Bloom level: Apply for 88%, which wins wherever one other judge agrees: CatCons "
+                         "favours originals at Apply)"]
+    constant = [{**row, "vote_distribution": json.dumps({"Apply": 0.95, "Remember": 0.05})} for row in rows]
+    assert judge_lines(config, pd.DataFrame(constant))[1] == ["smollm2 (bloom level: Apply for 95%)"]

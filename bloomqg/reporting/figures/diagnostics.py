@@ -148,7 +148,7 @@ def plot_parse_failures(all_metrics: pd.DataFrame, reliability: pd.DataFrame, st
 
 #: Panel (b)'s title: the rate is averaged over the criteria a judge rates (a judge's answer can
 #: parse for one criterion and not for another).
-JUDGE_PANEL_TITLE = "(b) Judge answers not parsed (%, mean over cells and criteria)"
+JUDGE_PANEL_TITLE = "(b) Judge answers not parsed (%, mean)"
 
 
 def judge_questions(judges: pd.DataFrame) -> pd.DataFrame:
