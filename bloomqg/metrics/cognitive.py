@@ -28,9 +28,9 @@ from bloomqg.metrics.spec import MetricSpec
 SHIFT_TYPES: tuple[str, ...] = ("cogreg", "cogdrift", "cogleap")
 _SHIFT_LABEL = {"cogreg": "CogReg", "cogdrift": "CogDrift", "cogleap": "CogLeap"}
 _SHIFT_DEFINITION = {
-    "cogreg": "of the questions that missed their target level, the share two or more levels below it (regression)",
-    "cogdrift": "of the questions that missed their target level, the share one level away from it (drift)",
-    "cogleap": "of the questions that missed their target level, the share two or more levels above it (leap)",
+    "cogreg": "of the useful questions judged at another level than the original's, the share two or more levels below it (regression)",
+    "cogdrift": "of the useful questions judged at another level than the original's, the share one level away from it (drift)",
+    "cogleap": "of the useful questions judged at another level than the original's, the share two or more levels above it (leap)",
 }
 #: The largest |Δ| between two of the six levels, and the |Δ| each shift type can take.
 _MAX_SHIFT = 5.0

@@ -87,7 +87,7 @@ def report_inconsistencies(page: str) -> list[str]:
             if in_table is None:
                 problems.append(f"the Answer's {metric} on {dataset} has no row in the paired table")
                 continue
-            table_diff = in_table[0].replace(" (one pair: no interval)", "")
+            table_diff = in_table[0].replace(" (one pair: no interval)", "").rstrip("†‡ ")
             if n != "0" and (table_diff, in_table[2]) != (shown, n):
                 problems.append(f"{metric} on {dataset}: the Answer says {shown}, n {n}; the paired table {in_table}")
             if "Holm's p " in row[8] and f"Holm's p {in_table[1] if in_table[1].startswith('<') else '= ' + in_table[1]}" not in row[8]:

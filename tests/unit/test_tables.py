@@ -394,3 +394,17 @@ def test_the_report_turns_repeated_column_groups_into_rows_and_leaves_other_tabl
                       rows=[["m", "1", "2", "3"]], notes=[], align=["left"] + ["right"] * 3, group_title="G")
     assert long_form(mixed) is mixed
     assert long_form(TableView(**{**wide.__dict__, "group_title": ""})) == TableView(**{**wide.__dict__, "group_title": ""})
+
+
+def test_a_paired_difference_fed_by_a_gated_cell_carries_the_dagger():
+    from bloomqg.reporting.tables.builders import paired_table
+
+    row = {"model": "m", "dataset": "cs", "metric": "catcons", "strategy_a": "cot", "strategy_b": "fgp",
+           "n_pairs": 4, "value_a": 0.0, "value_b": 25.0, "diff": 25.0, "ci_low": -20.0, "ci_high": 60.0,
+           "ci_method": "tango", "test": "mcnemar", "p_value": 0.5, "p_adjusted": 1.0, "family_size": 2,
+           "effect_size": 1.05, "effect_size_name": "cohen_h"}
+    paired = pd.DataFrame([row, {**row, "dataset": "social"}])
+    table = paired_table(paired, gated={("m", "cs", "fgp", "catcons")})
+    assert [r[7].gated for r in table.rows] == [True, False]
+    assert GATED_NOTE in table.notes
+    assert GATED_NOTE not in paired_table(paired).notes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import pandas as pd
 
@@ -308,9 +308,12 @@ def parse_failure_table(
 TEST_NAMES = {"mcnemar": "McNemar", "wilcoxon": "Wilcoxon", "cohens_h": "Cohen's h", "rank_biserial": "rank-biserial r"}
 
 
-def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None) -> Table:
+def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None,
+                 gated: Set[tuple[str, str, str, str]] = frozenset()) -> Table:
     """Paired strategy-vs-strategy comparison per model, dataset, metric and pair (a note when
-    there is none), with the raw p and the Holm-adjusted p side by side."""
+    there is none), with the raw p and the Holm-adjusted p side by side. ``gated``: the (model,
+    dataset, strategy, metric) cells whose value a failed or unmeasured criterion feeds; a
+    difference either of whose arms is one carries the dagger, as the cells' tables do."""
     columns_in = list(PAIRED_COLUMNS)
     methods = paired["ci_method"] if paired is not None and "ci_method" in paired.columns else []
     notes = [
@@ -336,17 +339,22 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(str(r["model"])), Cell(str(r["dataset"])), Cell(table_label(str(r["metric"]))),
             Cell(f"{label_b} − {label_a}"),
             Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["value_a"])), Cell(format_number(r["value_b"])),
-            Cell(format_paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"])),
+            Cell(format_paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"]),
+                 any((str(r["model"]), str(r["dataset"]), str(r[arm]), str(r["metric"])) in gated
+                     for arm in ("strategy_a", "strategy_b"))),
             Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) and r["n_pairs"]
                  else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
             Cell(MISSING if is_missing(r["effect_size"]) else
                  f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})"),
         ])
-    return Table(
+    table = Table(
         "table_paired",
         "Paired comparison of prompting strategies on the same items (B − A).",
         ["Model", "Dataset", "Metric"],
         ["B − A", "Pairs", "A", "B", "Diff. [95% CI]", "Test", "p", "p (Holm)", "Effect size"],
         rows, paired[columns_in].reset_index(drop=True), [], notes,
     )
+    if table.has_gated:
+        table.notes.append(GATED_NOTE)
+    return table

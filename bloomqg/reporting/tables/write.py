@@ -85,7 +85,9 @@ def build_tables(
     tables.append(reliability_table(reliability, strategy_labels))
     tables.append(judges_table(reliability))
     tables.append(parse_failure_table(all_metrics, cells, strategy_labels))
-    tables.append(paired_table(paired, strategy_labels))
+    gated = {(str(r.model), str(r.dataset), str(r.strategy), str(r.metric))
+             for r in all_metrics.itertuples(index=False) if pd.notna(r.alpha_gated) and bool(r.alpha_gated)}
+    tables.append(paired_table(paired, strategy_labels, gated))
     if human is not None:
         tables.append(human_agreement_table(human, strategy_labels))
     return tables
