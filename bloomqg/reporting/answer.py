@@ -26,6 +26,9 @@ from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
 from bloomqg.voting.construction import ConstructionFlag
 
+#: Generation parse-failure rates (points) this far apart make the Answer say how much of a
+#: Usability gap is the parser's.
+PARSE_GAP_POINTS = 5.0
 #: How a verdict reads in the Answer's table.
 VERDICT_TEXT = {HIGHER: "{b} higher", LOWER: "{b} lower", NO_DIFFERENCE: "no difference", CANNOT_TELL: "cannot tell"}
 
@@ -244,7 +247,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
         keys = [(r.model, r.dataset, strategy, "parse_failure_rate") for strategy in pair]
         if all(key in values.index and not is_missing(values.loc[key, "value"]) for key in keys):
             rates.append((r, str(r.dataset), *(float(values.loc[key, "value"]) for key in keys)))
-    if not any(abs(rate_a - rate_b) >= 5 for *_, rate_a, rate_b in rates):
+    if not any(abs(rate_a - rate_b) >= PARSE_GAP_POINTS for *_, rate_a, rate_b in rates):
         return ""
     each = "; ".join(f"{dataset}: {names[0]} {rate_a:.1f}%, {names[1]} {rate_b:.1f}%" for _, dataset, rate_a, rate_b in rates)
     text = (f"Usability counts a reply the workflow could not read a question from as not usable, and such replies "
@@ -366,7 +369,7 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     # an agreement only one varying judge makes is no evidence: say so beside "reliable"
     hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
     never = list(gate.get("never_measured") or [])
-    named = " and ".join([", ".join(never[:-1]), never[-1]] if len(never) > 1 else never)
+    named = _joined(never, "and") if never else ""
     their = "its values say" if len(never) == 1 else "their values say"
     never_text = (f" {named} could not be measured in any cell (the agreement figures printed for them come from "
                   f"how the panel is built), so {their} nothing about the questions, however high." if never else "")

@@ -25,6 +25,8 @@ from bloomqg.voting.diagnostics import CONSTANT_SHARE, CONSTANT_SHARE_BINARY
 #: A judge giving one Bloom level to at least this share of the questions (short of constant)
 #: leans on it: the artefact warning says which originals that favours.
 LEANING_SHARE = 0.75
+#: How :func:`modal_share` names a judge's answer when each cell has its own most frequent one.
+PER_CELL = "one answer per cell"
 
 #: How each judge backend rates, in one clause.
 BACKEND_DESCRIPTION: dict[str, str] = {
@@ -82,7 +84,7 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     if not total:
         return None
     answer = (max(modal, key=lambda k: modal[k]) if len(modal) == 1
-              else f"one answer per cell (e.g. {max(modal, key=lambda k: modal[k])})")
+              else f"{PER_CELL} (e.g. {max(modal, key=lambda k: modal[k])})")
     return answer, kept / total
 
 
@@ -119,21 +121,20 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
         template = BACKEND_DESCRIPTION.get(backend, f"a {backend} judge")
         description = template.format(model=_model_of(name, entry, config)) + "."
         mine = judges[judges["judge"] == name] if len(judges) else judges
-        constant = []
+        constant, leaning = [], []
         for criterion in ("bloom_level", "knowledge_units", *sorted(BINARY_CRITERIA)):
             rows = mine[mine["criterion"] == criterion] if len(mine) else mine
             pooled = modal_share(rows) if len(rows) and "vote_distribution" in rows else None
             if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
+            elif (criterion == "bloom_level" and pooled and pooled[1] >= LEANING_SHARE
+                  and not pooled[0].startswith(PER_CELL)):
+                # not constant, but one level for most questions: it wins wherever one other judge agrees
+                leaning.append(f"Bloom level: {pooled[0]} for {100 * pooled[1]:.0f}%, which wins wherever one other "
+                               f"judge agrees: CatCons favours originals at {pooled[0]}")
         lines.append({"name": name, "description": description[0].upper() + description[1:],
                       "agreement": _agreement(mine)})
-        level_rows = mine[mine["criterion"] == "bloom_level"] if len(mine) else mine
-        leaning = modal_share(level_rows) if len(level_rows) and "vote_distribution" in level_rows else None
-        if (leaning and LEANING_SHARE <= leaning[1] < CONSTANT_SHARE
-                and not leaning[0].startswith("one answer per cell")):
-            # not constant, but one level for most questions: that level wins wherever one other judge agrees
-            constant.append(f"Bloom level: {leaning[0]} for {100 * leaning[1]:.0f}%, which wins wherever one other "
-                            f"judge agrees: CatCons favours originals at {leaning[0]}")
+        constant += leaning  # said after the constant answers
         if constant:
             artefacts.append(f"{name} ({', '.join(constant)})")
     return lines, artefacts
