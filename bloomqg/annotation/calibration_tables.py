@@ -157,14 +157,16 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
         caption=(f"How many labels? Human labels per cell for PPI++ (which corrects the judges' numbers with a sample of "
                  f"people's labels) to bound each metric to ± {width:g} points"),
         stub_columns=["Cell", "Metric"],
-        columns=["Judges' share (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width", "N judged"],
+        # "of all judged": not CatCons' or Usability's base (useful questions; every reply), said in the header
+        columns=["Judges' share of all judged (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width",
+                 "Questions judged"],
         rows=rows, data=plan.reset_index(drop=True),
     )
     catcons = plan[plan["metric"] == "catcons_level"]
     if not annotated and len(catcons):
         table.notes.append(catcons_plan_sentence(catcons, width))
     table.notes.append(
-        "Judges' share: the judges' majority over every judged question of the cell with a verdict on it, useful or "
+        "Judges' share of all judged: the judges' majority over every judged question of the cell with a verdict on it, useful or "
         "not (CatCons counts useful questions only; Usability also counts a reply with no readable question, as "
         "not usable; so their values differ). Disagreement: "
         "the share of questions on which judges and a person would differ, at most: measured on human labels "

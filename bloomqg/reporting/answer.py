@@ -208,6 +208,30 @@ def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy:
     return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{_percent_sign(metric)}{n}"
 
 
+def _cell_gated(values: pd.DataFrame | None, model: str, dataset: str, strategy: str, metric: str) -> bool:
+    """Whether a strategy's own value rests on votes the gate flagged (the tables' †)."""
+    if values is None or (model, dataset, strategy, metric) not in values.index:
+        return False
+    flag = values.loc[(model, dataset, strategy, metric)].get("alpha_gated")
+    return flag is not None and not is_missing(flag) and bool(flag)
+
+
+def opposite_clause(r: Any, values: pd.DataFrame | None, strategy_a: str, strategy_b: str) -> str:
+    """"; the columns point the other way: …" where the two strategies' own values order them
+    against the paired difference's sign: the columns count each strategy's questions, the
+    difference only the originals both answered."""
+    if values is None or int(r.n_pairs) == 0 or is_missing(r.diff) or float(r.diff) == 0:
+        return ""
+    keys = [(r.model, r.dataset, strategy, r.metric) for strategy in (strategy_a, strategy_b)]
+    if not all(key in values.index and not is_missing(values.loc[key, "value"]) for key in keys):
+        return ""
+    columns = float(values.loc[keys[1], "value"]) - float(values.loc[keys[0], "value"])
+    if columns * float(r.diff) >= 0:
+        return ""
+    return (f"; the columns point the other way: they count each strategy's own questions, the difference only "
+            f"the {int(r.n_pairs)} originals both answered")
+
+
 def _percent_sign(metric: str) -> str:
     return "%" if metric_spec(metric).percent else ""
 
@@ -285,7 +309,8 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None) -> str:
     moved = [v for v in compared if v != HOLDS]
     if not moved:
         return ""
-    return (f"Leaving out one judge, or combining the votes by Dawid–Skene instead of a majority, changes the sign "
+    return (f"Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated "
+            f"accuracy) instead of a majority, changes the sign "
             f"or significance of {len(moved)} of the {len(compared)} comparisons with pairs.")
 
 
@@ -343,10 +368,13 @@ def answer_context(
                 "on_pairs": _on_the_pairs(r, name_a, name_b),
                 "value_a": _cell_value(values, r.model, r.dataset, a, r.metric),
                 "value_b": _cell_value(values, r.model, r.dataset, b, r.metric),
+                # a strategy's own value on votes the gate flagged: marked, so no column reads as a ranking
+                "gated_a": _cell_gated(values, r.model, r.dataset, a, r.metric),
+                "gated_b": _cell_gated(values, r.model, r.dataset, b, r.metric),
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
-                "why": why(r, strategy_labels, flags),
+                "why": why(r, strategy_labels, flags) + opposite_clause(r, values, a, b),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)
                         else (f"{name_b} against {name_a}: no comparison could be made (no original answered under "

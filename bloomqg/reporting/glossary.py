@@ -81,9 +81,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("sensitivity", "Sensitivity, specificity", "of a judge on a yes/no criterion, under Dawid–Skene: how often it "
      "says yes where the Dawid–Skene label is yes (sensitivity) and no where the label is no (specificity). Their "
      "intervals are Jeffreys' (a Bayesian interval for a share), over Dawid–Skene's probability-weighted counts."),
-    ("agrees", "Agrees with the others, Agrees with majority (own vote in) %", "two shares of a judge's votes: equal to the strict majority of "
-     "the other judges, its own vote left out (\"agrees with the others\", the setup and Can these judges be "
-     "trusted?), or equal to the panel's majority, its own vote included (\"Agrees with majority (own vote in) %\", the judges' table)."),
+    ("agrees", "Agrees with the others", "how often a judge's vote equals the strict majority of the other judges, "
+     "its own vote left out (with it in, a judge of three would make a third of every majority itself)."),
     ("leave-one-out", "Leave-one-judge-out panel", "the panel with one judge removed; a comparison that keeps its "
      "sign and significance without each judge in turn does not rest on any one judge."),
     ("raw-p", "Raw p", "a p value before Holm's adjustment for the several comparisons of a metric."),

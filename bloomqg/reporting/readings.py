@@ -188,8 +188,10 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     parts = []
     for strategy, (n, same, up, down) in level_moves(votes, strategy_labels).items():
         undirected = n - same - up - down
+        # the first strategy's clause says whose questions these are; the others follow it
+        counted = " (the questions CatCons counts)" if not parts else ""
         text = (f"under {strategy_label(strategy, strategy_labels)}, of n = {n} useful questions with a judged "
-                f"level (the questions CatCons counts), {100 * same / n:.0f}% kept the original's level, {100 * up / n:.0f}% moved up "
+                f"level{counted}, {100 * same / n:.0f}% kept the original's level, {100 * up / n:.0f}% moved up "
                 f"and {100 * down / n:.0f}% moved down")
         if undirected:
             text += f" ({undirected} with an Uncategorized level on one side only have no direction)"
@@ -202,8 +204,8 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
         sentence += (" Each strategy's own questions, not a comparison: the Answer tests CatCons on the originals "
                      "both strategies answered.")
     if left_out:
-        sentence = (f"On the datasets every strategy ran: {sentence[0].lower()}{sentence[1:]} Not pooled into this "
-                    f"comparison (only some strategies ran there, so a difference would be one of design): {'; '.join(left_out)}; the figure draws them all.")
+        sentence = (f"On the datasets every strategy ran: {sentence[0].lower()}{sentence[1:]} Drawn but not compared "
+                    f"(only some strategies ran there, a difference of design): {'; '.join(left_out)}.")
     return sentence
 
 
@@ -228,9 +230,11 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
         # the figure's panel n counts only the classified originals; say how it relates to these
         several = votes.loc[votes["strategy"] == strategy, "model"].nunique() > 1
         pooled = ", pooled over models" if several else ""
+        correct = int(round(float((accuracy["accuracy"] * accuracy["n"]).sum()) / 100))
+        mostly = (", so these shares mostly count the originals left unclassified" if 2 * classified < total else "")
         coverage = (f"The model{'s' if several else ''} classified {classified} of the {total} originals "
-                    f"(the figure's n{', summed over its models' if several else ''}); "
-                    "one not classified counts as wrong here.")
+                    f"(the figure's n{', summed over its models' if several else ''}) and got {correct} of them right; "
+                    f"one not classified counts as wrong here{mostly}.")
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
             levels = ", ".join(f"{r['original_level']} ({int(r['n'])} originals)" for _, r in accuracy.iterrows())
             parts.append(f"Under {name}{pooled}, classification of the originals was "
@@ -404,16 +408,72 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
             f"{top['value']:.2f} levels{n_top}).")
 
 
+#: The metrics each figure's or table's reading reports, for the gate's caveat after it.
+READING_METRICS: dict[str, tuple[str, ...]] = {
+    "fig2_transitions": ("catcons",),
+    "fig3_shift_scores": ("cogreg_mean", "cogdrift_mean", "cogleap_mean"),
+    "table4_quality": ("unique", "readable", "answerable"),
+    "table5_usability": ("usability", "catcons", "knowcov"),
+    "table6_cognitive_shift": ("cogreg", "cogdrift", "cogleap"),
+}
+
+
+def flagged_criteria(reliability: pd.DataFrame) -> dict[tuple[str, str, str], set[str]]:
+    """Per (model, dataset, strategy): the criteria the gate did not find reliable there (by its
+    one rule, as recorded), leaving out a release's criterion without per-judge votes."""
+    panel = reliability[reliability["judge"].isna()]
+    out: dict[tuple[str, str, str], set[str]] = {}
+    for row in panel.to_dict("records"):
+        if recorded_decision(row).status != RELIABLE and not is_missing(row.get("gate_passed")):
+            out.setdefault((row["model"], row["dataset"], row["strategy"]), set()).add(str(row["criterion"]))
+    return out
+
+
+def gate_caveat(all_metrics: pd.DataFrame, reliability: pd.DataFrame, metrics: Sequence[str]) -> str:
+    """" † All of these values rest on votes the gate flagged (…)": said after a reading whose
+    values (``metrics``, wherever they have one) read a criterion the gate did not find reliable
+    in their cell, naming those criteria; "" where none does. A reading is read alone, so it
+    carries the caveat its table's † marks carry."""
+    rows = all_metrics[all_metrics["metric"].isin(metrics) & all_metrics["value"].notna()]
+    flagged = flagged_criteria(reliability)
+    hit: set[str] = set()
+    gated = 0
+    for row in rows.itertuples(index=False):
+        criteria = metric_spec(str(row.metric)).criteria & flagged.get((row.model, row.dataset, row.strategy), set())
+        gated += bool(criteria)
+        hit |= criteria
+    if not gated:
+        return ""
+    names = ", ".join(CRITERION_LABEL.get(c, c) for c in CRITERION_LABEL if c in hit)
+    share = "All rest" if gated == len(rows) else "Those marked † in the table rest"
+    return f" † {share} on votes the gate flagged ({names}): what these judges voted, not how good the questions are."
+
+
+def forced_level_caveat(flags: Sequence[ConstructionFlag], strategy_labels: StrategyLabels | None = None) -> str:
+    """" ‡ In smollm2 · math · FGP every question with a judged level keeps its original's …":
+    the cells whose Bloom level is forced to every original's, said under the transitions figure
+    that draws their bands."""
+    cells = [f"{f.model} · {f.dataset} · {strategy_label(f.strategy, strategy_labels)}"
+             for f in flags if f.forced_to_original]
+    if not cells:
+        return ""
+    return (f" ‡ In {'; '.join(cells)} every question with a judged level keeps its original's by how the panel "
+            "is built (the artefact warning says why), so its band says nothing about the questions.")
+
+
 def figure_readings(
     all_metrics: pd.DataFrame,
     votes: pd.DataFrame,
     reliability: pd.DataFrame,
     correlations: pd.DataFrame | None,
     strategy_labels: StrategyLabels | None = None,
+    construction: Sequence[ConstructionFlag] = (),
 ) -> dict[str, str]:
-    """One sentence per figure stem, computed from the data the figure shows."""
+    """One sentence per figure stem, computed from the data the figure shows, with the gate's
+    caveat (:func:`gate_caveat`) after those that report judged values, and the forced-level
+    caveat (``construction``: the cells' flags) after the transitions."""
     labels = strategy_labels
-    return {
+    readings = {
         "fig2_transitions": transition_summary(votes, labels),
         "fig3_shift_scores": shift_score_summary(all_metrics, labels),
         "fig4_knowledge_id": metric_range(all_metrics, "knowledge_id_acc", labels)
@@ -423,6 +483,13 @@ def figure_readings(
         "reliability": _reliability_reading(gate_summary(reliability, labels)),
         "parse_failures": parse_failure_summary(all_metrics, reliability, labels),
     }
+    readings["fig2_transitions"] += forced_level_caveat(construction, labels)
+    return _with_gate_caveats(readings, all_metrics, reliability)
+
+
+def _with_gate_caveats(readings: dict[str, str], all_metrics: pd.DataFrame, reliability: pd.DataFrame) -> dict[str, str]:
+    return {stem: text + gate_caveat(all_metrics, reliability, READING_METRICS[stem]) if stem in READING_METRICS else text
+            for stem, text in readings.items()}
 
 
 def table_readings(
@@ -448,10 +515,10 @@ def table_readings(
         "table6_cognitive_shift": effect("cogreg") or metric_range(all_metrics, "cogleap", labels),
         # Tables 7 and 8 give Tables 4 and 6's values per dataset with their intervals: no reading of their own
         "table_auxiliary": metric_range(all_metrics, "classification_acc", labels),
-        "table_reliability": gate_summary(reliability, labels)["effect"],
-        "table_parse_failures": parse_failure_summary(all_metrics, reliability, labels),
+        # no reading for the reliability and parse-failure tables: their figures' readings say it, and the
+        # gate's effect is said in full under Judge reliability
         "table_judges": _judge_reading(reliability),
-        "table_paired": _paired_reading(paired, labels),
+        "table_paired": _paired_reading(paired, labels, all_metrics),
     }
     if table1 is not None and len(table1):
         readings["table1_datasets"] = " ".join(
@@ -460,39 +527,49 @@ def table_readings(
             f"{_plural(int(row['knowledge_units']), 'knowledge unit')}."
             for _, row in table1.iterrows()
         )
-    return {stem: text for stem, text in readings.items() if text}
+    return _with_gate_caveats({stem: text for stem, text in readings.items() if text}, all_metrics, reliability)
 
 
 def _judge_reading(reliability: pd.DataFrame) -> str | None:
-    agreement = judge_means(reliability, "agreement_with_majority")
+    agreement = judge_means(reliability, "agreement_with_others")
     if agreement.empty:
         return None
     if f"{agreement.max():.1f}" == f"{agreement.min():.1f}":
-        return f"Every judge agreed with the panel majority (its own vote included) equally often ({agreement.max():.1f}%)."
-    return (f"{agreement.idxmax()} agreed with the panel majority (its own vote included) most often ({agreement.max():.1f}%), "
-            f"{agreement.idxmin()} least often ({agreement.min():.1f}%).")
+        return f"Every judge agreed with the others equally often ({agreement.max():.1f}% of its votes, over criteria and cells)."
+    return (f"{agreement.idxmax()} agreed with the others most often ({agreement.max():.1f}% of its votes, over criteria "
+            f"and cells), {agreement.idxmin()} least often ({agreement.min():.1f}%).")
 
 
-def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None) -> str | None:
-    """Per strategy pair: how many of its tests have p < 0.05 raw and after Holm, and which way
-    the Holm-significant ones point."""
+def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None,
+                    all_metrics: pd.DataFrame | None = None) -> str | None:
+    """Per strategy pair: how many of its tests have p < 0.05 raw and after Holm, which way the
+    Holm-significant ones point, and how many of the p < 0.05 ones rest on votes the gate flagged
+    in either arm (``all_metrics``' ``alpha_gated``, the table's †): those are no evidence."""
     if paired is None or paired.empty:
         return None
     tested = paired[paired["p_value"].notna()]
     if tested.empty:
         return f"{EMPTY} No paired test could be computed: no item was answered under both strategies of a pair."
+    gated = set() if all_metrics is None else {
+        (str(r.model), str(r.dataset), str(r.strategy), str(r.metric))
+        for r in all_metrics.itertuples(index=False) if pd.notna(r.alpha_gated) and bool(r.alpha_gated)}
     parts = []
     for (a, b), rows in tested.groupby(["strategy_a", "strategy_b"], sort=False):
         name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
-        raw = int((rows["p_value"] < SIGNIFICANCE).sum())
+        raw_rows = rows[rows["p_value"] < SIGNIFICANCE]
+        raw = len(raw_rows)
+        flagged = sum(any((str(r.model), str(r.dataset), str(s), str(r.metric)) in gated for s in (a, b))
+                      for r in raw_rows.itertuples(index=False))
+        caveat = ("" if not flagged else
+                  f" ({'all' if flagged == raw else flagged} on votes the gate flagged, †: no evidence)")
         holm = rows[rows["p_adjusted"] < SIGNIFICANCE]
         up, down = int((holm["diff"] > 0).sum()), int((holm["diff"] < 0).sum())
         untested = int(((paired["strategy_a"] == a) & (paired["strategy_b"] == b)).sum()) - len(rows)
         without = f" (the other {_plural(untested, 'row')} of the table had no pairs to test)" if untested else ""
-        parts.append(f"{name_b} against {name_a}: {raw} of {_plural(len(rows), 'test')} with p < {SIGNIFICANCE:g} unadjusted, "
-                     f"{len(holm)} after Holm ({up} higher under {name_b}, {down} lower){without}")
+        parts.append(f"{name_b} against {name_a}: {raw} of {_plural(len(rows), 'test')} with p < {SIGNIFICANCE:g} unadjusted"
+                     f"{caveat}, {len(holm)} after Holm ({up} higher under {name_b}, {down} lower){without}")
     return ("; ".join(parts) + ". Holm adjusts within each metric's family: every pair × model × dataset "
-            "tested on that metric.")
+            "tested on that metric. The Answer gives the verdicts.")
 
 
 def panel_sample_reading(estimates: pd.DataFrame) -> str | None:

@@ -407,7 +407,8 @@ def build_report(
 
     check_metrics(all_metrics)
     labels = strategy_labels
-    readings = figure_readings(all_metrics, votes, reliability, correlations, labels)
+    flags = construction_flags(votes, panel_judges(reliability))
+    readings = figure_readings(all_metrics, votes, reliability, correlations, labels, flags)
     t_readings = table_readings(all_metrics, reliability, paired, _table_data(table_paths, "table1_datasets.csv"),
                                 strategy_labels=labels, comparison=comparison, strategy_order=strategy_order)
     panel = _table_data(table_paths, "panel_sample_estimates.csv")
@@ -416,7 +417,6 @@ def build_report(
     plan = _table_data(table_paths, "annotation_plan.csv")
     if plan is not None and (reading := labels_plan_reading(plan)):
         t_readings["annotation_plan"] = reading
-    flags = construction_flags(votes, panel_judges(reliability))
     gate = gate_summary(reliability, labels, flags)
     context = {
         "title": title,

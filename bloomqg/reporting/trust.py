@@ -328,10 +328,9 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
     over = " and ".join(text for kind, text in ((STRATEGY_COMPARISON, "each strategy pair of each model"),
                                                 (MODEL_COMPARISON, "each model pair under each strategy"))
                         if kind in kinds)
-    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; {over} on each dataset), judged by whether the difference keeps its sign, and stays significant or not (raw p, "
-            f"before Holm's adjustment, below {SIGNIFICANCE:g} or not), when Dawid–Skene replaces the majority vote or "
-            "any one judge is left out of the panel: " + ", ".join(parts) + ". A comparison that "
-            "holds does not depend on any one judge; that does not make unreliable judges reliable, so the Answer's "
+    return (f"Of {len(robustness)} comparisons ({labels}; {over} on each dataset), with Dawid–Skene in place of "
+            f"the majority vote or any one judge left out (the same sign, and raw p below {SIGNIFICANCE:g} or not "
+            "alike): " + ", ".join(parts) + ". Holding does not make unreliable judges reliable: the Answer's "
             "verdicts, which check the judges' agreement first, decide.")
 
 

@@ -294,13 +294,15 @@ def synthetic_reliability(
                         **common, "judge": None, "alpha": alpha,
                         "alpha_ci_low": max(-1.0, alpha - width), "alpha_ci_high": min(1.0, alpha + width),
                         "gate_passed": alpha >= GATE_THRESHOLD,
-                        "agreement_with_majority": None, "parse_failure_rate": None,
+                        "agreement_with_majority": None, "agreement_with_others": None, "parse_failure_rate": None,
                     })
                     for judge in JUDGES:
                         rows.append({
                             **common, "judge": judge, "alpha": None, "alpha_ci_low": None,
                             "alpha_ci_high": None, "gate_passed": None,
                             "agreement_with_majority": float(rng.uniform(0.75, 1.0)),
+                            # its own vote left out: below its agreement with a majority it is part of
+                            "agreement_with_others": float(rng.uniform(0.5, 0.95)),
                             "parse_failure_rate": float(rng.uniform(0, 0.06)) if judge == "smollm2" else 0.0,
                         })
     return pd.DataFrame(rows)

@@ -170,7 +170,24 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
         {"comparison": "strategy vs strategy", "model": "m", "dataset": d, "strategy": "cot", "strategy_b": "fgp",
          "metric": "catcons", "verdict": v} for d, v in (("cs", "within judge noise"), ("social", "holds"))])
     assert panel_note(answer, robustness) == (
-        "Leaving out one judge, or combining the votes by Dawid–Skene instead of a majority, changes the sign or "
+        "Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated accuracy) instead of a majority, changes the sign or "
         "significance of 1 of the 2 comparisons with pairs.")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
+
+
+def test_a_strategys_own_value_on_flagged_votes_is_marked_and_columns_against_the_pairs_are_said():
+    # the columns order the strategies one way (10 → 60), the pairs the other (−20): the Why says so
+    answer = verdicts([paired("cs", "catcons", -20.0, -50.0, 10.0, 0.4, 7)], [plan("cs", "catcons", 80.0)],
+                      panel("cs", "bloom_level", 0.1))
+    metrics = metrics_frame().assign(alpha_gated=True)
+    metrics.loc[(metrics["dataset"] == "cs") & (metrics["strategy"] == "fgp"), ["value", "alpha_gated"]] = [60.0, False]
+    [block] = answer_context(answer, metrics)["blocks"]
+    [row] = block["rows"]
+    assert (row["gated_a"], row["gated_b"]) == (True, False)
+    assert row["why"].endswith("; the columns point the other way: they count each strategy's own questions, the "
+                               "difference only the 7 originals both answered")
+    # the same order both ways: nothing said
+    metrics.loc[(metrics["dataset"] == "cs") & (metrics["strategy"] == "fgp"), "value"] = 0.0
+    [row] = answer_context(answer, metrics)["blocks"][0]["rows"]
+    assert "point the other way" not in row["why"]

@@ -59,8 +59,7 @@ def test_catcons_n_is_one_number_in_the_figure_2_text_the_figure_and_table_5():
     sentence = transition_summary(votes)
     # strategies are compared on the datasets they all ran: math (FGP only) is said apart
     both = [d for d, s in votes.groupby("dataset")["strategy"].agg(set).items() if s == set(votes["strategy"])]
-    assert ("Not pooled into this comparison (only some strategies ran there, so a difference would be one of "
-            "design): math (FGP only)") in sentence
+    assert "Drawn but not compared (only some strategies ran there, a difference of design): math (FGP only)" in sentence
     votes, metrics = votes[votes["dataset"].isin(both)], metrics[metrics["dataset"].isin(both)]
     for strategy in dict.fromkeys(votes["strategy"]):
         table_n = int(metrics.loc[(metrics["metric"] == "catcons") & (metrics["strategy"] == strategy), "n"].sum())
@@ -340,3 +339,39 @@ def test_a_judge_leaning_on_one_level_is_warned_of_for_what_it_favours():
                          "favours originals at Apply)"]
     constant = [{**row, "vote_distribution": json.dumps({"Apply": 0.95, "Remember": 0.05})} for row in rows]
     assert judge_lines(config, pd.DataFrame(constant))[1] == ["smollm2 (bloom level: Apply for 95%)"]
+
+
+def test_a_reading_of_values_on_flagged_votes_says_so_and_names_the_criteria():
+    """A reading is read alone: where its values rest on criteria the gate did not find reliable,
+    it says so after itself, naming them; where every criterion passed, it adds nothing."""
+    from bloomqg.reporting.readings import gate_caveat
+
+    metrics = pd.DataFrame([{"model": "m", "dataset": "cs", "strategy": s, "metric": "catcons", "value": 10.0, "n": 9}
+                            for s in ("cot", "fgp")])
+
+    def reliability(alpha_by_criterion: dict[str, float]) -> pd.DataFrame:
+        return pd.DataFrame([{"model": "m", "dataset": "cs", "strategy": s, "criterion": c, "judge": None, "alpha": a,
+                              "gate_threshold": 0.7, "gate_passed": a >= 0.7, "n_items": 30, "prevalence": 0.5}
+                             for s in ("cot", "fgp") for c, a in alpha_by_criterion.items()])
+
+    good = {"unique": 0.9, "readable": 0.9, "answerable": 0.9, "bloom_level": 0.9}
+    assert gate_caveat(metrics, reliability(good), ["catcons"]) == ""
+    caveat = gate_caveat(metrics, reliability({**good, "bloom_level": 0.1}), ["catcons"])
+    assert caveat == (" † All rest on votes the gate flagged (Bloom level): what these judges voted, not how good the "
+                      "questions are.")
+    # a metric whose criteria all passed is not caveated for another's failure
+    assert gate_caveat(metrics.assign(metric="unique"), reliability({**good, "bloom_level": 0.1}), ["unique"]) == ""
+
+
+def test_the_judges_table_gives_the_agreement_with_the_others_the_setup_gives():
+    from bloomqg.reporting.facts import judge_means
+    from bloomqg.reporting.tables.builders import judges_table
+    from tests.support.synthetic import synthetic_reliability
+
+    reliability = synthetic_reliability(["m"], {"cs": ["cot", "fgp"]})
+    table = judges_table(reliability)
+    assert table.columns[0] == "Agrees with the others %"
+    means = judge_means(reliability[reliability["judge"].notna()], "agreement_with_others", ("judge", "criterion"))
+    judge, criterion = means.index[0]
+    row = next(r for r in table.rows if r[0].text == judge)
+    assert row[1].text == f"{means[(judge, criterion)]:.1f}"

@@ -9,7 +9,7 @@ import pandas as pd
 from bloomqg.inputs.bloom import BLOOM_LEVELS, normalize_level
 from bloomqg.metrics.paired import PAIRED_COLUMNS
 from bloomqg.metrics.registry import table_label
-from bloomqg.voting.agreement import GATE_RULE
+from bloomqg.voting.agreement import GATE_RULE, recorded_decision
 from bloomqg.reporting.facts import judge_means
 from bloomqg.reporting.display import (
     CRITERION_LABEL,
@@ -181,12 +181,12 @@ def _agreement_text(r: pd.Series) -> str:
 
 
 #: The reliability table's column under each criterion.
-AGREEMENT_COLUMN = "α [95% CI] · AC1 · prevalence"
+AGREEMENT_COLUMN = "Gate: status · α [95% CI] · AC1 · prevalence"
 
 
 def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Table:
-    """Krippendorff's α (with CI), Gwet's AC1 and the prevalence per criterion (columns) and
-    cell (rows); † = gate failed."""
+    """The gate's status (reliable, unreliable, not measured and why), Krippendorff's α (with CI),
+    Gwet's AC1 and the prevalence per criterion (columns) and cell (rows); † = gate failed."""
     where = "reliability"
     require_columns(reliability, ["dataset", "strategy", "model", "criterion", "judge", "alpha",
                                   "alpha_ci_low", "alpha_ci_high", "gate_threshold", "gate_action",
@@ -207,7 +207,10 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
                 continue
             passed = r["gate_passed"]
             gated = not is_missing(passed) and not bool(passed)
-            row.append(Cell(_agreement_text(r), gated))
+            # the status first: a coefficient printed where agreement is not measured is no measure
+            decision = recorded_decision(r.to_dict())
+            status = decision.status.replace("_", " ") + (f" ({decision.why.split(':')[0]})" if decision.why else "")
+            row.append(Cell(f"{status} · {_agreement_text(r)}", gated))
             if gated:
                 failed.setdefault(f"{model} / {cell_label(dataset, strategy, strategy_labels)}", []).append(
                     CRITERION_LABEL.get(criterion, criterion))
@@ -240,32 +243,35 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
 
 
 def judges_table(reliability: pd.DataFrame) -> Table:
-    """Per judge (pooled over cells): agreement with the majority and parse-failure rate per criterion."""
-    require_columns(reliability, ["judge", "criterion", "agreement_with_majority", "parse_failure_rate"],
+    """Per judge (pooled over cells): how often it agrees with the other judges' majority (its own
+    vote left out: with it in, a third of every majority of three is the judge itself) and its
+    parse-failure rate, per criterion. One agreement figure, the one the setup and the trust
+    section give."""
+    require_columns(reliability, ["judge", "criterion", "agreement_with_others", "parse_failure_rate"],
                     "reliability")
     judge_rows = reliability[reliability["judge"].notna()]
     criteria = [c for c in CRITERION_LABEL if c in set(judge_rows["criterion"])]
+    columns_read = ("agreement_with_others", "parse_failure_rate")
     # in percent, by the function the facts frame uses (bloomqg.reporting.facts)
-    means = {column: judge_means(judge_rows, column, ("judge", "criterion"))
-             for column in ("agreement_with_majority", "parse_failure_rate")}
+    means = {column: judge_means(judge_rows, column, ("judge", "criterion")) for column in columns_read}
     summary = (pd.DataFrame(means) / 100).reset_index()
     rows = []
     for judge in ordered_unique(judge_rows["judge"]):
         row = [Cell(judge)]
         for criterion in criteria:
-            for column in ("agreement_with_majority", "parse_failure_rate"):
+            for column in columns_read:
                 value = means[column].get((judge, criterion))
                 row.append(Cell(format_number(None if value is None or is_missing(value) else float(value), 1)))
         rows.append(row)
-    columns = ["Agrees with majority (own vote in) %", "Parse fail %"] * len(criteria)
+    columns = ["Agrees with the others %", "Parse fail %"] * len(criteria)
     groups = [(CRITERION_LABEL.get(c, c), 2) for c in criteria]
     return Table(
         "table_judges",
-        "Judge diagnostics: agreement with the panel majority and parse-failure rate (%), averaged over cells.",
+        "Judge diagnostics: how often each judge agrees with the others and fails to answer readably (%), averaged over cells.",
         ["Judge"], columns, rows, summary, groups,
-        ["Agrees with majority (own vote in) %: share of a judge's valid (parsed, not abstained) votes equal to the panel's majority, its own "
-         "vote included; the setup's \"agrees with the others\" and the per-judge diagnostics leave the judge's own "
-         "vote out (a different number)."],
+        ["Agrees with the others %: share of a judge's valid (parsed, not abstained) votes equal to the strict majority "
+         "of the other judges, its own vote left out (– where the others reach no majority or the judge never votes); "
+         "the same figure as in the setup and Can these judges be trusted?."],
         group_title="Criterion",
     )
 
