@@ -315,6 +315,12 @@ def overview(
         "n_replies": 0 if cut_off is None else len(cut_off),
         "n_cut_off": 0 if cut_off is None else int(cut_off.sum()),
         "n_cut_off_read": 0 if cut_off is None else int((cut_off & generations["new_question"].notna()).sum()),
+        # per strategy: a strategy whose replies are cut off more often is judged on fewer finished questions
+        "cut_off_by_strategy": [] if cut_off is None else [
+            {"strategy": s, "label": strategy_label(s, strategy_labels), "n_cut_off": int(cut_off[mine].sum()),
+             "n_replies": int(mine.sum())}
+            for s in display_order(generations["strategy"], strategy_labels)
+            for mine in [generations["strategy"] == s]],
         "cost_usd": cost,
         "cost_value": cost_value,
         "cost_label": cost_label,
@@ -498,6 +504,10 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
         "overview.replies": (overview_["n_replies"], "the generators' replies"),
         "overview.cut_off": (overview_["n_cut_off"], "replies cut off at the token limit"),
         "overview.cut_off_read": (overview_["n_cut_off_read"], "replies cut off at the token limit that still held a question"),
+        **{f"overview.cut_off.{c['strategy']}": (c["n_cut_off"], f"replies under {c['label']} cut off at the token limit")
+           for c in overview_["cut_off_by_strategy"]},
+        **{f"overview.replies.{c['strategy']}": (c["n_replies"], f"the generators' replies under {c['label']}")
+           for c in overview_["cut_off_by_strategy"]},
         "overview.cost_usd": (overview_["cost_usd"], "paid for API calls, US dollars"),
         "overview.min_answer_rate": (overview_["min_answer_rate"], "share of a job's calls that must be answered"),
     }

@@ -301,8 +301,27 @@ def metric_label(metric: str) -> str:
         return metric
 
 
-def robustness_summary(robustness: pd.DataFrame | None) -> str:
-    """One sentence: how many headline comparisons hold, depend on a judge, or are noise."""
+def _unmeasured_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> int:
+    """How many comparisons that hold read, in either arm's cell, a criterion whose agreement the
+    gate could not measure there: with one varying judge or none, no panel could have moved them."""
+    if reliability is None or not len(reliability) or held.empty:
+        return 0
+    panel = reliability[reliability["judge"].isna()]
+    unmeasured = {(r["model"], r["dataset"], r["strategy"], r["criterion"]) for r in panel.to_dict("records")
+                  if recorded_decision(r).status == NOT_MEASURED}
+    count = 0
+    for r in held.itertuples(index=False):
+        cells = [(r.model, r.dataset, r.strategy)]
+        cells.append((r.model, r.dataset, r.strategy_b) if r.comparison == STRATEGY_COMPARISON
+                     else (r.model_b, r.dataset, r.strategy))
+        criteria = metric_spec(str(r.metric)).criteria
+        count += any((*cell, c) in unmeasured for cell in cells for c in criteria)
+    return count
+
+
+def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFrame | None = None) -> str:
+    """One sentence: how many headline comparisons hold, depend on a judge, or are noise; of those
+    that hold, how many read a criterion not measured in their cells (``reliability``)."""
     if robustness is None or robustness.empty:
         return (f"{EMPTY} No headline comparison could be formed: a strategy pair needs a model × dataset run "
                 "under two strategies (and the comparisons' baseline among them), a model pair two models.")
@@ -319,6 +338,9 @@ def robustness_summary(robustness: pd.DataFrame | None) -> str:
         found = int((held["p_value"] < SIGNIFICANCE).sum())
         parts[0] += (f" (of them {found} a significant difference; the other {len(held) - found} hold that none was "
                      "found)" if found else " (each holds that no significant difference was found)")
+        if unmeasured := _unmeasured_holds(held, reliability):
+            parts[0] = (parts[0][:-1] + f"; {unmeasured} of them on a criterion whose agreement was not measured "
+                        "there, where no panel could have moved it)")
     if NOT_COMPARED in counts:
         parts[-1] += " (0 pairs or no value: nothing to hold)"
     metrics = ordered_unique(robustness["metric"])
@@ -363,7 +385,7 @@ def trust_context(
         "effective": effective,
         "robustness": robustness_rows(robustness, strategy_labels),
         "robustness_variants": [_variant_name(v) for v in robustness_variants(robustness)],
-        "robustness_summary": robustness_summary(robustness),
+        "robustness_summary": robustness_summary(robustness, reliability),
         "significance": f"{SIGNIFICANCE:g}",
     }
 

@@ -264,9 +264,12 @@ def test_the_overview_counts_replies_cut_off_at_the_token_limit_and_those_still_
 
     study = synthetic_study()
     generations = pd.DataFrame({"finish_reason": ["length", "length", "stop", "imported"],
-                                "new_question": ["q", None, "q", "q"]})
+                                "new_question": ["q", None, "q", "q"], "strategy": ["fgp", "cot", "cot", "cot"]})
     counts = overview(study.metrics, study.votes, None, generations)
     assert (counts["n_replies"], counts["n_cut_off"], counts["n_cut_off_read"]) == (4, 2, 1)
+    # per strategy, in the strategies' order: one cut off more often is judged on fewer finished questions
+    assert [(c["label"], c["n_cut_off"], c["n_replies"]) for c in counts["cut_off_by_strategy"]] == [
+        ("CoT", 1, 3), ("FGP", 1, 1)]
 
 
 def test_a_decided_criterion_that_marks_no_number_is_listed_with_the_notes_saying_why():
