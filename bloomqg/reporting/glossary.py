@@ -77,7 +77,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("effective", "Effective judges", "how many independent judges the panel is worth: n / (1 + (n − 1)·ρ̄), with "
      "n the judges whose votes vary (one that always gives the same answer adds nothing) and ρ̄ the mean "
      "correlation of their errors against the Dawid–Skene label; n when they err independently, 1 when they all "
-     "make the same mistakes; – with fewer than two such judges."),
+     "make the same mistakes; – with fewer than two such judges. Independence, not accuracy: judges that err "
+     "often but each in their own way still count n."),
     ("sensitivity", "Sensitivity, specificity", "of a judge on a yes/no criterion, under Dawid–Skene: how often it "
      "says yes where the Dawid–Skene label is yes (sensitivity) and no where the label is no (specificity). Their "
      "intervals are Jeffreys' (a Bayesian interval for a share), over Dawid–Skene's probability-weighted counts."),
