@@ -148,7 +148,9 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
         rows.append([
             Cell(_cell_label(row, strategy_labels)), Cell(metric.label),
             Cell(MISSING if pd.isna(row["judges"]) else f"{row['judges']:.1f}"),
-            Cell(f"{100 * row['disagreement']:.1f}% ({row['agreement_source']})"),
+            # "assumed" is the paper's panel's agreement with people, not this panel's: named so
+            Cell(f"{100 * row['disagreement']:.1f}% "
+                 f"({'paper’s panel' if row['agreement_source'] == 'assumed' else row['agreement_source']})"),
             Cell(needed), Cell(f"± {row['half_width_at_n']:.1f}"), Cell(str(int(row["big_n"]))),
         ])
     width = float(plan["half_width"].iloc[0]) if len(plan) else 5.0
@@ -158,7 +160,7 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
                  f"people's labels) to bound each metric to ± {width:g} points"),
         stub_columns=["Cell", "Metric"],
         # "of all judged": not CatCons' or Usability's base (useful questions; every reply), said in the header
-        columns=["Judges' share of all judged (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width",
+        columns=["Judges' share, all judged (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width",
                  "Questions judged"],
         rows=rows, data=plan.reset_index(drop=True),
     )
@@ -166,12 +168,14 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
     if not annotated and len(catcons):
         table.notes.append(catcons_plan_sentence(catcons, width))
     table.notes.append(
-        "Judges' share of all judged: the judges' majority over every judged question of the cell with a verdict on it, useful or "
+        "Judges' share, all judged: the judges' majority over every judged question of the cell with a verdict on it, useful or "
         "not (CatCons counts useful questions only; Usability also counts a reply with no readable question, as "
         "not usable; so their values differ). Disagreement: "
         "the share of questions on which judges and a person would differ, at most: measured on human labels "
-        "imported earlier, or assumed from how well the judges agree on the criterion (a default, unless the "
-        "config sets annotation_plan.assumed_agreement). Predicted half-width: half the width of the interval the labels "
+        "imported earlier, or (\"paper’s panel\") assumed from how often the paper's panel agreed with people on the criterion (its "
+        "Table 9, a default unless the config sets annotation_plan.assumed_agreement): that panel, not this one, so "
+        "where this panel's agreement failed the gate or could not be measured, the plan is optimistic and a pilot "
+        "round of labels should replace the assumption. Predicted half-width: half the width of the interval the labels "
         "would give. The plan takes whichever needs fewer labels: correcting the judges with the labels (PPI++) "
         "or the labels alone."
     )

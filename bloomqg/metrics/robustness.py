@@ -19,13 +19,15 @@ label). A metric fed by a criterion without per-judge votes (the paper's release
 so CatCons) is "not assessable from these votes" rather than guessed.
 
 The verdict, one per comparison: **holds** when every variant has the majority's sign and
-significance (p < 0.05); **depends on judge X** when of the leave-one-out panels only the one
+significance (p < 0.05); **holds where measured** when every variant with a value does but some
+have none (not significant under the majority, so a missing value changes nothing it could lose); **depends on judge X** when of the leave-one-out panels only the one
 without X changes them (whether or not Dawid–Skene, which discounts an uninformative judge,
 changes them too); **depends on the aggregation** when only Dawid–Skene does; **significance
 depends on X and Y** when the sign holds everywhere but leaving out any of several judges loses
 the significance; **within judge noise** when the majority's difference is not significant and
 some variant turns its sign, or (significant or not) when leaving out any one of several judges
-turns its sign (:func:`verdict_reason` says which of the two).  A variant with no value (its
+turns its sign (:func:`verdict_reason` says which of the two, and which panels had no value where a comparison
+holds only where measured).  A variant with no value (its
 panel labels too few questions for the metric) turns no sign: it only loses the significance.
 A comparison with **0 pairs**, or whose majority difference is undefined, is **not compared**:
 there is nothing that could hold.
@@ -58,6 +60,9 @@ NOT_COMPARED = "not compared"
 #: The verdict of a comparison every panel variant leaves as the majority's: same sign, and
 #: significant or not alike.
 HOLDS = "holds"
+#: The verdict of a comparison that every panel variant with a value leaves as the majority's,
+#: while some variants have none: it held where it could be seen, not under every panel.
+HOLDS_WHERE_MEASURED = "holds where measured"
 #: ``comparison`` of a strategy-vs-strategy row and of a model-vs-model row.
 STRATEGY_COMPARISON = "strategy vs strategy"
 MODEL_COMPARISON = "model vs model"
@@ -149,7 +154,7 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     changed = [name for name, row in variants.items()
                if (significant if pd.isna(row["diff"]) else _outcome(row["diff"], row["p_value"]) != (sign, significant))]
     if not changed:
-        return HOLDS
+        return HOLDS if all(not pd.isna(row["diff"]) for row in variants.values()) else HOLDS_WHERE_MEASURED
     flipped = [name for name in changed if _turns_sign(variants[name]["diff"], sign)]
     if not significant and flipped:
         return "within judge noise"
@@ -172,6 +177,11 @@ def variant_entry(pair: Any) -> tuple[Any, Any, Any]:
 def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dict[str, Sequence[float]]) -> str:
     """Why a row reads "within judge noise": which of its two clauses holds, with the panels that
     turn the sign; an empty string for any other verdict."""
+    if verdict_text == HOLDS_WHERE_MEASURED:
+        missing = [name.replace("dawid_skene", "Dawid–Skene") for name, pair in variants.items()
+                   if pd.isna(variant_entry(pair)[0])]
+        return (f"{', '.join(missing)} give{'s' if len(missing) == 1 else ''} no value (too few questions labelled "
+                "without that judge), so it held only under the other panels")
     if verdict_text != "within judge noise":
         return ""
     sign, significant = _outcome(diff, p_value)

@@ -19,7 +19,8 @@ import pandas as pd
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
 from bloomqg.metrics.paired import ordered_strategies
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.robustness import HOLDS, NOT_COMPARED, STRATEGY_COMPARISON
+from bloomqg.metrics.robustness import HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON
+from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference
 from bloomqg.inputs.strategies import ComparisonSpec
@@ -73,7 +74,8 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         strategy, _, criterion = str(row.reliability_cell).partition("|")
         flag = (construction or {}).get((str(row.model), str(row.dataset), strategy, criterion))
         always = flag.always if flag else ()
-        text = f"judges disagree: {rests_on(row, strategy_labels)}" + (f" ({'; '.join(always)})" if always else "")
+        on = CRITERION_LABEL.get(criterion, criterion)
+        text = f"judges disagree: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
         if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
@@ -216,6 +218,21 @@ def _cell_gated(values: pd.DataFrame | None, model: str, dataset: str, strategy:
     return flag is not None and not is_missing(flag) and bool(flag)
 
 
+def unmeasured_clause(r: Any, never_measured: Sequence[str]) -> str:
+    """"; Readable and Answerable not measured in any cell": where a verdict rests on a usefulness
+    criterion (Usability's), the others behind it that no cell could measure (the gate's
+    ``never_measured``, by label), so its Why does not read as resting on Unique alone."""
+    failing = _failing_criterion(r)
+    if failing not in USEFUL_CRITERIA:  # a level or units verdict: its own criterion is the one that matters
+        return ""
+    named = CRITERION_LABEL.get(failing, failing)
+    criteria = [label for c, label in CRITERION_LABEL.items()
+                if c in metric_spec(r.metric).criteria and label in never_measured and label != named]
+    if not criteria or int(r.n_pairs) == 0:
+        return ""
+    return f"; {_joined(criteria, 'and')} not measured in any cell"
+
+
 def opposite_clause(r: Any, values: pd.DataFrame | None, strategy_a: str, strategy_b: str) -> str:
     """"; the columns point the other way: …" where the two strategies' own values order them
     against the paired difference's sign: the columns count each strategy's questions, the
@@ -286,7 +303,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
                            for _, dataset, a, b in among)
         # the order of the two strategies among read replies against the paired difference's sign
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
-        text += (f" Among the questions whose usefulness the judges decided it was {listed}: much of the gap is how often a reply could be "
+        text += (f" Among the questions whose usefulness the judges decided, Usability was {listed}: much of the gap is how often a reply could be "
                  "read, not how good its question was"
                  + (f", and on {_joined(reversed_in, 'and')} the order reverses." if reversed_in else "."))
     else:
@@ -306,7 +323,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None) -> str:
                 ((str(r.model), str(r.dataset), str(r.strategy_a), str(r.strategy_b), str(r.metric))
                  for r in rows.itertuples(index=False)) if key in mine.index]
     compared = [v for v in verdicts if v != NOT_COMPARED]
-    moved = [v for v in compared if v != HOLDS]
+    moved = [v for v in compared if v not in (HOLDS, HOLDS_WHERE_MEASURED)]
     if not moved:
         return ""
     return (f"Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated "
@@ -343,6 +360,7 @@ def answer_context(
     the Answer first names it; ``read_usability``: :func:`usability_of_read`, for the note on
     Usability among the replies that could be read."""
     titles = dict(strategy_titles or {})
+    never = list((gate or {}).get("never_measured") or [])
     flags = {(f.model, f.dataset, f.strategy, f.criterion): f for f in construction}
     values = all_metrics.set_index(["model", "dataset", "strategy", "metric"]) if len(all_metrics) else None
     answer = answer if answer is not None else pd.DataFrame()
@@ -374,7 +392,7 @@ def answer_context(
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
-                "why": why(r, strategy_labels, flags) + opposite_clause(r, values, a, b),
+                "why": why(r, strategy_labels, flags) + unmeasured_clause(r, never) + opposite_clause(r, values, a, b),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)
                         else (f"{name_b} against {name_a}: no comparison could be made (no original answered under "

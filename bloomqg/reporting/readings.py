@@ -16,6 +16,7 @@ from bloomqg.metrics.cognitive import SHIFT_TYPES
 from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, SIGNIFICANCE, ordered_strategies
 from bloomqg.metrics.correlations import FIGURE5_PAIRS
 from bloomqg.metrics.registry import metric_spec, table_label
+from bloomqg.metrics.rows import unit_set
 from bloomqg.metrics.transitions import per_level_accuracy, placed_count, transition_counts
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL,
@@ -100,6 +101,27 @@ def strategy_effect(
     tested = ("the Answer tests it on the originals both strategies answered" if metric in DEFAULT_PAIRED_METRICS
               else "the Answer does not test it")
     return " ".join(sentences) + f" (Each cell's own value, not a comparison: {tested}.)"
+
+
+def named_unit_counts(votes: pd.DataFrame) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """Per (model, dataset, strategy) whose answers name the original's units: (originals the model
+    named a unit for, originals): Knowledge-ID acc. counts one not named as wrong, so a 0% can be
+    mostly silence."""
+    if "identified_knowledge_units" not in votes:
+        return {}
+    out = {}
+    for (model, dataset, strategy), cell in votes.groupby(["model", "dataset", "strategy"], sort=False):
+        named = [unit_set(units) is not None for units in cell["identified_knowledge_units"]]
+        if any(named):
+            out[(str(model), str(dataset), str(strategy))] = (sum(named), len(named))
+    return out
+
+
+def _named_units_clause(votes: pd.DataFrame, strategy_labels: StrategyLabels | None) -> str:
+    silent = [f"{named} of {n} originals in {model}, {cell_label(dataset, strategy, strategy_labels)}"
+              for (model, dataset, strategy), (named, n) in named_unit_counts(votes).items() if named < n]
+    return (f" The model named a unit for {'; '.join(silent)}; one not named counts as wrong."
+            if silent else "")
 
 
 def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: StrategyLabels | None = None) -> str | None:
@@ -236,7 +258,9 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
                     f"(the figure's n{', summed over its models' if several else ''}) and got {correct} of them right; "
                     f"one not classified counts as wrong here{mostly}.")
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
-            levels = ", ".join(f"{r['original_level']} ({int(r['n'])} originals)" for _, r in accuracy.iterrows())
+            sizes = set(accuracy["n"].astype(int))
+            levels = (f"{', '.join(accuracy['original_level'])} ({sizes.pop()} originals each)" if len(sizes) == 1 else
+                      ", ".join(f"{r['original_level']} ({int(r['n'])} originals)" for _, r in accuracy.iterrows()))
             parts.append(f"Under {name}{pooled}, classification of the originals was "
                          f"{best['accuracy']:.0f}% accurate at every level: {levels}. {coverage}")
             continue
@@ -458,7 +482,7 @@ def forced_level_caveat(flags: Sequence[ConstructionFlag], strategy_labels: Stra
     if not cells:
         return ""
     return (f" ‡ In {'; '.join(cells)} every question with a judged level keeps its original's by how the panel "
-            "is built (the artefact warning says why), so its band says nothing about the questions.")
+            "is built (the artefact warning says why), so what is drawn for it says nothing about the questions.")
 
 
 def figure_readings(
@@ -476,14 +500,16 @@ def figure_readings(
     readings = {
         "fig2_transitions": transition_summary(votes, labels),
         "fig3_shift_scores": shift_score_summary(all_metrics, labels),
-        "fig4_knowledge_id": metric_range(all_metrics, "knowledge_id_acc", labels)
+        "fig4_knowledge_id": ((metric_range(all_metrics, "knowledge_id_acc", labels) or "")
+                              + _named_units_clause(votes, labels)).strip()
         or f"{EMPTY} No knowledge-identification accuracy was computed: no strategy run asks the model to identify the units.",
         "fig5_correlations": correlation_summary(all_metrics, correlations, labels),
         "fig6_confusion": classification_summary(votes, labels),
         "reliability": _reliability_reading(gate_summary(reliability, labels)),
         "parse_failures": parse_failure_summary(all_metrics, reliability, labels),
     }
-    readings["fig2_transitions"] += forced_level_caveat(construction, labels)
+    for stem in ("fig2_transitions", "fig6_confusion"):  # both draw the judged levels of every cell
+        readings[stem] += forced_level_caveat(construction, labels)
     return _with_gate_caveats(readings, all_metrics, reliability)
 
 
@@ -617,7 +643,6 @@ def labels_plan_reading(plan: pd.DataFrame) -> str | None:
     reachable = plan["reachable"].astype(bool)
     rows = (f" Of the table's {len(plan)} rows, {int(reachable.sum())} can be bounded so by labelling part of the "
             "cell; the others not even by labelling every question." if (~reachable).any() else "")
-    # the plan's shares count every judged question, useful or not: not Table 5's values, said where they are read
-    scope = (" Its judges' shares count every judged question of a cell, useful or not (CatCons and KnowCov count "
-             "useful ones, Usability every reply), so they differ from Table 5's.")
-    return f"{clause[0].upper()}{clause[1:]}.{rows}{scope}"
+    # the plan's shares count every judged question, useful or not: its column header says so, and
+    # its note how that differs from Table 5's bases
+    return f"{clause[0].upper()}{clause[1:]}.{rows}"

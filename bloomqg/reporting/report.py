@@ -42,7 +42,7 @@ from bloomqg.reporting.provenance_view import (
     provenance_entries,
 )
 from bloomqg.reporting.readings import (
-    classification_accuracy, classification_counts, figure_readings, gate_summary, labels_plan_reading, level_moves, panel_sample_reading,
+    classification_accuracy, classification_counts, figure_readings, named_unit_counts, gate_summary, labels_plan_reading, level_moves, panel_sample_reading,
     table_readings)
 from bloomqg.reporting.tables.model import TableInputError, check_metrics
 from bloomqg.reporting.tables.view import long_form, read_view
@@ -513,6 +513,8 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     }
     for strategy, (classified, total) in classification_counts(votes, labels).items():
         counts[f"figure6.{strategy}.classified"] = (classified, "originals the models classified (Figure 6's n)")
+    for (model, dataset, strategy), (named, _) in named_unit_counts(votes).items():
+        counts[f"figure4.{model}.{dataset}.{strategy}.named"] = (named, "originals the model named a knowledge unit for")
         counts[f"figure6.{strategy}.originals"] = (total, "originals with a Bloom level under a classifying strategy")
     counts["significance"] = (SIGNIFICANCE, "the level a p value must be below to count as significant")
     counts["confidence"] = (IntervalSpec.from_config(dict(config)).confidence, "the intervals' confidence level")

@@ -20,7 +20,8 @@ import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.paired import SIGNIFICANCE
-from bloomqg.metrics.robustness import MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, verdict_reason
+from bloomqg.metrics.robustness import (HOLDS, HOLDS_WHERE_MEASURED, MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON,
+                                       variant_entry, verdict_reason)
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
 )
@@ -68,7 +69,7 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
         symbol = COEFFICIENT_SYMBOL.get(decision.coefficient, decision.coefficient)
         gate_text = {RELIABLE: f"reliable ({symbol} ≥ {_num(r.gate_threshold)})",
                      UNRELIABLE: f"unreliable ({symbol} below {_num(r.gate_threshold)})",
-                     NOT_MEASURED: f"not measured ({decision.why})"}[decision.status]
+                     NOT_MEASURED: f"not measured ({decision.why.split(':')[0]})"}[decision.status]
         flag = hollow.get((r.model, r.dataset, r.strategy, r.criterion))
         if decision.status == RELIABLE and flag is not None:
             gate_text = (f"reliable by {symbol} ≥ {_num(r.gate_threshold)}, but by construction (no evidence): "
@@ -148,6 +149,13 @@ def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Seri
         if f["criterion"] == criterion:
             counts[f["judge"]] = counts.get(f["judge"], 0) + 1
     return ", ".join(f"{judge} in {n} of {len(cells)} cells" for judge, n in counts.items())
+
+
+def _not_flagged(flagged: list[dict[str, str]], criterion: str, n_judges: int) -> str:
+    """" (at most 1 not flagged)" beside an effective number, where judges of the criterion are
+    flagged in some cell; "" where none is."""
+    named = {f["judge"] for f in flagged if f["criterion"] == criterion}
+    return f" (at most {max(n_judges - len(named), 0)} not flagged)" if named else ""
 
 
 def flagged_summary(flagged: list[dict[str, str]]) -> str:
@@ -288,7 +296,7 @@ def robustness_rows(
             "variants": [_variant_text(variants[name], n_pairs) if name in variants else "–" for name in order],
             "verdict": r.verdict,
             "reason": verdict_reason(r.diff, r.p_value, r.verdict, variants) if variants else "",
-            "holds": r.verdict == "holds",
+            "holds": r.verdict in (HOLDS, HOLDS_WHERE_MEASURED),
         })
     return rows
 
@@ -326,21 +334,25 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
         return (f"{EMPTY} No headline comparison could be formed: a strategy pair needs a model × dataset run "
                 "under two strategies (and the comparisons' baseline among them), a model pair two models.")
     counts = robustness["verdict"].map(
-        lambda v: "holds" if v == "holds" else "not assessable" if v.startswith("not assessable")
+        lambda v: "holds" if v == HOLDS else HOLDS_WHERE_MEASURED if v == HOLDS_WHERE_MEASURED
+        else "not assessable" if v.startswith("not assessable")
         else NOT_COMPARED if v == NOT_COMPARED
         else "within judge noise" if v == "within judge noise" else "depends on the panel"
     ).value_counts()
-    parts = [f"{counts[k]} {k}" for k in ("holds", "depends on the panel", "within judge noise", "not assessable",
+    parts = [f"{counts[k]} {k}" for k in ("holds", HOLDS_WHERE_MEASURED, "depends on the panel", "within judge noise", "not assessable",
                                           NOT_COMPARED) if k in counts]
-    if "holds" in counts:
-        # "holds" is about stability, not about a difference: say how many found one
-        held = robustness[robustness["verdict"] == "holds"]
+    held = robustness[robustness["verdict"].isin([HOLDS, HOLDS_WHERE_MEASURED])]
+    if len(held):
+        # "holds" is about stability, not about a difference: say how many found one, and how many
+        # read a criterion no panel could move
         found = int((held["p_value"] < SIGNIFICANCE).sum())
-        parts[0] += (f" (of them {found} a significant difference; the other {len(held) - found} hold that none was "
-                     "found)" if found else " (each holds that no significant difference was found)")
+        kinds = int(HOLDS in counts) + int(HOLDS_WHERE_MEASURED in counts)
+        these = "of them" if kinds == 1 else "of these"
+        note = (f"{these} {found} a significant difference, the other {len(held) - found} that none was found"
+                if found else f"{'each' if kinds == 1 else 'all'} holding that no significant difference was found")
         if unmeasured := _unmeasured_holds(held, reliability):
-            parts[0] = (parts[0][:-1] + f"; {unmeasured} of them on a criterion whose agreement was not measured "
-                        "there, where no panel could have moved it)")
+            note += f"; {unmeasured} on a criterion whose agreement was not measured there, where no panel could have moved it"
+        parts[kinds - 1] += f" ({note})"
     if NOT_COMPARED in counts:
         parts[-1] += " (0 pairs or no value: nothing to hold)"
     metrics = ordered_unique(robustness["metric"])
@@ -368,7 +380,10 @@ def trust_context(
     panel = reliability[reliability["judge"].isna()]
     n_eff = panel.dropna(subset=["n_effective_judges"]) if "n_effective_judges" in panel else panel.iloc[0:0]
     effective = [
-        {"criterion": CRITERION_LABEL.get(c, c), "median": _num(g["n_effective_judges"].median(), 1),
+        {"criterion": CRITERION_LABEL.get(c, c),
+         # independence is no accuracy: the judges not flagged under Each judge bound what it is worth
+         "median": _num(g["n_effective_judges"].median(), 1) + _not_flagged(flagged, CRITERION_LABEL.get(c, c),
+                                                                           int(g["n_judges"].max())),
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
          "n_judges": str(int(g["n_judges"].max())),
          "cells": f"{len(g)} of {int((panel['criterion'] == c).sum())}",

@@ -127,7 +127,7 @@ def test_a_disagreement_one_constant_judge_makes_names_that_judge():
                             always=("smollm2 always says Apply",))
     [block] = answer_context(answer, metrics_frame(), construction=[flag])["blocks"]
     assert block["rows"][0]["why"] == ("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
-                                       "(smollm2 always says Apply)")
+                                       "(on Bloom level, smollm2 always says Apply)")
 
 
 def test_the_power_is_said_per_metric_with_its_own_pairs_never_one_metric_for_all():
@@ -153,7 +153,7 @@ def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is
     # with the share among the replies that held a question, the gap left (and where it reverses)
     read = {("m", "cs", "cot"): (90.0, 10), ("m", "cs", "fgp"): (82.4, 17)}
     assert answer_context(answer, metrics, read_usability=read)["blocks"][0]["unparsed"].endswith(
-        "Among the questions whose usefulness the judges decided it was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): much of the gap is how often "
+        "Among the questions whose usefulness the judges decided, Usability was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): much of the gap is how often "
         "a reply could be read, not how good its question was, and on cs the order reverses.")
     alike = metrics.assign(value=[5.0, 5.5])
     assert answer_context(answer, alike)["blocks"][0]["unparsed"] == ""

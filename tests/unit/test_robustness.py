@@ -145,7 +145,13 @@ def test_a_comparison_without_pairs_or_value_is_not_compared_and_a_variant_witho
     assert verdict(row(9, 0.01), {"without a": row(float("nan"), float("nan"))}) == NOT_ASSESSABLE
     # leaving out a has no value at all: it cannot have turned the sign, and cannot keep a significance
     other = {"without b": row(3, 0.5)}
-    assert verdict(row(2, 0.4), {"without a": row(float("nan"), float("nan")), **other}) == "holds"
+    # it held only where it could be seen: said so, not a plain "holds", and the reason names the panel
+    from bloomqg.metrics.robustness import HOLDS_WHERE_MEASURED
+
+    assert verdict(row(2, 0.4), {"without a": row(float("nan"), float("nan")), **other}) == HOLDS_WHERE_MEASURED
+    assert verdict(row(2, 0.4), other) == "holds"
+    assert verdict_reason(2, 0.4, HOLDS_WHERE_MEASURED, {"without a": [None, None], "without b": [3, 0.5]}).startswith(
+        "without a gives no value")
     assert verdict(row(9, 0.01), {"without a": row(float("nan"), float("nan")), "without b": row(8, 0.01)}) == "depends on a"
     assert "without a" not in verdict_reason(2, 0.4, "within judge noise",
                                              {"without a": [None, None], "without b": [-1, 0.5]})
