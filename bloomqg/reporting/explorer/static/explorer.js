@@ -413,7 +413,8 @@
         ? `<span>table: <b>${shown(tableValue)}</b> over n = <b id="banner-table-n">${fmt(tableN)}</b></span>`
         : `<span>tables: one value per cell, over n = <b id="banner-table-n">${fmt(tableN)}</b> in all</span>`) +
       // filters past the cell (a figure's band or heat-map cell): the value over a part of the cell
-      (narrowed ? `<span>here, a part of the cell (the mark's questions), so not the table's value: ` : `<span>here: `) +
+      (narrowed ? `<span>here, a part of ${cells.length === 1 ? "the cell" : "these cells"} (the mark's questions), so not the table's value: `
+        : `<span>here: `) +
       `<b id="banner-den">${fmt(den)}</b> ${rowNoun()} in the denominator, ` +
       // a graded metric (KnowCov's fractions) sums its values; "counted" would count any above 0
       (whole ? `<b>${fmt(counted)}</b> counted` : `values summing to <b>${Number(num).toFixed(2)}</b>`) +
@@ -595,7 +596,8 @@
     const questions = rows(QUESTION_ROW), lines = S.rowKinds ? rows(LINE_ROW) : [];
     let grid = questions.length && lines.length ? row("row", "Row", S.visible) : "";
     if (questions.length || !lines.length) {
-      grid += row("useful", "Usable", questions) + row("transition", "Level shift", questions) + row("judged_level", "Judged level", questions);
+      grid += row("useful", "Usable", questions) + row("transition", "Level shift (useful or not)", questions) +
+        row("judged_level", "Judged level (useful or not)", questions);
     }
     if (lines.length) {
       grid += row("joined", "Line joined", lines) + row("unique", "Unique (line)", lines) + row("readable", "Readable (line)", lines) +
