@@ -39,7 +39,7 @@ _SHIFT_RANGE = {"cogreg": (2.0, _MAX_SHIFT), "cogdrift": (1.0, 1.0), "cogleap": 
 COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("catcons", "CatCons", "percent", True, "%", criteria=BLOOM_FED, paper_table="table5",
                paired_outcome="binary",
-               definition="category consistency: share of useful questions the judges place at the original "
+               definition="category (Bloom-level) consistency: share of useful questions the judges place at the original "
                "question's Bloom level, the level the new question was meant to hit"),
     MetricSpec("cogshift", "CogShift", "score", False, "levels", criteria=BLOOM_FED, ci_decimals=2,
                paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT), betting_interval=True,

@@ -24,6 +24,7 @@ from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference
 from bloomqg.inputs.strategies import ComparisonSpec
+from bloomqg.reporting.construction import LEVEL_KEPT_METRICS
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
 from bloomqg.voting.construction import ConstructionFlag
 
@@ -79,7 +80,7 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
-            text += ("; its interval excludes 0 but rests on those votes: no evidence" +
+            text += ("; its interval (not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence" +
                      ("" if significant else f", nor significant (Holm's p {_p_text(row.p_adjusted)})"))
         return text
     if reason == "too_few_pairs":
@@ -233,6 +234,17 @@ def unmeasured_clause(r: Any, never_measured: Sequence[str]) -> str:
     return f"; {_joined(criteria, 'and')} not measured in any cell"
 
 
+def leaning_clause(r: Any, leanings: Sequence[tuple[str, str, float]]) -> str:
+    """"; smollm2 says Apply to 88% of questions, so hits gather at Apply originals": beside a
+    verdict on whether questions kept their original's level, the judges that give one level to
+    most questions (:func:`bloomqg.reporting.panel.level_leanings`), so a higher column there
+    reads as the judges' habit, not the strategy's."""
+    if r.metric not in LEVEL_KEPT_METRICS or not leanings:
+        return ""
+    return "".join(f"; {judge} says {level} to {100 * share:.0f}% of questions, so hits gather at {level} originals"
+                   for judge, level, share in leanings)
+
+
 def opposite_clause(r: Any, values: pd.DataFrame | None, strategy_a: str, strategy_b: str) -> str:
     """"; the columns point the other way: …" where the two strategies' own values order them
     against the paired difference's sign: the columns count each strategy's questions, the
@@ -305,7 +317,10 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
         text += (f" Among the questions whose usefulness the judges decided, Usability was {listed}: much of the gap is how often a reply could be "
                  "read, not how good its question was"
-                 + (f", and on {_joined(reversed_in, 'and')} the order reverses." if reversed_in else "."))
+                 + (f", and on {_joined(reversed_in, 'and')} the order reverses" if reversed_in else "")
+                 # shares of the same votes the gate rejected: no firmer than the Usability they qualify
+                 + (" (on the same votes the gate flagged, †: a pointer, not a finding)."
+                    if (usability["reason"] == "judges_disagree").any() else "."))
     else:
         text += " Part of a Usability gap is how often the reply could be read, not how good its question was."
     return text
@@ -327,8 +342,8 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None) -> str:
     if not moved:
         return ""
     return (f"Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated "
-            f"accuracy) instead of a majority, changes the sign "
-            f"or significance of {len(moved)} of the {len(compared)} comparisons with pairs.")
+            f"accuracy) instead of a majority, moves {len(moved)} of the {len(compared)} comparisons with pairs (turns "
+            "a sign, or a 0 into a difference, or changes what is significant).")
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -354,6 +369,7 @@ def answer_context(
     construction: Sequence[ConstructionFlag] = (),
     read_usability: Mapping[tuple[str, str, str], tuple[float, int]] | None = None,
     robustness: pd.DataFrame | None = None,
+    leanings: Sequence[tuple[str, str, float]] = (),
 ) -> dict[str, Any]:
     """The template's ``answer``: per strategy pair, its summary sentence and table rows; what was
     left out; the trust line. ``strategy_titles``: {name: title} spells each strategy out where
@@ -392,7 +408,8 @@ def answer_context(
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
-                "why": why(r, strategy_labels, flags) + unmeasured_clause(r, never) + opposite_clause(r, values, a, b),
+                "why": why(r, strategy_labels, flags) + unmeasured_clause(r, never) + leaning_clause(r, leanings)
+                + opposite_clause(r, values, a, b),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)
                         else (f"{name_b} against {name_a}: no comparison could be made (no original answered under "

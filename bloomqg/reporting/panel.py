@@ -88,6 +88,22 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     return answer, kept / total
 
 
+def level_leanings(reliability: pd.DataFrame) -> list[tuple[str, str, float]]:
+    """(judge, level, share) for each judge that gives one Bloom level to at least
+    :data:`LEANING_SHARE` of the questions, pooled over cells: that level wins wherever one other
+    judge agrees, so CatCons favours originals at it."""
+    judges = reliability[reliability["judge"].notna()] if len(reliability) else reliability
+    if not len(judges) or "vote_distribution" not in judges:
+        return []
+    out = []
+    for name in dict.fromkeys(judges["judge"].astype(str)):
+        rows = judges[(judges["judge"] == name) & (judges["criterion"] == "bloom_level")]
+        pooled = modal_share(rows) if len(rows) else None
+        if pooled and pooled[1] >= LEANING_SHARE and not pooled[0].startswith(PER_CELL):
+            out.append((name, pooled[0], pooled[1]))
+    return out
+
+
 def _answer(criterion: str, category: str) -> str:
     if criterion in BINARY_CRITERIA:
         return f"{CRITERION_LABEL[criterion].lower()}: {'yes' if category == '1' else 'no'}"

@@ -32,7 +32,7 @@ from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
-from bloomqg.reporting.panel import small_writers, judge_lines, modal_share, self_judges, study_setup
+from bloomqg.reporting.panel import small_writers, judge_lines, level_leanings, modal_share, self_judges, study_setup
 from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import (
     call_failures,
@@ -429,7 +429,8 @@ def build_report(
         "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
                                  strategy_order=strategy_order,
                                  strategy_titles={s["name"]: s["title"] for s in strategies}, construction=flags,
-                                 read_usability=usability_of_read(votes), robustness=robustness),
+                                 read_usability=usability_of_read(votes), robustness=robustness,
+                                 leanings=level_leanings(reliability)),
         "strategies": list(strategies),
         "glossary": glossary_entries(strategies),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -155,7 +155,8 @@ def _not_flagged(flagged: list[dict[str, str]], criterion: str, n_judges: int) -
     """" (at most 1 not flagged)" beside an effective number, where judges of the criterion are
     flagged in some cell; "" where none is."""
     named = {f["judge"] for f in flagged if f["criterion"] == criterion}
-    return f" (at most {max(n_judges - len(named), 0)} not flagged)" if named else ""
+    kept = max(n_judges - len(named), 0)
+    return f" (but only {kept} not flagged: read it as at most {kept})" if named else ""
 
 
 def flagged_summary(flagged: list[dict[str, str]]) -> str:

@@ -250,10 +250,10 @@ def suspicious_judge_reasons(
         if binary and _finite(rate) and others_yes is not None:
             others_no = 1 - others_yes
             if rate >= ALWAYS_SAME_RATE and others_no >= OTHERS_OPPOSITE_RATE:
-                reasons.append(("constant", f"says yes on {rate:.1%} of items where the others say no on {others_no:.0%}"))
+                reasons.append(("constant", f"says yes to {rate:.1%} of items, while the others say no to {others_no:.0%} of them"))
             elif rate <= 1 - ALWAYS_SAME_RATE and 1 - others_no >= OTHERS_OPPOSITE_RATE:
                 reasons.append(("constant",
-                                f"says no on {1 - rate:.1%} of items where the others say yes on {1 - others_no:.0%}"))
+                                f"says no to {1 - rate:.1%} of items, while the others say yes to {1 - others_no:.0%} of them"))
         modal = None if binary else modal_answer(row)
         if modal is not None and modal[1] >= CONSTANT_SHARE:
             answer = modal[0].replace("|", " + ")  # a unit set's units, as one answer
@@ -268,7 +268,7 @@ def suspicious_judge_reasons(
                                         f"{specificity:.2f} − 1 = {youden:.2f})"))
         kappa = row.get("kappa_with_others")
         if _finite(kappa) and kappa < CONTRARIAN_KAPPA:
-            reasons.append(("contrarian", f"disagrees with the other judges beyond chance (κ {kappa:.2f})"))
+            reasons.append(("contrarian", f"agrees with the other judges less often than chance would (κ {kappa:.2f})"))
         if reasons:
             flagged[name] = reasons
     return flagged

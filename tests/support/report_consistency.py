@@ -75,9 +75,13 @@ def report_inconsistencies(page: str) -> list[str]:
         problems.append("the Answer's tables have no header this check reads (its pair columns changed?)")
     for pair, table in zip(pair_headers, re.findall(r'<table class="answer">.*?</table>', answer, re.S)):
         for row in table_rows(table, "<table"):
-            if len(row) < 9:
+            if len(row) < 8:
                 continue
-            metric, where, verdict, _, _, difference, n = row[:7]
+            metric, where, verdict, _, _, difference = row[:6]
+            # the pairs' count closes the difference's cell ("… 22 pairs")
+            counted = re.search(r"(\d+) pairs?\s*$", difference)
+            n = counted.group(1) if counted else ""
+            difference = difference[:counted.start()].strip() if counted else difference
             model, _, dataset = where.rpartition(" · ")
             model = model or (next(iter(models)) if len(models) == 1 else None)  # one model: not named
             # the pairs' own values, on the line under it ("A 0.00% → B 0.00%"), read with no space before
@@ -90,7 +94,7 @@ def report_inconsistencies(page: str) -> list[str]:
             table_diff = in_table[0].replace(" (one pair: no interval)", "").rstrip("†‡ ")
             if n != "0" and (table_diff, in_table[2]) != (shown, n):
                 problems.append(f"{metric} on {dataset}: the Answer says {shown}, n {n}; the paired table {in_table}")
-            if "Holm's p " in row[8] and f"Holm's p {in_table[1] if in_table[1].startswith('<') else '= ' + in_table[1]}" not in row[8]:
+            if "Holm's p " in row[7] and f"Holm's p {in_table[1] if in_table[1].startswith('<') else '= ' + in_table[1]}" not in row[7]:
                 problems.append(f"{metric} on {dataset}: the Answer's Holm p is not the paired table's {in_table[1]}")
             robust_n = pairs_of.get((model, dataset, pair, metric.lower()))
             if robust_n is not None and robust_n != n:

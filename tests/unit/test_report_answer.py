@@ -110,7 +110,7 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
     [block] = answer_context(answer, metrics_frame())["blocks"]
     cs, social = block["rows"]
     assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); its interval "
-                                "excludes 0 but rests on those votes: no evidence")
+                                "(not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence")
     assert social["why"] == "no original has a CatCons value under both strategies: nothing to compare"
     assert block["lead"].endswith("cannot tell in all 2. This run does not show whether FGP or CoT is better: do not "
                                   "read a higher column below as a ranking.")
@@ -170,8 +170,9 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
         {"comparison": "strategy vs strategy", "model": "m", "dataset": d, "strategy": "cot", "strategy_b": "fgp",
          "metric": "catcons", "verdict": v} for d, v in (("cs", "within judge noise"), ("social", "holds"))])
     assert panel_note(answer, robustness) == (
-        "Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated accuracy) instead of a majority, changes the sign or "
-        "significance of 1 of the 2 comparisons with pairs.")
+        "Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated accuracy) "
+        "instead of a majority, moves 1 of the 2 comparisons with pairs (turns a sign, or a 0 into a difference, or changes "
+        "what is significant).")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
 
@@ -191,3 +192,13 @@ def test_a_strategys_own_value_on_flagged_votes_is_marked_and_columns_against_th
     metrics.loc[(metrics["dataset"] == "cs") & (metrics["strategy"] == "fgp"), "value"] = 0.0
     [row] = answer_context(answer, metrics)["blocks"][0]["rows"]
     assert "point the other way" not in row["why"]
+
+
+def test_a_judge_that_gives_one_level_to_most_questions_is_named_beside_catcons():
+    answer = verdicts([paired("cs", "catcons", 10.0, -30.0, 50.0, 1.0, 12)], [plan("cs", "catcons", 48.0)],
+                      panel("cs", "bloom_level", 0.1))
+    [row] = answer_context(answer, metrics_frame(), leanings=[("smollm2", "Apply", 0.88)])["blocks"][0]["rows"]
+    assert row["why"].endswith("; smollm2 says Apply to 88% of questions, so hits gather at Apply originals")
+    # no leaning judge: nothing said
+    [row] = answer_context(answer, metrics_frame())["blocks"][0]["rows"]
+    assert "hits gather" not in row["why"]
