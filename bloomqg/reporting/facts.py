@@ -315,6 +315,12 @@ def _aggregate_facts(book: FactBook, all_metrics: pd.DataFrame, reliability: pd.
                 book.add(f"{column}.judge_mean", value, subject=" · ".join(key) if isinstance(key, tuple) else key,
                          source="votes/*.reliability.parquet",
                          definition=f"{COLUMN_DEFINITIONS[column]}, averaged over cells (percent)")
+    # the judges' table's reading: each judge's mean over its rows (one per criterion)
+    for judge, value in judge_means(reliability, "agreement_with_others", ("judge", "criterion")).groupby(
+            level=0, sort=False).mean().items():
+        book.add("agreement_with_others.judge_row_mean", value, subject=str(judge), source="votes/*.reliability.parquet",
+                 definition=f"{COLUMN_DEFINITIONS['agreement_with_others']}, the mean of the judge's per-criterion "
+                 "means over cells (percent)")
     for dataset, a, b in pairs:
         for metric in ordered_unique(all_metrics["metric"]):
             for model, diff in value_differences(all_metrics, metric, dataset, a, b).items():

@@ -557,13 +557,17 @@ def table_readings(
 
 
 def _judge_reading(reliability: pd.DataFrame) -> str | None:
-    agreement = judge_means(reliability, "agreement_with_others")
-    if agreement.empty:
+    """Which judge agrees with the others most and least often: the mean of its rows in the
+    judges' table (one per criterion, each averaged over cells), so the reading can be rebuilt
+    from the table it stands over."""
+    per_criterion = judge_means(reliability, "agreement_with_others", ("judge", "criterion"))
+    if per_criterion.empty:
         return None
+    agreement = per_criterion.groupby(level=0, sort=False).mean()
     if f"{agreement.max():.1f}" == f"{agreement.min():.1f}":
-        return f"Every judge agreed with the others equally often ({agreement.max():.1f}% of its votes, over criteria and cells)."
-    return (f"{agreement.idxmax()} agreed with the others most often ({agreement.max():.1f}% of its votes, over criteria "
-            f"and cells), {agreement.idxmin()} least often ({agreement.min():.1f}%).")
+        return f"Every judge agreed with the others equally often ({agreement.max():.1f}%, the mean of its rows below)."
+    return (f"{agreement.idxmax()} agreed with the others most often ({agreement.max():.1f}%, the mean of its rows "
+            f"below), {agreement.idxmin()} least often ({agreement.min():.1f}%).")
 
 
 def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None,
