@@ -16,6 +16,11 @@ A key is not searched in the text as written but in one canonical form of it
    zero-width and format characters (ZWSP, soft hyphen, word joiner), control characters,
    combining marks, dashes and underscores removed (``gsk_Wd3R Yu9p``, ``GSK-WD3R-...``).
 
+A second, *bare* reading of the canonical form drops markup tags (``<b>``, ``</i>``) and every
+character that is neither a letter nor a digit, so that a key spelled out with anything between
+its characters (``g.s.k.W.d.3``, ``g*s*k*``, ``<b>g</b><b>s</b>``) meets the search too: by
+construction, whatever separates a key's characters, not by a list of separators.
+
 The key is canonicalised the same way, and any run of :data:`MIN_SECRET_LENGTH` or more of its
 characters, of its reversal, its base64 (standard and URL-safe, at each byte alignment) or its
 hex is searched there; the span of the original text each match came from is masked (each
@@ -196,6 +201,21 @@ def canonical_form(text: str, *, keep_controls: bool = False) -> tuple[str, list
     return "".join(canonical), origin
 
 
+#: A markup tag, as the bare reading drops it (bounded, so a stray ``<`` costs nothing).
+_TAG = re.compile(r"<[^<>]{0,64}>")
+
+
+def bare_form(canonical: str, origin: list[tuple[int, int]] | None = None) -> tuple[str, list[tuple[int, int]]]:
+    """The bare reading of a canonical form: markup tags and every character that is not a letter
+    or digit removed, with each kept character's span of the original text (from ``origin``,
+    :func:`canonical_form`'s; empty spans when it is not given)."""
+    dropped = bytearray(len(canonical))
+    for tag in _TAG.finditer(canonical):
+        dropped[tag.start():tag.end()] = b"\x01" * (tag.end() - tag.start())
+    kept = [i for i, char in enumerate(canonical) if not dropped[i] and char.isalnum()]
+    return "".join(canonical[i] for i in kept), ([origin[i] for i in kept] if origin is not None else [])
+
+
 def _base64_variants(data: bytes) -> list[str]:
     """The parts of ``data``'s base64 that do not depend on what surrounds it, at each of the
     three byte alignments it may have inside a longer encoded text, standard and URL-safe."""
@@ -268,11 +288,14 @@ def _masked_once(text: str, secrets: set[str]) -> str:
     raw_spans: list[tuple[int, int]] = []
     for keep_controls in readings:
         canonical = canonical_text(text, keep_controls=keep_controls)
-        if not any(_matched(canonical, secret) for secret in secrets):
-            continue  # the usual case: no piece found in the fast form, no offsets needed
+        bare = bare_form(canonical)[0]
+        if not any(_matched(form, secret) for secret in secrets for form in (canonical, bare)):
+            continue  # the usual case: no piece found in the fast forms, no offsets needed
         canonical, origin = canonical_form(text, keep_controls=keep_controls)
-        found = [span for secret in secrets for span in _matched(canonical, secret)]
-        raw_spans += [(origin[start][0], origin[end - 1][1]) for start, end in found]
+        # the canonical reading, then the bare one (a key with anything between its characters)
+        for form, spans in ((canonical, origin), bare_form(canonical, origin)):
+            found = [span for secret in secrets for span in _matched(form, secret)]
+            raw_spans += [(spans[start][0], spans[end - 1][1]) for start, end in found]
     if not raw_spans:
         return text
     raw = _merged(raw_spans)

@@ -258,3 +258,32 @@ def test_a_control_character_that_ends_an_entity_does_not_hide_the_key() -> None
     spelled = "".join(f"&#{ord(c)}" for c in LONG_KEY[8:16]) + "\x080"
     assert canonical_leaks(spelled), "the attack is real"
     assert not canonical_leaks(redact(spelled, [LONG_KEY]))
+
+
+def _bare_leaks(text: str, secret: str = LONG_KEY) -> list[str]:
+    """8-character runs of the key's letters and digits among the text's letters and digits (tags
+    removed, NFKC and case folded): what a reader who skips whatever stands between a key's
+    characters reads. A reference written apart from the module's bare reading."""
+    import re
+    import unicodedata
+
+    def letters(value: str) -> str:
+        value = re.sub(r"<[^<>]*>", "", unicodedata.normalize("NFKC", value).casefold())
+        return "".join(c for c in value if c.isalnum())
+
+    key, seen = letters(secret), letters(text)
+    return [key[i:i + 8] for i in range(len(key) - 7) if key[i:i + 8] in seen]
+
+
+def test_a_key_with_anything_between_its_characters_is_masked() -> None:
+    """A model may spell a key out with dots, stars, bullets, slashes or markup between its
+    characters: the canonical form kept those, so each spelling leaked; the bare reading drops
+    whatever is not a letter or digit, by construction rather than by a list of separators."""
+    for between in (".", "*", "·", " / ", "**", "<b></b>", "</i><i>", "\n- ", ", ", "\u2022", "|"):
+        reply = f'{{"question": "Is {between.join(LONG_KEY)} a key?"}}'
+        assert _bare_leaks(reply), between
+        assert not _bare_leaks(redact(reply, [LONG_KEY])), (between, redact(reply, [LONG_KEY]))
+    # the words around it stay; text with no key is untouched, punctuation and numbers included
+    assert redact(f"Before {'.'.join(LONG_KEY)} after.", [LONG_KEY]) == "Before *** after."
+    plain = "Ordinary text: 2,591,964,749; <b>bold</b>, a.b.c, café."
+    assert redact(plain, [LONG_KEY]) == plain
