@@ -1,8 +1,9 @@
 """Continuation scores (the ``choices`` judge mode) against a hand computation.
 
 On tiny random-weight models, the score of every (prompt, continuation) pair computed with the
-shared prefix, the per-prompt cache and the copied cache rows must equal scoring the full
-sequence ``prompt + context + scored`` alone, in one plain forward pass, to float tolerance.
+shared prefix and a row per prompt holding the continuations' prefix tree must equal scoring the
+full sequence ``prompt + context + scored`` alone, in one plain forward pass, to float tolerance;
+and equal the per-row cache copies (the path of attention that ignores a custom mask).
 """
 
 from __future__ import annotations
@@ -98,3 +99,77 @@ def test_a_sliding_window_model_cannot_score_continuations():
     assert generator.supports_choice_scoring is False
     with pytest.raises(ModelSupportError, match="full attention"):
         generator.score_continuations(requests()[:1], CONTINUATIONS)
+
+
+def seam_tokenizer():
+    """The character tokenizer plus three BPE merges, one across the seam of a context ending in a
+    quote and an option opening with ``A`` (``"A``): the joint text does not start with the
+    context's tokens, so the option is encoded apart (lm-evaluation-harness's rule)."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    from tests.support.tiny_models import CHARS, CHATML_TEMPLATE, SPECIAL_TOKENS
+
+    merged = ['"A', "pp", "ly"]
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS + CHARS + merged)}
+    backend = Tokenizer(models.BPE(vocab, [('"', "A"), ("p", "p"), ("l", "y")], unk_token="<unk>"))
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                        eos_token="<|im_end|>", additional_special_tokens=["<|im_start|>"])
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+#: Options of one to nine tokens, two sharing a context and a first token, one without a context,
+#: one merged across the seam (``"`` + ``Apply``).
+SEAM_CONTINUATIONS = [
+    Continuation('{"unique": ', "true"),
+    Continuation('{"unique": ', "false"),
+    Continuation('{"bloom_level": "', 'Apply"'),
+    Continuation('{"bloom_level": "', 'Analyze"'),
+    Continuation('{"bloom_level": "', 'Understand"'),
+    Continuation("", "{"),
+    Continuation('{"units": ["', 'Stacks"'),
+]
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_tree_rows_score_as_the_per_row_cache_copies(attention):
+    """The tree path (one row per prompt, a 4D mask) against the per-row copies it replaced, on
+    prompts of different lengths sharing a prefix, in column chunks that split the tree."""
+    tokenizer = seam_tokenizer()
+    model = tiny_model("llama", seed=5, vocab_size=len(tokenizer.get_vocab()))
+    model.set_attn_implementation(attention)
+    generator = HFTextGenerator.from_model(model, tokenizer)
+    assert generator.plan.attn_implementation == attention
+    generator.prefill_chunk_tokens = 3 * 40  # three rows of 40 columns: the tree spans chunks
+    tokenized = [choices.tokenize_continuation(tokenizer, c) for c in SEAM_CONTINUATIONS]
+    apply = tokenized[2]
+    assert apply.scored == tuple(tokenizer.convert_tokens_to_ids(["A", "pp", "ly", '"']))  # encoded apart
+    assert apply.context[-1] == tokenizer.convert_tokens_to_ids('"')
+    system = {"role": "system", "content": "Judge the question below as the rubric says."}
+    questions = ["Why?", "Explain how a stack reverses a word.", "What makes a queue fair?"]
+    encoded = [generator.encode(ChatRequest(f"q{i}", (system, {"role": "user", "content": q})))
+               for i, q in enumerate(questions)]
+    assert len({len(tokens) for tokens in encoded}) == 3
+    tree = choices.continuation_tree(tokenized)
+    assert len(tree.tokens) < sum(len(c.context) + len(c.scored) - 1 for c in tokenized)  # shared nodes
+    for batch in (encoded, encoded[1:2], [encoded[2], encoded[0][-5:]]):  # shared prefix, one prompt, none
+        expected = choices.score_batch_per_row(generator, batch, tokenized)
+        got = choices.score_batch_tree(generator, batch, tokenized)
+        for got_row, expected_row in zip(got, expected, strict=True):
+            assert [s.n_tokens for s in got_row] == [s.n_tokens for s in expected_row] == [4, 5, 4, 7, 11, 1, 7]
+            for got_score, expected_score in zip(got_row, expected_row):
+                assert got_score.logprob == pytest.approx(expected_score.logprob, abs=1e-4)
+
+
+def test_the_tree_holds_each_shared_prefix_once_and_reads_each_scored_token():
+    a, b, c = 11, 12, 13
+    tokenized = [choices.TokenizedContinuation((a, b), (c,)), choices.TokenizedContinuation((a, b), (c, a, b)),
+                 choices.TokenizedContinuation((), (b, c))]
+    tree = choices.continuation_tree(tokenized)
+    # a, b (the shared context), c and a (the long option but its last token), none for (b, c) but b
+    assert tree.tokens == (a, b, c, a, b)
+    assert tree.parents == (-1, 0, 1, 2, -1)
+    assert tree.depths == (1, 2, 3, 4, 1)
+    assert tree.reads == (((1, c),), ((1, c), (2, a), (3, b)), ((-1, b), (4, c)))

@@ -147,7 +147,7 @@ def test_the_stage_writes_choice_probabilities_equal_to_a_hand_computation(tmp_p
 
 
 def test_every_judge_generates_unless_its_entry_asks_for_choices():
-    """Measured on the default study, choices was slower and no closer to the targets: generate
+    """Measured on the default study, choices was faster but no closer to the targets: generate
     stays the default whatever the backend can do (bloomqg.judges.llm.default_mode)."""
     from bloomqg.judges.llm import default_mode
 

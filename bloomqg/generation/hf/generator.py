@@ -200,8 +200,8 @@ class HFTextGenerator:
         # a shared prefix seeds every layer's cache, so it needs full attention in all of them
         full_attention = kv_cache.all_layers_preallocated(kv_cache.decode_cache(model.config, 1))
         self.share_prompt_prefix = bool(share_prompt_prefix) and plan.decode_loop == "cached" and full_attention
-        #: the choices judge mode copies cache rows per continuation, which needs the cached loop's
-        #: full-attention layers (sliding-window and remote-code models judge by generating)
+        #: the choices judge mode seeds a shared prefix into its own cache, which needs the cached
+        #: loop's full-attention layers (sliding-window and remote-code models judge by generating)
         self.supports_choice_scoring = plan.decode_loop == "cached" and full_attention
         self._encoded: dict[str, tuple[str, list[int]]] = {}
         self.stats = {"useful_tokens": 0, "computed_decode_steps": 0, "batches": 0, "oom_splits": 0,
@@ -440,7 +440,7 @@ class HFTextGenerator:
         judge mode; :mod:`~bloomqg.generation.hf.choices`), in length-bucketed batches of the
         generator's batch size. The prompts are encoded as for generation (chat template plus
         the assistant turn's opening)."""
-        from bloomqg.generation.hf.choices import score_batch, tokenize_continuation
+        from bloomqg.generation.hf.choices import row_tokens_beyond_prompt, score_batch, tokenize_continuation
 
         if not self.supports_choice_scoring:
             raise ModelSupportError(f"model {self.model_id!r}: scoring continuations needs the cached decode "
@@ -449,8 +449,8 @@ class HFTextGenerator:
             return []
         tokenized = [tokenize_continuation(self.tokenizer, continuation) for continuation in continuations]
         encoded = [self.encode(request) for request in requests]
-        longest = 1 + max((len(c.context) + len(c.scored) for c in tokenized), default=0)
-        batch_size = self.batch_size_for([len(tokens) for tokens in encoded], longest)
+        batch_size = self.batch_size_for([len(tokens) for tokens in encoded],
+                                         row_tokens_beyond_prompt(self, tokenized))
         self.provenance["choice_batch_size"] = batch_size
         results: list[ScoredPrompt | None] = [None] * len(requests)
         for batch in plan_batches([len(tokens) for tokens in encoded], batch_size):
