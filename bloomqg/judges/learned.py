@@ -97,8 +97,8 @@ DEFAULT_C = {"bloom_level": 30.0, "knowledge_units": 0.5}
 #: GLM-4-9B's: the level's own probabilities were the best calibrated (ECE 0.016; isotonic 0.104,
 #: sigmoid 0.126: scikit-learn calibrates one class against the rest and renormalises, which
 #: distorts a multinomial regression's probabilities and cost the level 3 points of agreement);
-#: the units' own are too timid on a writer the regression never saw (top class 0.45 right 0.67 of
-#: the time on math), which ``top_label`` corrects (ECE 0.033 CS, 0.045 math, from 0.06 / 0.16).
+#: the units' own are too timid on a writer the regression never saw (right more often than they
+#: say), which ``top_label`` corrects (ECE 0.039 CS, 0.045 math, from 0.054 / 0.155).
 CALIBRATION = {"bloom_level": "none", "knowledge_units": "top_label"}
 CALIBRATIONS = ("none", "sigmoid", "isotonic", "top_label")
 #: Style features, normalised across writers (a z-score learned on the training slice).
@@ -326,7 +326,7 @@ def make_pipeline(criterion: str, *, C: float | None = None, seed: int = 0) -> "
             ("base_judges", OneHotEncoder(handle_unknown="ignore"), ["minilm_unit", "rules_unit", "lexical_unit"]),
             ("margins", StandardScaler(), ["minilm_margin", "lexical_margin"]),
             # A unit's own words (涂色, 质数, "linked") in either language: on Qwen they lifted math
-            # units from 79.8% to 81.4% and CS from 89.5% to 90.4% over the base judges alone.
+            # units from 79.8% to 81.4% and CS from 89.5% to 90.3% over the base judges alone.
             ("characters", TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=2, sublinear_tf=True), "text"),
         ])
     else:
