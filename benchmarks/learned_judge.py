@@ -15,7 +15,8 @@ own original left out of their references) are scored beside it. Printed per run
 percent agreement and Cohen's κ with the panel's majority (Bloom level on CS, where the panel
 judged one; knowledge unit on every run), ``n`` the questions both answered. Then, on Qwen: the
 expected calibration error and the reliability diagram of each criterion (with no recalibration,
-Platt and isotonic fitted on GLM's out-of-fold predictions), the agreement at several
+Platt, isotonic and a top-label isotonic map fitted on GLM's out-of-fold predictions; the
+reliability diagram of the criterion's own, ``CALIBRATION``), the agreement at several
 ``min_confidence`` values, abstaining or deferring to the better base judge, and how far the
 judge's own CatCons and KnowCov (share of questions it gives the original's level or unit) sit
 from the panel's. Last, whether the usability criteria carry a signal to learn.
@@ -45,14 +46,18 @@ from bloomqg.inputs.bloom import BLOOM_LEVELS  # noqa: E402
 from bloomqg.judges.learned import (  # noqa: E402
     CALIBRATIONS,
     FeatureSource,
+    apply_top_label,
+    calibration_of,
     expected_calibration_error,
     feature_frame,
     fit_calibrated,
+    fit_top_label,
     load_encoder,
     most_likely,
     originals,
     out_of_fold,
     reliability,
+    restrict,
     training_rows,
     unit_target,
 )
@@ -138,17 +143,18 @@ def cross_model(train: pd.DataFrame, test: pd.DataFrame, features: pd.DataFrame,
         truth = targets_of(test.loc[test_index], criterion).astype(str)
         bases = base_answers(features.loc[test_index], criterion)
         per_method = {}
+        x, y, groups = features.loc[train_index], targets_of(train.loc[train_index], criterion), train.loc[train_index, "item_id"]
+        # a unit outside the dataset's inventory is never answered
+        inventory = set(train.loc[train_index, "original_knowledge_units"].explode()) if key != "*" else None
         for method in CALIBRATIONS:
-            model = fit_calibrated(criterion, features.loc[train_index], targets_of(train.loc[train_index], criterion),
-                                   train.loc[train_index, "item_id"], folds=args.folds, C=args.C, method=method)
-            p = model.predict_proba(features.loc[test_index].reset_index(drop=True))
-            classes = np.asarray([str(c) for c in model.classes_])
-            if criterion == "knowledge_units":  # a unit outside the dataset's inventory is never answered
-                inventory = set(train.loc[train_index, "original_knowledge_units"].explode())
-                keep = np.isin(classes, list(inventory))
-                classes, p = classes[keep], p[:, keep] / np.maximum(p[:, keep].sum(axis=1, keepdims=True), 1e-12)
-            per_method[method] = (pd.Series(classes[p.argmax(axis=1)], index=test_index), p.max(axis=1))
-        guess, top = per_method[args.calibration]
+            model = fit_calibrated(criterion, x, y, groups, folds=args.folds, C=args.C, method=method)
+            classes, p = restrict(model.classes_, model.predict_proba(features.loc[test_index].reset_index(drop=True)),
+                                  inventory)
+            if method == "top_label":  # the map is fitted on GLM's out-of-fold probabilities, as train_model does
+                p = apply_top_label(p, fit_top_label(out_of_fold(x, y, groups, criterion, folds=args.folds, C=args.C,
+                                                                 method="none"), y, inventory))
+            per_method[method] = (pd.Series(np.asarray(classes)[p.argmax(axis=1)], index=test_index), p.max(axis=1))
+        guess, top = per_method[calibration_of(criterion, args.calibration)]
         runs = test.loc[test_index].apply(run_name, axis=1)
         table = result[criterion]
         for run in sorted(runs.unique()) + ["pooled"]:
@@ -216,7 +222,8 @@ def main() -> None:
     parser.add_argument("--manifest", type=Path, default=REPO / "configs" / "llm-eval-release-manifest.yaml")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--C", type=float, default=None, help="both criteria's C (default: each its own)")
-    parser.add_argument("--calibration", choices=CALIBRATIONS, default="none")
+    parser.add_argument("--calibration", choices=CALIBRATIONS, default=None,
+                        help="both criteria's calibration (default: each its own, CALIBRATION)")
     parser.add_argument("--predictions", type=Path, default=None,
                         help="write every GLM question's out-of-fold verdicts here (Parquet; benchmarks/cascade.py reads it)")
     args = parser.parse_args()
@@ -235,7 +242,7 @@ def main() -> None:
           f"{time.perf_counter() - started:.0f} s")
 
     result: dict = {"train": {"model": TRAIN_MODEL, "rows": len(train)}, "folds": args.folds,
-                    "calibration": args.calibration}
+                    "calibration": {c: calibration_of(c, args.calibration) for c in ("bloom_level", "knowledge_units")}}
     if len(test):
         result["validation"] = {"model": VALIDATION_MODEL, "rows": len(test)}
         result["cross_model"] = cross = cross_model(train, test, features, args)

@@ -22,9 +22,11 @@ from bloomqg.judges.learned import (
     FeatureSource,
     LearnedJudge,
     LearnedModelError,
+    feature_frame,
     load_encoder,
     load_model,
     originals,
+    restrict,
     rows_sha256,
     save_model,
     train_model,
@@ -77,8 +79,10 @@ def test_judge_validation_measures_the_learned_judge_it_trained(workdir):
     assert (workdir / "cache" / "learned" / f"{provenance['digest']}.skops").is_file()  # its content address
     # cross-validated by original item: well above the rules judge's 0.48 on these questions
     assert provenance["cross_validated"]["bloom_level/*"]["agreement"] > 0.55
-    assert provenance["settings"]["C"] == {"bloom_level": 30.0, "knowledge_units": 1.0}
-    assert provenance["settings"]["calibration"] == "none"
+    assert provenance["settings"]["C"] == {"bloom_level": 30.0, "knowledge_units": 0.5}
+    # each criterion's calibration is in the settings, so in the model's digest
+    assert provenance["settings"]["calibration"] == {"bloom_level": "none", "knowledge_units": "top_label"}
+    assert sorted(load_model(model_file).top_label["knowledge_units"]) == ["cs", "math"]
 
     out = workdir / "results" / "judge_validation"
     agreement = read_frame(out / "agreement.parquet", RATER_AGREEMENT)
@@ -125,6 +129,13 @@ def test_the_judge_abstains_below_its_confidence_and_refuses_other_features(work
         assert (level.status == "ok") == (top >= threshold)
         if level.status != "ok":
             assert "abstained" in level.reason
+    # the units' top-label calibration changes the probabilities, never the answer
+    classes, p = probabilities["knowledge_units"]
+    raw = restrict(model.pipeline("knowledge_units", "cs").classes_,
+                   model.pipeline("knowledge_units", "cs").predict_proba(
+                       feature_frame(source, ["cs"] * len(items), [i.question for i in items],
+                                     [i.original_question for i in items], [i.item_id for i in items])), set(units))[1]
+    assert np.allclose(p.sum(axis=1), 1.0) and (p.argmax(axis=1) == raw.argmax(axis=1)).all()
     # units the dataset does not have are never answered
     only = units[:2]
     for verdict in LearnedJudge(model, source, "cs", only).judge_batch(items):

@@ -153,12 +153,14 @@ BACKEND = JudgeBackend(
                 "C": {"type": "number", "exclusiveMinimum": 0,
                       "description": "Inverse regularisation strength of both criteria's logistic regressions "
                                      "(default: each criterion's own, chosen on a model the classifier never saw: "
-                                     "30 for the Bloom level, 1 for the knowledge unit)."},
-                "calibration": {"enum": ["none", "sigmoid", "isotonic"], "default": "none",
-                                "description": "How the probabilities are calibrated: none (the logistic "
-                                               "regressions' own, the best calibrated on a model they never saw), "
-                                               "or Platt (sigmoid) / isotonic fitted on the training votes' "
-                                               "out-of-fold predictions."},
+                                     "30 for the Bloom level, 0.5 for the knowledge unit)."},
+                "calibration": {"enum": ["none", "sigmoid", "isotonic", "top_label"],
+                                "description": "How both criteria's probabilities are calibrated (default: each "
+                                               "criterion's own, chosen on a model they never saw: none for the "
+                                               "Bloom level, top_label for the knowledge unit): none (the logistic "
+                                               "regressions' own), Platt (sigmoid) / isotonic fitted on the training "
+                                               "votes' out-of-fold predictions, or top_label (an isotonic map of "
+                                               "the top class's out-of-fold probability; the answer is unchanged)."},
                 "folds": {"type": "integer", "minimum": 2, "default": 5,
                           "description": "Cross-validation folds (GroupKFold by original item) of the recorded agreement."},
             },
