@@ -454,7 +454,7 @@ def flagged_criteria(reliability: pd.DataFrame) -> dict[tuple[str, str, str], se
 
 
 def gate_caveat(all_metrics: pd.DataFrame, reliability: pd.DataFrame, metrics: Sequence[str]) -> str:
-    """" † All of these values rest on votes the gate flagged (…)": said after a reading whose
+    """" † All rest on votes the gate flagged (Bloom level): …": said after a reading whose
     values (``metrics``, wherever they have one) read a criterion the gate did not find reliable
     in their cell, naming those criteria; "" where none does. A reading is read alone, so it
     carries the caveat its table's † marks carry."""
@@ -475,8 +475,8 @@ def gate_caveat(all_metrics: pd.DataFrame, reliability: pd.DataFrame, metrics: S
 
 def forced_level_caveat(flags: Sequence[ConstructionFlag], strategy_labels: StrategyLabels | None = None) -> str:
     """" ‡ In smollm2 · math · FGP every question with a judged level keeps its original's …":
-    the cells whose Bloom level is forced to every original's, said under the transitions figure
-    that draws their bands."""
+    the cells whose Bloom level is forced to every original's, said under the figures that draw
+    their judged levels (the transitions, and the confusion figure's judged panels)."""
     cells = [f"{f.model} · {f.dataset} · {strategy_label(f.strategy, strategy_labels)}"
              for f in flags if f.forced_to_original]
     if not cells:
