@@ -514,9 +514,9 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     }
     for strategy, (classified, total) in classification_counts(votes, labels).items():
         counts[f"figure6.{strategy}.classified"] = (classified, "originals the models classified (Figure 6's n)")
+        counts[f"figure6.{strategy}.originals"] = (total, "originals with a Bloom level under a classifying strategy")
     for (model, dataset, strategy), (named, _) in named_unit_counts(votes).items():
         counts[f"figure4.{model}.{dataset}.{strategy}.named"] = (named, "originals the model named a knowledge unit for")
-        counts[f"figure6.{strategy}.originals"] = (total, "originals with a Bloom level under a classifying strategy")
     counts["significance"] = (SIGNIFICANCE, "the level a p value must be below to count as significant")
     counts["confidence"] = (IntervalSpec.from_config(dict(config)).confidence, "the intervals' confidence level")
     # the lengths of the lists the page shows ("Show the table (6 rows)")
