@@ -22,7 +22,7 @@ from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON
 from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
-from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference
+from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference, gated_cells
 from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.reporting.construction import LEVEL_KEPT_METRICS
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
@@ -211,14 +211,6 @@ def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy:
     return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{_percent_sign(metric)}{n}"
 
 
-def _cell_gated(values: pd.DataFrame | None, model: str, dataset: str, strategy: str, metric: str) -> bool:
-    """Whether a strategy's own value rests on votes the gate flagged (the tables' †)."""
-    if values is None or (model, dataset, strategy, metric) not in values.index:
-        return False
-    flag = values.loc[(model, dataset, strategy, metric)].get("alpha_gated")
-    return flag is not None and not is_missing(flag) and bool(flag)
-
-
 def unmeasured_clause(r: Any, never_measured: Sequence[str]) -> str:
     """"; Readable and Answerable not measured in any cell": where a verdict rests on a usefulness
     criterion (Usability's), the others behind it that no cell could measure (the gate's
@@ -377,6 +369,7 @@ def answer_context(
     Usability among the replies that could be read."""
     titles = dict(strategy_titles or {})
     never = list((gate or {}).get("never_measured") or [])
+    gated = gated_cells(all_metrics)
     flags = {(f.model, f.dataset, f.strategy, f.criterion): f for f in construction}
     values = all_metrics.set_index(["model", "dataset", "strategy", "metric"]) if len(all_metrics) else None
     answer = answer if answer is not None else pd.DataFrame()
@@ -403,8 +396,8 @@ def answer_context(
                 "value_a": _cell_value(values, r.model, r.dataset, a, r.metric),
                 "value_b": _cell_value(values, r.model, r.dataset, b, r.metric),
                 # a strategy's own value on votes the gate flagged: marked, so no column reads as a ranking
-                "gated_a": _cell_gated(values, r.model, r.dataset, a, r.metric),
-                "gated_b": _cell_gated(values, r.model, r.dataset, b, r.metric),
+                "gated_a": (str(r.model), str(r.dataset), a, str(r.metric)) in gated,
+                "gated_b": (str(r.model), str(r.dataset), b, str(r.metric)) in gated,
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),

@@ -126,6 +126,7 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
     # the judges whose votes the study holds: a release's are unnamed (judge 1 .. n), not the config's
     names = list(dict.fromkeys(judges["judge"].astype(str))) if len(judges) else list(configured)
     lines, artefacts = [], []
+    leanings = {judge: (level, share) for judge, level, share in level_leanings(reliability)}
     for name in names:
         if name not in configured:
             lines.append({"name": name, "description": "One of the published panel's judges; the release gives each "
@@ -137,20 +138,18 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
         template = BACKEND_DESCRIPTION.get(backend, f"a {backend} judge")
         description = template.format(model=_model_of(name, entry, config)) + "."
         mine = judges[judges["judge"] == name] if len(judges) else judges
-        constant, leaning = [], []
+        constant = []
         for criterion in ("bloom_level", "knowledge_units", *sorted(BINARY_CRITERIA)):
             rows = mine[mine["criterion"] == criterion] if len(mine) else mine
             pooled = modal_share(rows) if len(rows) and "vote_distribution" in rows else None
             if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
-            elif (criterion == "bloom_level" and pooled and pooled[1] >= LEANING_SHARE
-                  and not pooled[0].startswith(PER_CELL)):
-                # not constant, but one level for most questions: it wins wherever one other judge agrees
-                leaning.append(f"Bloom level: {pooled[0]} for {100 * pooled[1]:.0f}%, which wins wherever one other "
-                               f"judge agrees: CatCons favours originals at {pooled[0]}")
         lines.append({"name": name, "description": description[0].upper() + description[1:],
                       "agreement": _agreement(mine)})
-        constant += leaning  # said after the constant answers
+        level, share = leanings.get(name, ("", 0.0))
+        if level and share < CONSTANT_SHARE:  # not constant (said above), but one level for most questions
+            constant.append(f"Bloom level: {level} for {100 * share:.0f}%, which wins wherever one other "
+                            f"judge agrees: CatCons favours originals at {level}")
         if constant:
             artefacts.append(f"{name} ({', '.join(constant)})")
     return lines, artefacts

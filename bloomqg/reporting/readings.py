@@ -32,7 +32,7 @@ from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.facts import cell_mean, judge_means, metric_values, value_differences
 from bloomqg.reporting.figures.confusion import classifying_strategies
 from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
-from bloomqg.reporting.tables.model import require_columns
+from bloomqg.reporting.tables.model import gated_cells, require_columns
 from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.reporting.construction import construction_caveat, hollow_agreements
 from bloomqg.voting.agreement import GATE_RULE, NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
@@ -338,7 +338,7 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
         {"model": r.model, "dataset": r.dataset, "strategy": strategy_label(r.strategy, strategy_labels),
          "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
          "coefficient": COEFFICIENT_SYMBOL.get(d.coefficient, d.coefficient), "alpha": d.value,
-         "undefined": d.status == NOT_MEASURED, "why": d.why, "threshold": r.gate_threshold, "action": r.gate_action}
+         "undefined": d.status == NOT_MEASURED, "why": d.brief_why, "threshold": r.gate_threshold, "action": r.gate_action}
         for r, d in zip(panel.itertuples(index=False), decisions)
         if d.status != RELIABLE and not is_missing(r.gate_passed)
     ]
@@ -580,9 +580,7 @@ def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels
     tested = paired[paired["p_value"].notna()]
     if tested.empty:
         return f"{EMPTY} No paired test could be computed: no item was answered under both strategies of a pair."
-    gated = set() if all_metrics is None else {
-        (str(r.model), str(r.dataset), str(r.strategy), str(r.metric))
-        for r in all_metrics.itertuples(index=False) if pd.notna(r.alpha_gated) and bool(r.alpha_gated)}
+    gated = set() if all_metrics is None else gated_cells(all_metrics)
     parts = []
     for (a, b), rows in tested.groupby(["strategy_a", "strategy_b"], sort=False):
         name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)

@@ -69,7 +69,7 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
         symbol = COEFFICIENT_SYMBOL.get(decision.coefficient, decision.coefficient)
         gate_text = {RELIABLE: f"reliable ({symbol} ≥ {_num(r.gate_threshold)})",
                      UNRELIABLE: f"unreliable ({symbol} below {_num(r.gate_threshold)})",
-                     NOT_MEASURED: f"not measured ({decision.why.split(':')[0]})"}[decision.status]
+                     NOT_MEASURED: f"not measured ({decision.brief_why})"}[decision.status]
         flag = hollow.get((r.model, r.dataset, r.strategy, r.criterion))
         if decision.status == RELIABLE and flag is not None:
             gate_text = (f"reliable by {symbol} ≥ {_num(r.gate_threshold)}, but by construction (no evidence): "

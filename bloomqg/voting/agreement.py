@@ -227,6 +227,12 @@ class GateDecision:
     def passed(self) -> bool:
         return self.status == RELIABLE
 
+    @property
+    def brief_why(self) -> str:
+        """``why`` without its explanation after a colon ("at most one judge's votes vary"), for a
+        table cell; "" when measured."""
+        return self.why.split(":")[0]
+
 
 def gate_decision(
     coefficient: str, alpha: float, ac1: float, prevalence: float, threshold: float, *, n_items: int,

@@ -209,7 +209,7 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
             gated = not is_missing(passed) and not bool(passed)
             # the status first: a coefficient printed where agreement is not measured is no measure
             decision = recorded_decision(r.to_dict())
-            status = decision.status.replace("_", " ") + (f" ({decision.why.split(':')[0]})" if decision.why else "")
+            status = decision.status.replace("_", " ") + (f" ({decision.brief_why})" if decision.why else "")
             row.append(Cell(f"{status} · {_agreement_text(r)}", gated))
             if gated:
                 failed.setdefault(f"{model} / {cell_label(dataset, strategy, strategy_labels)}", []).append(

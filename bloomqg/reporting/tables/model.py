@@ -75,6 +75,15 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], where: str) -> 
         raise TableInputError(f"{where}: missing column(s) {missing}; has {list(frame.columns)}")
 
 
+def gated_cells(all_metrics: pd.DataFrame) -> set[tuple[str, str, str, str]]:
+    """(model, dataset, strategy, metric) of every value that rests on a criterion the gate flagged
+    in its cell (``alpha_gated``): the values the tables mark †."""
+    if "alpha_gated" not in all_metrics:
+        return set()
+    return {(str(r.model), str(r.dataset), str(r.strategy), str(r.metric))
+            for r in all_metrics.itertuples(index=False) if pd.notna(r.alpha_gated) and bool(r.alpha_gated)}
+
+
 def check_metrics(all_metrics: pd.DataFrame, where: str = "all_metrics") -> pd.DataFrame:
     """Validate the tidy METRICS frame: columns present, one row per (model, dataset, strategy, metric)."""
     require_columns(all_metrics, METRICS.names, where)

@@ -23,7 +23,7 @@ from bloomqg.reporting.tables.builders import (
 from bloomqg.reporting.tables.human import human_agreement_table
 from bloomqg.reporting.tables.latex import render_latex
 from bloomqg.reporting.tables.markdown import render_markdown
-from bloomqg.reporting.tables.model import Table, TableInputError, check_metrics
+from bloomqg.reporting.tables.model import Table, TableInputError, check_metrics, gated_cells
 from bloomqg.reporting.tables.view import render_view
 
 
@@ -85,9 +85,7 @@ def build_tables(
     tables.append(reliability_table(reliability, strategy_labels))
     tables.append(judges_table(reliability))
     tables.append(parse_failure_table(all_metrics, cells, strategy_labels))
-    gated = {(str(r.model), str(r.dataset), str(r.strategy), str(r.metric))
-             for r in all_metrics.itertuples(index=False) if pd.notna(r.alpha_gated) and bool(r.alpha_gated)}
-    tables.append(paired_table(paired, strategy_labels, gated))
+    tables.append(paired_table(paired, strategy_labels, gated_cells(all_metrics)))
     if human is not None:
         tables.append(human_agreement_table(human, strategy_labels))
     return tables
