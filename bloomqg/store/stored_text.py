@@ -218,7 +218,7 @@ def bare_form(canonical: str, origin: list[tuple[int, int]] | None = None) -> tu
     for tag in _TAG.finditer(canonical):
         dropped[tag.start():tag.end()] = b"\x01" * (tag.end() - tag.start())
     kept = [i for i, char in enumerate(canonical) if not dropped[i] and char.isalnum()]
-    return "".join(canonical[i] for i in kept), ([origin[i] for i in kept] if origin is not None else [])
+    return "".join(canonical[i] for i in kept), [origin[i] for i in kept]
 
 
 def _base64_variants(data: bytes) -> list[str]:
