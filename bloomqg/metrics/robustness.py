@@ -178,10 +178,12 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
     """Why a row reads "within judge noise": which of its two clauses holds, with the panels that
     turn the sign; an empty string for any other verdict."""
     if verdict_text == HOLDS_WHERE_MEASURED:
-        missing = [name.replace("dawid_skene", "Dawid–Skene") for name, pair in variants.items()
-                   if pd.isna(variant_entry(pair)[0])]
+        names = {name: name.replace("dawid_skene", "Dawid–Skene") for name in variants}
+        missing = [names[name] for name, pair in variants.items() if pd.isna(variant_entry(pair)[0])]
+        present = [names[name] for name, pair in variants.items() if not pd.isna(variant_entry(pair)[0])]
+        # name the panels it held under: held under Dawid–Skene only is a thinner claim than under four
         return (f"{', '.join(missing)} give{'s' if len(missing) == 1 else ''} no value (too few questions labelled "
-                "without that judge), so it held only under the other panels")
+                f"without that judge), so it held only under {' and '.join(present) or 'no other panel'}")
     if verdict_text != "within judge noise":
         return ""
     sign, significant = _outcome(diff, p_value)

@@ -119,7 +119,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     unknown = rows[rows["verdict"] == CANNOT_TELL]
     head = f"{full_b} against {full_a}, {n} comparison{'s' if n != 1 else ''}: "
     if len(unknown) == n:
-        head += f"cannot tell in all {n}" if n > 1 else "cannot tell"
+        head += "cannot tell" if n == 1 else "cannot tell in both" if n == 2 else f"cannot tell in all {n}"
     else:
         head += "; ".join(parts) + (f"; cannot tell in {len(unknown)}" if len(unknown) else "")
     reasons = []
@@ -307,12 +307,14 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
                            for _, dataset, a, b in among)
         # the order of the two strategies among read replies against the paired difference's sign
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
-        text += (f" Among the questions whose usefulness the judges decided, Usability was {listed}: much of the gap is how often a reply could be "
-                 "read, not how good its question was"
+        text += (f" Among the questions whose usefulness the judges decided, Usability was {listed}: part of the gap "
+                 "may be how often a reply could be read, not how good its question was"
                  + (f", and on {_joined(reversed_in, 'and')} the order reverses" if reversed_in else "")
-                 # shares of the same votes the gate rejected: no firmer than the Usability they qualify
-                 + (" (on the same votes the gate flagged, †: a pointer, not a finding)."
-                    if (usability["reason"] == "judges_disagree").any() else "."))
+                 # each strategy's own questions, and (where gated) the same votes the gate rejected: no
+                 # firmer than the Usability they qualify
+                 + " (each strategy's own questions, not pairs"
+                 + (", on votes the gate flagged, †: a pointer, not a finding)."
+                    if (usability["reason"] == "judges_disagree").any() else ")."))
     else:
         text += " Part of a Usability gap is how often the reply could be read, not how good its question was."
     return text

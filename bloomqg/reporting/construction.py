@@ -88,7 +88,7 @@ def forced_level_warnings(flags: Sequence[ConstructionFlag], strategy_labels: St
     (:attr:`ConstructionFlag.forced_to_original`): their CatCons is the panel's make-up."""
     return [f"in {flag.model} · {flag.dataset} · {strategy_label(flag.strategy, strategy_labels)} every original is "
             f"{flag.forced_to_original} and {' and '.join(flag.always) or flag.text}, so every question there with a "
-            "judged level keeps its original's: its CatCons is made by the judges (marked ‡ in the tables: a number fixed by how the panel is built)"
+            "judged level keeps its original's: its CatCons is made by the judges (‡ in the tables: fixed by how the panel is built)"
             for flag in flags if flag.forced_to_original]
 
 

@@ -66,6 +66,7 @@ def question_examples(
     failures_per_model: int = FAILURES_PER_MODEL,
     strategy_labels: StrategyLabels | None = None,
     judges: dict[tuple[str, str, str], list[str]] | None = None,
+    forced_cells: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> list[dict[str, Any]]:
     """Examples per model → original Bloom level, with verdicts and the original; plus parse failures.
 
@@ -73,7 +74,9 @@ def question_examples(
     (useful, judged at the original's level) and as many that **missed** it, chosen by the votes:
     those the judges agree on most (the ``bloom_level_agreement``), so an example shows what the
     panel says clearly rather than whatever came first. Texts are returned raw; the template
-    escapes them. ``judges`` (:func:`panel_judges`) names each vote.
+    escapes them. ``judges`` (:func:`panel_judges`) names each vote. ``forced_cells`` are the
+    (model, dataset, strategy) cells whose judged level is the original's by how the panel is built:
+    their hits are counted apart (``n_forced_hits``), since they say nothing about the questions.
     """
     require_columns(votes, ["prompt_id", "model", "dataset", "strategy", "original_question",
                             "original_bloom_level", "new_question", "bloom_level", "unique", "readable",
@@ -97,6 +100,9 @@ def question_examples(
                 "level": level or UNCATEGORIZED,
                 "n_total": len(with_question),
                 "n_hits": int(_hit(with_question).fillna(False).astype(bool).sum()),
+                "n_forced_hits": int((_hit(with_question).fillna(False).astype(bool) & with_question.apply(
+                    lambda r: (str(model), str(r["dataset"]), str(r["strategy"])) in forced_cells, axis=1)).sum())
+                if forced_cells and len(with_question) else 0,
                 "examples": [_example(row, (judges or {}).get((str(model), str(row["dataset"]), str(row["strategy"]))),
                                       strategy_labels) for _, row in chosen.iterrows()],
             })

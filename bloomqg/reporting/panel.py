@@ -148,8 +148,7 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
                       "agreement": _agreement(mine)})
         level, share = leanings.get(name, ("", 0.0))
         if level and share < CONSTANT_SHARE:  # not constant (said above), but one level for most questions
-            constant.append(f"Bloom level: {level} for {100 * share:.0f}%, which wins wherever one other "
-                            f"judge agrees: CatCons favours originals at {level}")
+            constant.append(f"Bloom level: {level} for {100 * share:.0f}%, so CatCons favours originals at {level}")
         if constant:
             artefacts.append(f"{name} ({', '.join(constant)})")
     return lines, artefacts

@@ -148,7 +148,7 @@ def metric_range(all_metrics: pd.DataFrame, metric: str, strategy_labels: Strate
     if len(frame) == 1:
         return f"{label} was {low['value']:.1f}{unit} ({where(low)}).{none}"
     if f"{low['value']:.1f}" == f"{high['value']:.1f}":  # one value: no "from X to X"
-        return (f"{label} was {low['value']:.1f}{unit} in all {len(frame)} cells "
+        return (f"{label} was {low['value']:.1f}{unit} in {'both' if len(frame) == 2 else f'all {len(frame)}'} cells "
                 f"({'; '.join(where(r) for _, r in frame.iterrows())}).{none}")
     return (
         f"{label} ranged from {low['value']:.1f}{unit} ({where(low)}) "
@@ -254,12 +254,16 @@ def classification_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels 
         pooled = ", pooled over models" if several else ""
         correct = int(round(float((accuracy["accuracy"] * accuracy["n"]).sum()) / 100))
         mostly = (", so these shares mostly count the originals left unclassified" if 2 * classified < total else "")
-        coverage = (f"The model{'s' if several else ''} classified {classified} of the {total} originals "
-                    f"(the figure's n{', summed over its models' if several else ''}) and got {correct} of them right; "
-                    f"one not classified counts as wrong here{mostly}.")
+        # the per-level counts pool the datasets; the auxiliary table gives each dataset's n
+        datasets = sorted(votes.loc[votes["strategy"] == strategy, "dataset"].unique())
+        pooled_over = f", pooled over {' and '.join(datasets)}" if len(datasets) > 1 else ""
+        coverage = (f"Of these {total} originals{pooled_over}, the model{'s' if several else ''} classified "
+                    f"{classified} (the figure's n{', summed over its models' if several else ''}) and got {correct} "
+                    f"of them right; one not classified counts as wrong here{mostly}.")
         if f"{best['accuracy']:.0f}" == f"{worst['accuracy']:.0f}":  # one value: no "most and least"
             sizes = set(accuracy["n"].astype(int))
-            levels = (f"{', '.join(accuracy['original_level'])} ({sizes.pop()} originals each)" if len(sizes) == 1 else
+            levels = (f"{', '.join(accuracy['original_level'])} ({sizes.pop()} originals each)"
+                      if len(sizes) == 1 else
                       ", ".join(f"{r['original_level']} ({int(r['n'])} originals)" for _, r in accuracy.iterrows()))
             parts.append(f"Under {name}{pooled}, classification of the originals was "
                          f"{best['accuracy']:.0f}% accurate at every level: {levels}. {coverage}")
@@ -470,7 +474,7 @@ def gate_caveat(all_metrics: pd.DataFrame, reliability: pd.DataFrame, metrics: S
         return ""
     names = ", ".join(CRITERION_LABEL.get(c, c) for c in CRITERION_LABEL if c in hit)
     share = "All rest" if gated == len(rows) else "Those marked † in the table rest"
-    return f" † {share} on votes the gate flagged ({names}): what these judges voted, not how good the questions are."
+    return f" † {share} on votes the gate flagged ({names}): no evidence about the questions."
 
 
 def forced_level_caveat(flags: Sequence[ConstructionFlag], strategy_labels: StrategyLabels | None = None) -> str:

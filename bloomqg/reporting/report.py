@@ -44,7 +44,7 @@ from bloomqg.reporting.provenance_view import (
 from bloomqg.reporting.readings import (
     classification_accuracy, classification_counts, figure_readings, named_unit_counts, gate_summary, labels_plan_reading, level_moves, panel_sample_reading,
     table_readings)
-from bloomqg.reporting.tables.model import TableInputError, check_metrics
+from bloomqg.reporting.tables.model import TableInputError, check_metrics, gated_cells
 from bloomqg.reporting.tables.view import long_form, read_view
 from bloomqg.reporting.tables.model import DAGGER
 from bloomqg.voting.agreement import PREVALENCE_LIMIT
@@ -312,6 +312,8 @@ def overview(
         "n_generated": int(votes["new_question"].notna().sum()) if len(votes) else 0,
         "n_prompts": len(votes),
         "n_useful": int(useful.sum()),
+        # useful rests on Usability's criteria: marked † where the gate flagged them in some cell
+        "useful_gated": any(metric == "usability" for *_, metric in gated_cells(all_metrics)),
         "n_replies": 0 if cut_off is None else len(cut_off),
         "n_cut_off": 0 if cut_off is None else int(cut_off.sum()),
         "n_cut_off_read": 0 if cut_off is None else int((cut_off & generations["new_question"].notna()).sum()),
@@ -449,7 +451,9 @@ def build_report(
         "trust": {**trust_context(reliability, robustness, labels, flags), "trained": trained_judges(judgment_provenance)},
         "ledger": ledger_view(ledger, labels),
         "generation_usage": generation_usage(generations, labels),
-        "examples": question_examples(votes, generations, judges=panel_judges(reliability), strategy_labels=labels),
+        "examples": question_examples(votes, generations, judges=panel_judges(reliability), strategy_labels=labels,
+                                      forced_cells=frozenset((f.model, f.dataset, f.strategy) for f in flags
+                                                             if f.forced_to_original)),
         "judge_bias": {"tables": _table_entries(judge_bias, {}), "figures": _figure_entries(judge_bias, {})}
         if judge_bias else None,
     }

@@ -310,24 +310,28 @@ def metric_label(metric: str) -> str:
         return metric
 
 
-def _unmeasured_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> tuple[int, list[str]]:
-    """How many comparisons that hold read, in either arm's cell, a criterion whose agreement the
-    gate could not measure there (with one varying judge or none, no panel could have moved them),
-    and those criteria by label."""
+def _unmeasured_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> list[str]:
+    """Per comparison that holds and reads, in either arm's cell, a criterion whose agreement the
+    gate could not measure there (with one varying judge or none, no panel could have moved it):
+    "Answerable", or "KnowCov (through Readable, Answerable)" where the metric reads the criterion
+    through the questions it counts."""
     if reliability is None or not len(reliability) or held.empty:
-        return 0, []
+        return []
     panel = reliability[reliability["judge"].isna()]
     unmeasured = {(r["model"], r["dataset"], r["strategy"], r["criterion"]) for r in panel.to_dict("records")
                   if recorded_decision(r).status == NOT_MEASURED}
-    count, named = 0, set()
+    readings = []
     for r in held.itertuples(index=False):
         cells = [(r.model, r.dataset, r.strategy)]
         cells.append((r.model, r.dataset, r.strategy_b) if r.comparison == STRATEGY_COMPARISON
                      else (r.model_b, r.dataset, r.strategy))
         found = {c for cell in cells for c in metric_spec(str(r.metric)).criteria if (*cell, c) in unmeasured}
-        count += bool(found)
-        named |= found
-    return count, [label for c, label in CRITERION_LABEL.items() if c in named]
+        criteria = [label for c, label in CRITERION_LABEL.items() if c in found]
+        if not criteria:
+            continue
+        label = metric_label(str(r.metric))
+        readings.append(label if criteria == [label] else f"{label}, through {', '.join(criteria)}")
+    return readings
 
 
 def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFrame | None = None) -> str:
@@ -353,10 +357,11 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
         these = "of them" if kinds == 1 else "of these"
         note = (f"{these} {found} a significant difference, the other {len(held) - found} that none was found"
                 if found else f"{'each' if kinds == 1 else 'all'} holding that no significant difference was found")
-        unmeasured, criteria = _unmeasured_holds(held, reliability)
+        unmeasured = _unmeasured_holds(held, reliability)
         if unmeasured:
-            note += (f"; {unmeasured} read a criterion whose agreement was not measured in their cells "
-                     f"({', '.join(criteria)}), which no panel could have moved")
+            note += (f"; {len(unmeasured)} of them rest{'s' if len(unmeasured) == 1 else ''} on a criterion whose "
+                     f"agreement was not measured in {'its' if len(unmeasured) == 1 else 'their'} cells, so no panel "
+                     f"could have moved {'it' if len(unmeasured) == 1 else 'them'}: {'; '.join(unmeasured)}")
         parts[kinds - 1] += f" ({note})"
     if NOT_COMPARED in counts:
         parts[-1] += " (0 pairs or no value: nothing to hold)"

@@ -29,7 +29,7 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
                       [*panel("cs", "bloom_level", 0.09), *panel("social", "bloom_level", 0.15)])
     [block] = answer_context(answer, metrics_frame())["blocks"]
     # the verdicts counted and the warning against a ranking lead; why, and what would settle it, follow
-    assert block["lead"] == ("FGP against CoT, 2 comparisons: cannot tell in all 2. This run does not show whether FGP "
+    assert block["lead"] == ("FGP against CoT, 2 comparisons: cannot tell in both. This run does not show whether FGP "
                              "or CoT is better: do not read a higher column below as a ranking.")
     assert block["detail"].startswith("In all of them the judges do not agree on Bloom levels, so this panel cannot "
                                       "measure the difference")
@@ -112,7 +112,7 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
     assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); its interval "
                                 "(not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence")
     assert social["why"] == "no original has a CatCons value under both strategies: nothing to compare"
-    assert block["lead"].endswith("cannot tell in all 2. This run does not show whether FGP or CoT is better: do not "
+    assert block["lead"].endswith("cannot tell in both. This run does not show whether FGP or CoT is better: do not "
                                   "read a higher column below as a ranking.")
     assert block["detail"].startswith("In 1 no original has a value under both strategies; in 1 the judges do not "
                                       "agree on Bloom levels")
@@ -153,8 +153,9 @@ def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is
     # with the share among the replies that held a question, the gap left (and where it reverses)
     read = {("m", "cs", "cot"): (90.0, 10), ("m", "cs", "fgp"): (82.4, 17)}
     assert answer_context(answer, metrics, read_usability=read)["blocks"][0]["unparsed"].endswith(
-        "Among the questions whose usefulness the judges decided, Usability was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): much of the gap is how often "
-        "a reply could be read, not how good its question was, and on cs the order reverses.")
+        "Among the questions whose usefulness the judges decided, Usability was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): part of the gap may be how "
+        "often a reply could be read, not how good its question was, and on cs the order reverses (each strategy's own "
+        "questions, not pairs).")
     alike = metrics.assign(value=[5.0, 5.5])
     assert answer_context(answer, alike)["blocks"][0]["unparsed"] == ""
 

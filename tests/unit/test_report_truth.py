@@ -256,7 +256,10 @@ def test_figure_6_reading_says_how_many_originals_were_classified_beside_the_per
     })
     text = classification_summary(votes)
     assert "most accurate for Remember (50% of 2) and least for Understand (0% of 2)" in text
-    assert "classified 2 of the 6 originals (the figure's n)" in text
+    assert "Of these 6 originals, the model classified 2 (the figure's n) and got 1 of them right" in text
+    # two datasets pooled: the reading says so, since the auxiliary table gives each dataset's n
+    pooled = classification_summary(pd.concat([votes, votes.assign(dataset="social")]))
+    assert "Of these 12 originals, pooled over cs and social, the model classified 4" in pooled
 
 
 def test_the_overview_counts_replies_cut_off_at_the_token_limit_and_those_still_read():
@@ -338,8 +341,7 @@ def test_a_judge_leaning_on_one_level_is_warned_of_for_what_it_favours():
              "model": "m"} for d in ("cs", "social")]
     config = {"judges": {"smollm2": {"backend": "hf", "model_ref": "m"}}, "models": {"m": {"model": "x/m"}}}
     _, artefacts = judge_lines(config, pd.DataFrame(rows))
-    assert artefacts == ["smollm2 (Bloom level: Apply for 88%, which wins wherever one other judge agrees: CatCons "
-                         "favours originals at Apply)"]
+    assert artefacts == ["smollm2 (Bloom level: Apply for 88%, so CatCons favours originals at Apply)"]
     constant = [{**row, "vote_distribution": json.dumps({"Apply": 0.95, "Remember": 0.05})} for row in rows]
     assert judge_lines(config, pd.DataFrame(constant))[1] == ["smollm2 (bloom level: Apply for 95%)"]
 
@@ -360,8 +362,7 @@ def test_a_reading_of_values_on_flagged_votes_says_so_and_names_the_criteria():
     good = {"unique": 0.9, "readable": 0.9, "answerable": 0.9, "bloom_level": 0.9}
     assert gate_caveat(metrics, reliability(good), ["catcons"]) == ""
     caveat = gate_caveat(metrics, reliability({**good, "bloom_level": 0.1}), ["catcons"])
-    assert caveat == (" † All rest on votes the gate flagged (Bloom level): what these judges voted, not how good the "
-                      "questions are.")
+    assert caveat == " † All rest on votes the gate flagged (Bloom level): no evidence about the questions."
     # a metric whose criteria all passed is not caveated for another's failure
     assert gate_caveat(metrics.assign(metric="unique"), reliability({**good, "bloom_level": 0.1}), ["unique"]) == ""
 
