@@ -14,7 +14,9 @@ from tests.support.report_consistency import report_inconsistencies
 DEFAULT_SHAPE = {"cs": ["cot", "fgp"], "math": ["fgp"], "social": ["cot", "fgp"]}
 
 
-def render(out: Path, cells: dict, labels: dict | None = None) -> str:
+def render(out: Path, cells: dict, labels: dict | None = None, edit_votes=None) -> str:
+    """The report of a one-model synthetic study of ``cells``; ``edit_votes`` (votes → votes), if
+    given, changes the votes the report reads (the metrics stay the study's)."""
     from bloomqg.metrics.answer import answer_table
     from bloomqg.metrics.paired import paired_comparisons
     from bloomqg.reporting.report import build_report
@@ -22,6 +24,8 @@ def render(out: Path, cells: dict, labels: dict | None = None) -> str:
     from tests.support.synthetic import synthetic_study, trust_frames
 
     study = synthetic_study(n_models=1, n_items=18, cells=cells)
+    if edit_votes is not None:
+        study.votes = edit_votes(study.votes)
     reliability, robustness = trust_frames(study)
     paired = paired_comparisons(study.votes, n_resamples=50, strategy_order=list(labels or {}))
     tables = write_tables(study.metrics, study.datasets, reliability, out / "tables", paired=paired,

@@ -81,3 +81,17 @@ def test_the_aggregates_the_readings_state_are_computed_once():
     reliability = pd.DataFrame({"judge": ["a", "a", "b", None], "criterion": ["unique", "readable", "unique", "unique"],
                                 "agreement_with_majority": [0.5, 1.0, 0.25, 0.9]})
     assert judge_means(reliability, "agreement_with_majority").to_dict() == {"a": 75.0, "b": 25.0}
+
+
+def test_figure_6_counts_its_originals_where_no_strategy_names_a_unit(tmp_path):
+    # Figure 6's counts do not depend on Figure 4's: a study whose classifying strategy named no
+    # unit still records how many originals it classified and had, under that strategy
+    def no_units(votes):
+        return votes.assign(identified_knowledge_units=None)
+
+    page = render(tmp_path, {"cs": ["cot", "fgp"], "social": ["cot", "fgp"]}, edit_votes=no_units)
+    facts = pd.read_parquet(facts_path(tmp_path / "report.html"))
+    quantities = set(facts["quantity"])
+    assert {"figure6.cot.classified", "figure6.cot.originals"} <= quantities, sorted(
+        q for q in quantities if q.startswith("figure"))
+    assert unmatched_numbers(page, facts) == []
