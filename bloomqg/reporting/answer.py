@@ -11,6 +11,9 @@ A last line says how far the judges can be trusted, by the gate's rule.
 
 from __future__ import annotations
 
+import json
+import math
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +22,7 @@ import pandas as pd
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
 from bloomqg.metrics.paired import ordered_strategies
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.robustness import HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON
+from bloomqg.metrics.robustness import HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry
 from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference, gated_cells
@@ -320,24 +323,44 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
     return text
 
 
-def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None) -> str:
-    """How many of the Answer's comparisons (``rows``, one strategy pair) change sign or
-    significance when one judge is left out or the votes are combined by Dawid–Skene (the
-    robustness table's verdicts), so a reader of the Answer knows the panel moves them."""
+def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple[str, str] = ("A", "B")) -> str:
+    """How many of the Answer's comparisons (``rows``, one strategy pair named ``names``) change
+    sign or significance when one judge is left out or the votes are combined by Dawid–Skene (the
+    robustness table's verdicts), so a reader of the Answer knows the panel moves them; and where
+    Dawid–Skene favours the other strategy than the majority does (or one where it has a tie),
+    which, since no direction is read from the majority either, says which way the doubt runs."""
     if robustness is None or not len(robustness) or not len(rows):
         return ""
     mine = robustness[robustness["comparison"] == STRATEGY_COMPARISON].set_index(
         ["model", "dataset", "strategy", "strategy_b", "metric"])
-    verdicts = [mine.loc[key, "verdict"] for key in
-                ((str(r.model), str(r.dataset), str(r.strategy_a), str(r.strategy_b), str(r.metric))
-                 for r in rows.itertuples(index=False)) if key in mine.index]
-    compared = [v for v in verdicts if v != NOT_COMPARED]
-    moved = [v for v in compared if v not in (HOLDS, HOLDS_WHERE_MEASURED)]
+    found = [(r, mine.loc[key]) for r in rows.itertuples(index=False)
+             for key in [(str(r.model), str(r.dataset), str(r.strategy_a), str(r.strategy_b), str(r.metric))]
+             if key in mine.index]
+    compared = [(r, m) for r, m in found if m["verdict"] != NOT_COMPARED]
+    moved = [(r, m) for r, m in compared if m["verdict"] not in (HOLDS, HOLDS_WHERE_MEASURED)]
     if not moved:
         return ""
-    return (f"Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated "
+    text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated "
             f"accuracy) instead of a majority, moves {len(moved)} of the {len(compared)} comparisons with pairs (turns "
             "a sign, or a 0 into a difference, or changes what is significant).")
+    favoured: dict[str, list[tuple[str, str]]] = {}
+    for r, m in moved:
+        raw = m.get("variants")
+        variants = raw if isinstance(raw, dict) else json.loads(raw) if isinstance(raw, str) and raw else {}
+        ds_diff = variant_entry(variants.get("dawid_skene"))[0]
+        majority = math.nan if is_missing(m.get("diff")) else float(m.get("diff"))
+        if is_missing(ds_diff) or math.isnan(majority) or float(ds_diff) == 0:
+            continue
+        if math.copysign(1, float(ds_diff)) != math.copysign(1, majority) or majority == 0:
+            side = names[1] if float(ds_diff) > 0 else names[0]
+            favoured.setdefault(side, []).append((metric_spec(str(r.metric)).label, str(r.dataset)))
+    for side, where in favoured.items():
+        by_metric: dict[str, list[str]] = {}
+        for label, dataset in where:
+            by_metric.setdefault(label, []).append(dataset)
+        listed = "; ".join(f"{label} ({', '.join(datasets)})" for label, datasets in by_metric.items())
+        text += f" Dawid–Skene's labels favour {side} instead on {listed}."
+    return text
 
 
 def left_out(all_metrics: pd.DataFrame, pair: tuple[str, str], strategy_labels: StrategyLabels | None) -> list[str]:
@@ -414,7 +437,7 @@ def answer_context(
                        "lead": lead, "detail": detail,
                        "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels),
                        "unparsed": unparsed_note(mine, values, (a, b), (name_a, name_b), read_usability),
-                       "panel": panel_note(mine, robustness)})
+                       "panel": panel_note(mine, robustness, (name_a, name_b))})
     return {"blocks": blocks, "trust": trust_line(gate)}
 
 
@@ -429,8 +452,9 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     never = list(gate.get("never_measured") or [])
     named = _joined(never, "and") if never else ""
     their = "its values say" if len(never) == 1 else "their values say"
-    never_text = (f" {named} could not be measured in any cell (the agreement figures printed for them come from "
-                  f"how the panel is built), so {their} nothing about the questions, however high." if never else "")
+    never_text = (f" {named} could not be measured in any cell (at most one judge's votes vary there, so any "
+                  f"agreement printed for them is the panel's make-up), so {their} nothing about the questions, "
+                  "however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
             f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (each listed under Judge "

@@ -49,6 +49,21 @@ _TITLE_KEYS: tuple[str, ...] = (
 )
 
 
+def code_versions(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The distinct code versions (``git_commit``, shortened to 7 characters, "-dirty" kept) that
+    made the files of ``entries``, in the order first met: more than one means a rerun remade only
+    what a change touched, so arms compared side by side may come from different code."""
+    versions: list[str] = []
+    for entry in entries:
+        commit = entry.get("git_commit")
+        if not isinstance(commit, str) or not commit:
+            continue
+        short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+        if short not in versions:
+            versions.append(short)
+    return versions
+
+
 def provenance_title(entry: Mapping[str, Any]) -> str:
     """A short label for a provenance entry from whichever naming fields it has."""
     values = dict(flatten(entry))

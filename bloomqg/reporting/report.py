@@ -35,6 +35,7 @@ from bloomqg.reporting.glossary import glossary_entries
 from bloomqg.reporting.panel import small_writers, judge_lines, level_leanings, modal_share, self_judges, study_setup
 from bloomqg.reporting.explorer.links import metric_link
 from bloomqg.reporting.provenance_view import (
+    code_versions,
     call_failures,
     generation_usage,
     ledger_view,
@@ -443,6 +444,7 @@ def build_report(
         "git_commit": git_commit or "unknown (not a git checkout)",
         "package_versions": sorted(plain(dict(package_versions)).items()),
         "generation_provenance": provenance_entries(generation_provenance),
+        "code_versions": code_versions([*generation_provenance, *judgment_provenance]),
         "judgment_provenance": provenance_entries(judgment_provenance),
         "tables": _table_entries(table_paths, t_readings, explorer_href, labels),
         "explorer_href": explorer_href,

@@ -360,8 +360,8 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
         unmeasured = _unmeasured_holds(held, reliability)
         if unmeasured:
             note += (f"; {len(unmeasured)} of them rest{'s' if len(unmeasured) == 1 else ''} on a criterion whose "
-                     f"agreement was not measured in {'its' if len(unmeasured) == 1 else 'their'} cells, so no panel "
-                     f"could have moved {'it' if len(unmeasured) == 1 else 'them'}: {'; '.join(unmeasured)}")
+                     f"agreement was not measured in {'its' if len(unmeasured) == 1 else 'their'} cells, so "
+                     f"{'its' if len(unmeasured) == 1 else 'their'} holding is no evidence: {'; '.join(unmeasured)}")
         parts[kinds - 1] += f" ({note})"
     if NOT_COMPARED in counts:
         parts[-1] += " (0 pairs or no value: nothing to hold)"

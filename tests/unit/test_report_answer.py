@@ -176,6 +176,13 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
         "what is significant).")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
+    # which way the doubt runs: Dawid–Skene favouring the other strategy, or one where the majority ties
+    directed = robustness.assign(verdict="within judge noise", diff=[0.0, 10.0], variants=[
+        '{"dawid_skene": [-6.7, 1.0, 15]}', '{"dawid_skene": [-28.6, 0.5, 7]}'])
+    assert panel_note(answer, directed, ("CoT", "FGP")).endswith(
+        "Dawid–Skene's labels favour CoT instead on CatCons (cs, social).")
+    same_way = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [4.0, 0.5, 7]}'])
+    assert "favour" not in panel_note(answer, same_way, ("CoT", "FGP"))
 
 
 def test_a_strategys_own_value_on_flagged_votes_is_marked_and_columns_against_the_pairs_are_said():

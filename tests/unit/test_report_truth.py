@@ -379,3 +379,12 @@ def test_the_judges_table_gives_the_agreement_with_the_others_the_setup_gives():
     judge, criterion = means.index[0]
     row = next(r for r in table.rows if r[0].text == judge)
     assert row[1].text == f"{means[(judge, criterion)]:.1f}"
+
+
+def test_provenance_names_the_code_versions_that_made_the_files():
+    from bloomqg.reporting.provenance_view import code_versions
+
+    entries = [{"git_commit": "d9e2a7d7d994361916f6968dec869e1dc03ee4f8-dirty"}, {"git_commit": "2481c439868a21ea"},
+               {"git_commit": "d9e2a7d7d994361916f6968dec869e1dc03ee4f8-dirty"}, {"model": "no commit recorded"}]
+    assert code_versions(entries) == ["d9e2a7d-dirty", "2481c43"]
+    assert code_versions(entries[:1]) == ["d9e2a7d-dirty"]
