@@ -405,6 +405,9 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
     return " ".join(parts) if parts else "No parse-failure rates were recorded."
 
 
+#: Below this many questions a single cell's value is read as a pointer, not ranked above the others.
+FEW_QUESTIONS = 10
+
 #: The shifts in words where their size is read, so CogReg &c. name only the shares of Table 6.
 _SHIFT_WORDS = {"cogreg": "regressions", "cogdrift": "drifts", "cogleap": "leaps"}
 
@@ -427,10 +430,11 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
     means = ", ".join(averaged(m) for m in present)
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
-    n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
+    n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}" + (
+        ": too few to rank" if int(top["n"]) < FEW_QUESTIONS else "")
     # the labels name the shares of Table 6 too: say these are the mean sizes of those shifts
-    return (f"Averaged over cells, the questions that moved by 2+ levels down, 1 level, or 2+ levels up (those "
-            f"CogReg, CogDrift and CogLeap count, as shares, in Table 6) moved by: {means}; the largest was "
+    return (f"Averaged over cells, questions that moved by 2+ levels down, 1 level, or 2+ levels up (Table 6 "
+            f"counts them as shares: CogReg, CogDrift, CogLeap) moved by: {means}; the largest was "
             f"{_SHIFT_WORDS.get(str(top['kind']), table_label(top['kind']))} "
             f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
             f"{top['value']:.2f} levels{n_top}).")

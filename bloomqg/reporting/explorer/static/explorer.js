@@ -364,11 +364,12 @@
   }
 
   // What the rows in view are: questions, published vote lines, or both ("rows").
-  function rowNoun() {
-    if (!S.rowKinds) return "questions";
+  function rowNoun(n) {
+    const one = n === 1;
+    if (!S.rowKinds) return one ? "question" : "questions";
     const f = S.filters.get("row");
-    if (!f || f.size !== 1) return "rows";
-    return f.has(LINE_ROW) ? "published vote lines" : "questions";
+    if (!f || f.size !== 1) return one ? "row" : "rows";
+    return f.has(LINE_ROW) ? (one ? "published vote line" : "published vote lines") : (one ? "question" : "questions");
   }
 
   function renderCount() {
@@ -415,7 +416,7 @@
       // filters past the cell (a figure's band or heat-map cell): the value over a part of the cell
       (narrowed ? `<span>here, a part of ${cells.length === 1 ? "the cell" : "these cells"} (the mark's questions), so not the table's value: `
         : `<span>here: `) +
-      `<b id="banner-den">${fmt(den)}</b> ${rowNoun()} in the denominator, ` +
+      `<b id="banner-den">${fmt(den)}</b> ${rowNoun(den)} in the denominator, ` +
       // a graded metric (KnowCov's fractions) sums its values; "counted" would count any above 0
       (whole ? `<b>${fmt(counted)}</b> counted` : `values summing to <b>${Number(num).toFixed(2)}</b>`) +
       ` → <b>${shown(value)}</b></span>` +
@@ -606,7 +607,7 @@
     const linesNote = S.rowKinds ? `<p class="muted">A release's Table 4 (unique, readable, answerable) counts every line of each run's ` +
       `published votes file, a text judged on several lines on each; the other metrics count the questions, each with the ` +
       `votes of the first line of its text. The <b>Row</b> filter chooses which you see; a table cell sets it for you.</p>` : "";
-    return `<h2>${fmt(S.visible.length)} ${rowNoun()} in view</h2>` +
+    return `<h2>${fmt(S.visible.length)} ${rowNoun(S.visible.length)} in view</h2>` +
       `<table class="grid" style="margin-top:8px">${grid}${row("model", "Model", S.visible)}</table>` +
       (questions.length ? `<p class="muted legend-note">${shiftPopulation()}</p>` : "") +
       `<p class="muted" style="margin-top:12px">Select a row: click it, or <kbd>j</kbd> / <kbd>k</kbd>. ` +
