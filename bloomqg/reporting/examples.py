@@ -45,11 +45,12 @@ def panel_judges(reliability: pd.DataFrame | None) -> dict[tuple[str, str, str],
 
 
 def named_votes(votes: list, judges: list[str] | None, criterion: str) -> str:
-    """``"rules: yes, minilm: —, smollm2: yes"``: each judge's vote by name ("—": no vote).
+    """``"rules: yes, minilm: no vote, smollm2: yes"``: each judge's vote by name (in words: the
+    tables' dashes mean "not run" and "no value").
     Without the names (a panel of unknown size), the votes are numbered by position."""
     def shown(vote: object) -> str:
         if is_missing(vote):
-            return "—"
+            return "no vote"
         if criterion in ("unique", "readable", "answerable"):
             return {"1": "yes", "0": "no", "True": "yes", "False": "no"}.get(str(vote), str(vote))
         return str(vote)

@@ -35,7 +35,7 @@ def test_an_undefined_alpha_is_marked_like_a_failed_gate_with_the_reason():
 
 def test_example_votes_name_their_judges():
     assert named_votes(["1", None, "1"], ["rules", "minilm", "smollm2"], "readable") == \
-        "rules: yes, minilm: —, smollm2: yes"
+        "rules: yes, minilm: no vote, smollm2: yes"
     assert named_votes(["Apply", "Create"], ["a", "b"], "bloom_level") == "a: Apply, b: Create"
     study = synthetic_study(n_models=1, n_items=6)
     judges = panel_judges(study.reliability)
