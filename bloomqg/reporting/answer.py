@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
-from bloomqg.metrics.paired import ordered_strategies
+from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry
 from bloomqg.metrics.rows import USEFUL_CRITERIA
@@ -236,7 +236,7 @@ def leaning_clause(r: Any, leanings: Sequence[tuple[str, str, float]]) -> str:
     reads as the judges' habit, not the strategy's."""
     if r.metric not in LEVEL_KEPT_METRICS or not leanings:
         return ""
-    return "".join(f"; {judge} says {level} to {100 * share:.0f}% of questions, so hits gather at {level} originals"
+    return "".join(f"; {judge} says {level} to {100 * share:.0f}% of questions (all cells), so hits gather at {level} originals"
                    for judge, level, share in leanings)
 
 
@@ -340,26 +340,37 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     moved = [(r, m) for r, m in compared if m["verdict"] not in (HOLDS, HOLDS_WHERE_MEASURED)]
     if not moved:
         return ""
-    text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated "
+    text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
             f"accuracy) instead of a majority, moves {len(moved)} of the {len(compared)} comparisons with pairs (turns "
-            "a sign, or a 0 into a difference, or changes what is significant).")
+            "a sign or a 0 into a difference, or changes what is significant).")
+    # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
+    firmed: dict[str, list[tuple[str, str]]] = {}
     for r, m in moved:
         raw = m.get("variants")
         variants = raw if isinstance(raw, dict) else json.loads(raw) if isinstance(raw, str) and raw else {}
-        ds_diff = variant_entry(variants.get("dawid_skene"))[0]
+        ds_diff, ds_p, _ = variant_entry(variants.get("dawid_skene"))
         majority = math.nan if is_missing(m.get("diff")) else float(m.get("diff"))
         if is_missing(ds_diff) or math.isnan(majority) or float(ds_diff) == 0:
             continue
+        side = names[1] if float(ds_diff) > 0 else names[0]
+        where = (metric_spec(str(r.metric)).label, str(r.dataset))
         if math.copysign(1, float(ds_diff)) != math.copysign(1, majority) or majority == 0:
-            side = names[1] if float(ds_diff) > 0 else names[0]
-            favoured.setdefault(side, []).append((metric_spec(str(r.metric)).label, str(r.dataset)))
-    for side, where in favoured.items():
+            favoured.setdefault(side, []).append(where)
+        elif (not is_missing(ds_p) and float(ds_p) < SIGNIFICANCE
+              and (is_missing(m.get("p_value")) or float(m.get("p_value")) >= SIGNIFICANCE)):
+            firmed.setdefault(side, []).append(where)
+
+    def listed(where: list[tuple[str, str]]) -> str:
         by_metric: dict[str, list[str]] = {}
         for label, dataset in where:
             by_metric.setdefault(label, []).append(dataset)
-        listed = "; ".join(f"{label} ({', '.join(datasets)})" for label, datasets in by_metric.items())
-        text += f" Dawid–Skene's labels favour {side} instead on {listed}."
+        return "; ".join(f"{label} ({', '.join(datasets)})" for label, datasets in by_metric.items())
+
+    clauses = ([f"favour {side} instead on {listed(where)}" for side, where in favoured.items()]
+               + [f"make {side}'s lead significant before Holm on {listed(where)}" for side, where in firmed.items()])
+    if clauses:
+        text += f" Dawid–Skene's labels {_joined(clauses, 'and')}."
     return text
 
 
@@ -452,7 +463,7 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     never = list(gate.get("never_measured") or [])
     named = _joined(never, "and") if never else ""
     their = "its values say" if len(never) == 1 else "their values say"
-    never_text = (f" {named} could not be measured in any cell (at most one judge's votes vary there, so any "
+    never_text = (f" {named} could not be measured in any cell (at most one judge's votes vary there, or none do, so any "
                   f"agreement printed for them is the panel's make-up), so {their} nothing about the questions, "
                   "however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "

@@ -52,7 +52,7 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("detectable", "Detectable difference", "the smallest difference this study would find 8 times in 10 with its "
      "number of pairs (the study plan); a smaller true difference may go unseen."),
     ("verdicts", "Verdicts", "higher / lower: a difference after Holm's adjustment; no difference: the judges agree, the "
-     "study is big enough, and the interval rules out any difference larger than its far end (said in points); cannot tell: the judges do not agree on what the metric needs, or the study is too small "
+     "study is big enough, and the interval rules out any difference larger than its far end (said in points); cannot tell: no original has a value under both strategies, the judges do not agree on what the metric needs, or the study is too small "
      "to see a useful difference (one it would find 8 times in 10 is larger than the bound the config sets, answer.max_detectable_difference, "
      "20 points by default; not the same as 'no difference')."),
     ("alpha", "Krippendorff's α", "how much the judges agree beyond chance: 1 = always, 0 = no better than chance, "

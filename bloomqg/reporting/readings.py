@@ -423,21 +423,22 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
         mean = cell_mean(all_metrics, f"{m}_mean")
         assert mean is not None  # present
         # a mean of the cells' means, not of the questions pooled: said so beside the questions' count
-        over = ("one cell's mean" if mean.n_cells == 1 else f"the mean of {mean.n_cells} cells' means") + (
-            "" if mean.n_items is None else f", n = {mean.n_items} questions")
+        over = ("one cell's mean" if mean.n_cells == 1 else f"mean of {mean.n_cells} cells' means") + (
+            "" if mean.n_items is None else f", n = {mean.n_items}")
         return f"{_SHIFT_WORDS.get(m, table_label(m))} {mean.value:.2f} levels ({over})"
 
     means = ", ".join(averaged(m) for m in present)
     stacked = pd.concat([f.assign(kind=m) for m, f in present.items()])
     top = stacked.loc[stacked["value"].idxmax()]
-    n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}" + (
-        ": too few to rank" if int(top["n"]) < FEW_QUESTIONS else "")
+    n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
+    few = not is_missing(top.get("n")) and int(top["n"]) < FEW_QUESTIONS
     # the labels name the shares of Table 6 too: say these are the mean sizes of those shifts
     return (f"Averaged over cells, questions that moved by 2+ levels down, 1 level, or 2+ levels up (Table 6 "
-            f"counts them as shares: CogReg, CogDrift, CogLeap) moved by: {means}; the largest was "
+            f"counts them as shares: CogReg, CogDrift, CogLeap) moved by: {means}; "
+            f"{'the highest value was ' if few else 'the largest was '}"
             f"{_SHIFT_WORDS.get(str(top['kind']), table_label(top['kind']))} "
             f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
-            f"{top['value']:.2f} levels{n_top}).")
+            f"{top['value']:.2f} levels{n_top}{', too few to rank' if few else ''}).")
 
 
 #: The metrics each figure's or table's reading reports, for the gate's caveat after it.

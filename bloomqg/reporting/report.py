@@ -75,7 +75,7 @@ FIGURE_LEGENDS: dict[str, str] = {
     f"the originals the model classified (its n; the reading's accuracy counts the others as wrong), in a Judged panel "
     f"the useful questions with a judged level; a row of dots has none. {_LEVELS}",
     "reliability": f"The gate reads Krippendorff's α, or Gwet's AC1 where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of "
-    "the votes; the dashed line is the gate's threshold.",
+    "the votes, and measures nothing where at most one judge's votes vary; the dashed line is its threshold.",
 }
 
 #: Short captions shown under each figure of the HTML report (the Snakemake report's captions
@@ -267,7 +267,8 @@ def _marked(text: Any) -> Any:
 
     out = str(_atoms(text))
     out = out.replace(DAGGER, f'<a class="mark-ref" href="#mark-gate">{DAGGER}</a>')
-    out = out.replace(MARK, f'<a class="mark-ref" href="#mark-construction">{MARK}</a>')
+    # inside the closed block: the browser opens a <details> that holds the fragment's target
+    out = out.replace(MARK, f'<a class="mark-ref" href="#construction-rule">{MARK}</a>')
     return Markup(out)
 
 

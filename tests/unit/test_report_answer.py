@@ -171,8 +171,8 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
         {"comparison": "strategy vs strategy", "model": "m", "dataset": d, "strategy": "cot", "strategy_b": "fgp",
          "metric": "catcons", "verdict": v} for d, v in (("cs", "within judge noise"), ("social", "holds"))])
     assert panel_note(answer, robustness) == (
-        "Leaving out one judge, or combining the votes by Dawid–Skene (a vote weighted by each judge's estimated accuracy) "
-        "instead of a majority, moves 1 of the 2 comparisons with pairs (turns a sign, or a 0 into a difference, or changes "
+        "Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated accuracy) "
+        "instead of a majority, moves 1 of the 2 comparisons with pairs (turns a sign or a 0 into a difference, or changes "
         "what is significant).")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
@@ -182,7 +182,13 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     assert panel_note(answer, directed, ("CoT", "FGP")).endswith(
         "Dawid–Skene's labels favour CoT instead on CatCons (cs, social).")
     same_way = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [4.0, 0.5, 7]}'])
-    assert "favour" not in panel_note(answer, same_way, ("CoT", "FGP"))
+    assert "Dawid–Skene's labels" not in panel_note(answer, same_way, ("CoT", "FGP"))
+    # the same direction made significant is said too, beside the other direction
+    firmer = directed.assign(p_value=[1.0, 0.2], variants=['{"dawid_skene": [-6.7, 1.0, 15]}',
+                                                           '{"dawid_skene": [45.0, 0.01, 20]}'])
+    assert panel_note(answer, firmer, ("CoT", "FGP")).endswith(
+        "Dawid–Skene's labels favour CoT instead on CatCons (cs) and make FGP's lead significant before Holm on "
+        "CatCons (social).")
 
 
 def test_a_strategys_own_value_on_flagged_votes_is_marked_and_columns_against_the_pairs_are_said():
@@ -206,7 +212,7 @@ def test_a_judge_that_gives_one_level_to_most_questions_is_named_beside_catcons(
     answer = verdicts([paired("cs", "catcons", 10.0, -30.0, 50.0, 1.0, 12)], [plan("cs", "catcons", 48.0)],
                       panel("cs", "bloom_level", 0.1))
     [row] = answer_context(answer, metrics_frame(), leanings=[("smollm2", "Apply", 0.88)])["blocks"][0]["rows"]
-    assert row["why"].endswith("; smollm2 says Apply to 88% of questions, so hits gather at Apply originals")
+    assert row["why"].endswith("; smollm2 says Apply to 88% of questions (all cells), so hits gather at Apply originals")
     # no leaning judge: nothing said
     [row] = answer_context(answer, metrics_frame())["blocks"][0]["rows"]
     assert "hits gather" not in row["why"]

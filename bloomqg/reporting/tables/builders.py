@@ -267,7 +267,7 @@ def judges_table(reliability: pd.DataFrame) -> Table:
     groups = [(CRITERION_LABEL.get(c, c), 2) for c in criteria]
     return Table(
         "table_judges",
-        "Judge diagnostics: how often each judge agrees with the others and fails to answer readably (%), averaged over cells.",
+        "Judge diagnostics: each judge's agreement with the others and unreadable answers (%), mean over cells.",
         ["Judge"], columns, rows, summary, groups,
         ["Agrees with the others %: share of a judge's valid (parsed, not abstained) votes equal to the strict majority "
          "of the other judges, its own vote left out (– where the others reach no majority or the judge never votes); "
