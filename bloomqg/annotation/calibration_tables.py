@@ -147,7 +147,9 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
         needed = f"{int(row['n_needed'])}" if row["reachable"] else f"all {int(row['n_needed'])} (not reachable)"
         rows.append([
             Cell(_cell_label(row, strategy_labels)), Cell(metric.label),
-            Cell(MISSING if pd.isna(row["judges"]) else f"{row['judges']:.1f}"),
+            # its own n: the questions with a verdict, fewer than the questions judged (the last column)
+            Cell(MISSING if pd.isna(row["judges"]) else f"{row['judges']:.1f}" + (
+                "" if pd.isna(row.get("judges_n")) else f" (n={int(row['judges_n'])})")),
             # "assumed" is the paper's panel's agreement with people, not this panel's: named so
             Cell(f"{100 * row['disagreement']:.1f}% "
                  f"({'paper’s panel' if row['agreement_source'] == 'assumed' else row['agreement_source']})"),

@@ -142,7 +142,7 @@ def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAUL
             known = values[~np.isnan(values)]
             records.append({
                 **cell, "metric": metric, "big_n": len(values),
-                "judges": 100.0 * float(known.mean()) if len(known) else None,
+                "judges": 100.0 * float(known.mean()) if len(known) else None, "judges_n": len(known),
                 "disagreement": disagreement, "agreement_source": source, "half_width": half_width,
                 "n_needed": plan.n_needed, "reachable": plan.reachable, "half_width_at_n": plan.half_width_at_n,
             })

@@ -64,6 +64,7 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     # the annotation plan (bloomqg.annotation.calibration): labels per cell
     "big_n": "questions in the cell",
     "judges": "the judges' value of the metric in the cell",
+    "judges_n": "questions of the cell with a verdict on the metric (the judges' value's n)",
     "disagreement": "share of questions where people and the judges' vote disagree (measured or assumed)",
     "half_width": "the interval half-width the plan aims for, in points",
     "n_needed": "human labels that bound the metric to the aimed half-width",
@@ -162,10 +163,10 @@ class FactBook:
         })
 
     def add_columns(self, frame: pd.DataFrame | None, *, source: str, subject_columns: Sequence[str] = (),
-                    prefix: str = "", estimate: str | None = None) -> None:
+                    prefix: str = "", estimate: str | None = None, n_column: str | None = None) -> None:
         """One fact per defined numeric column of each row of ``frame``; ``estimate`` names the
         column whose interval the row's ``ci_low``/``ci_high`` are (and whose method ``ci_method``
-        or ``method`` says)."""
+        or ``method`` says), and whose n is ``n_column`` (default ``n_pairs``, else ``n``)."""
         if frame is None or frame.empty:
             return
         columns = [c for c in frame.columns if c in COLUMN_DEFINITIONS]
@@ -173,7 +174,8 @@ class FactBook:
             subject = " · ".join(str(row[c]) for c in subject_columns if c in row and _text(row[c]) is not None)
             for column in columns:
                 interval = ({"ci_low": row.get("ci_low"), "ci_high": row.get("ci_high"),
-                             "method": row.get("ci_method", row.get("method")), "n": row.get("n_pairs", row.get("n"))}
+                             "method": row.get("ci_method", row.get("method")),
+                             "n": row.get(n_column) if n_column else row.get("n_pairs", row.get("n"))}
                             if column == estimate else {})
                 self.add(f"{prefix}{column}", row[column], source=source, definition=COLUMN_DEFINITIONS[column],
                          model=row.get("model"), dataset=row.get("dataset"), strategy=row.get("strategy"),
@@ -329,6 +331,10 @@ def _aggregate_facts(book: FactBook, all_metrics: pd.DataFrame, reliability: pd.
                          definition=f"{metric} under {b} minus under {a}: the cells' values, not paired")
 
 
+#: Per extra frame, the column printed with its n beside it, and that n's column ("18.8 (n=16)").
+_EXTRA_ESTIMATES: dict[str, tuple[str, str]] = {"annotation_plan": ("judges", "judges_n")}
+
+
 def study_facts(*, all_metrics: pd.DataFrame, reliability: pd.DataFrame, answer: pd.DataFrame | None = None,
                 paired: pd.DataFrame | None = None, robustness: pd.DataFrame | None = None,
                 correlations: pd.DataFrame | None = None, ledger: pd.DataFrame | None = None,
@@ -374,7 +380,9 @@ def study_facts(*, all_metrics: pd.DataFrame, reliability: pd.DataFrame, answer:
     for quantity, (value, definition) in (counts or {}).items():
         book.add(quantity, value, source="report", definition=definition)
     for source, frame in (extra_frames or {}).items():
-        book.add_columns(frame, source=source, subject_columns=("metric", "criterion"), prefix=f"{source}.")
+        estimate, n_column = _EXTRA_ESTIMATES.get(source, (None, None))
+        book.add_columns(frame, source=source, subject_columns=("metric", "criterion"), prefix=f"{source}.",
+                         estimate=estimate, n_column=n_column)
     _aggregate_facts(book, all_metrics, reliability, pairs)
     for row in derived:
         book.add(**row)

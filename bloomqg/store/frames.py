@@ -542,6 +542,7 @@ ANNOTATION_PLAN = _schema(
     f("metric", _str, False),
     f("big_n", pa.int64(), False),  # items in the metric's population, judged
     f("judges", pa.float64()),  # the judges' estimate, percent
+    f("judges_n", pa.int64()),  # the questions of big_n with a verdict: the estimate's n
     f("disagreement", pa.float64(), False),  # assumed or pilot share of items judge ≠ human
     f("agreement_source", _str, False),  # "assumed" | "pilot (n labelled items)"
     f("half_width", pa.float64(), False),  # target, percentage points
