@@ -152,11 +152,13 @@ def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Seri
 
 
 def _not_flagged(flagged: list[dict[str, str]], criterion: str, n_judges: int) -> str:
-    """" (at most 1 not flagged)" beside an effective number, where judges of the criterion are
-    flagged in some cell; "" where none is."""
+    """" (only 1 judge flagged in no cell: read it as at most 1 where they are flagged)" beside an
+    effective number, where judges of the criterion are flagged in some cell (the median pools
+    cells, the flags are per cell); "" where none is."""
     named = {f["judge"] for f in flagged if f["criterion"] == criterion}
     kept = max(n_judges - len(named), 0)
-    return f" (but only {kept} not flagged: read it as at most {kept})" if named else ""
+    return (f" (only {kept} judge{'' if kept == 1 else 's'} flagged in no cell: read it as at most {kept} in the cells "
+            "the last column names)") if named else ""
 
 
 def flagged_summary(flagged: list[dict[str, str]]) -> str:
@@ -373,8 +375,8 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
                                                 (MODEL_COMPARISON, "each model pair under each strategy"))
                         if kind in kinds)
     return (f"Of {len(robustness)} comparisons ({labels}; {over} on each dataset), with Dawid–Skene in place of "
-            f"the majority vote or any one judge left out (the same sign, and raw p below {SIGNIFICANCE:g} or not "
-            "alike): " + ", ".join(parts) + ". Holding does not make unreliable judges reliable: the Answer's "
+            f"the majority vote or any one judge left out (a panel agrees with the majority when its difference has the "
+            f"same sign and its raw p falls on the same side of {SIGNIFICANCE:g}): " + ", ".join(parts) + ". Holding does not make unreliable judges reliable: the Answer's "
             "verdicts, which check the judges' agreement first, decide.")
 
 
