@@ -241,18 +241,24 @@ def test_report_cells_open_their_items(site, tab, shots):
     # the page's own link to the explorer comes back to itself, as every link into the explorer does
     assert tab.eval("document.getElementById('explorer-link').getAttribute('href')") == "explorer/index.html#back=explorer-link"
     links = tab.eval("Array.from(document.querySelectorAll('a.items')).map(a => a.href)")
+    # per link, whether its table cell carries the gate's † (null: not in a table cell)
+    marks = tab.eval("""Array.from(document.querySelectorAll('a.items')).map(a => {
+        const td = a.closest('td'); return td ? td.textContent.includes('†') : null; })""")
     tables = tab.eval("Array.from(new Set(Array.from(document.querySelectorAll('a.items')).map(a => (a.closest('[id^=table-]') || a.closest('section')).id)))")
     for name in ("table-table4_quality", "table-table5_usability", "table-table6_cognitive_shift", "table-table_auxiliary"):
         assert name in tables
     # A click on the CatCons cell of the first model, as a reader would.
     selector = "#table-table5_usability a.items[href*='m=catcons']"
     href = tab.eval(f"document.querySelector({json.dumps(selector)}).href")
+    marked = tab.eval(f"document.querySelector({json.dumps(selector)}).closest('td').textContent.includes('†')")
     tab.click(selector)
     tab.wait("location.pathname.endsWith('/explorer/index.html') && document.body.dataset.ready === '1'")
     n = _n_of(site, href)
     assert tab.count() == n > 0
     assert int(tab.eval("document.getElementById('banner').dataset.den")) == n
     assert int(tab.eval("document.getElementById('banner').dataset.tableN")) == n
+    # the report's † beside the value comes along: the banner marks it too, and only then
+    assert tab.eval("Boolean(document.querySelector('#banner .dagger'))") == marked
     tab.screenshot(shots / "explorer_from_report.png")
     # "not counted" narrows to the mismatches: useful, judged, level differs from the target.
     tab.click('#banner button[data-mv="rest"]')
@@ -264,13 +270,18 @@ def test_report_cells_open_their_items(site, tab, shots):
     counts = tab.eval("""(async (fragments) => { const out = [];
         for (const f of fragments) {
             await new Promise(done => { addEventListener('hashchange', done, {once: true}); location.hash = f; });
-            out.push(Number(document.getElementById('count').dataset.count));
+            out.push([Number(document.getElementById('count').dataset.count),
+                      Boolean(document.querySelector('#banner .dagger'))]);
         }
         return out; })(%s)""" % json.dumps(fragments))
     expected = [_n_of(site, link) for link in links]
-    wrong = [(link, got, n) for link, got, n in zip(links, counts, expected) if got != n]
+    wrong = [(link, got, n) for link, (got, _), n in zip(links, counts, expected) if got != n]
     assert not wrong, wrong[:5]
     assert len(links) > 100
+    # the banner marks a value † exactly where the report's cell does
+    unmarked = [link for link, (_, dagger), mark in zip(links, counts, marks) if mark is not None and dagger != mark]
+    assert not unmarked, unmarked[:5]
+    assert any(marks) and not all(m for m in marks if m is not None)  # both kinds were followed
 
 
 def _page_counts(tab: Tab, fragments: list[str]) -> list[int]:

@@ -130,7 +130,7 @@ class ItemTable:
     values: dict[str, list[Any]]
     #: "dataset/strategy/model" -> provenance of the files the cell's items came from.
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: "dataset/strategy/model" -> metric -> [value, n, ci_low, ci_high] from the metrics frame.
+    #: "dataset/strategy/model" -> metric -> [value, n, ci_low, ci_high, gated] from the metrics frame.
     metrics: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     #: metric -> {label, kind, scale, decimals}: what the banner needs to show a metric.
     metric_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -593,7 +593,8 @@ def build_items(
 
 
 def metric_values(metrics: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
-    """cell key -> metric -> [value, n, ci_low, ci_high] (null for NaN)."""
+    """cell key -> metric -> [value, n, ci_low, ci_high, gated] (null for NaN; gated: the value rests
+    on a criterion the gate flagged in its cell, which the report marks †)."""
 
     def plain(value: object) -> float | None:
         return None if is_missing(value) else float(value)  # type: ignore[arg-type]
@@ -601,7 +602,8 @@ def metric_values(metrics: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
     out: dict[str, dict[str, list[Any]]] = {}
     for row in metrics.itertuples(index=False):
         out.setdefault(cell_name(row.dataset, row.strategy, row.model), {})[row.metric] = [
-            plain(row.value), int(row.n), plain(row.ci_low), plain(row.ci_high)
+            plain(row.value), int(row.n), plain(row.ci_low), plain(row.ci_high),
+            not is_missing(getattr(row, "alpha_gated", None)) and bool(getattr(row, "alpha_gated", False)),
         ]
     return out
 

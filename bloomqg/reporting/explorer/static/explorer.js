@@ -402,8 +402,13 @@
     for (const r of S.metricRows) { den++; num += m[r]; if (m[r] > 0) counted++; if (m[r] !== 0 && m[r] !== 1) whole = false; }
     const cells = selectedCells();
     const narrowed = !!S.q || [...S.filters.keys()].some((k) => !["model", "dataset", "strategy", "row"].includes(k));
-    let tableN = 0, tableValue = null;
-    for (const key of cells) { const v = (S.data.metrics[key] || {})[S.metric]; if (v) { tableN += v[1]; if (cells.length === 1) tableValue = v[0]; } }
+    let tableN = 0, tableValue = null, tableGated = false;
+    for (const key of cells) {
+      const v = (S.data.metrics[key] || {})[S.metric];
+      if (v) { tableN += v[1]; if (cells.length === 1) { tableValue = v[0]; tableGated = Boolean(v[4]); } }
+    }
+    // the report's † beside the same value: it rests on votes the gate flagged
+    const dagger = tableGated ? `<span class="dagger" title="on votes the gate flagged: what the judges voted, no evidence about the questions">†</span>` : "";
     const value = spec.kind === "sum" ? num : spec.kind === "count" ? counted : den ? (num / den) * spec.scale : null;
     const shown = (x) => (x === null || x === undefined ? NONE : Number(x).toFixed(spec.decimals));
     const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${strategyLabel(s)}`)(cells[0].split("/")) : `${cells.length} cells`;
@@ -411,7 +416,7 @@
     el.innerHTML = `<span class="metric">${esc(spec.label)}</span><span>${esc(where)}</span>` +
       // several cells have no one table value: each has its own, in the tables
       (cells.length === 1
-        ? `<span>table: <b>${shown(tableValue)}</b> over n = <b id="banner-table-n">${fmt(tableN)}</b></span>`
+        ? `<span>table: <b>${shown(tableValue)}</b>${dagger} over n = <b id="banner-table-n">${fmt(tableN)}</b></span>`
         : `<span>tables: one value per cell, over n = <b id="banner-table-n">${fmt(tableN)}</b> in all</span>`) +
       // filters past the cell (a figure's band or heat-map cell): the value over a part of the cell
       (narrowed ? `<span>here, a part of ${cells.length === 1 ? "the cell" : "these cells"} (the mark's questions), so not the table's value: `
