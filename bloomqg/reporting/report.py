@@ -260,6 +260,17 @@ def _n_below(text: Any) -> Any:
     return Markup(str(escape(text)).replace(" (n=", "<br>(n=", 1))
 
 
+def _interval_atoms(text: Any) -> Any:
+    """"-0.31 [-0.43, -0.18]" that may break only before its interval: a narrow column's value
+    above its interval, neither cut inside."""
+    from markupsafe import Markup, escape
+
+    value, bracket, rest = str(text).partition(" [")
+    if not bracket:
+        return escape(text)
+    return Markup(f'<span class="atom">{escape(value)}</span> <span class="atom">[{escape(rest)}</span>')
+
+
 def _marked(text: Any) -> Any:
     """A table cell with its marks as links to their notes: † to the gate's, ‡ to the rule of
     numbers decided by construction; hyphenated names kept whole (:func:`_atoms`)."""
@@ -355,6 +366,7 @@ def render_report(context: Mapping[str, Any]) -> str:
     environment.filters["marked"] = _marked
     environment.filters["atoms"] = _atoms
     environment.filters["n_below"] = _n_below
+    environment.filters["interval_atoms"] = _interval_atoms
     return environment.get_template(TEMPLATE_NAME).render(**context)
 
 
