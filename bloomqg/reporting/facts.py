@@ -26,6 +26,7 @@ import pandas as pd
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import variant_entry
 from bloomqg.reporting.display import ordered_unique
+from bloomqg.store.frames import BINARY_CRITERIA
 
 FACT_COLUMNS = ("quantity", "model", "dataset", "strategy", "subject", "definition", "value", "n",
                 "ci_low", "ci_high", "method", "source")
@@ -132,6 +133,19 @@ def judge_means(reliability: pd.DataFrame, column: str, by: Sequence[str] = ("ju
     if judges.empty:
         return pd.Series(dtype=float)
     return judges.groupby(list(by), sort=False)[column].mean() * 100
+
+
+def judge_row_means(reliability: pd.DataFrame, column: str = "agreement_with_others") -> tuple[pd.Series, bool]:
+    """(each judge's mean of its per-criterion means over cells, whether only the criteria with many
+    answers were averaged): Bloom level and knowledge units where the study has them, since on a
+    yes/no criterion agreeing with the others mostly follows how often one answer is given (a judge
+    beside one that always says yes and one that abstains agrees whenever it says yes)."""
+    per_criterion = judge_means(reliability, column, ("judge", "criterion"))
+    if per_criterion.empty:
+        return per_criterion, False
+    many = per_criterion[~per_criterion.index.get_level_values("criterion").isin(BINARY_CRITERIA)]
+    chosen = many if not many.empty else per_criterion
+    return chosen.groupby(level=0, sort=False).mean(), not many.empty
 
 
 def value_differences(all_metrics: pd.DataFrame, metric: str, dataset: str, a: str, b: str) -> pd.Series:
@@ -317,12 +331,12 @@ def _aggregate_facts(book: FactBook, all_metrics: pd.DataFrame, reliability: pd.
                 book.add(f"{column}.judge_mean", value, subject=" · ".join(key) if isinstance(key, tuple) else key,
                          source="votes/*.reliability.parquet",
                          definition=f"{COLUMN_DEFINITIONS[column]}, averaged over cells (percent)")
-    # the judges' table's reading: each judge's mean over its rows (one per criterion)
-    for judge, value in judge_means(reliability, "agreement_with_others", ("judge", "criterion")).groupby(
-            level=0, sort=False).mean().items():
+    # the judges' table's reading: each judge's mean over its rows (those of the many-answer criteria)
+    row_means, many_only = judge_row_means(reliability)
+    for judge, value in row_means.items():
         book.add("agreement_with_others.judge_row_mean", value, subject=str(judge), source="votes/*.reliability.parquet",
                  definition=f"{COLUMN_DEFINITIONS['agreement_with_others']}, the mean of the judge's per-criterion "
-                 "means over cells (percent)")
+                 f"means over cells{' (Bloom level and knowledge units)' if many_only else ''} (percent)")
     for dataset, a, b in pairs:
         for metric in ordered_unique(all_metrics["metric"]):
             for model, diff in value_differences(all_metrics, metric, dataset, a, b).items():

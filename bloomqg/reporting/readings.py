@@ -29,7 +29,7 @@ from bloomqg.reporting.display import (
     strategy_label,
 )
 from bloomqg.reporting.display import strategy_order as display_order
-from bloomqg.reporting.facts import cell_mean, judge_means, metric_values, value_differences
+from bloomqg.reporting.facts import cell_mean, judge_means, judge_row_means, metric_values, value_differences
 from bloomqg.reporting.figures.confusion import classifying_strategies
 from bloomqg.reporting.figures.correlations import MIN_POINTS_FOR_CORRELATION, identifying_strategies
 from bloomqg.reporting.tables.model import gated_cells, require_columns
@@ -569,14 +569,18 @@ def _judge_reading(reliability: pd.DataFrame) -> str | None:
     """Which judge agrees with the others most and least often: the mean of its rows in the
     judges' table (one per criterion, each averaged over cells), so the reading can be rebuilt
     from the table it stands over."""
-    per_criterion = judge_means(reliability, "agreement_with_others", ("judge", "criterion"))
-    if per_criterion.empty:
+    agreement, many_only = judge_row_means(reliability)
+    if agreement.empty:
         return None
-    agreement = per_criterion.groupby(level=0, sort=False).mean()
+    rows = "those rows below" if many_only else "its rows below"
+    # yes/no agreement mostly follows how often one answer is given (its prevalence): not ranked on it
+    scope = "On Bloom levels and units, " if many_only else ""
     if f"{agreement.max():.1f}" == f"{agreement.min():.1f}":
-        return f"Every judge agreed with the others equally often ({agreement.max():.1f}%, the mean of its rows below)."
-    return (f"{agreement.idxmax()} agreed with the others most often ({agreement.max():.1f}%, the mean of its rows "
-            f"below), {agreement.idxmin()} least often ({agreement.min():.1f}%).")
+        return (f"{scope}{'every' if scope else 'Every'} judge agreed with the others equally often "
+                f"({agreement.max():.1f}%, the mean of {rows}).")
+    # a judge's name is written as configured, lower case included
+    return (f"{scope}{agreement.idxmax()} agreed with the others most often ({agreement.max():.1f}%, the mean of "
+            f"{rows}), {agreement.idxmin()} least often ({agreement.min():.1f}%).")
 
 
 def _paired_reading(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None,

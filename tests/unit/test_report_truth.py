@@ -388,3 +388,24 @@ def test_provenance_names_the_code_versions_that_made_the_files():
                {"git_commit": "d9e2a7d7d994361916f6968dec869e1dc03ee4f8-dirty"}, {"model": "no commit recorded"}]
     assert code_versions(entries) == ["d9e2a7d-dirty", "2481c43"]
     assert code_versions(entries[:1]) == ["d9e2a7d-dirty"]
+
+
+def test_the_judges_reading_ranks_on_the_criteria_with_many_answers():
+    from bloomqg.reporting.facts import judge_row_means
+    from bloomqg.reporting.readings import _judge_reading
+
+    def row(judge, criterion, agreement):
+        return {"judge": judge, "criterion": criterion, "agreement_with_others": agreement}
+
+    # rules "agrees" on yes/no beside a judge that always says yes: not a ranking of the judges
+    reliability = pd.DataFrame([row("rules", "readable", 1.0), row("smollm2", "readable", 0.2),
+                                row("rules", "bloom_level", 0.3), row("smollm2", "bloom_level", 0.5),
+                                row("rules", "knowledge_units", 0.4), row("smollm2", "knowledge_units", 0.6)])
+    means, many_only = judge_row_means(reliability)
+    assert many_only and means.round(6).to_dict() == {"rules": 35.0, "smollm2": 55.0}
+    assert _judge_reading(reliability) == ("On Bloom levels and units, smollm2 agreed with the others most often "
+                                           "(55.0%, the mean of those rows below), rules least often (35.0%).")
+    # a study of yes/no criteria only: every row, as the table has
+    yes_no = reliability[reliability["criterion"] == "readable"]
+    assert _judge_reading(yes_no) == ("rules agreed with the others most often (100.0%, the mean of its rows below), "
+                                      "smollm2 least often (20.0%).")

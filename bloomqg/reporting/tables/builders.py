@@ -271,7 +271,9 @@ def judges_table(reliability: pd.DataFrame) -> Table:
         ["Judge"], columns, rows, summary, groups,
         ["Agrees with the others %: share of a judge's valid (parsed, not abstained) votes equal to the strict majority "
          "of the other judges, its own vote left out (– where the others reach no majority or the judge never votes); "
-         "the same figure as in the setup and Can these judges be trusted?."],
+         "the same figure as in the setup and Can these judges be trusted?. On a yes/no criterion it mostly follows how "
+         "often one answer is given (beside a judge that always says yes and one that abstains, a judge agrees whenever "
+         "it says yes), so the table's reading ranks the judges on Bloom level and Knowledge units."],
         group_title="Criterion",
     )
 
