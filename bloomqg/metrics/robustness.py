@@ -36,6 +36,7 @@ there is nothing that could hold.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -73,6 +74,9 @@ ROBUSTNESS_COLUMNS: tuple[str, ...] = (
     "comparison", "dataset", "strategy", "strategy_b", "model", "model_b", "metric", "n_pairs", "value_a",
     "value_b", "value_a_dawid_skene", "value_b_dawid_skene", "diff", "p_value", "verdict", "variants",
 )
+
+#: The variants' key of the Dawid–Skene panel (the others are "without <judge>").
+DAWID_SKENE = "dawid_skene"
 
 
 def _lists(votes: pd.DataFrame, criterion: str) -> list[list[Any] | None]:
@@ -112,10 +116,10 @@ def relabel(votes: pd.DataFrame, variant: str, *, leave_out: int | None = None) 
     votes = votes.copy()
     if variant == "majority":
         return votes
-    if variant not in ("dawid_skene", "without"):
+    if variant not in (DAWID_SKENE, "without"):
         raise ValueError(f"unknown panel variant {variant!r}")
     for criterion in voted_criteria(votes):
-        if variant == "dawid_skene":
+        if variant == DAWID_SKENE:
             if criterion not in POSTERIOR_CRITERIA:
                 continue
             values = _dawid_skene_values(votes, criterion)
@@ -158,8 +162,8 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     flipped = [name for name in changed if _turns_sign(variants[name]["diff"], sign)]
     if not significant and flipped:
         return "within judge noise"
-    judges = [name.removeprefix("without ") for name in changed if name != "dawid_skene"]
-    too = " (Dawid–Skene discounts it too)" if "dawid_skene" in changed else ""
+    judges = [name.removeprefix("without ") for name in changed if name != DAWID_SKENE]
+    too = " (Dawid–Skene discounts it too)" if DAWID_SKENE in changed else ""
     if len(judges) == 1:
         return f"depends on {judges[0]}{too}"
     if not judges:
@@ -167,6 +171,14 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     if not flipped:  # the sign holds everywhere, the significance needs several judges
         return f"significance depends on {', '.join(judges[:-1])} and {judges[-1]}"
     return "within judge noise"
+
+
+def variants_of(raw: Any) -> dict[str, Any]:
+    """A robustness row's ``variants`` (JSON text in the file, a mapping once read) as a mapping;
+    {} where the row has none."""
+    if isinstance(raw, dict):
+        return raw
+    return json.loads(raw) if isinstance(raw, str) and raw else {}
 
 
 def variant_entry(pair: Any) -> tuple[Any, Any, Any]:
@@ -178,7 +190,7 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
     """Why a row reads "within judge noise": which of its two clauses holds, with the panels that
     turn the sign; an empty string for any other verdict."""
     if verdict_text == HOLDS_WHERE_MEASURED:
-        names = {name: name.replace("dawid_skene", "Dawid–Skene") for name in variants}
+        names = {name: name.replace(DAWID_SKENE, "Dawid–Skene") for name in variants}
         missing = [names[name] for name, pair in variants.items() if pd.isna(variant_entry(pair)[0])]
         present = [names[name] for name, pair in variants.items() if not pd.isna(variant_entry(pair)[0])]
         # name the panels it held under: held under Dawid–Skene only is a thinner claim than under four
@@ -187,7 +199,7 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
     if verdict_text != "within judge noise":
         return ""
     sign, significant = _outcome(diff, p_value)
-    flipped = [name.replace("dawid_skene", "Dawid–Skene") for name, pair in variants.items()
+    flipped = [name.replace(DAWID_SKENE, "Dawid–Skene") for name, pair in variants.items()
                if _turns_sign(variant_entry(pair)[0], sign)]
     if not significant:
         shown = "no p" if pd.isna(p_value) else f"raw p = {p_value:.2g}, not < {SIGNIFICANCE:g}"
@@ -251,7 +263,7 @@ def robustness_table(
     votes["_row"] = np.arange(len(votes))
     if votes["item_id"].isna().any():
         raise ValueError("robustness_table: votes without item_id cannot be paired")
-    variants = {"majority": relabel(votes, "majority"), "dawid_skene": relabel(votes, "dawid_skene")}
+    variants = {"majority": relabel(votes, "majority"), DAWID_SKENE: relabel(votes, DAWID_SKENE)}
     for position, name in enumerate(judge_names):
         variants[f"without {name}"] = relabel(votes, "without", leave_out=position)
     have = voted_criteria(votes)
@@ -273,7 +285,7 @@ def robustness_table(
             }
             base = results["majority"]
             assessable = metric_spec(metric).criteria <= have
-            by_posterior = results["dawid_skene"] if assessable else {"a": math.nan, "b": math.nan}
+            by_posterior = results[DAWID_SKENE] if assessable else {"a": math.nan, "b": math.nan}
             others = {name: pd.Series(r) for name, r in results.items() if name != "majority"}
             records.append({
                 "comparison": kind, **keys, "metric": metric, "n_pairs": base["n_pairs"],

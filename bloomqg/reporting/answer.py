@@ -11,9 +11,7 @@ A last line says how far the judges can be trusted, by the gate's rule.
 
 from __future__ import annotations
 
-import json
 import math
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +20,9 @@ import pandas as pd
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
 from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.robustness import HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry
+from bloomqg.metrics.robustness import (
+    DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, variants_of,
+)
 from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference, gated_cells
@@ -326,9 +326,9 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
 def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple[str, str] = ("A", "B")) -> str:
     """How many of the Answer's comparisons (``rows``, one strategy pair named ``names``) change
     sign or significance when one judge is left out or the votes are combined by Dawid–Skene (the
-    robustness table's verdicts), so a reader of the Answer knows the panel moves them; and where
-    Dawid–Skene favours the other strategy than the majority does (or one where it has a tie),
-    which, since no direction is read from the majority either, says which way the doubt runs."""
+    robustness table's verdicts), so a reader of the Answer knows the panel moves them; then which
+    way Dawid–Skene moves them: toward the other strategy than the majority's (or toward one where
+    the majority ties), or the majority's lead made significant before Holm."""
     if robustness is None or not len(robustness) or not len(rows):
         return ""
     mine = robustness[robustness["comparison"] == STRATEGY_COMPARISON].set_index(
@@ -347,9 +347,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     favoured: dict[str, list[tuple[str, str]]] = {}
     firmed: dict[str, list[tuple[str, str]]] = {}
     for r, m in moved:
-        raw = m.get("variants")
-        variants = raw if isinstance(raw, dict) else json.loads(raw) if isinstance(raw, str) and raw else {}
-        ds_diff, ds_p, _ = variant_entry(variants.get("dawid_skene"))
+        ds_diff, ds_p, _ = variant_entry(variants_of(m.get("variants")).get(DAWID_SKENE))
         majority = math.nan if is_missing(m.get("diff")) else float(m.get("diff"))
         if is_missing(ds_diff) or math.isnan(majority) or float(ds_diff) == 0:
             continue

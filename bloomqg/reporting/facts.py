@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.robustness import variant_entry
+from bloomqg.metrics.robustness import variant_entry, variants_of
 from bloomqg.reporting.display import ordered_unique
 from bloomqg.store.frames import BINARY_CRITERIA
 
@@ -300,7 +300,7 @@ def _robustness_facts(book: FactBook, robustness: pd.DataFrame | None) -> None:
     book.add_columns(robustness, source="metrics/robustness.parquet", subject_columns=("metric", "strategy_b", "model_b"),
                      prefix="robustness.")
     for row in robustness.to_dict("records"):
-        variants = json.loads(row["variants"]) if isinstance(row.get("variants"), str) and row["variants"] else {}
+        variants = variants_of(row.get("variants"))
         for variant, pair in variants.items():
             diff, p_value, n_pairs = variant_entry(pair)
             where = {"model": row["model"], "dataset": row["dataset"], "strategy": row["strategy"],

@@ -20,8 +20,8 @@ import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.paired import SIGNIFICANCE
-from bloomqg.metrics.robustness import (HOLDS, HOLDS_WHERE_MEASURED, MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON,
-                                       variant_entry, verdict_reason)
+from bloomqg.metrics.robustness import (DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON,
+                                       variant_entry, variants_of, verdict_reason)
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
 )
@@ -234,11 +234,6 @@ def _comparison_text(r: Any, strategy_labels: StrategyLabels | None) -> str:
     return f"{r.dataset} · {strategy_label(r.strategy, strategy_labels)}: {r.model_b} − {r.model}"
 
 
-#: The panel variant that replaces the majority by Dawid–Skene's labels: shown in the Dawid–Skene
-#: column beside its arms' values, not among the leave-one-judge-out columns.
-DAWID_SKENE = "dawid_skene"
-
-
 def _variant_name(name: str) -> str:
     """A leave-one-judge-out column's header: "Without rules"."""
     return name[:1].upper() + name[1:]
@@ -268,7 +263,7 @@ def robustness_variants(robustness: pd.DataFrame | None) -> list[str]:
         return []
     names: dict[str, None] = {}
     for raw in robustness["variants"]:
-        names.update(dict.fromkeys(json.loads(raw) if isinstance(raw, str) else {}))
+        names.update(dict.fromkeys(variants_of(raw)))
     return [name for name in names if name != DAWID_SKENE]
 
 
@@ -286,7 +281,7 @@ def robustness_rows(
     rows = []
     for r in robustness.itertuples(index=False):
         what = _comparison_text(r, strategy_labels)
-        variants = json.loads(r.variants) if isinstance(r.variants, str) else {}
+        variants = variants_of(r.variants)
         ds_a, ds_b = getattr(r, "value_a_dawid_skene", None), getattr(r, "value_b_dawid_skene", None)
         n_pairs = int(r.n_pairs)
         ds_pairs = _variant_pairs(variants.get(DAWID_SKENE), n_pairs).removeprefix("; ")
