@@ -97,13 +97,14 @@ def question_examples(
             chosen = _hits_and_misses(with_question, per_group)
             if chosen.empty:
                 continue
+            hits = _hit(with_question).fillna(False).astype(bool)
+            forced = with_question.apply(
+                lambda r: (str(model), str(r["dataset"]), str(r["strategy"])) in forced_cells, axis=1).astype(bool)
             levels.append({
                 "level": level or UNCATEGORIZED,
                 "n_total": len(with_question),
-                "n_hits": int(_hit(with_question).fillna(False).astype(bool).sum()),
-                "n_forced_hits": int((_hit(with_question).fillna(False).astype(bool) & with_question.apply(
-                    lambda r: (str(model), str(r["dataset"]), str(r["strategy"])) in forced_cells, axis=1)).sum())
-                if forced_cells and len(with_question) else 0,
+                "n_hits": int(hits.sum()),
+                "n_forced_hits": int((hits & forced).sum()),
                 "examples": [_example(row, (judges or {}).get((str(model), str(row["dataset"]), str(row["strategy"]))),
                                       strategy_labels) for _, row in chosen.iterrows()],
             })

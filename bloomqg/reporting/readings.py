@@ -567,8 +567,9 @@ def table_readings(
 
 def _judge_reading(reliability: pd.DataFrame) -> str | None:
     """Which judge agrees with the others most and least often: the mean of its rows in the
-    judges' table (one per criterion, each averaged over cells), so the reading can be rebuilt
-    from the table it stands over."""
+    judges' table (one per criterion, each averaged over cells), those of Bloom level and knowledge
+    units where the study has them (:func:`~bloomqg.reporting.facts.judge_row_means`), so the
+    reading can be rebuilt from the table it stands over."""
     agreement, many_only = judge_row_means(reliability)
     if agreement.empty:
         return None
