@@ -364,12 +364,14 @@
   }
 
   // What the rows in view are: questions, published vote lines, or both ("rows").
+  // A row is a model's reply to one prompt, with or without a question the workflow could read
+  // ("— no question"): "replies", as the report's overview counts them, not "questions".
   function rowNoun(n) {
     const one = n === 1;
-    if (!S.rowKinds) return one ? "question" : "questions";
+    if (!S.rowKinds) return one ? "reply" : "replies";
     const f = S.filters.get("row");
     if (!f || f.size !== 1) return one ? "row" : "rows";
-    return f.has(LINE_ROW) ? (one ? "published vote line" : "published vote lines") : (one ? "question" : "questions");
+    return f.has(LINE_ROW) ? (one ? "published vote line" : "published vote lines") : (one ? "reply" : "replies");
   }
 
   function renderCount() {
@@ -557,7 +559,7 @@
       }
       html += "</div>";
     }
-    if (!S.visible.length) html = `<div class="empty">No ${rowNoun() === "questions" ? "question matches" : "row matches"} these filters.</div>`;
+    if (!S.visible.length) html = `<div class="empty">No ${rowNoun() === "replies" ? "reply matches" : "row matches"} these filters.</div>`;
     const rows = $("rows");
     rows.style.top = first * ROW + "px";
     rows.innerHTML = html;
