@@ -36,6 +36,7 @@ from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.inputs.parsing import placeholder_reason
 from bloomqg.judges.verdict import FAILED_VOTES, MissingVote, missing_vote
 from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.tables.model import gated_cells
 from bloomqg.store.cells import cell_name
 from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
 
@@ -599,11 +600,12 @@ def metric_values(metrics: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
     def plain(value: object) -> float | None:
         return None if is_missing(value) else float(value)  # type: ignore[arg-type]
 
+    gated = gated_cells(metrics)  # the values the report's tables mark †
     out: dict[str, dict[str, list[Any]]] = {}
     for row in metrics.itertuples(index=False):
         out.setdefault(cell_name(row.dataset, row.strategy, row.model), {})[row.metric] = [
             plain(row.value), int(row.n), plain(row.ci_low), plain(row.ci_high),
-            not is_missing(getattr(row, "alpha_gated", None)) and bool(getattr(row, "alpha_gated", False)),
+            (str(row.model), str(row.dataset), str(row.strategy), str(row.metric)) in gated,
         ]
     return out
 
