@@ -200,8 +200,9 @@ def build_llm_judge(context: "JudgeContext") -> LLMJudge:
 
 def default_mode(text_generator: object) -> str:
     """``generate``, for every judge: measured on the default study's 132 questions with SmolLM2
-    (``benchmarks/judge_modes.py``), ``choices`` took 2.76 times fewer job-seconds since it scores
-    from a prefix tree (308.7 against 851.3 on loaded cores) but answered Analyze to 85 of 113
+    (``benchmarks/judge_modes.py``), ``choices`` took fewer job-seconds since it scores from a
+    prefix tree (46.2 against 84.9 on quiet cores, 1.84 times; 308.7 against 851.3 on loaded ones)
+    but answered Analyze to 85 of 113
     levels (generate: Apply to 80 of 91), its levels matching the original's target less often
     (23% against 30%). It stays a judge's opt-in ``mode: choices`` until it agrees better with
     people or the paper's panel (issue 53)."""

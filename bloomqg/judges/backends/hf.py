@@ -67,7 +67,8 @@ BACKEND = JudgeBackend(
                            "likeliest, keeping each option's probability (the judgments' choice_probs column); "
                            "generate (the default): write the JSON verdict and parse it. choices needs the model in-process "
                            "and able to score continuations (not an engine, sliding-window layers or remote code); on "
-                           "the default study it took 36% of generate's job-seconds (2.76× fewer) but was no closer to "
+                           "the default study it took 54% of generate's job-seconds on quiet cores (1.84× fewer; 2.76× on loaded ones) "
+                           "but was no closer to "
                            "the targets (benchmarks/judge_modes.py). "
                            "The scores and their normalisation: bloomqg/judges/choices.py.",
         },
