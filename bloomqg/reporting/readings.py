@@ -433,12 +433,13 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
     n_top = "" if is_missing(top.get("n")) else f", n = {int(top['n'])}"
     few = not is_missing(top.get("n")) and int(top["n"]) < FEW_QUESTIONS
     # the labels name the shares of Table 6 too: say these are the mean sizes of those shifts
-    return (f"Averaged over cells, questions that moved by 2+ levels down, 1 level, or 2+ levels up (Table 6 "
-            f"counts them as shares: CogReg, CogDrift, CogLeap) moved by: {means}; "
-            f"{'the highest value was ' if few else 'the largest was '}"
-            f"{_SHIFT_WORDS.get(str(top['kind']), table_label(top['kind']))} "
+    lead = (f"Averaged over cells, questions that moved by 2+ levels down, 1 level, or 2+ levels up (Table 6 "
+            f"counts them as shares: CogReg, CogDrift, CogLeap) moved by: {means}")
+    if few:  # a mean of a few questions is not singled out as the largest
+        return f"{lead}; no cell is singled out (the highest mean rests on {int(top['n'])} questions, too few)."
+    return (f"{lead}; the largest was {_SHIFT_WORDS.get(str(top['kind']), table_label(top['kind']))} "
             f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
-            f"{top['value']:.2f} levels{n_top}{', too few to rank' if few else ''}).")
+            f"{top['value']:.2f} levels{n_top}).")
 
 
 #: The metrics each figure's or table's reading reports, for the gate's caveat after it.

@@ -152,13 +152,13 @@ def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Seri
 
 
 def _not_flagged(flagged: list[dict[str, str]], criterion: str, n_judges: int) -> str:
-    """" (only 1 judge flagged in no cell: read it as at most 1 where they are flagged)" beside an
+    """" (but 2 of its 3 judges are flagged in some cell: there, read it as at most 1)" beside an
     effective number, where judges of the criterion are flagged in some cell (the median pools
-    cells, the flags are per cell); "" where none is."""
+    cells, the flags are per cell: the last column names them); "" where none is."""
     named = {f["judge"] for f in flagged if f["criterion"] == criterion}
     kept = max(n_judges - len(named), 0)
-    return (f" (only {kept} judge{'' if kept == 1 else 's'} flagged in no cell: read it as at most {kept} in the cells "
-            "the last column names)") if named else ""
+    return (f" (but {len(named)} of its {n_judges} judges {'is' if len(named) == 1 else 'are'} flagged in some cell: "
+            f"there, read it as at most {kept})") if named else ""
 
 
 def flagged_summary(flagged: list[dict[str, str]]) -> str:

@@ -68,7 +68,8 @@ SHIFT_HELP = (
 GATE_HELP = (
     "Whether the judges agree with each other enough on a criterion, by the report's gate (Krippendorff's α at or "
     "above the study's threshold, or Gwet's AC1 where one answer holds most votes; not measured where at most "
-    "one judge's votes vary): passed, or the criteria that failed. The votes are kept; the report marks the "
+    "one judge's votes vary): passed, or the criteria it flagged (unreliable, or agreement not measured), as the "
+    "report's Judge reliability section counts them. The votes are kept; the report marks the "
     "numbers that rest on them with †."
 )
 FINISH_HELP = (
@@ -306,7 +307,7 @@ def _columns(judges: Sequence[str], with_lines: bool = False) -> list[Column]:
         Column("unique", "Unique", "cat", "Votes"),
         Column("readable", "Readable", "cat", "Votes"),
         Column("answerable", "Answerable", "cat", "Votes"),
-        Column("gate", "Judges' agreement check (α gate)", "multi", "Diagnostics", help=GATE_HELP),
+        Column("gate", "Judges' agreement check (the gate)", "multi", "Diagnostics", help=GATE_HELP),
         Column("parse", "Generation parse", "cat", "Diagnostics",
                help="ok: a question was read from the model's answer; otherwise why none was"),
         Column("judge_issues", "Judge failures (parse or call)", "multi", "Diagnostics"),

@@ -496,8 +496,8 @@
     update();
   }
 
-  // The agreement check of a row: passed, or the criteria it failed on.
-  const gateText = (gate) => (!gate || gate.includes("passed") ? "passed" : "failed on " + gate.join("; "));
+  // The agreement check of a row: passed, or the criteria the gate flagged (unreliable or not measured).
+  const gateText = (gate) => (!gate || gate.includes("passed") ? "passed" : "flagged: " + gate.join("; "));
 
   function cls(key, v) {
     if (v === null || v === undefined || String(v).startsWith(NONE)) return "none";
