@@ -279,6 +279,11 @@ def final_row(prompt: dict[str, Any], records: Sequence[dict[str, Any]], model_n
     identified = {}
     for column, field_name in (("identified_bloom_level", "bloom_level"), ("identified_knowledge_units", "knowledge_unit")):
         identified[column] = next((r[column] for r in records if field_name in r["answer_fields"]), None)
+    # Asked for the original's units but none recognised: an empty set, not null, so that a cell
+    # whose model never names one scores 0% like a cell where it sometimes does (null: not asked).
+    if identified["identified_knowledge_units"] is None and any(
+            "knowledge_unit" in r["answer_fields"] for r in records):
+        identified["identified_knowledge_units"] = []
     if last["parse_status"] == "ok":
         notes = [note for note in map(noted, records) if note]
         parse_error = "; ".join(notes) or None

@@ -7,7 +7,9 @@
 
 The two accuracies apply to a strategy whose answers carry the identification (CoT's
 ``answer_fields``); where the identification column is null throughout (FGP, or any strategy
-that does not ask for it) their terms are empty (value NaN, ``n`` 0).
+that does not ask for it) their terms are empty (value NaN, ``n`` 0). A strategy that asks for
+the units records an empty set where none was recognised (generation's ``final_row``), so a
+cell whose model never names one scores 0%, not "not asked".
 """
 
 from __future__ import annotations

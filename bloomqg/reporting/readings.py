@@ -111,9 +111,9 @@ def named_unit_counts(votes: pd.DataFrame) -> dict[tuple[str, str, str], tuple[i
         return {}
     out = {}
     for (model, dataset, strategy), cell in votes.groupby(["model", "dataset", "strategy"], sort=False):
-        named = [unit_set(units) is not None for units in cell["identified_knowledge_units"]]
-        if any(named):
-            out[(str(model), str(dataset), str(strategy))] = (sum(named), len(named))
+        found = [unit_set(units) for units in cell["identified_knowledge_units"]]
+        if any(units is not None for units in found):  # asked: an empty set is none named
+            out[(str(model), str(dataset), str(strategy))] = (sum(bool(units) for units in found), len(found))
     return out
 
 

@@ -136,3 +136,16 @@ def test_the_cost_estimate_counts_every_pass(tmp_path):
     assert "Draft question: Why does cs-0001:refine matter?" in after[1][0].messages[-1]["content"]
     one_pass = generation_requests(build_prompts(dataset(), "fgp", k_exemplars=1, seed=3, domain="cs"), None)
     assert [len(requests) for requests in one_pass] == [3]
+
+
+def test_units_asked_but_not_named_are_an_empty_set_and_not_asked_are_null(tmp_path):
+    """CoT asks for the original's units: a reply that names none records an empty set, so the
+    cell scores Knowledge-ID 0% like one where the model sometimes names a unit; FGP does not
+    ask, and its rows stay null (the metric does not apply)."""
+    generator = Scripted()  # answers a question and nothing else
+    frames = {strategy: generate_questions(
+        build_prompts(dataset(), strategy, k_exemplars=1, seed=3, domain="computer science"), "m", generator,
+        PARAMS, knowledge_units=UNITS, out_path=tmp_path / f"{strategy}.parquet",
+        checkpoint_path=tmp_path / f"{strategy}.ckpt") for strategy in ("cot", "fgp")}
+    assert [list(units) for units in frames["cot"]["identified_knowledge_units"]] == [[], [], []]
+    assert frames["fgp"]["identified_knowledge_units"].isna().all()

@@ -277,6 +277,9 @@ def test_auxiliary_accuracies_apply_where_the_strategy_identifies_whatever_its_n
     for result in (fgp, plain):
         for name in ("classification_acc", "knowledge_id_acc"):
             assert math.isnan(metric(result, name)["value"]) and metric(result, name)["n"] == 0
+    # asked but never named (an empty set each): 0%, not "not asked"
+    silent = score([vote(id_units=[]), vote(id_units=[])])
+    assert metric(silent, "knowledge_id_acc")[["value", "n"]].tolist() == [0.0, 2]
     own = score_cell(frame(rows, strategy="identify-first"), None, n_resamples=50)
     cot = score_cell(frame(rows, strategy="cot"), None, n_resamples=50)
     for name in ("classification_acc", "knowledge_id_acc"):
