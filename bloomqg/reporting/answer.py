@@ -328,7 +328,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     sign or significance when one judge is left out or the votes are combined by Dawid–Skene (the
     robustness table's verdicts), so a reader of the Answer knows the panel moves them; then which
     way Dawid–Skene moves them: toward the other strategy than the majority's (or toward one where
-    the majority ties), or the majority's lead made significant before Holm."""
+    the majority ties), the majority's lead made significant before Holm, or shrunk below half."""
     if robustness is None or not len(robustness) or not len(rows):
         return ""
     mine = robustness[robustness["comparison"] == STRATEGY_COMPARISON].set_index(
@@ -346,6 +346,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
     firmed: dict[str, list[tuple[str, str]]] = {}
+    shrunk: dict[str, list[tuple[str, str]]] = {}
     for r, m in moved:
         ds_diff, ds_p, _ = variant_entry(variants_of(m.get("variants")).get(DAWID_SKENE))
         majority = math.nan if is_missing(m.get("diff")) else float(m.get("diff"))
@@ -358,6 +359,9 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
         elif (not is_missing(ds_p) and float(ds_p) < SIGNIFICANCE
               and (is_missing(m.get("p_value")) or float(m.get("p_value")) >= SIGNIFICANCE)):
             firmed.setdefault(side, []).append(where)
+        elif abs(float(ds_diff)) < abs(majority) / 2:  # the same side, but under half the lead
+            shrunk.setdefault(side, []).append(
+                (where[0], f"{where[1]}: {abs(majority):.2f} to {abs(float(ds_diff)):.2f} points"))
 
     def listed(where: list[tuple[str, str]]) -> str:
         by_metric: dict[str, list[str]] = {}
@@ -366,7 +370,8 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
         return "; ".join(f"{label} ({', '.join(datasets)})" for label, datasets in by_metric.items())
 
     clauses = ([f"favour {side} instead on {listed(where)}" for side, where in favoured.items()]
-               + [f"make {side}'s lead significant before Holm on {listed(where)}" for side, where in firmed.items()])
+               + [f"make {side}'s lead significant before Holm on {listed(where)}" for side, where in firmed.items()]
+               + [f"shrink {side}'s lead on {listed(where)}" for side, where in shrunk.items()])
     if clauses:
         text += f" Dawid–Skene's labels {_joined(clauses, 'and')}."
     return text
