@@ -114,3 +114,14 @@ def construction_facts(flags: Sequence[ConstructionFlag]) -> list[dict[str, Any]
              "source": "votes", "definition": "questions on which the judges that are not constant cast more than "
                                               "half of the valid votes (could have decided the majority)"}
             for flag in flags if flag.n_outvotable is not None]
+
+
+def constructed_values(
+    keys: Sequence[tuple[str, str, str, str]], flags: Sequence[ConstructionFlag]
+) -> set[tuple[str, str, str, str]]:
+    """Of ``keys`` ((model, dataset, strategy, metric)), those whose value could not have come out
+    otherwise: what :func:`mark_by_construction` marks ‡ in the tables, for the item explorer."""
+    by_cell: dict[tuple[str, str, str], dict[str, ConstructionFlag]] = {}
+    for flag in flags:
+        by_cell.setdefault((flag.model, flag.dataset, flag.strategy), {})[flag.criterion] = flag
+    return {key for key in keys if _decided(key[3], _criteria(key[3]), by_cell.get(key[:3], {}))}

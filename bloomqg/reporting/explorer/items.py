@@ -36,7 +36,10 @@ from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED, RowTerms
 from bloomqg.inputs.parsing import placeholder_reason
 from bloomqg.judges.verdict import FAILED_VOTES, MissingVote, missing_vote
 from bloomqg.reporting.display import CRITERION_LABEL, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.construction import constructed_values
+from bloomqg.reporting.examples import panel_judges as judges_by_cell
 from bloomqg.reporting.tables.model import gated_cells
+from bloomqg.voting.construction import ConstructionFlag, construction_flags
 from bloomqg.store.cells import cell_name
 from bloomqg.store.frames import BINARY_CRITERIA, CRITERIA, PUBLISHED_VOTE_LINES, VOTES
 
@@ -586,7 +589,8 @@ def build_items(
     table = ItemTable(columns, values, judges=judges)
     table.cells = {key: dict(value) for key, value in (cells or {}).items()}
     table.strategy_labels = {name: strategy_label(name, strategy_labels) for name in ordered_unique(votes["strategy"])}
-    table.metrics = metric_values(metrics) if metrics is not None else {}
+    flags = construction_flags(votes, judges_by_cell(reliability))
+    table.metrics = metric_values(metrics, flags) if metrics is not None else {}
     table.metric_specs = {
         spec.name: {"label": spec.label, "kind": spec.kind, "scale": spec.scale, "decimals": spec.decimals}
         for spec in METRIC_SPECS
@@ -594,19 +598,22 @@ def build_items(
     return table
 
 
-def metric_values(metrics: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
-    """cell key -> metric -> [value, n, ci_low, ci_high, gated] (null for NaN; gated: the value rests
-    on a criterion the gate flagged in its cell, which the report marks †)."""
+def metric_values(metrics: pd.DataFrame, flags: Sequence[ConstructionFlag] = ()) -> dict[str, dict[str, list[Any]]]:
+    """cell key -> metric -> [value, n, ci_low, ci_high, gated, constructed] (null for NaN; gated:
+    the value rests on a criterion the gate flagged in its cell, which the report marks †;
+    constructed: ``flags`` fix the value by how the panel is built, which the report marks ‡)."""
 
     def plain(value: object) -> float | None:
         return None if is_missing(value) else float(value)  # type: ignore[arg-type]
 
+    keys = [(str(row.model), str(row.dataset), str(row.strategy), str(row.metric))
+            for row in metrics.itertuples(index=False)]
     gated = gated_cells(metrics)  # the values the report's tables mark †
+    constructed = constructed_values(keys, flags)  # and ‡
     out: dict[str, dict[str, list[Any]]] = {}
-    for row in metrics.itertuples(index=False):
+    for key, row in zip(keys, metrics.itertuples(index=False)):
         out.setdefault(cell_name(row.dataset, row.strategy, row.model), {})[row.metric] = [
-            plain(row.value), int(row.n), plain(row.ci_low), plain(row.ci_high),
-            (str(row.model), str(row.dataset), str(row.strategy), str(row.metric)) in gated,
+            plain(row.value), int(row.n), plain(row.ci_low), plain(row.ci_high), key in gated, key in constructed,
         ]
     return out
 

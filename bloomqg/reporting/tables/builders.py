@@ -186,7 +186,8 @@ AGREEMENT_COLUMN = "Gate: status · α [95% CI] · AC1 · prevalence"
 
 def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> Table:
     """The gate's status (reliable, unreliable, not measured and why), Krippendorff's α (with CI),
-    Gwet's AC1 and the prevalence per criterion (columns) and cell (rows); † = gate failed."""
+    Gwet's AC1 and the prevalence per criterion (columns) and cell (rows); the status says which failed
+    the gate (no †: the mark means "built on a flagged criterion", which a coefficient is not)."""
     where = "reliability"
     require_columns(reliability, ["dataset", "strategy", "model", "criterion", "judge", "alpha",
                                   "alpha_ci_low", "alpha_ci_high", "gate_threshold", "gate_action",
@@ -210,7 +211,8 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
             # the status first: a coefficient printed where agreement is not measured is no measure
             decision = recorded_decision(r.to_dict())
             status = decision.status.replace("_", " ") + (f" ({decision.brief_why})" if decision.why else "")
-            row.append(Cell(f"{status} · {_agreement_text(r)}", gated))
+            # no †: the status says it, and a coefficient marked unreliable by itself reads as circular
+            row.append(Cell(f"{status} · {_agreement_text(r)}"))
             if gated:
                 failed.setdefault(f"{model} / {cell_label(dataset, strategy, strategy_labels)}", []).append(
                     CRITERION_LABEL.get(criterion, criterion))
@@ -228,7 +230,7 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
             f"{GATE_RULE}."
         )
     if failed:
-        notes.append(f"{DAGGER} failed the gate or not measured, per cell: "
+        notes.append("Failed the gate or not measured, per cell (marked † in the other tables' values built on them): "
                      + "; ".join(f"{cell}: {', '.join(criteria_)}" for cell, criteria_ in failed.items()) + ".")
     data = panel.drop(columns=["judge", "agreement_with_majority", "parse_failure_rate"], errors="ignore")
     return Table(

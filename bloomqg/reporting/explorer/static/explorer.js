@@ -404,13 +404,15 @@
     for (const r of S.metricRows) { den++; num += m[r]; if (m[r] > 0) counted++; if (m[r] !== 0 && m[r] !== 1) whole = false; }
     const cells = selectedCells();
     const narrowed = !!S.q || [...S.filters.keys()].some((k) => !["model", "dataset", "strategy", "row"].includes(k));
-    let tableN = 0, tableValue = null, tableGated = false;
+    let tableN = 0, tableValue = null, tableGated = false, tableBuilt = false;
     for (const key of cells) {
       const v = (S.data.metrics[key] || {})[S.metric];
-      if (v) { tableN += v[1]; if (cells.length === 1) { tableValue = v[0]; tableGated = Boolean(v[4]); } }
+      if (v) { tableN += v[1]; if (cells.length === 1) { tableValue = v[0]; tableGated = Boolean(v[4]); tableBuilt = Boolean(v[5]); } }
     }
-    // the report's † beside the same value: it rests on votes the gate flagged
-    const dagger = tableGated ? `<span class="dagger" title="on votes the gate flagged: what the judges voted, no evidence about the questions">†</span>` : "";
+    // the report's † and ‡ beside the same value: it rests on votes the gate flagged; it is fixed
+    // by how the panel is built
+    const dagger = (tableGated ? `<span class="dagger" title="on votes the gate flagged: what the judges voted, no evidence about the questions">†</span>` : "") +
+      (tableBuilt ? `<span class="dagger" title="fixed by how the panel is built: it could not have come out otherwise, whatever the questions">‡</span>` : "");
     const value = spec.kind === "sum" ? num : spec.kind === "count" ? counted : den ? (num / den) * spec.scale : null;
     const shown = (x) => (x === null || x === undefined ? NONE : Number(x).toFixed(spec.decimals));
     const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${strategyLabel(s)}`)(cells[0].split("/")) : `${cells.length} cells`;
