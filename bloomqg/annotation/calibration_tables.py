@@ -158,8 +158,8 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
     width = float(plan["half_width"].iloc[0]) if len(plan) else 5.0
     table = Table(
         name=PLAN_NAME,
-        caption=(f"How many labels? Human labels per cell for PPI++ (which corrects the judges' numbers with a sample of "
-                 f"people's labels) to bound each metric to ± {width:g} points"),
+        caption=(f"How many labels? People's labels per cell for PPI++ (which corrects the judges' numbers with them) to "
+                 f"bound each cell's value to ± {width:g} points (not a difference: that is the Answer's Detectable)"),
         stub_columns=["Cell", "Metric"],
         # "of all judged": not CatCons' or Usability's base (useful questions; every reply), said in the header
         columns=["Judges' share, all judged (%)", "Judge-human disagreement", "Labels needed", "Predicted half-width",

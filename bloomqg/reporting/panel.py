@@ -155,19 +155,29 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
 
 
 def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
-                strategy_labels: Mapping[str, str] | None = None) -> dict[str, list[dict[str, str]]]:
+                strategy_labels: Mapping[str, str] | None = None,
+                generation_provenance: Sequence[Mapping[str, Any]] = ()) -> dict[str, list[dict[str, Any]]]:
     """What wrote the questions and on what: each model of the metrics with the model id its config
-    entry names, and each dataset with its domain and the strategies run on it (a dataset run
+    entry names, how its replies were drawn and whether they were begun for it (``response_prefill``:
+    both as its generation files record them, what ran rather than what a config says), and each dataset with its domain and the strategies run on it (a dataset run
     under one strategy is said to be, so a missing comparison is not a surprise)."""
     from bloomqg.reporting.display import ordered_unique, strategy_label
 
     models_config = dict(config.get("models") or {})
     datasets_config = dict(config.get("datasets") or {})
+    ran: dict[str, list[Mapping[str, Any]]] = {}
+    for record in generation_provenance:
+        ran.setdefault(str(record.get("model_name")), []).append(record)
     models = []
     for name in ordered_unique(all_metrics["model"]):
         entry = models_config.get(name) or {}
         model_id = entry.get("model") if isinstance(entry, Mapping) else None
-        models.append({"name": str(name), "model": str(model_id) if model_id and model_id != name else ""})
+        records = ran.get(str(name), [])
+        draws = {_draw(record.get("decoding")) for record in records}
+        models.append({"name": str(name), "model": str(model_id) if model_id and model_id != name else "",
+                       "draw": draws.pop() if len(draws) == 1 else "",  # files that differ: no one phrase
+                       "prefill": bool(records) and all(
+                           (record.get("response_prefill") or {}).get("enabled") for record in records)})
     datasets = []
     for name in ordered_unique(all_metrics["dataset"]):
         entry = datasets_config.get(name) or {}
@@ -176,6 +186,19 @@ def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
                          "strategies": ", ".join(strategy_label(s, strategy_labels) for s in ran),
                          "one": "only" if len(ran) == 1 else ""})
     return {"models": models, "datasets": datasets}
+
+
+def _draw(decoding: object) -> str:
+    """How each original's one reply was drawn, from a generation file's recorded ``decoding``: a
+    sampled reply is one random draw, which a reader should know before reading one question."""
+    if not isinstance(decoding, Mapping):
+        return ""
+    temperature = decoding.get("temperature")
+    if decoding.get("do_sample") is False or temperature in (0, 0.0):
+        return "one reply per original, the most likely (greedy)"
+    if temperature is None:
+        return ""
+    return f"one random draw per original, at temperature {temperature:g}"
 
 
 #: A size in a model's name or id: "135m", "135M", "7b", "1.5B" (millions or billions of parameters).

@@ -51,6 +51,7 @@ from bloomqg.reporting.tables.model import DAGGER
 from bloomqg.voting.agreement import PREVALENCE_LIMIT
 from bloomqg.voting.construction import MARK, construction_flags
 from bloomqg.reporting.trust import trained_judges, trust_context
+from bloomqg.inputs.prompts import response_prefix
 from bloomqg.inputs.strategies import ComparisonSpec
 
 
@@ -447,7 +448,9 @@ def build_report(
                                  strategy_titles={s["name"]: s["title"] for s in strategies}, construction=flags,
                                  read_usability=usability_of_read(votes), robustness=robustness,
                                  leanings=level_leanings(reliability)),
-        "strategies": list(strategies),
+        # each pass's JSON opening: a model with response_prefill has its reply begun with it
+        "strategies": [{**s, "passes": [{**p, "opening": response_prefix(p["text"])} for p in s["passes"]]}
+                       for s in strategies],
         "glossary": glossary_entries(strategies),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": {**overview(all_metrics, votes, ledger, generations, labels),
@@ -481,7 +484,7 @@ def build_report(
     context["forced_levels"] = forced_level_warnings(flags, labels)
     context["self_judges"] = self_judges(config, context["overview"]["models"])
     context["small_writers"] = small_writers(config, context["overview"]["models"])
-    context["setup"] = study_setup(config, all_metrics, labels)
+    context["setup"] = study_setup(config, all_metrics, labels, generation_provenance)
     context["construction"] = mark_by_construction(context["tables"], flags, labels)
     context["table_notes"] = section_notes(context["tables"])
     html = render_report(context)

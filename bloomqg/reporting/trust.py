@@ -343,25 +343,29 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
         else NOT_COMPARED if v == NOT_COMPARED
         else "within judge noise" if v == "within judge noise" else "depends on the panel"
     ).value_counts()
-    parts = [f"{counts[k]} {k}" for k in ("holds", HOLDS_WHERE_MEASURED, "depends on the panel", "within judge noise", "not assessable",
-                                          NOT_COMPARED) if k in counts]
+    # each kind says what it means where it is first met (the table's key sits in a closed block)
+    notes: dict[str, list[str]] = {
+        HOLDS: [], HOLDS_WHERE_MEASURED: ["every panel with a value agrees, some have none"],
+        "depends on the panel": ["leaving out one particular judge, or only Dawid–Skene, changes it"],
+        "within judge noise": ["the majority finds no significant difference and some panel turns its sign, "
+                               "or leaving out any one of several judges turns it"],
+        "not assessable": [], NOT_COMPARED: ["0 pairs or no value"]}
     held = robustness[robustness["verdict"].isin([HOLDS, HOLDS_WHERE_MEASURED])]
     if len(held):
         # "holds" is about stability, not about a difference: say how many found one, and how many
         # read a criterion no panel could move
         found = int((held["p_value"] < SIGNIFICANCE).sum())
-        kinds = int(HOLDS in counts) + int(HOLDS_WHERE_MEASURED in counts)
-        these = "of them" if kinds == 1 else "of these"
+        kinds = [k for k in (HOLDS, HOLDS_WHERE_MEASURED) if k in counts]
+        these = "of them" if len(kinds) == 1 else "of these"
         note = (f"{these} {found} a significant difference, the other {len(held) - found} that none was found"
-                if found else f"{'each' if kinds == 1 else 'all'} holding that no significant difference was found")
+                if found else "none found a significant difference")
         unmeasured = _unmeasured_holds(held, reliability)
         if unmeasured:
-            note += (f"; {len(unmeasured)} of them rest{'s' if len(unmeasured) == 1 else ''} on a criterion whose "
-                     f"agreement was not measured in {'its' if len(unmeasured) == 1 else 'their'} cells, so "
-                     f"{'its' if len(unmeasured) == 1 else 'their'} holding is no evidence: {'; '.join(unmeasured)}")
-        parts[kinds - 1] += f" ({note})"
-    if NOT_COMPARED in counts:
-        parts[-1] += " (0 pairs or no value: nothing to hold)"
+            note += (f"; {len(unmeasured)} rest{'s' if len(unmeasured) == 1 else ''} on a criterion whose agreement "
+                     f"was not measured in {'its' if len(unmeasured) == 1 else 'their'} cells, so "
+                     f"{'its' if len(unmeasured) == 1 else 'their'} holding is no evidence: {', '.join(unmeasured)}")
+        notes[kinds[-1]].append(note)
+    parts = [f"{counts[k]} {k}" + (f" ({'; '.join(notes[k])})" if notes[k] else "") for k in notes if k in counts]
     metrics = ordered_unique(robustness["metric"])
     labels = ", ".join(metric_spec(m).label for m in metrics)
     kinds = set(robustness["comparison"])
@@ -369,10 +373,27 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
     over = " and ".join(text for kind, text in ((STRATEGY_COMPARISON, "each strategy pair of each model"),
                                                 (MODEL_COMPARISON, "each model pair under each strategy"))
                         if kind in kinds)
-    return (f"Of {len(robustness)} comparisons ({labels}; {over} on each dataset), with Dawid–Skene in place of "
-            f"the majority vote or any one judge left out (a panel agrees with the majority when its difference has the "
-            f"same sign and its raw p falls on the same side of {SIGNIFICANCE:g}): " + ", ".join(parts) + ". Holding does not make unreliable judges reliable: the Answer's "
-            "verdicts, which check the judges' agreement first, decide.")
+    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; {over} on each dataset), with Dawid–Skene in place of "
+            f"the majority vote or any one judge left out (a panel agrees when its difference has the majority's sign "
+            f"and its raw p falls on the same side of {SIGNIFICANCE:g}): " + "; ".join(parts) + "."
+            + _few_pairs_note(robustness) + " Holding does not make unreliable judges reliable: the Answer's "
+            "verdicts decide.")
+
+
+#: Below this many pairs no paired test's two-sided p can fall under 0.05 (McNemar's exact test on
+#: 5 discordant pairs all one way gives p = 0.0625): a panel there can turn a sign but prove nothing.
+FEW_PAIRS = 6
+
+
+def _few_pairs_note(robustness: pd.DataFrame) -> str:
+    """How many of the panels compare so few pairs that the sign they show can be chance: leaving
+    a judge out leaves a question labelled only where the other two agree."""
+    few = [int(n) for raw in robustness["variants"] for pair in variants_of(raw).values()
+           for n in [variant_entry(pair)[2]] if n is not None and not pd.isna(n) and 0 < int(n) < FEW_PAIRS]
+    if not few:
+        return ""
+    return (f" {len(few)} of the panels compare fewer than {FEW_PAIRS} pairs (down to {min(few)}): no difference "
+            "there can be significant, and a sign can turn by chance.")
 
 
 def trust_context(

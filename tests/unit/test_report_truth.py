@@ -243,6 +243,13 @@ def test_a_panel_variant_over_other_pairs_says_how_many_and_one_model_has_no_mod
     assert shown["variants"] == ["0.00 (p 1)"]  # the majority's 22 pairs: nothing to say
     summary = robustness_summary(frame)
     assert "each strategy pair of each model on each dataset" in summary and "model pair" not in summary
+    # the kind is defined where it is first met, not only in the table's closed key
+    assert "1 within judge noise (the majority finds no significant difference and some panel turns its sign" in summary
+    assert "fewer than 6 pairs" not in summary  # 22 and 36 pairs
+    thin = frame.assign(variants=json.dumps({"dawid_skene": [2.78, 1.0, 36], "without rules": [0.0, 1.0, 1],
+                                             "without minilm": [0.0, 1.0, 2]}))
+    assert ("2 of the panels compare fewer than 6 pairs (down to 1): no difference there can be significant"
+            in robustness_summary(thin))
 
 
 def test_figure_6_reading_says_how_many_originals_were_classified_beside_the_per_level_counts():
@@ -409,3 +416,21 @@ def test_the_judges_reading_ranks_on_the_criteria_with_many_answers():
     yes_no = reliability[reliability["criterion"] == "readable"]
     assert _judge_reading(yes_no) == ("rules agreed with the others most often (100.0%, the mean of its rows below), "
                                       "smollm2 least often (20.0%).")
+
+
+def test_the_setup_says_how_each_writers_replies_were_drawn_as_its_files_record_it():
+    """One sampled reply per original is a random draw a reader should know of; the phrase comes
+    from what the generation files record, not from a config whose defaults the report drops."""
+    from bloomqg.reporting.panel import study_setup
+
+    metrics = pd.DataFrame({"model": ["m", "g"], "dataset": "cs", "strategy": "cot"})
+    provenance = [
+        {"model_name": "m", "decoding": {"do_sample": True, "temperature": 0.9},
+         "response_prefill": {"enabled": True, "prefixes": {'{"question": "': 3}}},
+        {"model_name": "g", "decoding": {"do_sample": False, "temperature": 0.0}},
+    ]
+    sampled, greedy = study_setup({}, metrics, None, provenance)["models"]
+    assert sampled["draw"] == "one random draw per original, at temperature 0.9"
+    assert sampled["prefill"] and not greedy["prefill"]
+    assert greedy["draw"] == "one reply per original, the most likely (greedy)"
+    assert study_setup({}, metrics)["models"][0]["draw"] == ""  # nothing recorded: nothing said
