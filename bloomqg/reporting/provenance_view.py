@@ -45,7 +45,7 @@ def provenance_entries(entries: Sequence[Mapping[str, Any]], *, skip: Sequence[s
 
 #: Provenance fields that name what an entry describes, in the order they are shown.
 _TITLE_KEYS: tuple[str, ...] = (
-    "judge", "model_name", "model", "generator.model", "dataset", "strategy", "stage", "prompt_hashes", "prompt_hash",
+    "judge", "model_name", "cell", "model", "generator.model", "dataset", "strategy", "stage", "prompt_hashes", "prompt_hash",
 )
 
 

@@ -623,6 +623,12 @@ def write_facts(facts: pd.DataFrame, path: Path) -> None:
     write_frame(facts, path, facts_schema())
 
 
+def _file_cell(path: str | Path, strategy_labels: StrategyLabels | None) -> str:
+    """``cs, CoT``: the cell(s) a generation file's rows belong to."""
+    rows = pd.read_parquet(path, columns=["dataset", "strategy"]).drop_duplicates()
+    return "; ".join(f"{d}, {strategy_label(s, strategy_labels)}" for d, s in rows.itertuples(index=False))
+
+
 def build_report_from_files(
     out_path: Path,
     *,
@@ -670,7 +676,8 @@ def build_report_from_files(
         votes=read_frames(votes, VOTES),
         reliability=read_frames(reliability, RELIABILITY),
         generations=generation_frame,
-        generation_provenance=[read_provenance(p) for p in generations],
+        # each generation file's cell first: its provenance names the model, not the dataset and strategy
+        generation_provenance=[{"cell": _file_cell(p, strategy_labels), **read_provenance(p)} for p in generations],
         judgment_provenance=[read_provenance(p) for p in judgments],
         ledger=ledger,
         table_paths=[Path(p) for p in tables],

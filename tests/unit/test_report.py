@@ -192,6 +192,9 @@ def test_provenance_entries_are_named_and_merged():
     assert entries[0]["count"] == 2
     assert ("generator.model", "HF/SmolLM2") in entries[0]["items"]
     assert not any(key.startswith("package_versions") for key, _ in entries[0]["items"])  # shown once, globally
+    # the report puts each generation file's cell first, which names the block after the model
+    [labelled] = provenance_entries([{"cell": "cs, CoT", **generation}])
+    assert labelled["title"] == "smollm2 · cs, CoT · HF/SmolLM2 · generate_questions · prompt 25b398aea49a"
 
 
 def test_ledger_totals():
