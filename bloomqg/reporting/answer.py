@@ -310,7 +310,8 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
                            for _, dataset, a, b in among)
         # the order of the two strategies among read replies against the paired difference's sign
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
-        text += (f" Among the questions whose usefulness the judges decided, Usability was {listed}: part of the gap "
+        # not called Usability: that name is the table's share over every reply
+        text += (f" Counting only the replies that held a question, the share useful was {listed}: part of the gap "
                  "may be how often a reply could be read, not how good its question was"
                  + (f", and on {_joined(reversed_in, 'and')} the order reverses" if reversed_in else "")
                  # each strategy's own questions, and (where gated) the same votes the gate rejected: no
@@ -341,8 +342,8 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     if not moved:
         return ""
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
-            f"accuracy) instead of a majority, moves {len(moved)} of the {len(compared)} comparisons with pairs (turns "
-            "a sign or a 0 into a difference, or changes what is significant).")
+            f"accuracy) instead of a majority, moves {len(moved)} of the {len(compared)} comparisons with pairs (a "
+            "difference changes direction or appears from none, or what is significant changes).")
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
     firmed: dict[str, list[tuple[str, str]]] = {}

@@ -187,4 +187,7 @@ def _tag(row: pd.Series) -> str | None:
     if row["bloom_level"] == row["original_bloom_level"]:
         return ("at the level, usefulness undecided" if is_missing(row["useful"])
                 else "at the level, but not useful")
+    # CatCons counts useful questions only: a question that is not useful missed for that first
+    if not is_missing(row["useful"]) and not bool(row["useful"]):
+        return "not useful (and judged at another level)"
     return "missed the target level"

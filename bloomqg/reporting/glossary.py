@@ -47,6 +47,9 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "Wilcoxon's signed-rank for graded ones (KnowCov). Their effect sizes say how large a difference is, apart "
      "from how sure it is: Cohen's h for shares (0.2 small, 0.5 medium, 0.8 large) and the rank-biserial "
      "correlation for graded outcomes (−1 to 1)."),
+    ("p-value", "p value, significant", "how often a difference at least this large would show by chance alone if the "
+     "two strategies were equally good; a difference is significant when its p is below 0.05 (after Holm's "
+     "adjustment where the page says so): unlikely to be chance, which is not the same as large or important."),
     ("holm", "Holm's p", "the p value adjusted for the several comparisons made on one metric (Holm's method), "
      "so that the chance of any false finding among them stays at 5%."),
     ("detectable", "Detectable difference", "the smallest difference this study would find 8 times in 10 with its "
@@ -101,6 +104,10 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("model-size", "Model size (135m, 8b)", "a model's name often ends in its size, in parameters (the numbers it "
      "learned): 135m is 135 million, 8b 8 billion. The paper's models have billions; a model of millions, like the "
      "one this workflow runs with no GPU, writes far weaker questions and is for trying the workflow out."),
+    ("temperature", "Temperature, random draw", "how freely a model picks each next word: at 0 it always takes "
+     "the likeliest, so a prompt gives one reply; above 0 it draws at random, so the same prompt can give another "
+     "question on another run. top_p, do_sample and max_new_tokens (the configuration) limit the draw and the "
+     "reply's length (docs/config.md)."),
     ("api", "API, tokens", "API: a model reached over the network as a paid service (OpenAI-compatible); tokens: "
      "the word pieces a model reads (prompt) and writes (completion), what API calls are priced by."),
 )

@@ -174,7 +174,13 @@ def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
         model_id = entry.get("model") if isinstance(entry, Mapping) else None
         records = ran.get(str(name), [])
         draws = {_draw(record.get("decoding")) for record in records}
+        gguf = entry.get("gguf") if isinstance(entry, Mapping) else None
+        converted = any((record.get("generator") or {}).get("weights_kind") == "converted_gguf" for record in records)
+        bits = re.search(r"\.Q(\d+)_", str((gguf or {}).get("file", "")) if isinstance(gguf, Mapping) else "")
         models.append({"name": str(name), "model": str(model_id) if model_id and model_id != name else "",
+                       # the weights that wrote, when not the model id's own: a compressed copy writes otherwise
+                       "weights": (f"from a {bits.group(1)}-bit compressed copy (GGUF)" if bits else "from a GGUF copy")
+                       if converted else "",
                        "draw": draws.pop() if len(draws) == 1 else "",  # files that differ: no one phrase
                        "prefill": bool(records) and all(
                            (record.get("response_prefill") or {}).get("enabled") for record in records)})
@@ -198,7 +204,7 @@ def _draw(decoding: object) -> str:
         return "one reply per original, the most likely (greedy)"
     if temperature is None:
         return ""
-    return f"one random draw per original, at temperature {temperature:g}"
+    return f"one random draw per original, at temperature {temperature:g}"  # the template links the term
 
 
 #: A size in a model's name or id: "135m", "135M", "7b", "1.5B" (millions or billions of parameters).

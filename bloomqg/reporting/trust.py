@@ -327,7 +327,7 @@ def _unmeasured_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> l
         if not criteria:
             continue
         label = metric_label(str(r.metric))
-        readings.append(label if criteria == [label] else f"{label}, through {', '.join(criteria)}")
+        readings.append(label if criteria == [label] else f"{label}, which reads {' and '.join(criteria)}")
     return readings
 
 
@@ -347,9 +347,9 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
     notes: dict[str, list[str]] = {
         HOLDS: [], HOLDS_WHERE_MEASURED: ["every panel with a value agrees, some have none"],
         "depends on the panel": ["leaving out one particular judge, or only Dawid–Skene, changes it"],
-        "within judge noise": ["the majority finds no significant difference and some panel turns its sign, "
-                               "or leaving out any one of several judges turns it"],
-        "not assessable": [], NOT_COMPARED: ["0 pairs or no value"]}
+        "within judge noise": ["not significant under the majority and some panel turns its sign, or any one "
+                               "of several judges left out turns it"],
+        "not assessable": [], NOT_COMPARED: []}  # 0 pairs or no value: the table's key says so
     held = robustness[robustness["verdict"].isin([HOLDS, HOLDS_WHERE_MEASURED])]
     if len(held):
         # "holds" is about stability, not about a difference: say how many found one, and how many
@@ -361,9 +361,8 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
                 if found else "none found a significant difference")
         unmeasured = _unmeasured_holds(held, reliability)
         if unmeasured:
-            note += (f"; {len(unmeasured)} rest{'s' if len(unmeasured) == 1 else ''} on a criterion whose agreement "
-                     f"was not measured in {'its' if len(unmeasured) == 1 else 'their'} cells, so "
-                     f"{'its' if len(unmeasured) == 1 else 'their'} holding is no evidence: {', '.join(unmeasured)}")
+            note += (f"; {len(unmeasured)} ({'; '.join(unmeasured)}) rest{'s' if len(unmeasured) == 1 else ''} on "
+                     f"agreement not measured in {'its' if len(unmeasured) == 1 else 'their'} cells: no evidence")
         notes[kinds[-1]].append(note)
     parts = [f"{counts[k]} {k}" + (f" ({'; '.join(notes[k])})" if notes[k] else "") for k in notes if k in counts]
     metrics = ordered_unique(robustness["metric"])
@@ -373,11 +372,10 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
     over = " and ".join(text for kind, text in ((STRATEGY_COMPARISON, "each strategy pair of each model"),
                                                 (MODEL_COMPARISON, "each model pair under each strategy"))
                         if kind in kinds)
-    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; {over} on each dataset), with Dawid–Skene in place of "
-            f"the majority vote or any one judge left out (a panel agrees when its difference has the majority's sign "
-            f"and its raw p falls on the same side of {SIGNIFICANCE:g}): " + "; ".join(parts) + "."
-            + _few_pairs_note(robustness) + " Holding does not make unreliable judges reliable: the Answer's "
-            "verdicts decide.")
+    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; {over} on each dataset), under Dawid–Skene or with "
+            f"one judge left out (a panel agrees when its difference has the majority's sign "
+            f"and its raw p is on the same side of {SIGNIFICANCE:g}): " + "; ".join(parts) + "."
+            + _few_pairs_note(robustness) + " Holding is not reliability: the Answer decides.")
 
 
 #: Below this many pairs no paired test's two-sided p can fall under 0.05 (McNemar's exact test on
@@ -392,8 +390,8 @@ def _few_pairs_note(robustness: pd.DataFrame) -> str:
            for n in [variant_entry(pair)[2]] if n is not None and not pd.isna(n) and 0 < int(n) < FEW_PAIRS]
     if not few:
         return ""
-    return (f" {len(few)} of the panels compare fewer than {FEW_PAIRS} pairs (down to {min(few)}): no difference "
-            "there can be significant, and a sign can turn by chance.")
+    return (f" {len(few)} of the panels compare fewer than {FEW_PAIRS} pairs (down to {min(few)}), where no "
+            "difference can be significant and a sign can turn by chance.")
 
 
 def trust_context(

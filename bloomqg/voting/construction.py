@@ -30,7 +30,9 @@ DECIDED_RULE = (
     "‡ marks a number that could not have come out otherwise: in its cell, for every criterion it reads, the "
     "judges that always give the same answer cast at least half of every item's valid votes (the votes that could "
     "be read; a judge that gives none on an item abstains), so no vote of the other judges could have given "
-    "another majority."
+    "another majority; or, for CatCons and CogShift, which read whether a question kept its original's level, the "
+    "Bloom level alone is so decided at the one level every original of the cell has, so each question with a "
+    "judged level keeps it whatever the other criteria count."
 )
 
 

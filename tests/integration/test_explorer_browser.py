@@ -530,8 +530,9 @@ def test_the_explorer_shows_both_questions_side_by_side(site, tab, width):
     assert original[0] >= generated[1], "the original beside the generated question, to its right"
     for name, (a, b) in (("generated", generated), ("original", original)):
         assert left <= a and b <= right + 0.5, (name, boxes)  # in sight without scrolling
-        # at 1280 px the levels, shift and usable columns stand whole beside the two questions
-        assert b - a >= (140 if width == 1280 else 220), (name, b - a)
+        # at 1280 px the levels, shift and usable columns stand whole beside the two questions (one model's
+        # list does not scroll sideways); the selected row's detail shows both questions whole
+        assert b - a >= (120 if width == 1280 else 220), (name, b - a)
 
 
 def test_the_explorer_links_back_to_the_report_beside_it(site, tab):

@@ -120,3 +120,32 @@ def test_every_number_the_default_study_prints_is_a_fact(report):
     facts = facts_path(report)
     assert facts.is_file(), f"{facts} missing: the report was built before its facts frame; rerun `make study`"
     assert unmatched_numbers(report.read_text(encoding="utf-8"), pd.read_parquet(facts)) == []
+
+
+def test_the_default_studys_explorer_list_fits_at_1280_px(repo, tmp_path):
+    """Its default columns (dataset, strategy, both questions, levels, shift, usable) stand whole
+    beside the filters and the detail pane: a reader missed the last column when the list scrolled."""
+    import time
+
+    from tests.support.devtools import DevToolsPipe
+
+    explorer = Path(os.environ.get("BLOOMQG_REPORT") or repo / "results" / "report.html").parent / "explorer" / "index.html"
+    if not explorer.is_file():
+        pytest.skip(f"no default study explorer at {explorer}: run `make study` to read it too")
+    browser = DevToolsPipe(chromium_or_skip(), tmp_path)
+    try:
+        session = browser.open_page(1280, 900)
+        browser.send("Page.navigate", {"url": explorer.resolve().as_uri()}, session)
+        browser.wait_for_event("Page.loadEventFired", session)
+        deadline = time.monotonic() + 10
+        while True:  # the list is drawn after the data script has run
+            widths = browser.send("Runtime.evaluate", {"returnByValue": True, "expression": (
+                "(v => v && document.querySelector('#thead div') ? [v.scrollWidth, v.clientWidth] : null)"
+                "(document.getElementById('viewport'))")}, session)["result"].get("value")
+            if widths or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        browser.close()
+    assert widths, "the explorer drew no list"
+    assert widths[0] <= widths[1], f"the list scrolls sideways at 1280 px ({widths[0]} px in {widths[1]})"

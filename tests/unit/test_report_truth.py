@@ -244,11 +244,11 @@ def test_a_panel_variant_over_other_pairs_says_how_many_and_one_model_has_no_mod
     summary = robustness_summary(frame)
     assert "each strategy pair of each model on each dataset" in summary and "model pair" not in summary
     # the kind is defined where it is first met, not only in the table's closed key
-    assert "1 within judge noise (the majority finds no significant difference and some panel turns its sign" in summary
+    assert "1 within judge noise (not significant under the majority and some panel turns its sign" in summary
     assert "fewer than 6 pairs" not in summary  # 22 and 36 pairs
     thin = frame.assign(variants=json.dumps({"dawid_skene": [2.78, 1.0, 36], "without rules": [0.0, 1.0, 1],
                                              "without minilm": [0.0, 1.0, 2]}))
-    assert ("2 of the panels compare fewer than 6 pairs (down to 1): no difference there can be significant"
+    assert ("2 of the panels compare fewer than 6 pairs (down to 1), where no difference can be significant"
             in robustness_summary(thin))
 
 
@@ -434,3 +434,8 @@ def test_the_setup_says_how_each_writers_replies_were_drawn_as_its_files_record_
     assert sampled["prefill"] and not greedy["prefill"]
     assert greedy["draw"] == "one reply per original, the most likely (greedy)"
     assert study_setup({}, metrics)["models"][0]["draw"] == ""  # nothing recorded: nothing said
+    # weights converted from a quantised GGUF file are said to be a compressed copy
+    config = {"models": {"m": {"model": "HF/M", "gguf": {"file": "M.Q4_1.gguf"}}}}
+    provenance[0]["generator"] = {"weights_kind": "converted_gguf"}
+    assert study_setup(config, metrics, None, provenance)["models"][0]["weights"] == "from a 4-bit compressed copy (GGUF)"
+    assert sampled["weights"] == ""

@@ -67,7 +67,8 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
                 continue
             decision = recorded_decision(row.to_dict())
             if decision.status == NOT_MEASURED or is_missing(decision.value):
-                ax.text(lowest + 0.02, k, "not measured", va="center", fontsize=7, color="#555555")
+                # on two lines: one ran into the gate's dashed line in a narrow panel
+                ax.text(lowest + 0.02, k, "not\nmeasured", va="center", fontsize=7, linespacing=0.9, color="#555555")
                 unmeasured_shown = True
                 continue
             coefficient = decision.coefficient

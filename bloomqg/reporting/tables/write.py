@@ -79,8 +79,8 @@ def build_tables(
         notes=["CogShift is a raw score: the mean over useful questions of |Δ|, the number of Bloom levels between the "
                "judged and the original level (0 where they match); Prompts (every prompt of the cell, whether or not its reply held a question) and Useful are counts; the auxiliary tasks exist only "
                "under strategies whose answers identify the original's level and units (CoT's), – elsewhere; "
-               "Classification acc. counts an original the model did not classify as wrong; Knowledge-ID acc. is – "
-               "in a cell where the model named no unit for any original (nothing to score)."],
+               "both count, over every original, one the model did not classify (or named no unit for) as wrong, so "
+               "a 0.00 can be mostly silence: the readings of Figures 4 and 6 say how many it classified or named."],
     ))
     tables.append(reliability_table(reliability, strategy_labels))
     tables.append(judges_table(reliability))

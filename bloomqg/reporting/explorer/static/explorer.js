@@ -24,14 +24,16 @@
     target_units: "minmax(64px, 110px)", judged_units: "minmax(64px, 110px)", identified_units: "minmax(80px, 130px)",
     judge_issues: "minmax(90px, 160px)", judge_abstentions: "minmax(90px, 160px)",
     // the two questions share the room left, side by side (the original is what the generated one is read against)
-    new_question: "minmax(140px, 1fr)", original_question: "minmax(140px, 1fr)", prompt_id: "110px",
+    // (120 px each at least: the default columns then fit the list at 1280 px, none cut at the right edge;
+    // the selected row's detail shows both whole)
+    new_question: "minmax(120px, 1fr)", original_question: "minmax(120px, 1fr)", prompt_id: "110px",
   };
   // A measured column is never wider than this (a long "— reason" is cut, with its tooltip).
   const MEASURED_MAX = 180;
   const SHORT = { useful: "Usable", unique: "Unique", readable: "Readable", answerable: "Answerable", strategy: "Strategy",
                   target_level: "Target", judged_level: "Judged", transition: "Shift", target_units: "Target units",
-                  judged_units: "Judged units", gate: "Agreement", parse: "Parse", new_question: "Generated question",
-                  original_question: "Original question", line: "Line", joined: "Joined", row: "Row",
+                  judged_units: "Judged units", gate: "Agreement", parse: "Parse", new_question: "New question",
+                  original_question: "Original", line: "Line", joined: "Joined", row: "Row",
                   finish_reason: "Stopped", prompt_id: "Question ID" };
   const OPEN_GROUPS = new Set(["Row", "Cell", "Bloom level", "Knowledge units", "Votes", "Diagnostics"]);
   // The table's columns for published vote lines (a release's Table 4 rows).
@@ -631,7 +633,7 @@
     // One vote per judge, named, as chips that wrap between judges: the table fits the pane at
     // any width, and no judge's name or vote is cut.
     let grid = `<table class="grid verdicts"><tr><th>Criterion</th><th>Votes</th><th>Majority</th>` +
-      `<th title="share of the judges' votes that agree with the majority">Agree</th></tr>`;
+      `<th title="share of the judges' votes that agree with the majority">Share agreeing</th></tr>`;
     let notes = "";
     for (const [key, label, majority] of criteria) {
       grid += `<tr><td>${label}</td><td>`;
