@@ -146,12 +146,17 @@ def test_the_stage_writes_choice_probabilities_equal_to_a_hand_computation(tmp_p
     assert second["choice_probs"].tolist() == first["choice_probs"].tolist()
 
 
-def test_every_judge_generates_unless_its_entry_asks_for_choices():
-    """Measured on the default study, choices was faster but no closer to the targets: generate
-    stays the default whatever the backend can do (bloomqg.judges.llm.default_mode)."""
+def test_a_judge_scores_the_choices_where_its_model_can_and_generates_elsewhere():
+    """Against the paper's panel on GLM's questions, scoring the choices agreed better on the Bloom
+    level (configs/judge-modes-glm.yaml): it is the default wherever the model scores continuations
+    in-process; an engine or API judge writes its verdict (bloomqg.judges.llm.default_mode)."""
     from bloomqg.judges.llm import default_mode
 
     class Scorer:
         supports_choice_scoring = True
 
-    assert default_mode(Scorer()) == "generate" and default_mode(object()) == "generate"
+    class Engine:
+        supports_choice_scoring = False
+
+    assert default_mode(Scorer()) == "choices"
+    assert default_mode(Engine()) == "generate" and default_mode(object()) == "generate"
