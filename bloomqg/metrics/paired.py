@@ -43,6 +43,10 @@ from bloomqg.inputs.strategies import ComparisonSpec
 #: The level a p value must be below to count as significant: the paired table's reading, the
 #: robustness verdicts and the Answer's default (config ``answer.significance``).
 SIGNIFICANCE = 0.05
+#: Below this many pairs no paired test's two-sided p can fall under 0.05 (McNemar's exact test on
+#: 5 discordant pairs all one way gives p = 0.0625, Wilcoxon's on 5 differences likewise): a sign
+#: or an effect size there is one question's, and proves nothing.
+FEW_PAIRS = 6
 
 
 #: Metrics with a per-question outcome in both arms, so a pair can be compared.

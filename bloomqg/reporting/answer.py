@@ -84,7 +84,8 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
             text += ("; its interval (not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence" +
-                     ("" if significant else f", nor significant (Holm's p {_p_text(row.p_adjusted)})"))
+                     ("" if significant else f", nor significant (the exact test's Holm's p {_p_text(row.p_adjusted)}: "
+                                              "with few pairs an interval and the exact test can disagree)"))
         return text
     if reason == "too_few_pairs":
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
@@ -348,7 +349,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     favoured: dict[str, list[tuple[str, str]]] = {}
     firmed: dict[str, list[tuple[str, str]]] = {}
     shrunk: dict[str, list[tuple[str, str]]] = {}
-    for r, m in moved:
+    for r, m in compared:  # a comparison that holds can still shrink under Dawid–Skene
         ds_diff, ds_p, _ = variant_entry(variants_of(m.get("variants")).get(DAWID_SKENE))
         majority = math.nan if is_missing(m.get("diff")) else float(m.get("diff"))
         if is_missing(ds_diff) or math.isnan(majority) or float(ds_diff) == 0:
@@ -464,13 +465,18 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     hollow = len(gate.get("by_construction") or [])
     # an agreement only one varying judge makes is no evidence: say so beside "reliable"
     hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
+    alphas = list(gate.get("by_prevalence") or [])
+    if alphas:  # AC1 passes where one answer dominates; α beside it says how little else is agreed
+        hollow_text += (f" ({len(alphas)} of them by Gwet's AC1, the gate's coefficient where one answer holds ≥ "
+                        f"{PREVALENCE_LIMIT:.0%} of the votes: beyond that answer the judges agree little, α "
+                        f"{', '.join(fixed(a, 2) for a in alphas)})")
     never = list(gate.get("never_measured") or [])
     named = _joined(never, "and") if never else ""
     their = "its values say" if len(never) == 1 else "their values say"
     never_text = (f" {named} could not be measured in any cell (at most one judge's votes vary there, or none do, so any "
                   f"agreement printed for them is the panel's make-up), so {their} nothing about the questions, "
                   "however high." if never else "")
-    return (f"How far the judges can be trusted: of {gate['n_panel']} criterion × cell agreements, "
+    return (f"How far the judges can be trusted: of {gate['n_panel']} agreements (one per criterion in each cell), "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
             f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (each listed under Judge "
             f"reliability).{never_text}")

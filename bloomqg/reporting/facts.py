@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import variant_entry, variants_of
 from bloomqg.reporting.display import ordered_unique
@@ -62,6 +63,11 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "agreement_with_majority": "share of a judge's valid votes equal to the majority vote",
     "agreement_with_others": "share of a judge's votes equal to the majority of the other judges",
     "parse_failure_rate": "share of a judge's answers that could not be parsed",
+    # Table 1 (results/tables/table1_datasets.csv): each dataset's items
+    "total": "items of the dataset (Table 1)",
+    **{level: f"items of the dataset at Bloom level {level} (Table 1)" for level in BLOOM_LEVELS},
+    "uncategorized": "items of the dataset without a Bloom level (Table 1)",
+    "knowledge_units": "distinct knowledge units of the dataset (Table 1)",
     # the annotation plan (bloomqg.annotation.calibration): labels per cell
     "big_n": "questions in the cell",
     "judges": "the judges' value of the metric in the cell",

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.store.frames import BINARY_CRITERIA
-from bloomqg.reporting.display import CRITERION_LABEL, CRITERION_PHRASE, is_missing
+from bloomqg.reporting.display import CRITERION_LABEL, CRITERION_PHRASE, is_missing, strategy_label
 from bloomqg.reporting.facts import judge_means
 # a judge giving one answer to at least these shares of the questions it rates is an artefact
 # risk: one threshold with the per-judge flags of "Can these judges be trusted?"
@@ -88,6 +88,17 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     return answer, kept / total
 
 
+def _constant_cells(rows: pd.DataFrame) -> list[str]:
+    """"Analyze in social · CoT": the cells where a judge gives one answer to at least
+    :data:`CONSTANT_SHARE` of its votes on the criterion of ``rows`` (one row per cell)."""
+    out = []
+    for r in rows.itertuples(index=False):
+        shares = json.loads(r.vote_distribution) if isinstance(getattr(r, "vote_distribution", None), str) else {}
+        if shares and (top := max(shares, key=lambda k: shares[k])) and shares[top] >= CONSTANT_SHARE:
+            out.append(f"{top} in {r.dataset} · {strategy_label(str(r.strategy))}")
+    return out
+
+
 def level_leanings(reliability: pd.DataFrame) -> list[tuple[str, str, float]]:
     """(judge, level, share) for each judge that gives one Bloom level to at least
     :data:`LEANING_SHARE` of the questions, pooled over cells: that level wins wherever one other
@@ -144,6 +155,10 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
             pooled = modal_share(rows) if len(rows) and "vote_distribution" in rows else None
             if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
+            elif criterion == "bloom_level" and (cells := _constant_cells(rows)):
+                # not constant pooled, but in some cells: there CatCons reads the judge, not the question
+                constant.append(f"bloom level: one level for ≥ {CONSTANT_SHARE:.0%} in {len(cells)} of "
+                                f"{len(rows)} cells ({'; '.join(cells)})")
         lines.append({"name": name, "description": description[0].upper() + description[1:],
                       "agreement": _agreement(mine)})
         level, share = leanings.get(name, ("", 0.0))
@@ -161,7 +176,7 @@ def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
     entry names, how its replies were drawn and whether they were begun for it (``response_prefill``:
     both as its generation files record them, what ran rather than what a config says), and each dataset with its domain and the strategies run on it (a dataset run
     under one strategy is said to be, so a missing comparison is not a surprise)."""
-    from bloomqg.reporting.display import ordered_unique, strategy_label
+    from bloomqg.reporting.display import ordered_unique
 
     models_config = dict(config.get("models") or {})
     datasets_config = dict(config.get("datasets") or {})

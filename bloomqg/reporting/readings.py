@@ -73,9 +73,9 @@ def strategy_effect(
             name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
             n = _plural(len(diff), "model")
             raised, lowered = int((diff > 0).sum()), int((diff < 0).sum())
-            if raised == lowered == 0:
-                models = "its model" if len(diff) == 1 else f"all {n}"
-                sentences.append(f"On {dataset}, {name_b} left {label} unchanged against {name_a} for {models}.")
+            if raised == lowered == 0:  # the cells' values, equal: no "left unchanged", which reads as a comparison
+                models = "" if len(diff) == 1 else f" for each of the {n}"
+                sentences.append(f"On {dataset}, {label} is the same under {name_a} and {name_b}{models}.")
                 continue
             largest = diff.abs().idxmax()
             ns = here[here["model"] == largest].set_index("strategy")["n"]
@@ -336,6 +336,9 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
         for r, d in zip(panel.itertuples(index=False), decisions)
         if d.status == RELIABLE and (key := (r.model, r.dataset, r.strategy, r.criterion)) in hollow
     ]
+    # reliable by AC1 alone (one answer dominating): its α, which can sit below 0 beside it
+    by_prevalence = [float(r.alpha) for r, d in zip(panel.itertuples(index=False), decisions)
+                     if d.status == RELIABLE and d.coefficient == "ac1" and not is_missing(r.alpha)]
     # flagged (†): every agreement not shown reliable, except a release's criterion without
     # per-judge votes (gate_passed null), which no vote could have shown either way
     failures = [
@@ -373,7 +376,7 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
                       if (g["status"] == NOT_MEASURED).all()]
     return {"thresholds": thresholds, "actions": actions, "failures": failures, "effect": effect,
             "n_panel": len(panel), "coefficient": coefficient, "status_counts": status_counts, "rule": GATE_RULE,
-            "by_construction": by_construction, "never_measured": never_measured}
+            "by_construction": by_construction, "never_measured": never_measured, "by_prevalence": by_prevalence}
 
 
 def _reliability_reading(gate: dict[str, Any]) -> str:
@@ -398,7 +401,9 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
             f"the highest was {worst['model']} ({cell_label(worst['dataset'], worst['strategy'], strategy_labels)}: {worst['value']:.1f}%)."
         )
     per_judge = judge_means(reliability, "parse_failure_rate")
-    if len(per_judge):
+    if len(per_judge) and float(per_judge.max()) == 0.0:  # naming a "worst" of all-zero rates misleads
+        parts.append("Every judge gave a parsable answer every time (0.0% failures in every cell).")
+    elif len(per_judge):
         worst_judge = per_judge.idxmax()
         parts.append(f"Among judges, {worst_judge} failed to give a parsable answer most often ({per_judge.max():.1f}%, "
                      "the mean of its rates per cell and criterion).")

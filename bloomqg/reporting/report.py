@@ -71,11 +71,11 @@ FIGURE_LEGENDS: dict[str, str] = {
     "whiskers: 95% confidence intervals (a drift is 1 level by definition, so it has none); n: questions per bar.",
     "fig4_knowledge_id": "Knowledge-identification accuracy: the share of originals whose knowledge units the model "
     "named exactly before writing its question.",
-    "fig6_confusion": "Pooled over all datasets, so a panel's n can differ from Figure 2's comparison on the datasets "
-    f"every strategy ran. Each row sums to 100% of the originals at that level the panel places: in a Classified panel "
-    f"the originals the model classified (its n; the reading's accuracy counts the others as wrong), in a Judged panel "
+    "fig6_confusion": "Pooled over all datasets, so a plot's n can differ from Figure 2's comparison on the datasets "
+    f"every strategy ran. Each row sums to 100% of the originals at that level the plot places: in a Classified plot "
+    f"the originals the model classified (its n; the reading's accuracy counts the others as wrong), in a Judged plot "
     f"the useful questions with a judged level; a row of dots has none. {_LEVELS}",
-    "reliability": f"The gate reads Krippendorff's α, or Gwet's AC1 where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of "
+    "reliability": f"The gate reads Krippendorff's α, or Gwet's AC1 (the glossary's) where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of "
     "the votes, and measures nothing where at most one judge's votes vary; the dashed line is its threshold.",
 }
 
@@ -83,7 +83,7 @@ FIGURE_LEGENDS: dict[str, str] = {
 #: live in ``report/captions/*.rst``).
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
-    "of the generated question (right), useful questions only; band width = share of the panel's questions (each panel is scaled to its own n).",
+    "of the generated question (right), useful questions only; band width = share of the plot's questions (each plot is scaled to its own n).",
     "fig3_shift_scores": "Figure 3. Mean shift score (|Δ|: how many Bloom levels a question lands from its original's) of regressions, drifts and leaps, per cell (model × dataset × strategy).",
     "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
     "original's knowledge unit (CoT's), with 95% confidence intervals.",
@@ -511,8 +511,9 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
                  strategy_order: Sequence[str]) -> pd.DataFrame:
     """The facts frame (:mod:`bloomqg.reporting.facts`) of the report ``context`` renders."""
     from bloomqg.metrics.intervals import IntervalSpec
-    from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
+    from bloomqg.metrics.paired import FEW_PAIRS, SIGNIFICANCE, ordered_strategies
     from bloomqg.reporting.facts import study_facts
+    from bloomqg.reporting.trust import few_pair_panels, unmeasured_holds
 
     overview_ = context["overview"]
     gate = context["gate"]
@@ -540,6 +541,15 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     for (model, dataset, strategy), (named, _) in named_unit_counts(votes).items():
         counts[f"figure4.{model}.{dataset}.{strategy}.named"] = (named, "originals the model named a knowledge unit for")
     counts["significance"] = (SIGNIFICANCE, "the level a p value must be below to count as significant")
+    counts["plan.power_in_10"] = (8, "the study plan's power (80%), written as times in 10")
+    counts["robustness.unmeasured_holds"] = (len(unmeasured_holds(robustness, reliability)),
+                                             "held comparisons resting on agreement not measured in their cells")
+    counts["robustness.few_pair_panels"] = (len(few_pair_panels(robustness)),
+                                            f"robustness panels comparing fewer than {FEW_PAIRS} pairs")
+    for row in context["trust"]["effective"]:
+        counts[f"trust.effective.{row['criterion']}.median"] = (
+            float(str(row["median"]).split(" ")[0]) if str(row["median"])[:1].isdigit() else None,
+            "effective number of judges, median over cells")
     counts["confidence"] = (IntervalSpec.from_config(dict(config)).confidence, "the intervals' confidence level")
     # the lengths of the lists the page shows ("Show the table (6 rows)")
     listings = {
@@ -609,7 +619,8 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     for dataset in ordered_unique(all_metrics["dataset"]):
         run = ordered_unique(all_metrics.loc[all_metrics["dataset"] == dataset, "strategy"])
         pairs += [(dataset, a, b) for a, b in comparison.pairs(ordered_strategies(run, strategy_order))]
-    plans = {name: _table_data(table_paths, f"{name}.csv") for name in ("annotation_plan", "panel_sample_estimates")}
+    plans = {name: _table_data(table_paths, f"{name}.csv")
+             for name in ("annotation_plan", "panel_sample_estimates", "table1_datasets")}
     return study_facts(all_metrics=all_metrics, reliability=reliability, answer=answer, paired=paired,
                        robustness=robustness, correlations=correlations, ledger=ledger,
                        usage=generation_usage(generations), counts=counts, extra_frames=plans, pairs=pairs,

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.paired import SIGNIFICANCE
+from bloomqg.metrics.paired import FEW_PAIRS, SIGNIFICANCE
 from bloomqg.metrics.robustness import (DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON,
                                        variant_entry, variants_of, verdict_reason)
 from bloomqg.reporting.display import (
@@ -212,8 +212,9 @@ def sensitivity_figure(reliability: pd.DataFrame, strategy_labels: StrategyLabel
             ax.set_xlabel("Dawid–Skene estimate")
         axes[0][0].set_yticks(range(len(labels)), labels)
         axes[0][0].invert_yaxis()
-        handles = [plt.Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="sensitivity P(yes | yes)"),
-                   plt.Line2D([], [], marker="s", linestyle="none", color=OKABE_ITO["vermillion"], label="specificity P(no | no)")]
+        handles = [plt.Line2D([], [], marker="o", linestyle="none", color=OKABE_ITO["blue"], label="sensitivity: says yes where the label is yes"),
+                   plt.Line2D([], [], marker="s", linestyle="none", color=OKABE_ITO["vermillion"],
+                              label="specificity: says no where the label is no")]
         fig.legend(handles=handles, loc="upper center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 1.0))
         fig.tight_layout(rect=(0, 0, 1, 0.93))
         buffer = io.BytesIO()
@@ -331,6 +332,15 @@ def _unmeasured_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> l
     return readings
 
 
+def _rating_judges(reliability: pd.DataFrame, criterion: str, panel_rows: pd.DataFrame) -> int:
+    """The judges that rate ``criterion`` in some cell (a vote rate recorded): a judge that never
+    rates it (minilm on readable) is no judge of it, though the panel counts it. Files written
+    before vote rates existed give the panel's size."""
+    rows = reliability[reliability["judge"].notna() & (reliability["criterion"] == criterion)]
+    rating = rows.dropna(subset=["vote_rate"])["judge"].nunique() if "vote_rate" in rows else 0
+    return int(rating) if rating else int(panel_rows["n_judges"].max())
+
+
 def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFrame | None = None) -> str:
     """One sentence: how many headline comparisons hold, depend on a judge, or are noise; of those
     that hold, how many read a criterion not measured in their cells (``reliability``)."""
@@ -378,16 +388,26 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
             + _few_pairs_note(robustness) + " Holding is not reliability: the Answer decides.")
 
 
-#: Below this many pairs no paired test's two-sided p can fall under 0.05 (McNemar's exact test on
-#: 5 discordant pairs all one way gives p = 0.0625): a panel there can turn a sign but prove nothing.
-FEW_PAIRS = 6
+def few_pair_panels(robustness: pd.DataFrame | None) -> list[int]:
+    """The pairs of each panel (Dawid–Skene or one judge left out) that compares fewer than
+    :data:`~bloomqg.metrics.paired.FEW_PAIRS`: leaving a judge out leaves a question labelled
+    only where the other two agree."""
+    if robustness is None or robustness.empty:
+        return []
+    return [int(n) for raw in robustness["variants"] for pair in variants_of(raw).values()
+            for n in [variant_entry(pair)[2]] if n is not None and not pd.isna(n) and 0 < int(n) < FEW_PAIRS]
+
+
+def unmeasured_holds(robustness: pd.DataFrame | None, reliability: pd.DataFrame | None) -> list[str]:
+    """The held comparisons that rest on a criterion whose agreement was not measured in their cells."""
+    if robustness is None or robustness.empty:
+        return []
+    return _unmeasured_holds(robustness[robustness["verdict"].isin([HOLDS, HOLDS_WHERE_MEASURED])], reliability)
 
 
 def _few_pairs_note(robustness: pd.DataFrame) -> str:
-    """How many of the panels compare so few pairs that the sign they show can be chance: leaving
-    a judge out leaves a question labelled only where the other two agree."""
-    few = [int(n) for raw in robustness["variants"] for pair in variants_of(raw).values()
-           for n in [variant_entry(pair)[2]] if n is not None and not pd.isna(n) and 0 < int(n) < FEW_PAIRS]
+    """How many of the panels compare so few pairs that the sign they show can be chance."""
+    few = few_pair_panels(robustness)
     if not few:
         return ""
     return (f" {len(few)} of the panels compare fewer than {FEW_PAIRS} pairs (down to {min(few)}), where no "
@@ -409,9 +429,9 @@ def trust_context(
         {"criterion": CRITERION_LABEL.get(c, c),
          # independence is no accuracy: the judges not flagged under Each judge bound what it is worth
          "median": _num(g["n_effective_judges"].median(), 1) + _not_flagged(flagged, CRITERION_LABEL.get(c, c),
-                                                                           int(g["n_judges"].max())),
+                                                                           _rating_judges(reliability, c, g)),
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
-         "n_judges": str(int(g["n_judges"].max())),
+         "n_judges": str(_rating_judges(reliability, c, g)),
          "cells": f"{len(g)} of {int((panel['criterion'] == c).sum())}",
          "uninformative": _uninformative(flagged, CRITERION_LABEL.get(c, c), panel[panel["criterion"] == c]["model"])}
         for c, g in n_eff.groupby("criterion", sort=False)

@@ -25,6 +25,8 @@ QUANTITY_SECTIONS = ("answer", "setup", "overview", "figures", "tables", "reliab
 
 NUMBER = re.compile(r"(?<![\w.\-/:#@\[])([−+-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w\-/:@\]]|\.\d)")
 STRUCTURAL = re.compile(r"(?:Figure|Table|Fig\.|step|Step)\s*$")
+#: The last of several figure or table numbers ("Tables 7 and 8"): a name, not a quantity.
+STRUCTURAL_LIST = re.compile(r"(?:Figures|Tables)\s+\d+(?:,\s*\d+)*\s+and\s+$")
 
 
 BLOCKS = {"p", "li", "div", "figcaption", "summary", "h2", "h3", "h4", "dt", "dd", "caption", "br", "ul", "ol",
@@ -221,7 +223,8 @@ class FactsCheck:
                 continue
             scope = self.scope(f"{header} {text}")
             for match in NUMBER.finditer(text):
-                if not STRUCTURAL.search(text[max(0, match.start() - 8):match.start()]):
+                if not (STRUCTURAL.search(text[max(0, match.start() - 8):match.start()])
+                        or STRUCTURAL_LIST.search(text[max(0, match.start() - 24):match.start()])):
                     yield section, text, scope, match
 
 

@@ -71,7 +71,7 @@ def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
 
 def test_the_trust_line_counts_the_gate_rule_outcomes():
     gate = {"n_panel": 5, "status_counts": {"reliable": 1, "unreliable": 3, "not_measured": 1}, "rule": "the rule"}
-    assert trust_line(gate).startswith("How far the judges can be trusted: of 5 criterion × cell agreements, 1 "
+    assert trust_line(gate).startswith("How far the judges can be trusted: of 5 agreements (one per criterion in each cell), 1 "
                                        "reliable, 3 unreliable and 1 not measured by the gate's rule")
 
 

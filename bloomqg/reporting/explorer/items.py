@@ -169,6 +169,8 @@ def _level(value: object, null_reason: object = None) -> str:
         return str(value)
     if null_reason == JUDGED_UNCATEGORIZED:
         return UNCATEGORIZED
+    if null_reason == "tie":  # the report's words ("no majority"), with the kind of no majority
+        return f"{NONE} no majority (tie)"
     return f"{NONE} {null_reason}" if isinstance(null_reason, str) and null_reason else NONE
 
 
@@ -592,7 +594,8 @@ def build_items(
     flags = construction_flags(votes, judges_by_cell(reliability))
     table.metrics = metric_values(metrics, flags) if metrics is not None else {}
     table.metric_specs = {
-        spec.name: {"label": spec.label, "kind": spec.kind, "scale": spec.scale, "decimals": spec.decimals}
+        spec.name: {"label": spec.label, "kind": spec.kind, "scale": spec.scale, "decimals": spec.decimals,
+                    "graded": spec.paired_outcome == "graded"}  # KnowCov: a mean of fractions, never "counted"
         for spec in METRIC_SPECS
     }
     return table

@@ -51,7 +51,8 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
     cells = panel[["model", "dataset", "strategy"]].drop_duplicates()
     labels = [f"{m} · {d} · {strategy_label(s, strategy_labels)}" for m, d, s in cells.itertuples(index=False)]
     keys = list(cells.itertuples(index=False, name=None))
-    fig = new_figure(PAGE_WIDTH_IN, 1.1 + 0.16 * len(keys))
+    # rows tall enough for a two-line "not measured" clear of its neighbours and the axis
+    fig = new_figure(PAGE_WIDTH_IN, 1.1 + 0.24 * len(keys))
     axes = fig.subplots(1, len(criteria), sharey=True, squeeze=False)[0]
     lookup = {(r["model"], r["dataset"], r["strategy"], r["criterion"]): r for _, r in panel.iterrows()}
     y = np.arange(len(keys))

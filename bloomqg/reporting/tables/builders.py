@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence, Set
 import pandas as pd
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS, normalize_level
-from bloomqg.metrics.paired import PAIRED_COLUMNS
+from bloomqg.metrics.paired import FEW_PAIRS, PAIRED_COLUMNS
 from bloomqg.metrics.registry import table_label
 from bloomqg.voting.agreement import GATE_RULE, recorded_decision
 from bloomqg.reporting.facts import judge_means
@@ -334,7 +334,8 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
         "of that metric (how many: the family_size column of the table's CSV). A: the first strategy of the pair, "
         "B: the second. Effect size: how large the difference is on a scale that does not depend on the number of "
         "pairs (Cohen's h for yes/no outcomes, 0.2 small, 0.8 large; the rank-biserial r for graded ones, −1 to 1, "
-        "over the pairs that differ: one pair alone gives ±1); its name follows it in brackets.",
+        f"over the pairs that differ: one pair alone gives ±1; – under {FEW_PAIRS} pairs, where one question decides it "
+        "and no test can be significant); its name follows it in brackets.",
     ]
     if paired is None or paired.empty:
         paired = pd.DataFrame(columns=columns_in)
@@ -355,7 +356,8 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) and r["n_pairs"]
                  else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
-            Cell(MISSING if is_missing(r["effect_size"]) else
+            # under FEW_PAIRS pairs a size reads large from one question, and no test there can be significant
+            Cell(MISSING if is_missing(r["effect_size"]) or int(r["n_pairs"]) < FEW_PAIRS else
                  f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})"),
         ])
     table = Table(

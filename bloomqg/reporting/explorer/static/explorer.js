@@ -402,7 +402,7 @@
     if (!S.metric) { el.hidden = true; el.innerHTML = ""; return; }
     const spec = S.data.metric_specs[S.metric] || { label: S.metric, kind: "percent", scale: 100, decimals: 2 };
     const m = S.byKey["m." + S.metric].values;
-    let den = 0, num = 0, counted = 0, whole = true;
+    let den = 0, num = 0, counted = 0, whole = !spec.graded;  // a graded metric is summed even where all are 0 or 1
     for (const r of S.metricRows) { den++; num += m[r]; if (m[r] > 0) counted++; if (m[r] !== 0 && m[r] !== 1) whole = false; }
     const cells = selectedCells();
     const narrowed = !!S.q || [...S.filters.keys()].some((k) => !["model", "dataset", "strategy", "row"].includes(k));
@@ -473,7 +473,8 @@
     for (const i of codes) {
       const v = c.dict[i];
       html += `<label class="${counts[i] ? "" : "zero"}"><input type="checkbox" data-key="${esc(c.key)}" data-value="${esc(v)}"${chosen.has(v) ? " checked" : ""}>` +
-        `<span class="v ${cls(c.key, v)}" title="${esc(v)}">${esc(v)}</span><span class="n">${fmt(counts[i])}</span></label>`;
+        // a bare dash says what it stands for: no value (not decided, not asked, no question)
+        `<span class="v ${cls(c.key, v)}" title="${esc(v)}">${esc(v === NONE ? NONE + " no value" : v)}</span><span class="n">${fmt(counts[i])}</span></label>`;
     }
     const hidden = c.dict.filter((_, i) => counts[i] > 0).length - codes.length;
     if (many && hidden > 0) html += `<div class="more" data-more="${esc(c.key)}">${hidden} more…</div>`;
@@ -633,7 +634,7 @@
     // One vote per judge, named, as chips that wrap between judges: the table fits the pane at
     // any width, and no judge's name or vote is cut.
     let grid = `<table class="grid verdicts"><tr><th>Criterion</th><th>Votes</th><th>Majority</th>` +
-      `<th title="share of the judges' votes that agree with the majority">Share agreeing</th></tr>`;
+      `<th title="share of the judges' votes that agree with the majority">Agreeing</th></tr>`;
     let notes = "";
     for (const [key, label, majority] of criteria) {
       grid += `<tr><td>${label}</td><td>`;
