@@ -59,6 +59,11 @@ def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
             f"(gate: ≥ {fixed(float(row.reliability_threshold), 2)}{prevalence})")
 
 
+def _test_name(metric: str) -> str:
+    """The paired test a metric's p comes from, by name (the paired table's)."""
+    return "the exact McNemar test" if metric_spec(metric).paired_outcome == "binary" else "the Wilcoxon test"
+
+
 def _needed(row: Any) -> str:
     target = f"{float(row.target_difference):g} {_points(row.metric)}"
     if is_missing(row.n_needed_target):
@@ -84,8 +89,9 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
             text += ("; its interval (not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence" +
-                     ("" if significant else f", nor significant (the exact test's Holm's p {_p_text(row.p_adjusted)}: "
-                                              "with few pairs an interval and the exact test can disagree)"))
+                     ("" if significant else f", nor significant ({_test_name(row.metric)}'s Holm's p "
+                                              f"{_p_text(row.p_adjusted)}: with few pairs an interval and the test "
+                                              "can disagree)"))
         return text
     if reason == "too_few_pairs":
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
@@ -375,7 +381,8 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
                + [f"make {side}'s lead significant before Holm on {listed(where)}" for side, where in firmed.items()]
                + [f"shrink {side}'s lead on {listed(where)}" for side, where in shrunk.items()])
     if clauses:
-        text += f" Dawid–Skene's labels {_joined(clauses, 'and')}."
+        # over every comparison with pairs, held ones included (a shrink need not move it)
+        text += f" Over all {len(compared)}, Dawid–Skene's labels {_joined(clauses, 'and')}."
     return text
 
 

@@ -190,4 +190,6 @@ def _tag(row: pd.Series) -> str | None:
     # CatCons counts useful questions only: a question that is not useful missed for that first
     if not is_missing(row["useful"]) and not bool(row["useful"]):
         return "not useful (and judged at another level)"
+    if is_missing(row["useful"]):  # as for a question at the level: its usefulness is not decided either
+        return "judged at another level, usefulness undecided"
     return "missed the target level"

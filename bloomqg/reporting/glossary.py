@@ -85,7 +85,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "often but each in their own way still count n."),
     ("sensitivity", "Sensitivity, specificity", "of a judge on a yes/no criterion, under Dawid–Skene: how often it "
      "says yes where the Dawid–Skene label is yes (sensitivity) and no where the label is no (specificity). Their "
-     "intervals are Jeffreys' (a Bayesian interval for a share), over Dawid–Skene's probability-weighted counts."),
+     "intervals are Jeffreys' (an interval for a share that stays sensible with few votes), over Dawid–Skene's "
+     "counts (each vote weighted by how likely its label is)."),
     ("agrees", "Agrees with the others", "how often a judge's vote equals the strict majority of the other judges, "
      "its own vote left out (with it in, a judge of three would make a third of every majority itself)."),
     ("leave-one-out", "Leave-one-judge-out panel", "the panel with one judge removed; a comparison that keeps its "
@@ -108,6 +109,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "the likeliest, so a prompt gives one reply; above 0 it draws at random, so the same prompt can give another "
      "question on another run. top_p, do_sample and max_new_tokens (the configuration) limit the draw and the "
      "reply's length (docs/config.md)."),
+    ("llm", "LLM", "large language model: a model that writes text, such as the one that wrote these questions "
+     "or the smollm2 judge."),
     ("api", "API, tokens", "API: a model reached over the network as a paid service (OpenAI-compatible); tokens: "
      "the word pieces a model reads (prompt) and writes (completion), what API calls are priced by."),
 )

@@ -155,10 +155,10 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
             pooled = modal_share(rows) if len(rows) and "vote_distribution" in rows else None
             if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
-            elif criterion == "bloom_level" and (cells := _constant_cells(rows)):
-                # not constant pooled, but in some cells: there CatCons reads the judge, not the question
-                constant.append(f"bloom level: one level for ≥ {CONSTANT_SHARE:.0%} in {len(cells)} of "
-                                f"{len(rows)} cells ({'; '.join(cells)})")
+            elif criterion in ("bloom_level", "knowledge_units") and (cells := _constant_cells(rows)):
+                # not constant pooled, but in some cells: there CatCons (KnowCov) reads the judge
+                constant.append(f"{CRITERION_LABEL[criterion].lower()}: one answer for ≥ {CONSTANT_SHARE:.0%} in "
+                                f"{len(cells)} of {len(rows)} cells ({'; '.join(cells)})")
         lines.append({"name": name, "description": description[0].upper() + description[1:],
                       "agreement": _agreement(mine)})
         level, share = leanings.get(name, ("", 0.0))
@@ -194,7 +194,9 @@ def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
         bits = re.search(r"\.Q(\d+)_", str((gguf or {}).get("file", "")) if isinstance(gguf, Mapping) else "")
         models.append({"name": str(name), "model": str(model_id) if model_id and model_id != name else "",
                        # the weights that wrote, when not the model id's own: a compressed copy writes otherwise
-                       "weights": (f"from a {bits.group(1)}-bit compressed copy (GGUF)" if bits else "from a GGUF copy")
+                       "weights": (f"from a {bits.group(1)}-bit compressed copy (GGUF), expanded to "
+                                   f"{(records[0].get('generator') or {}).get('dtype', 'float32')} to run"
+                                   if bits else "from a GGUF copy")
                        if converted else "",
                        "draw": draws.pop() if len(draws) == 1 else "",  # files that differ: no one phrase
                        "prefill": bool(records) and all(

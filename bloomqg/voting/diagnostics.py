@@ -268,7 +268,9 @@ def suspicious_judge_reasons(
                                         f"{specificity:.2f} − 1 = {youden:.2f})"))
         kappa = row.get("kappa_with_others")
         if _finite(kappa) and kappa < CONTRARIAN_KAPPA:
-            reasons.append(("contrarian", f"agrees with the other judges less often than chance would (κ {kappa:.2f})"))
+            # a third decimal where two would print the threshold itself ("κ -0.05" beside "below -0.05")
+            shown = f"{kappa:.3f}" if f"{kappa:.2f}" == f"{CONTRARIAN_KAPPA:.2f}" else f"{kappa:.2f}"
+            reasons.append(("contrarian", f"agrees with the other judges less often than chance would (κ {shown})"))
         if reasons:
             flagged[name] = reasons
     return flagged

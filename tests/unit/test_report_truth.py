@@ -437,5 +437,6 @@ def test_the_setup_says_how_each_writers_replies_were_drawn_as_its_files_record_
     # weights converted from a quantised GGUF file are said to be a compressed copy
     config = {"models": {"m": {"model": "HF/M", "gguf": {"file": "M.Q4_1.gguf"}}}}
     provenance[0]["generator"] = {"weights_kind": "converted_gguf"}
-    assert study_setup(config, metrics, None, provenance)["models"][0]["weights"] == "from a 4-bit compressed copy (GGUF)"
+    assert study_setup(config, metrics, None, provenance)["models"][0]["weights"] == (
+        "from a 4-bit compressed copy (GGUF), expanded to float32 to run")
     assert sampled["weights"] == ""
