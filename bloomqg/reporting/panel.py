@@ -72,15 +72,13 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     modal: dict[str, float] = {}
     kept = total = 0.0
     for r in rows.itertuples(index=False):
-        if not isinstance(r.vote_distribution, str) or is_missing(r.n_items):
+        found = _top_answer(r.vote_distribution)
+        if found is None or is_missing(r.n_items):
             continue
-        shares = json.loads(r.vote_distribution)
-        if not shares:
-            continue
-        top = max(shares, key=lambda k: shares[k])
-        kept += float(shares[top]) * int(r.n_items)
+        top, share = found
+        kept += share * int(r.n_items)
         total += int(r.n_items)
-        modal[top] = modal.get(top, 0.0) + float(shares[top]) * int(r.n_items)
+        modal[top] = modal.get(top, 0.0) + share * int(r.n_items)
     if not total:
         return None
     answer = (max(modal, key=lambda k: modal[k]) if len(modal) == 1
@@ -88,15 +86,20 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     return answer, kept / total
 
 
+def _top_answer(vote_distribution: object) -> tuple[str, float] | None:
+    """(the commonest answer, its share) of one cell's recorded vote distribution (JSON text)."""
+    shares = json.loads(vote_distribution) if isinstance(vote_distribution, str) else {}
+    if not shares:
+        return None
+    top = max(shares, key=lambda k: shares[k])
+    return top, float(shares[top])
+
+
 def _constant_cells(rows: pd.DataFrame) -> list[str]:
     """"Analyze in social · CoT": the cells where a judge gives one answer to at least
     :data:`CONSTANT_SHARE` of its votes on the criterion of ``rows`` (one row per cell)."""
-    out = []
-    for r in rows.itertuples(index=False):
-        shares = json.loads(r.vote_distribution) if isinstance(getattr(r, "vote_distribution", None), str) else {}
-        if shares and (top := max(shares, key=lambda k: shares[k])) and shares[top] >= CONSTANT_SHARE:
-            out.append(f"{top} in {r.dataset} · {strategy_label(str(r.strategy))}")
-    return out
+    return [f"{found[0]} in {r.dataset} · {strategy_label(str(r.strategy))}" for r in rows.itertuples(index=False)
+            if (found := _top_answer(getattr(r, "vote_distribution", None))) and found[1] >= CONSTANT_SHARE]
 
 
 def level_leanings(reliability: pd.DataFrame) -> list[tuple[str, str, float]]:

@@ -547,9 +547,8 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     counts["robustness.few_pair_panels"] = (len(few_pair_panels(robustness)),
                                             f"robustness panels comparing fewer than {FEW_PAIRS} pairs")
     for row in context["trust"]["effective"]:
-        counts[f"trust.effective.{row['criterion']}.median"] = (
-            float(str(row["median"]).split(" ")[0]) if str(row["median"])[:1].isdigit() else None,
-            "effective number of judges, median over cells")
+        counts[f"trust.effective.{row['criterion']}.median"] = (row["median_value"],
+                                                              "effective number of judges, median over cells")
     counts["confidence"] = (IntervalSpec.from_config(dict(config)).confidence, "the intervals' confidence level")
     # the lengths of the lists the page shows ("Show the table (6 rows)")
     listings = {
@@ -634,9 +633,9 @@ def write_facts(facts: pd.DataFrame, path: Path) -> None:
     write_frame(facts, path, facts_schema())
 
 
-def _file_cell(path: str | Path, strategy_labels: StrategyLabels | None) -> str:
+def _frame_cell(frame: pd.DataFrame, strategy_labels: StrategyLabels | None) -> str:
     """``cs, CoT``: the cell(s) a generation file's rows belong to."""
-    rows = pd.read_parquet(path, columns=["dataset", "strategy"]).drop_duplicates()
+    rows = frame[["dataset", "strategy"]].drop_duplicates()
     return "; ".join(f"{d}, {strategy_label(s, strategy_labels)}" for d, s in rows.itertuples(index=False))
 
 
@@ -676,7 +675,8 @@ def build_report_from_files(
     from bloomqg.store.provenance import git_commit, package_versions
     from bloomqg.store.frames import GENERATIONS, JUDGE_PROBES, JUDGMENTS, METRICS, RELIABILITY, VOTES
 
-    generation_frame = read_frames(generations, GENERATIONS)
+    generation_frames = [read_frame(path, GENERATIONS) for path in generations]
+    generation_frame = pd.concat(generation_frames, ignore_index=True)
     judgment_frame = read_frames(judgments, JUDGMENTS) if judgments else None
     ledger = study_ledger(generations=generation_frame, judgments=judgment_frame,
                           probes=read_frames(probes, JUDGE_PROBES) if probes else None)
@@ -688,7 +688,8 @@ def build_report_from_files(
         reliability=read_frames(reliability, RELIABILITY),
         generations=generation_frame,
         # each generation file's cell first: its provenance names the model, not the dataset and strategy
-        generation_provenance=[{"cell": _file_cell(p, strategy_labels), **read_provenance(p)} for p in generations],
+        generation_provenance=[{"cell": _frame_cell(frame, strategy_labels), **read_provenance(path)}
+                               for path, frame in zip(generations, generation_frames)],
         judgment_provenance=[read_provenance(p) for p in judgments],
         ledger=ledger,
         table_paths=[Path(p) for p in tables],

@@ -369,7 +369,7 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
         these = "of them" if len(kinds) == 1 else "of these"
         note = (f"{these} {found} a significant difference, the other {len(held) - found} that none was found"
                 if found else "none found a significant difference")
-        unmeasured = _unmeasured_holds(held, reliability)
+        unmeasured = unmeasured_holds(robustness, reliability)
         if unmeasured:
             note += (f"; {len(unmeasured)} ({'; '.join(unmeasured)}) rest{'s' if len(unmeasured) == 1 else ''} on "
                      f"agreement not measured in {'its' if len(unmeasured) == 1 else 'their'} cells: no evidence")
@@ -428,13 +428,14 @@ def trust_context(
     effective = [
         {"criterion": CRITERION_LABEL.get(c, c),
          # independence is no accuracy: the judges not flagged under Each judge bound what it is worth
-         "median": _num(g["n_effective_judges"].median(), 1) + _not_flagged(flagged, CRITERION_LABEL.get(c, c),
-                                                                           _rating_judges(reliability, c, g)),
+         "median": _num(g["n_effective_judges"].median(), 1) + _not_flagged(flagged, CRITERION_LABEL.get(c, c), rating),
+         "median_value": float(g["n_effective_judges"].median()),  # the facts' number
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
-         "n_judges": str(_rating_judges(reliability, c, g)),
+         "n_judges": str(rating),
          "cells": f"{len(g)} of {int((panel['criterion'] == c).sum())}",
          "uninformative": _uninformative(flagged, CRITERION_LABEL.get(c, c), panel[panel["criterion"] == c]["model"])}
         for c, g in n_eff.groupby("criterion", sort=False)
+        for rating in [_rating_judges(reliability, c, g)]
     ]
     return {
         "coefficients": coefficient_rows(reliability, strategy_labels, construction),

@@ -212,11 +212,8 @@ def _status_text(missing: MissingVote | None) -> str:
 
 def panel_judges(reliability: pd.DataFrame | None, votes: pd.DataFrame) -> dict[str, list[str]]:
     """cell key -> the panel's judge names in vote order (``judge 1``… where none is recorded)."""
-    named: dict[str, list[str]] = {}
-    if reliability is not None and not reliability.empty:
-        rows = reliability[reliability["judge"].notna()]
-        for (dataset, strategy, model), frame in rows.groupby(["dataset", "strategy", "model"], sort=False):
-            named[cell_name(dataset, strategy, model)] = ordered_unique(frame["judge"])
+    named = {cell_name(dataset, strategy, model): judges
+             for (model, dataset, strategy), judges in judges_by_cell(reliability).items()}
     out: dict[str, list[str]] = {}
     for (dataset, strategy, model), frame in votes.groupby(["dataset", "strategy", "model"], sort=False):
         key = cell_name(dataset, strategy, model)
