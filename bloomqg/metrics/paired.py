@@ -49,6 +49,12 @@ SIGNIFICANCE = 0.05
 FEW_PAIRS = 6
 
 
+def paired_test(metric: str) -> str:
+    """The paired test of ``metric``'s comparisons: McNemar's exact test for a yes/no outcome,
+    Wilcoxon's signed-rank test for a graded one (the paired table's ``test`` column)."""
+    return "mcnemar" if metric_spec(metric).paired_outcome == "binary" else "wilcoxon"
+
+
 #: Metrics with a per-question outcome in both arms, so a pair can be compared.
 PAIRABLE: frozenset[str] = frozenset(spec.name for spec in METRIC_SPECS if spec.paired_outcome)
 DEFAULT_PAIRED_METRICS: tuple[str, ...] = ("usability", "catcons", "knowcov")
@@ -172,7 +178,7 @@ def compare_outcomes(
     n_pairs = len(a)
     record = {
         "n_pairs": n_pairs, "a": math.nan, "b": math.nan, "diff": math.nan, "ci_low": math.nan,
-        "ci_high": math.nan, "ci_method": None, "test": "mcnemar" if binary else "wilcoxon", "p_value": math.nan,
+        "ci_high": math.nan, "ci_method": None, "test": paired_test(name), "p_value": math.nan,
         "effect_size": math.nan, "effect_size_name": "cohens_h" if binary else "rank_biserial",
     }
     if not n_pairs:

@@ -18,13 +18,14 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
-from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies
+from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies, paired_test
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import (
     DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, variants_of,
 )
 from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.tables.builders import TEST_NAMES
 from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference, gated_cells
 from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.reporting.construction import LEVEL_KEPT_METRICS
@@ -60,8 +61,9 @@ def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
 
 
 def _test_name(metric: str) -> str:
-    """The paired test a metric's p comes from, by name (the paired table's)."""
-    return "the exact McNemar test" if metric_spec(metric).paired_outcome == "binary" else "the Wilcoxon test"
+    """The paired test a metric's p comes from, by the paired table's name ("the exact McNemar test")."""
+    test = paired_test(metric)
+    return f"the {'exact ' if test == 'mcnemar' else ''}{TEST_NAMES[test]} test"
 
 
 def _needed(row: Any) -> str:

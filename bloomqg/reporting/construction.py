@@ -35,6 +35,14 @@ def _where(flag: ConstructionFlag, strategy_labels: StrategyLabels | None) -> st
             f"{strategy_label(flag.strategy, strategy_labels)}: {flag.text}{forced}")
 
 
+def _flags_by_cell(flags: Sequence[ConstructionFlag]) -> dict[tuple[str, str, str], dict[str, ConstructionFlag]]:
+    """(model, dataset, strategy) -> criterion -> its flag."""
+    by_cell: dict[tuple[str, str, str], dict[str, ConstructionFlag]] = {}
+    for flag in flags:
+        by_cell.setdefault((flag.model, flag.dataset, flag.strategy), {})[flag.criterion] = flag
+    return by_cell
+
+
 def _decided(metric: str, criteria: frozenset[str], here: dict[str, ConstructionFlag]) -> tuple[str, ...]:
     """The criteria whose flags make ``metric``'s value in its cell one that could not have come out
     otherwise (empty: not decided): all it reads, or the Bloom level alone where it is forced to
@@ -53,9 +61,7 @@ def mark_by_construction(
     """Append the mark to each table cell (by its ``sources``) whose every criterion is decided
     in its cell (in place), and return the Tables section's notes: ``rule``, ``marked`` (the
     decided criteria the marks stand for) and ``uninformative`` (flags that decide nothing, and decided ones that mark no number)."""
-    by_cell: dict[tuple[str, str, str], dict[str, ConstructionFlag]] = {}
-    for flag in flags:
-        by_cell.setdefault((flag.model, flag.dataset, flag.strategy), {})[flag.criterion] = flag
+    by_cell = _flags_by_cell(flags)
     used: dict[tuple[str, str, str, str], ConstructionFlag] = {}
     for table in tables:
         for r, row in enumerate(table.get("sources") or []):
@@ -121,7 +127,5 @@ def constructed_values(
 ) -> set[tuple[str, str, str, str]]:
     """Of ``keys`` ((model, dataset, strategy, metric)), those whose value could not have come out
     otherwise: what :func:`mark_by_construction` marks ‡ in the tables, for the item explorer."""
-    by_cell: dict[tuple[str, str, str], dict[str, ConstructionFlag]] = {}
-    for flag in flags:
-        by_cell.setdefault((flag.model, flag.dataset, flag.strategy), {})[flag.criterion] = flag
+    by_cell = _flags_by_cell(flags)
     return {key for key in keys if _decided(key[3], _criteria(key[3]), by_cell.get(key[:3], {}))}
