@@ -384,7 +384,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
                + [f"shrink {side}'s lead on {listed(where)}" for side, where in shrunk.items()])
     if clauses:
         # over every comparison with pairs, held ones included (a shrink need not move it)
-        text += f" Over all {len(compared)}, Dawid–Skene's labels {_joined(clauses, 'and')}."
+        text += f" Over all {len(compared)}, moved or not, Dawid–Skene's labels {_joined(clauses, 'and')}."
     return text
 
 

@@ -197,8 +197,8 @@ def study_setup(config: Mapping[str, Any], all_metrics: pd.DataFrame,
         bits = re.search(r"\.Q(\d+)_", str((gguf or {}).get("file", "")) if isinstance(gguf, Mapping) else "")
         models.append({"name": str(name), "model": str(model_id) if model_id and model_id != name else "",
                        # the weights that wrote, when not the model id's own: a compressed copy writes otherwise
-                       "weights": (f"from a {bits.group(1)}-bit compressed copy (GGUF), expanded to "
-                                   f"{(records[0].get('generator') or {}).get('dtype', 'float32')} to run"
+                       "weights": (f"from a {bits.group(1)}-bit compressed copy (GGUF), expanded to full "
+                                   f"precision ({(records[0].get('generator') or {}).get('dtype', 'float32')}) to run"
                                    if bits else "from a GGUF copy")
                        if converted else "",
                        "draw": draws.pop() if len(draws) == 1 else "",  # files that differ: no one phrase

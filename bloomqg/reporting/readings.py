@@ -73,9 +73,14 @@ def strategy_effect(
             name_a, name_b = strategy_label(a, strategy_labels), strategy_label(b, strategy_labels)
             n = _plural(len(diff), "model")
             raised, lowered = int((diff > 0).sum()), int((diff < 0).sum())
-            if raised == lowered == 0:  # the cells' values, equal: no "left unchanged", which reads as a comparison
-                models = "" if len(diff) == 1 else f" for each of the {n}"
-                sentences.append(f"On {dataset}, {label} is the same under {name_a} and {name_b}{models}.")
+            if raised == lowered == 0:  # the cells' values, equal: said as values, not as a finding of no difference
+                if len(diff) == 1:
+                    value = float(here.set_index("strategy")["value"][a])
+                    percent = "%" if metric_spec(metric).percent else ""
+                    sentences.append(f"On {dataset}, {label} is {value:.2f}{percent} under both {name_a} and {name_b}.")
+                else:
+                    sentences.append(f"On {dataset}, {label} has equal values under {name_a} and {name_b} for each "
+                                     f"of the {n}.")
                 continue
             largest = diff.abs().idxmax()
             ns = here[here["model"] == largest].set_index("strategy")["n"]
@@ -402,7 +407,7 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
         )
     per_judge = judge_means(reliability, "parse_failure_rate")
     if len(per_judge) and float(per_judge.max()) == 0.0:  # naming a "worst" of all-zero rates misleads
-        parts.append("Every judge gave a parsable answer every time (0.0% failures in every cell).")
+        parts.append("Every judge gave a readable verdict every time (0.0% failures in every cell).")
     elif len(per_judge):
         worst_judge = per_judge.idxmax()
         parts.append(f"Among judges, {worst_judge} failed to give a parsable answer most often ({per_judge.max():.1f}%, "

@@ -130,7 +130,7 @@ def test_strategy_effect_sentence():
         " (Each cell's own value, not a comparison: the Answer tests it on the originals both strategies answered.)"
     )
     same = frame.assign(value=10.0)
-    assert strategy_effect(same, "catcons").startswith("On cs, CatCons is the same under CoT and FGP for each of the 2 models.")
+    assert strategy_effect(same, "catcons").startswith("On cs, CatCons has equal values under CoT and FGP for each of the 2 models.")
     assert strategy_effect(frame[frame["strategy"] == "fgp"], "catcons") is None
     one_model = strategy_effect(frame[frame["model"] == "a"], "catcons")
     # one model: the two values, not a signed difference that reads as a finding

@@ -180,18 +180,18 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     directed = robustness.assign(verdict="within judge noise", diff=[0.0, 10.0], variants=[
         '{"dawid_skene": [-6.7, 1.0, 15]}', '{"dawid_skene": [-28.6, 0.5, 7]}'])
     assert panel_note(answer, directed, ("CoT", "FGP")).endswith(
-        "Over all 2, Dawid–Skene's labels favour CoT instead on CatCons (cs, social).")
+        "Over all 2, moved or not, Dawid–Skene's labels favour CoT instead on CatCons (cs, social).")
     same_way = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [6.0, 0.5, 7]}'])
     assert "Dawid–Skene's labels" not in panel_note(answer, same_way, ("CoT", "FGP"))
     # the same side with under half the lead: a reader of the majority's lead is told how far it shrinks
     shrunk = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [2.78, 1.0, 36]}'])
     assert panel_note(answer, shrunk, ("CoT", "FGP")).endswith(
-        "Over all 2, Dawid–Skene's labels shrink FGP's lead on CatCons (social: 10.00 to 2.78 points).")
+        "Over all 2, moved or not, Dawid–Skene's labels shrink FGP's lead on CatCons (social: 10.00 to 2.78 points).")
     # the same direction made significant is said too, beside the other direction
     firmer = directed.assign(p_value=[1.0, 0.2], variants=['{"dawid_skene": [-6.7, 1.0, 15]}',
                                                            '{"dawid_skene": [45.0, 0.01, 20]}'])
     assert panel_note(answer, firmer, ("CoT", "FGP")).endswith(
-        "Over all 2, Dawid–Skene's labels favour CoT instead on CatCons (cs) and make FGP's lead significant before Holm on "
+        "Over all 2, moved or not, Dawid–Skene's labels favour CoT instead on CatCons (cs) and make FGP's lead significant before Holm on "
         "CatCons (social).")
 
 

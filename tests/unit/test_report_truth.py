@@ -438,5 +438,5 @@ def test_the_setup_says_how_each_writers_replies_were_drawn_as_its_files_record_
     config = {"models": {"m": {"model": "HF/M", "gguf": {"file": "M.Q4_1.gguf"}}}}
     provenance[0]["generator"] = {"weights_kind": "converted_gguf"}
     assert study_setup(config, metrics, None, provenance)["models"][0]["weights"] == (
-        "from a 4-bit compressed copy (GGUF), expanded to float32 to run")
+        "from a 4-bit compressed copy (GGUF), expanded to full precision (float32) to run")
     assert sampled["weights"] == ""
