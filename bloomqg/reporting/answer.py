@@ -478,12 +478,13 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     if alphas:  # AC1 passes where one answer dominates; α beside it says how little else is agreed
         hollow_text += (f" ({len(alphas)} of them by Gwet's AC1, the gate's coefficient where one answer holds ≥ "
                         f"{PREVALENCE_LIMIT:.0%} of the votes: beyond that answer the judges agree little, α "
-                        f"{', '.join(fixed(a, 2) for a in alphas)})")
+                        f"{', '.join(fixed(a['alpha'], 2) + ' for ' + a['criterion'] + ' in ' + a['cell'] for a in alphas)})")
     never = list(gate.get("never_measured") or [])
     named = _joined(never, "and") if never else ""
     their = "its values say" if len(never) == 1 else "their values say"
-    never_text = (f" {named} could not be measured in any cell (at most one judge's votes vary there, or none do, so any "
-                  f"agreement printed for them is the panel's make-up), so {their} nothing about the questions, "
+    never_text = (f" {named} could not be measured in any cell (at most one judge's votes vary there, or none do, or no two "
+                  f"judges ever gave the rarer answer to the same question, so any agreement printed for them is the "
+                  f"panel's make-up or the common answer's), so {their} nothing about the questions, "
                   "however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} agreements (one per criterion in each cell), "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "

@@ -342,7 +342,10 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
         if d.status == RELIABLE and (key := (r.model, r.dataset, r.strategy, r.criterion)) in hollow
     ]
     # reliable by AC1 alone (one answer dominating): its α, which can sit below 0 beside it
-    by_prevalence = [float(r.alpha) for r, d in zip(panel.itertuples(index=False), decisions)
+    by_prevalence = [{"alpha": float(r.alpha), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
+                      "cell": (f"{r.model} · " if panel["model"].nunique() > 1 else "")
+                      + f"{r.dataset} {strategy_label(r.strategy, strategy_labels)}"}
+                     for r, d in zip(panel.itertuples(index=False), decisions)
                      if d.status == RELIABLE and d.coefficient == "ac1" and not is_missing(r.alpha)]
     # flagged (†): every agreement not shown reliable, except a release's criterion without
     # per-judge votes (gate_passed null), which no vote could have shown either way

@@ -49,6 +49,8 @@ class AgreementResult:
     """Percent agreement, prevalence and AC1 of one criterion, with bootstrap intervals.
 
     ``n_items``: items with at least two votes (the items agreement is measured on).
+    ``n_items_rare_agreed``: items where two judges or more gave the same answer other than the
+    commonest (at high prevalence, the only agreement that shows the judges tell questions apart).
     """
 
     percent_agreement: float
@@ -61,11 +63,12 @@ class AgreementResult:
     ac1_ci_low: float
     ac1_ci_high: float
     n_items: int
+    n_items_rare_agreed: int
 
     @classmethod
     def empty(cls) -> "AgreementResult":
         nan = float("nan")
-        return cls(nan, nan, nan, nan, None, nan, nan, nan, nan, 0)
+        return cls(nan, nan, nan, nan, None, nan, nan, nan, nan, 0, 0)
 
 
 def category_counts(coded: CodedVotes) -> np.ndarray:
@@ -150,6 +153,7 @@ def agreement_with_ci(
     pair_counts = counts[pairable.astype(bool)]
     unanimous = float(np.mean((pair_counts > 0).sum(axis=1) == 1))
     prevalence = float(totals[top] / totals.sum())
+    rare_agreed = int((np.delete(counts, top, axis=1) >= 2).any(axis=1).sum())
 
     pa_low = pa_high = ac1_low = ac1_high = float("nan")
     if n_resamples > 0:
@@ -173,7 +177,7 @@ def agreement_with_ci(
         ac1_low, ac1_high = _percentiles(np.concatenate(stats_ac1), tail)
     return AgreementResult(
         float(pa), pa_low, pa_high, prevalence, majority_label, unanimous,
-        float(ac1), ac1_low, ac1_high, n_pairable,
+        float(ac1), ac1_low, ac1_high, n_pairable, rare_agreed,
     )
 
 
@@ -236,7 +240,7 @@ class GateDecision:
 
 def gate_decision(
     coefficient: str, alpha: float, ac1: float, prevalence: float, threshold: float, *, n_items: int,
-    n_varying_judges: int | None = None,
+    n_varying_judges: int | None = None, n_items_rare_agreed: int | None = None,
 ) -> GateDecision:
     """The gate's rule, written once:
 
@@ -245,7 +249,10 @@ def gate_decision(
        any agreement is the panel's make-up): agreement was **not measured** (a judge that always
        says "yes" beside two others that do cannot show it agrees);
     2. prevalence ≥ :data:`PREVALENCE_LIMIT`: Gwet's AC1 is compared with the threshold, since α
-       collapses there although the judges agree;
+       collapses there although the judges agree; but where no two judges ever gave the rarer answer
+       to the same question (``n_items_rare_agreed`` 0), all their agreement is on the common answer,
+       which judges that vote independently of the question reach as well (AC1 then stays high while
+       α and κ fall to or below 0): agreement is **not measured** (:data:`NO_RARE_AGREEMENT`);
     3. otherwise the configured coefficient (``alpha`` or ``ac1``);
     an undefined coefficient is not measured; at or above the threshold is reliable, below it unreliable.
     """
@@ -257,7 +264,10 @@ def gate_decision(
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, "every vote is the same")
     if n_varying_judges is not None and n_varying_judges < 2:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ONE_VARYING)
-    used = "ac1" if not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT else coefficient
+    prevalence_bound = not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT
+    if prevalence_bound and n_items_rare_agreed == 0:
+        return GateDecision(NOT_MEASURED, "ac1", math.nan, threshold, NO_RARE_AGREEMENT)
+    used = "ac1" if prevalence_bound else coefficient
     value = gate_value(used, alpha, ac1)
     if math.isnan(value):
         return GateDecision(NOT_MEASURED, used, value, threshold, f"{used} is undefined")
@@ -267,10 +277,15 @@ def gate_decision(
 #: Why agreement is not measured where at most one judge's votes vary.
 ONE_VARYING = "at most one judge's votes vary: agreement by construction"
 
+#: Why agreement is not measured where one answer dominates and the judges never share the other.
+NO_RARE_AGREEMENT = (f"no two judges gave the rarer answer to the same question: with one answer in ≥ "
+                     f"{PREVALENCE_LIMIT:.0%} of the votes, agreement on it alone is what judges reach by chance")
+
 #: The gate's rule in one line, for pages that state it.
-GATE_RULE = ("first, agreement is not measured where no question has two votes, every vote is the same, or at most "
+GATE_RULE = ("first, agreement is not measured where no question has two votes, every vote is the same, at most "
              "one judge's votes vary (the others always give one answer or abstain, so any agreement is the panel's "
-             "make-up); otherwise it is reliable when Krippendorff's α is at least the threshold (0.7 by default), "
+             f"make-up), or one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes and no two judges ever gave the "
+             "rarer answer to the same question; otherwise it is reliable when Krippendorff's α is at least the threshold (0.7 by default), "
              f"or, where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes (α then reads near 0 even when the "
              "judges agree), when Gwet's AC1 is")
 
@@ -290,10 +305,12 @@ def recorded_decision(row: Mapping[str, Any]) -> GateDecision:
     why = ""
     if status == NOT_MEASURED:
         n_items, prevalence = row.get("n_items"), row.get("prevalence")
-        varying = row.get("n_varying_judges")
+        varying, rare_agreed = row.get("n_varying_judges"), row.get("n_items_rare_agreed")
         why = ("no per-judge votes" if n_items is None or _isnan(n_items) or int(n_items) == 0
                else "every vote the same" if prevalence is not None and not _isnan(prevalence) and float(prevalence) >= 1
                else ONE_VARYING if varying is not None and not _isnan(varying) and int(varying) < 2
+               else NO_RARE_AGREEMENT if (rare_agreed is not None and not _isnan(rare_agreed) and int(rare_agreed) == 0
+                                          and not _isnan(prevalence) and float(prevalence) >= PREVALENCE_LIMIT)
                else f"{coefficient} undefined")
     return GateDecision(status, coefficient, value, threshold, why)
 

@@ -169,7 +169,7 @@ class CriterionReliability:
             "unanimous_share": a.unanimous_share, "prevalence": a.prevalence,
             "majority_category": a.majority_category, "ac1": a.ac1, "ac1_ci_low": a.ac1_ci_low,
             "ac1_ci_high": a.ac1_ci_high, "n_effective_judges": self.n_effective_judges,
-            "n_varying_judges": self.n_varying_judges,
+            "n_varying_judges": self.n_varying_judges, "n_items_rare_agreed": a.n_items_rare_agreed,
             "aggregation": aggregation,
         }
 
@@ -200,7 +200,8 @@ def measure_criterion(
     votes_lists = nominal_rows(votes_lists, criterion, level)  # "1"/"0", level names, "a|b" unit sets
     varying = varying_positions(votes_lists, len(judge_names))
     decision = gate_decision(gate_coefficient, alpha.alpha, agreement.ac1, agreement.prevalence, gate_threshold,
-                             n_items=alpha.n_items, n_varying_judges=len(varying))
+                             n_items=alpha.n_items, n_varying_judges=len(varying),
+                             n_items_rare_agreed=agreement.n_items_rare_agreed)
     fit = None
     if alpha.n_items:
         fit = fit_dawid_skene(votes_lists, labels=["0", "1"] if binary else None)

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE, AnswerSpec, answer_table, measured_criteria
-from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, gate_decision
+from bloomqg.voting.agreement import (
+    NO_RARE_AGREEMENT, NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, gate_decision, recorded_decision,
+)
 
 
 def paired(dataset: str, metric: str, diff: float, low: float, high: float, p_adj: float, n: int) -> dict:
@@ -47,6 +49,28 @@ def test_the_gate_rule_reads_alpha_then_ac1_beyond_the_prevalence_limit_and_says
     # no variation at all, or no item with two votes: agreement was not measured, either way
     assert gate_decision("alpha", math.nan, 1.0, 1.0, 0.7, n_items=30).status == NOT_MEASURED
     assert gate_decision("alpha", math.nan, math.nan, math.nan, 0.7, n_items=0).status == NOT_MEASURED
+
+
+def test_a_common_answer_alone_is_not_agreement_however_high_ac1_reads():
+    """Two judges that never give the rarer answer to the same question agree only on the common
+    one, which judges voting without reading reach as well: AC1 0.80 at 91% "yes", α and κ below
+    0 (the default study's computer-science CoT answerability). One shared rare answer is enough
+    for AC1 to decide, as on the paper's release."""
+    from bloomqg.voting.cell import measure_criterion
+    # rules says "no" to 4 of 28 questions, smollm2 to 1 other; minilm abstains
+    never_shared = [["0" if i < 4 else "1", None, "0" if i == 4 else "1"] for i in range(28)]
+    alone = measure_criterion("answerable", never_shared, ["rules", "minilm", "smollm2"], n_resamples=0)
+    assert alone.agreement.ac1 >= 0.7 and alone.alpha.alpha < 0 and alone.agreement.n_items_rare_agreed == 0
+    assert (alone.decision.status, alone.decision.why) == (NOT_MEASURED, NO_RARE_AGREEMENT)
+    shared = [["0" if i < 4 else "1", None, "0" if i in (3, 4) else "1"] for i in range(40)]
+    together = measure_criterion("answerable", shared, ["rules", "minilm", "smollm2"], n_resamples=0)
+    assert together.agreement.n_items_rare_agreed == 1
+    assert (together.decision.status, together.decision.coefficient) == (RELIABLE, "ac1")
+    # what the reliability row records reads back as the same decision
+    row = {**together.panel_columns("majority"), "alpha": together.alpha.alpha, "ac1": together.agreement.ac1,
+           "n_items": together.alpha.n_items, "gate_threshold": 0.7}
+    assert recorded_decision({**row, **alone.panel_columns("majority"), "ac1": alone.agreement.ac1}).why == \
+        NO_RARE_AGREEMENT
 
 
 def test_each_metric_rests_on_the_criteria_it_measures():
