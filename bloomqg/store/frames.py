@@ -277,6 +277,7 @@ RELIABILITY = _schema(
     f("ac1_ci_high", pa.float64()),
     f("n_effective_judges", pa.float64()),  # n / (1 + (n-1) mean error correlation)
     f("n_varying_judges", pa.int64()),  # judges whose votes take two answers or more (the gate needs two)
+    f("n_items_rare_agreed", pa.int64()),  # questions where two judges gave the same answer but the commonest
     f("aggregation", _str),  # "majority" | "dawid_skene": how the cell's labels were voted
     # -- per-judge diagnostics (judge rows; bloomqg.voting.diagnostics) --
     f("vote_rate", pa.float64()),  # yes-rate (yes/no criteria) or share of its modal category
@@ -543,8 +544,8 @@ ANNOTATION_PLAN = _schema(
     f("big_n", pa.int64(), False),  # items in the metric's population, judged
     f("judges", pa.float64()),  # the judges' estimate, percent
     f("judges_n", pa.int64()),  # the questions of big_n with a verdict: the estimate's n
-    f("disagreement", pa.float64(), False),  # assumed or pilot share of items judge ≠ human
-    f("agreement_source", _str, False),  # "assumed" | "pilot (n labelled items)"
+    f("disagreement", pa.float64()),  # assumed or pilot share of items judge ≠ human; null: labels alone
+    f("agreement_source", _str, False),  # "assumed" | "pilot (n labelled items)" | "labels alone (why)"
     f("half_width", pa.float64(), False),  # target, percentage points
     f("n_needed", pa.int64(), False),  # labels for the target; big_n when it is not reachable
     f("reachable", pa.bool_(), False),  # False: even labelling every item misses the target
