@@ -20,7 +20,9 @@ so CatCons) is "not assessable from these votes" rather than guessed.
 
 The verdict, one per comparison: **holds** when every variant has the majority's sign and
 significance (p < 0.05); **holds where measured** when every variant with a value does but some
-have none (not significant under the majority, so a missing value changes nothing it could lose); **depends on judge X** when of the leave-one-out panels only the one
+have none (not significant under the majority, so a missing value changes nothing it could lose)
+and a panel with a judge left out is among those with a value (Dawid–Skene alone reweights the same
+judges, so it held under it alone is **not assessable from these votes**); **depends on judge X** when of the leave-one-out panels only the one
 without X changes them (whether or not Dawid–Skene, which discounts an uninformative judge,
 changes them too); **depends on the aggregation** when only Dawid–Skene does; **significance
 depends on X and Y** when the sign holds everywhere but leaving out any of several judges loses
@@ -158,7 +160,13 @@ def verdict(base: pd.Series, variants: dict[str, pd.Series]) -> str:
     changed = [name for name, row in variants.items()
                if (significant if pd.isna(row["diff"]) else _outcome(row["diff"], row["p_value"]) != (sign, significant))]
     if not changed:
-        return HOLDS if all(not pd.isna(row["diff"]) for row in variants.values()) else HOLDS_WHERE_MEASURED
+        if all(not pd.isna(row["diff"]) for row in variants.values()):
+            return HOLDS
+        # Dawid–Skene alone reweights the same three judges' votes: it cannot show the result
+        # survives a change of judges, so with no judge-left-out value nothing was seen to hold
+        left_out = [row for name, row in variants.items() if name != DAWID_SKENE]
+        return HOLDS_WHERE_MEASURED if any(not pd.isna(row["diff"]) for row in left_out) or not left_out \
+            else NOT_ASSESSABLE
     flipped = [name for name in changed if _turns_sign(variants[name]["diff"], sign)]
     if not significant and flipped:
         return "within judge noise"
@@ -188,7 +196,8 @@ def variant_entry(pair: Any) -> tuple[Any, Any, Any]:
 
 def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dict[str, Sequence[float]]) -> str:
     """Why a row reads "within judge noise": which of its two clauses holds, with the panels that
-    turn the sign; an empty string for any other verdict."""
+    turn the sign; why it holds only where measured, or is not assessable though Dawid–Skene has a
+    value; an empty string for any other verdict."""
     if verdict_text == HOLDS_WHERE_MEASURED:
         names = {name: name.replace(DAWID_SKENE, "Dawid–Skene") for name in variants}
         missing = [names[name] for name, pair in variants.items() if pd.isna(variant_entry(pair)[0])]
@@ -196,6 +205,12 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
         # name the panels it held under: held under Dawid–Skene only is a thinner claim than under four
         return (f"{', '.join(missing)} give{'s' if len(missing) == 1 else ''} no value (too few questions labelled "
                 f"without that judge), so it held only under {' and '.join(present) or 'no other panel'}")
+    if verdict_text == NOT_ASSESSABLE and variants:
+        by_posterior = variant_entry(variants.get(DAWID_SKENE))[0]
+        if by_posterior is None or pd.isna(by_posterior):
+            return ""
+        return (f"no panel with a judge left out labels enough questions; Dawid–Skene, which reweights the same "
+                f"judges, gives {by_posterior:+.2f} against the majority's {diff:+.2f}")
     if verdict_text != "within judge noise":
         return ""
     sign, significant = _outcome(diff, p_value)

@@ -150,6 +150,12 @@ def test_a_comparison_without_pairs_or_value_is_not_compared_and_a_variant_witho
 
     assert verdict(row(2, 0.4), {"without a": row(float("nan"), float("nan")), **other}) == HOLDS_WHERE_MEASURED
     assert verdict(row(2, 0.4), other) == "holds"
+    # held under Dawid–Skene alone, every judge-left-out panel without a value: Dawid–Skene
+    # reweights the same judges, so no change of judges was seen (the default study's cs KnowCov:
+    # +25.00 under the majority, +3.12 under Dawid–Skene)
+    only_ds = {"dawid_skene": row(3.12, 0.9), "without a": row(float("nan"), float("nan")),
+               "without b": row(float("nan"), float("nan"))}
+    assert verdict(row(25.0, 0.4), only_ds) == NOT_ASSESSABLE
     assert verdict_reason(2, 0.4, HOLDS_WHERE_MEASURED, {"without a": [None, None], "without b": [3, 0.5]}).startswith(
         "without a gives no value")
     assert verdict(row(9, 0.01), {"without a": row(float("nan"), float("nan")), "without b": row(8, 0.01)}) == "depends on a"
