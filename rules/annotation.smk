@@ -228,6 +228,10 @@ rule annotation_plan:
     """Target: human labels per cell and headline metric for PPI++ to reach the target half-width."""
     input:
         votes=cell_paths(f"{PLAN.root}/votes/{{dataset}}/{{strategy}}/{{model}}.parquet", PLAN.cells),
+        # the gate's decisions: an assumed agreement stands in only where this panel passed it
+        reliability=cell_paths(
+            f"{PLAN.root}/votes/{{dataset}}/{{strategy}}/{{model}}.reliability.parquet", PLAN.cells
+        ),
         # a pilot round's measured agreement, once calibrated
         # (not when the export draws what the plan asks for: the pilot would be of its own draw)
         pilot=[f"{CALIBRATION_DIR}/items.parquet"] if CALIBRATION and not ANNOTATION.items_from_plan else [],

@@ -151,7 +151,8 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
             Cell(MISSING if pd.isna(row["judges"]) else f"{row['judges']:.1f}" + (
                 "" if pd.isna(row.get("judges_n")) else f" (n={int(row['judges_n'])})")),
             # "assumed" is the paper's panel's agreement with people, not this panel's: named so
-            Cell(f"{100 * row['disagreement']:.1f}% "
+            Cell(f"none assumed: {row['agreement_source']}" if pd.isna(row["disagreement"]) else
+                 f"{100 * row['disagreement']:.1f}% "
                  f"({'paper’s panel' if row['agreement_source'] == 'assumed' else row['agreement_source']})"),
             Cell(needed), Cell(f"± {row['half_width_at_n']:.1f}"), Cell(str(int(row["big_n"]))),
         ])
@@ -175,9 +176,10 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
         "not usable; so their values differ). Disagreement: "
         "the share of questions on which judges and a person would differ, at most: measured on human labels "
         "imported earlier, or (\"paper’s panel\") assumed from how often the panel of the paper this study follows (From Memorization "
-        "to Creation) agreed with people on the criterion (its Table 9, a default unless the config sets annotation_plan.assumed_agreement): that panel, not this one, so "
-        "where this panel's agreement failed the gate or could not be measured, the plan is optimistic and a pilot "
-        "round of labels should replace the assumption. Predicted half-width: half the width of the interval the labels "
+        "to Creation) agreed with people on the criterion (its Table 9, a default unless the config sets annotation_plan.assumed_agreement): that panel, not this one, "
+        "so it is assumed only where this panel rates the criterion reliably in the cell (the gate). Where it does "
+        "not (\"none assumed: labels alone\", with the criterion and the gate's outcome), nothing is assumed of the "
+        "judges and the plan is for people's labels alone, at the worst case of a 50% share. Predicted half-width: half the width of the interval the labels "
         "would give. The plan takes whichever needs fewer labels: correcting the judges with the labels (PPI++) "
         "or the labels alone."
     )

@@ -10,6 +10,13 @@ labels whose predicted half-width z·sqrt(bound) reaches the target. ``d`` is ei
 a pilot round (the mean of (Y − f)² over the labelled items of the metric, pooled over cells)
 or assumed from a criterion's agreement: an outcome built on one criterion disagrees at most as
 often as the criterion does, one built on several at most as often as any of them (the sum).
+
+The assumed agreement is another panel's (the paper's, with people). It stands in only where this
+panel rates every criterion of the outcome reliably in the cell (the gate's rule,
+:func:`bloomqg.voting.agreement.recorded_decision`): where a criterion failed the gate or its
+agreement could not be measured, nothing is assumed of the judges and the plan is for the labels
+alone, at the worst-case share of one half (``agreement_source`` "labels alone", ``disagreement``
+null): a plan that holds whatever the judges do.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES, panel_outc
 from bloomqg.store.cells import CELL_COLUMNS
 from bloomqg.store.frames import ANNOTATION_PLAN
 from bloomqg.stats.normal import z_of
+from bloomqg.voting.agreement import RELIABLE, recorded_decision
 
 #: Agreement assumed when no pilot round was imported: Table 9's averages (Bloom level 46.58%,
 #: unique 90.75%, readable 98.08%, answerable 95.83%); knowledge units 80% (no published figure);
@@ -44,6 +52,13 @@ METRIC_CRITERIA: dict[str, tuple[str, ...]] = {
     "usable": ("unique", "readable", "answerable"), "catcons_unit": ("knowledge_units",),
     "catcons_both": ("bloom_level", "knowledge_units"),
 }
+
+#: The voted criterion whose gate decides whether an outcome's criterion may borrow an assumed
+#: agreement (three Bloom levels are read from the six the panel votes).
+GATED_CRITERION: dict[str, str] = {"bloom_order": "bloom_level"}
+
+#: ``agreement_source`` of a plan for the labels alone (the panel failed the gate or was not measured).
+LABELS_ALONE = "labels alone"
 HEADLINE_METRICS: tuple[str, ...] = tuple(m.name for m in OUTCOMES if m.headline)
 
 
@@ -111,15 +126,38 @@ def pilot_disagreement(joined: pd.DataFrame) -> dict[str, tuple[float, int]]:
     return out
 
 
+def untrusted_criteria(reliability: pd.DataFrame | None, cell: Mapping[str, str], metric: str) -> list[str]:
+    """The criteria of ``metric``'s outcome this panel does not rate reliably in ``cell`` (failed
+    the gate, or not measured; a criterion without a panel row counts as not measured), each as
+    "criterion (status)"; [] when ``reliability`` is None (no panel to check: the assumption stands)."""
+    if reliability is None:
+        return []
+    panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability
+    here = panel
+    for column in CELL_COLUMNS:
+        here = here[here[column].astype(str) == cell[column]]
+    out = []
+    for criterion in METRIC_CRITERIA[metric]:
+        gated = GATED_CRITERION.get(criterion, criterion)
+        rows = here[here["criterion"] == gated]
+        status = recorded_decision(rows.iloc[0].to_dict()).status if len(rows) else "not measured"
+        if status != RELIABLE:
+            out.append(f"{gated.replace('_', ' ')} {status.replace('_', ' ')}")
+    return out
+
+
 def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAULT_HALF_WIDTH,
                     confidence: float = DEFAULT_CONFIDENCE,
                     assumed_agreement: Mapping[str, float] | None = None,
                     pilot: pd.DataFrame | None = None,
+                    reliability: pd.DataFrame | None = None,
                     metrics: Sequence[str] = HEADLINE_METRICS) -> pd.DataFrame:
     """:data:`~bloomqg.store.frames.ANNOTATION_PLAN` for every cell of ``votes`` (one frame per cell)
     and metric: labels needed for ``half_width`` points at ``confidence``. ``pilot``: a joined
     frame of an imported round; its disagreement replaces the assumed one where it has at least
-    :data:`MIN_PILOT_ITEMS` labelled items of the metric."""
+    :data:`MIN_PILOT_ITEMS` labelled items of the metric. ``reliability``: the cells' RELIABILITY
+    panel rows; where a criterion of the metric is not reliably rated there, the plan is for the
+    labels alone (module docstring)."""
     agreement = {**DEFAULT_ASSUMED_AGREEMENT, **(assumed_agreement or {})}
     measured = pilot_disagreement(pilot) if pilot is not None else {}
     records = []
@@ -134,16 +172,22 @@ def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAUL
             values = pd.to_numeric(judged.loc[judged["metric"] == metric, "judge"], errors="coerce").to_numpy(float)
             if not len(values):  # no question of the cell is in the metric's population
                 continue
+            shown: float | None
             if metric in measured and measured[metric][1] >= MIN_PILOT_ITEMS:
                 disagreement, source = measured[metric][0], f"pilot ({measured[metric][1]} labelled items)"
+                shown = disagreement
+            elif untrusted := untrusted_criteria(reliability, cell, metric):
+                # disagreement 1 makes the bound the labels' own at a share of one half
+                disagreement, source, shown = 1.0, f"{LABELS_ALONE} ({', '.join(untrusted)})", None
             else:
                 disagreement, source = assumed_disagreement(metric, agreement), "assumed"
+                shown = disagreement
             plan = labels_needed(values, disagreement, half_width=half_width, confidence=confidence)
             known = values[~np.isnan(values)]
             records.append({
                 **cell, "metric": metric, "big_n": len(values),
                 "judges": 100.0 * float(known.mean()) if len(known) else None, "judges_n": len(known),
-                "disagreement": disagreement, "agreement_source": source, "half_width": half_width,
+                "disagreement": shown, "agreement_source": source, "half_width": half_width,
                 "n_needed": plan.n_needed, "reachable": plan.reachable, "half_width_at_n": plan.half_width_at_n,
             })
     return pd.DataFrame.from_records(records, columns=ANNOTATION_PLAN.names)

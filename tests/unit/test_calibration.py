@@ -373,6 +373,34 @@ def test_the_plan_of_a_study_per_cell_and_headline_metric(study):
     assert piloted["agreement_source"].str.startswith("pilot").any()
 
 
+def test_the_plan_assumes_no_agreement_where_this_panel_failed_the_gate(study):
+    """The assumed agreement is the paper's panel's: it stands in only where this panel rates the
+    criterion reliably; elsewhere the plan is the labels' own at a share of one half."""
+    from bloomqg.annotation.plan import LABELS_ALONE, METRIC_CRITERIA, annotation_plan, labels_needed
+    from bloomqg.store.cells import CELL_COLUMNS
+
+    cells = [{c: str(frame[c].iloc[0]) for c in CELL_COLUMNS} for frame in study["votes"]]
+    first = cells[0]
+    rows = [{**cell, "criterion": criterion, "judge": None, "alpha": 0.9, "gate_coefficient": "alpha",
+             "gate_status": "reliable", "gate_threshold": 0.7, "n_items": 30} for cell in cells
+            for criterion in ("unique", "readable", "answerable", "bloom_level", "knowledge_units")]
+    for row in rows:  # the first cell's Bloom levels fail the gate
+        if row["criterion"] == "bloom_level" and all(row[c] == first[c] for c in CELL_COLUMNS):
+            row.update(alpha=0.1, gate_status="unreliable")
+    plan = annotation_plan(study["votes"], half_width=10.0, reliability=pd.DataFrame(rows))
+    here = (plan[list(CELL_COLUMNS)].astype(str) == pd.Series(first)).all(axis=1)
+    on_levels = plan["metric"].map(lambda m: bool({"bloom_level", "bloom_order"} & set(METRIC_CRITERIA[m])))
+    alone = plan[here & on_levels]
+    assert set(alone["metric"]) == {"catcons_level", "cogreg", "cogleap", "catcons_order"}
+    assert (alone["agreement_source"] == f"{LABELS_ALONE} (bloom level unreliable)").all()
+    assert alone["disagreement"].isna().all()
+    for row in alone.itertuples():  # the labels' own bound: n = z² · 0.25 / w², capped at the cell
+        expected = labels_needed(np.full(int(row.big_n), 0.3), 1.0, half_width=10.0)
+        assert (row.n_needed, row.reachable) == (expected.n_needed, expected.reachable)
+    assert (plan.loc[~here, "agreement_source"] == "assumed").all()
+    assert (plan.loc[here & ~on_levels, "agreement_source"] == "assumed").all()
+
+
 def test_settings_refuse_calibration_without_annotation():
     from bloomqg.annotation.settings import calibration_settings, plan_settings
     from bloomqg.store.config_schema import Cell, ConfigError
