@@ -3,6 +3,7 @@ from bloomqg.reporting.figures.write import FIGURE_FILES
 from bloomqg.reporting.tables.write import TABLE_FILES
 from bloomqg.release.tables import RELEASE_TABLE_FILES
 from bloomqg.reporting.explorer.links import EXPLORER_HREF  # relative to {root}/report.html
+from bloomqg.tools.config_docs import config_meanings
 from bloomqg.reporting.explorer.write import STATIC_DIR, STATIC_FILES
 from bloomqg.inputs.strategies import (
     default_selection,
@@ -132,6 +133,7 @@ rule build_report:
     params:
         # entries in canonical form: a default written out does not rebuild the report
         config=STUDY.canonical_config(),
+        config_meanings=config_meanings(),  # each key's meaning, from the schema, above it on the page
         title=lambda wc: (
             "bloomqg: the paper's release reproduced" if wc.root == "results/release" else "bloomqg report"
         ),

@@ -10,6 +10,7 @@ inputs = snakemake.input
 build_report_from_files(
     snakemake.output.report,  # and its facts frame beside it, output.facts
     config=snakemake.params.config,
+    config_meanings=snakemake.params.config_meanings,
     metrics=inputs.metrics,
     correlations=inputs.correlations,
     paired=inputs.paired,

@@ -97,3 +97,33 @@ def metric_index(all_metrics: pd.DataFrame) -> dict[tuple[str, str, str, str], p
         (r["model"], r["dataset"], r["strategy"], r["metric"]): r
         for _, r in all_metrics.iterrows()
     }
+
+
+def annotated_config_yaml(config: Mapping, meanings: Mapping[str, str]) -> str:
+    """``config`` as YAML with each key's meaning (the first sentence of ``meanings``' entry for its
+    dotted pattern, ``*`` for an entry's name: :func:`bloomqg.tools.config_docs.config_meanings`)
+    as a comment line above it, so a reader need not look a key up (``plan.alpha`` is a significance
+    level, not Krippendorff's α)."""
+    import fnmatch
+    import re
+
+    import yaml
+
+    line_key = re.compile(r"^(?P<indent> *)(?P<key>[^\s#:-][^:]*):(?: |$)")
+    path: list[str] = []
+    out = []
+    for line in yaml.safe_dump(config, sort_keys=False, allow_unicode=True).splitlines():
+        match = line_key.match(line)
+        if match:
+            depth = len(match["indent"]) // 2
+            path = [*path[:depth], match["key"]]
+            dotted = ".".join(path)
+            meaning = next((text for pattern, text in meanings.items()
+                            if "*" not in pattern and pattern == dotted), None) or next(
+                (text for pattern, text in meanings.items() if "*" in pattern and fnmatch.fnmatchcase(dotted, pattern)
+                 and pattern.count(".") == dotted.count(".")), None)
+            if meaning:
+                first = re.split(r"(?<=\.)\s(?=[A-Z])", meaning.strip(), maxsplit=1)[0]
+                out.append(f"{match['indent']}# {first}")
+        out.append(line)
+    return "\n".join(out) + "\n"

@@ -28,7 +28,9 @@ from bloomqg.store.atomic import write_text_atomic
 from bloomqg.store.frames import CUT_OFF, IMPORTED
 from bloomqg.reporting.answer import answer_context, usability_of_read
 from bloomqg.reporting.construction import construction_facts, mark_by_construction, forced_level_warnings
-from bloomqg.reporting.display import EMPTY, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.display import (
+    EMPTY, MISSING, StrategyLabels, annotated_config_yaml, is_missing, ordered_unique, strategy_label,
+)
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
@@ -381,6 +383,7 @@ def build_report(
     out_path: Path,
     *,
     config: Mapping,
+    config_meanings: Mapping[str, str] | None = None,
     all_metrics: pd.DataFrame,
     votes: pd.DataFrame,
     reliability: pd.DataFrame,
@@ -426,8 +429,6 @@ def build_report(
     LaTeX files are listed as downloads, not read); figures are the PNG files of ``figure_paths``
     inlined as base64, with the links of their ``.links.json`` files laid over them.
     """
-    import yaml
-
     check_metrics(all_metrics)
     labels = strategy_labels
     flags = construction_flags(votes, panel_judges(reliability))
@@ -456,7 +457,7 @@ def build_report(
         "overview": {**overview(all_metrics, votes, ledger, generations, labels),
                      "call_failures": call_failures(judgments, generations),
                      "min_answer_rate": _min_answer_rate(config)},
-        "config_yaml": yaml.safe_dump(plain(dict(config)), sort_keys=False, allow_unicode=True),
+        "config_yaml": annotated_config_yaml(plain(dict(config)), config_meanings or {}),
         "git_commit": git_commit or "unknown (not a git checkout)",
         "package_versions": sorted(plain(dict(package_versions)).items()),
         "generation_provenance": provenance_entries(generation_provenance),
@@ -643,6 +644,7 @@ def build_report_from_files(
     out_path: Path,
     *,
     config: Mapping,
+    config_meanings: Mapping[str, str] | None = None,
     metrics: Path,
     correlations: Path,
     paired: Path,
@@ -683,6 +685,7 @@ def build_report_from_files(
     build_report(
         Path(out_path),
         config=config,
+        config_meanings=config_meanings,
         all_metrics=read_frame(metrics, METRICS),
         votes=read_frames(votes, VOTES),
         reliability=read_frames(reliability, RELIABILITY),

@@ -107,6 +107,23 @@ def config_rows() -> list[Row]:
     return rows
 
 
+def config_meanings() -> dict[str, str]:
+    """Each key's meaning by dotted pattern, ``*`` for an entry's name
+    (``datasets.*.path``, ``judges.*.generation.max_new_tokens``): what the report's Configuration
+    section writes above each key of the config it shows. A key two judge backends share takes the
+    first backend's wording; the generation and API settings apply under models and judges alike."""
+    meanings: dict[str, str] = {}
+    for key, _, _, meaning in config_rows():
+        path = key.split("`")[1].replace("<name>", "*")
+        targets = ([f"{section}.*.{path.split('.', 1)[1]}" for section in ("models", "judges")]
+                   if path.startswith(("<generation>.", "<api_settings>.")) else [path])
+        if path.startswith("<generation>."):
+            targets = [t.replace(".*.", ".*.generation.", 1) for t in targets]
+        for target in targets:
+            meanings.setdefault(target, meaning)
+    return meanings
+
+
 def config_table() -> str:
     """The Markdown table, marker comments included."""
     lines = [START, "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
