@@ -21,7 +21,7 @@ from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
 from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies, paired_test
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import (
-    DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, variants_of,
+    DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, NOT_ASSESSABLE, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, variants_of,
 )
 from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
@@ -333,6 +333,16 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
     return text
 
 
+def _by_prevalence(entry: Mapping[str, Any]) -> str:
+    """"Unique in cs FGP, where α over all the judges is 0.06 but rules and minilm agree beyond chance
+    (κ 0.37)": one AC1 pass, with the pair of judges whose agreement carries it."""
+    text = f"{entry['criterion']} in {entry['cell']}, where α over all the judges is {fixed(entry['alpha'], 2)}"
+    pair = entry.get("pair")
+    if pair and pair[2] > 0:
+        text += f" but {pair[0]} and {pair[1]} agree beyond chance (κ {fixed(pair[2], 2)})"
+    return text
+
+
 def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple[str, str] = ("A", "B")) -> str:
     """How many of the Answer's comparisons (``rows``, one strategy pair named ``names``) change
     sign or significance when one judge is left out or the votes are combined by Dawid–Skene (the
@@ -347,14 +357,20 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
              for key in [(str(r.model), str(r.dataset), str(r.strategy_a), str(r.strategy_b), str(r.metric))]
              if key in mine.index]
     compared = [(r, m) for r, m in found if m["verdict"] != NOT_COMPARED]
-    moved = [(r, m) for r, m in compared if m["verdict"] not in (HOLDS, HOLDS_WHERE_MEASURED)]
+    # not assessable: no other panel had a value to move it or not (counted apart, not as moved)
+    assessed = [(r, m) for r, m in compared if not str(m["verdict"]).startswith(NOT_ASSESSABLE)]
+    moved = [(r, m) for r, m in assessed if m["verdict"] not in (HOLDS, HOLDS_WHERE_MEASURED)]
     if not moved:
         return ""
+    unassessed = len(compared) - len(assessed)
+    among = (f"of the {len(assessed)} comparisons with pairs it could assess ({unassessed} not: too few questions "
+             "labelled without a judge)" if unassessed else f"of the {len(compared)} comparisons with pairs")
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
-            f"accuracy) instead of a majority, moves {len(moved)} of the {len(compared)} comparisons with pairs (a "
+            f"accuracy) instead of a majority, moves {len(moved)} {among} (a "
             "difference changes direction or appears from none, or what is significant changes).")
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
+    leaned: dict[str, list[tuple[str, str]]] = {}  # the majority ties: no lead to take "instead"
     firmed: dict[str, list[tuple[str, str]]] = {}
     shrunk: dict[str, list[tuple[str, str]]] = {}
     for r, m in compared:  # a comparison that holds can still shrink under Dawid–Skene
@@ -364,7 +380,9 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
             continue
         side = names[1] if float(ds_diff) > 0 else names[0]
         where = (metric_spec(str(r.metric)).label, str(r.dataset))
-        if math.copysign(1, float(ds_diff)) != math.copysign(1, majority) or majority == 0:
+        if majority == 0:
+            leaned.setdefault(side, []).append(where)
+        elif math.copysign(1, float(ds_diff)) != math.copysign(1, majority):
             favoured.setdefault(side, []).append(where)
         elif (not is_missing(ds_p) and float(ds_p) < SIGNIFICANCE
               and (is_missing(m.get("p_value")) or float(m.get("p_value")) >= SIGNIFICANCE)):
@@ -380,11 +398,13 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
         return "; ".join(f"{label} ({', '.join(datasets)})" for label, datasets in by_metric.items())
 
     clauses = ([f"favour {side} instead on {listed(where)}" for side, where in favoured.items()]
+               + [f"lean to {side} where the majority finds no difference, on {listed(where)}"
+                  for side, where in leaned.items()]
                + [f"make {side}'s lead significant before Holm on {listed(where)}" for side, where in firmed.items()]
                + [f"shrink {side}'s lead on {listed(where)}" for side, where in shrunk.items()])
     if clauses:
         # over every comparison with pairs, held ones included (a shrink need not move it)
-        text += f" Over all {len(compared)}, moved or not, Dawid–Skene's labels {_joined(clauses, 'and')}."
+        text += f" Over all {len(compared)}, moved or not, Dawid–Skene's labels (same votes) {_joined(clauses, 'and')}."
     return text
 
 
@@ -476,9 +496,9 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
     alphas = list(gate.get("by_prevalence") or [])
     if alphas:  # AC1 passes where one answer dominates; α beside it says how little else is agreed
-        hollow_text += (f" ({len(alphas)} of them by Gwet's AC1, the gate's coefficient where one answer holds ≥ "
-                        f"{PREVALENCE_LIMIT:.0%} of the votes: beyond that answer the judges agree little, α "
-                        f"{', '.join(fixed(a['alpha'], 2) + ' for ' + a['criterion'] + ' in ' + a['cell'] for a in alphas)})")
+        hollow_text += (f" ({len(alphas)} of them by Gwet's AC1, which the gate reads where one answer holds ≥ "
+                        f"{PREVALENCE_LIMIT:.0%} of the votes (α collapses there): "
+                        f"{'; '.join(_by_prevalence(a) for a in alphas)})")
     never = list(gate.get("never_measured") or [])
     named = _joined(never, "and") if never else ""
     their = "its values say" if len(never) == 1 else "their values say"

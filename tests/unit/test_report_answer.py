@@ -175,23 +175,31 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
         "instead of a majority, moves 1 of the 2 comparisons with pairs (a difference changes direction or appears from none, "
         "or what is significant changes).")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
+    # a comparison no judge-left-out panel could assess is not counted as moved, and is said apart
+    unassessed = robustness.assign(verdict=["within judge noise", "not assessable from these votes"])
+    assert "moves 1 of the 1 comparisons with pairs it could assess (1 not: too few questions labelled" in \
+        panel_note(answer, unassessed)
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
     # which way the doubt runs: Dawid–Skene favouring the other strategy, or one where the majority ties
     directed = robustness.assign(verdict="within judge noise", diff=[0.0, 10.0], variants=[
         '{"dawid_skene": [-6.7, 1.0, 15]}', '{"dawid_skene": [-28.6, 0.5, 7]}'])
+    # where the majority ties there is no lead to take "instead": Dawid–Skene leans, said apart
     assert panel_note(answer, directed, ("CoT", "FGP")).endswith(
-        "Over all 2, moved or not, Dawid–Skene's labels favour CoT instead on CatCons (cs, social).")
+        "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
+        "favour CoT instead on CatCons (social) and lean to CoT where the majority finds no difference, on CatCons (cs).")
     same_way = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [6.0, 0.5, 7]}'])
     assert "Dawid–Skene's labels" not in panel_note(answer, same_way, ("CoT", "FGP"))
     # the same side with under half the lead: a reader of the majority's lead is told how far it shrinks
     shrunk = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [2.78, 1.0, 36]}'])
     assert panel_note(answer, shrunk, ("CoT", "FGP")).endswith(
-        "Over all 2, moved or not, Dawid–Skene's labels shrink FGP's lead on CatCons (social: 10.00 to 2.78 points).")
+        "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
+        "shrink FGP's lead on CatCons (social: 10.00 to 2.78 points).")
     # the same direction made significant is said too, beside the other direction
     firmer = directed.assign(p_value=[1.0, 0.2], variants=['{"dawid_skene": [-6.7, 1.0, 15]}',
                                                            '{"dawid_skene": [45.0, 0.01, 20]}'])
     assert panel_note(answer, firmer, ("CoT", "FGP")).endswith(
-        "Over all 2, moved or not, Dawid–Skene's labels favour CoT instead on CatCons (cs) and make FGP's lead significant before Holm on "
+        "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
+        "lean to CoT where the majority finds no difference, on CatCons (cs) and make FGP's lead significant before Holm on "
         "CatCons (social).")
 
 
