@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.registry import metric_spec
-from bloomqg.metrics.paired import FEW_PAIRS, SIGNIFICANCE
+from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, FEW_PAIRS, SIGNIFICANCE
 from bloomqg.metrics.robustness import (DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, MODEL_COMPARISON, NOT_COMPARED, STRATEGY_COMPARISON,
                                        variant_entry, variants_of, verdict_reason)
 from bloomqg.reporting.display import (
@@ -151,14 +151,16 @@ def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Seri
     return ", ".join(f"{judge} in {n} of {len(cells)} cells" for judge, n in counts.items())
 
 
-def _not_flagged(flagged: list[dict[str, str]], criterion: str, n_judges: int) -> str:
-    """" (but 2 of its 3 judges are flagged in some cell: there, read it as at most 1)" beside an
+def _not_flagged(flagged: list[dict[str, str]], criterion: str) -> str:
+    """" (a median over cells; in a cell where smollm2 is flagged, it adds nothing there)" beside an
     effective number, where judges of the criterion are flagged in some cell (the median pools
-    cells, the flags are per cell: the last column names them); "" where none is."""
-    named = {f["judge"] for f in flagged if f["criterion"] == criterion}
-    kept = max(n_judges - len(named), 0)
-    return (f" (but {len(named)} of its {n_judges} judges {'is' if len(named) == 1 else 'are'} flagged in some cell: "
-            f"there, read it as at most {kept})") if named else ""
+    cells, the flags are per cell, judge by judge: the last column names them); "" where none is."""
+    named = [judge for judge in dict.fromkeys(f["judge"] for f in flagged if f["criterion"] == criterion)]
+    if not named:
+        return ""
+    who = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
+    return (f" (a median over cells; in a cell where {who} is flagged, "
+            f"{'it adds' if len(named) == 1 else 'that judge adds'} nothing there)")
 
 
 def flagged_summary(flagged: list[dict[str, str]]) -> str:
@@ -308,16 +310,17 @@ def metric_label(metric: str) -> str:
         return metric
 
 
-def _unmeasured_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> list[str]:
-    """Per comparison that holds and reads, in either arm's cell, a criterion whose agreement the
-    gate could not measure there (with one varying judge or none, no panel could have moved it):
-    "Answerable", or "KnowCov (through Readable, Answerable)" where the metric reads the criterion
-    through the questions it counts."""
+def _untrusted_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> list[str]:
+    """Per comparison that holds and reads, in either arm's cell, a criterion the gate did not find
+    reliable there (unreliable, or not measured: with one varying judge or none, no panel could
+    have moved it; holding says nothing of votes that do not measure): "Answerable", or "KnowCov,
+    which reads Readable and Answerable" where the metric reads the criterion through the
+    questions it counts."""
     if reliability is None or not len(reliability) or held.empty:
         return []
     panel = reliability[reliability["judge"].isna()]
     unmeasured = {(r["model"], r["dataset"], r["strategy"], r["criterion"]) for r in panel.to_dict("records")
-                  if recorded_decision(r).status == NOT_MEASURED}
+                  if recorded_decision(r).status != RELIABLE}
     readings = []
     for r in held.itertuples(index=False):
         cells = [(r.model, r.dataset, r.strategy)]
@@ -363,16 +366,17 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
     held = robustness[robustness["verdict"].isin([HOLDS, HOLDS_WHERE_MEASURED])]
     if len(held):
         # "holds" is about stability, not about a difference: say how many found one, and how many
-        # read a criterion no panel could move
+        # read a criterion the gate did not find reliable (stable votes that do not measure)
         found = int((held["p_value"] < SIGNIFICANCE).sum())
         kinds = [k for k in (HOLDS, HOLDS_WHERE_MEASURED) if k in counts]
         these = "of them" if len(kinds) == 1 else "of these"
         note = (f"{these} {found} a significant difference, the other {len(held) - found} that none was found"
                 if found else "none found a significant difference")
-        unmeasured = unmeasured_holds(robustness, reliability)
+        unmeasured = untrusted_holds(robustness, reliability)
         if unmeasured:
             note += (f"; {len(unmeasured)} ({'; '.join(unmeasured)}) rest{'s' if len(unmeasured) == 1 else ''} on "
-                     f"agreement not measured in {'its' if len(unmeasured) == 1 else 'their'} cells: no evidence")
+                     f"agreement the gate did not find reliable in a cell of {'its' if len(unmeasured) == 1 else 'theirs'}: "
+                     "no evidence")
         notes[kinds[-1]].append(note)
     parts = [f"{counts[k]} {k}" + (f" ({'; '.join(notes[k])})" if notes[k] else "") for k in notes if k in counts]
     metrics = ordered_unique(robustness["metric"])
@@ -385,7 +389,19 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
     return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; {over} on each dataset), under Dawid–Skene or with "
             f"one judge left out (a panel agrees when its difference has the majority's sign "
             f"and its raw p is on the same side of {SIGNIFICANCE:g}): " + "; ".join(parts) + "."
-            + _few_pairs_note(robustness) + " Holding is not reliability: the Answer decides.")
+            + _few_pairs_note(robustness) + _parts_note(metrics) + " Holding is not reliability: the Answer decides.")
+
+
+def _parts_note(metrics: Sequence[str]) -> str:
+    """Which rows are the Answer's comparisons, where the table also compares metrics the Answer
+    does not test (Usability's parts): a reader counting both would find two numbers of comparisons."""
+    tested = [m for m in metrics if m in DEFAULT_PAIRED_METRICS]
+    others = [m for m in metrics if m not in DEFAULT_PAIRED_METRICS]
+    if not tested or not others:
+        return ""
+    labels = [metric_spec(m).label for m in tested]
+    return (f" The Answer's are the {', '.join(labels[:-1]) + ' and ' if len(labels) > 1 else ''}{labels[-1]} rows; "
+            "the others show which part of Usability a panel moves.")
 
 
 def few_pair_panels(robustness: pd.DataFrame | None) -> list[int]:
@@ -398,11 +414,11 @@ def few_pair_panels(robustness: pd.DataFrame | None) -> list[int]:
             for n in [variant_entry(pair)[2]] if n is not None and not pd.isna(n) and 0 < int(n) < FEW_PAIRS]
 
 
-def unmeasured_holds(robustness: pd.DataFrame | None, reliability: pd.DataFrame | None) -> list[str]:
-    """The held comparisons that rest on a criterion whose agreement was not measured in their cells."""
+def untrusted_holds(robustness: pd.DataFrame | None, reliability: pd.DataFrame | None) -> list[str]:
+    """The held comparisons that rest on a criterion the gate did not find reliable in a cell of theirs."""
     if robustness is None or robustness.empty:
         return []
-    return _unmeasured_holds(robustness[robustness["verdict"].isin([HOLDS, HOLDS_WHERE_MEASURED])], reliability)
+    return _untrusted_holds(robustness[robustness["verdict"].isin([HOLDS, HOLDS_WHERE_MEASURED])], reliability)
 
 
 def _few_pairs_note(robustness: pd.DataFrame) -> str:
@@ -428,7 +444,7 @@ def trust_context(
     effective = [
         {"criterion": CRITERION_LABEL.get(c, c),
          # independence is no accuracy: the judges not flagged under Each judge bound what it is worth
-         "median": _num(g["n_effective_judges"].median(), 1) + _not_flagged(flagged, CRITERION_LABEL.get(c, c), rating),
+         "median": _num(g["n_effective_judges"].median(), 1) + _not_flagged(flagged, CRITERION_LABEL.get(c, c)),
          "median_value": float(g["n_effective_judges"].median()),  # the facts' number
          "low": _num(g["n_effective_judges"].min(), 1), "high": _num(g["n_effective_judges"].max(), 1),
          "n_judges": str(rating),
