@@ -13,6 +13,7 @@ from typing import Any
 from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.voting.agreement import GATE_RULE, PREVALENCE_LIMIT
+from bloomqg.voting.diagnostics import SUSPICIOUS_REASONS
 
 #: Metrics in the order the glossary lists them.
 GLOSSARY_METRICS: tuple[str, ...] = (
@@ -29,7 +30,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("points", "Points, pp", "percentage points: the difference of two percentages (60% against 50% is +10 points)."),
     ("bloom", "Bloom level",
      f"how demanding a question is, in six ordered levels: {', '.join(BLOOM_LEVELS)} (Bloom's revised taxonomy). "
-     "Each original question carries one; a new question should hit the same level."),
+     "Each original question carries one (unless the dataset leaves it uncategorized); a new question should "
+     "hit the same level."),
     ("unit", "Knowledge unit", "the topic a question is about, from the dataset's own list of units."),
     ("useful", "Useful question", "one the judges' majority calls unique, readable and answerable."),
     ("pairs", "Pairs", "original questions with a value of the metric under both strategies (for CatCons, a useful "
@@ -91,6 +93,15 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "its own vote left out (with it in, a judge of three would make a third of every majority itself)."),
     ("leave-one-out", "Leave-one-judge-out panel", "the panel with one judge removed; a comparison that keeps its "
      "sign and significance without each judge in turn does not rest on any one judge."),
+    ("robustness-verdicts", "Holds, within judge noise, depends on X, not assessable", "what becomes of a "
+     "comparison under other panels (one judge left out, or Dawid–Skene): holds, every panel gives the same "
+     "direction and the same side of p 0.05; holds where measured, the same, but some panels label too few questions "
+     "for a value; depends on X, only leaving out judge X changes it; within judge noise, other panels turn its "
+     "direction; not assessable, no panel with a judge left out has a value. Holding is about the panel, not the "
+     "questions: votes that fail the gate can hold and still measure nothing."),
+    ("judge-flags", "Judge flags: " + ", ".join(SUSPICIOUS_REASONS),
+     "; ".join(f"{name}, {rule}" for name, rule in SUSPICIOUS_REASONS.items())
+     + ". A flagged judge's votes carry little information on that criterion in that cell."),
     ("raw-p", "Raw p", "a p value before Holm's adjustment for the several comparisons of a metric."),
     ("ppi", "PPI, PPI++", "prediction-powered inference: a few human labels correct the judges' estimate and its "
      "interval (PPI++ tunes how much the judges are trusted)."),

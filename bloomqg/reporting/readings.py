@@ -6,6 +6,8 @@ tested and reused, e.g. in a paper's text.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -316,6 +318,24 @@ def correlation_summary(all_metrics: pd.DataFrame, correlations: pd.DataFrame | 
         f"The correlations frame has no rows under {names} for these metric pairs."
 
 
+def closest_pair(reliability: pd.DataFrame, model: str, dataset: str, strategy: str,
+                 criterion: str) -> tuple[str, str, float] | None:
+    """The two judges of one criterion × cell with the highest Cohen's κ between them (the judge
+    rows' ``kappa_pairwise``), as (judge, judge, κ); None without pairwise κ. Beside a low α it
+    says whether any two judges agree beyond chance where the third does not."""
+    if "kappa_pairwise" not in reliability:
+        return None
+    rows = reliability[(reliability["model"] == model) & (reliability["dataset"] == dataset)
+                       & (reliability["strategy"] == strategy) & (reliability["criterion"] == criterion)
+                       & reliability["judge"].notna()]
+    best: tuple[str, str, float] | None = None
+    for judge, raw in zip(rows["judge"], rows["kappa_pairwise"]):
+        for other, kappa in (json.loads(raw) if isinstance(raw, str) and raw else {}).items():
+            if kappa is not None and not math.isnan(float(kappa)) and (best is None or float(kappa) > best[2]):
+                best = (str(judge), str(other), float(kappa))
+    return best
+
+
 def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None,
                  construction: Sequence[ConstructionFlag] = ()) -> dict[str, Any]:
     """The gate's settings and its rule (:data:`~bloomqg.voting.agreement.GATE_RULE`), its decision
@@ -344,7 +364,8 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
     # reliable by AC1 alone (one answer dominating): its α, which can sit below 0 beside it
     by_prevalence = [{"alpha": float(r.alpha), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
                       "cell": (f"{r.model} · " if panel["model"].nunique() > 1 else "")
-                      + f"{r.dataset} {strategy_label(r.strategy, strategy_labels)}"}
+                      + f"{r.dataset} {strategy_label(r.strategy, strategy_labels)}",
+                      "pair": closest_pair(reliability, r.model, r.dataset, r.strategy, r.criterion)}
                      for r, d in zip(panel.itertuples(index=False), decisions)
                      if d.status == RELIABLE and d.coefficient == "ac1" and not is_missing(r.alpha)]
     # flagged (†): every agreement not shown reliable, except a release's criterion without
@@ -493,7 +514,9 @@ def gate_caveat(all_metrics: pd.DataFrame, reliability: pd.DataFrame, metrics: S
         return ""
     names = ", ".join(CRITERION_LABEL.get(c, c) for c in CRITERION_LABEL if c in hit)
     share = "All rest" if gated == len(rows) else "Those marked † in the table rest"
-    return f" † {share} on votes the gate flagged ({names}): no evidence about the questions."
+    # each value reads one or more of the named criteria flagged in its own cell, not every one everywhere
+    which = names if len(hit) == 1 else f"each on one or more of {names}, in its own cell"
+    return f" † {share} on votes the gate flagged ({which}): no evidence about the questions."
 
 
 def forced_level_caveat(flags: Sequence[ConstructionFlag], strategy_labels: StrategyLabels | None = None) -> str:

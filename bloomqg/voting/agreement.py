@@ -278,8 +278,9 @@ def gate_decision(
 ONE_VARYING = "at most one judge's votes vary: agreement by construction"
 
 #: Why agreement is not measured where one answer dominates and the judges never share the other.
-NO_RARE_AGREEMENT = (f"no two judges gave the rarer answer to the same question: with one answer in ≥ "
-                     f"{PREVALENCE_LIMIT:.0%} of the votes, agreement on it alone is what judges reach by chance")
+NO_RARE_AGREEMENT = (f"rarer answer never shared: no two judges gave it to the same question, and with one answer "
+                     f"in ≥ {PREVALENCE_LIMIT:.0%} of the votes, agreement on that one alone is what judges reach by "
+                     "chance")
 
 #: The gate's rule in one line, for pages that state it.
 GATE_RULE = ("first, agreement is not measured where no question has two votes, every vote is the same, at most "

@@ -27,12 +27,11 @@ ABSTAIN_SHARE = 0.5
 MARK = "‡"
 #: The mark's rule, as the report states it once.
 DECIDED_RULE = (
-    "‡ marks a number that could not have come out otherwise: in its cell, for every criterion it reads, the "
-    "judges that always give the same answer cast at least half of every item's valid votes (the votes that could "
-    "be read; a judge that gives none on an item abstains), so no vote of the other judges could have given "
-    "another majority; or, for CatCons and CogShift, which read whether a question kept its original's level, the "
-    "Bloom level alone is so decided at the one level every original of the cell has, so each question with a "
-    "judged level keeps it whatever the other criteria count."
+    "‡ marks a number that could not have come out otherwise: it shows how the panel is built, not the questions. "
+    "In its cell, judges that always give the same answer cast at least half of the readable votes on every "
+    "question, so the other judges could never have changed a majority. For CatCons and CogShift (did a question "
+    "keep its original's level?) it also marks a cell where every original has one level and the panel's level is "
+    "decided so at that same level: every question then 'keeps' its level, whatever it asks."
 )
 
 
