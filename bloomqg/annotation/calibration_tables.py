@@ -151,7 +151,8 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
             Cell(MISSING if pd.isna(row["judges"]) else f"{row['judges']:.1f}" + (
                 "" if pd.isna(row.get("judges_n")) else f" (n={int(row['judges_n'])})")),
             # "assumed" is the paper's panel's agreement with people, not this panel's: named so
-            Cell(f"none assumed: {row['agreement_source']}" if pd.isna(row["disagreement"]) else
+            # the frame names the criteria and their outcomes; the cell stays narrow (the note says why)
+            Cell("none: labels alone (gate)" if pd.isna(row["disagreement"]) else
                  f"{100 * row['disagreement']:.1f}% "
                  f"({'paper’s panel' if row['agreement_source'] == 'assumed' else row['agreement_source']})"),
             Cell(needed), Cell(f"± {row['half_width_at_n']:.1f}"), Cell(str(int(row["big_n"]))),
@@ -178,8 +179,9 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
         "imported earlier, or (\"paper’s panel\") assumed from how often the panel of the paper this study follows (From Memorization "
         "to Creation) agreed with people on the criterion (its Table 9, a default unless the config sets annotation_plan.assumed_agreement): that panel, not this one, "
         "so it is assumed only where this panel rates the criterion reliably in the cell (the gate). Where it does "
-        "not (\"none assumed: labels alone\", with the criterion and the gate's outcome), nothing is assumed of the "
-        "judges and the plan is for people's labels alone, at the worst case of a 50% share. Predicted half-width: half the width of the interval the labels "
+        "not (\"none: labels alone (gate)\": a criterion of the metric failed the gate in the cell, or its agreement "
+        "was not measured; Judge reliability says which), nothing is assumed of the judges and the plan is for "
+        "people's labels alone, at the worst case of a 50% share. Predicted half-width: half the width of the interval the labels "
         "would give. The plan takes whichever needs fewer labels: correcting the judges with the labels (PPI++) "
         "or the labels alone."
     )

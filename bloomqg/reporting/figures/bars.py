@@ -84,8 +84,10 @@ def plot_shift_scores(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels
                 for model, value, up, at in zip(models, values, upper, x + (k - 1) * bar):  # each mean with its n
                     row = lookup.get((model, dataset, strategy, metric))
                     if row is not None and not is_missing(row["n"]) and not np.isnan(value):
-                        ax.annotate(f"n={int(row['n'])}", xy=(at, value + up), xytext=(0, 2), textcoords="offset points",
-                                    ha="center", va="bottom", rotation=90, fontsize=7, color="#333333")
+                        # clear of the whisker's cap, on a white ground (a neighbour's whisker can run past it)
+                        ax.annotate(f"n={int(row['n'])}", xy=(at, value + up), xytext=(0, 4), textcoords="offset points",
+                                    ha="center", va="bottom", rotation=90, fontsize=7, color="#333333",
+                                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.4}, zorder=3)
             ax.margins(y=0.35)  # room above the tallest bar for its n
             ax.set_yticks(range(6))  # a shift is at most 5 levels: no tick past what can be
             ax.set_title(title)

@@ -69,7 +69,9 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
             decision = recorded_decision(row.to_dict())
             if decision.status == NOT_MEASURED or is_missing(decision.value):
                 # on two lines: one ran into the gate's dashed line in a narrow panel
-                ax.text(lowest + 0.02, k, "not\nmeasured", va="center", fontsize=7, linespacing=0.9, color="#555555")
+                # on a white ground: it sat on the grid lines and, in the last row, on the axis
+                ax.text(lowest + 0.02, k, "not\nmeasured", va="center", fontsize=7, linespacing=0.9, color="#555555",
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6}, zorder=3)
                 unmeasured_shown = True
                 continue
             coefficient = decision.coefficient
@@ -94,7 +96,8 @@ def plot_reliability(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
         ax.set_xlabel("α or AC1 (the gate's)")
         ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     axes[0].set_yticks(y, labels)
-    axes[0].invert_yaxis()
+    # top row first, with room above and below for a two-line "not measured" (inverted y)
+    axes[0].set_ylim(len(keys) - 0.3, -0.7)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 

@@ -346,19 +346,21 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
     for _, r in paired.iterrows():
         label_a = strategy_label(str(r["strategy_a"]), strategy_labels)
         label_b = strategy_label(str(r["strategy_b"]), strategy_labels)
+        flagged = any((str(r["model"]), str(r["dataset"]), str(r[arm]), str(r["metric"])) in gated
+                      for arm in ("strategy_a", "strategy_b"))
         rows.append([
             Cell(str(r["model"])), Cell(str(r["dataset"])), Cell(table_label(str(r["metric"]))),
             Cell(f"{label_b} − {label_a}"),
             Cell(format_number(r["n_pairs"], 0)), Cell(format_number(r["value_a"])), Cell(format_number(r["value_b"])),
-            Cell(format_paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"]),
-                 any((str(r["model"]), str(r["dataset"]), str(r[arm]), str(r["metric"])) in gated
-                     for arm in ("strategy_a", "strategy_b"))),
+            Cell(format_paired_difference(r["diff"], r["ci_low"], r["ci_high"], r["n_pairs"]), flagged),
             Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) and r["n_pairs"]
                  else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
             # under FEW_PAIRS pairs a size reads large from one question, and no test there can be significant
+            # a size on flagged votes is no more evidence than the difference it measures: the same †
             Cell(MISSING if is_missing(r["effect_size"]) or int(r["n_pairs"]) < FEW_PAIRS else
-                 f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})"),
+                 f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})",
+                 flagged and not is_missing(r["effect_size"]) and int(r["n_pairs"]) >= FEW_PAIRS),
         ])
     table = Table(
         "table_paired",

@@ -247,8 +247,12 @@ def metric_cell(row: pd.Series | None, metric: str, *, with_ci: bool = True, of:
         return Cell(MISSING)
     spec = metric_spec(metric)
     source = (str(row["model"]), str(row["dataset"]), str(row["strategy"]), metric)
-    if spec.is_count:  # no interval
-        return Cell(format_number(row["value"], spec.decimals), bool(row["alpha_gated"]), source)
+    if spec.is_count:  # no interval; a count of part of the cell says of how many (Useful of the decided replies)
+        text = format_number(row["value"], spec.decimals)
+        n = row.get("n")
+        if not is_missing(n) and not is_missing(row["value"]) and int(n) != float(row["value"]):
+            text += f" (of {int(n)})"
+        return Cell(text, bool(row["alpha_gated"]), source)
     low, high = (row["ci_low"], row["ci_high"]) if with_ci else (None, None)
     text = format_value(row["value"], low, high, decimals=spec.decimals, ci_decimals=spec.ci_decimals)
     text = with_n(text, row.get("n"), of)

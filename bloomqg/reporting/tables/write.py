@@ -77,7 +77,7 @@ def build_tables(
         all_metrics, paper_table_metrics("auxiliary"), name="table_auxiliary", cells=cells, **named,
         caption="CogShift score, auxiliary tasks (question classification, knowledge identification) and question counts.",
         notes=["CogShift is a raw score: the mean over useful questions of |Δ|, the number of Bloom levels between the "
-               "judged and the original level (0 where they match); Prompts (every prompt of the cell, whether or not its reply held a question) and Useful are counts; the auxiliary tasks exist only "
+               "judged and the original level (0 where they match); Prompts (every prompt of the cell, whether or not its reply held a question) and Useful are counts (Useful of the replies whose usefulness the votes decide, Usability's n); the auxiliary tasks exist only "
                "under strategies whose answers identify the original's level and units (CoT's), – elsewhere; "
                "both count, over every original, one the model did not classify (or named no unit for) as wrong, so "
                "a 0.00 can be mostly silence: the readings of Figures 4 and 6 say how many it classified or named."],

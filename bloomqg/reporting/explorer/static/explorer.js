@@ -605,7 +605,8 @@
       return [...counts].sort((a, b) => c.rank[c.dict.indexOf(a[0])] - c.rank[c.dict.indexOf(b[0])]);
     };
     const row = (key, label, list) => `<tr><th>${label}</th><td>${tally(key, list).map(([v, n]) =>
-      `<span class="${cls(key, v)}">${esc(v)}</span> ${fmt(n)}`).join(" · ")}</td></tr>`;
+      // a name and its count are one atom: "smollm2-135m 9" broke after the hyphen in a narrow pane
+      `<span class="atom"><span class="${cls(key, v)}">${esc(v)}</span> ${fmt(n)}</span>`).join(" · ")}</td></tr>`;
     const questions = rows(QUESTION_ROW), lines = S.rowKinds ? rows(LINE_ROW) : [];
     let grid = questions.length && lines.length ? row("row", "Row", S.visible) : "";
     if (questions.length || !lines.length) {
