@@ -514,7 +514,7 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
     from bloomqg.metrics.intervals import IntervalSpec
     from bloomqg.metrics.paired import FEW_PAIRS, SIGNIFICANCE, ordered_strategies
     from bloomqg.reporting.facts import study_facts
-    from bloomqg.reporting.trust import few_pair_panels, unmeasured_holds
+    from bloomqg.reporting.trust import few_pair_panels, untrusted_holds
 
     overview_ = context["overview"]
     gate = context["gate"]
@@ -543,8 +543,8 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
         counts[f"figure4.{model}.{dataset}.{strategy}.named"] = (named, "originals the model named a knowledge unit for")
     counts["significance"] = (SIGNIFICANCE, "the level a p value must be below to count as significant")
     counts["plan.power_in_10"] = (8, "the study plan's power (80%), written as times in 10")
-    counts["robustness.unmeasured_holds"] = (len(unmeasured_holds(robustness, reliability)),
-                                             "held comparisons resting on agreement not measured in their cells")
+    counts["robustness.untrusted_holds"] = (len(untrusted_holds(robustness, reliability)),
+                                             "held comparisons resting on agreement the gate did not find reliable in a cell of theirs")
     counts["robustness.few_pair_panels"] = (len(few_pair_panels(robustness)),
                                             f"robustness panels comparing fewer than {FEW_PAIRS} pairs")
     for row in context["trust"]["effective"]:
