@@ -27,7 +27,7 @@ from bloomqg.reporting.display import (
 )
 from bloomqg.reporting.tables.model import fixed
 from bloomqg.store.frames import BINARY_CRITERIA, RELIABILITY
-from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
+from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, recorded_decision
 from bloomqg.reporting.construction import construction_caveat, hollow_agreements
 from bloomqg.voting.construction import ConstructionFlag
 from bloomqg.voting.diagnostics import SUSPICIOUS_REASONS, modal_answer, suspicious_judge_reasons
@@ -465,6 +465,7 @@ def trust_context(
         "robustness_variants": [_variant_name(v) for v in robustness_variants(robustness)],
         "robustness_summary": robustness_summary(robustness, reliability),
         "significance": f"{SIGNIFICANCE:g}",
+        "prevalence_limit": f"{PREVALENCE_LIMIT:.0%}",  # where the gate reads AC1 (its rule)
     }
 
 
