@@ -156,7 +156,7 @@ OUTCOMES: tuple[CalibratedMetric, ...] = (
     CalibratedMetric("unique", "Unique", CRITERION, lambda r: _binary(r.unique), headline=True),
     CalibratedMetric("readable", "Readable", CRITERION, lambda r: _binary(r.readable), headline=True),
     CalibratedMetric("answerable", "Answerable", CRITERION, lambda r: _binary(r.answerable), headline=True),
-    CalibratedMetric("usable", "Usable, of questions whose usefulness is decided", CRITERION, _usable, headline=True),
+    CalibratedMetric("usable", "Usable, of decided replies with a question", CRITERION, _usable, headline=True),
     CalibratedMetric("catcons_level", "At the original's level (any judged question)", SIX_LEVELS, _on_delta(lambda d: d == 0, LEVEL_WEIGHT, None),
                      needs_original_level=True, headline=True),
     CalibratedMetric("catcons_unit", "Same units as the original (any judged question)", CRITERION, _units_match, headline=True),

@@ -339,7 +339,7 @@ def _by_prevalence(entry: Mapping[str, Any]) -> str:
     text = f"{entry['criterion']} in {entry['cell']}, where α over all the judges is {fixed(entry['alpha'], 2)}"
     pair = entry.get("pair")
     if pair and pair[2] > 0:
-        text += f" but {pair[0]} and {pair[1]} agree beyond chance (κ {fixed(pair[2], 2)})"
+        text += f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {fixed(pair[2], 2)})"
     return text
 
 
@@ -371,6 +371,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
     leaned: dict[str, list[tuple[str, str]]] = {}  # the majority ties: no lead to take "instead"
+    turned_p: dict[tuple[str, str], list[float]] = {}  # (kind, side) → Dawid–Skene's p where it turns or breaks a tie
     firmed: dict[str, list[tuple[str, str]]] = {}
     shrunk: dict[str, list[tuple[str, str]]] = {}
     for r, m in compared:  # a comparison that holds can still shrink under Dawid–Skene
@@ -382,8 +383,10 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
         where = (metric_spec(str(r.metric)).label, str(r.dataset))
         if majority == 0:
             leaned.setdefault(side, []).append(where)
+            turned_p.setdefault(("lean", side), []).append(math.nan if is_missing(ds_p) else float(ds_p))
         elif math.copysign(1, float(ds_diff)) != math.copysign(1, majority):
             favoured.setdefault(side, []).append(where)
+            turned_p.setdefault(("favour", side), []).append(math.nan if is_missing(ds_p) else float(ds_p))
         elif (not is_missing(ds_p) and float(ds_p) < SIGNIFICANCE
               and (is_missing(m.get("p_value")) or float(m.get("p_value")) >= SIGNIFICANCE)):
             firmed.setdefault(side, []).append(where)
@@ -397,8 +400,12 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
             by_metric.setdefault(label, []).append(dataset)
         return "; ".join(f"{label} ({', '.join(datasets)})" for label, datasets in by_metric.items())
 
-    clauses = ([f"favour {side} instead on {listed(where)}" for side, where in favoured.items()]
-               + [f"lean to {side} where the majority finds no difference, on {listed(where)}"
+    def noise(kind: str, side: str) -> str:
+        """A turn none of whose tests is significant is a direction within noise: said so."""
+        return "" if any(p < SIGNIFICANCE for p in turned_p.get((kind, side), [])) else " (not significant)"
+
+    clauses = ([f"favour {side} instead on {listed(where)}{noise('favour', side)}" for side, where in favoured.items()]
+               + [f"lean to {side} where the majority finds no difference, on {listed(where)}{noise('lean', side)}"
                   for side, where in leaned.items()]
                + [f"make {side}'s lead significant before Holm on {listed(where)}" for side, where in firmed.items()]
                + [f"shrink {side}'s lead on {listed(where)}" for side, where in shrunk.items()])

@@ -133,8 +133,11 @@ def _agreement(mine: pd.DataFrame) -> str:
                         for criterion in ("bloom_level", "knowledge_units") if criterion in means)
 
 
-def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[list[dict[str, str]], list[str]]:
-    """([{name, description, agreement}] per judge of the config; the artefact warnings)."""
+def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame,
+                scoring_judges: frozenset[str] = frozenset()) -> tuple[list[dict[str, str]], list[str]]:
+    """([{name, description, agreement}] per judge of the config; the artefact warnings).
+    ``scoring_judges``: the LLM judges that read each verdict from the model's scores of the answer
+    choices (their judgments carry ``choice_probs``), said so: they write no text, so no tokens."""
     judges = reliability[reliability["judge"].notna()] if len(reliability) else reliability
     configured = dict(config.get("judges") or {})
     # the judges whose votes the study holds: a release's are unnamed (judge 1 .. n), not the config's
@@ -150,7 +153,11 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame) -> tuple[l
         entry = configured[name] or {}
         backend = str(entry.get("backend", name))
         template = BACKEND_DESCRIPTION.get(backend, f"a {backend} judge")
-        description = template.format(model=_model_of(name, entry, config)) + "."
+        description = template.format(model=_model_of(name, entry, config))
+        if name in scoring_judges:
+            description += (", which picks each answer by the scores the model gives the answer choices (it writes no "
+                            "text: no completion tokens)")
+        description += "."
         mine = judges[judges["judge"] == name] if len(judges) else judges
         constant = []
         for criterion in ("bloom_level", "knowledge_units", *sorted(BINARY_CRITERIA)):

@@ -470,7 +470,7 @@ def shift_score_summary(all_metrics: pd.DataFrame, strategy_labels: StrategyLabe
     lead = (f"Averaged over cells, questions that moved by 2+ levels down, 1 level, or 2+ levels up (Table 6 "
             f"counts them as shares: CogReg, CogDrift, CogLeap) moved by: {means}")
     if few:  # a mean of a few questions is not singled out as the largest
-        return f"{lead}; no cell is singled out (the highest mean rests on {int(top['n'])} questions, too few)."
+        return f"{lead}; no cell is singled out (the highest mean rests on {int(top['n'])} question{'' if int(top['n']) == 1 else 's'}, too few)."
     return (f"{lead}; the largest was {_SHIFT_WORDS.get(str(top['kind']), table_label(top['kind']))} "
             f"for {top['model']} ({cell_label(top['dataset'], top['strategy'], strategy_labels)}: "
             f"{top['value']:.2f} levels{n_top}).")

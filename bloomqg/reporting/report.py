@@ -481,7 +481,9 @@ def build_report(
             for row in block["rows"]:
                 row["link_a"], row["link_b"] = (metric_link(row[key], explorer_href, labels)
                                                 for key in ("source_a", "source_b"))
-    context["judges"], context["artefacts"] = judge_lines(config, reliability)
+    scoring = (frozenset(judgments.loc[judgments["choice_probs"].notna(), "judge"].astype(str))
+               if judgments is not None and "choice_probs" in judgments else frozenset())
+    context["judges"], context["artefacts"] = judge_lines(config, reliability, scoring)
     context["forced_levels"] = forced_level_warnings(flags, labels)
     context["self_judges"] = self_judges(config, context["overview"]["models"])
     context["small_writers"] = small_writers(config, context["overview"]["models"])

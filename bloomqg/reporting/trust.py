@@ -152,15 +152,14 @@ def _uninformative(flagged: list[dict[str, str]], criterion: str, cells: pd.Seri
 
 
 def _not_flagged(flagged: list[dict[str, str]], criterion: str) -> str:
-    """" (a median over cells; in a cell where smollm2 is flagged, it adds nothing there)" beside an
+    """" (but smollm2 adds nothing where flagged)" beside an
     effective number, where judges of the criterion are flagged in some cell (the median pools
     cells, the flags are per cell, judge by judge: the last column names them); "" where none is."""
     named = [judge for judge in dict.fromkeys(f["judge"] for f in flagged if f["criterion"] == criterion)]
     if not named:
         return ""
     who = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
-    return (f" (a median over cells; in a cell where {who} is flagged, "
-            f"{'it adds' if len(named) == 1 else 'that judge adds'} nothing there)")
+    return f" (but {who} adds nothing where flagged)"
 
 
 def flagged_summary(flagged: list[dict[str, str]]) -> str:

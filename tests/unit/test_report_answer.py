@@ -186,7 +186,11 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     # where the majority ties there is no lead to take "instead": Dawid–Skene leans, said apart
     assert panel_note(answer, directed, ("CoT", "FGP")).endswith(
         "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
-        "favour CoT instead on CatCons (social) and lean to CoT where the majority finds no difference, on CatCons (cs).")
+        "favour CoT instead on CatCons (social) (not significant) and lean to CoT where the majority finds no difference, "
+        "on CatCons (cs) (not significant).")
+    # a turn Dawid–Skene's own test finds significant is not called noise
+    significant_turn = directed.assign(variants=['{"dawid_skene": [-6.7, 1.0, 15]}', '{"dawid_skene": [-28.6, 0.01, 7]}'])
+    assert "favour CoT instead on CatCons (social) and" in panel_note(answer, significant_turn, ("CoT", "FGP"))
     same_way = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [6.0, 0.5, 7]}'])
     assert "Dawid–Skene's labels" not in panel_note(answer, same_way, ("CoT", "FGP"))
     # the same side with under half the lead: a reader of the majority's lead is told how far it shrinks
@@ -199,8 +203,8 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
                                                            '{"dawid_skene": [45.0, 0.01, 20]}'])
     assert panel_note(answer, firmer, ("CoT", "FGP")).endswith(
         "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
-        "lean to CoT where the majority finds no difference, on CatCons (cs) and make FGP's lead significant before Holm on "
-        "CatCons (social).")
+        "lean to CoT where the majority finds no difference, on CatCons (cs) (not significant) and make FGP's lead "
+        "significant before Holm on CatCons (social).")
 
 
 def test_a_strategys_own_value_on_flagged_votes_is_marked_and_columns_against_the_pairs_are_said():

@@ -621,7 +621,7 @@
       `published votes file, a text judged on several lines on each; the other metrics count the questions, each with the ` +
       `votes of the first line of its text. The <b>Row</b> filter chooses which you see; a table cell sets it for you.</p>` : "";
     return `<h2>${fmt(S.visible.length)} ${rowNoun(S.visible.length)} in view</h2>` +
-      `<table class="grid" style="margin-top:8px">${grid}${row("model", "Model", S.visible)}</table>` +
+      `<table class="grid tallies" style="margin-top:8px">${grid}${row("model", "Model", S.visible)}</table>` +
       (questions.length ? `<p class="muted legend-note">${shiftPopulation()}</p>` : "") +
       `<p class="muted" style="margin-top:12px">Select a row: click it, or <kbd>j</kbd> / <kbd>k</kbd>. ` +
       `<kbd>/</kbd> searches, <kbd>Esc</kbd> leaves the search, <kbd>c</kbd> clears the filters, <kbd>?</kbd> lists the keys. ` +
