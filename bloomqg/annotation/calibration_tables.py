@@ -144,7 +144,7 @@ def plan_table(plan: pd.DataFrame, *, annotated: bool, strategy_labels: Strategy
     rows = []
     for _, row in plan.iterrows():
         metric = METRICS_BY_NAME[row["metric"]]
-        needed = f"{int(row['n_needed'])}" if row["reachable"] else f"all {int(row['n_needed'])} (not reachable)"
+        needed = f"{int(row['n_needed'])}" if row["reachable"] else f"not reachable with all {int(row['n_needed'])}"
         rows.append([
             Cell(_cell_label(row, strategy_labels)), Cell(metric.label),
             # its own n: the questions with a verdict, fewer than the questions judged (the last column)

@@ -320,7 +320,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
         # the order of the two strategies among read replies against the paired difference's sign
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
         # not called Usability: that name is the table's share over every reply
-        text += (f" Counting only the replies that held a question, the share useful was {listed}: part of the gap "
+        text += (f" Counting only the decided replies that held a question, the share useful was {listed}: part of the gap "
                  "may be how often a reply could be read, not how good its question was"
                  + (f", and on {_joined(reversed_in, 'and')} the order reverses" if reversed_in else "")
                  # each strategy's own questions, and (where gated) the same votes the gate rejected: no
@@ -366,8 +366,8 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     among = (f"of the {len(assessed)} comparisons with pairs it could assess ({unassessed} not: too few questions "
              "labelled without a judge)" if unassessed else f"of the {len(compared)} comparisons with pairs")
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
-            f"accuracy) instead of a majority, moves {len(moved)} {among} (a "
-            "difference changes direction or appears from none, or what is significant changes).")
+            f"accuracy) instead of a majority, moves {len(moved)} {among} (its "
+            "direction or its significance changes).")
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
     leaned: dict[str, list[tuple[str, str]]] = {}  # the majority ties: no lead to take "instead"
@@ -411,7 +411,11 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
                + [f"shrink {side}'s lead on {listed(where)}" for side, where in shrunk.items()])
     if clauses:
         # over every comparison with pairs, held ones included (a shrink need not move it)
-        text += f" Over all {len(compared)}, moved or not, Dawid–Skene's labels (same votes) {_joined(clauses, 'and')}."
+        named = sum(len(w) for group in (favoured, leaned, firmed, shrunk) for w in group.values())
+        rest = len(compared) - named
+        # the comparisons the list leaves out: said, so "over all" does not read as a list of all
+        others = f"; none of this on the other {rest}" if rest > 0 else ""
+        text += f" Over all {len(compared)}, moved or not, Dawid–Skene's labels (same votes) {_joined(clauses, 'and')}{others}."
     return text
 
 

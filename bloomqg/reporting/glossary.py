@@ -54,6 +54,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "adjustment where the page says so): unlikely to be chance, which is not the same as large or important."),
     ("holm", "Holm's p", "the p value adjusted for the several comparisons made on one metric (Holm's method), "
      "so that the chance of any false finding among them stays at 5%."),
+    ("power", "Power", "how likely the study is to find a difference of a given size if there is one; with few pairs "
+     "it is low, so finding nothing says little. The Answer asks 8 times in 10 (80%)."),
     ("detectable", "Detectable difference", "the smallest difference this study would find 8 times in 10 with its "
      "number of pairs (the study plan); a smaller true difference may go unseen."),
     ("verdicts", "Verdicts", "higher / lower: a difference after Holm's adjustment; no difference: the judges agree, the "

@@ -153,7 +153,7 @@ def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is
     # with the share among the replies that held a question, the gap left (and where it reverses)
     read = {("m", "cs", "cot"): (90.0, 10), ("m", "cs", "fgp"): (82.4, 17)}
     assert answer_context(answer, metrics, read_usability=read)["blocks"][0]["unparsed"].endswith(
-        "Counting only the replies that held a question, the share useful was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): part of the gap may be how "
+        "Counting only the decided replies that held a question, the share useful was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): part of the gap may be how "
         "often a reply could be read, not how good its question was, and on cs the order reverses (each strategy's own "
         "questions, not pairs).")
     alike = metrics.assign(value=[5.0, 5.5])
@@ -172,8 +172,8 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
          "metric": "catcons", "verdict": v} for d, v in (("cs", "within judge noise"), ("social", "holds"))])
     assert panel_note(answer, robustness) == (
         "Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated accuracy) "
-        "instead of a majority, moves 1 of the 2 comparisons with pairs (a difference changes direction or appears from none, "
-        "or what is significant changes).")
+        "instead of a majority, moves 1 of the 2 comparisons with pairs (its direction or its "
+        "significance changes).")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     # a comparison no judge-left-out panel could assess is not counted as moved, and is said apart
     unassessed = robustness.assign(verdict=["within judge noise", "not assessable from these votes"])
@@ -197,7 +197,7 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     shrunk = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [2.78, 1.0, 36]}'])
     assert panel_note(answer, shrunk, ("CoT", "FGP")).endswith(
         "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
-        "shrink FGP's lead on CatCons (social: 10.00 to 2.78 points).")
+        "shrink FGP's lead on CatCons (social: 10.00 to 2.78 points); none of this on the other 1.")
     # the same direction made significant is said too, beside the other direction
     firmer = directed.assign(p_value=[1.0, 0.2], variants=['{"dawid_skene": [-6.7, 1.0, 15]}',
                                                            '{"dawid_skene": [45.0, 0.01, 20]}'])
