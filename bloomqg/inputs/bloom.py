@@ -81,7 +81,7 @@ def normalize_level(value: object, *, allow_uncategorized: bool = True) -> str |
     key = text.lower().rstrip(".").strip()
     if key in _ALIASES:
         return _ALIASES[key]
-    if key.isdigit() and 1 <= int(key) <= 6:
+    if key.isascii() and key.isdigit() and 1 <= int(key) <= 6:  # "²".isdigit(), but int("²") raises
         return BLOOM_LEVELS[int(key) - 1]
     raise UnknownBloomLevel(
         f"{text!r} is not a Bloom level; expected one of {', '.join(BLOOM_LEVELS)}"

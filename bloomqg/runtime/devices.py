@@ -82,7 +82,7 @@ def machine_gpu_indices(environ: Mapping[str, str] | None = None) -> tuple[int, 
             raise DeviceError(f"{INDICES_ENV}={listed!r}: expected device indices such as 0,1,3") from None
     pretend = environ.get(COUNT_ENV, "").strip()
     if pretend:
-        if not pretend.isdigit():
+        if not (pretend.isascii() and pretend.isdigit()):  # "²".isdigit(), but int("²") raises
             raise DeviceError(f"{COUNT_ENV}={pretend!r}: expected a whole number of GPUs")
         return tuple(range(int(pretend)))
     return tuple(range(_nvidia_smi_count()))

@@ -16,7 +16,7 @@ import urllib.parse
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bloomqg.inputs.parsing import parse_generation
@@ -177,6 +177,7 @@ _JSONISH = st.recursive(
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_JSONISH, st.booleans(), st.integers(1, 200))
+@example({"bloom_level": "²", "question": False}, True, 1)  # "²".isdigit(), but int("²") raised (found by this test)
 def test_fuzz_the_parser_never_raises_and_stores_only_storable_text(value, dumped: bool, cap: int) -> None:
     reply = json.dumps(value) if dumped else str(value)
     parsed = parse_generation(reply, ["bloom_level", "knowledge_unit"], knowledge_units=["sets"],
