@@ -55,6 +55,7 @@ from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.dawid_skene import fit_dawid_skene
 from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.voting.majority import majority, useful_from, vote_value
+from bloomqg.store.json_columns import json_mapping
 
 NOT_ASSESSABLE = "not assessable from these votes"
 #: The verdict of a comparison with no value to test: no item answered under both arms
@@ -186,7 +187,7 @@ def variants_of(raw: Any) -> dict[str, Any]:
     {} where the row has none."""
     if isinstance(raw, dict):
         return raw
-    return json.loads(raw) if isinstance(raw, str) and raw else {}
+    return json_mapping(raw)
 
 
 def variant_entry(pair: Any) -> tuple[Any, Any, Any]:

@@ -15,7 +15,6 @@ number that matches no fact is a number the report made up on the way (the facts
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import variant_entry, variants_of
 from bloomqg.reporting.display import ordered_unique
 from bloomqg.store.frames import BINARY_CRITERIA
+from bloomqg.store.json_columns import json_mapping
 
 FACT_COLUMNS = ("quantity", "model", "dataset", "strategy", "subject", "definition", "value", "n",
                 "ci_low", "ci_high", "method", "source")
@@ -277,7 +277,7 @@ def _reliability_facts(book: FactBook, reliability: pd.DataFrame) -> None:
                 book.add(f"reliability.{name}", row[name], source=source, definition=definition, **where)
         for column, definition in (("kappa_pairwise", "Cohen's κ of a judge against one other judge"),
                                    ("vote_distribution", "share of a judge's votes on one answer")):
-            mapping = json.loads(row[column]) if isinstance(row.get(column), str) and row[column] else {}
+            mapping = json_mapping(row.get(column))
             for key, value in mapping.items():
                 book.add(f"reliability.{column}", value, source=source, definition=f"{definition} ({key})",
                          **{**where, "subject": f"{where['subject']} · {key}"})

@@ -8,7 +8,6 @@ says so in the open, not in a collapsed note.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ from bloomqg.reporting.display import CRITERION_LABEL, CRITERION_PHRASE, is_miss
 from bloomqg.reporting.facts import judge_means
 # a judge giving one answer to at least these shares of the questions it rates is an artefact
 # risk: one threshold with the per-judge flags of "Can these judges be trusted?"
-from bloomqg.voting.diagnostics import CONSTANT_SHARE, CONSTANT_SHARE_BINARY
+from bloomqg.voting.diagnostics import CONSTANT_SHARE, CONSTANT_SHARE_BINARY, modal_of
 
 #: A judge giving one Bloom level to at least this share of the questions (short of constant)
 #: leans on it: the artefact warning says which originals that favours.
@@ -72,7 +71,7 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     modal: dict[str, float] = {}
     kept = total = 0.0
     for r in rows.itertuples(index=False):
-        found = _top_answer(r.vote_distribution)
+        found = modal_of(r.vote_distribution)
         if found is None or is_missing(r.n_items):
             continue
         top, share = found
@@ -86,20 +85,11 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     return answer, kept / total
 
 
-def _top_answer(vote_distribution: object) -> tuple[str, float] | None:
-    """(the commonest answer, its share) of one cell's recorded vote distribution (JSON text)."""
-    shares = json.loads(vote_distribution) if isinstance(vote_distribution, str) else {}
-    if not shares:
-        return None
-    top = max(shares, key=lambda k: shares[k])
-    return top, float(shares[top])
-
-
 def _constant_cells(rows: pd.DataFrame) -> list[str]:
     """"Analyze in social · CoT": the cells where a judge gives one answer to at least
     :data:`CONSTANT_SHARE` of its votes on the criterion of ``rows`` (one row per cell)."""
     return [f"{found[0]} in {r.dataset} · {strategy_label(str(r.strategy))}" for r in rows.itertuples(index=False)
-            if (found := _top_answer(getattr(r, "vote_distribution", None))) and found[1] >= CONSTANT_SHARE]
+            if (found := modal_of(getattr(r, "vote_distribution", None))) and found[1] >= CONSTANT_SHARE]
 
 
 def level_leanings(reliability: pd.DataFrame) -> list[tuple[str, str, float]]:

@@ -6,7 +6,6 @@ tested and reused, e.g. in a paper's text.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -39,6 +38,7 @@ from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.reporting.construction import construction_caveat, hollow_agreements
 from bloomqg.voting.agreement import GATE_RULE, NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
 from bloomqg.voting.construction import ConstructionFlag
+from bloomqg.store.json_columns import json_mapping
 
 
 def _plural(n: int, word: str) -> str:
@@ -330,7 +330,7 @@ def closest_pair(reliability: pd.DataFrame, model: str, dataset: str, strategy: 
                        & reliability["judge"].notna()]
     best: tuple[str, str, float] | None = None
     for judge, raw in zip(rows["judge"], rows["kappa_pairwise"]):
-        for other, kappa in (json.loads(raw) if isinstance(raw, str) and raw else {}).items():
+        for other, kappa in json_mapping(raw).items():
             if kappa is not None and not math.isnan(float(kappa)) and (best is None or float(kappa) > best[2]):
                 best = (str(judge), str(other), float(kappa))
     return best

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,6 +30,7 @@ from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, U
 from bloomqg.reporting.construction import construction_caveat, hollow_agreements
 from bloomqg.voting.construction import ConstructionFlag
 from bloomqg.voting.diagnostics import SUSPICIOUS_REASONS, modal_answer, suspicious_judge_reasons
+from bloomqg.store.json_columns import json_mapping
 
 
 def _num(value: Any, decimals: int = 2) -> str:
@@ -120,7 +120,7 @@ def judge_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None
         for r in records:
             if is_missing(r.get("vote_rate")):
                 continue
-            pairwise = json.loads(r["kappa_pairwise"]) if isinstance(r.get("kappa_pairwise"), str) else {}
+            pairwise = json_mapping(r.get("kappa_pairwise"))
             agreement = _num(r.get("agreement_with_others"))
             kappa = r.get("kappa_with_others")
             rows.append({

@@ -33,6 +33,7 @@ import numpy as np
 
 from bloomqg.voting.dawid_skene import DawidSkeneFit, accuracy, binary_rates
 from bloomqg.stats.kappa import cohen_kappa
+from bloomqg.store.json_columns import json_mapping
 
 
 @dataclass(frozen=True)
@@ -210,8 +211,13 @@ def others_rate(rates: Sequence[Any], position: int) -> float | None:
 def modal_answer(row: dict[str, Any]) -> tuple[str, float] | None:
     """(the answer a judge gave most often, its share of the judge's votes) from a judge row's
     ``vote_distribution``; None without one."""
-    raw = row.get("vote_distribution")
-    shares = json.loads(raw) if isinstance(raw, str) and raw else {}
+    return modal_of(row.get("vote_distribution"))
+
+
+def modal_of(vote_distribution: Any) -> tuple[str, float] | None:
+    """(the commonest answer, its share) of one recorded ``vote_distribution`` (JSON text); None
+    without one."""
+    shares = json_mapping(vote_distribution)
     if not shares:
         return None
     top = max(shares, key=lambda k: shares[k])
