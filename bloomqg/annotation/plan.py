@@ -126,21 +126,25 @@ def pilot_disagreement(joined: pd.DataFrame) -> dict[str, tuple[float, int]]:
     return out
 
 
-def untrusted_criteria(reliability: pd.DataFrame | None, cell: Mapping[str, str], metric: str) -> list[str]:
+def gate_statuses(reliability: pd.DataFrame) -> dict[tuple[str, ...], str]:
+    """(dataset, strategy, model, criterion) → the gate's status, from RELIABILITY's panel rows."""
+    panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability
+    return {(*(str(row[c]) for c in CELL_COLUMNS), str(row["criterion"])): recorded_decision(row).status
+            for row in panel.to_dict("records")}
+
+
+def untrusted_criteria(statuses: Mapping[tuple[str, ...], str] | None, cell: Mapping[str, str],
+                       metric: str) -> list[str]:
     """The criteria of ``metric``'s outcome this panel does not rate reliably in ``cell`` (failed
     the gate, or not measured; a criterion without a panel row counts as not measured), each as
-    "criterion (status)"; [] when ``reliability`` is None (no panel to check: the assumption stands)."""
-    if reliability is None:
+    "criterion status" ("bloom level unreliable"); [] when ``statuses`` is None (no panel to check:
+    the assumption stands)."""
+    if statuses is None:
         return []
-    panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability
-    here = panel
-    for column in CELL_COLUMNS:
-        here = here[here[column].astype(str) == cell[column]]
     out = []
     for criterion in METRIC_CRITERIA[metric]:
         gated = GATED_CRITERION.get(criterion, criterion)
-        rows = here[here["criterion"] == gated]
-        status = recorded_decision(rows.iloc[0].to_dict()).status if len(rows) else "not measured"
+        status = statuses.get((*(cell[c] for c in CELL_COLUMNS), gated), "not measured")
         if status != RELIABLE:
             out.append(f"{gated.replace('_', ' ')} {status.replace('_', ' ')}")
     return out
@@ -160,6 +164,7 @@ def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAUL
     labels alone (module docstring)."""
     agreement = {**DEFAULT_ASSUMED_AGREEMENT, **(assumed_agreement or {})}
     measured = pilot_disagreement(pilot) if pilot is not None else {}
+    statuses = gate_statuses(reliability) if reliability is not None else None
     records = []
     for frame in votes:
         if not len(frame):
@@ -172,22 +177,20 @@ def annotation_plan(votes: Sequence[pd.DataFrame], *, half_width: float = DEFAUL
             values = pd.to_numeric(judged.loc[judged["metric"] == metric, "judge"], errors="coerce").to_numpy(float)
             if not len(values):  # no question of the cell is in the metric's population
                 continue
-            shown: float | None
             if metric in measured and measured[metric][1] >= MIN_PILOT_ITEMS:
                 disagreement, source = measured[metric][0], f"pilot ({measured[metric][1]} labelled items)"
-                shown = disagreement
-            elif untrusted := untrusted_criteria(reliability, cell, metric):
+            elif untrusted := untrusted_criteria(statuses, cell, metric):
                 # disagreement 1 makes the bound the labels' own at a share of one half
-                disagreement, source, shown = 1.0, f"{LABELS_ALONE} ({', '.join(untrusted)})", None
+                disagreement, source = 1.0, f"{LABELS_ALONE} ({', '.join(untrusted)})"
             else:
                 disagreement, source = assumed_disagreement(metric, agreement), "assumed"
-                shown = disagreement
             plan = labels_needed(values, disagreement, half_width=half_width, confidence=confidence)
             known = values[~np.isnan(values)]
             records.append({
                 **cell, "metric": metric, "big_n": len(values),
                 "judges": 100.0 * float(known.mean()) if len(known) else None, "judges_n": len(known),
-                "disagreement": shown, "agreement_source": source, "half_width": half_width,
+                # labels alone: no disagreement is assumed (the 1 above is the bound's device)
+                "disagreement": None if source.startswith(LABELS_ALONE) else disagreement, "agreement_source": source, "half_width": half_width,
                 "n_needed": plan.n_needed, "reachable": plan.reachable, "half_width_at_n": plan.half_width_at_n,
             })
     return pd.DataFrame.from_records(records, columns=ANNOTATION_PLAN.names)
