@@ -270,16 +270,20 @@ def robustness_variants(robustness: pd.DataFrame | None) -> list[str]:
 
 
 def robustness_rows(
-    robustness: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None
+    robustness: pd.DataFrame | None, strategy_labels: StrategyLabels | None = None,
+    reliability: pd.DataFrame | None = None,
 ) -> list[dict[str, Any]]:
     """The robustness table's rows, formatted (comparison, metric, the two arms' values under the
     majority and under Dawid–Skene, majority diff and p, each variant's difference in the order of
     :func:`robustness_variants`, the verdict and, where the verdict needs one, its reason: printed
     as a numbered note below the table, so the verdict column stays one short word).
-    Files written before the Dawid–Skene values existed show them as "–"."""
+    Files written before the Dawid–Skene values existed show them as "–". A row that holds on a
+    criterion the gate did not find reliable in a cell of its (``reliability``) is ``untrusted``:
+    the table says so beside the verdict, since stable votes that do not measure are no evidence."""
     if robustness is None or robustness.empty:
         return []
     order = robustness_variants(robustness)
+    unreliable = _unreliable_criteria(reliability)
     rows = []
     for r in robustness.itertuples(index=False):
         what = _comparison_text(r, strategy_labels)
@@ -297,6 +301,7 @@ def robustness_rows(
             "verdict": r.verdict,
             "reason": verdict_reason(r.diff, r.p_value, r.verdict, variants) if variants else "",
             "holds": r.verdict in (HOLDS, HOLDS_WHERE_MEASURED),
+            "untrusted": r.verdict in (HOLDS, HOLDS_WHERE_MEASURED) and bool(_flagged_criteria(r, unreliable)),
         })
     return rows
 
@@ -309,24 +314,35 @@ def metric_label(metric: str) -> str:
         return metric
 
 
+def _unreliable_criteria(reliability: pd.DataFrame | None) -> set[tuple[str, str, str, str]]:
+    """(model, dataset, strategy, criterion) of every panel agreement the gate did not find reliable
+    (unreliable, or not measured: with one varying judge or none, no panel could have moved it)."""
+    if reliability is None or not len(reliability):
+        return set()
+    panel = reliability[reliability["judge"].isna()]
+    return {(r["model"], r["dataset"], r["strategy"], r["criterion"]) for r in panel.to_dict("records")
+            if recorded_decision(r).status != RELIABLE}
+
+
+def _flagged_criteria(r: Any, unreliable: set[tuple[str, str, str, str]]) -> list[str]:
+    """The labels of the criteria the comparison ``r`` (a robustness row) reads that the gate did
+    not find reliable in either arm's cell, in the criteria's order."""
+    cells = [(r.model, r.dataset, r.strategy)]
+    cells.append((r.model, r.dataset, r.strategy_b) if r.comparison == STRATEGY_COMPARISON
+                 else (r.model_b, r.dataset, r.strategy))
+    found = {c for cell in cells for c in metric_spec(str(r.metric)).criteria if (*cell, c) in unreliable}
+    return [label for c, label in CRITERION_LABEL.items() if c in found]
+
+
 def _untrusted_holds(held: pd.DataFrame, reliability: pd.DataFrame | None) -> list[str]:
     """Per comparison that holds and reads, in either arm's cell, a criterion the gate did not find
-    reliable there (unreliable, or not measured: with one varying judge or none, no panel could
-    have moved it; holding says nothing of votes that do not measure): "Answerable", or "KnowCov,
+    reliable there (holding says nothing of votes that do not measure): "Answerable", or "KnowCov,
     which reads Readable and Answerable" where the metric reads the criterion through the
     questions it counts."""
-    if reliability is None or not len(reliability) or held.empty:
-        return []
-    panel = reliability[reliability["judge"].isna()]
-    unmeasured = {(r["model"], r["dataset"], r["strategy"], r["criterion"]) for r in panel.to_dict("records")
-                  if recorded_decision(r).status != RELIABLE}
+    unreliable = _unreliable_criteria(reliability)
     readings = []
     for r in held.itertuples(index=False):
-        cells = [(r.model, r.dataset, r.strategy)]
-        cells.append((r.model, r.dataset, r.strategy_b) if r.comparison == STRATEGY_COMPARISON
-                     else (r.model_b, r.dataset, r.strategy))
-        found = {c for cell in cells for c in metric_spec(str(r.metric)).criteria if (*cell, c) in unmeasured}
-        criteria = [label for c, label in CRITERION_LABEL.items() if c in found]
+        criteria = _flagged_criteria(r, unreliable)
         if not criteria:
             continue
         label = metric_label(str(r.metric))
@@ -460,7 +476,7 @@ def trust_context(
         "flagged_summary": flagged_summary(flagged),
         "figure": sensitivity_figure(reliability, strategy_labels),
         "effective": effective,
-        "robustness": robustness_rows(robustness, strategy_labels),
+        "robustness": robustness_rows(robustness, strategy_labels, reliability),
         "robustness_variants": [_variant_name(v) for v in robustness_variants(robustness)],
         "robustness_summary": robustness_summary(robustness, reliability),
         "significance": f"{SIGNIFICANCE:g}",
