@@ -471,7 +471,7 @@ def answer_context(
                 format_paired_difference(r.diff, r.ci_low, r.ci_high, r.n_pairs)
                 + ("" if metric_spec(r.metric).percent else f" {_points(r.metric)}"),
                 "pairs": str(int(r.n_pairs)),
-                "detectable": ("–" if not r.planned or int(r.n_pairs) == 0 else "none" if is_missing(r.mdd)
+                "detectable": ("–" if not r.planned or int(r.n_pairs) == 0 else "no size" if is_missing(r.mdd)
                                else f"≥ {float(r.mdd):.1f}"),
                 "on_pairs": _on_the_pairs(r, name_a, name_b),
                 "value_a": _cell_value(values, r.model, r.dataset, a, r.metric),

@@ -172,6 +172,8 @@ def _example(row: pd.Series, judges: list[str] | None = None,
         "gated": bool(row.get("alpha_gated", False)),
         "hit": bool(row["_hit"]) if "_hit" in row else None,
         "tag": _tag(row),
+        "model": str(row["model"]),
+        "strategy_name": str(row["strategy"]),
     }
 
 
@@ -181,7 +183,9 @@ def _tag(row: pd.Series) -> str | None:
     if "_hit" not in row:
         return None
     if bool(row["_hit"]):
-        return "hit the target level (as the judges voted)"
+        # on votes the gate flagged a "hit" is only how the votes fell: the question may be no question at all
+        return ("counted a hit by unreliable votes: read the question" if bool(row.get("alpha_gated", False))
+                else "hit the target level (as the judges voted)")
     if is_missing(row["bloom_level"]):
         return "no judged level (the judges did not agree)"
     if row["bloom_level"] == row["original_bloom_level"]:

@@ -207,6 +207,16 @@ def classification_accuracy(votes: pd.DataFrame, strategy_labels: StrategyLabels
     return out
 
 
+def _kept(votes: pd.DataFrame, strategy: str, dataset: str) -> tuple[int, int]:
+    """(useful questions with a judged level, how many kept the original's level) of one strategy
+    on one dataset: CatCons' n and count there."""
+    counts = transition_counts(votes[(votes["strategy"] == strategy) & (votes["dataset"] == dataset)], kind="judged")
+    if counts.empty:
+        return 0, 0
+    return (int(counts["count"].sum()),
+            int(counts.loc[counts["original_level"] == counts["other_level"], "count"].sum()))
+
+
 def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
     """Per strategy, of the useful questions with a judged level (CatCons' n, and the sum of the
     figure's panel n's: one definition), the share that kept the original's level (CatCons'
@@ -214,14 +224,19 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     an Uncategorized level on one side have no direction and are counted as such. Strategies are
     compared on the datasets they all ran (:func:`common_design`); the rest is said apart."""
     compared, left_out = common_design(votes, strategy_labels)
+    datasets = ordered_unique(compared["dataset"])
     parts = []
     for strategy, (n, same, up, down) in level_moves(votes, strategy_labels).items():
         undirected = n - same - up - down
         # the first strategy's clause says whose questions these are; the others follow it
         counted = " (the questions CatCons counts)" if not parts else ""
+        # pooled over datasets, the share is neither dataset's CatCons: say the parts it adds up
+        per_dataset = (" (" + "; ".join(f"{d}: {kept} of {of}" for d in datasets
+                                          for of, kept in [_kept(compared, strategy, d)] if of) + ")"
+                       if len(datasets) > 1 else "")
         text = (f"under {strategy_label(strategy, strategy_labels)}, of n = {n} useful questions with a judged "
-                f"level{counted}, {100 * same / n:.0f}% kept the original's level, {100 * up / n:.0f}% moved up "
-                f"and {100 * down / n:.0f}% moved down")
+                f"level{counted}, {100 * same / n:.0f}% kept the original's level{per_dataset}, "
+                f"{100 * up / n:.0f}% moved up and {100 * down / n:.0f}% moved down")
         if undirected:
             text += f" ({undirected} with an Uncategorized level on one side only have no direction)"
         parts.append(text)

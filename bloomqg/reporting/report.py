@@ -35,7 +35,7 @@ from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
 from bloomqg.reporting.panel import small_writers, judge_lines, level_leanings, modal_share, self_judges, study_setup
-from bloomqg.reporting.explorer.links import metric_link
+from bloomqg.reporting.explorer.links import item_fragment, metric_link
 from bloomqg.reporting.provenance_view import (
     code_versions,
     call_failures,
@@ -70,7 +70,8 @@ FIGURE_LEGENDS: dict[str, str] = {
     f"strategy ran. {_LEVELS}",
     "fig3_shift_scores": "Shift score: how many Bloom levels (|Δ|) a useful question lands from its original's, "
     "averaged over the questions that regressed (2+ levels lower), drifted (1 level) or leapt (2+ levels higher); "
-    "whiskers: 95% confidence intervals (a drift is 1 level by definition, so it has none); n: questions per bar.",
+    "whiskers: 95% confidence intervals (a drift is 1 level by definition, so it has none); n: questions per bar. "
+    "Not CogShift (Table 6), which averages |Δ| over every useful question, 0 for one at its original's level.",
     "fig4_knowledge_id": "Knowledge-identification accuracy: the share of originals whose knowledge units the model "
     "named exactly before writing its question.",
     "fig6_confusion": "Pooled over all datasets, so a plot's n can differ from Figure 2's comparison on the datasets "
@@ -86,7 +87,7 @@ FIGURE_LEGENDS: dict[str, str] = {
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig2_transitions": "Figure 2. Bloom-level transitions from the original question (left) to the judged level "
     "of the generated question (right), useful questions only; band width = share of the plot's questions (each plot is scaled to its own n).",
-    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ|: how many Bloom levels a question lands from its original's) of regressions, drifts and leaps, per cell (model × dataset × strategy).",
+    "fig3_shift_scores": "Figure 3. Mean shift score (|Δ|: how many Bloom levels a question lands from its original's) of the questions that regressed, drifted or leapt, each type alone, per cell (model × dataset × strategy).",
     "fig4_knowledge_id": "Figure 4. Knowledge-identification accuracy under each strategy whose answers name the "
     "original's knowledge unit (CoT's), with 95% confidence intervals.",
     "fig5_correlations": "Figure 5. Correlations across models under each strategy whose answers identify level and "
@@ -477,6 +478,9 @@ def build_report(
         if judge_bias else None,
     }
     if explorer_href:  # each strategy's value in the Answer opens the questions it counts
+        for example in (ex for m in context["examples"] for level in m["levels"] for ex in level["examples"]):
+            example["link"] = f"{explorer_href}#" + item_fragment(
+                example["model"], str(example["dataset"]), example["strategy_name"], str(example["prompt_id"]), labels)
         for block in context["answer"]["blocks"]:
             for row in block["rows"]:
                 row["link_a"], row["link_b"] = (metric_link(row[key], explorer_href, labels)

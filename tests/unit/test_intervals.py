@@ -120,5 +120,6 @@ def test_levels_take_betting_and_fractions_the_rescaled_rate_interval_in_specs_a
     assert metric_spec("cogshift").betting_interval and metric_spec("cogleap_mean").betting_interval
     assert not metric_spec("knowcov").betting_interval
     words = interval_words(["clopper_pearson", BETTING_MEAN, "betting_paired"])
-    assert "exact betting interval (Waudby-Smith and Ramdas)" in words and "betting interval of the paired differences" in words
+    assert "built from fair bets" in words and "(a betting interval)" in words
+    assert "exact betting interval, of the paired differences" in words
     assert "rescaled" not in words

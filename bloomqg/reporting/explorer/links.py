@@ -49,6 +49,14 @@ def cell_filters(
     return pairs + [("strategy", strategy_label(strategy, strategy_labels))]
 
 
+def item_fragment(model: str, dataset: str, strategy: str, prompt_id: str,
+                  strategy_labels: StrategyLabels | None = None) -> str:
+    """The fragment (without ``#``) that opens one reply in the explorer: its cell's rows, the reply
+    selected (``i``, the explorer's row key: ``dataset/strategy/model/prompt_id``, strategy by name)."""
+    pairs = [(f"f.{column}", value) for column, value in cell_filters(model, dataset, strategy, strategy_labels)]
+    return urlencode([*pairs, ("i", f"{dataset}/{strategy}/{model}/{prompt_id}")])
+
+
 def explorer_level(level: str, column: str) -> str:
     """A level as the explorer's ``column`` (target_level, judged_level, identified_level) holds it.
 

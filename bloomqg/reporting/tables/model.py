@@ -115,13 +115,12 @@ CI_METHOD_WORDS = {
     "wilson": "Wilson score intervals of shares",
     "jeffreys": "Jeffreys intervals of shares",
     "percentile_bootstrap": "percentile bootstrap intervals over questions",
-    "tango_paired_score": "for yes/no outcomes Tango's score interval, made for two answers per original",
-    "mover_paired_score": ("for KnowCov MOVER, which combines the two strategies' own intervals allowing for "
-                           "their correlation"),
-    "betting": ("for means of Bloom levels an exact betting interval (Waudby-Smith and Ramdas), narrower where "
-                "most questions are a level or two off"),
-    "betting_paired": ("for CogShift an exact betting interval of the paired differences (Waudby-Smith and "
-                       "Ramdas)"),
+    "tango_paired_score": "for yes/no outcomes an interval made for two answers per original (Tango's score interval)",
+    "mover_paired_score": ("for KnowCov one that combines the two strategies' own intervals allowing for their "
+                           "correlation (MOVER)"),
+    "betting": ("for means of Bloom levels an exact interval built from fair bets against each candidate mean, "
+                "narrower where most questions are a level or two off (a betting interval)"),
+    "betting_paired": ("for CogShift the same exact betting interval, of the paired differences"),
 }
 
 
