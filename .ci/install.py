@@ -98,7 +98,11 @@ def main(argv: list[str]) -> None:
     elif action == "pip":
         if uv:
             listing = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-            run([*uv, "pip", "install", "--quiet", "--python", env_python, *uv_flags(pip_settings(listing)), *args])
+            # --compile-bytecode: pip's default, not uv's. Without .pyc files, and with a read-only
+            # cache (PYTHONDONTWRITEBYTECODE), every job compiles torch's and transformers' sources
+            # anew: 3.9 s of a MiniLM judge job's 8 s (docs/operations.md, "Bytecode").
+            run([*uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", env_python,
+                 *uv_flags(pip_settings(listing)), *args])
         else:
             run([env_python, "-m", "pip", "install", "--quiet", *args])
     elif uv:
