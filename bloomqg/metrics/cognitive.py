@@ -39,8 +39,9 @@ _SHIFT_RANGE = {"cogreg": (2.0, _MAX_SHIFT), "cogdrift": (1.0, 1.0), "cogleap": 
 COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("catcons", "CatCons", "percent", True, "%", criteria=BLOOM_FED, paper_table="table5",
                paired_outcome="binary",
-               definition="category (Bloom-level) consistency: share of useful questions the judges place at the original "
-               "question's Bloom level, the level the new question was meant to hit"),
+               definition="category (Bloom-level) consistency: of the useful questions whose level the judges' majority "
+               "decides, the share placed at the original question's Bloom level, the level the new question was "
+               "meant to hit"),
     MetricSpec("cogshift", "CogShift", "score", False, "levels", criteria=BLOOM_FED, ci_decimals=2,
                paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT), betting_interval=True,
                definition="cognitive shift: how many Bloom levels, on average, a useful question lands away from "

@@ -167,12 +167,26 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         text += f" {_power(unknown)}"
     fixes = []
     if len(few) or underpowered.any():
-        fixes.append("more items per cell")
+        fixes.append("more items per cell" + _items_needed(unknown))
     if len(disagree):
         fixes.append("judges that agree (a stronger panel, or people's labels)")
     if fixes:
         text += f" What would settle it: {' and '.join(fixes)}."
     return lead, text.strip()
+
+
+def _items_needed(unknown: pd.DataFrame) -> str:
+    """" (491 to 7,104 items per cell to detect 10 points, by the study plan)", from
+    the rows' ``n_needed_target``; "" where no row has one."""
+    if "n_needed_target" not in unknown or "target_difference" not in unknown:
+        return ""
+    needed = pd.to_numeric(unknown["n_needed_target"], errors="coerce").dropna()
+    targets = pd.to_numeric(unknown["target_difference"], errors="coerce").dropna().unique()
+    if needed.empty or len(targets) != 1:
+        return ""
+    low, high = int(needed.min()), int(needed.max())
+    span = f"{low:,}" if low == high else f"{low:,} to {high:,}"
+    return f" ({span} items per cell to detect {float(targets[0]):g} points, by the study plan)"
 
 
 def _power(unknown: pd.DataFrame) -> str:
@@ -194,7 +208,10 @@ def _power(unknown: pd.DataFrame) -> str:
         text += f"only differences of at least: {'; '.join(sized)}"
     if none:
         text += ("; " if sized else "") + f"{_joined(none, 'and')}, no difference of any size"
-    return text + ". A smaller difference can show by chance, not reliably."
+    bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
+    # the bound a verdict needs, said where it decides (the config's answer.max_detectable_difference)
+    needs = f"; a verdict needs {float(bounds[0]):g} points or less" if len(bounds) == 1 else ""
+    return text + f". A smaller difference can show by chance, not reliably{needs}."
 
 
 def _count(k: int, n: int) -> str:
@@ -307,7 +324,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
     if not any(abs(rate_a - rate_b) >= PARSE_GAP_POINTS for *_, rate_a, rate_b in rates):
         return ""
     each = "; ".join(f"{dataset}: {names[0]} {rate_a:.1f}%, {names[1]} {rate_b:.1f}%" for _, dataset, rate_a, rate_b in rates)
-    text = (f"Usability counts a reply the workflow could not read a question from as not usable, and such replies "
+    text = (f"Usability counts a reply with no question the workflow could read as not usable, and such replies "
             f"came at different rates ({each}).")
     among = []
     for r, dataset, *_ in rates:
@@ -320,13 +337,13 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
         # the order of the two strategies among read replies against the paired difference's sign
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
         # not called Usability: that name is the table's share over every reply
-        text += (f" Counting only the decided replies that held a question, the share useful was {listed}: part of the gap "
+        text += (f" Among decided replies that held a question, the share useful was {listed}: part of the gap "
                  "may be how often a reply could be read, not how good its question was"
                  + (f", and on {_joined(reversed_in, 'and')} the order reverses" if reversed_in else "")
                  # each strategy's own questions, and (where gated) the same votes the gate rejected: no
                  # firmer than the Usability they qualify
-                 + " (each strategy's own questions, not pairs"
-                 + (", on votes the gate flagged, †: a pointer, not a finding)."
+                 + " (own questions, not pairs"
+                 + ("; †: a pointer, not a finding)."
                     if (usability["reason"] == "judges_disagree").any() else ")."))
     else:
         text += " Part of a Usability gap is how often the reply could be read, not how good its question was."
@@ -339,7 +356,13 @@ def _by_prevalence(entry: Mapping[str, Any]) -> str:
     text = f"{entry['criterion']} in {entry['cell']}, where α over all the judges is {fixed(entry['alpha'], 2)}"
     pair = entry.get("pair")
     if pair and pair[2] > 0:
-        text += f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {fixed(pair[2], 2)})"
+        text += (f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {fixed(pair[2], 2)}; 1: always, "
+                 "0: chance)")
+        # the third judge's side: a pass carried by two of three, the third at odds, is said as such
+        apart = [f"{judge} agrees with neither (κ {', '.join(fixed(k, 2) for k in kappas)})"
+                 for judge, kappas in entry.get("outside") or [] if max(kappas) <= 0]
+        if apart:
+            text += f", while {_joined(apart, 'and')}: the majority rests on those two"
     return text
 
 
@@ -362,12 +385,14 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     moved = [(r, m) for r, m in assessed if m["verdict"] not in (HOLDS, HOLDS_WHERE_MEASURED)]
     if not moved:
         return ""
-    unassessed = len(compared) - len(assessed)
-    among = (f"of the {len(assessed)} comparisons with pairs it could assess ({unassessed} not: too few questions "
-             "labelled without a judge)" if unassessed else f"of the {len(compared)} comparisons with pairs")
+    unassessed = [(r, m) for r, m in compared if str(m["verdict"]).startswith(NOT_ASSESSABLE)]
+    # named, not counted: Dawid–Skene may still move these below, and a count read as "the 5th moved too"
+    among = (f"of the {len(assessed)} comparisons with pairs it could assess ("
+             + "; ".join(f"{metric_spec(str(r.metric)).label} ({r.dataset})" for r, _ in unassessed)
+             + " it could not: with any one judge left out too few questions are labelled, and Dawid–Skene "
+             "alone reweights the same judges)" if unassessed else f"of the {len(compared)} comparisons with pairs")
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
-            f"accuracy) instead of a majority, moves {len(moved)} {among} (its "
-            "direction or its significance changes).")
+            f"accuracy) instead of a majority, changes the direction or the significance of {len(moved)} {among}.")
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
     leaned: dict[str, list[tuple[str, str]]] = {}  # the majority ties: no lead to take "instead"
@@ -507,8 +532,8 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
     alphas = list(gate.get("by_prevalence") or [])
     if alphas:  # AC1 passes where one answer dominates; α beside it says how little else is agreed
-        hollow_text += (f" ({len(alphas)} of them by Gwet's AC1, which the gate reads where one answer holds ≥ "
-                        f"{PREVALENCE_LIMIT:.0%} of the votes (α collapses there): "
+        hollow_text += (f" ({len(alphas)} of them by Gwet's AC1, read where one answer holds ≥ "
+                        f"{PREVALENCE_LIMIT:.0%} of the votes: "
                         f"{'; '.join(_by_prevalence(a) for a in alphas)})")
     never = list(gate.get("never_measured") or [])
     named = _joined(never, "and") if never else ""
@@ -519,5 +544,5 @@ def trust_line(gate: dict[str, Any] | None) -> str:
                   "however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} agreements (one per criterion in each cell), "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
-            f"{counts.get(NOT_MEASURED, 0)} not measured by the gate's rule (each listed under Judge "
+            f"{counts.get(NOT_MEASURED, 0)} not measured (each under Judge "
             f"reliability).{never_text}")

@@ -120,8 +120,12 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "one this workflow runs with no GPU, writes far weaker questions and is for trying the workflow out."),
     ("temperature", "Temperature, random draw", "how freely a model picks each next word: at 0 it always takes "
      "the likeliest, so a prompt gives one reply; above 0 it draws at random, so the same prompt can give another "
-     "question on another run. top_p, do_sample and max_new_tokens (the configuration) limit the draw and the "
-     "reply's length (docs/config.md)."),
+     "question on another run. Other settings of the configuration shape the draw: do_sample (draw at random, or "
+     "always take the likeliest word), top_p (draw only among the likeliest words that together hold this share of "
+     "the probability) and max_new_tokens (the longest reply, in word pieces)."),
+    ("order", "Same order as the original", "the six Bloom levels in three orders, lower (Remember, Understand), "
+     "middle (Apply, Analyze) and higher (Evaluate, Create): a question of the same order as its original is near "
+     "its level though not on it. The labels plan counts it; no metric of the paper does."),
     ("llm", "LLM", "large language model: a model that writes text, such as the one that wrote these questions "
      "or the smollm2 judge."),
     ("api", "API, tokens", "API: a model reached over the network as a paid service (OpenAI-compatible); tokens: "

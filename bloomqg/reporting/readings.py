@@ -351,6 +351,27 @@ def closest_pair(reliability: pd.DataFrame, model: str, dataset: str, strategy: 
     return best
 
 
+def outside_pair(reliability: pd.DataFrame, model: str, dataset: str, strategy: str, criterion: str,
+                 pair: tuple[str, str, float] | None) -> list[tuple[str, list[float]]]:
+    """The judges of one criterion × cell other than ``pair``'s two (:func:`closest_pair`), each with
+    its Cohen's κ with each of the two: beside a pair that carries an AC1 pass, whether the panel's
+    other judges agree with it or not."""
+    if pair is None or "kappa_pairwise" not in reliability:
+        return []
+    rows = reliability[(reliability["model"] == model) & (reliability["dataset"] == dataset)
+                       & (reliability["strategy"] == strategy) & (reliability["criterion"] == criterion)
+                       & reliability["judge"].notna()]
+    out = []
+    for judge, raw in zip(rows["judge"], rows["kappa_pairwise"]):
+        if str(judge) in pair[:2]:
+            continue
+        kappas = json_mapping(raw)
+        values = [float(kappas[j]) for j in pair[:2] if kappas.get(j) is not None and not math.isnan(float(kappas[j]))]
+        if values:
+            out.append((str(judge), values))
+    return out
+
+
 def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None,
                  construction: Sequence[ConstructionFlag] = ()) -> dict[str, Any]:
     """The gate's settings and its rule (:data:`~bloomqg.voting.agreement.GATE_RULE`), its decision
@@ -380,7 +401,8 @@ def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | No
     by_prevalence = [{"alpha": float(r.alpha), "criterion": CRITERION_LABEL.get(r.criterion, r.criterion),
                       "cell": (f"{r.model} · " if panel["model"].nunique() > 1 else "")
                       + f"{r.dataset} {strategy_label(r.strategy, strategy_labels)}",
-                      "pair": closest_pair(reliability, r.model, r.dataset, r.strategy, r.criterion)}
+                      "pair": (pair := closest_pair(reliability, r.model, r.dataset, r.strategy, r.criterion)),
+                      "outside": outside_pair(reliability, r.model, r.dataset, r.strategy, r.criterion, pair)}
                      for r, d in zip(panel.itertuples(index=False), decisions)
                      if d.status == RELIABLE and d.coefficient == "ac1" and not is_missing(r.alpha)]
     # flagged (†): every agreement not shown reliable, except a release's criterion without

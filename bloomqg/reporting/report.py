@@ -329,6 +329,8 @@ def overview(
         "n_generated": int(votes["new_question"].notna().sum()) if len(votes) else 0,
         "n_prompts": len(votes),
         "n_useful": int(useful.sum()),
+        # questions whose Bloom level no strict majority decides: left out of every level metric
+        "n_no_level": int((votes["new_question"].notna() & votes["bloom_level"].isna()).sum()) if len(votes) else 0,
         # useful rests on Usability's criteria: marked † where the gate flagged them in some cell
         "useful_gated": any(metric == "usability" for *_, metric in gated_cells(all_metrics)),
         "n_replies": 0 if cut_off is None else len(cut_off),
@@ -532,6 +534,7 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
         "overview.prompts": (overview_["n_prompts"], "prompts sent to the generators"),
         "overview.generated": (overview_["n_generated"], "prompts that produced a question"),
         "overview.useful": (overview_["n_useful"], "useful questions (unique, readable and answerable by the votes)"),
+        "overview.no_level": (overview_["n_no_level"], "questions whose Bloom level no majority of the judges decides"),
         "overview.replies": (overview_["n_replies"], "the generators' replies"),
         "overview.cut_off": (overview_["n_cut_off"], "replies cut off at the token limit"),
         "overview.cut_off_read": (overview_["n_cut_off_read"], "replies cut off at the token limit that still held a question"),

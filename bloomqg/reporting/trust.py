@@ -24,7 +24,7 @@ from bloomqg.metrics.robustness import (DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED
 from bloomqg.reporting.display import (
     COEFFICIENT_SYMBOL, CRITERION_LABEL, EMPTY, StrategyLabels, is_missing, ordered_unique, strategy_label,
 )
-from bloomqg.reporting.tables.model import fixed
+from bloomqg.reporting.tables.model import fixed, format_p
 from bloomqg.store.frames import BINARY_CRITERIA, RELIABILITY
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, recorded_decision
 from bloomqg.reporting.construction import construction_caveat, hollow_agreements
@@ -254,7 +254,7 @@ def _variant_text(pair: Any, n_majority: int) -> str:
     diff, p, _ = variant_entry(pair)
     if is_missing(diff):
         return "–"
-    p_text = "–" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.2g}"
+    p_text = "–" if p is None or (isinstance(p, float) and math.isnan(p)) else format_p(p)
     return f"{_num(diff, 2)} (p {p_text}{_variant_pairs(pair, n_majority)})"
 
 
@@ -295,7 +295,7 @@ def robustness_rows(
             "comparison": what, "metric": metric_label(r.metric), "n": str(n_pairs),
             "majority": f"{_num(r.value_a, 2)} → {_num(r.value_b, 2)}",
             "dawid_skene": f"{_num(ds_a, 2)} → {_num(ds_b, 2)}" + (f" ({ds_pairs})" if ds_pairs else ""),
-            "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else f"{float(r.p_value):.3g}",
+            "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else format_p(r.p_value),
             "dawid_skene_diff": _variant_text(variants[DAWID_SKENE], n_pairs) if DAWID_SKENE in variants else "–",
             "variants": [_variant_text(variants[name], n_pairs) if name in variants else "–" for name in order],
             "verdict": r.verdict,
@@ -387,21 +387,25 @@ def robustness_summary(robustness: pd.DataFrame | None, reliability: pd.DataFram
         these = "of them" if len(kinds) == 1 else "of these"
         note = (f"{these} {found} a significant difference, the other {len(held) - found} that none was found"
                 if found else "none found a significant difference")
+        if len(kinds) > 1:  # the note sits in the last kind's brackets but speaks of both kinds' rows
+            note = f"of the {len(held)} that hold either way: {note.removeprefix('of these ')}"
         unmeasured = untrusted_holds(robustness, reliability)
         if unmeasured:
-            note += (f"; {len(unmeasured)} ({'; '.join(unmeasured)}) rest{'s' if len(unmeasured) == 1 else ''} on "
-                     f"agreement the gate did not find reliable in a cell of {'its' if len(unmeasured) == 1 else 'theirs'}: "
-                     "no evidence")
+            # of the held ones, not a new count: "all 3" or "2 of these 3"
+            which = (f"all {len(held)}" if len(unmeasured) == len(held) > 1 else "it" if len(held) == 1
+                     else f"{len(unmeasured)} of these {len(held)}")
+            note += (f"; {which} ({'; '.join(unmeasured)}) rest{'s' if which == 'it' or len(unmeasured) == 1 else ''} on "
+                     "votes the gate flagged: no evidence")
         notes[kinds[-1]].append(note)
     parts = [f"{counts[k]} {k}" + (f" ({'; '.join(notes[k])})" if notes[k] else "") for k in notes if k in counts]
     metrics = ordered_unique(robustness["metric"])
-    labels = ", ".join(metric_spec(m).label for m in metrics)
     kinds = set(robustness["comparison"])
     # name only the kinds of pair the run has (one model: no model pairs)
     over = " and ".join(text for kind, text in ((STRATEGY_COMPARISON, "each strategy pair of each model"),
                                                 (MODEL_COMPARISON, "each model pair under each strategy"))
                         if kind in kinds)
-    return (f"Of {len(robustness)} comparisons ({len(metrics)} metrics: {labels}; {over} on each dataset), under Dawid–Skene or with "
+    return (f"Of {len(robustness)} comparisons ({len(metrics)} metric{'s' if len(metrics) != 1 else ''}, {over} on "
+            f"each dataset), under Dawid–Skene or with "
             f"one judge left out (a panel agrees when its difference has the majority's sign "
             f"and its raw p is on the same side of {SIGNIFICANCE:g}): " + "; ".join(parts) + "."
             + _few_pairs_note(robustness) + _parts_note(metrics) + " Holding is not reliability: the Answer decides.")

@@ -345,6 +345,30 @@ def test_report_figure_marks_open_their_items(site, tab, shots):
     assert len(marks) > 150
 
 
+def test_report_examples_open_their_reply(site, tab):
+    """An example's name opens the explorer on that one reply, selected in its cell, and the
+    explorer's "← Report" link comes back to the example."""
+    report = (site["root"] / "report.html").resolve().as_uri()
+    tab.send("Page.navigate", {"url": report})
+    tab.wait("document.readyState === 'complete'")
+    tab.eval("document.querySelectorAll('#examples details').forEach(d => { d.open = true; })")
+    examples = tab.eval("""Array.from(document.querySelectorAll('#examples a.item')).map(a => ({
+        id: a.id, href: a.href, name: a.textContent}))""")
+    assert len(examples) > 5
+    first = examples[0]
+    tab.click(f"#{first['id']}")
+    tab.wait("location.pathname.endsWith('/explorer/index.html') && document.body.dataset.ready === '1'")
+    selected = tab.eval("(S => S.selected >= 0 ? window.explorer.value('prompt_id', S.selected) : null)(window.explorer.state)")
+    assert selected == first["name"]
+    assert tab.eval("document.getElementById('report-link').getAttribute('href')") == f"../report.html#{first['id']}"
+    # every example's reply is found (a wrong row key would leave none selected)
+    found = tab.eval("""((fragments) => fragments.map(f => {
+        const key = new URLSearchParams(f).get("i"); const S = window.explorer.state;
+        for (let r = 0; r < S.n; r++) if (window.explorer.rowKey(r) === key) return window.explorer.value("prompt_id", r);
+        return null; }))(%s)""" % json.dumps([urlsplit(e["href"]).fragment for e in examples]))
+    assert found == [e["name"] for e in examples]
+
+
 @pytest.fixture(scope="module")
 def glm_release(release_dir, tmp_path_factory) -> dict:
     """The GLM-4-9B slice of the paper's release, scored, with its explorer written: built once

@@ -34,8 +34,9 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert block["detail"].startswith("In all of them the judges do not agree on Bloom levels, so this panel cannot "
                                       "measure the difference")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
-    assert "What would settle it: more items per cell and judges that agree (a stronger panel, or people's labels)" \
-        in block["headline"]
+    assert "What would settle it: more items per cell (" in block["headline"]
+    assert "items per cell to detect 10 points, by the study plan) and judges " \
+        "that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
     assert (cs["metric"], cs["where"], cs["verdict"], cs["pairs"]) == ("CatCons", "cs", "cannot tell", "4")
@@ -54,7 +55,7 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert "items per cell would detect 10 points" in row["why"]
     assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
            "differences of at least: CatCons 39.6 points (at most 22 pairs). A smaller difference can show by chance, " \
-           "not reliably." in block["headline"]
+           "not reliably; a verdict needs 20 points or less." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -72,7 +73,7 @@ def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
 def test_the_trust_line_counts_the_gate_rule_outcomes():
     gate = {"n_panel": 5, "status_counts": {"reliable": 1, "unreliable": 3, "not_measured": 1}, "rule": "the rule"}
     assert trust_line(gate).startswith("How far the judges can be trusted: of 5 agreements (one per criterion in each cell), 1 "
-                                       "reliable, 3 unreliable and 1 not measured by the gate's rule")
+                                       "reliable, 3 unreliable and 1 not measured (each under Judge")
 
 
 def test_judges_are_introduced_from_the_votes_and_a_constant_judge_is_flagged():
@@ -147,14 +148,14 @@ def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is
     metrics = pd.DataFrame([{"model": "m", "dataset": "cs", "strategy": s, "metric": "parse_failure_rate", "value": v,
                              "n": 36} for s, v in (("cot", 22.222), ("fgp", 5.556))])
     [block] = answer_context(answer, metrics)["blocks"]
-    assert block["unparsed"] == ("Usability counts a reply the workflow could not read a question from as not usable, "
+    assert block["unparsed"] == ("Usability counts a reply with no question the workflow could read as not usable, "
                                  "and such replies came at different rates (cs: CoT 22.2%, FGP 5.6%). Part of a "
                                  "Usability gap is how often the reply could be read, not how good its question was.")
     # with the share among the replies that held a question, the gap left (and where it reverses)
     read = {("m", "cs", "cot"): (90.0, 10), ("m", "cs", "fgp"): (82.4, 17)}
     assert answer_context(answer, metrics, read_usability=read)["blocks"][0]["unparsed"].endswith(
-        "Counting only the decided replies that held a question, the share useful was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): part of the gap may be how "
-        "often a reply could be read, not how good its question was, and on cs the order reverses (each strategy's own "
+        "Among decided replies that held a question, the share useful was cs: CoT 90.0% (n = 10), FGP 82.4% (n = 17): part of the gap may be how "
+        "often a reply could be read, not how good its question was, and on cs the order reverses (own "
         "questions, not pairs).")
     alike = metrics.assign(value=[5.0, 5.5])
     assert answer_context(answer, alike)["blocks"][0]["unparsed"] == ""
@@ -172,13 +173,12 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
          "metric": "catcons", "verdict": v} for d, v in (("cs", "within judge noise"), ("social", "holds"))])
     assert panel_note(answer, robustness) == (
         "Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated accuracy) "
-        "instead of a majority, moves 1 of the 2 comparisons with pairs (its direction or its "
-        "significance changes).")
+        "instead of a majority, changes the direction or the significance of 1 of the 2 comparisons with pairs.")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     # a comparison no judge-left-out panel could assess is not counted as moved, and is said apart
     unassessed = robustness.assign(verdict=["within judge noise", "not assessable from these votes"])
-    assert "moves 1 of the 1 comparisons with pairs it could assess (1 not: too few questions labelled" in \
-        panel_note(answer, unassessed)
+    assert "significance of 1 of the 1 comparisons with pairs it could assess (CatCons (social) it could not: with any one " \
+        "judge left out too few questions are labelled" in panel_note(answer, unassessed)
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
     # which way the doubt runs: Dawid–Skene favouring the other strategy, or one where the majority ties
     directed = robustness.assign(verdict="within judge noise", diff=[0.0, 10.0], variants=[

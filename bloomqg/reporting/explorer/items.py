@@ -309,7 +309,7 @@ def _columns(judges: Sequence[str], with_lines: bool = False) -> list[Column]:
         Column("unique", "Unique", "cat", "Votes"),
         Column("readable", "Readable", "cat", "Votes"),
         Column("answerable", "Answerable", "cat", "Votes"),
-        Column("gate", "Judges' agreement check (the gate)", "multi", "Diagnostics", help=GATE_HELP),
+        Column("gate", "The gate: passed, or the criteria it flagged", "multi", "Diagnostics", help=GATE_HELP),
         Column("parse", "Generation parse", "cat", "Diagnostics",
                help="ok: a question was read from the model's answer; otherwise why none was"),
         Column("judge_issues", "Judge failures (parse or call)", "multi", "Diagnostics"),

@@ -156,7 +156,8 @@ def plot_knowledge_id(all_metrics: pd.DataFrame, strategy_labels: StrategyLabels
             color, hatch = colors[strategy], _HATCHES[datasets.index(dataset) % len(_HATCHES)]
         hatched = {"hatch": hatch, "edgecolor": "white", "linewidth": 0.3} if hatch else {}
         bars = ax.barh(y + offset, values, height, xerr=[lower, upper], color=color, **hatched,
-                       label=label, error_kw={"elinewidth": 0.6, "capsize": 1.2, "ecolor": "#333333"})
+                       # whiskers in the series' colour: a 0% bar has no width, and its whisker is all that shows
+                       label=label, error_kw={"elinewidth": 0.9, "capsize": 1.5, "ecolor": color})
         _link_bars(bars.patches, [lookup.get((m, dataset, strategy, "knowledge_id_acc")) for m in models],
                    "knowledge-identification accuracy", strategy_labels)
         for model, value, up, at in zip(models, values, upper, y + offset):  # each rate with its n
