@@ -86,7 +86,7 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         flag = (construction or {}).get((str(row.model), str(row.dataset), strategy, criterion))
         always = flag.always if flag else ()
         on = CRITERION_LABEL.get(criterion, criterion)
-        text = f"judges disagree: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
+        text = f"weak agreement: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
         if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
@@ -186,7 +186,7 @@ def _items_needed(unknown: pd.DataFrame) -> str:
         return ""
     low, high = int(needed.min()), int(needed.max())
     span = f"{low:,}" if low == high else f"{low:,} to {high:,}"
-    return f" ({span} items per cell to detect {float(targets[0]):g} points, by the study plan)"
+    return f" ({span} per cell to detect {float(targets[0]):g} points, by the same calculation)"
 
 
 def _power(unknown: pd.DataFrame) -> str:
@@ -210,7 +210,7 @@ def _power(unknown: pd.DataFrame) -> str:
         text += ("; " if sized else "") + f"{_joined(none, 'and')}, no difference of any size"
     bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     # the bound a verdict needs, said where it decides (the config's answer.max_detectable_difference)
-    needs = f"; a verdict needs {float(bounds[0]):g} points or less" if len(bounds) == 1 else ""
+    needs = f"; a verdict needs ≤ {float(bounds[0]):g} points" if len(bounds) == 1 else ""
     return text + f". A smaller difference can show by chance, not reliably{needs}."
 
 
@@ -337,8 +337,17 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
         # the order of the two strategies among read replies against the paired difference's sign
         reversed_in = [dataset for r, dataset, a, b in among if (b[0] - a[0]) * float(r.diff) < 0]
         # not called Usability: that name is the table's share over every reply
-        text += (f" Among decided replies that held a question, the share useful was {listed}: part of the gap "
-                 "may be how often a reply could be read, not how good its question was"
+        # "most" where the read replies' gap is under half the columns' in every dataset: the page's own
+        # numbers then say the parser, not the questions, made most of it
+        def column_gap(r: Any, dataset: str) -> float:
+            keys = [(r.model, dataset, strategy, "usability") for strategy in pair]
+            if not all(key in values.index and not is_missing(values.loc[key, "value"]) for key in keys):
+                return math.nan
+            return float(values.loc[keys[1], "value"]) - float(values.loc[keys[0], "value"])
+        mostly = all(abs(b[0] - a[0]) < abs(column_gap(r, dataset)) / 2 for r, dataset, a, b in among)
+        text += (f" Among decided replies that held a question, the share useful was {listed}: "
+                 + ("most of the gap is" if mostly else "part of the gap may be")
+                 + " how often a reply could be read, not how good its question was"
                  + (f", and on {_joined(reversed_in, 'and')} the order reverses" if reversed_in else "")
                  # each strategy's own questions, and (where gated) the same votes the gate rejected: no
                  # firmer than the Usability they qualify
@@ -392,7 +401,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
              + " it could not: with any one judge left out too few questions are labelled, and Dawid–Skene "
              "alone reweights the same judges)" if unassessed else f"of the {len(compared)} comparisons with pairs")
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
-            f"accuracy) instead of a majority, changes the direction or the significance of {len(moved)} {among}.")
+            f"accuracy) instead of a majority, turns, cancels or changes the significance of {len(moved)} {among}.")
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
     leaned: dict[str, list[tuple[str, str]]] = {}  # the majority ties: no lead to take "instead"

@@ -254,8 +254,15 @@ def _variant_text(pair: Any, n_majority: int) -> str:
     diff, p, _ = variant_entry(pair)
     if is_missing(diff):
         return "–"
-    p_text = "–" if p is None or (isinstance(p, float) and math.isnan(p)) else format_p(p)
+    p_text = "–" if p is None or (isinstance(p, float) and math.isnan(p)) else _short_p(p)
     return f"{_num(diff, 2)} (p {p_text}{_variant_pairs(pair, n_majority)})"
+
+
+def _short_p(p: object) -> str:
+    """A p value rounded as the tables round it (:func:`format_p`), without trailing zeros: the
+    narrow cells of the robustness table print "1" and "0.062", the tables "1.000" and "0.062"."""
+    text = format_p(p)
+    return text if text.startswith("<") else text.rstrip("0").rstrip(".")
 
 
 def robustness_variants(robustness: pd.DataFrame | None) -> list[str]:
@@ -295,7 +302,7 @@ def robustness_rows(
             "comparison": what, "metric": metric_label(r.metric), "n": str(n_pairs),
             "majority": f"{_num(r.value_a, 2)} → {_num(r.value_b, 2)}",
             "dawid_skene": f"{_num(ds_a, 2)} → {_num(ds_b, 2)}" + (f" ({ds_pairs})" if ds_pairs else ""),
-            "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else format_p(r.p_value),
+            "diff": _num(r.diff, 2), "p": "–" if is_missing(r.p_value) else _short_p(r.p_value),
             "dawid_skene_diff": _variant_text(variants[DAWID_SKENE], n_pairs) if DAWID_SKENE in variants else "–",
             "variants": [_variant_text(variants[name], n_pairs) if name in variants else "–" for name in order],
             "verdict": r.verdict,

@@ -35,12 +35,12 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
                                       "measure the difference")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
     assert "What would settle it: more items per cell (" in block["headline"]
-    assert "items per cell to detect 10 points, by the study plan) and judges " \
+    assert "per cell to detect 10 points, by the same calculation) and judges " \
         "that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
     assert (cs["metric"], cs["where"], cs["verdict"], cs["pairs"]) == ("CatCons", "cs", "cannot tell", "4")
-    assert cs["why"] == "judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70)"
+    assert cs["why"] == "weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70)"
     # math ran under FGP only: a difference of design, left out by name, never pooled
     assert block["left_out"] == ["math (m: ran FGP only)"]
 
@@ -55,7 +55,7 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert "items per cell would detect 10 points" in row["why"]
     assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
            "differences of at least: CatCons 39.6 points (at most 22 pairs). A smaller difference can show by chance, " \
-           "not reliably; a verdict needs 20 points or less." in block["headline"]
+           "not reliably; a verdict needs ≤ 20 points." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -110,7 +110,7 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
                       [*panel("cs", "bloom_level", 0.09), *panel("social", "bloom_level", 0.15)])
     [block] = answer_context(answer, metrics_frame())["blocks"]
     cs, social = block["rows"]
-    assert cs["why"].startswith("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); its interval "
+    assert cs["why"].startswith("weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); its interval "
                                 "(not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence")
     assert social["why"] == "no original has a CatCons value under both strategies: nothing to compare"
     assert block["lead"].endswith("cannot tell in both. This run does not show whether FGP or CoT is better: do not "
@@ -127,7 +127,7 @@ def test_a_disagreement_one_constant_judge_makes_names_that_judge():
     flag = ConstructionFlag("m", "cs", "cot", "bloom_level", ("smollm2 always says Apply",),
                             always=("smollm2 always says Apply",))
     [block] = answer_context(answer, metrics_frame(), construction=[flag])["blocks"]
-    assert block["rows"][0]["why"] == ("judges disagree: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
+    assert block["rows"][0]["why"] == ("weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
                                        "(on Bloom level, smollm2 always says Apply)")
 
 
@@ -173,7 +173,7 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
          "metric": "catcons", "verdict": v} for d, v in (("cs", "within judge noise"), ("social", "holds"))])
     assert panel_note(answer, robustness) == (
         "Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated accuracy) "
-        "instead of a majority, changes the direction or the significance of 1 of the 2 comparisons with pairs.")
+        "instead of a majority, turns, cancels or changes the significance of 1 of the 2 comparisons with pairs.")
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     # a comparison no judge-left-out panel could assess is not counted as moved, and is said apart
     unassessed = robustness.assign(verdict=["within judge noise", "not assessable from these votes"])

@@ -239,8 +239,8 @@ def test_a_panel_variant_over_other_pairs_says_how_many_and_one_model_has_no_mod
     frame = pd.DataFrame([row], columns=list(ROBUSTNESS_COLUMNS))
     [shown] = robustness_rows(frame)
     assert shown["dawid_skene"] == "61.11 → 63.89 (36 pairs)"
-    assert shown["dawid_skene_diff"] == "2.78 (p 1.000; 36 pairs)"
-    assert shown["variants"] == ["0.00 (p 1.000)"]  # the majority's 22 pairs: nothing to say
+    assert shown["dawid_skene_diff"] == "2.78 (p 1; 36 pairs)"
+    assert shown["variants"] == ["0.00 (p 1)"]  # the majority's 22 pairs: nothing to say
     summary = robustness_summary(frame)
     assert "each strategy pair of each model on each dataset" in summary and "model pair" not in summary
     # the kind is defined where it is first met, not only in the table's closed key
