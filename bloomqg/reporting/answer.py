@@ -86,7 +86,9 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         flag = (construction or {}).get((str(row.model), str(row.dataset), strategy, criterion))
         always = flag.always if flag else ()
         on = CRITERION_LABEL.get(criterion, criterion)
-        text = f"weak agreement: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
+        # below 0 the judges disagree more than chance would: "weak" would understate it
+        weak = is_missing(row.reliability_value) or float(row.reliability_value) > 0
+        text = f"{'weak agreement' if weak else 'no agreement'}: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
         if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
@@ -176,7 +178,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """" (491 to 7,104 items per cell to detect 10 points, by the study plan)", from
+    """" (items per cell to detect 10 points: 491 for Usability in cs to 7,104 for CatCons in social)", from
     the rows' ``n_needed_target``; "" where no row has one."""
     if "n_needed_target" not in unknown or "target_difference" not in unknown:
         return ""
@@ -184,9 +186,12 @@ def _items_needed(unknown: pd.DataFrame) -> str:
     targets = pd.to_numeric(unknown["target_difference"], errors="coerce").dropna().unique()
     if needed.empty or len(targets) != 1:
         return ""
-    low, high = int(needed.min()), int(needed.max())
-    span = f"{low:,}" if low == high else f"{low:,} to {high:,}"
-    return f" ({span} per cell to detect {float(targets[0]):g} points, by the same calculation)"
+    low, high = unknown.loc[needed.idxmin()], unknown.loc[needed.idxmax()]
+
+    def which(row: Any) -> str:
+        return f"{int(row['n_needed_target']):,} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
+    span = which(low) if int(low["n_needed_target"]) == int(high["n_needed_target"]) else f"{which(low)} to {which(high)}"
+    return f" (to detect {float(targets[0]):g} points: {span})"
 
 
 def _power(unknown: pd.DataFrame) -> str:
@@ -200,7 +205,11 @@ def _power(unknown: pd.DataFrame) -> str:
         label, mdds = metric_spec(str(metric)).label, rows["mdd"].dropna()
         pairs_text = f"at most {pairs:,} pair{'s' if pairs != 1 else ''}"
         if len(mdds):
-            sized.append(f"{label} {mdds.min():.1f} {_points(str(metric))} ({pairs_text})")
+            # the best of the metric's comparisons, named: not read as every dataset's
+            best = rows.loc[mdds.idxmin()]
+            where = f"{best['dataset']}, " if rows["dataset"].nunique() > 1 else ""
+            sized.append(f"{label} {mdds.min():.1f} {_points(str(metric))} at best ({where}{int(best['n_pairs']):,} "
+                         f"pair{'s' if int(best['n_pairs']) != 1 else ''})")
         else:
             none.append(f"{label}, with {pairs_text}")
     text = "With the pairs it has, this study could detect (8 times in 10) "
@@ -210,7 +219,7 @@ def _power(unknown: pd.DataFrame) -> str:
         text += ("; " if sized else "") + f"{_joined(none, 'and')}, no difference of any size"
     bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     # the bound a verdict needs, said where it decides (the config's answer.max_detectable_difference)
-    needs = f"; a verdict needs ≤ {float(bounds[0]):g} points" if len(bounds) == 1 else ""
+    needs = f"; a verdict needs Detectable ≤ {float(bounds[0]):g}" if len(bounds) == 1 else ""
     return text + f". A smaller difference can show by chance, not reliably{needs}."
 
 
@@ -360,18 +369,17 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
 
 
 def _by_prevalence(entry: Mapping[str, Any]) -> str:
-    """"Unique in cs FGP, where α over all the judges is 0.06 but rules and minilm agree beyond chance
+    """"Unique in cs FGP (α 0.06) but rules and minilm agree beyond chance
     (κ 0.37)": one AC1 pass, with the pair of judges whose agreement carries it."""
-    text = f"{entry['criterion']} in {entry['cell']}, where α over all the judges is {fixed(entry['alpha'], 2)}"
+    text = f"{entry['criterion']} in {entry['cell']} (α {fixed(entry['alpha'], 2)})"
     pair = entry.get("pair")
     if pair and pair[2] > 0:
-        text += (f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {fixed(pair[2], 2)}; 1: always, "
-                 "0: chance)")
+        text += f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {fixed(pair[2], 2)}, 0 = chance)"
         # the third judge's side: a pass carried by two of three, the third at odds, is said as such
         apart = [f"{judge} agrees with neither (κ {', '.join(fixed(k, 2) for k in kappas)})"
                  for judge, kappas in entry.get("outside") or [] if max(kappas) <= 0]
         if apart:
-            text += f", while {_joined(apart, 'and')}: the majority rests on those two"
+            text += f", while {_joined(apart, 'and')}"
     return text
 
 
@@ -553,5 +561,5 @@ def trust_line(gate: dict[str, Any] | None) -> str:
                   "however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} agreements (one per criterion in each cell), "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
-            f"{counts.get(NOT_MEASURED, 0)} not measured (each under Judge "
-            f"reliability).{never_text}")
+            f"{counts.get(NOT_MEASURED, 0)} not measured (Judge reliability lists each). Reliable means agreeing, not being right: only "
+            f"people's labels show that.{never_text}")

@@ -34,9 +34,8 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert block["detail"].startswith("In all of them the judges do not agree on Bloom levels, so this panel cannot "
                                       "measure the difference")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
-    assert "What would settle it: more items per cell (" in block["headline"]
-    assert "per cell to detect 10 points, by the same calculation) and judges " \
-        "that agree (a stronger panel, or people's labels)" in block["headline"]
+    assert "What would settle it: more items per cell (to detect 10 points: " in block["headline"]
+    assert ") and judges that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
     assert (cs["metric"], cs["where"], cs["verdict"], cs["pairs"]) == ("CatCons", "cs", "cannot tell", "4")
@@ -54,8 +53,8 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert row["why"].startswith("with 22 pairs only a difference of ≥ 39.6 points is detectable; about ")
     assert "items per cell would detect 10 points" in row["why"]
     assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
-           "differences of at least: CatCons 39.6 points (at most 22 pairs). A smaller difference can show by chance, " \
-           "not reliably; a verdict needs ≤ 20 points." in block["headline"]
+           "differences of at least: CatCons 39.6 points at best (22 pairs). A smaller difference can show by chance, " \
+           "not reliably; a verdict needs Detectable ≤ 20." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -73,7 +72,7 @@ def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
 def test_the_trust_line_counts_the_gate_rule_outcomes():
     gate = {"n_panel": 5, "status_counts": {"reliable": 1, "unreliable": 3, "not_measured": 1}, "rule": "the rule"}
     assert trust_line(gate).startswith("How far the judges can be trusted: of 5 agreements (one per criterion in each cell), 1 "
-                                       "reliable, 3 unreliable and 1 not measured (each under Judge")
+                                       "reliable, 3 unreliable and 1 not measured (Judge reliability lists each)")
 
 
 def test_judges_are_introduced_from_the_votes_and_a_constant_judge_is_flagged():
@@ -138,7 +137,7 @@ def test_the_power_is_said_per_metric_with_its_own_pairs_never_one_metric_for_al
         pd.DataFrame(reliable_panel("cs")), metrics=("usability", "catcons"))
     [block] = answer_context(answer, metrics_frame())["blocks"]
     assert ("With the pairs it has, this study could detect (8 times in 10) only differences of at least: Usability "
-            "39.6 points (at most 22 pairs); CatCons, with at most 4 pairs, no difference of any size.") in block["detail"]
+            "39.6 points at best (22 pairs); CatCons, with at most 4 pairs, no difference of any size.") in block["detail"]
 
 
 def test_a_usability_gap_beside_different_parse_failure_rates_says_part_of_it_is_the_parser():
