@@ -457,7 +457,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
         rest = len(compared) - named
         # the comparisons the list leaves out: said, so "over all" does not read as a list of all
         others = f"; none of this on the other {rest}" if rest > 0 else ""
-        text += f" Over all {len(compared)}, moved or not, Dawid–Skene's labels (same votes) {_joined(clauses, 'and')}{others}."
+        text += f" Over all {len(compared)}, moved or not, Dawid–Skene's labels (same votes, on the pairs they label) {_joined(clauses, 'and')}{others}."
     return text
 
 

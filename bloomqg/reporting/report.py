@@ -71,7 +71,7 @@ FIGURE_LEGENDS: dict[str, str] = {
     "fig3_shift_scores": "Shift score: how many Bloom levels (|Δ|) a useful question lands from its original's, "
     "averaged over the questions that regressed (2+ levels lower), drifted (1 level) or leapt (2+ levels higher); "
     "whiskers: 95% confidence intervals (a drift is 1 level by definition, so it has none); n: questions per bar. "
-    "Not CogShift (the table of CogShift and the auxiliary tasks), which averages |Δ| over every useful question, "
+    "Not CogShift (the table of CogShift, question classification and knowledge identification), which averages |Δ| over every useful question, "
     "0 for one at its original's level.",
     "fig4_knowledge_id": "Knowledge-identification accuracy: the share of originals whose knowledge units the model "
     "named exactly before writing its question.",

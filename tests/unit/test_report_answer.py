@@ -184,7 +184,7 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
         '{"dawid_skene": [-6.7, 1.0, 15]}', '{"dawid_skene": [-28.6, 0.5, 7]}'])
     # where the majority ties there is no lead to take "instead": Dawid–Skene leans, said apart
     assert panel_note(answer, directed, ("CoT", "FGP")).endswith(
-        "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
+        "Over all 2, moved or not, Dawid–Skene's labels (same votes, on the pairs they label) "
         "favour CoT instead on CatCons (social) (not significant) and lean to CoT where the majority finds no difference, "
         "on CatCons (cs) (not significant).")
     # a turn Dawid–Skene's own test finds significant is not called noise
@@ -195,13 +195,13 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     # the same side with under half the lead: a reader of the majority's lead is told how far it shrinks
     shrunk = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [2.78, 1.0, 36]}'])
     assert panel_note(answer, shrunk, ("CoT", "FGP")).endswith(
-        "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
+        "Over all 2, moved or not, Dawid–Skene's labels (same votes, on the pairs they label) "
         "shrink FGP's lead on CatCons (social: 10.00 to 2.78 points); none of this on the other 1.")
     # the same direction made significant is said too, beside the other direction
     firmer = directed.assign(p_value=[1.0, 0.2], variants=['{"dawid_skene": [-6.7, 1.0, 15]}',
                                                            '{"dawid_skene": [45.0, 0.01, 20]}'])
     assert panel_note(answer, firmer, ("CoT", "FGP")).endswith(
-        "Over all 2, moved or not, Dawid–Skene's labels (same votes) "
+        "Over all 2, moved or not, Dawid–Skene's labels (same votes, on the pairs they label) "
         "lean to CoT where the majority finds no difference, on CatCons (cs) (not significant) and make FGP's lead "
         "significant before Holm on CatCons (social).")
 
