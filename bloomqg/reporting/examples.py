@@ -114,6 +114,7 @@ def question_examples(
             generation = raw.get((row["prompt_id"], model))
             failures.append({
                 "prompt_id": row["prompt_id"], "dataset": row["dataset"], "strategy": strategy_label(row["strategy"], strategy_labels),
+                "model": str(model), "strategy_name": str(row["strategy"]),
                 "original_question": row["original_question"],
                 "raw_text": None if generation is None else generation.raw_text,
                 "reason": None if generation is None else generation.parse_error,

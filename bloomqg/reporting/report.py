@@ -481,7 +481,8 @@ def build_report(
         if judge_bias else None,
     }
     if explorer_href:  # each strategy's value in the Answer opens the questions it counts
-        for example in (ex for m in context["examples"] for level in m["levels"] for ex in level["examples"]):
+        for example in (ex for m in context["examples"]
+                        for ex in [*(e for level in m["levels"] for e in level["examples"]), *m["failures"]]):
             example["link"] = f"{explorer_href}#" + item_fragment(
                 example["model"], str(example["dataset"]), example["strategy_name"], str(example["prompt_id"]), labels)
         for block in context["answer"]["blocks"]:
