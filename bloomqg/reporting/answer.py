@@ -196,9 +196,9 @@ def _items_needed(unknown: pd.DataFrame) -> str:
 
 def _power(unknown: pd.DataFrame) -> str:
     """"With the pairs it has, this study could detect (8 times in 10) only differences of at least:
-    Usability 39.6 points (at most 22 pairs); CatCons, with at most 4 pairs, no difference of any
-    size.": per metric, the smallest detectable difference over its comparisons, so no metric's
-    power reads as another's."""
+    Usability 43.8 points at best (cs, 19 pairs); CatCons, with at most 5 pairs, no difference of any
+    size. … a verdict needs Detectable ≤ 20.": per metric, the smallest detectable difference over its
+    comparisons and where it holds, so no metric's power, nor one dataset's, reads as another's."""
     sized, none = [], []
     for metric, rows in unknown.groupby("metric", sort=False):
         pairs = int(rows["n_pairs"].max())

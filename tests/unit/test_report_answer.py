@@ -231,3 +231,29 @@ def test_a_judge_that_gives_one_level_to_most_questions_is_named_beside_catcons(
     # no leaning judge: nothing said
     [row] = answer_context(answer, metrics_frame())["blocks"][0]["rows"]
     assert "hits gather" not in row["why"]
+
+
+def test_an_ac1_pass_names_the_pair_that_carries_it_and_a_third_judge_that_agrees_with_neither():
+    """cs FGP Unique in the default study: α 0.06, AC1 0.84; rules and minilm agree beyond chance,
+    smollm2 with neither. The trust line says all three, and that reliable is not right."""
+    import json
+
+    from bloomqg.reporting.answer import trust_line
+    from bloomqg.reporting.readings import gate_summary
+
+    cell = {"model": "m", "dataset": "cs", "strategy": "fgp", "criterion": "unique"}
+    kappas = {"rules": {"minilm": 0.37, "smollm2": -0.11}, "minilm": {"rules": 0.37, "smollm2": -0.05},
+              "smollm2": {"rules": -0.11, "minilm": -0.05}}
+    rows = [{**cell, "judge": None, "alpha": 0.06, "ac1": 0.84, "gate_coefficient": "ac1", "gate_status": "reliable",
+             "gate_threshold": 0.7, "gate_action": "flag", "gate_passed": True, "kappa_pairwise": None}]
+    rows += [{**cell, "judge": judge, "alpha": None, "ac1": None, "gate_coefficient": None, "gate_status": None,
+              "gate_threshold": 0.7, "gate_action": "flag", "gate_passed": None, "kappa_pairwise": json.dumps(k)}
+             for judge, k in kappas.items()]
+    gate = gate_summary(pd.DataFrame(rows))
+    [entry] = gate["by_prevalence"]
+    assert entry["pair"] == ("rules", "minilm", 0.37)
+    assert entry["outside"] == [("smollm2", [-0.11, -0.05])]
+    line = trust_line(gate)
+    assert ("Unique in cs FGP (α 0.06) but rules and minilm agree beyond chance (Cohen's κ 0.37, 0 = chance), "
+            "while smollm2 agrees with neither (κ -0.11, -0.05)") in line
+    assert "Reliable means agreeing, not being right" in line
