@@ -49,6 +49,17 @@ SIGNIFICANCE = 0.05
 FEW_PAIRS = 6
 
 
+def p_text(p_value: float) -> str:
+    """A p value as every page prints it: three decimals, or "< 0.001"."""
+    return "< 0.001" if p_value < 0.001 else f"{p_value:.3f}"
+
+
+def p_phrase(p_value: float) -> str:
+    """"= 0.062" or "< 0.001": a p value after its name in a sentence ("raw p = 0.062")."""
+    text = p_text(p_value)
+    return text if text.startswith("<") else f"= {text}"
+
+
 def paired_test(metric: str) -> str:
     """The paired test of ``metric``'s comparisons: McNemar's exact test for a yes/no outcome,
     Wilcoxon's signed-rank test for a graded one (the paired table's ``test`` column)."""

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from bloomqg.metrics.cell import row_terms
-from bloomqg.metrics.paired import SIGNIFICANCE, compare_outcomes, ordered_strategies
+from bloomqg.metrics.paired import SIGNIFICANCE, compare_outcomes, ordered_strategies, p_phrase
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.store.frames import CRITERIA, POSTERIOR_CRITERIA
 from bloomqg.voting.agreement import nominal_rows
@@ -218,13 +218,13 @@ def verdict_reason(diff: float, p_value: float, verdict_text: str, variants: dic
     flipped = [name.replace(DAWID_SKENE, "Dawid–Skene") for name, pair in variants.items()
                if _turns_sign(variant_entry(pair)[0], sign)]
     if not significant:
-        shown = "no p" if pd.isna(p_value) else f"raw p {_p_shown(p_value)}, not < {SIGNIFICANCE:g}"
+        shown = "no p" if pd.isna(p_value) else f"raw p {p_phrase(p_value)}, not < {SIGNIFICANCE:g}"
         if sign == 0:  # nothing to turn: the other panels find a difference where the majority finds none
             return (f"the majority's difference is 0 ({shown}) and {', '.join(flipped)} "
                     f"give{'s' if len(flipped) == 1 else ''} a nonzero one, significant or not")
         return (f"not significant under the majority ({shown}) and "
                 f"{', '.join(flipped)} turn{'s' if len(flipped) == 1 else ''} its sign or cancel{'s' if len(flipped) == 1 else ''} it")
-    return (f"significant under the majority before Holm's adjustment (raw p {_p_shown(p_value)}), but leaving out any of "
+    return (f"significant under the majority before Holm's adjustment (raw p {p_phrase(p_value)}), but leaving out any of "
             f"several judges turns its sign or cancels it ({', '.join(flipped)})")
 
 
@@ -328,8 +328,3 @@ def panel_judges(reliability: pd.DataFrame) -> list[str]:
     if len(distinct) > 1:
         raise ValueError(f"cells were judged by different panels: {panels}")
     return list(distinct.pop()) if distinct else []
-
-
-def _p_shown(p_value: float) -> str:
-    """"= 0.062" or "< 0.001": a p value as the report's tables print it (three decimals)."""
-    return "< 0.001" if p_value < 0.001 else f"= {p_value:.3f}"

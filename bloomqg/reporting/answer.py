@@ -18,15 +18,15 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
-from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies, paired_test
+from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies, p_phrase, paired_test
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import (
     DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, NOT_ASSESSABLE, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, variants_of,
 )
 from bloomqg.metrics.rows import USEFUL_CRITERIA
-from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, StrategyLabels, is_missing, ordered_unique, strategy_label
+from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.builders import TEST_NAMES
-from bloomqg.reporting.tables.model import fixed, format_p, format_paired_difference, gated_cells
+from bloomqg.reporting.tables.model import fixed, format_paired_difference, gated_cells
 from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.reporting.construction import LEVEL_KEPT_METRICS
 from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
@@ -115,9 +115,8 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
 
 
 def _p_text(p: Any) -> str:
-    """"= 0.078" or "< 0.001": a p value after its comparison sign."""
-    text = format_p(p)
-    return text if text.startswith("<") else f"= {text}"
+    """"= 0.078" or "< 0.001" (:func:`~bloomqg.metrics.paired.p_phrase`); "= –" where missing."""
+    return f"= {MISSING}" if is_missing(p) else p_phrase(float(p))
 
 
 def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: str) -> tuple[str, str]:

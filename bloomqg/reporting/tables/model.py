@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from bloomqg.metrics.intervals import BETTING_MEAN, FEW_CLUSTERS, MIN_CLUSTERS
+from bloomqg.metrics.paired import p_text
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.reporting.display import MISSING, is_missing
 from bloomqg.store.frames import METRICS
@@ -212,10 +213,8 @@ def format_paired_difference(value: object, ci_low: object, ci_high: object, n_p
 
 
 def format_p(value: object) -> str:
-    """A p value: three decimals, or ``< 0.001``."""
-    if is_missing(value):
-        return MISSING
-    return "< 0.001" if float(value) < 0.001 else f"{float(value):.3f}"
+    """A p value: three decimals, or ``< 0.001`` (:func:`~bloomqg.metrics.paired.p_text`); – where missing."""
+    return MISSING if is_missing(value) else p_text(float(value))  # type: ignore[arg-type]
 
 
 #: What the "n=… of …" beside a rate means, and why items leave its denominator.
