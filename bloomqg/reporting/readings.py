@@ -184,15 +184,22 @@ def level_moves(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = No
     compared, _ = common_design(votes, strategy_labels)
     moves = {}
     for strategy in display_order(compared["strategy"], strategy_labels):
-        counts = transition_counts(compared[compared["strategy"] == strategy], kind="judged")
-        if counts.empty:
-            continue
-        known = counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
-        delta = known["other_level"].map(LEVEL_WEIGHT) - known["original_level"].map(LEVEL_WEIGHT)
-        moves[strategy] = (int(counts["count"].sum()),
-                           int(counts.loc[counts["original_level"] == counts["other_level"], "count"].sum()),
-                           int(known.loc[delta > 0, "count"].sum()), int(known.loc[delta < 0, "count"].sum()))
+        if (found := _moves(compared[compared["strategy"] == strategy])) is not None:
+            moves[strategy] = found
     return moves
+
+
+def _moves(votes: pd.DataFrame) -> tuple[int, int, int, int] | None:
+    """(useful questions with a judged level, how many kept the original's level, moved up, moved
+    down) of ``votes``; None where none has a judged level."""
+    counts = transition_counts(votes, kind="judged")
+    if counts.empty:
+        return None
+    known = counts[counts["original_level"].isin(BLOOM_LEVELS) & counts["other_level"].isin(BLOOM_LEVELS)]
+    delta = known["other_level"].map(LEVEL_WEIGHT) - known["original_level"].map(LEVEL_WEIGHT)
+    return (int(counts["count"].sum()),
+            int(counts.loc[counts["original_level"] == counts["other_level"], "count"].sum()),
+            int(known.loc[delta > 0, "count"].sum()), int(known.loc[delta < 0, "count"].sum()))
 
 
 def classification_accuracy(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> dict[str, pd.DataFrame]:
@@ -205,16 +212,6 @@ def classification_accuracy(votes: pd.DataFrame, strategy_labels: StrategyLabels
         if not accuracy.empty:
             out[strategy] = accuracy
     return out
-
-
-def _kept(votes: pd.DataFrame, strategy: str, dataset: str) -> tuple[int, int]:
-    """(useful questions with a judged level, how many kept the original's level) of one strategy
-    on one dataset: CatCons' n and count there."""
-    counts = transition_counts(votes[(votes["strategy"] == strategy) & (votes["dataset"] == dataset)], kind="judged")
-    if counts.empty:
-        return 0, 0
-    return (int(counts["count"].sum()),
-            int(counts.loc[counts["original_level"] == counts["other_level"], "count"].sum()))
 
 
 def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> str:
@@ -231,8 +228,9 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
         # the first strategy's clause says whose questions these are; the others follow it
         counted = " (the questions CatCons counts)" if not parts else ""
         # pooled over datasets, the share is neither dataset's CatCons: say the parts it adds up
-        per_dataset = (" (" + "; ".join(f"{d}: {kept} of {of}" for d in datasets
-                                          for of, kept in [_kept(compared, strategy, d)] if of) + ")"
+        per_dataset = (" (" + "; ".join(f"{d}: {found[1]} of {found[0]}" for d in datasets
+                                          if (found := _moves(compared[(compared["strategy"] == strategy)
+                                                                       & (compared["dataset"] == d)]))) + ")"
                        if len(datasets) > 1 else "")
         text = (f"under {strategy_label(strategy, strategy_labels)}, of n = {n} useful questions with a judged "
                 f"level{counted}, {100 * same / n:.0f}% kept the original's level{per_dataset}, "
@@ -338,16 +336,11 @@ def closest_pair(reliability: pd.DataFrame, model: str, dataset: str, strategy: 
     """The two judges of one criterion × cell with the highest Cohen's κ between them (the judge
     rows' ``kappa_pairwise``), as (judge, judge, κ); None without pairwise κ. Beside a low α it
     says whether any two judges agree beyond chance where the third does not."""
-    if "kappa_pairwise" not in reliability:
-        return None
-    rows = reliability[(reliability["model"] == model) & (reliability["dataset"] == dataset)
-                       & (reliability["strategy"] == strategy) & (reliability["criterion"] == criterion)
-                       & reliability["judge"].notna()]
     best: tuple[str, str, float] | None = None
-    for judge, raw in zip(rows["judge"], rows["kappa_pairwise"]):
-        for other, kappa in json_mapping(raw).items():
-            if kappa is not None and not math.isnan(float(kappa)) and (best is None or float(kappa) > best[2]):
-                best = (str(judge), str(other), float(kappa))
+    for judge, kappas in _pairwise_kappas(reliability, model, dataset, strategy, criterion).items():
+        for other, kappa in kappas.items():
+            if best is None or kappa > best[2]:
+                best = (judge, other, kappa)
     return best
 
 
@@ -356,20 +349,28 @@ def outside_pair(reliability: pd.DataFrame, model: str, dataset: str, strategy: 
     """The judges of one criterion × cell other than ``pair``'s two (:func:`closest_pair`), each with
     its Cohen's κ with each of the two: beside a pair that carries an AC1 pass, whether the panel's
     other judges agree with it or not."""
-    if pair is None or "kappa_pairwise" not in reliability:
+    if pair is None:
         return []
+    out = []
+    for judge, kappas in _pairwise_kappas(reliability, model, dataset, strategy, criterion).items():
+        values = [kappas[j] for j in pair[:2] if j in kappas]
+        if judge not in pair[:2] and values:
+            out.append((judge, values))
+    return out
+
+
+def _pairwise_kappas(reliability: pd.DataFrame, model: str, dataset: str, strategy: str,
+                     criterion: str) -> dict[str, dict[str, float]]:
+    """judge → {other judge: Cohen's κ} of one criterion × cell (the judge rows' ``kappa_pairwise``,
+    undefined κ left out); {} for files written before pairwise κ existed."""
+    if "kappa_pairwise" not in reliability:
+        return {}
     rows = reliability[(reliability["model"] == model) & (reliability["dataset"] == dataset)
                        & (reliability["strategy"] == strategy) & (reliability["criterion"] == criterion)
                        & reliability["judge"].notna()]
-    out = []
-    for judge, raw in zip(rows["judge"], rows["kappa_pairwise"]):
-        if str(judge) in pair[:2]:
-            continue
-        kappas = json_mapping(raw)
-        values = [float(kappas[j]) for j in pair[:2] if kappas.get(j) is not None and not math.isnan(float(kappas[j]))]
-        if values:
-            out.append((str(judge), values))
-    return out
+    return {str(judge): {str(other): float(kappa) for other, kappa in json_mapping(raw).items()
+                         if kappa is not None and not math.isnan(float(kappa))}
+            for judge, raw in zip(rows["judge"], rows["kappa_pairwise"])}
 
 
 def gate_summary(reliability: pd.DataFrame, strategy_labels: StrategyLabels | None = None,
