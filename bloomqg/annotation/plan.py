@@ -32,7 +32,7 @@ from bloomqg.annotation.calibration import METRICS_BY_NAME, OUTCOMES, panel_outc
 from bloomqg.store.cells import CELL_COLUMNS
 from bloomqg.store.frames import ANNOTATION_PLAN
 from bloomqg.stats.normal import z_of
-from bloomqg.voting.agreement import RELIABLE, recorded_decision
+from bloomqg.voting.agreement import RELIABLE, gate_statuses
 
 #: Agreement assumed when no pilot round was imported: Table 9's averages (Bloom level 46.58%,
 #: unique 90.75%, readable 98.08%, answerable 95.83%); knowledge units 80% (no published figure);
@@ -124,13 +124,6 @@ def pilot_disagreement(joined: pd.DataFrame) -> dict[str, tuple[float, int]]:
         squared = (part["human"].astype(float) - part["judge"].astype(float)) ** 2
         out[str(metric)] = (float(squared.mean()), len(part))
     return out
-
-
-def gate_statuses(reliability: pd.DataFrame) -> dict[tuple[str, ...], str]:
-    """(dataset, strategy, model, criterion) → the gate's status, from RELIABILITY's panel rows."""
-    panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability
-    return {(*(str(row[c]) for c in CELL_COLUMNS), str(row["criterion"])): recorded_decision(row).status
-            for row in panel.to_dict("records")}
 
 
 def untrusted_criteria(statuses: Mapping[tuple[str, ...], str] | None, cell: Mapping[str, str],

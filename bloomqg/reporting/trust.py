@@ -26,7 +26,8 @@ from bloomqg.reporting.display import (
 )
 from bloomqg.reporting.tables.model import fixed, format_p
 from bloomqg.store.frames import BINARY_CRITERIA, RELIABILITY
-from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, recorded_decision
+from bloomqg.voting.agreement import (NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, gate_statuses,
+                                     recorded_decision)
 from bloomqg.reporting.construction import construction_caveat, hollow_agreements
 from bloomqg.voting.construction import ConstructionFlag
 from bloomqg.voting.diagnostics import SUSPICIOUS_REASONS, modal_answer, suspicious_judge_reasons
@@ -322,22 +323,21 @@ def metric_label(metric: str) -> str:
 
 
 def _unreliable_criteria(reliability: pd.DataFrame | None) -> set[tuple[str, str, str, str]]:
-    """(model, dataset, strategy, criterion) of every panel agreement the gate did not find reliable
+    """(dataset, strategy, model, criterion) of every panel agreement the gate did not find reliable
     (unreliable, or not measured: with one varying judge or none, no panel could have moved it)."""
     if reliability is None or not len(reliability):
         return set()
-    panel = reliability[reliability["judge"].isna()]
-    return {(r["model"], r["dataset"], r["strategy"], r["criterion"]) for r in panel.to_dict("records")
-            if recorded_decision(r).status != RELIABLE}
+    return {key for key, status in gate_statuses(reliability).items() if status != RELIABLE}
 
 
 def _flagged_criteria(r: Any, unreliable: set[tuple[str, str, str, str]]) -> list[str]:
     """The labels of the criteria the comparison ``r`` (a robustness row) reads that the gate did
     not find reliable in either arm's cell, in the criteria's order."""
-    cells = [(r.model, r.dataset, r.strategy)]
-    cells.append((r.model, r.dataset, r.strategy_b) if r.comparison == STRATEGY_COMPARISON
-                 else (r.model_b, r.dataset, r.strategy))
-    found = {c for cell in cells for c in metric_spec(str(r.metric)).criteria if (*cell, c) in unreliable}
+    cells = [(r.dataset, r.strategy, r.model)]
+    cells.append((r.dataset, r.strategy_b, r.model) if r.comparison == STRATEGY_COMPARISON
+                 else (r.dataset, r.strategy, r.model_b))
+    found = {c for cell in cells for c in metric_spec(str(r.metric)).criteria
+             if tuple(map(str, (*cell, c))) in unreliable}
     return [label for c, label in CRITERION_LABEL.items() if c in found]
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from bloomqg.store.cells import CELL_COLUMNS
 from bloomqg.voting.alpha import CodedVotes, encode_votes, unit_set
 
 #: Criteria voted yes/no: their AC1 always uses the two-category domain.
@@ -315,6 +316,15 @@ def recorded_decision(row: Mapping[str, Any]) -> GateDecision:
                else f"{coefficient} undefined")
     return GateDecision(status, coefficient, value, threshold, why)
 
+
+
+def gate_statuses(reliability: Any) -> dict[tuple[str, str, str, str], str]:
+    """(dataset, strategy, model, criterion) → the gate's status (:func:`recorded_decision`) of
+    every panel row of a RELIABILITY frame: one lookup for every page and plan that asks whether a
+    criterion was reliable in a cell."""
+    panel = reliability[reliability["judge"].isna()] if "judge" in reliability else reliability
+    return {(*(str(row[c]) for c in CELL_COLUMNS), str(row["criterion"])): recorded_decision(row).status
+            for row in panel.to_dict("records")}
 
 def _isnan(value: Any) -> bool:
     try:
