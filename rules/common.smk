@@ -117,10 +117,11 @@ ENGINE_MODELS = [name for name, spec in STUDY.spec.models.items() if spec.engine
 # Models whose questions come from Inspect logs (backend: inspect, rules/inspect.smk): no model runs.
 INSPECT_MODELS = [name for name, spec in CFG["models"].items() if spec["backend"] == "inspect"]
 LOOP_MODELS = [name for name in CFG["models"] if name not in ENGINE_MODELS + INSPECT_MODELS]
-# hf judges borrowing an engine-served entry: one judge_on_engine job (one server) judges all
-# their cells; every other judge has a judge_questions job per cell.
-ENGINE_JUDGES = [name for name in CFG["judges"] if STUDY.judge_model(name) in ENGINE_MODELS]
-CELL_JUDGES = [name for name in CFG["judges"] if name not in ENGINE_JUDGES]
+# Judges that load a model (hf, embedding, learned): one judge_all_cells job judges all their
+# cells, loading the model (or starting its engine's server) once; every other judge (rules, API
+# clients) has a judge_questions job per cell.
+ALL_CELLS_JUDGES = [name for name in CFG["judges"] if STUDY.judge_backend(name).loads_model]
+CELL_JUDGES = [name for name in CFG["judges"] if name not in ALL_CELLS_JUDGES]
 
 
 def names_pattern(names):

@@ -1,4 +1,5 @@
-# Judging: one job per judge and cell; API calls cached by content; then majority votes + α.
+# Judging: a job per judge and cell, or one per judge that loads a model; calls cached by
+# content; then majority votes + α.
 
 
 rule judge_questions:
@@ -11,8 +12,6 @@ rule judge_questions:
     output:
         "results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet",
     log:
-        # an hf judge whose models entry names an engine logs the server this job starts to
-        # logs/serve/judge_questions/... (bloomqg.runtime.serving.server.server_log_path)
         job="logs/judge_questions/{dataset}/{strategy}/{model}/{judge}.log",
     benchmark:
         "logs/benchmarks/judge_questions/{dataset}/{strategy}/{model}/{judge}.tsv"
@@ -37,27 +36,28 @@ rule judge_questions:
         "../workflow_scripts/judge_questions.py"
 
 
-# One server of the borrowed entry's engine for all the judge's cells, started and stopped by
-# the job (bloomqg.judges.engine_job): a server per cell paid its start-up once per cell.
-rule judge_on_engine:
+# A judge that loads a model judges every cell in one job, loading it (or starting the borrowed
+# entry's engine server) once (bloomqg.judges.all_cells).
+rule judge_all_cells:
     input:
         generations=cell_paths("results/generations/{dataset}/{strategy}/{model}.parquet"),
         datasets=sorted({f"results/datasets/{c.dataset}.parquet" for c in CELLS}),
         prompt=judge_prompt,
         model=judge_model_dir,
+        learned=learned_model,
     output:
         [f"results/judgments/{c.dataset}/{c.strategy}/{c.model}/{{judge}}.parquet" for c in CELLS],
     log:
-        # the server's own log: logs/serve/judge_on_engine/{judge}.log, kept across reruns
-        job="logs/judge_on_engine/{judge}.log",
+        # an engine-served judge's server logs to logs/serve/judge_all_cells/{judge}.log
+        job="logs/judge_all_cells/{judge}.log",
     benchmark:
-        "logs/benchmarks/judge_on_engine/{judge}.tsv"
+        "logs/benchmarks/judge_all_cells/{judge}.tsv"
     wildcard_constraints:
-        judge=names_pattern(ENGINE_JUDGES),
+        judge=names_pattern(ALL_CELLS_JUDGES),
     conda:
         "../envs/generation.yaml"
-    # The server's torch threads: capped by --cores / --max-threads.
-    threads: 8
+    # The model's (or the server's) torch threads: capped by --cores / --max-threads.
+    threads: lambda wc: STUDY.judge_backend(wc.judge).threads
     resources:
         gpu=lambda wc: JUDGE_RESOURCES[wc.judge].gpu,
         mem_mb=lambda wc: JUDGE_RESOURCES[wc.judge].mem_mb,
@@ -71,7 +71,7 @@ rule judge_on_engine:
         cache_dir=CFG["cache_dir"],
         code=CODE["judging"],
     script:
-        "../workflow_scripts/judge_on_engine.py"
+        "../workflow_scripts/judge_all_cells.py"
 
 
 rule vote_judgments:

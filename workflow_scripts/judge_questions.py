@@ -1,9 +1,9 @@
-"""Rule judge_questions: one judge's verdicts on one cell's generated questions (an
-engine-served judge has judge_on_engine instead: one server for all its cells)."""
+"""Rule judge_questions: one judge's verdicts on one cell's generated questions (a judge that
+loads a model has judge_all_cells instead: one job, the model loaded once, for all its cells)."""
 from bloomqg.annotation.panel_sample import draw_panel_sample
 from bloomqg.store.frames import DATASET, GENERATIONS, JUDGMENTS
 from bloomqg.runtime.job import start_job
-from bloomqg.judges.engine_job import judgments_provenance
+from bloomqg.judges.all_cells import judgments_provenance
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
 from bloomqg.store.parquet_io import read_frame, write_frame
@@ -17,8 +17,8 @@ panel_draw = spec.pop("panel_sample", None)
 generations = read_frame(snakemake.input.generations, GENERATIONS)
 if panel_draw is not None:
     generations = draw_panel_sample(generations, panel_draw)
-# An hf judge borrows a models entry's weights; an openai judge is its own endpoint spec. The cap
-# comes from the config, not params: raising it must not rerun finished jobs.
+# An openai judge's client (its own endpoint spec); none for a judge without one. The cap comes
+# from the config, not params: raising it must not rerun finished jobs.
 text_generator = make_judge_text_generator(
     snakemake.wildcards.judge, spec, model_spec=params.model_spec,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,

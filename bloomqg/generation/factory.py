@@ -45,7 +45,7 @@ def make_text_generator(
 
     An ``hf`` entry with ``engine:`` (vllm, transformers-serve) and a ``serving`` job ->
     :class:`bloomqg.generation.engine.EngineTextGenerator`, which starts the engine's server for
-    the job (close() stops it): generate_on_engine's job, or the judge_on_engine job of an hf judge
+    the job (close() stops it): generate_on_engine's job, or the judge_all_cells job of an hf judge
     borrowing the entry. Without ``serving`` the weights run in-process as for any hf entry, and
     the log says so.
     """

@@ -8,8 +8,8 @@
   resources, threads, needs and factory).
 - :mod:`bloomqg.judges.stage` — :func:`~bloomqg.judges.stage.judge_questions`, the stage entry
   point: one judge's verdicts on a cell's generated questions, five rows per question.
-- :mod:`bloomqg.judges.engine_job` — :func:`~bloomqg.judges.engine_job.judge_on_engine`: an
-  engine-served judge's verdicts on every cell through one server of its engine.
+- :mod:`bloomqg.judges.all_cells` — :func:`~bloomqg.judges.all_cells.judge_all_cells`: a judge
+  that loads a model (or an engine's server) judges every cell with it, loaded once.
 - :mod:`bloomqg.judges.verdict` — :class:`~bloomqg.judges.verdict.Verdict`, the verdict JSON
   schema and the pure parser :func:`~bloomqg.judges.verdict.parse_verdict`.
 - :mod:`bloomqg.judges.rules` — transparent heuristics (verb list, lexical similarity, …).

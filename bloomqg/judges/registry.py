@@ -91,7 +91,7 @@ class JudgeBackend:
     description: str
     #: builds the judge for one cell
     build: Callable[[JudgeContext], "Judge"]
-    #: resources of one judge_questions job: ``(judge name, entry, models section) -> JobResources``
+    #: resources of one judging job (judge_questions, judge_all_cells): ``(judge name, entry, models section) -> JobResources``
     resources: Callable[[str, Mapping[str, Any], Mapping[str, Mapping[str, Any]]], "JobResources"]
     #: JSON-schema ``properties`` of the entry's own keys (``backend`` and ``note`` are added)
     properties: Mapping[str, Any] = field(default_factory=dict)
@@ -99,7 +99,7 @@ class JudgeBackend:
     required: tuple[str, ...] = ()
     #: schemas (``$ref`` to ``#/$defs/...``) whose properties the entry also accepts
     includes: tuple[str, ...] = ()
-    #: threads a judge_questions job asks for
+    #: threads a judging job asks for
     threads: int = 1
     #: whether the judge renders the rubric prompt (``prompts.judge``)
     needs_rubric: bool = False
@@ -107,6 +107,10 @@ class JudgeBackend:
     text_generator: Callable[[GeneratorSource], "TextGenerator"] | None = None
     #: whether ``model_ref`` names a models entry whose weights the judge runs
     borrows_model: bool = False
+    #: whether the judge loads a model (seconds on a CPU, minutes for a large one or an engine's
+    #: server): then one judge_all_cells job judges every cell, loading it once; else a
+    #: judge_questions job per cell (rules, API clients)
+    loads_model: bool = False
     #: extra provenance of a judgments file: ``(judge name, entry) -> dict``
     provenance: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None
 
@@ -200,7 +204,7 @@ def config_schema() -> ConfigSchema:
 
 
 def judge_resources(name: str, spec: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> JobResources:
-    """Resources of a judge_questions job, as the judge's backend declares them (an hf judge
+    """Resources of a judging job, as the judge's backend declares them (an hf judge
     takes its model entry's, an openai judge one ``api`` slot, rules and embedding a small CPU job)."""
     try:
         backend = judge_backend(spec["backend"])
@@ -220,7 +224,7 @@ def make_judge_text_generator(
     budget_usd: float | None = None,
     serving: "ServingJob | None" = None,
 ) -> "TextGenerator | None":
-    """The text generator a judge job (judge_questions, judge_on_engine) hands this judge; None
+    """The text generator a judge job (judge_questions, judge_all_cells) hands this judge; None
     when it needs none.
     ``serving``: the job's server settings, for a judge whose borrowed entry names an engine."""
     backend = judge_backend(spec["backend"])

@@ -6,7 +6,7 @@ one generate_on_engine job. The first run is killed with -9 (Snakemake's whole p
 as a CI timeout or a closed terminal does) once a cell is done: no process of the server's group
 may survive it and its port must be free. The rerun completes, asking the server nothing the
 first run had answered, and its outputs record the engine; afterwards nothing is left running.
-An hf judge borrowing an engine entry asks one server that its judge_on_engine job starts for all
+An hf judge borrowing an engine entry asks one server that its judge_all_cells job starts for all
 its cells (transformers serve here, the second engine behind the same interface: it starts in
 seconds and needs no second environment).
 Skipped, with the reason, where ``.venv-vllm`` is absent.
@@ -157,8 +157,8 @@ def test_vllm_serves_the_test_study_survives_kill_9_and_the_rerun_completes(tmp_
 def test_an_hf_judge_borrowing_an_engine_entry_asks_one_server_for_all_its_cells(tmp_path, smollm2_dir):
     """Issue 31 point 1 and issue 43's "one server per model for judges": the .test study's
     smollm2 judge borrows the model entry; with ``engine: transformers-serve`` on that entry,
-    generation runs on the engine's server and the judge's one judge_on_engine job starts one
-    server of its own for both cells (logs/serve/judge_on_engine/…), asks it through the OpenAI
+    generation runs on the engine's server and the judge's one judge_all_cells job starts one
+    server of its own for both cells (logs/serve/judge_all_cells/…), asks it through the OpenAI
     client, records the engine, and leaves nothing running; forced to run again, every answer
     comes from the call cache and no server starts."""
     from bloomqg.store.frames import JUDGMENTS
@@ -180,7 +180,7 @@ def test_an_hf_judge_borrowing_an_engine_entry_asks_one_server_for_all_its_cells
                "--configfile", str(path), "--cores", "2", *targets]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stderr[-6000:]
-    assert re.search(r"^judge_on_engine\s+1$", result.stderr, re.M), "one judge job for both cells"
+    assert re.search(r"^judge_all_cells\s+1$", result.stderr, re.M), "one judge job for both cells"
     assert not re.search(r"^judge_questions\s", result.stderr, re.M)
 
     generations = workdir / f"results/generations/cs/fgp/{MODEL}.parquet"
@@ -197,12 +197,12 @@ def test_an_hf_judge_borrowing_an_engine_entry_asks_one_server_for_all_its_cells
         assert len(judged[target])
     # a 135M model under CoT may write no question at all in a cell: the server answered the others
     assert any(frame["raw_text"].notna().any() for frame in judged.values())
-    log = workdir / "logs" / "serve" / "judge_on_engine" / "smollm2.log"
+    log = workdir / "logs" / "serve" / "judge_all_cells" / "smollm2.log"
     ports = [int(p) for p in re.findall(r"^=== \S+ .* on 127\.0\.0\.1:(\d+): ", log.read_text(), re.M)]
     assert len(ports) == 1 and not listening(ports[0]), "one server for both cells, gone with its job"
     assert not servers(workdir), "no watchdog of this study's servers is left running"
 
-    again = subprocess.run([*command, "--forcerun", "judge_on_engine"], capture_output=True, text=True, timeout=1200)
+    again = subprocess.run([*command, "--forcerun", "judge_all_cells"], capture_output=True, text=True, timeout=1200)
     assert again.returncode == 0, again.stderr[-6000:]
     for target in targets:
         rejudged = read_frame(workdir / target, JUDGMENTS)

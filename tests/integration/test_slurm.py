@@ -131,18 +131,22 @@ def test_remote_jobs_went_through_sbatch_with_their_gpu(cluster, slurm_study):
     for job in jobs:
         by_rule.setdefault(rule_of(job), []).append(job)
     # Exactly the remote rules went to the scheduler; the small ones ran on the submit host.
-    assert set(by_rule) == {"prepare_model", "generate_questions", "judge_questions"}, sorted(by_rule)
+    assert set(by_rule) == {"prepare_model", "generate_questions", "judge_questions", "judge_all_cells"}, \
+        sorted(by_rule)
     assert len(by_rule["generate_questions"]) == n_cells
-    assert len(by_rule["judge_questions"]) == n_cells * len(cfg["judges"])
+    # A judge that loads a model (hf, embedding) judges all cells in one job; rules one per cell.
+    loading = {name for name, spec in cfg["judges"].items() if spec["backend"] in ("hf", "embedding")}
+    assert len(by_rule["judge_all_cells"]) == len(loading)
+    assert len(by_rule["judge_questions"]) == n_cells * (len(cfg["judges"]) - len(loading))
     assert all(job["JobState"] == "COMPLETED" for job in jobs), {j["JobId"]: j["JobState"] for j in jobs}
     for job in by_rule["generate_questions"]:
         assert job.get("TresPerJob") == "gres:gpu:1", job  # sbatch --gpus=1
         assert job["Partition"] == "gpu", job              # chosen for its GPU (partitions.yaml)
-    # An hf judge runs the GPU model entry's weights, so its jobs ask for the GPU too; the rules
+    # An hf judge runs the GPU model entry's weights, so its job asks for the GPU too; the rules
     # and embedding judges and the model conversion ask for none.
     hf_judges = {name for name, spec in cfg["judges"].items() if spec["backend"] == "hf"}
     assert hf_judges
-    for job in by_rule["judge_questions"]:
+    for job in by_rule["judge_questions"] + by_rule["judge_all_cells"]:
         asks_gpu = job.get("TresPerJob") == "gres:gpu:1"
         assert asks_gpu == (job["Comment"].rsplit("_", 1)[-1] in hf_judges), job
     assert not by_rule["prepare_model"][0].get("TresPerJob")

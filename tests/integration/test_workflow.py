@@ -345,8 +345,23 @@ def test_calibrate_on_the_study_with_a_sheet_filled_by_a_rule_equals_ppi_python(
     assert ((estimates["n"] >= 2) & (estimates["n"] < estimates["big_n"])).any()  # PPI proper, not a census
 
 
+def planned_wildcards(dry_run_output: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job a dry run prints."""
+    jobs: list[tuple[str, dict[str, str]]] = []
+    for line in dry_run_output.splitlines():
+        text = line.strip()
+        if header := re.match(r"^(?:local)?rule (\w+):$", text):
+            jobs.append((header.group(1), {}))
+        elif text.startswith("wildcards:") and jobs:
+            jobs[-1][1].update(pair.split("=", 1) for pair in text.split(":", 1)[1].strip().split(", "))
+    return jobs
+
+
 def test_editing_the_fgp_template_reruns_only_fgp_work(finished_study):
-    """Last in this module: it leaves the plan as it found it (content and timestamp)."""
+    """Last in this module: it leaves the plan as it found it (content and timestamp). CoT's
+    prompts, questions and per-cell judgments are not redone; a judge that loads a model reruns its
+    one job for all cells (judge_all_cells), so CoT's votes follow it, its LLM scores from the
+    call cache."""
     workdir, config = finished_study
     cfg = yaml.safe_load(config.read_text())
     fgp_datasets = [d for d, spec in cfg["datasets"].items() if "fgp" in spec["strategies"]]
@@ -361,5 +376,10 @@ def test_editing_the_fgp_template_reruns_only_fgp_work(finished_study):
     jobs = planned_jobs(plan.stdout)
     assert jobs.get("build_prompts") == len(fgp_datasets)
     assert jobs.get("generate_questions") == len(fgp_datasets) * len(cfg["models"])
+    loading = [name for name, spec in cfg["judges"].items() if spec["backend"] in ("hf", "embedding")]
+    assert jobs.get("judge_questions") == len(fgp_datasets) * len(cfg["models"]) * (len(cfg["judges"]) - len(loading))
+    assert jobs.get("judge_all_cells") == len(loading)
     assert "prepare_dataset" not in jobs and "prepare_model" not in jobs
-    assert "strategy=cot" not in plan.stdout
+    redone = [(rule, wildcards) for rule, wildcards in planned_wildcards(plan.stdout)
+              if rule in ("build_prompts", "generate_questions", "merge_generations", "judge_questions")]
+    assert redone and all(wildcards["strategy"] == "fgp" for _, wildcards in redone), redone

@@ -68,3 +68,39 @@ def test_a_rerun_of_an_hf_judge_reads_every_answer_from_the_call_cache(tmp_path)
     assert second_generator.key(request, greedy) != second_generator.key(request, DecodingParams(max_new_tokens=4))
     assert second_generator.key(request, greedy) != second_generator.key(
         request, DecodingParams(do_sample=False, max_new_tokens=5))
+
+
+def test_an_hf_judge_runs_the_borrowed_weights_in_its_own_dtype_and_caches_apart(tmp_path):
+    """The judge's ``dtype`` overrides its models entry's in-process, is recorded, and keys the
+    cache: a float32 judge's answers are not read back by a bf16 one."""
+    import torch
+
+    model_dir = save_standin("llama", tmp_path / "model")
+    entry = {"backend": "hf", "model": str(model_dir), "dtype": "float32"}
+    made = {}
+    for dtype in (None, "bfloat16"):
+        spec = {**JUDGE, **({"dtype": dtype} if dtype else {})}
+        generator = make_judge_text_generator("tiny-judge", spec, model_spec=entry, model_dir=None,
+                                              cache_dir=tmp_path / "cache", num_threads=1)
+        try:
+            made[dtype] = (generator.inner.model.dtype, generator.inner.provenance["dtype"],
+                           generator.key(ChatRequest("r", ({"role": "user", "content": "w"},)),
+                                         DecodingParams(do_sample=False, max_new_tokens=4)))
+        finally:
+            generator.close()
+    assert made[None][:2] == (torch.float32, "float32")
+    assert made["bfloat16"][:2] == (torch.bfloat16, "bfloat16")
+    assert made[None][2] != made["bfloat16"][2]
+
+
+@pytest.mark.parametrize("avx512_bf16, amx, expected", [(True, False, "bfloat16"), (False, True, "bfloat16"),
+                                                         (False, False, "float32")])
+def test_auto_on_a_cpu_is_bf16_only_where_the_cpu_computes_it(monkeypatch, avx512_bf16, amx, expected):
+    import torch
+
+    from bloomqg.generation.hf.loading import resolve_dtype
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    assert resolve_dtype("auto", on_gpu=False) == getattr(torch, expected)
+    assert resolve_dtype("float32", on_gpu=False) == torch.float32

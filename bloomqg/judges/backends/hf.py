@@ -36,9 +36,11 @@ def _text_generator(source: GeneratorSource) -> Any:
         # the engine generator caches its calls itself (keyed by the engine's identity)
         return make_text_generator(source.model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir,
                                    serving=source.serving)
-    # no server settings (validate_judge, probe_judge): in-process, which make_text_generator logs
+    # no server settings (validate_judge, probe_judge): in-process, which make_text_generator logs;
+    # in the judge's own dtype, where it sets one, over the borrowed entry's
+    model_spec = {**source.model_spec, **({"dtype": source.spec["dtype"]} if "dtype" in source.spec else {})}
     inner = make_text_generator(
-        source.model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir, num_threads=source.num_threads,
+        model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir, num_threads=source.num_threads,
     )
     identity = {key: value for key, value in inner.provenance.items() if key not in SCHEDULING_KEYS}
     return CachedTextGenerator(inner, cache_dir=source.cache_dir, identity=identity)
@@ -54,6 +56,7 @@ BACKEND = JudgeBackend(
     build=build_llm_judge,
     resources=_resources,
     threads=8,
+    loads_model=True,
     needs_rubric=True,
     text_generator=_text_generator,
     borrows_model=True,
@@ -73,5 +76,13 @@ BACKEND = JudgeBackend(
                            "The scores and their normalisation: bloomqg/judges/choices.py.",
         },
         "generation": {"$ref": "#/$defs/generation"},
+        "dtype": {
+            "enum": ["auto", "float32", "bfloat16", "float16"],
+            "description": "The dtype the judge runs the borrowed weights in, in-process (default: the models entry's "
+                           "dtype, so a model that generates in float32 can judge in bf16; an engine-served entry's "
+                           "server keeps the entry's). auto: as a models entry's. "
+                           "SmolLM2 scoring the default study's choices in bf16 took 9.7 s against 17.1 s in "
+                           "float32 for one cell, on a CPU with AVX512-BF16.",
+        },
     },
 )

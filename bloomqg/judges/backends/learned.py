@@ -123,6 +123,7 @@ BACKEND = JudgeBackend(
     build=_build,
     resources=lambda name, spec, models: JobResources(gpu=0, mem_mb=4000, runtime=60, api=0),
     threads=2,
+    loads_model=True,
     provenance=_provenance,
     properties={
         "train": {

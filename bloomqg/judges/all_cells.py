@@ -1,12 +1,17 @@
-"""One engine server for every cell an engine-served judge judges (rule ``judge_on_engine``).
+"""Every cell of a judge that loads a model, in one job (rule ``judge_all_cells``).
 
-An ``hf`` judge whose ``model_ref`` names a models entry with ``engine:`` asks that engine's
-server. Started once per cell, a server's start-up (40–90 s for vLLM on CPU, longer for a 7B
-model on a GPU) was paid once per cell; here one job starts it once, judges every cell through
-it, and stops it (:meth:`close` in ``finally``, and the lifecycle guarantees of
-:mod:`bloomqg.runtime.serving`). Each cell's verdicts are written as soon as they are made, and every
-answer goes to the call cache first, so a killed job's rerun asks the server nothing it had
-answered.
+A judge whose backend loads a model (``hf``, ``embedding``, ``learned``:
+:attr:`~bloomqg.judges.registry.JudgeBackend.loads_model`) pays for it once per process: python,
+torch and the weights take seconds on a CPU, a 7B model or an engine's server (40–90 s for vLLM
+on CPU) far longer. A job per cell paid that once per cell; here one job loads the model (or, for
+an ``hf`` judge whose ``model_ref`` names an entry with ``engine:``, starts that engine's server)
+once, judges every cell with it, and lets it go (:meth:`close` in ``finally``, and for a server
+the lifecycle guarantees of :mod:`bloomqg.runtime.serving`).
+
+Each cell's verdicts are written as soon as they are made. An LLM judge's answers and choice
+scores go to the call cache first, so a rerun (a killed job, or one cell's new questions)
+computes nothing it had computed for the other cells; an embedding judge re-encodes them, which
+costs less than loading its model.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from bloomqg.store.parquet_io import write_frame
 
 
 @dataclass(frozen=True)
-class EngineJudgeCell:
+class JudgeCell:
     """One cell's questions to judge and where its verdicts go."""
 
     generations: pd.DataFrame
@@ -47,25 +52,28 @@ def judgments_provenance(judge_name: str, spec: Mapping[str, Any], judgments: pd
     return provenance
 
 
-def judge_on_engine(
+def judge_all_cells(
     judge_name: str,
     spec: Mapping[str, Any],
-    cells: Sequence[EngineJudgeCell],
+    cells: Sequence[JudgeCell],
     *,
-    model_spec: Mapping[str, Any],
-    serving: ServingJob,
+    model_spec: Mapping[str, Any] | None,
+    serving: ServingJob | None,
     model_dir: str | Path | None,
     prompt_path: str | Path | None,
     cache_dir: str | Path,
     seed: int,
+    num_threads: int | None = None,
     min_answer_rate: float = DEFAULT_MIN_ANSWER_RATE,
     budget_usd: float | None = None,
 ) -> None:
-    """Judge every cell of ``cells`` through one server of the judge's engine, writing each
-    cell's JUDGMENTS file (with provenance) before the next cell starts."""
+    """Judge every cell of ``cells`` with one text generator (one server of the judge's engine
+    when ``serving`` is given and its entry names one; in-process otherwise) and, for a judge
+    without one, one loaded model (the backends keep it per process), writing each cell's
+    JUDGMENTS file (with provenance) before the next cell starts."""
     text_generator = make_judge_text_generator(
         judge_name, spec, model_spec=model_spec, model_dir=model_dir, cache_dir=cache_dir,
-        num_threads=serving.threads, budget_usd=budget_usd, serving=serving,
+        num_threads=serving.threads if serving is not None else num_threads, budget_usd=budget_usd, serving=serving,
     )
     try:
         for cell in cells:

@@ -1,11 +1,12 @@
-"""Rule judge_on_engine: every cell's verdicts of one engine-served judge, through one server."""
+"""Rule judge_all_cells: every cell's verdicts of one judge that loads a model, loaded once (an
+engine-served hf judge: through one server of its engine)."""
 from pathlib import Path
 
 from bloomqg.annotation.panel_sample import draw_panel_sample
 from bloomqg.store.frames import DATASET, GENERATIONS
 from bloomqg.generation.factory import ServingJob
 from bloomqg.runtime.job import start_job
-from bloomqg.judges.engine_job import EngineJudgeCell, judge_on_engine
+from bloomqg.judges.all_cells import JudgeCell, judge_all_cells
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
 from bloomqg.store.parquet_io import read_frame
 from bloomqg.runtime.serving.server import server_log_path
@@ -23,16 +24,18 @@ for (dataset, strategy, model), generations_file, output in zip(
     generations = read_frame(generations_file, GENERATIONS)
     if panel_draw is not None:
         generations = draw_panel_sample(generations, panel_draw)
-    cells.append(EngineJudgeCell(generations, datasets[dataset], params.domains[dataset], output,
-                                 {"panel_sample": panel_draw}))
-judge_on_engine(
-    snakemake.wildcards.judge, spec, cells, model_spec=params.model_spec,
-    serving=ServingJob(name=spec.get("model_ref") or snakemake.wildcards.judge, threads=snakemake.threads,
-                       gpus=int(snakemake.resources.gpu or 0), log_path=server_log_path(snakemake.log.job),
-                       workflow_dir=Path(snakemake.scriptdir).resolve().parent),
+    cells.append(JudgeCell(generations, datasets[dataset], params.domains[dataset], output,
+                           {"panel_sample": panel_draw}))
+serving = None
+if params.model_spec and params.model_spec.get("engine"):
+    serving = ServingJob(name=spec.get("model_ref") or snakemake.wildcards.judge, threads=snakemake.threads,
+                         gpus=int(snakemake.resources.gpu or 0), log_path=server_log_path(snakemake.log.job),
+                         workflow_dir=Path(snakemake.scriptdir).resolve().parent)
+judge_all_cells(
+    snakemake.wildcards.judge, spec, cells, model_spec=params.model_spec, serving=serving,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
-    cache_dir=params.cache_dir, seed=params.seed,
+    cache_dir=params.cache_dir, seed=params.seed, num_threads=snakemake.threads,
     # From the config, not params: changing the floor or the cap must not rerun finished judges.
     min_answer_rate=snakemake.config.get("min_answer_rate", DEFAULT_MIN_ANSWER_RATE),
     budget_usd=snakemake.config.get("budget_usd"),
