@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.store.frames import CRITERIA, POSTERIOR_CRITERIA, RELIABILITY
-from bloomqg.voting.agreement import NOT_MEASURED
+from bloomqg.voting.agreement import NO_JUDGE_VOTES, NOT_MEASURED
 from bloomqg.voting.alpha import CRITERION_LEVEL
 from bloomqg.voting.cell import AGGREGATIONS, GATE_ACTIONS, measure_criterion
 from bloomqg.voting.diagnostics import JUDGE_DIAGNOSTIC_COLUMNS
@@ -68,7 +68,7 @@ def release_reliability(
         if not lists:
             rows.append({**common, "judge": None, "alpha": math.nan, "alpha_ci_low": math.nan,
                          "alpha_ci_high": math.nan, "n_items": 0, "gate_passed": None,
-                         "gate_status": NOT_MEASURED})
+                         "gate_status": NOT_MEASURED, "gate_reason": NO_JUDGE_VOTES})
             continue
         measured = measure_criterion(
             criterion, lists, names, gate_coefficient=gate_coefficient, gate_threshold=gate_alpha,

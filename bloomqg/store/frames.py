@@ -266,6 +266,7 @@ RELIABILITY = _schema(
     # -- agreement that survives prevalence (panel rows; bloomqg.voting.agreement) --
     f("gate_coefficient", _str),  # "alpha" | "ac1": what the gate compared with gate_threshold
     f("gate_status", _str),  # "reliable" | "unreliable" | "not_measured" (bloomqg.voting.agreement.gate_decision)
+    f("gate_reason", _str),  # why not measured, as gate_decision said it; null where measured
     f("percent_agreement", pa.float64()),  # share of agreeing pairs of votes (Gwet's pa)
     f("percent_agreement_ci_low", pa.float64()),
     f("percent_agreement_ci_high", pa.float64()),

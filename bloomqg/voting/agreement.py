@@ -260,9 +260,9 @@ def gate_decision(
     if coefficient not in GATE_COEFFICIENTS:
         raise ValueError(f"gate coefficient {coefficient!r} is not one of {list(GATE_COEFFICIENTS)}")
     if n_items == 0:
-        return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, "no question has two judges' votes")
+        return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, NO_TWO_VOTES)
     if not math.isnan(prevalence) and prevalence >= 1.0:
-        return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, "every vote is the same")
+        return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ALL_SAME)
     if n_varying_judges is not None and n_varying_judges < 2:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ONE_VARYING)
     prevalence_bound = not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT
@@ -271,9 +271,18 @@ def gate_decision(
     used = "ac1" if prevalence_bound else coefficient
     value = gate_value(used, alpha, ac1)
     if math.isnan(value):
-        return GateDecision(NOT_MEASURED, used, value, threshold, f"{used} is undefined")
+        return GateDecision(NOT_MEASURED, used, value, threshold, f"{used} undefined")
     return GateDecision(RELIABLE if value >= threshold else UNRELIABLE, used, value, threshold, "")
 
+
+#: Why agreement is not measured where no question has two votes, every vote is one answer, or
+#: (an imported release) the panel's votes are not given judge by judge.
+NO_TWO_VOTES = "no question has two judges' votes"
+ALL_SAME = "every vote the same"
+NO_JUDGE_VOTES = "no per-judge votes"
+
+#: A not-measured row that records no reason (one built by hand).
+NO_REASON = "no reason recorded"
 
 #: Why agreement is not measured where at most one judge's votes vary.
 ONE_VARYING = "at most one judge's votes vary: agreement by construction"
@@ -293,8 +302,9 @@ GATE_RULE = ("first, agreement is not measured where no question has two votes, 
 
 
 def recorded_decision(row: Mapping[str, Any]) -> GateDecision:
-    """The gate's decision as a RELIABILITY panel row records it (``gate_status``; rows written
-    before that column: passed → reliable, null → not measured, else unreliable)."""
+    """The gate's decision as a RELIABILITY panel row records it: ``gate_status`` and
+    ``gate_reason``, as :func:`gate_decision` decided them when the votes were counted (a row
+    without ``gate_status``, built by hand: passed → reliable, null → not measured, else unreliable)."""
     coefficient = row.get("gate_coefficient") if isinstance(row.get("gate_coefficient"), str) else "alpha"
     raw = row.get(coefficient)
     value = math.nan if raw is None or _isnan(raw) else float(raw)
@@ -304,16 +314,8 @@ def recorded_decision(row: Mapping[str, Any]) -> GateDecision:
         passed = row.get("gate_passed")
         status = (NOT_MEASURED if passed is None or _isnan(passed) or math.isnan(value)
                   else RELIABLE if bool(passed) else UNRELIABLE)
-    why = ""
-    if status == NOT_MEASURED:
-        n_items, prevalence = row.get("n_items"), row.get("prevalence")
-        varying, rare_agreed = row.get("n_varying_judges"), row.get("n_items_rare_agreed")
-        why = ("no per-judge votes" if n_items is None or _isnan(n_items) or int(n_items) == 0
-               else "every vote the same" if prevalence is not None and not _isnan(prevalence) and float(prevalence) >= 1
-               else ONE_VARYING if varying is not None and not _isnan(varying) and int(varying) < 2
-               else NO_RARE_AGREEMENT if (rare_agreed is not None and not _isnan(rare_agreed) and int(rare_agreed) == 0
-                                          and not _isnan(prevalence) and float(prevalence) >= PREVALENCE_LIMIT)
-               else f"{coefficient} undefined")
+    reason = row.get("gate_reason")
+    why = reason if isinstance(reason, str) else NO_REASON if status == NOT_MEASURED else ""
     return GateDecision(status, coefficient, value, threshold, why)
 
 

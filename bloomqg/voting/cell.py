@@ -159,10 +159,12 @@ class CriterionReliability:
 
     def panel_columns(self, aggregation: str) -> dict[str, Any]:
         """The panel row's agreement columns; ``gate_coefficient`` is the one the gate compared
-        (AC1 where the prevalence rule took it), ``gate_status`` its outcome."""
+        (AC1 where the prevalence rule took it), ``gate_status`` its outcome, ``gate_reason`` why it
+        was not measured."""
         a = self.agreement
         return {
             "gate_coefficient": self.decision.coefficient, "gate_status": self.decision.status,
+            "gate_reason": self.decision.why or None,
             "percent_agreement": a.percent_agreement,
             "percent_agreement_ci_low": a.percent_agreement_ci_low,
             "percent_agreement_ci_high": a.percent_agreement_ci_high,

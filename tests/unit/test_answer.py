@@ -10,7 +10,7 @@ import pytest
 
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE, AnswerSpec, answer_table, measured_criteria
 from bloomqg.voting.agreement import (
-    NO_RARE_AGREEMENT, NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, gate_decision, recorded_decision,
+    NO_JUDGE_VOTES, NO_RARE_AGREEMENT, NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, gate_decision, recorded_decision,
 )
 
 
@@ -31,7 +31,7 @@ def panel(dataset: str, criterion: str, alpha: float, *, ac1: float = math.nan, 
     return [{"model": "m", "dataset": dataset, "strategy": s, "criterion": criterion, "judge": None,
              "alpha": alpha, "ac1": ac1, "prevalence": prevalence, "n_items": n_items, "gate_threshold": 0.7,
              "gate_coefficient": decision.coefficient, "gate_status": decision.status,
-             "gate_passed": decision.passed if passed is None else passed} for s in strategies]
+             "gate_reason": decision.why or None, "gate_passed": decision.passed if passed is None else passed} for s in strategies]
 
 
 def reliable_panel(dataset: str) -> list[dict]:
@@ -116,13 +116,13 @@ def test_a_measurable_powered_comparison_gets_higher_lower_or_no_difference_from
 
 def test_unmeasured_agreement_does_not_stop_the_test_and_is_named():
     """The paper's release publishes no per-judge Bloom votes: its α does not exist, which is
-    not 'judges disagree'."""
-    rows = [*panel("cs", "bloom_level", math.nan, n_items=0, passed=None)]
+    not 'judges disagree' (the reason as bloomqg.release.reliability records it)."""
+    rows = [{**row, "gate_reason": NO_JUDGE_VOTES} for row in panel("cs", "bloom_level", math.nan, n_items=0, passed=None)]
     frame = answer_table(pd.DataFrame([paired("cs", "catcons", 12.0, 5.0, 19.0, 0.004, 300)]),
                          pd.DataFrame([plan("cs", "catcons", 9.0)]), pd.DataFrame(rows))
     [row] = frame.to_dict("records")
     assert row["verdict"] == HIGHER and row["reliability_status"] == NOT_MEASURED
-    assert row["reliability_why"] == "no per-judge votes"
+    assert row["reliability_why"] == NO_JUDGE_VOTES
 
 
 def test_the_bound_on_detectable_differences_comes_from_the_config():

@@ -9,16 +9,21 @@ import re
 import pandas as pd
 
 from bloomqg.store.frames import RELIABILITY
+from bloomqg.voting.agreement import gate_decision
 from bloomqg.reporting.examples import named_votes, panel_judges, question_examples
 from bloomqg.reporting.trust import coefficient_rows
 from tests.support.synthetic import synthetic_study
 
 
 def panel_row(**values) -> dict:
+    """A panel row whose gate columns are what vote_judgments records (gate_decision's)."""
     row = dict.fromkeys(RELIABILITY.names)
     row.update(model="m", dataset="cs", strategy="fgp", criterion="readable", judge=None, n_items=30,
-               gate_threshold=0.7, gate_coefficient="alpha", gate_passed=True, alpha=0.9, ac1=0.9)
+               gate_threshold=0.7, alpha=0.9, ac1=0.9, prevalence=0.5)
     row.update(values)
+    decision = gate_decision("alpha", row["alpha"], row["ac1"], row["prevalence"], 0.7, n_items=row["n_items"])
+    row.update(gate_coefficient=decision.coefficient, gate_status=decision.status, gate_reason=decision.why or None,
+               gate_passed=decision.passed)
     return row
 
 
