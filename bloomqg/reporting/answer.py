@@ -89,7 +89,7 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         # below 0 the judges disagree more than chance would: "weak" would understate it
         weak = is_missing(row.reliability_value) or float(row.reliability_value) > 0
         text = f"{'weak agreement' if weak else 'no agreement'}: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
-        if not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0):
+        if _excludes_zero(row):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
             text += ("; its interval (not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence" +
@@ -99,12 +99,23 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         return text
     if reason == "too_few_pairs":
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
-            return (f"the interval runs from {float(row.ci_low):.1f} to {float(row.ci_high):.1f} {_points(row.metric)} "
+            text = (f"the interval runs from {float(row.ci_low):.1f} to {float(row.ci_high):.1f} {_points(row.metric)} "
                     f"with {int(row.n_pairs)} pairs: too wide to rule out a difference of a useful size")
-        if is_missing(row.mdd):
-            return f"with {int(row.n_pairs)} pairs no difference of any size is detectable; {_needed(row)}"
-        return (f"with {int(row.n_pairs)} pairs only a difference of ≥ {float(row.mdd):.1f} {_points(row.metric)} "
-                f"is detectable; {_needed(row)}")
+        elif is_missing(row.mdd):
+            text = f"with {int(row.n_pairs)} pairs no difference of any size is detectable; {_needed(row)}"
+        else:
+            # the Detectable and pairs columns beside it give the figures
+            text = f"too few pairs; {_needed(row)}"
+        if row.reliability_status == NOT_MEASURED:
+            # not measured lets the verdict go on to the power check, but is no evidence of agreement
+            criterion = _failing_criterion(row)
+            text += f"; {CRITERION_LABEL.get(criterion, criterion)}'s agreement not measured (†)"
+        if _excludes_zero(row):
+            significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
+            text += (f"; interval excludes 0 and Holm's p {_p_text(row.p_adjusted)}, but with this few pairs a "
+                     "difference that shows is often larger than the true one" if significant else
+                     f"; interval excludes 0, Holm's p {_p_text(row.p_adjusted)} does not")
+        return text
     if reason == "borderline":
         return (f"the interval excludes 0, but Holm's p {_p_text(row.p_adjusted)} over the "
                 f"{int(row.family_size)} {metric_spec(row.metric).label} comparisons is not below {float(row.significance):g}")
@@ -112,6 +123,11 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         return f"Holm's p {_p_text(row.p_adjusted)}; rests on {rests_on(row, strategy_labels)}"
     return (f"no difference larger than {float(row.no_difference_bound):.1f} {_points(row.metric)} "
             f"(the interval's far end; Holm's p {_p_text(row.p_adjusted)}); rests on {rests_on(row, strategy_labels)}")
+
+
+def _excludes_zero(row: Any) -> bool:
+    """Whether the row's paired interval lies on one side of 0."""
+    return not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0)
 
 
 def _p_text(p: Any) -> str:
@@ -165,7 +181,9 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     if underpowered.any():
         # the power, said per metric for every undecided comparison (agreeing judges alone would
         # not settle them): the best a metric's comparisons could do, with its own pairs
-        text += f" {_power(unknown)}"
+        # where other reasons came first, say that power alone would have stopped every one
+        every = underpowered.all() and len(unknown) > 1 and len(few) < len(unknown)
+        text += f" {_power(unknown, every=every)}"
     fixes = []
     if len(few) or underpowered.any():
         fixes.append("more items per cell" + _items_needed(unknown))
@@ -193,7 +211,7 @@ def _items_needed(unknown: pd.DataFrame) -> str:
     return f" (to detect {float(targets[0]):g} points: {span})"
 
 
-def _power(unknown: pd.DataFrame) -> str:
+def _power(unknown: pd.DataFrame, every: bool = False) -> str:
     """"With the pairs it has, this study could detect (8 times in 10) only differences of at least:
     Usability 43.8 points at best (cs, 19 pairs); CatCons, with at most 5 pairs, no difference of any
     size. … a verdict needs Detectable ≤ 20.": per metric, the smallest detectable difference over its
@@ -211,7 +229,9 @@ def _power(unknown: pd.DataFrame) -> str:
                          f"pair{'s' if int(best['n_pairs']) != 1 else ''})")
         else:
             none.append(f"{label}, with {pairs_text}")
-    text = "With the pairs it has, this study could detect (8 times in 10) "
+    # ``every``: no comparison with pairs has enough for a verdict, said first
+    text = (f"None of the {len(unknown)} with pairs has enough: this study could detect (8 times in 10) " if every
+            else "With the pairs it has, this study could detect (8 times in 10) ")
     if sized:
         text += f"only differences of at least: {'; '.join(sized)}"
     if none:
@@ -367,19 +387,36 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
     return text
 
 
-def _by_prevalence(entry: Mapping[str, Any]) -> str:
-    """"Unique in cs FGP (α 0.06) but rules and minilm agree beyond chance
-    (κ 0.37)": one AC1 pass, with the pair of judges whose agreement carries it."""
-    text = f"{entry['criterion']} in {entry['cell']} (α {fixed(entry['alpha'], 2)})"
+def _by_prevalence(entries: Sequence[Mapping[str, Any]]) -> str:
+    """"Unique in cs FGP (α 0.06) but rules and minilm agree beyond chance (Cohen's κ 0.37, 0 =
+    chance)": AC1 passes of one criterion carried by the same pair of judges, with that pair's
+    agreement and the judge apart from it, said once for all of them."""
+    entry = entries[0]
+    cells = [f"{e['cell']} (α {fixed(e['alpha'], 2)})" for e in entries]
+    text = f"{entry['criterion']} in {_joined(cells, 'and')}"
     pair = entry.get("pair")
     if pair and pair[2] > 0:
-        text += f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {fixed(pair[2], 2)}, 0 = chance)"
+        kappas = _joined([fixed(e["pair"][2], 2) for e in entries], "and")
+        text += f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {kappas}, 0 = chance)"
         # the third judge's side: a pass carried by two of three, the third at odds, is said as such
-        apart = [f"{judge} agrees with neither (κ {', '.join(fixed(k, 2) for k in kappas)})"
-                 for judge, kappas in entry.get("outside") or [] if max(kappas) <= 0]
+        apart = {judge for e in entries for judge, kappas in e.get("outside") or [] if max(kappas) <= 0}
         if apart:
-            text += f", while {_joined(apart, 'and')}"
+            values = "; ".join(", ".join(fixed(k, 2) for k in kappas) for e in entries
+                               for judge, kappas in e.get("outside") or [] if judge in apart)
+            text += f", while {_joined(sorted(apart), 'and')} {'agrees' if len(apart) == 1 else 'agree'} with neither (κ {values})"
     return text
+
+
+def _prevalence_groups(entries: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """AC1 passes grouped by criterion and carrying pair (judge names), in the order first met."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        pair = entry.get("pair")
+        carried = pair and pair[2] > 0
+        outside = tuple(sorted(j for j, kappas in entry.get("outside") or [] if max(kappas) <= 0)) if carried else ()
+        key = (entry["criterion"], tuple(pair[:2]) if carried else id(entry), outside)
+        groups.setdefault(key, []).append(entry)
+    return list(groups.values())
 
 
 def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple[str, str] = ("A", "B")) -> str:
@@ -548,9 +585,10 @@ def trust_line(gate: dict[str, Any] | None) -> str:
     hollow_text = f" ({hollow} of them only by construction, no evidence of agreement)" if hollow else ""
     alphas = list(gate.get("by_prevalence") or [])
     if alphas:  # AC1 passes where one answer dominates; α beside it says how little else is agreed
-        hollow_text += (f" ({len(alphas)} of them by Gwet's AC1, read where one answer holds ≥ "
-                        f"{PREVALENCE_LIMIT:.0%} of the votes: "
-                        f"{'; '.join(_by_prevalence(a) for a in alphas)})")
+        which = "both" if len(alphas) == 2 == counts.get(RELIABLE, 0) else f"{len(alphas)} of them"
+        hollow_text += (f" ({which} by Gwet's AC1, read where one answer holds ≥ "
+                        f"{PREVALENCE_LIMIT:.0%} of the votes, as α reads near 0 there even when the judges agree: "
+                        f"{'; '.join(_by_prevalence(group) for group in _prevalence_groups(alphas))})")
     never = list(gate.get("never_measured") or [])
     named = _joined(never, "and") if never else ""
     their = "its values say" if len(never) == 1 else "their values say"

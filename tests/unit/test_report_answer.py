@@ -50,7 +50,7 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     [block] = answer_context(answer, metrics_frame())["blocks"]
     [row] = block["rows"]
     assert row["detectable"] == "≥ 39.6"
-    assert row["why"].startswith("with 22 pairs only a difference of ≥ 39.6 points is detectable; about ")
+    assert row["why"].startswith("too few pairs; about ")
     assert "items per cell would detect 10 points" in row["why"]
     assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
            "differences of at least: CatCons 39.6 points at best (22 pairs). A smaller difference can show by chance, " \
@@ -257,3 +257,45 @@ def test_an_ac1_pass_names_the_pair_that_carries_it_and_a_third_judge_that_agree
     assert ("Unique in cs FGP (α 0.06) but rules and minilm agree beyond chance (Cohen's κ 0.37, 0 = chance), "
             "while smollm2 agrees with neither (κ -0.11, -0.05)") in line
     assert "Reliable means agreeing, not being right" in line
+
+
+def test_an_underpowered_row_says_its_agreement_was_not_measured_and_why_its_clear_interval_is_no_verdict():
+    """A reader's finding: cs Usability's interval excluded 0, its verdict was cannot tell for the
+    study's power, and its Why said only that, while readability's agreement had not been measured."""
+    unmeasured = [{**row, "alpha": math.nan} for row in panel("cs", "readable", math.nan, prevalence=1.0)]
+    reliability = [*[r for r in reliable_panel("cs") if r["criterion"] != "readable"], *unmeasured]
+    answer = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19),
+                                        paired("social", "usability", 20.0, -5.0, 45.0, 0.3, 13)]),
+                          pd.DataFrame([plan("cs", "usability", 43.8), plan("social", "usability", 61.4)]),
+                          pd.DataFrame([*reliability, *[r for r in reliable_panel("social") if r["criterion"] != "unique"],
+                                        *panel("social", "unique", 0.2)]), metrics=("usability",))
+    frame = pd.DataFrame([{"model": "m", "dataset": d, "strategy": s, "metric": "usability", "value": 50.0, "n": 20}
+                          for d in ("cs", "social") for s in ("cot", "fgp")])
+    [block] = answer_context(answer, frame)["blocks"]
+    cs = next(row for row in block["rows"] if row["where"] == "cs")
+    assert cs["verdict"] == "cannot tell"
+    assert cs["why"].startswith("too few pairs; about ")
+    assert "; Readable's agreement not measured (†)" in cs["why"]
+    assert cs["why"].endswith("; interval excludes 0, Holm's p = 0.125 does not")
+    social = next(row for row in block["rows"] if row["where"] == "social")
+    assert "excludes 0" not in social["why"] and "not measured" not in social["why"]
+    assert "None of the 2 with pairs has enough: this study could detect (8 times in 10) only differences" in \
+        block["headline"]
+
+
+def test_ac1_passes_carried_by_the_same_pair_are_said_once():
+    from bloomqg.reporting.answer import _by_prevalence, _prevalence_groups
+
+    def entry(cell, alpha, kappa, outside):
+        return {"criterion": "Unique", "cell": cell, "alpha": alpha, "pair": ("rules", "minilm", kappa),
+                "outside": [("smollm2", outside)]}
+
+    passes = [entry("cs CoT", 0.04, 0.24, [-0.07, -0.04]), entry("cs FGP", 0.06, 0.37, [-0.11, -0.05]),
+              {**entry("social FGP", 0.1, 0.3, [0.2, 0.1]), "pair": ("rules", "smollm2", 0.3)}]
+    groups = _prevalence_groups(passes)
+    assert [len(group) for group in groups] == [2, 1]
+    assert _by_prevalence(groups[0]) == ("Unique in cs CoT (α 0.04) and cs FGP (α 0.06) but rules and minilm agree "
+                                         "beyond chance (Cohen's κ 0.24 and 0.37, 0 = chance), while smollm2 agrees "
+                                         "with neither (κ -0.07, -0.04; -0.11, -0.05)")
+    assert _by_prevalence(groups[1]) == ("Unique in social FGP (α 0.10) but rules and smollm2 agree beyond chance "
+                                         "(Cohen's κ 0.30, 0 = chance)")
