@@ -123,11 +123,34 @@ def _agreement(mine: pd.DataFrame) -> str:
                         for criterion in ("bloom_level", "knowledge_units") if criterion in means)
 
 
+#: A dtype as the page says it (the setup section says "full precision (float32)").
+PRECISION = {"float32": "full precision (float32)", "bfloat16": "half precision (bfloat16)",
+             "float16": "half precision (float16)"}
+
+
+def judge_dtypes(judgment_provenance: Sequence[Mapping[str, Any]],
+                 generation_provenance: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """judge → (the dtype its model ran in, the dtype that model wrote in), for a judge that ran its
+    borrowed weights in another dtype than they wrote in (an hf judge's own ``dtype``), by the files'
+    provenance: the page says which numbers the judge's verdicts came from."""
+    wrote = {str(record.get("model_name")): (record.get("generator") or {}).get("dtype")
+             for record in generation_provenance}
+    found: dict[str, tuple[str, str]] = {}
+    for record in judgment_provenance:
+        ran = (record.get("text_generator") or {}).get("dtype")
+        model = (record.get("judge_spec") or {}).get("model_ref")
+        if ran and wrote.get(str(model)) and ran != wrote[str(model)]:
+            found[str(record.get("judge"))] = (str(ran), str(wrote[str(model)]))
+    return found
+
+
 def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame,
-                scoring_judges: frozenset[str] = frozenset()) -> tuple[list[dict[str, str]], list[str]]:
+                scoring_judges: frozenset[str] = frozenset(),
+                dtypes: Mapping[str, tuple[str, str]] | None = None) -> tuple[list[dict[str, str]], list[str]]:
     """([{name, description, agreement}] per judge of the config; the artefact warnings).
     ``scoring_judges``: the LLM judges that read each verdict from the model's scores of the answer
-    choices (their judgments carry ``choice_probs``), said so: they write no text, so no tokens."""
+    choices (their judgments carry ``choice_probs``), said so: they write no text, so no tokens.
+    ``dtypes``: :func:`judge_dtypes`."""
     judges = reliability[reliability["judge"].notna()] if len(reliability) else reliability
     configured = dict(config.get("judges") or {})
     # the judges whose votes the study holds: a release's are unnamed (judge 1 .. n), not the config's
@@ -147,6 +170,10 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame,
         if name in scoring_judges:
             description += (", which picks each answer by the scores the model gives the answer choices (it writes no "
                             "text: no completion tokens)")
+        if name in (dtypes or {}):
+            ran, wrote = (dtypes or {})[name]
+            description += (f", its weights run in {PRECISION.get(ran, ran)}, the model's questions written in "
+                            f"{PRECISION.get(wrote, wrote)}")
         description += "."
         mine = judges[judges["judge"] == name] if len(judges) else judges
         constant = []

@@ -87,8 +87,8 @@ def ledger_view(ledger: pd.DataFrame, strategy_labels: StrategyLabels | None = N
                            "cost_usd") if c in ledger.columns]
     frame = ledger.copy()
     frame["judge"] = frame["judge"].where(frame["judge"].notna(), "generator " + frame["model"].astype(str))
-    if "stage" in frame.columns:  # a judge's bias probes are their own line: their calls are the probes'
-        probing = frame["stage"].eq("judge_bias")
+    probing = frame["stage"].eq("judge_bias") if "stage" in frame.columns else pd.Series(False, index=frame.index)
+    if probing.any():  # a judge's bias probes are their own line: their calls are the probes'
         frame.loc[probing, "judge"] = frame.loc[probing, "judge"].astype(str) + " (bias probes)"
     for column in numeric:
         frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0)
@@ -97,7 +97,8 @@ def ledger_view(ledger: pd.DataFrame, strategy_labels: StrategyLabels | None = N
     total = {c: float(frame[c].sum()) for c in numeric}
     labels = [c for c in ("stage", "judge", "model", "dataset", "strategy") if c in frame.columns]
     return {"columns": [*labels, *numeric], "numeric": numeric,
-            "rows": frame.to_dict("records"), "per_judge": per_judge.to_dict("records"), "total": total}
+            "rows": frame.to_dict("records"), "per_judge": per_judge.to_dict("records"), "total": total,
+            "probes": bool(probing.any())}
 
 
 def generation_usage(generations: pd.DataFrame, strategy_labels: StrategyLabels | None = None) -> list[dict[str, Any]]:

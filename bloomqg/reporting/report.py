@@ -34,7 +34,7 @@ from bloomqg.reporting.display import (
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
-from bloomqg.reporting.panel import small_writers, judge_lines, level_leanings, modal_share, self_judges, study_setup
+from bloomqg.reporting.panel import judge_dtypes, small_writers, judge_lines, level_leanings, modal_share, self_judges, study_setup
 from bloomqg.reporting.explorer.links import item_fragment, metric_link
 from bloomqg.reporting.provenance_view import (
     code_versions,
@@ -491,7 +491,8 @@ def build_report(
                                                 for key in ("source_a", "source_b"))
     scoring = (frozenset(judgments.loc[judgments["choice_probs"].notna(), "judge"].astype(str))
                if judgments is not None and "choice_probs" in judgments else frozenset())
-    context["judges"], context["artefacts"] = judge_lines(config, reliability, scoring)
+    context["judges"], context["artefacts"] = judge_lines(config, reliability, scoring,
+                                                          judge_dtypes(judgment_provenance, generation_provenance))
     context["forced_levels"] = forced_level_warnings(flags, labels)
     context["self_judges"] = self_judges(config, context["overview"]["models"])
     context["small_writers"] = small_writers(config, context["overview"]["models"])

@@ -55,6 +55,8 @@ def test_probe_spend_is_in_the_ledger_and_a_shared_base_call_is_paid_once_under_
     view = ledger_view(ledger.reset_index())
     assert [row["judge"] for row in view["per_judge"]] == ["gpt", "gpt (bias probes)"]
     assert view["total"]["cost_usd"] == pytest.approx(0.12)
+    assert view["probes"]  # the page says the probes have lines of their own only where they ran
+    assert not ledger_view(ledger.reset_index().query("stage != 'judge_bias'"))["probes"]
 
 
 def test_after_a_budget_stop_a_cached_answer_paid_by_the_stopped_attempt_is_paid_earlier():

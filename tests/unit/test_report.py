@@ -363,3 +363,18 @@ def test_the_report_says_which_judge_was_trained_on_what():
     # taught by people, not a panel
     (people,) = trained_judges([{"judge": "learned", "learned_model": {**learned, "source": "annotations"}}])
     assert "trained on annotators' majorities" in people and "(Cohen's κ 0.62)." in people and "panel" not in people
+
+
+def test_a_judge_run_in_another_precision_than_its_model_wrote_in_says_so():
+    from bloomqg.reporting.panel import judge_dtypes, judge_lines
+
+    generation = [{"model_name": "small", "generator": {"dtype": "float32"}}]
+    judged = [{"judge": "llm", "judge_spec": {"backend": "hf", "model_ref": "small"}, "text_generator": {"dtype": "bfloat16"}},
+              {"judge": "same", "judge_spec": {"backend": "hf", "model_ref": "small"}, "text_generator": {"dtype": "float32"}},
+              {"judge": "rules", "judge_spec": {"backend": "rules"}}]
+    dtypes = judge_dtypes(judged, generation)
+    assert dtypes == {"llm": ("bfloat16", "float32")}
+    config = {"judges": {"llm": {"backend": "hf", "model_ref": "small"}}, "models": {"small": {"backend": "hf"}}}
+    [line], _ = judge_lines(config, pd.DataFrame(columns=["judge", "criterion"]), frozenset({"llm"}), dtypes)
+    assert line["description"].endswith(", its weights run in half precision (bfloat16), the model's questions "
+                                        "written in full precision (float32).")
