@@ -91,9 +91,8 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         text = f"{'weak agreement' if weak else 'no agreement'}: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
         if _excludes_zero(row):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
-            significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
             text += ("; its interval (not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence" +
-                     ("" if significant else f", nor significant ({_test_name(row.metric)}'s Holm's p "
+                     ("" if _significant(row) else f", nor significant ({_test_name(row.metric)}'s Holm's p "
                                               f"{_p_text(row.p_adjusted)}: with few pairs an interval and the test "
                                               "can disagree)"))
         return text
@@ -111,9 +110,8 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
             criterion = _failing_criterion(row)
             text += f"; {CRITERION_LABEL.get(criterion, criterion)}'s agreement not measured (†)"
         if _excludes_zero(row):
-            significant = not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
             text += (f"; interval excludes 0 and Holm's p {_p_text(row.p_adjusted)}, but with this few pairs a "
-                     "difference that shows is often larger than the true one" if significant else
+                     "difference that shows is often larger than the true one" if _significant(row) else
                      f"; interval excludes 0, Holm's p {_p_text(row.p_adjusted)} does not")
         return text
     if reason == "borderline":
@@ -128,6 +126,11 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
 def _excludes_zero(row: Any) -> bool:
     """Whether the row's paired interval lies on one side of 0."""
     return not is_missing(row.ci_low) and (float(row.ci_low) > 0 or float(row.ci_high) < 0)
+
+
+def _significant(row: Any) -> bool:
+    """Whether the row's Holm-adjusted p is below its significance level."""
+    return not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
 
 
 def _p_text(p: Any) -> str:
@@ -399,12 +402,17 @@ def _by_prevalence(entries: Sequence[Mapping[str, Any]]) -> str:
         kappas = _joined([fixed(e["pair"][2], 2) for e in entries], "and")
         text += f" but {pair[0]} and {pair[1]} agree beyond chance (Cohen's κ {kappas}, 0 = chance)"
         # the third judge's side: a pass carried by two of three, the third at odds, is said as such
-        apart = {judge for e in entries for judge, kappas in e.get("outside") or [] if max(kappas) <= 0}
+        apart = _apart(entry)  # the same for every pass of the group (_prevalence_groups)
         if apart:
             values = "; ".join(", ".join(fixed(k, 2) for k in kappas) for e in entries
                                for judge, kappas in e.get("outside") or [] if judge in apart)
-            text += f", while {_joined(sorted(apart), 'and')} {'agrees' if len(apart) == 1 else 'agree'} with neither (κ {values})"
+            text += f", while {_joined(list(apart), 'and')} {'agrees' if len(apart) == 1 else 'agree'} with neither (κ {values})"
     return text
+
+
+def _apart(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """The judges of an AC1 pass that agree with neither judge of its carrying pair (κ ≤ 0 with both), sorted."""
+    return tuple(sorted(judge for judge, kappas in entry.get("outside") or [] if max(kappas) <= 0))
 
 
 def _prevalence_groups(entries: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
@@ -413,8 +421,7 @@ def _prevalence_groups(entries: Sequence[Mapping[str, Any]]) -> list[list[Mappin
     for entry in entries:
         pair = entry.get("pair")
         carried = pair and pair[2] > 0
-        outside = tuple(sorted(j for j, kappas in entry.get("outside") or [] if max(kappas) <= 0)) if carried else ()
-        key = (entry["criterion"], tuple(pair[:2]) if carried else id(entry), outside)
+        key = (entry["criterion"], tuple(pair[:2]) if carried else id(entry), _apart(entry) if carried else ())
         groups.setdefault(key, []).append(entry)
     return list(groups.values())
 
