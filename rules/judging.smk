@@ -8,7 +8,6 @@ rule judge_questions:
         dataset="results/datasets/{dataset}.parquet",
         prompt=judge_prompt,
         model=judge_model_dir,
-        learned=learned_model,
     output:
         "results/judgments/{dataset}/{strategy}/{model}/{judge}.parquet",
     log:
