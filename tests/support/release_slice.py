@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +36,42 @@ def rater_validation_study(workdir: Path, release_dir: Path, *, keep_run=lambda 
                    "bootstrap": {"n_resamples": 100, "confidence": 0.95}, **changes})
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
     return config
+
+
+def trimmed_release(release_dir: Path, folder: Path, first_rows: Mapping[str, int]) -> Path:
+    """A copy of the release in ``folder`` (links to its files) in which each file named in
+    ``first_rows`` (its path in the release) keeps only its first rows: a votes file (``.jsonl``)
+    its first lines, a generations workbook (``.xlsx``) its header and first data rows. For a test
+    whose claim does not need a run's every question."""
+    def cut(source: Path, target: Path, rows: int) -> None:
+        if source.suffix == ".xlsx":
+            import openpyxl
+
+            workbook = openpyxl.load_workbook(source)
+            for sheet in workbook.worksheets:
+                if sheet.max_row > rows + 1:
+                    sheet.delete_rows(rows + 2, sheet.max_row - rows - 1)
+            workbook.save(target)
+        else:
+            with source.open(encoding="utf-8") as lines:
+                target.write_text("".join(line for _, line in zip(range(rows), lines)), encoding="utf-8")
+
+    def mirror(source: Path, target: Path) -> None:
+        target.mkdir(parents=True, exist_ok=True)
+        for entry in source.iterdir():
+            relative = entry.relative_to(release_dir).as_posix()
+            if relative in first_rows:
+                cut(entry, target / entry.name, first_rows[relative])
+            elif entry.is_dir() and any(path.startswith(f"{relative}/") for path in first_rows):
+                mirror(entry, target / entry.name)
+            else:
+                (target / entry.name).symlink_to(entry)
+
+    missing = [path for path in first_rows if not (release_dir / path).is_file()]
+    if missing:
+        raise FileNotFoundError(f"not in the release at {release_dir}: {missing}")
+    mirror(release_dir, folder)
+    return folder
 
 
 def run_study(workdir: Path, *targets: str, timeout: int = 900) -> subprocess.CompletedProcess:
