@@ -51,7 +51,7 @@ ANSWER_COLUMNS: tuple[str, ...] = (
     "ci_low", "ci_high",
     "n_pairs", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target", "no_difference_bound",
     "criteria", "reliability_status", "reliability_coefficient", "reliability_value", "reliability_threshold",
-    "reliability_cell", "reliability_why",
+    "reliability_cell", "reliability_why", "reliability_unmeasured",
 )
 
 
@@ -91,7 +91,9 @@ def _panel(reliability: pd.DataFrame | None) -> pd.DataFrame:
 def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies: Sequence[str],
                        criteria: Sequence[str]) -> dict[str, Any]:
     """The reliability a comparison rests on: the worst of its criteria over both cells
-    (unreliable before not measured before reliable; the lowest value within a status)."""
+    (unreliable before not measured before reliable; the lowest value within a status), and
+    ``reliability_unmeasured``, the criteria not measured in one cell or both (comma-joined, in
+    ``criteria``'s order)."""
     rank = {UNRELIABLE: 0, NOT_MEASURED: 1, RELIABLE: 2}
     found = []
     for strategy in strategies:
@@ -112,7 +114,13 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
         value = row["reliability_value"]
         return rank[row["reliability_status"]], math.inf if math.isnan(value) else value
 
-    return min(found, key=severity)  # the first of equals, as strategies and criteria are listed
+    # every criterion not measured in either cell, not only the worst: a verdict resting on two
+    # unmeasured criteria must not read as resting on one
+    unmeasured = [criterion for criterion in criteria
+                  if any(row["reliability_status"] == NOT_MEASURED and row["reliability_cell"].endswith(f"|{criterion}")
+                         for row in found)]
+    # the first of equals, as strategies and criteria are listed
+    return {**min(found, key=severity), "reliability_unmeasured": ",".join(unmeasured)}
 
 
 def _needed_for(plan_row: dict[str, Any] | None, difference: float) -> float:

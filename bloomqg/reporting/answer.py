@@ -23,7 +23,6 @@ from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import (
     DAWID_SKENE, HOLDS, HOLDS_WHERE_MEASURED, NOT_ASSESSABLE, NOT_COMPARED, STRATEGY_COMPARISON, variant_entry, variants_of,
 )
-from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.reporting.display import COEFFICIENT_SYMBOL, CRITERION_LABEL, CRITERION_PHRASE, MISSING, StrategyLabels, is_missing, ordered_unique, strategy_label
 from bloomqg.reporting.tables.builders import TEST_NAMES
 from bloomqg.reporting.tables.model import fixed, format_paired_difference, gated_cells
@@ -45,6 +44,13 @@ def _points(metric: str) -> str:
 
 def _failing_criterion(row: Any) -> str:
     return str(row.reliability_cell).partition("|")[2]
+
+
+def _unmeasured(row: Any) -> list[str]:
+    """The criteria behind the verdict whose agreement was not measured in one of its cells or
+    both (answer.parquet's ``reliability_unmeasured``), by label."""
+    named = getattr(row, "reliability_unmeasured", "")
+    return [CRITERION_LABEL.get(c, c) for c in str(named).split(",") if c] if not is_missing(named) else []
 
 
 def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
@@ -105,10 +111,9 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         else:
             # the Detectable and pairs columns beside it give the figures
             text = f"too few pairs; {_needed(row)}"
-        if row.reliability_status == NOT_MEASURED:
+        if _unmeasured(row):
             # not measured lets the verdict go on to the power check, but is no evidence of agreement
-            criterion = _failing_criterion(row)
-            text += f"; {CRITERION_LABEL.get(criterion, criterion)}'s agreement not measured (†)"
+            text += f"; {_joined(_unmeasured(row), 'and')} agreement not measured (†)"
         if _excludes_zero(row):
             text += (f"; interval excludes 0 and Holm's p {_p_text(row.p_adjusted)}, but with this few pairs a "
                      "difference that shows is often larger than the true one" if _significant(row) else
@@ -271,19 +276,15 @@ def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy:
     return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{_percent_sign(metric)}{n}"
 
 
-def unmeasured_clause(r: Any, never_measured: Sequence[str]) -> str:
-    """"; Readable and Answerable not measured in any cell": where a verdict rests on a usefulness
-    criterion (Usability's), the others behind it that no cell could measure (the gate's
-    ``never_measured``, by label), so its Why does not read as resting on Unique alone."""
-    failing = _failing_criterion(r)
-    if failing not in USEFUL_CRITERIA:  # a level or units verdict: its own criterion is the one that matters
+def unmeasured_clause(r: Any) -> str:
+    """"; Answerable agreement not measured": the criteria behind a verdict whose agreement its
+    cells could not measure, beyond the one its Why already names (a ``too_few_pairs`` Why names
+    them all), so a verdict does not read as resting on one criterion when it rests on more."""
+    if int(r.n_pairs) == 0 or r.reason == "too_few_pairs":
         return ""
-    named = CRITERION_LABEL.get(failing, failing)
-    criteria = [label for c, label in CRITERION_LABEL.items()
-                if c in metric_spec(r.metric).criteria and label in never_measured and label != named]
-    if not criteria or int(r.n_pairs) == 0:
-        return ""
-    return f"; {_joined(criteria, 'and')} not measured in any cell"
+    named = CRITERION_LABEL.get(_failing_criterion(r), _failing_criterion(r))
+    others = [label for label in _unmeasured(r) if label != named]
+    return f"; {_joined(others, 'and')} agreement not measured" if others else ""
 
 
 def leaning_clause(r: Any, leanings: Sequence[tuple[str, str, float]]) -> str:
@@ -534,7 +535,6 @@ def answer_context(
     the Answer first names it; ``read_usability``: :func:`usability_of_read`, for the note on
     Usability among the replies that could be read."""
     titles = dict(strategy_titles or {})
-    never = list((gate or {}).get("never_measured") or [])
     gated = gated_cells(all_metrics)
     flags = {(f.model, f.dataset, f.strategy, f.criterion): f for f in construction}
     values = all_metrics.set_index(["model", "dataset", "strategy", "metric"]) if len(all_metrics) else None
@@ -567,7 +567,7 @@ def answer_context(
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
-                "why": why(r, strategy_labels, flags) + unmeasured_clause(r, never) + leaning_clause(r, leanings)
+                "why": why(r, strategy_labels, flags) + unmeasured_clause(r) + leaning_clause(r, leanings)
                 + opposite_clause(r, values, a, b),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)

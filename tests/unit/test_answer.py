@@ -132,3 +132,30 @@ def test_the_bound_on_detectable_differences_comes_from_the_config():
     assert answer_table(rows, plans, reliability)["verdict"].tolist() == [CANNOT_TELL]
     lenient = AnswerSpec.from_config({"max_detectable_difference": 30})
     assert answer_table(rows, plans, reliability, lenient)["verdict"].tolist() == [NO_DIFFERENCE]
+
+
+def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
+    """The default study's computer-science Usability: Readable not measured in either cell,
+    Answerable in one, Unique reliable. The row records both, and its Why names both, not only
+    the worst (reading 28 of the default report found 'Readable's agreement not measured' where
+    Answerable's was not measured either)."""
+    from bloomqg.reporting.answer import unmeasured_clause, why
+
+    rows = [*panel("cs", "unique", 0.9), *panel("cs", "readable", math.nan, ac1=1.0, prevalence=1.0),
+            *panel("cs", "answerable", 0.9, strategies=("fgp",)),
+            *panel("cs", "answerable", math.nan, ac1=1.0, prevalence=1.0, strategies=("cot",))]
+    assert {r["gate_status"] for r in rows if r["criterion"] != "unique" and r["alpha"] != 0.9} == {NOT_MEASURED}
+    frame = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
+                         pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows))
+    [row] = frame.itertuples(index=False)
+    assert (row.verdict, row.reason, row.reliability_status) == (CANNOT_TELL, "too_few_pairs", NOT_MEASURED)
+    assert row.reliability_unmeasured == "answerable,readable"  # measured_criteria's order
+    text = why(row)
+    assert "Answerable and Readable agreement not measured (†)" in text
+    assert unmeasured_clause(row) == ""  # the Why named them all
+    # behind an unreliable criterion, the unmeasured ones are added to the Why that names it
+    rows = [r for r in rows if r["criterion"] != "unique"] + panel("cs", "unique", 0.1)
+    [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
+                         pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
+    assert (row.reason, row.reliability_cell) == ("judges_disagree", "cot|unique")
+    assert unmeasured_clause(row) == "; Answerable and Readable agreement not measured"
