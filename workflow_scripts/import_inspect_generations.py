@@ -4,6 +4,7 @@ from bloomqg.store.frames import DATASET, GENERATIONS, PROMPTS
 from bloomqg.generation.inspect_source import import_generations
 from bloomqg.runtime.job import start_job
 from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.study.config import job_study_spec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -19,7 +20,7 @@ frame, sources = import_generations(
 provenance = {
     "stage": "import_inspect_generations",
     "model_name": model,
-    "generator": {"backend": "inspect", "model": snakemake.config["models"][model]["model"]},
+    "generator": {"backend": "inspect", "model": job_study_spec(snakemake.config).models[model].entry["model"]},
     "inspect_logs": [source.as_dict() for source in sources],  # each log and its task
     "prompt_hashes": sorted(set(frame["prompt_hash"].dropna())),
     "parse_status_counts": frame["parse_status"].value_counts().to_dict(),

@@ -7,14 +7,16 @@ from bloomqg.store.frames import DATASET, GENERATIONS
 from bloomqg.generation.factory import ServingJob
 from bloomqg.runtime.job import start_job
 from bloomqg.judges.all_cells import JudgeCell, judge_all_cells
-from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE
 from bloomqg.store.parquet_io import read_frame
 from bloomqg.runtime.serving.server import server_log_path
+from bloomqg.study.config import job_study_spec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 params = snakemake.params
 spec = dict(params.spec)
+# The config's settings that are not params (changing one reruns no finished job), read once
+study = job_study_spec(snakemake.config)
 # A judge of panel_sample judges each cell's random sample only (docs/judge-reliability.md).
 panel_draw = spec.pop("panel_sample", None)
 datasets = {Path(path).stem: read_frame(path, DATASET) for path in snakemake.input.datasets}
@@ -36,7 +38,5 @@ judge_all_cells(
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
     cache_dir=params.cache_dir, seed=params.seed, num_threads=snakemake.threads,
-    # From the config, not params: changing the floor or the cap must not rerun finished judges.
-    min_answer_rate=snakemake.config.get("min_answer_rate", DEFAULT_MIN_ANSWER_RATE),
-    budget_usd=snakemake.config.get("budget_usd"),
+    min_answer_rate=study.min_answer_rate, budget_usd=study.budget_usd,
 )

@@ -5,24 +5,26 @@ from bloomqg.store.frames import DATASET, GENERATIONS, JUDGMENTS
 from bloomqg.runtime.job import start_job
 from bloomqg.judges.all_cells import judgments_provenance
 from bloomqg.judges.registry import make_judge_text_generator
-from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
+from bloomqg.judges.stage import judge_questions
 from bloomqg.store.parquet_io import read_frame, write_frame
+from bloomqg.study.config import job_study_spec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 params = snakemake.params
 spec = dict(params.spec)
+# The config's settings that are not params (changing one reruns no finished job), read once
+study = job_study_spec(snakemake.config)
 # A judge of panel_sample judges the cell's random sample only (docs/judge-reliability.md).
 panel_draw = spec.pop("panel_sample", None)
 generations = read_frame(snakemake.input.generations, GENERATIONS)
 if panel_draw is not None:
     generations = draw_panel_sample(generations, panel_draw)
-# An openai judge's client (its own endpoint spec); none for a judge without one. The cap comes
-# from the config, not params: raising it must not rerun finished jobs.
+# An openai judge's client (its own endpoint spec); none for a judge without one.
 text_generator = make_judge_text_generator(
     snakemake.wildcards.judge, spec, model_spec=params.model_spec,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
-    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=snakemake.config.get("budget_usd"),
+    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=study.budget_usd,
 )
 try:
     judgments = judge_questions(
@@ -34,8 +36,7 @@ try:
         prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
         text_generator=text_generator,
         seed=params.seed,
-        # From the config, not params: changing the floor must not rerun finished judges.
-        min_answer_rate=snakemake.config.get("min_answer_rate", DEFAULT_MIN_ANSWER_RATE),
+        min_answer_rate=study.min_answer_rate,
     )
 finally:
     if text_generator is not None:

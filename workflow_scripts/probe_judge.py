@@ -4,6 +4,7 @@ from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.runtime.job import start_job
 from bloomqg.store.parquet_io import read_frame, write_frame
 from bloomqg.store.frames import DATASET, GENERATIONS, JUDGE_PROBES
+from bloomqg.study.config import job_study_spec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
@@ -12,7 +13,7 @@ spec = dict(params.spec)
 text_generator = make_judge_text_generator(
     snakemake.wildcards.judge, spec, model_spec=params.model_spec,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
-    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=snakemake.config.get("budget_usd"),
+    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=job_study_spec(snakemake.config).budget_usd,
 )
 try:
     probes = probe_judge(

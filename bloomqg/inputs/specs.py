@@ -127,12 +127,29 @@ class StudySpec:
     #: the ``judge_bias:`` section as written (None: the probes are off);
     #: :func:`bloomqg.judges.bias.design.judge_bias_settings` resolves it
     judge_bias: Mapping[str, Any] | None = None
-    paid_calls_threshold: int | None = None
-    #: ``input_limits.max_log_member_mb``: the largest header or sample of an imported Inspect log
-    max_log_member_mb: float = field(
-        default_factory=lambda: float(file_schema().default_of("input_limits", "max_log_member_mb")))
     #: ``inspect.export``: ``all`` also writes the cells as Inspect logs (target inspect_logs)
     inspect_export: bool = False
+    #: ``min_answer_rate``: the share of its calls a judge's (or an API generator's) job must get
+    #: answered. Read by the jobs from the config, not a rule parameter: changing it reruns nothing.
+    min_answer_rate: float = field(default_factory=lambda: float(file_schema().default_of("min_answer_rate")))
+    #: ``input_limits``, every key, the schema's default where the config gives none (checks on
+    #: input, not rule parameters, for the same reason)
+    input_limits: Mapping[str, Any] = field(default_factory=lambda: input_limits({}))
+
+    @property
+    def max_question_chars(self) -> int:
+        """``input_limits.max_question_chars``: the longest generated question kept."""
+        return int(self.input_limits["max_question_chars"])
+
+    @property
+    def max_log_member_mb(self) -> float:
+        """``input_limits.max_log_member_mb``: the largest header or sample of an imported Inspect log."""
+        return float(self.input_limits["max_log_member_mb"])
+
+    @property
+    def paid_calls_threshold(self) -> int:
+        """``input_limits.paid_calls_threshold``: paid calls above which planning warns (or refuses)."""
+        return int(self.input_limits["paid_calls_threshold"])
 
     def api_entries(self) -> Iterator[EntrySpec]:
         """Every paid API entry, models first, in the config's order."""
@@ -180,6 +197,13 @@ def unpriced_caps(config: Mapping[str, Any]) -> list[str]:
             and (entry.get("price_per_million_input") is None or entry.get("price_per_million_output") is None)]
 
 
+def input_limits(given: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The ``input_limits`` section with the schema's default of every key it leaves out."""
+    schema = file_schema()
+    declared = schema.schema["properties"]["input_limits"]["properties"]
+    return _frozen({key: (given or {}).get(key, schema.default_of("input_limits", key)) for key in declared})
+
+
 def study_spec(config: Mapping[str, Any]) -> StudySpec:
     """The specs of a validated config, every entry's settings resolved once
     (:func:`bloomqg.study.config.prepare_study` makes one; a rule script handed the config makes
@@ -191,7 +215,6 @@ def study_spec(config: Mapping[str, Any]) -> StudySpec:
             f"budget_usd is set but {', '.join(unpriced)} give no price_per_million_input/output: "
             "their spend could not be counted against the cap"
         )
-    limits = config.get("input_limits") or {}
     seed = int(config["seed"])
     budget_usd = None if config.get("budget_usd") is None else float(config["budget_usd"])
     return StudySpec(
@@ -205,7 +228,7 @@ def study_spec(config: Mapping[str, Any]) -> StudySpec:
         judges=MappingProxyType({name: JudgeSpec.read(name, entry, seed=seed, budget_usd=budget_usd)
                                  for name, entry in (config.get("judges") or {}).items()}),
         judge_bias=_frozen(config["judge_bias"]) if config.get("judge_bias") else None,
-        paid_calls_threshold=limits.get("paid_calls_threshold"),
-        **({"max_log_member_mb": float(limits["max_log_member_mb"])} if "max_log_member_mb" in limits else {}),
         inspect_export=bool((config.get("inspect") or {}).get("export", False)),
+        **({"min_answer_rate": float(config["min_answer_rate"])} if config.get("min_answer_rate") is not None else {}),
+        input_limits=input_limits(config.get("input_limits")),
     )

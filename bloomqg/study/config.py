@@ -103,6 +103,15 @@ def apply_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def job_study_spec(config: Mapping[str, Any]) -> StudySpec:
+    """The typed study of a job's ``snakemake.config`` (validated when the workflow was planned),
+    its defaults applied and its entries read once, at the job's start. What a job reads of the
+    config that is not a rule parameter (the spending cap, the answer-rate floor, the input
+    limits: changing one must rerun no finished job) comes from here, never from the raw mapping
+    with a default of the job's own."""
+    return study_spec(apply_defaults(config))
+
+
 @dataclass
 class Study:
     """A validated config with resolved paths and the derived job matrix."""
@@ -509,7 +518,7 @@ def _check_paid_calls(spec: StudySpec, cells: Sequence[tuple[str, str]], items: 
 
     calls = paid_calls(spec, cells, items, passes)
     total, threshold = sum(calls.values()), spec.paid_calls_threshold
-    if threshold is None or total <= threshold:
+    if total <= threshold:
         return
     counts = ", ".join(f"{key} {n:,}" for key, n in calls.items())
     uncapped = unbudgeted(spec, calls)

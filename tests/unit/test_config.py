@@ -402,3 +402,32 @@ def test_a_comparison_baseline_must_be_a_defined_strategy(tmp_path):
     del config["comparisons"]
     defaults = prepare_study(config, workdir=tmp_path, load_datasets=False).config["comparisons"]
     assert defaults == {"baseline": None, "all_pairs": False}
+
+
+def test_a_job_reads_the_configs_settings_from_the_typed_study_with_the_schemas_defaults():
+    """What a rule script reads of the config that is not a rule parameter (the cap, the answer
+    floor, the input limits) and its entry's decoding come from job_study_spec: the schema's
+    defaults where the config is silent, the same decoding the plan resolved from the entry's
+    canonical form; no script reads snakemake.config with a default of its own."""
+    import re
+
+    from bloomqg.inputs.chat import decoding_params
+    from bloomqg.study.config import job_study_spec
+    from bloomqg.store.config_schema import file_schema
+
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text(encoding="utf-8"))
+    config.pop("min_answer_rate", None)
+    config["input_limits"] = {"max_question_chars": 123}
+    study = job_study_spec(config)
+    assert study.min_answer_rate == file_schema().default_of("min_answer_rate")
+    assert study.max_question_chars == 123
+    assert study.paid_calls_threshold == file_schema().default_of("input_limits", "paid_calls_threshold")
+    assert set(study.input_limits) == set(file_schema().schema["properties"]["input_limits"]["properties"])
+    assert job_study_spec({**config, "min_answer_rate": 0.9, "budget_usd": 2.5}).min_answer_rate == 0.9
+    planned = prepare_study(config, workdir=REPO / ".test", load_datasets=False)
+    for name in config["models"]:
+        assert study.models[name].decoding == decoding_params(
+            planned.model_params(name).get("generation", {}), planned.config["seed"])
+    for script in sorted((REPO / "workflow_scripts").glob("*.py")):
+        text = script.read_text(encoding="utf-8")
+        assert not re.search(r"snakemake\.config(?!\))", text), f"{script.name} reads snakemake.config directly"
