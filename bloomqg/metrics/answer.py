@@ -49,7 +49,7 @@ REASONS: tuple[str, ...] = ("judges_disagree", "too_few_pairs", "borderline", "s
 ANSWER_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "verdict", "reason", "value_a", "value_b", "diff",
     "ci_low", "ci_high",
-    "n_pairs", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target", "no_difference_bound",
+    "n_pairs", "p_value", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target", "no_difference_bound",
     "criteria", "reliability_status", "reliability_coefficient", "reliability_value", "reliability_threshold",
     "reliability_cell", "reliability_why", "reliability_unmeasured",
 )
@@ -194,14 +194,14 @@ def answer_table(
                     **key, "verdict": verdict, "reason": reason, "value_a": row.get("value_a"),
                     "value_b": row.get("value_b"), "diff": row.get("diff"),
                     "ci_low": row.get("ci_low"), "ci_high": row.get("ci_high"), "n_pairs": int(row.get("n_pairs") or 0),
-                    "p_adjusted": row.get("p_adjusted"), "family_size": row.get("family_size"),
+                    "p_value": row.get("p_value"), "p_adjusted": row.get("p_adjusted"), "family_size": row.get("family_size"),
                     "significance": spec.significance, "planned": plan_row is not None, "mdd": math.nan if plan_row is None else plan_row.get("mdd"),
                     "max_detectable": spec.max_detectable, "target_difference": spec.target_difference,
                     "n_needed_target": _needed_for(plan_row, spec.target_difference),
                     "no_difference_bound": bound, "criteria": ",".join(criteria), **behind,
                 })
     frame = pd.DataFrame.from_records(records, columns=list(ANSWER_COLUMNS))
-    for column in ("value_a", "value_b", "diff", "ci_low", "ci_high", "p_adjusted", "mdd", "max_detectable", "target_difference", "n_needed_target",
+    for column in ("value_a", "value_b", "diff", "ci_low", "ci_high", "p_value", "p_adjusted", "mdd", "max_detectable", "target_difference", "n_needed_target",
                    "no_difference_bound", "reliability_value", "reliability_threshold", "family_size", "significance"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame["n_pairs"] = frame["n_pairs"].astype(int)

@@ -117,7 +117,7 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         if _excludes_zero(row):
             text += (f"; interval excludes 0 and Holm's p {_p_text(row.p_adjusted)}, but with this few pairs a "
                      "difference that shows is often larger than the true one" if _significant(row) else
-                     f"; interval excludes 0, Holm's p {_p_text(row.p_adjusted)} does not")
+                     f"; interval excludes 0, but {_not_significant(row)}")
         return text
     if reason == "borderline":
         return (f"the interval excludes 0, but Holm's p {_p_text(row.p_adjusted)} over the "
@@ -136,6 +136,16 @@ def _excludes_zero(row: Any) -> bool:
 def _significant(row: Any) -> bool:
     """Whether the row's Holm-adjusted p is below its significance level."""
     return not is_missing(row.p_adjusted) and float(row.p_adjusted) < float(row.significance)
+
+
+def _not_significant(row: Any) -> str:
+    """"McNemar's p = 0.062 (Holm's 0.125) is not below 0.05", or where the test alone reaches the
+    level, "McNemar's p = 0.030 is below 0.05, Holm's 0.060 not": which of the two stops the finding."""
+    test, level = TEST_NAMES[paired_test(row.metric)], f"{float(row.significance):g}"
+    holm = _p_text(row.p_adjusted).removeprefix("= ")
+    if not is_missing(row.p_value) and float(row.p_value) < float(row.significance):
+        return f"{test}'s p {_p_text(row.p_value)} is below {level}, Holm's {holm} not"
+    return f"{test}'s p {_p_text(row.p_value)} (Holm's {holm}) is not below {level}"
 
 
 def _p_text(p: Any) -> str:
@@ -172,7 +182,9 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
                        "cannot measure the difference")
     few = unknown[unknown["reason"] == "too_few_pairs"]
     if len(few):
-        reasons.append(f"{_count(len(few), n)}the study has too few pairs")
+        unmeasured = ordered_unique(label for r in few.itertuples() for label in _unmeasured(r))
+        reasons.append(f"{_count(len(few), n)}the study has too few pairs"
+                       + (f" ({_joined(unmeasured, 'and')} agreement not measured either)" if unmeasured else ""))
     borderline = unknown[unknown["reason"] == "borderline"]
     if len(borderline):
         reasons.append(f"{_count(len(borderline), n)}the difference does not survive the correction for "
@@ -247,7 +259,7 @@ def _power(unknown: pd.DataFrame, every: bool = False) -> str:
     bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     # the bound a verdict needs, said where it decides (the config's answer.max_detectable_difference)
     needs = f"; a verdict needs Detectable ≤ {float(bounds[0]):g}" if len(bounds) == 1 else ""
-    return text + f". A smaller difference can show by chance, not reliably{needs}."
+    return text + f". A smaller one would not show reliably{needs}."
 
 
 def _count(k: int, n: int) -> str:

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from bloomqg.metrics.answer import answer_table
-from bloomqg.reporting.answer import answer_context, trust_line
+from bloomqg.reporting.answer import answer_context, trust_line, why
 from tests.unit.test_answer import paired, panel, plan, reliable_panel
 
 
@@ -53,8 +53,8 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert row["why"].startswith("too few pairs; about ")
     assert "items per cell would detect 10 points" in row["why"]
     assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
-           "differences of at least: CatCons 39.6 points at best (22 pairs). A smaller difference can show by chance, " \
-           "not reliably; a verdict needs Detectable ≤ 20." in block["headline"]
+           "differences of at least: CatCons 39.6 points at best (22 pairs). A smaller one would not show reliably; " \
+           "a verdict needs Detectable ≤ 20." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -264,7 +264,7 @@ def test_an_underpowered_row_says_its_agreement_was_not_measured_and_why_its_cle
     study's power, and its Why said only that, while readability's agreement had not been measured."""
     unmeasured = [{**row, "alpha": math.nan} for row in panel("cs", "readable", math.nan, prevalence=1.0)]
     reliability = [*[r for r in reliable_panel("cs") if r["criterion"] != "readable"], *unmeasured]
-    answer = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19),
+    answer = answer_table(pd.DataFrame([{**paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19), "p_value": 0.062},
                                         paired("social", "usability", 20.0, -5.0, 45.0, 0.3, 13)]),
                           pd.DataFrame([plan("cs", "usability", 43.8), plan("social", "usability", 61.4)]),
                           pd.DataFrame([*reliability, *[r for r in reliable_panel("social") if r["criterion"] != "unique"],
@@ -275,12 +275,20 @@ def test_an_underpowered_row_says_its_agreement_was_not_measured_and_why_its_cle
     cs = next(row for row in block["rows"] if row["where"] == "cs")
     assert cs["verdict"] == "cannot tell"
     assert cs["why"].startswith("too few pairs; about ")
-    assert "; Readable's agreement not measured (†)" in cs["why"]
-    assert cs["why"].endswith("; interval excludes 0, Holm's p = 0.125 does not")
+    assert "; Readable agreement not measured (†)" in cs["why"]
+    # the unadjusted test does not reach the level either: not only Holm's correction stops it
+    assert cs["why"].endswith("; interval excludes 0, but McNemar's p = 0.062 (Holm's 0.125) is not below 0.05")
     social = next(row for row in block["rows"] if row["where"] == "social")
     assert "excludes 0" not in social["why"] and "not measured" not in social["why"]
+    # where the test alone reaches the level, the Why says it is Holm's correction that stops it
+    [row] = answer_table(pd.DataFrame([{**paired("cs", "usability", 26.3, 0.9, 51.4, 0.06, 19), "p_value": 0.03}]),
+                         pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(reliability),
+                         metrics=("usability",)).itertuples(index=False)
+    assert why(row).endswith("; interval excludes 0, but McNemar's p = 0.030 is below 0.05, Holm's 0.060 not")
     assert "None of the 2 with pairs has enough: this study could detect (8 times in 10) only differences" in \
         block["headline"]
+    # the count of too-few-pairs verdicts says they rest on unmeasured agreement too
+    assert "in 1 the study has too few pairs (Readable agreement not measured either)" in block["headline"]
 
 
 def test_ac1_passes_carried_by_the_same_pair_are_said_once():

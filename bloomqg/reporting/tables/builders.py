@@ -235,8 +235,7 @@ def reliability_table(reliability: pd.DataFrame, strategy_labels: StrategyLabels
     data = panel.drop(columns=["judge", "agreement_with_majority", "parse_failure_rate"], errors="ignore")
     return Table(
         "table_reliability",
-        "Judge reliability: Krippendorff's α, Gwet's AC1 and the prevalence per criterion for every "
-        "model × dataset × strategy cell.",
+        "Judge reliability per criterion and cell: Krippendorff's α, Gwet's AC1 and the prevalence.",
         # one column per criterion, grouped under its name: the report shows a row per criterion
         ["Model", "Dataset", "Strategy"], [AGREEMENT_COLUMN] * len(criteria), rows,
         data.reset_index(drop=True), [(CRITERION_LABEL.get(c, c), 1) for c in criteria], notes,
