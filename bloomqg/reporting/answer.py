@@ -396,7 +396,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
                  # each strategy's own questions, and (where gated) the same votes the gate rejected: no
                  # firmer than the Usability they qualify
                  + " (own questions, not pairs"
-                 + ("; †: a pointer, not a finding)."
+                 + ("; †: on votes the gate flagged, not evidence)."
                     if (usability["reason"] == "judges_disagree").any() else ")."))
     else:
         text += " Part of a Usability gap is how often the reply could be read, not how good its question was."

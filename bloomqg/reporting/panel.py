@@ -85,11 +85,15 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     return answer, kept / total
 
 
-def _constant_cells(rows: pd.DataFrame) -> list[str]:
-    """"Analyze in social · CoT": the cells where a judge gives one answer to at least
-    :data:`CONSTANT_SHARE` of its votes on the criterion of ``rows`` (one row per cell)."""
-    return [f"{found[0]} in {r.dataset} · {strategy_label(str(r.strategy))}" for r in rows.itertuples(index=False)
-            if (found := modal_of(getattr(r, "vote_distribution", None))) and found[1] >= CONSTANT_SHARE]
+def _constant_cells(rows: pd.DataFrame, share: float = CONSTANT_SHARE, binary: bool = False) -> list[str]:
+    """"Analyze in social · CoT" ("yes in math · FGP" for a yes/no criterion): the cells where a
+    judge gives one answer to at least ``share`` of its votes on the criterion of ``rows`` (one row
+    per cell)."""
+    def answer(category: str) -> str:
+        return ("yes" if category == "1" else "no") if binary else category
+
+    return [f"{answer(found[0])} in {r.dataset} · {strategy_label(str(r.strategy))}" for r in rows.itertuples(index=False)
+            if (found := modal_of(getattr(r, "vote_distribution", None))) and found[1] >= share]
 
 
 def level_leanings(reliability: pd.DataFrame) -> list[tuple[str, str, float]]:
@@ -182,9 +186,12 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame,
             pooled = modal_share(rows) if len(rows) and "vote_distribution" in rows else None
             if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
-            elif criterion in ("bloom_level", "knowledge_units") and (cells := _constant_cells(rows)):
-                # not constant pooled, but in some cells: there CatCons (KnowCov) reads the judge
-                constant.append(f"{CRITERION_LABEL[criterion].lower()}: one answer for ≥ {CONSTANT_SHARE:.0%} in "
+            elif cells := _constant_cells(rows, *((CONSTANT_SHARE_BINARY, True) if criterion in BINARY_CRITERIA
+                                                  else (CONSTANT_SHARE, False))):
+                # not constant pooled, but in some cells: there CatCons (KnowCov, Usability) reads the
+                # judge wherever one other judge agrees (the per-judge table marks those cells too)
+                share = CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE
+                constant.append(f"{CRITERION_LABEL[criterion].lower()}: one answer for ≥ {share:.0%} in "
                                 f"{len(cells)} of {len(rows)} cells ({'; '.join(cells)})")
         lines.append({"name": name, "description": description[0].upper() + description[1:],
                       "agreement": _agreement(mine)})

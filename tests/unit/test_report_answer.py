@@ -95,6 +95,12 @@ def test_judges_are_introduced_from_the_votes_and_a_constant_judge_is_flagged():
     assert [line["name"] for line in lines] == ["rules", "llm"]
     assert "smollm2-135m" in lines[1]["description"] and lines[0]["agreement"] == "40% of Bloom levels"
     assert artefacts == ["llm (bloom level: Apply for 95%, readable: yes for 100%)"]
+    # a yes/no criterion constant in some cells only is named there, as the per-judge table flags it
+    # (reading 29: rules said yes to every question's answerability in two cells, unmentioned)
+    per_cell = pd.DataFrame([{**judge_row("rules", "answerable", distribution, 0.9), "dataset": dataset, "strategy": "fgp"}
+                             for dataset, distribution in (("math", {"1": 1.0}), ("cs", {"1": 0.94, "0": 0.06}))])
+    _, artefacts = judge_lines(config, pd.concat([reliability, per_cell], ignore_index=True))
+    assert artefacts[0] == "rules (answerable: one answer for ≥ 98% in 1 of 2 cells (yes in math · FGP))"
     # a release's judges are unnamed: never described as the config's
     release = reliability.assign(judge=reliability["judge"].map({"rules": "judge 1", "llm": "judge 2"}))
     lines, _ = judge_lines(config, release)
