@@ -178,8 +178,8 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     disagree = unknown[unknown["reason"] == "judges_disagree"]
     if len(disagree):
         criteria = ordered_unique(CRITERION_PHRASE.get(c, c) for c in (_failing_criterion(r) for r in disagree.itertuples()))
-        reasons.append(f"{_count(len(disagree), n)}the judges do not agree on {_joined(criteria)}, so this panel "
-                       "cannot measure the difference")
+        reasons.append(f"{_count(len(disagree), n)}the judges do not agree enough on {_joined(criteria)}, so this "
+                       "panel cannot measure it")
     few = unknown[unknown["reason"] == "too_few_pairs"]
     if len(few):
         unmeasured = ordered_unique(label for r in few.itertuples() for label in _unmeasured(r))
