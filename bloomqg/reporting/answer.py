@@ -541,6 +541,7 @@ def answer_context(
     read_usability: Mapping[tuple[str, str, str], tuple[float, int]] | None = None,
     robustness: pd.DataFrame | None = None,
     leanings: Sequence[tuple[str, str, float]] = (),
+    copies: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     """The template's ``answer``: per strategy pair, its summary sentence and table rows; what was
     left out; the trust line. ``strategy_titles``: {name: title} spells each strategy out where
@@ -591,11 +592,13 @@ def answer_context(
                        "rows": rows, "left_out": left_out(all_metrics, (a, b), strategy_labels),
                        "unparsed": unparsed_note(mine, values, (a, b), (name_a, name_b), read_usability),
                        "panel": panel_note(mine, robustness, (name_a, name_b))})
-    return {"blocks": blocks, "trust": trust_line(gate)}
+    return {"blocks": blocks, "trust": trust_line(gate, copies)}
 
 
-def trust_line(gate: dict[str, Any] | None) -> str:
-    """"Judges: of 25 criterion × cell agreements, 0 reliable, 20 unreliable, 5 not measured …"."""
+def trust_line(gate: dict[str, Any] | None, copies: tuple[int, int] = (0, 0)) -> str:
+    """"Judges: of 25 criterion × cell agreements, 0 reliable, 20 unreliable, 5 not measured …".
+    ``copies``: :func:`bloomqg.reporting.panel.copies_voted_unique`, said beside "reliable" where
+    the panel voted copies of their originals unique in a cell whose Unique passed."""
     if gate is None or not gate.get("n_panel"):
         return "Judges: no reliability was computed."
     counts = gate["status_counts"]
@@ -617,5 +620,7 @@ def trust_line(gate: dict[str, Any] | None) -> str:
                   "however high." if never else "")
     return (f"How far the judges can be trusted: of {gate['n_panel']} agreements (one per criterion in each cell), "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
-            f"{counts.get(NOT_MEASURED, 0)} not measured (Judge reliability lists each). Reliable means agreeing, not being right: only "
-            f"people's labels show that.{never_text}")
+            f"{counts.get(NOT_MEASURED, 0)} not measured (Judge reliability lists each). Reliable means agreeing, not being right"
+            + (f": of the {copies[1]} questions voted unique where Unique passed, {copies[0]} share most of their "
+               "original's words or characters (the rules judge's copy measures); only people's labels show which "
+               "are right." if copies[0] else ": only people's labels show that.") + never_text)

@@ -96,6 +96,31 @@ def _constant_cells(rows: pd.DataFrame, share: float = CONSTANT_SHARE, binary: b
             if (found := modal_of(getattr(r, "vote_distribution", None))) and found[1] >= share]
 
 
+def copies_voted_unique(votes: pd.DataFrame, reliability: pd.DataFrame,
+                        judges: Mapping[str, Any] | None = None) -> tuple[int, int]:
+    """(questions the panel voted unique that the rules judge's copy measures call a copy of their
+    original, questions voted unique), over the cells where the panel's agreement on Unique passed
+    the gate: there the judges concur, which does not make the questions new. The measures and
+    thresholds are the rules judge's (token Jaccard, character ratio), with the study's rules
+    entry's thresholds where it has one."""
+    from bloomqg.judges.registry import judge_backend
+    from bloomqg.judges.rules import char_ratio, token_jaccard
+    from bloomqg.voting.agreement import RELIABLE
+
+    if not len(votes) or not len(reliability) or "gate_status" not in reliability:
+        return 0, 0
+    panel = reliability[reliability["judge"].isna() & (reliability["criterion"] == "unique")
+                        & (reliability["gate_status"] == RELIABLE)]
+    passed = set(zip(panel["model"], panel["dataset"], panel["strategy"]))
+    entry = next((dict(e) for e in (judges or {}).values() if (e or {}).get("backend") == "rules"), {})
+    rules = judge_backend("rules").with_defaults(entry)
+    kept = votes[[cell in passed for cell in zip(votes["model"], votes["dataset"], votes["strategy"])]]
+    unique = kept[kept["unique"].eq(True) & kept["new_question"].notna() & kept["original_question"].notna()]
+    copies = sum(token_jaccard(q, o) >= float(rules["max_token_jaccard"]) or char_ratio(q, o) >= float(rules["max_char_ratio"])
+                 for q, o in zip(unique["new_question"], unique["original_question"]))
+    return int(copies), len(unique)
+
+
 def level_leanings(reliability: pd.DataFrame) -> list[tuple[str, str, float]]:
     """(judge, level, share) for each judge that gives one Bloom level to at least
     :data:`LEANING_SHARE` of the questions, pooled over cells: that level wins wherever one other

@@ -34,7 +34,7 @@ from bloomqg.reporting.display import (
 from bloomqg.reporting.display import strategy_order as display_order
 from bloomqg.reporting.examples import panel_judges, question_examples
 from bloomqg.reporting.glossary import glossary_entries
-from bloomqg.reporting.panel import judge_dtypes, small_writers, judge_lines, level_leanings, modal_share, self_judges, study_setup
+from bloomqg.reporting.panel import copies_voted_unique, judge_dtypes, small_writers, judge_lines, level_leanings, modal_share, self_judges, study_setup
 from bloomqg.reporting.explorer.links import item_fragment, metric_link
 from bloomqg.reporting.provenance_view import (
     code_versions,
@@ -446,13 +446,16 @@ def build_report(
     if plan is not None and (reading := labels_plan_reading(plan)):
         t_readings["annotation_plan"] = reading
     gate = gate_summary(reliability, labels, flags)
+    copies = copies_voted_unique(votes, reliability, config.get("judges"))
     context = {
+        "copies": copies,
         "title": title,
         "answer": answer_context(answer, all_metrics, gate=gate, strategy_labels=labels, comparison=comparison,
                                  strategy_order=strategy_order,
                                  strategy_titles={s["name"]: s["title"] for s in strategies}, construction=flags,
                                  read_usability=usability_of_read(votes), robustness=robustness,
-                                 leanings=level_leanings(reliability)),
+                                 leanings=level_leanings(reliability),
+                                 copies=copies),
         # each pass's JSON opening: a model with response_prefill has its reply begun with it
         "strategies": [{**s, "passes": [{**p, "opening": response_prefix(p["text"])} for p in s["passes"]]}
                        for s in strategies],
@@ -547,6 +550,8 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
            for c in overview_["cut_off_by_strategy"]},
         "overview.cost_usd": (overview_["cost_usd"], "paid for API calls, US dollars"),
         "overview.min_answer_rate": (overview_["min_answer_rate"], "share of a job's calls that must be answered"),
+        "trust.voted_unique": (context["copies"][1], "questions the panel voted unique in the cells where Unique passed the gate"),
+        "trust.copies_voted_unique": (context["copies"][0], "of those, the ones the rules judge's copy measures call a copy of their original"),
     }
     for strategy, (classified, total) in classification_counts(votes, labels).items():
         counts[f"figure6.{strategy}.classified"] = (classified, "originals the models classified (Figure 6's n)")

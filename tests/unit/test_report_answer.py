@@ -10,6 +10,7 @@ import pandas as pd
 
 from bloomqg.metrics.answer import answer_table
 from bloomqg.reporting.answer import answer_context, trust_line, why
+from bloomqg.voting.agreement import RELIABLE, UNRELIABLE
 from tests.unit.test_answer import paired, panel, plan, reliable_panel
 
 
@@ -73,6 +74,37 @@ def test_the_trust_line_counts_the_gate_rule_outcomes():
     gate = {"n_panel": 5, "status_counts": {"reliable": 1, "unreliable": 3, "not_measured": 1}, "rule": "the rule"}
     assert trust_line(gate).startswith("How far the judges can be trusted: of 5 agreements (one per criterion in each cell), 1 "
                                        "reliable, 3 unreliable and 1 not measured (Judge reliability lists each)")
+    assert "Reliable means agreeing, not being right: only people's labels show that." in trust_line(gate)
+    assert ("Reliable means agreeing, not being right: of the 60 questions voted unique where Unique passed, 8 share "
+            "most of their original's words or characters") in trust_line(gate, (8, 60))
+
+
+def test_copies_the_panel_voted_unique_are_counted_where_unique_passed_the_gate():
+    """Reading 30: Unique passed in computer science (AC1) while near-copies of their originals were
+    voted unique. The rules judge's own copy measures count them, in the passed cells only, with
+    the study's rules thresholds."""
+    from bloomqg.reporting.panel import copies_voted_unique
+
+    original = "What is the time complexity of binary search on a sorted array of n elements?"
+    votes = pd.DataFrame([
+        {"model": "m", "dataset": "cs", "strategy": "cot", "unique": True, "original_question": original,
+         "new_question": original.replace("What is", "State")},  # a copy by both measures
+        {"model": "m", "dataset": "cs", "strategy": "cot", "unique": True, "original_question": original,
+         "new_question": "Design a test that shows when a hash table beats binary search."},
+        {"model": "m", "dataset": "cs", "strategy": "cot", "unique": False, "original_question": original,
+         "new_question": original},  # voted not unique: not counted
+        {"model": "m", "dataset": "social", "strategy": "cot", "unique": True, "original_question": original,
+         "new_question": original},  # a copy, but Unique did not pass in social
+    ])
+    reliability = pd.DataFrame([
+        {"model": "m", "dataset": "cs", "strategy": "cot", "judge": None, "criterion": "unique", "gate_status": RELIABLE},
+        {"model": "m", "dataset": "social", "strategy": "cot", "judge": None, "criterion": "unique",
+         "gate_status": UNRELIABLE},
+    ])
+    assert copies_voted_unique(votes, reliability) == (1, 2)
+    # a stricter rules entry (copies only above 0.99 on both measures) finds none
+    strict = {"rules": {"backend": "rules", "max_token_jaccard": 0.99, "max_char_ratio": 0.99}}
+    assert copies_voted_unique(votes, reliability, strict) == (0, 2)
 
 
 def test_judges_are_introduced_from_the_votes_and_a_constant_judge_is_flagged():

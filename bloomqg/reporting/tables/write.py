@@ -62,7 +62,7 @@ def build_tables(
     ))
     tables.append(metric_table(
         all_metrics, paper_table_metrics("table6"), name="table6_cognitive_shift", cells=cells, **named,
-        caption="Table 6. Cognitive shift: regression, drift and leap among useful questions whose judged level differs from the original's (%).",
+        caption="Table 6. Cognitive shift: regression, drift and leap of useful questions off their original's level (%).",
         notes=["CogReg: Δ ≤ −2; CogDrift: |Δ| = 1; CogLeap: Δ ≥ 2 Bloom levels (judged − original)."],
     ))
     tables.append(metric_table(
