@@ -51,7 +51,7 @@ ANSWER_COLUMNS: tuple[str, ...] = (
     "ci_low", "ci_high",
     "n_pairs", "p_value", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target", "no_difference_bound",
     "criteria", "reliability_status", "reliability_coefficient", "reliability_value", "reliability_threshold",
-    "reliability_cell", "reliability_why", "reliability_unmeasured",
+    "reliability_cell", "reliability_why", "reliability_unmeasured", "reliability_unreliable",
 )
 
 
@@ -92,8 +92,8 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
                        criteria: Sequence[str]) -> dict[str, Any]:
     """The reliability a comparison rests on: the worst of its criteria over both cells
     (unreliable before not measured before reliable; the lowest value within a status), and
-    ``reliability_unmeasured``, the criteria not measured in one cell or both (comma-joined, in
-    ``criteria``'s order)."""
+    ``reliability_unmeasured`` and ``reliability_unreliable``, the criteria not measured, or found
+    unreliable, in one cell or both (comma-joined, in ``criteria``'s order)."""
     rank = {UNRELIABLE: 0, NOT_MEASURED: 1, RELIABLE: 2}
     found = []
     for strategy in strategies:
@@ -114,13 +114,16 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
         value = row["reliability_value"]
         return rank[row["reliability_status"]], math.inf if math.isnan(value) else value
 
-    # every criterion not measured in either cell, not only the worst: a verdict resting on two
-    # unmeasured criteria must not read as resting on one
-    unmeasured = [criterion for criterion in criteria
-                  if any(row["reliability_status"] == NOT_MEASURED and row["reliability_cell"].endswith(f"|{criterion}")
-                         for row in found)]
-    # the first of equals, as strategies and criteria are listed
-    return {**min(found, key=severity), "reliability_unmeasured": ",".join(unmeasured)}
+    def having(status: str) -> str:
+        return ",".join(criterion for criterion in criteria
+                        if any(row["reliability_status"] == status and row["reliability_cell"].endswith(f"|{criterion}")
+                               for row in found))
+
+    # every criterion unreliable, or not measured, in either cell, not only the worst: a verdict
+    # resting on two such criteria must not read as resting on one
+    # (the worst is the first of equals, as strategies and criteria are listed)
+    return {**min(found, key=severity), "reliability_unmeasured": having(NOT_MEASURED),
+            "reliability_unreliable": having(UNRELIABLE)}
 
 
 def _needed_for(plan_row: dict[str, Any] | None, difference: float) -> float:

@@ -46,10 +46,11 @@ def _failing_criterion(row: Any) -> str:
     return str(row.reliability_cell).partition("|")[2]
 
 
-def _unmeasured(row: Any) -> list[str]:
+def _unmeasured(row: Any, column: str = "reliability_unmeasured") -> list[str]:
     """The criteria behind the verdict whose agreement was not measured in one of its cells or
-    both (answer.parquet's ``reliability_unmeasured``), by label."""
-    named = getattr(row, "reliability_unmeasured", "")
+    both (answer.parquet's ``reliability_unmeasured``; ``column`` ``reliability_unreliable``: found
+    unreliable), by label."""
+    named = getattr(row, column, "")
     return [CRITERION_LABEL.get(c, c) for c in str(named).split(",") if c] if not is_missing(named) else []
 
 
@@ -289,14 +290,17 @@ def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy:
 
 
 def unmeasured_clause(r: Any) -> str:
-    """"; Answerable agreement not measured": the criteria behind a verdict whose agreement its
-    cells could not measure, beyond the one its Why already names (a ``too_few_pairs`` Why names
-    them all), so a verdict does not read as resting on one criterion when it rests on more."""
+    """"; Unique unreliable too; Answerable agreement not measured": the criteria behind a verdict
+    found unreliable, or whose agreement its cells could not measure, beyond the one its Why
+    already names (a ``too_few_pairs`` Why names the unmeasured ones), so a verdict does not read
+    as resting on one criterion when it rests on more."""
     if int(r.n_pairs) == 0 or r.reason == "too_few_pairs":
         return ""
     named = CRITERION_LABEL.get(_failing_criterion(r), _failing_criterion(r))
+    unreliable = [label for label in _unmeasured(r, "reliability_unreliable") if label != named]
     others = [label for label in _unmeasured(r) if label != named]
-    return f"; {_joined(others, 'and')} agreement not measured" if others else ""
+    return ((f"; {_joined(unreliable, 'and')} unreliable too" if unreliable else "")
+            + (f"; {_joined(others, 'and')} agreement not measured" if others else ""))
 
 
 def leaning_clause(r: Any, leanings: Sequence[tuple[str, str, float]]) -> str:

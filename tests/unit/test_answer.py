@@ -157,5 +157,11 @@ def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
     rows = [r for r in rows if r["criterion"] != "unique"] + panel("cs", "unique", 0.1)
     [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
-    assert (row.reason, row.reliability_cell) == ("judges_disagree", "cot|unique")
+    assert (row.reason, row.reliability_cell, row.reliability_unreliable) == ("judges_disagree", "cot|unique", "unique")
     assert unmeasured_clause(row) == "; Answerable and Readable agreement not measured"
+    # a second unreliable criterion is named beside the worst one
+    rows = [r for r in rows if r["criterion"] != "answerable"] + panel("cs", "answerable", 0.3)
+    [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
+                         pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
+    assert (row.reliability_cell, row.reliability_unreliable) == ("cot|unique", "answerable,unique")
+    assert unmeasured_clause(row) == "; Answerable unreliable too; Readable agreement not measured"
