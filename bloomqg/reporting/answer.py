@@ -92,10 +92,10 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         strategy, _, criterion = str(row.reliability_cell).partition("|")
         flag = (construction or {}).get((str(row.model), str(row.dataset), strategy, criterion))
         always = flag.always if flag else ()
-        on = CRITERION_LABEL.get(criterion, criterion)
         # below 0 the judges disagree more than chance would: "weak" would understate it
         weak = is_missing(row.reliability_value) or float(row.reliability_value) > 0
-        text = f"{'weak agreement' if weak else 'no agreement'}: {rests_on(row, strategy_labels)}" + (f" (on {on}, {'; '.join(always)})" if always else "")
+        # "there": the criterion and cell rests_on names (a judge may be constant in that cell only)
+        text = f"{'weak agreement' if weak else 'no agreement'}: {rests_on(row, strategy_labels)}" + (f" (there, {'; '.join(always)})" if always else "")
         if _excludes_zero(row):
             # an interval that excludes 0 on votes the gate rejects must not read as a finding
             text += ("; its interval (not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence" +
@@ -328,6 +328,24 @@ def opposite_clause(r: Any, values: pd.DataFrame | None, strategy_a: str, strate
         return ""
     return (f"; the columns point the other way: they count each strategy's own questions, the difference only "
             f"the {int(r.n_pairs)} originals both answered")
+
+
+def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
+    """"; weighting each judge by its estimated accuracy (Dawid–Skene) reverses it (-2.78)": where
+    the robustness table's Dawid–Skene labels of the same votes turn the paired difference to the
+    other strategy. Said in the row: the direction the Answer shows is the one a reader takes (the
+    box under the table lists every other panel)."""
+    if robustness is None or not len(robustness) or int(r.n_pairs) == 0 or is_missing(r.diff) or float(r.diff) == 0:
+        return ""
+    rows = robustness[(robustness["comparison"] == STRATEGY_COMPARISON) & (robustness["model"] == r.model)
+                      & (robustness["dataset"] == r.dataset) & (robustness["strategy"] == r.strategy_a)
+                      & (robustness["strategy_b"] == r.strategy_b) & (robustness["metric"] == r.metric)]
+    if rows.empty:
+        return ""
+    ds_diff = variant_entry(variants_of(rows.iloc[0].get("variants")).get(DAWID_SKENE))[0]
+    if is_missing(ds_diff) or float(ds_diff) * float(r.diff) >= 0:
+        return ""
+    return f"; weighting each judge by its estimated accuracy (Dawid–Skene) reverses it ({float(ds_diff):.2f})"
 
 
 def _percent_sign(metric: str) -> str:
@@ -585,7 +603,7 @@ def answer_context(
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
                 "why": why(r, strategy_labels, flags) + unmeasured_clause(r) + leaning_clause(r, leanings)
-                + opposite_clause(r, values, a, b),
+                + opposite_clause(r, values, a, b) + reversal_clause(r, robustness),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)
                         else (f"{name_b} against {name_a}: no comparison could be made (no original answered under "

@@ -165,7 +165,7 @@ def test_a_disagreement_one_constant_judge_makes_names_that_judge():
                             always=("smollm2 always says Apply",))
     [block] = answer_context(answer, metrics_frame(), construction=[flag])["blocks"]
     assert block["rows"][0]["why"] == ("weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
-                                       "(on Bloom level, smollm2 always says Apply)")
+                                       "(there, smollm2 always says Apply)")
 
 
 def test_the_power_is_said_per_metric_with_its_own_pairs_never_one_metric_for_all():
@@ -345,3 +345,24 @@ def test_ac1_passes_carried_by_the_same_pair_are_said_once():
                                          "with neither (κ -0.07, -0.04; -0.11, -0.05)")
     assert _by_prevalence(groups[1]) == ("Unique in social FGP (α 0.10) but rules and smollm2 agree beyond chance "
                                          "(Cohen's κ 0.30, 0 = chance)")
+
+
+def test_a_row_says_when_dawid_skene_reverses_its_difference():
+    """Reading 31: cs Usability showed FGP − CoT +26.32 in the Answer and -2.78 under Dawid–Skene in
+    the box below it; the row itself now says the same votes, weighted by each judge's accuracy,
+    point the other way."""
+    from bloomqg.reporting.answer import reversal_clause
+
+    answer = answer_table(pd.DataFrame([paired("cs", "usability", 26.32, 0.9, 51.4, 0.125, 19)]),
+                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(reliable_panel("cs")),
+                          metrics=("usability",))
+    [row] = answer.itertuples(index=False)
+    robustness = pd.DataFrame([{"comparison": "strategy vs strategy", "model": "m", "dataset": "cs", "strategy": "cot",
+                                "strategy_b": "fgp", "metric": "usability", "verdict": "within judge noise",
+                                "diff": 26.32, "variants": '{"dawid_skene": [-2.78, 1.0, 36]}'}])
+    assert reversal_clause(row, robustness) == \
+        "; weighting each judge by its estimated accuracy (Dawid–Skene) reverses it (-2.78)"
+    assert reversal_clause(row, robustness.assign(variants='{"dawid_skene": [3.12, 0.5, 36]}')) == ""  # same way
+    assert reversal_clause(row, None) == ""
+    [block] = answer_context(answer, metrics_frame().assign(metric="usability"), robustness=robustness)["blocks"]
+    assert block["rows"][0]["why"].endswith("reverses it (-2.78)")

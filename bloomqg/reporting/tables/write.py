@@ -71,7 +71,7 @@ def build_tables(
     ))
     tables.append(metric_table(
         all_metrics, paper_table_metrics("table6"), name="table8_shift_by_dataset", cells=cells, by_dataset=True, **named,
-        caption="Table 8. Cognitive shift per dataset under each strategy (% among the useful questions whose judged level differs from the original's).",
+        caption="Table 8. Cognitive shift per dataset and strategy (% of useful questions off their original's level).",
     ))
     tables.append(metric_table(
         all_metrics, paper_table_metrics("auxiliary"), name="table_auxiliary", cells=cells, **named,
