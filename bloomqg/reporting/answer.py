@@ -330,6 +330,15 @@ def opposite_clause(r: Any, values: pd.DataFrame | None, strategy_a: str, strate
             f"the {int(r.n_pairs)} originals both answered")
 
 
+def power_clause(r: Any) -> str:
+    """"; too few pairs as well": a verdict the judges stop that the study's power would have
+    stopped next (the verdict's order names the first check that fails; a reader should not take
+    the others to pass)."""
+    if r.reason != "judges_disagree" or int(r.n_pairs) == 0 or not r.planned:
+        return ""
+    return "; too few pairs as well" if is_missing(r.mdd) or float(r.mdd) > float(r.max_detectable) else ""
+
+
 def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     """"; weighting each judge by its estimated accuracy (Dawid–Skene) reverses it (-2.78)": where
     the robustness table's Dawid–Skene labels of the same votes turn the paired difference to the
@@ -602,7 +611,7 @@ def answer_context(
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
-                "why": why(r, strategy_labels, flags) + unmeasured_clause(r) + leaning_clause(r, leanings)
+                "why": why(r, strategy_labels, flags) + unmeasured_clause(r) + power_clause(r) + leaning_clause(r, leanings)
                 + opposite_clause(r, values, a, b) + reversal_clause(r, robustness),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)
@@ -643,6 +652,6 @@ def trust_line(gate: dict[str, Any] | None, copies: tuple[int, int] = (0, 0)) ->
     return (f"How far the judges can be trusted: of {gate['n_panel']} agreements (one per criterion in each cell), "
             f"{counts.get(RELIABLE, 0)} reliable{hollow_text}, {counts.get(UNRELIABLE, 0)} unreliable and "
             f"{counts.get(NOT_MEASURED, 0)} not measured (Judge reliability lists each). Reliable means agreeing, not being right"
-            + (f": of the {copies[1]} questions voted unique where Unique passed, {copies[0]} share most of their "
-               "original's words or characters (the rules judge's copy measures); only people's labels show which "
-               "are right." if copies[0] else ": only people's labels show that.") + never_text)
+            + (f": of the {copies[1]} questions voted unique where Unique passed the gate, {copies[0]} share most of "
+               "their original's words or characters (by the rules judge's thresholds for a copy); only people's labels "
+               "show which are right." if copies[0] else ": only people's labels show that.") + never_text)

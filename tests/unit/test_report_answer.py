@@ -40,7 +40,8 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
     assert (cs["metric"], cs["where"], cs["verdict"], cs["pairs"]) == ("CatCons", "cs", "cannot tell", "4")
-    assert cs["why"] == "weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70)"
+    # the judges stop it first; the power would have stopped it too (plan: Detectable 48)
+    assert cs["why"] == "weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); too few pairs as well"
     # math ran under FGP only: a difference of design, left out by name, never pooled
     assert block["left_out"] == ["math (m: ran FGP only)"]
 
@@ -75,8 +76,8 @@ def test_the_trust_line_counts_the_gate_rule_outcomes():
     assert trust_line(gate).startswith("How far the judges can be trusted: of 5 agreements (one per criterion in each cell), 1 "
                                        "reliable, 3 unreliable and 1 not measured (Judge reliability lists each)")
     assert "Reliable means agreeing, not being right: only people's labels show that." in trust_line(gate)
-    assert ("Reliable means agreeing, not being right: of the 60 questions voted unique where Unique passed, 8 share "
-            "most of their original's words or characters") in trust_line(gate, (8, 60))
+    assert ("Reliable means agreeing, not being right: of the 60 questions voted unique where Unique passed the gate, 8 "
+            "share most of their original's words or characters") in trust_line(gate, (8, 60))
 
 
 def test_copies_the_panel_voted_unique_are_counted_where_unique_passed_the_gate():
@@ -165,7 +166,7 @@ def test_a_disagreement_one_constant_judge_makes_names_that_judge():
                             always=("smollm2 always says Apply",))
     [block] = answer_context(answer, metrics_frame(), construction=[flag])["blocks"]
     assert block["rows"][0]["why"] == ("weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70) "
-                                       "(there, smollm2 always says Apply)")
+                                       "(there, smollm2 always says Apply); too few pairs as well")
 
 
 def test_the_power_is_said_per_metric_with_its_own_pairs_never_one_metric_for_all():
@@ -366,3 +367,17 @@ def test_a_row_says_when_dawid_skene_reverses_its_difference():
     assert reversal_clause(row, None) == ""
     [block] = answer_context(answer, metrics_frame().assign(metric="usability"), robustness=robustness)["blocks"]
     assert block["rows"][0]["why"].endswith("reverses it (-2.78)")
+
+
+def test_a_verdict_the_judges_stop_says_when_the_power_would_have_stopped_it_too():
+    """Reading 31: the Why gave the first check that failed only, so a reader took the power to pass."""
+    from bloomqg.reporting.answer import power_clause
+
+    answer = answer_table(pd.DataFrame([paired("cs", "knowcov", 25.0, -10.2, 55.7, 0.25, 10),
+                                        paired("social", "knowcov", 5.0, -2.0, 12.0, 0.25, 400)]),
+                          pd.DataFrame([plan("cs", "knowcov", 48.4), plan("social", "knowcov", 8.0)]),
+                          pd.DataFrame([*panel("cs", "knowledge_units", 0.21), *panel("social", "knowledge_units", 0.21)]),
+                          metrics=("knowcov",))
+    underpowered, powered = answer.sort_values("dataset").itertuples(index=False)
+    assert underpowered.reason == powered.reason == "judges_disagree"
+    assert power_clause(underpowered) == "; too few pairs as well" and power_clause(powered) == ""
