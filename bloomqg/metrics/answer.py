@@ -92,8 +92,8 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
                        criteria: Sequence[str]) -> dict[str, Any]:
     """The reliability a comparison rests on: the worst of its criteria over both cells
     (unreliable before not measured before reliable; the lowest value within a status), and
-    ``reliability_unmeasured`` and ``reliability_unreliable``, the criteria not measured, or found
-    unreliable, in one cell or both (comma-joined, in ``criteria``'s order)."""
+    ``reliability_unmeasured`` and ``reliability_unreliable``, the cells (``strategy|criterion``)
+    whose criterion was not measured, or found unreliable (comma-joined, in ``criteria``'s order)."""
     rank = {UNRELIABLE: 0, NOT_MEASURED: 1, RELIABLE: 2}
     found = []
     for strategy in strategies:
@@ -115,9 +115,8 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
         return rank[row["reliability_status"]], math.inf if math.isnan(value) else value
 
     def having(status: str) -> str:
-        return ",".join(criterion for criterion in criteria
-                        if any(row["reliability_status"] == status and row["reliability_cell"].endswith(f"|{criterion}")
-                               for row in found))
+        return ",".join(row["reliability_cell"] for criterion in criteria for row in found
+                        if row["reliability_status"] == status and row["reliability_cell"].endswith(f"|{criterion}"))
 
     # every criterion unreliable, or not measured, in either cell, not only the worst: a verdict
     # resting on two such criteria must not read as resting on one

@@ -46,12 +46,23 @@ def _failing_criterion(row: Any) -> str:
     return str(row.reliability_cell).partition("|")[2]
 
 
-def _unmeasured(row: Any, column: str = "reliability_unmeasured") -> list[str]:
+def _unmeasured(row: Any, column: str = "reliability_unmeasured", strategy_labels: StrategyLabels | None = None,
+                cells: bool = True, besides: str = "") -> list[str]:
     """The criteria behind the verdict whose agreement was not measured in one of its cells or
     both (answer.parquet's ``reliability_unmeasured``; ``column`` ``reliability_unreliable``: found
-    unreliable), by label."""
+    unreliable), by label; with ``cells``, one that holds in one strategy's cell only is named
+    with it ("Answerable in CoT"), so a criterion unreliable in one cell and not measured in the
+    other reads as both. ``besides``: a criterion left out (the one the Why already names)."""
     named = getattr(row, column, "")
-    return [CRITERION_LABEL.get(c, c) for c in str(named).split(",") if c] if not is_missing(named) else []
+    entries = [e.partition("|") for e in str(named).split(",") if e] if not is_missing(named) else []
+    strategies: dict[str, list[str]] = {}
+    for strategy, _, criterion in entries:
+        if criterion != besides:
+            strategies.setdefault(criterion, []).append(strategy)
+    pair = {str(row.strategy_a), str(row.strategy_b)}
+    return [CRITERION_LABEL.get(c, c) + ("" if not cells or set(found) >= pair
+                                         else f" in {_joined([strategy_label(s, strategy_labels) for s in found], 'and')}")
+            for c, found in strategies.items()]
 
 
 def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
@@ -112,9 +123,9 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         else:
             # the Detectable and pairs columns beside it give the figures
             text = f"too few pairs; {_needed(row)}"
-        if _unmeasured(row):
+        if unmeasured := _unmeasured(row, strategy_labels=strategy_labels):
             # not measured lets the verdict go on to the power check, but is no evidence of agreement
-            text += f"; {_joined(_unmeasured(row), 'and')} agreement not measured (†)"
+            text += f"; {_joined(unmeasured, 'and')} agreement not measured (†)"
         if _excludes_zero(row):
             text += (f"; interval excludes 0 and Holm's p {_p_text(row.p_adjusted)}, but with this few pairs a "
                      "difference that shows is often larger than the true one" if _significant(row) else
@@ -183,7 +194,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
                        "panel cannot measure it")
     few = unknown[unknown["reason"] == "too_few_pairs"]
     if len(few):
-        unmeasured = ordered_unique(label for r in few.itertuples() for label in _unmeasured(r))
+        unmeasured = ordered_unique(label for r in few.itertuples() for label in _unmeasured(r, cells=False))
         reasons.append(f"{_count(len(few), n)}the study has too few pairs"
                        + (f" ({_joined(unmeasured, 'and')} agreement not measured either)" if unmeasured else ""))
     borderline = unknown[unknown["reason"] == "borderline"]
@@ -289,16 +300,19 @@ def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy:
     return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{_percent_sign(metric)}{n}"
 
 
-def unmeasured_clause(r: Any) -> str:
+def unmeasured_clause(r: Any, strategy_labels: StrategyLabels | None = None) -> str:
     """"; Unique unreliable too; Answerable agreement not measured": the criteria behind a verdict
     found unreliable, or whose agreement its cells could not measure, beyond the one its Why
     already names (a ``too_few_pairs`` Why names the unmeasured ones), so a verdict does not read
     as resting on one criterion when it rests on more."""
     if int(r.n_pairs) == 0 or r.reason == "too_few_pairs":
         return ""
-    named = CRITERION_LABEL.get(_failing_criterion(r), _failing_criterion(r))
-    unreliable = [label for label in _unmeasured(r, "reliability_unreliable") if label != named]
-    others = [label for label in _unmeasured(r) if label != named]
+    named = _failing_criterion(r)
+    # the named criterion's other cell, where it failed too, goes unsaid: the Why names the worst
+    unreliable = _unmeasured(r, "reliability_unreliable", strategy_labels, besides=named)
+    # not measured: a status of its own, said even for the named criterion's other cell
+    others = _unmeasured(r, strategy_labels=strategy_labels,
+                         besides=named if r.reliability_status == NOT_MEASURED else "")
     return ((f"; {_joined(unreliable, 'and')} unreliable too" if unreliable else "")
             + (f"; {_joined(others, 'and')} agreement not measured" if others else ""))
 
@@ -611,7 +625,7 @@ def answer_context(
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
-                "why": why(r, strategy_labels, flags) + unmeasured_clause(r) + power_clause(r) + leaning_clause(r, leanings)
+                "why": why(r, strategy_labels, flags) + unmeasured_clause(r, strategy_labels) + power_clause(r) + leaning_clause(r, leanings)
                 + opposite_clause(r, values, a, b) + reversal_clause(r, robustness),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)

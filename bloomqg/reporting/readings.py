@@ -732,8 +732,10 @@ def labels_plan_reading(plan: pd.DataFrame) -> str | None:
         return None
     clause = catcons_plan_clause(catcons, float(plan["half_width"].iloc[0]))
     reachable = plan["reachable"].astype(bool)
-    rows = (f" Of the table's {len(plan)} rows, {int(reachable.sum())} can be bounded so by labelling part of the "
-            "cell; the others not even by labelling every question." if (~reachable).any() else "")
+    rows = ("" if reachable.all() else
+            f" None of the table's {len(plan)} rows can be bounded so, even by labelling every question." if not reachable.any()
+            else f" Of the table's {len(plan)} rows, {int(reachable.sum())} can be bounded so by labelling part of the "
+            "cell; the others not even by labelling every question.")
     # the plan's shares count every judged question, useful or not: its column header says so, and
     # its note how that differs from Table 5's bases
     return f"{clause[0].upper()}{clause[1:]}.{rows}"

@@ -149,19 +149,30 @@ def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows))
     [row] = frame.itertuples(index=False)
     assert (row.verdict, row.reason, row.reliability_status) == (CANNOT_TELL, "too_few_pairs", NOT_MEASURED)
-    assert row.reliability_unmeasured == "answerable,readable"  # measured_criteria's order
+    # the cells, in measured_criteria's order
+    assert row.reliability_unmeasured == "cot|answerable,cot|readable,fgp|readable"
     text = why(row)
-    assert "Answerable and Readable agreement not measured (†)" in text
+    # a criterion not measured in one cell only is named with it
+    assert "Answerable in CoT and Readable agreement not measured (†)" in text
     assert unmeasured_clause(row) == ""  # the Why named them all
     # behind an unreliable criterion, the unmeasured ones are added to the Why that names it
     rows = [r for r in rows if r["criterion"] != "unique"] + panel("cs", "unique", 0.1)
     [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
-    assert (row.reason, row.reliability_cell, row.reliability_unreliable) == ("judges_disagree", "cot|unique", "unique")
-    assert unmeasured_clause(row) == "; Answerable and Readable agreement not measured"
+    assert (row.reason, row.reliability_cell, row.reliability_unreliable) == ("judges_disagree", "cot|unique",
+                                                                              "cot|unique,fgp|unique")
+    assert unmeasured_clause(row) == "; Answerable in CoT and Readable agreement not measured"
     # a second unreliable criterion is named beside the worst one
     rows = [r for r in rows if r["criterion"] != "answerable"] + panel("cs", "answerable", 0.3)
     [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
-    assert (row.reliability_cell, row.reliability_unreliable) == ("cot|unique", "answerable,unique")
+    assert (row.reliability_cell, row.reliability_unreliable) == ("cot|unique", "cot|answerable,fgp|answerable,"
+                                                                                 "cot|unique,fgp|unique")
     assert unmeasured_clause(row) == "; Answerable unreliable too; Readable agreement not measured"
+    # unreliable in one cell, not measured in the other: each said with its cell
+    rows = [r for r in rows if r["criterion"] != "answerable"] + panel("cs", "answerable", 0.3, strategies=("cot",)) \
+        + panel("cs", "answerable", math.nan, ac1=1.0, prevalence=1.0, strategies=("fgp",))
+    [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
+                         pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
+    assert unmeasured_clause(row) == ("; Answerable in CoT unreliable too; Answerable in FGP and Readable agreement "
+                                      "not measured")

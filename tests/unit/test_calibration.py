@@ -433,6 +433,13 @@ def test_the_plan_sentence_follows_reachable_and_a_one_question_cell_is_planned(
         "questions) "
                                                 "at up to ± 69.3 points")
     assert labels_plan_reading(plan[plan["metric"] == "unique"]) is None
+    # no row reachable: one clause says so; some reachable: how many, and that the rest are not
+    assert labels_plan_reading(plan).endswith(
+        "None of the table's 4 rows can be bounded so, even by labelling every question.")
+    some = plan.assign(reachable=[False, False, True, False])
+    assert labels_plan_reading(some).endswith(
+        "Of the table's 4 rows, 1 can be bounded so by labelling part of the cell; the others not even by labelling "
+        "every question.")
     one = labels_needed(np.array([1.0]), 0.5)
     assert one.n_needed == 1 and not one.reachable and one.half_width_at_n > 50
 
