@@ -354,10 +354,10 @@ def power_clause(r: Any) -> str:
 
 
 def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
-    """"; weighting each judge by its estimated accuracy (Dawid–Skene) reverses it (-2.78)": where
-    the robustness table's Dawid–Skene labels of the same votes turn the paired difference to the
-    other strategy. Said in the row: the direction the Answer shows is the one a reader takes (the
-    box under the table lists every other panel)."""
+    """"; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on
+    36 pairs)": where the robustness table's Dawid–Skene labels of the same votes turn the paired
+    difference to the other strategy, on the pairs they label. Said in the row: the direction the
+    Answer shows is the one a reader takes (the box under the table lists every other panel)."""
     if robustness is None or not len(robustness) or int(r.n_pairs) == 0 or is_missing(r.diff) or float(r.diff) == 0:
         return ""
     rows = robustness[(robustness["comparison"] == STRATEGY_COMPARISON) & (robustness["model"] == r.model)
@@ -365,10 +365,12 @@ def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
                       & (robustness["strategy_b"] == r.strategy_b) & (robustness["metric"] == r.metric)]
     if rows.empty:
         return ""
-    ds_diff = variant_entry(variants_of(rows.iloc[0].get("variants")).get(DAWID_SKENE))[0]
+    ds_diff, _, ds_pairs = variant_entry(variants_of(rows.iloc[0].get("variants")).get(DAWID_SKENE))
     if is_missing(ds_diff) or float(ds_diff) * float(r.diff) >= 0:
         return ""
-    return f"; weighting each judge by its estimated accuracy (Dawid–Skene) reverses it ({float(ds_diff):.2f})"
+    # its own pairs: Dawid–Skene labels questions the majority left undecided, so it is not the same comparison
+    on = "" if is_missing(ds_pairs) else f" on {int(ds_pairs)} pairs"
+    return f"; Dawid–Skene (judges weighted by accuracy) points the other way ({float(ds_diff):.2f}{on})"
 
 
 def _percent_sign(metric: str) -> str:

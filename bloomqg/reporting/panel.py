@@ -30,8 +30,8 @@ PER_CELL = "one answer per cell"
 #: How each judge backend rates, in one clause.
 BACKEND_DESCRIPTION: dict[str, str] = {
     "rules": "no model: the Bloom level from the paper's list of verbs per level (the highest level whose verb the "
-             "question uses, e.g. \"compare\" for Analyze), and simple checks of the text for the rest (length, a "
-             "question mark, likeness to the original)",
+             "question uses), and simple checks of the text for the rest (length, a question mark, no copy of the "
+             "original by shared words or characters)",
     "embedding": "a small text-similarity model ({model}) that turns sentences into numbers: the level of the most "
                  "similar dataset questions, and the nearest knowledge unit; it does not rate readable or answerable",
     "hf": "a language model ({model}) run on this machine, given the same instructions (the judging rubric) a "
