@@ -208,6 +208,12 @@ def token_jaccard(a: str, b: str) -> float:
     return len(set_a & set_b) / len(set_a | set_b)
 
 
+def is_copy(jaccard: float, ratio: float, *, max_token_jaccard: float, max_char_ratio: float) -> bool:
+    """The rules judge's copy rule on its two measures of a question against its original
+    (:func:`token_jaccard`, :func:`char_ratio`): either one at its threshold or above."""
+    return jaccard >= max_token_jaccard or ratio >= max_char_ratio
+
+
 def char_ratio(a: str, b: str) -> float:
     """difflib's similarity ratio of the lower-cased, whitespace-normalised texts."""
     norm_a, norm_b = (" ".join(t.lower().split()) for t in (a, b))
@@ -304,8 +310,8 @@ class RulesJudge:
     def judge_unique(self, question: str, original: str) -> CriterionVerdict:
         jaccard, ratio = token_jaccard(question, original), char_ratio(question, original)
         measures = f"token_jaccard={jaccard:.2f} (max {self.max_token_jaccard}), char_ratio={ratio:.2f} (max {self.max_char_ratio})"
-        unique = jaccard < self.max_token_jaccard and ratio < self.max_char_ratio
-        return CriterionVerdict.ok(unique, measures)
+        copy = is_copy(jaccard, ratio, max_token_jaccard=self.max_token_jaccard, max_char_ratio=self.max_char_ratio)
+        return CriterionVerdict.ok(not copy, measures)
 
     def judge_level(self, question: str) -> CriterionVerdict:
         level = normalize_level(self.annotator.annotate(question))

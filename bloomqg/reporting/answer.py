@@ -46,8 +46,8 @@ def _failing_criterion(row: Any) -> str:
     return str(row.reliability_cell).partition("|")[2]
 
 
-def _unmeasured(row: Any, column: str = "reliability_unmeasured", strategy_labels: StrategyLabels | None = None,
-                cells: bool = True, besides: str = "") -> list[str]:
+def _criteria_in(row: Any, column: str = "reliability_unmeasured", strategy_labels: StrategyLabels | None = None,
+                 cells: bool = True, besides: str = "") -> list[str]:
     """The criteria behind the verdict whose agreement was not measured in one of its cells or
     both (answer.parquet's ``reliability_unmeasured``; ``column`` ``reliability_unreliable``: found
     unreliable), by label; with ``cells``, one that holds in one strategy's cell only is named
@@ -123,7 +123,7 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         else:
             # the Detectable and pairs columns beside it give the figures
             text = f"too few pairs; {_needed(row)}"
-        if unmeasured := _unmeasured(row, strategy_labels=strategy_labels):
+        if unmeasured := _criteria_in(row, strategy_labels=strategy_labels):
             # not measured lets the verdict go on to the power check, but is no evidence of agreement
             text += f"; {_joined(unmeasured, 'and')} agreement not measured (†)"
         if _excludes_zero(row):
@@ -194,7 +194,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
                        "panel cannot measure it")
     few = unknown[unknown["reason"] == "too_few_pairs"]
     if len(few):
-        unmeasured = ordered_unique(label for r in few.itertuples() for label in _unmeasured(r, cells=False))
+        unmeasured = ordered_unique(label for r in few.itertuples() for label in _criteria_in(r, cells=False))
         reasons.append(f"{_count(len(few), n)}the study has too few pairs"
                        + (f" ({_joined(unmeasured, 'and')} agreement not measured either)" if unmeasured else ""))
     borderline = unknown[unknown["reason"] == "borderline"]
@@ -300,7 +300,7 @@ def _cell_value(values: pd.DataFrame | None, model: str, dataset: str, strategy:
     return f"{fixed(float(row['value']), metric_spec(metric).decimals)}{_percent_sign(metric)}{n}"
 
 
-def unmeasured_clause(r: Any, strategy_labels: StrategyLabels | None = None) -> str:
+def other_criteria_clause(r: Any, strategy_labels: StrategyLabels | None = None) -> str:
     """"; Unique unreliable too; Answerable agreement not measured": the criteria behind a verdict
     found unreliable, or whose agreement its cells could not measure, beyond the one its Why
     already names (a ``too_few_pairs`` Why names the unmeasured ones), so a verdict does not read
@@ -309,9 +309,9 @@ def unmeasured_clause(r: Any, strategy_labels: StrategyLabels | None = None) -> 
         return ""
     named = _failing_criterion(r)
     # the named criterion's other cell, where it failed too, goes unsaid: the Why names the worst
-    unreliable = _unmeasured(r, "reliability_unreliable", strategy_labels, besides=named)
+    unreliable = _criteria_in(r, "reliability_unreliable", strategy_labels, besides=named)
     # not measured: a status of its own, said even for the named criterion's other cell
-    others = _unmeasured(r, strategy_labels=strategy_labels,
+    others = _criteria_in(r, strategy_labels=strategy_labels,
                          besides=named if r.reliability_status == NOT_MEASURED else "")
     return ((f"; {_joined(unreliable, 'and')} unreliable too" if unreliable else "")
             + (f"; {_joined(others, 'and')} agreement not measured" if others else ""))
@@ -360,12 +360,10 @@ def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     Answer shows is the one a reader takes (the box under the table lists every other panel)."""
     if robustness is None or not len(robustness) or int(r.n_pairs) == 0 or is_missing(r.diff) or float(r.diff) == 0:
         return ""
-    rows = robustness[(robustness["comparison"] == STRATEGY_COMPARISON) & (robustness["model"] == r.model)
-                      & (robustness["dataset"] == r.dataset) & (robustness["strategy"] == r.strategy_a)
-                      & (robustness["strategy_b"] == r.strategy_b) & (robustness["metric"] == r.metric)]
-    if rows.empty:
+    comparisons, key = _strategy_comparisons(robustness), _comparison_key(r)
+    if key not in comparisons.index:
         return ""
-    ds_diff, _, ds_pairs = variant_entry(variants_of(rows.iloc[0].get("variants")).get(DAWID_SKENE))
+    ds_diff, _, ds_pairs = variant_entry(variants_of(comparisons.loc[key].get("variants")).get(DAWID_SKENE))
     if is_missing(ds_diff) or float(ds_diff) * float(r.diff) >= 0:
         return ""
     # its own pairs: Dawid–Skene labels questions the majority left undecided, so it is not the same comparison
@@ -486,6 +484,17 @@ def _prevalence_groups(entries: Sequence[Mapping[str, Any]]) -> list[list[Mappin
     return list(groups.values())
 
 
+def _strategy_comparisons(robustness: pd.DataFrame) -> pd.DataFrame:
+    """The robustness table's strategy-against-strategy rows, indexed by :func:`_comparison_key`'s fields."""
+    return robustness[robustness["comparison"] == STRATEGY_COMPARISON].set_index(
+        ["model", "dataset", "strategy", "strategy_b", "metric"])
+
+
+def _comparison_key(r: Any) -> tuple[str, ...]:
+    """An Answer row's key in :func:`_strategy_comparisons`."""
+    return str(r.model), str(r.dataset), str(r.strategy_a), str(r.strategy_b), str(r.metric)
+
+
 def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple[str, str] = ("A", "B")) -> str:
     """How many of the Answer's comparisons (``rows``, one strategy pair named ``names``) change
     sign or significance when one judge is left out or the votes are combined by Dawid–Skene (the
@@ -494,11 +503,9 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     the majority ties), the majority's lead made significant before Holm, or shrunk below half."""
     if robustness is None or not len(robustness) or not len(rows):
         return ""
-    mine = robustness[robustness["comparison"] == STRATEGY_COMPARISON].set_index(
-        ["model", "dataset", "strategy", "strategy_b", "metric"])
+    mine = _strategy_comparisons(robustness)
     found = [(r, mine.loc[key]) for r in rows.itertuples(index=False)
-             for key in [(str(r.model), str(r.dataset), str(r.strategy_a), str(r.strategy_b), str(r.metric))]
-             if key in mine.index]
+             for key in [_comparison_key(r)] if key in mine.index]
     compared = [(r, m) for r, m in found if m["verdict"] != NOT_COMPARED]
     # not assessable: no other panel had a value to move it or not (counted apart, not as moved)
     assessed = [(r, m) for r, m in compared if not str(m["verdict"]).startswith(NOT_ASSESSABLE)]
@@ -627,7 +634,7 @@ def answer_context(
                 # the cells behind each strategy's column, for the report's links to the item explorer
                 "source_a": (str(r.model), str(r.dataset), a, str(r.metric)),
                 "source_b": (str(r.model), str(r.dataset), b, str(r.metric)),
-                "why": why(r, strategy_labels, flags) + unmeasured_clause(r, strategy_labels) + power_clause(r) + leaning_clause(r, leanings)
+                "why": why(r, strategy_labels, flags) + other_criteria_clause(r, strategy_labels) + power_clause(r) + leaning_clause(r, leanings)
                 + opposite_clause(r, values, a, b) + reversal_clause(r, robustness),
             })
         lead, detail = (_summary(mine, name_a, name_b, _full(a, name_a, titles), _full(b, name_b, titles)) if len(mine)

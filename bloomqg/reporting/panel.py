@@ -85,14 +85,12 @@ def modal_share(rows: pd.DataFrame) -> tuple[str, float] | None:
     return answer, kept / total
 
 
-def _constant_cells(rows: pd.DataFrame, share: float = CONSTANT_SHARE, binary: bool = False) -> list[str]:
+def _constant_cells(rows: pd.DataFrame, criterion: str, share: float) -> list[str]:
     """"Analyze in social · CoT" ("yes in math · FGP" for a yes/no criterion): the cells where a
-    judge gives one answer to at least ``share`` of its votes on the criterion of ``rows`` (one row
+    judge gives one answer to at least ``share`` of its votes on ``criterion`` (``rows``: one row
     per cell)."""
-    def answer(category: str) -> str:
-        return ("yes" if category == "1" else "no") if binary else category
-
-    return [f"{answer(found[0])} in {r.dataset} · {strategy_label(str(r.strategy))}" for r in rows.itertuples(index=False)
+    return [f"{_category(criterion, found[0])} in {r.dataset} · {strategy_label(str(r.strategy))}"
+            for r in rows.itertuples(index=False)
             if (found := modal_of(getattr(r, "vote_distribution", None))) and found[1] >= share]
 
 
@@ -104,7 +102,7 @@ def copies_voted_unique(votes: pd.DataFrame, reliability: pd.DataFrame,
     thresholds are the rules judge's (token Jaccard, character ratio), with the study's rules
     entry's thresholds where it has one."""
     from bloomqg.judges.registry import judge_backend
-    from bloomqg.judges.rules import char_ratio, token_jaccard
+    from bloomqg.judges.rules import char_ratio, is_copy, token_jaccard
     from bloomqg.voting.agreement import RELIABLE
 
     if not len(votes) or not len(reliability) or "gate_status" not in reliability:
@@ -116,7 +114,8 @@ def copies_voted_unique(votes: pd.DataFrame, reliability: pd.DataFrame,
     rules = judge_backend("rules").with_defaults(entry)
     kept = votes[[cell in passed for cell in zip(votes["model"], votes["dataset"], votes["strategy"])]]
     unique = kept[kept["unique"].eq(True) & kept["new_question"].notna() & kept["original_question"].notna()]
-    copies = sum(token_jaccard(q, o) >= float(rules["max_token_jaccard"]) or char_ratio(q, o) >= float(rules["max_char_ratio"])
+    copies = sum(is_copy(token_jaccard(q, o), char_ratio(q, o), max_token_jaccard=float(rules["max_token_jaccard"]),
+                         max_char_ratio=float(rules["max_char_ratio"]))
                  for q, o in zip(unique["new_question"], unique["original_question"]))
     return int(copies), len(unique)
 
@@ -137,10 +136,13 @@ def level_leanings(reliability: pd.DataFrame) -> list[tuple[str, str, float]]:
     return out
 
 
+def _category(criterion: str, category: str) -> str:
+    """A vote as the page says it: "yes" / "no" for a yes/no criterion, else the category itself."""
+    return ("yes" if category == "1" else "no") if criterion in BINARY_CRITERIA else category
+
+
 def _answer(criterion: str, category: str) -> str:
-    if criterion in BINARY_CRITERIA:
-        return f"{CRITERION_LABEL[criterion].lower()}: {'yes' if category == '1' else 'no'}"
-    return f"{CRITERION_LABEL[criterion].lower()}: {category}"
+    return f"{CRITERION_LABEL[criterion].lower()}: {_category(criterion, category)}"
 
 
 def _agreement(mine: pd.DataFrame) -> str:
@@ -209,13 +211,12 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame,
         for criterion in ("bloom_level", "knowledge_units", *sorted(BINARY_CRITERIA)):
             rows = mine[mine["criterion"] == criterion] if len(mine) else mine
             pooled = modal_share(rows) if len(rows) and "vote_distribution" in rows else None
-            if pooled and pooled[1] >= (CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE):
+            share = CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE
+            if pooled and pooled[1] >= share:
                 constant.append(f"{_answer(criterion, pooled[0])} for {100 * pooled[1]:.0f}%")
-            elif cells := _constant_cells(rows, *((CONSTANT_SHARE_BINARY, True) if criterion in BINARY_CRITERIA
-                                                  else (CONSTANT_SHARE, False))):
+            elif cells := _constant_cells(rows, criterion, share):
                 # not constant pooled, but in some cells: there CatCons (KnowCov, Usability) reads the
                 # judge wherever one other judge agrees (the per-judge table marks those cells too)
-                share = CONSTANT_SHARE_BINARY if criterion in BINARY_CRITERIA else CONSTANT_SHARE
                 constant.append(f"{CRITERION_LABEL[criterion].lower()}: one answer for ≥ {share:.0%} in "
                                 f"{len(cells)} of {len(rows)} cells ({'; '.join(cells)})")
         lines.append({"name": name, "description": description[0].upper() + description[1:],

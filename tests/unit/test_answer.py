@@ -139,7 +139,7 @@ def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
     Answerable in one, Unique reliable. The row records both, and its Why names both, not only
     the worst (reading 28 of the default report found 'Readable's agreement not measured' where
     Answerable's was not measured either)."""
-    from bloomqg.reporting.answer import unmeasured_clause, why
+    from bloomqg.reporting.answer import other_criteria_clause, why
 
     rows = [*panel("cs", "unique", 0.9), *panel("cs", "readable", math.nan, ac1=1.0, prevalence=1.0),
             *panel("cs", "answerable", 0.9, strategies=("fgp",)),
@@ -154,25 +154,25 @@ def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
     text = why(row)
     # a criterion not measured in one cell only is named with it
     assert "Answerable in CoT and Readable agreement not measured (†)" in text
-    assert unmeasured_clause(row) == ""  # the Why named them all
+    assert other_criteria_clause(row) == ""  # the Why named them all
     # behind an unreliable criterion, the unmeasured ones are added to the Why that names it
     rows = [r for r in rows if r["criterion"] != "unique"] + panel("cs", "unique", 0.1)
     [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
     assert (row.reason, row.reliability_cell, row.reliability_unreliable) == ("judges_disagree", "cot|unique",
                                                                               "cot|unique,fgp|unique")
-    assert unmeasured_clause(row) == "; Answerable in CoT and Readable agreement not measured"
+    assert other_criteria_clause(row) == "; Answerable in CoT and Readable agreement not measured"
     # a second unreliable criterion is named beside the worst one
     rows = [r for r in rows if r["criterion"] != "answerable"] + panel("cs", "answerable", 0.3)
     [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
     assert (row.reliability_cell, row.reliability_unreliable) == ("cot|unique", "cot|answerable,fgp|answerable,"
                                                                                  "cot|unique,fgp|unique")
-    assert unmeasured_clause(row) == "; Answerable unreliable too; Readable agreement not measured"
+    assert other_criteria_clause(row) == "; Answerable unreliable too; Readable agreement not measured"
     # unreliable in one cell, not measured in the other: each said with its cell
     rows = [r for r in rows if r["criterion"] != "answerable"] + panel("cs", "answerable", 0.3, strategies=("cot",)) \
         + panel("cs", "answerable", math.nan, ac1=1.0, prevalence=1.0, strategies=("fgp",))
     [row] = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows)).itertuples(index=False)
-    assert unmeasured_clause(row) == ("; Answerable in CoT unreliable too; Answerable in FGP and Readable agreement "
+    assert other_criteria_clause(row) == ("; Answerable in CoT unreliable too; Answerable in FGP and Readable agreement "
                                       "not measured")
