@@ -10,10 +10,13 @@ paired table (:mod:`bloomqg.metrics.paired`):
    Bloom level for CatCons, knowledge units for KnowCov, unique / readable / answerable for
    Usability) must be rated reliably in *both* cells of the pair, by the gate's rule
    (:func:`bloomqg.voting.agreement.gate_decision`: α, or AC1 where one category holds ≥ 90% of the
-   votes). One unreliable criterion → ``cannot_tell``, reason ``judges_disagree``. A criterion
-   whose agreement was *not measured* (no per-judge votes, as for the paper's release's Bloom
-   levels; or every vote the same) does not stop the test: the row says it rests on unmeasured
-   agreement.
+   votes). One unreliable criterion → ``cannot_tell``, reason ``judges_disagree``. Then a
+   criterion whose agreement the study's own votes could not measure (every vote the same, one
+   judge's votes varying, agreement beyond chance not shown, no question with two votes) →
+   ``cannot_tell``, reason ``agreement_not_measured``: a panel that cannot show it tells
+   questions apart cannot show that two strategies differ, nor that they do not. An imported
+   release that publishes no per-judge votes (the paper's Bloom levels, :data:`NO_JUDGE_VOTES`)
+   is the one exception: its verdict rests on its publisher's panel, and the row says so.
 2. **Is there enough data?** The study plan's minimum detectable difference (``mdd``, at the
    plan's power after Holm) above :attr:`AnswerSpec.max_detectable` points, or no pair at all →
    ``cannot_tell``, reason ``too_few_pairs``, with the items per cell that would detect
@@ -38,13 +41,13 @@ from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, SIGNIFICANCE
 from bloomqg.metrics.plan import pairs_needed
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.rows import USEFUL_CRITERIA
-from bloomqg.voting.agreement import NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
+from bloomqg.voting.agreement import NO_JUDGE_VOTES, NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
 
 HIGHER, LOWER, NO_DIFFERENCE, CANNOT_TELL = "higher", "lower", "no_difference", "cannot_tell"
 #: The verdicts, in the order a summary counts them.
 VERDICTS: tuple[str, ...] = (HIGHER, LOWER, NO_DIFFERENCE, CANNOT_TELL)
 #: Why a verdict is what it is.
-REASONS: tuple[str, ...] = ("judges_disagree", "too_few_pairs", "borderline", "significant", "no_difference")
+REASONS: tuple[str, ...] = ("judges_disagree", "agreement_not_measured", "too_few_pairs", "borderline", "significant", "no_difference")
 
 ANSWER_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "verdict", "reason", "value_a", "value_b", "diff",
@@ -91,10 +94,11 @@ def _panel(reliability: pd.DataFrame | None) -> pd.DataFrame:
 def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies: Sequence[str],
                        criteria: Sequence[str]) -> dict[str, Any]:
     """The reliability a comparison rests on: the worst of its criteria over both cells
-    (unreliable before not measured before reliable; the lowest value within a status), and
+    (unreliable, not measured by the study's votes, not given judge by judge
+    (:data:`NO_JUDGE_VOTES`), reliable; the lowest value within a status), and
     ``reliability_unmeasured`` and ``reliability_unreliable``, the cells (``strategy|criterion``)
     whose criterion was not measured, or found unreliable (comma-joined, in ``criteria``'s order)."""
-    rank = {UNRELIABLE: 0, NOT_MEASURED: 1, RELIABLE: 2}
+    rank = {UNRELIABLE: 0, NOT_MEASURED: 1, RELIABLE: 3}
     found = []
     for strategy in strategies:
         for criterion in criteria:
@@ -111,8 +115,10 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
             found.append({**row, "reliability_cell": f"{strategy}|{criterion}"})
 
     def severity(row: dict[str, Any]) -> tuple[int, float]:
-        value = row["reliability_value"]
-        return rank[row["reliability_status"]], math.inf if math.isnan(value) else value
+        value, status = row["reliability_value"], row["reliability_status"]
+        # votes published without the judges' own stop nothing, so they rank after the study's unmeasured
+        published = status == NOT_MEASURED and row["reliability_why"] == NO_JUDGE_VOTES
+        return rank[status] + published, math.inf if math.isnan(value) else value
 
     def having(status: str) -> str:
         return ",".join(row["reliability_cell"] for criterion in criteria for row in found
@@ -154,6 +160,8 @@ def decide(paired_row: dict[str, Any], plan_row: dict[str, Any] | None, reliabil
     """(verdict, reason, no-difference bound) of one comparison, in the module's order."""
     if reliability["reliability_status"] == UNRELIABLE:
         return CANNOT_TELL, "judges_disagree", math.nan
+    if reliability["reliability_status"] == NOT_MEASURED and reliability["reliability_why"] != NO_JUDGE_VOTES:
+        return CANNOT_TELL, "agreement_not_measured", math.nan
     mdd = math.nan if plan_row is None else plan_row.get("mdd")
     n_pairs = int(paired_row.get("n_pairs") or 0)
     if n_pairs == 0 or _missing(paired_row.get("diff")) or (

@@ -107,13 +107,14 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         weak = is_missing(row.reliability_value) or float(row.reliability_value) > 0
         # "there": the criterion and cell rests_on names (a judge may be constant in that cell only)
         text = f"{'weak agreement' if weak else 'no agreement'}: {rests_on(row, strategy_labels)}" + (f" (there, {'; '.join(always)})" if always else "")
-        if _excludes_zero(row):
-            # an interval that excludes 0 on votes the gate rejects must not read as a finding
-            text += ("; its interval (not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence" +
-                     ("" if _significant(row) else f", nor significant ({_test_name(row.metric)}'s Holm's p "
-                                              f"{_p_text(row.p_adjusted)}: with few pairs an interval and the test "
-                                              "can disagree)"))
-        return text
+        return text + _gated_interval(row)
+    if reason == "agreement_not_measured":
+        strategy, _, criterion = str(row.reliability_cell).partition("|")
+        where = f"{CRITERION_LABEL.get(criterion, criterion)} in {strategy_label(strategy, strategy_labels)}"
+        unmeasured = _criteria_in(row, strategy_labels=strategy_labels)
+        # the first reason, named at one cell: the gate's reasons differ by cell (Judge reliability lists each)
+        return (f"{_joined(unmeasured, 'and')} agreement not measured (†; {where}: "
+                f"{str(row.reliability_why).partition(':')[0]})" + _gated_interval(row))
     if reason == "too_few_pairs":
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
             text = (f"the interval runs from {float(row.ci_low):.1f} to {float(row.ci_high):.1f} {_points(row.metric)} "
@@ -138,6 +139,15 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         return f"Holm's p {_p_text(row.p_adjusted)}; rests on {rests_on(row, strategy_labels)}"
     return (f"no difference larger than {float(row.no_difference_bound):.1f} {_points(row.metric)} "
             f"(the interval's far end; Holm's p {_p_text(row.p_adjusted)}); rests on {rests_on(row, strategy_labels)}")
+
+
+def _gated_interval(row: Any) -> str:
+    """"; its interval … excludes 0 but rests on those votes: no evidence": an interval that
+    excludes 0 on votes the gate stopped must not read as a finding."""
+    if not _excludes_zero(row):
+        return ""
+    return ("; interval excludes 0, but on those votes: no evidence" +
+            ("" if _significant(row) else f"; {_not_significant(row)}"))
 
 
 def _excludes_zero(row: Any) -> bool:
@@ -189,9 +199,14 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         reasons.append(f"{_count(len(empty), n)}no original has a value under both strategies")
     disagree = unknown[unknown["reason"] == "judges_disagree"]
     if len(disagree):
-        criteria = ordered_unique(CRITERION_PHRASE.get(c, c) for c in (_failing_criterion(r) for r in disagree.itertuples()))
-        reasons.append(f"{_count(len(disagree), n)}the judges do not agree enough on {_joined(criteria)}, so this "
+        criteria = ordered_unique(_failing_criterion(r) for r in disagree.itertuples())
+        reasons.append(f"{_count(len(disagree), n)}the judges do not agree enough on {_phrased(criteria)}, so this "
                        "panel cannot measure it")
+    unmeasured_rows = unknown[unknown["reason"] == "agreement_not_measured"]
+    if len(unmeasured_rows):
+        criteria = ordered_unique(c for r in unmeasured_rows.itertuples() for c in _cells_criteria(r))
+        reasons.append(f"{_count(len(unmeasured_rows), n)}the judges' agreement on {_phrased(criteria, 'and')} could "
+                       "not be measured (†)")
     few = unknown[unknown["reason"] == "too_few_pairs"]
     if len(few):
         unmeasured = ordered_unique(label for r in few.itertuples() for label in _criteria_in(r, cells=False))
@@ -219,11 +234,27 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     fixes = []
     if len(few) or underpowered.any():
         fixes.append("more items per cell" + _items_needed(unknown))
-    if len(disagree):
+    if len(disagree) or len(unmeasured_rows):
         fixes.append("judges that agree (a stronger panel, or people's labels)")
     if fixes:
         text += f" What would settle it: {' and '.join(fixes)}."
     return lead, text.strip()
+
+
+def _phrased(criteria: Sequence[str], conjunction: str = "or") -> str:
+    """"whether a question is unique, readable or answerable, Bloom levels": the criteria's phrases
+    joined, the yes/no ones under one "whether a question is" in the panel's order."""
+    yes_no = [c for c in ("unique", "readable", "answerable") if c in criteria]
+    parts = [CRITERION_PHRASE.get(c, c) for c in criteria if c not in yes_no]
+    if yes_no:
+        parts.insert(0, "whether a question is " + _joined(yes_no, conjunction))
+    return _joined(parts, conjunction)
+
+
+def _cells_criteria(row: Any) -> list[str]:
+    """The criteria (names) of answer.parquet's ``reliability_unmeasured`` cells, in its order."""
+    named = row.reliability_unmeasured
+    return ordered_unique(e.partition("|")[2] for e in str(named).split(",") if e) if not is_missing(named) else []
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
@@ -305,7 +336,7 @@ def other_criteria_clause(r: Any, strategy_labels: StrategyLabels | None = None)
     found unreliable, or whose agreement its cells could not measure, beyond the one its Why
     already names (a ``too_few_pairs`` Why names the unmeasured ones), so a verdict does not read
     as resting on one criterion when it rests on more."""
-    if int(r.n_pairs) == 0 or r.reason == "too_few_pairs":
+    if int(r.n_pairs) == 0 or r.reason in ("too_few_pairs", "agreement_not_measured"):  # the Why names them all
         return ""
     named = _failing_criterion(r)
     # the named criterion's other cell, where it failed too, goes unsaid: the Why names the worst
@@ -348,7 +379,7 @@ def power_clause(r: Any) -> str:
     """"; too few pairs as well": a verdict the judges stop that the study's power would have
     stopped next (the verdict's order names the first check that fails; a reader should not take
     the others to pass)."""
-    if r.reason != "judges_disagree" or int(r.n_pairs) == 0 or not r.planned:
+    if r.reason not in ("judges_disagree", "agreement_not_measured") or int(r.n_pairs) == 0 or not r.planned:
         return ""
     return "; too few pairs as well" if is_missing(r.mdd) or float(r.mdd) > float(r.max_detectable) else ""
 
@@ -442,7 +473,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
                  # firmer than the Usability they qualify
                  + " (own questions, not pairs"
                  + ("; †: on votes the gate flagged, not evidence)."
-                    if (usability["reason"] == "judges_disagree").any() else ")."))
+                    if usability["reason"].isin(["judges_disagree", "agreement_not_measured"]).any() else ")."))
     else:
         text += " Part of a Usability gap is how often the reply could be read, not how good its question was."
     return text

@@ -241,7 +241,7 @@ class GateDecision:
 
 def gate_decision(
     coefficient: str, alpha: float, ac1: float, prevalence: float, threshold: float, *, n_items: int,
-    n_varying_judges: int | None = None, n_items_rare_agreed: int | None = None,
+    n_varying_judges: int | None = None, n_items_rare_agreed: int | None = None, alpha_ci_low: float = math.nan,
 ) -> GateDecision:
     """The gate's rule, written once:
 
@@ -254,6 +254,13 @@ def gate_decision(
        to the same question (``n_items_rare_agreed`` 0), all their agreement is on the common answer,
        which judges that vote independently of the question reach as well (AC1 then stays high while
        α and κ fall to or below 0): agreement is **not measured** (:data:`NO_RARE_AGREEMENT`);
+       and where α's interval (``alpha_ci_low``, its bootstrap's lower end) reaches 0, the judges'
+       agreement beyond chance is not shown either: judges voting "yes" at their own rates whatever
+       the question share a rarer answer now and then, and AC1 passed a fifth to a half of such
+       panels at 34 to 100 questions where this condition passes at most 1 in 200
+       (``benchmarks/gate_false_pass.py``):
+       **not measured** (:data:`AT_CHANCE`; with no bootstrap there is no interval, and the shared
+       rarer answer alone is asked for);
     3. otherwise the configured coefficient (``alpha`` or ``ac1``);
     an undefined coefficient is not measured; at or above the threshold is reliable, below it unreliable.
     """
@@ -268,6 +275,8 @@ def gate_decision(
     prevalence_bound = not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT
     if prevalence_bound and n_items_rare_agreed == 0:
         return GateDecision(NOT_MEASURED, "ac1", math.nan, threshold, NO_RARE_AGREEMENT)
+    if prevalence_bound and not math.isnan(alpha_ci_low) and alpha_ci_low <= 0:
+        return GateDecision(NOT_MEASURED, "ac1", math.nan, threshold, AT_CHANCE)
     used = "ac1" if prevalence_bound else coefficient
     value = gate_value(used, alpha, ac1)
     if math.isnan(value):
@@ -292,11 +301,15 @@ NO_RARE_AGREEMENT = (f"rarer answer never shared: no two judges gave it to the s
                      f"in ≥ {PREVALENCE_LIMIT:.0%} of the votes, agreement on that one alone is what judges reach by "
                      "chance")
 
+#: Why agreement is not measured where one answer dominates and α's interval reaches 0.
+AT_CHANCE = (f"chance not ruled out: with one answer in ≥ {PREVALENCE_LIMIT:.0%} of the votes AC1 reads high on that "
+             "answer alone, and α's interval reaches 0, so the judges' agreement beyond chance is not shown")
+
 #: The gate's rule in one line, for pages that state it.
 GATE_RULE = ("first, agreement is not measured where no question has two votes, every vote is the same, at most "
              "one judge's votes vary (the others always give one answer or abstain, so any agreement is the panel's "
-             f"make-up), or one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes and no two judges ever gave the "
-             "rarer answer to the same question; otherwise it is reliable when Krippendorff's α is at least the threshold (0.7 by default), "
+             f"make-up), or one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes and either no two judges ever gave the "
+             "rarer answer to the same question or α's interval reaches 0 (agreement beyond chance not shown); otherwise it is reliable when Krippendorff's α is at least the threshold (0.7 by default), "
              f"or, where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes (α then reads near 0 even when the "
              "judges agree), when Gwet's AC1 is")
 

@@ -134,11 +134,79 @@ def test_the_bound_on_detectable_differences_comes_from_the_config():
     assert answer_table(rows, plans, reliability, lenient)["verdict"].tolist() == [NO_DIFFERENCE]
 
 
+def test_agreement_the_study_could_not_measure_stops_the_verdict_before_the_power():
+    """A criterion every judge answers alike, or only one judge varies on, cannot show that the
+    panel tells questions apart: the verdict stops there, with its own reason, ahead of the power
+    (five fresh readers of the default report took "too few pairs" beside "agreement not measured"
+    as the wrong reason). Votes published without the judges' own (NO_JUDGE_VOTES) do not stop it."""
+    from bloomqg.reporting.answer import power_clause, why
+
+    rows = [*panel("cs", "unique", 0.9), *panel("cs", "answerable", 0.9),
+            *panel("cs", "readable", math.nan, ac1=1.0, prevalence=1.0)]
+    strong = answer_table(pd.DataFrame([paired("cs", "usability", 12.0, 5.0, 19.0, 0.004, 300)]),
+                          pd.DataFrame([plan("cs", "usability", 9.0)]), pd.DataFrame(rows))
+    [row] = strong.itertuples(index=False)
+    assert (row.verdict, row.reason, row.reliability_cell) == (CANNOT_TELL, "agreement_not_measured", "cot|readable")
+    text = why(row)
+    assert text.startswith("Readable agreement not measured (†; Readable in CoT: every vote the same); interval")
+    assert "interval excludes 0, but on those votes: no evidence" in text
+    assert power_clause(row) == ""  # 300 pairs detect 9 points
+    from bloomqg.reporting.answer import _summary
+    _, detail = _summary(strong, "CoT", "FGP", "CoT", "FGP")
+    assert detail.startswith("The judges' agreement on whether a question is readable could not be measured (†). "
+                             "What would settle it: judges that agree")
+    weak = answer_table(pd.DataFrame([paired("cs", "usability", 12.0, -5.0, 29.0, 0.4, 19)]),
+                        pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows))
+    assert power_clause(next(weak.itertuples(index=False))) == "; too few pairs as well"
+    # unreliable comes first: the judges that disagree are the verdict's reason
+    unreliable = answer_table(pd.DataFrame([paired("cs", "usability", 12.0, 5.0, 19.0, 0.004, 300)]),
+                              pd.DataFrame([plan("cs", "usability", 9.0)]),
+                              pd.DataFrame([r for r in rows if r["criterion"] != "unique"] + panel("cs", "unique", 0.2)))
+    assert unreliable["reason"].tolist() == ["judges_disagree"]
+    # the release's Bloom votes are published without the judges' own, beside a study's own not-measured Readable:
+    # the study's reason is the one that stops it
+    published = [{**r, "gate_reason": NO_JUDGE_VOTES} for r in panel("cs", "bloom_level", math.nan, n_items=0)]
+    mixed = answer_table(pd.DataFrame([paired("cs", "catcons", 12.0, 5.0, 19.0, 0.004, 300)]),
+                         pd.DataFrame([plan("cs", "catcons", 9.0)]), pd.DataFrame(published))
+    assert mixed["verdict"].tolist() == [HIGHER]
+
+
+def test_a_chance_panel_does_not_pass_the_gate_through_ac1():
+    """Judges that say "yes" at their own rates whatever the question agree on the common answer
+    and now and then share the rarer one: AC1 read alone at ≥ 90% prevalence passed such panels
+    (benchmarks/gate_false_pass.py: a quarter to a half). Asking for α's interval above 0 passes
+    none of them here, and still passes panels that read the question."""
+    import numpy as np
+
+    from bloomqg.voting.agreement import AT_CHANCE
+    from bloomqg.voting.cell import measure_criterion
+
+    rng = np.random.default_rng(7)
+    names = ["a", "b", "c"]
+    ac1_alone = passed = 0
+    for seed in range(30):
+        votes = [["1" if rng.random() < rate else "0" for rate in (0.92, 0.95, 0.97)] for _ in range(100)]
+        measured = measure_criterion("unique", votes, names, n_resamples=200, seed=seed)
+        a = measured.agreement
+        ac1_alone += a.prevalence >= PREVALENCE_LIMIT and a.ac1 >= 0.7 and a.n_items_rare_agreed > 0
+        passed += measured.passed
+        if a.prevalence >= PREVALENCE_LIMIT and a.n_items_rare_agreed > 0:
+            assert measured.passed or measured.decision.why == AT_CHANCE
+    # α's lower end is a one-sided 2.5% test: a chance panel may pass now and then, not one in four
+    assert ac1_alone >= 8 and passed <= 2
+    reading = 0
+    for seed in range(30):
+        truth = rng.random(100) < 0.9
+        votes = [["1" if (t if rng.random() < 0.98 else not t) else "0" for _ in names] for t in truth]
+        reading += measure_criterion("unique", votes, names, n_resamples=200, seed=seed).passed
+    assert reading >= 24
+
+
 def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
-    """The default study's computer-science Usability: Readable not measured in either cell,
-    Answerable in one, Unique reliable. The row records both, and its Why names both, not only
-    the worst (reading 28 of the default report found 'Readable's agreement not measured' where
-    Answerable's was not measured either)."""
+    """Computer-science Usability as the default study had it: Readable not measured in either
+    cell, Answerable in one, Unique reliable. The row records both, and its Why names both, not
+    only the worst (reading 28 of the default report found 'Readable's agreement not measured'
+    where Answerable's was not measured either)."""
     from bloomqg.reporting.answer import other_criteria_clause, why
 
     rows = [*panel("cs", "unique", 0.9), *panel("cs", "readable", math.nan, ac1=1.0, prevalence=1.0),
@@ -148,12 +216,12 @@ def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
     frame = answer_table(pd.DataFrame([paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19)]),
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows))
     [row] = frame.itertuples(index=False)
-    assert (row.verdict, row.reason, row.reliability_status) == (CANNOT_TELL, "too_few_pairs", NOT_MEASURED)
+    assert (row.verdict, row.reason, row.reliability_status) == (CANNOT_TELL, "agreement_not_measured", NOT_MEASURED)
     # the cells, in measured_criteria's order
     assert row.reliability_unmeasured == "cot|answerable,cot|readable,fgp|readable"
     text = why(row)
     # a criterion not measured in one cell only is named with it
-    assert "Answerable in CoT and Readable agreement not measured (†)" in text
+    assert text.startswith("Answerable in CoT and Readable agreement not measured (†; ")
     assert other_criteria_clause(row) == ""  # the Why named them all
     # behind an unreliable criterion, the unmeasured ones are added to the Why that names it
     rows = [r for r in rows if r["criterion"] != "unique"] + panel("cs", "unique", 0.1)

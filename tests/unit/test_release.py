@@ -646,15 +646,13 @@ def test_a_malformed_figures_file_names_the_key(tmp_path):
 
 def test_glm_release_tables_carry_daggers_n_and_intervals_as_the_workflow_gates_them(glm_manifest, tmp_path):
     # The workflow's path: each run's votes through the gate (release_reliability), then its
-    # metrics. Answerable holds ≥ 99.5% "yes" in cs: α collapses (the prevalence paradox) and the
-    # gate's rule reads AC1 there (≥ 0.99: reliable), since two judges do flag some of the same
-    # questions. Readable holds ≥ 99.8% "yes" and no two judges ever call the same question
-    # unreadable: all their agreement is on "readable", which judges that never read the question
-    # reach too, so its agreement is not measured (dagger) in every run; in math FGP two of the
-    # three judges also call every question readable. Unique in cs is voted "yes" 81–89% of the
-    # time with AC1 0.58–0.72 against α near zero: unreliable in cs CoT, so every cs table row fed
-    # by it carries the dagger; math's unique (AC1 0.83, two judges agreeing on some "not unique")
-    # passes.
+    # metrics. Every yes/no criterion but cs Unique holds ≥ 90% "yes", where the gate reads AC1
+    # only if the judges' agreement beyond chance shows (α's interval above 0): it does not in any
+    # of them. Readable: no two judges ever call the same question unreadable. cs Answerable (α
+    # 0.18 and 0.08, AC1 0.99): two judges share a "not answerable" on 2 and 1 of 1,409 questions,
+    # and α's interval reaches 0. math Unique (AC1 0.83, α 0.03 [-0.03, …]): judges share "not
+    # unique" on 10 of 437, no more than chance. So all three carry the dagger in every run where
+    # they hold ≥ 90%; cs Unique (81–89% "yes", α near zero) is unreliable outright.
     from bloomqg.release.reliability import release_reliability
 
     frames = []
@@ -671,10 +669,8 @@ def test_glm_release_tables_carry_daggers_n_and_intervals_as_the_workflow_gates_
         assert all(re.search(r"\d\.\d\d \[\d+\.\d, \d+\.\d\] \(n=\d+", row) for row in rows), rows
         assert "failed the reliability gate" in markdown
     table4 = pd.read_csv(tmp_path / "table4.csv").set_index(["dataset", "strategy"])
-    assert table4.loc[("cs", "cot"), "unique_alpha_gated"] and not table4.loc[("math", "fgp"), "unique_alpha_gated"]
-    assert table4["readable_alpha_gated"].astype(bool).all()
-    answerable_gated = table4["answerable_alpha_gated"].astype(bool)
-    assert not answerable_gated.loc[("cs", "cot")] and not answerable_gated.loc[("cs", "fgp")]
+    for criterion in ("unique", "readable", "answerable"):
+        assert table4[f"{criterion}_alpha_gated"].astype(bool).all(), criterion
     assert (table4["unique_n"] > 0).all()
     assert {path.name for path in written} == set(RELEASE_TABLE_FILES)
 

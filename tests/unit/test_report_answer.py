@@ -10,7 +10,7 @@ import pandas as pd
 
 from bloomqg.metrics.answer import answer_table
 from bloomqg.reporting.answer import answer_context, trust_line, why
-from bloomqg.voting.agreement import RELIABLE, UNRELIABLE
+from bloomqg.voting.agreement import NO_JUDGE_VOTES, RELIABLE, UNRELIABLE
 from tests.unit.test_answer import paired, panel, plan, reliable_panel
 
 
@@ -148,8 +148,8 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
                       [*panel("cs", "bloom_level", 0.09), *panel("social", "bloom_level", 0.15)])
     [block] = answer_context(answer, metrics_frame())["blocks"]
     cs, social = block["rows"]
-    assert cs["why"].startswith("weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); its interval "
-                                "(not adjusted for the several comparisons) excludes 0 but rests on those votes: no evidence")
+    assert cs["why"].startswith("weak agreement: α 0.09 for Bloom level in CoT (gate: ≥ 0.70); interval "
+                                "excludes 0, but on those votes: no evidence")
     assert social["why"] == "no original has a CatCons value under both strategies: nothing to compare"
     assert block["lead"].endswith("cannot tell in both. This run does not show whether FGP or CoT is better: do not "
                                   "read a higher column below as a ranking.")
@@ -300,8 +300,11 @@ def test_an_ac1_pass_names_the_pair_that_carries_it_and_a_third_judge_that_agree
 
 def test_an_underpowered_row_says_its_agreement_was_not_measured_and_why_its_clear_interval_is_no_verdict():
     """A reader's finding: cs Usability's interval excluded 0, its verdict was cannot tell for the
-    study's power, and its Why said only that, while readability's agreement had not been measured."""
-    unmeasured = [{**row, "alpha": math.nan} for row in panel("cs", "readable", math.nan, prevalence=1.0)]
+    study's power, and its Why said only that, while readability's agreement had not been measured.
+    (Agreement the study's own votes cannot measure now stops a verdict first; votes published
+    without the judges' own, as a release's, go on to the power check, and are said.)"""
+    unmeasured = [{**row, "alpha": math.nan, "gate_reason": NO_JUDGE_VOTES}
+                  for row in panel("cs", "readable", math.nan, prevalence=1.0)]
     reliability = [*[r for r in reliable_panel("cs") if r["criterion"] != "readable"], *unmeasured]
     answer = answer_table(pd.DataFrame([{**paired("cs", "usability", 26.3, 0.9, 51.4, 0.125, 19), "p_value": 0.062},
                                         paired("social", "usability", 20.0, -5.0, 45.0, 0.3, 13)]),
