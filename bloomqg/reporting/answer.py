@@ -206,7 +206,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     if len(unmeasured_rows):
         criteria = ordered_unique(c for r in unmeasured_rows.itertuples() for c in _cells_criteria(r))
         reasons.append(f"{_count(len(unmeasured_rows), n)}the judges' agreement on {_phrased(criteria, 'and')} could "
-                       "not be measured (†)")
+                       "not be measured")
     few = unknown[unknown["reason"] == "too_few_pairs"]
     if len(few):
         unmeasured = ordered_unique(label for r in few.itertuples() for label in _criteria_in(r, cells=False))
@@ -277,7 +277,7 @@ def _items_needed(unknown: pd.DataFrame) -> str:
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:
     """"With the pairs it has, this study could detect (8 times in 10) only differences of at least:
     Usability 43.8 points at best (cs, 19 pairs); CatCons, with at most 5 pairs, no difference of any
-    size. … a verdict needs Detectable ≤ 20.": per metric, the smallest detectable difference over its
+    size. … a verdict needs 20 points or less.": per metric, the smallest detectable difference over its
     comparisons and where it holds, so no metric's power, nor one dataset's, reads as another's."""
     sized, none = [], []
     for metric, rows in unknown.groupby("metric", sort=False):
@@ -301,7 +301,7 @@ def _power(unknown: pd.DataFrame, every: bool = False) -> str:
         text += ("; " if sized else "") + f"{_joined(none, 'and')}, no difference of any size"
     bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     # the bound a verdict needs, said where it decides (the config's answer.max_detectable_difference)
-    needs = f"; a verdict needs Detectable ≤ {float(bounds[0]):g}" if len(bounds) == 1 else ""
+    needs = f"; a verdict needs {float(bounds[0]):g} points or less" if len(bounds) == 1 else ""
     return text + f". A smaller one would not show reliably{needs}."
 
 
@@ -386,7 +386,7 @@ def power_clause(r: Any) -> str:
 
 def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     """"; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on
-    36 pairs)": where the robustness table's Dawid–Skene labels of the same votes turn the paired
+    its 36 pairs)": where the robustness table's Dawid–Skene labels of the same votes turn the paired
     difference to the other strategy, on the pairs they label. Said in the row: the direction the
     Answer shows is the one a reader takes (the box under the table lists every other panel)."""
     if robustness is None or not len(robustness) or int(r.n_pairs) == 0 or is_missing(r.diff) or float(r.diff) == 0:
@@ -398,7 +398,7 @@ def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     if is_missing(ds_diff) or float(ds_diff) * float(r.diff) >= 0:
         return ""
     # its own pairs: Dawid–Skene labels questions the majority left undecided, so it is not the same comparison
-    on = "" if is_missing(ds_pairs) else f" on {int(ds_pairs)} pairs"
+    on = "" if is_missing(ds_pairs) else f" on its {int(ds_pairs)} pairs"
     return f"; Dawid–Skene (judges weighted by accuracy) points the other way ({float(ds_diff):.2f}{on})"
 
 

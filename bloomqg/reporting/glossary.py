@@ -67,7 +67,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
     ("kappa", "Cohen's κ", "agreement of two raters beyond chance, on the same scale as α."),
     ("ac1", "Gwet's AC1", f"agreement beyond chance that stays meaningful when one answer dominates; used instead of "
      f"α where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes, since α then collapses although the judges "
-     "agree."),
+     "agree; but it reads high for judges that say the common answer whatever the question, so the gate takes it "
+     "only where α's interval lies above 0 (chance ruled out)."),
     ("prevalence", "Prevalence", "the share of all votes given to the most common answer."),
     ("gate", "The gate", f"the rule that decides whether the judges rate a criterion reliably in a cell: {GATE_RULE}. "
      "Numbers resting on an unreliable or unmeasured criterion are marked †."),

@@ -79,8 +79,8 @@ FIGURE_LEGENDS: dict[str, str] = {
     f"every strategy ran. Each row sums to 100% of the originals at that level the plot places: in a Classified plot "
     f"the originals the model classified (its n; the reading's accuracy counts the others as wrong), in a Judged plot "
     f"the useful questions with a judged level; a row of dots has none. {_LEVELS}",
-    "reliability": f"The gate reads Krippendorff's α, or Gwet's AC1 (the glossary's) where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of "
-    "the votes, and measures nothing where at most one judge's votes vary; the dashed line is its threshold.",
+    "reliability": f"The gate reads Krippendorff's α, or Gwet's AC1 where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes "
+    "and α's interval lies above 0 (the glossary gives the whole rule); the dashed line is its threshold.",
 }
 
 #: Short captions shown under each figure of the HTML report (the Snakemake report's captions

@@ -56,7 +56,7 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert "items per cell would detect 10 points" in row["why"]
     assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
            "differences of at least: CatCons 39.6 points at best (22 pairs). A smaller one would not show reliably; " \
-           "a verdict needs Detectable ≤ 20." in block["headline"]
+           "a verdict needs 20 points or less." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -365,11 +365,11 @@ def test_a_row_says_when_dawid_skene_reverses_its_difference():
                                 "strategy_b": "fgp", "metric": "usability", "verdict": "within judge noise",
                                 "diff": 26.32, "variants": '{"dawid_skene": [-2.78, 1.0, 36]}'}])
     assert reversal_clause(row, robustness) == \
-        "; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on 36 pairs)"
+        "; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on its 36 pairs)"
     assert reversal_clause(row, robustness.assign(variants='{"dawid_skene": [3.12, 0.5, 36]}')) == ""  # same way
     assert reversal_clause(row, None) == ""
     [block] = answer_context(answer, metrics_frame().assign(metric="usability"), robustness=robustness)["blocks"]
-    assert block["rows"][0]["why"].endswith("points the other way (-2.78 on 36 pairs)")
+    assert block["rows"][0]["why"].endswith("points the other way (-2.78 on its 36 pairs)")
 
 
 def test_a_verdict_the_judges_stop_says_when_the_power_would_have_stopped_it_too():
