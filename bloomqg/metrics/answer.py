@@ -19,8 +19,8 @@ paired table (:mod:`bloomqg.metrics.paired`):
    is the one exception: its verdict rests on its publisher's panel, and the row says so.
 2. **Is there enough data?** The study plan's minimum detectable difference (``mdd``, at the
    plan's power after Holm) above :attr:`AnswerSpec.max_detectable` points, or no pair at all →
-   ``cannot_tell``, reason ``too_few_pairs``, with the items per cell that would detect
-   :attr:`AnswerSpec.target_difference` points.
+   ``cannot_tell``, reason ``too_few_pairs``, with the items per cell that would detect the
+   plan's difference (config ``plan.difference``: the study plan's ``n_needed``).
 3. **Only then the test**: Holm-adjusted p below :attr:`AnswerSpec.significance` → ``higher`` or
    ``lower`` (strategy b against a); an interval that excludes 0 while Holm's p does not reach the
    level → ``cannot_tell``, reason ``borderline`` (the two disagree only through the family
@@ -38,7 +38,6 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, SIGNIFICANCE
-from bloomqg.metrics.plan import pairs_needed
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.voting.agreement import NO_JUDGE_VOTES, NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
@@ -60,12 +59,12 @@ ANSWER_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class AnswerSpec:
-    """Config ``answer:``: when a comparison has too few pairs to answer, and the test's level."""
+    """Config ``answer:``: when a comparison has too few pairs to answer, and the test's level.
+    (The difference whose items per cell a ``too_few_pairs`` verdict names is the study plan's,
+    ``plan.difference``: one setting for what a study should be able to detect.)"""
 
     #: A comparison whose minimum detectable difference exceeds this (points) cannot tell.
     max_detectable: float = 20.0
-    #: The difference (points) whose items per cell a ``too_few_pairs`` verdict names.
-    target_difference: float = 10.0
     #: Holm-adjusted p below this is a difference.
     significance: float = SIGNIFICANCE
 
@@ -73,7 +72,6 @@ class AnswerSpec:
     def from_config(cls, answer: dict | None) -> AnswerSpec:
         answer = answer or {}
         return cls(max_detectable=float(answer.get("max_detectable_difference", cls.max_detectable)),
-                   target_difference=float(answer.get("target_difference", cls.target_difference)),
                    significance=float(answer.get("significance", cls.significance)))
 
 
@@ -131,16 +129,11 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
             "reliability_unreliable": having(UNRELIABLE)}
 
 
-def _needed_for(plan_row: dict[str, Any] | None, difference: float) -> float:
-    """Items per cell that would detect ``difference`` points, with the plan's spread, power and
-    family; NaN without a plan row, or beyond what the plan searches."""
-    if plan_row is None or not plan_row.get("pair_yield"):
-        return math.nan
-    spec = metric_spec(plan_row["metric"])
-    alpha = float(plan_row["alpha"]) / int(plan_row["family_size"])
-    needed = pairs_needed(str(plan_row["test"]), float(plan_row["discordance"]), difference / spec.scale,
-                          float(plan_row["power"]), alpha)
-    return math.nan if needed is None else float(math.ceil(needed / float(plan_row["pair_yield"])))
+def _plan_figure(plan_row: dict[str, Any] | None, column: str) -> float:
+    """A number of the comparison's study-plan row (``difference``, ``n_needed``); NaN without a
+    plan row, or where the plan has none (beyond what it searches, or no pair to price)."""
+    value = None if plan_row is None else plan_row.get(column)
+    return math.nan if value is None or pd.isna(value) else float(value)
 
 
 def _plan_row(plan: pd.DataFrame | None, key: dict[str, str]) -> dict[str, Any] | None:
@@ -206,8 +199,8 @@ def answer_table(
                     "ci_low": row.get("ci_low"), "ci_high": row.get("ci_high"), "n_pairs": int(row.get("n_pairs") or 0),
                     "p_value": row.get("p_value"), "p_adjusted": row.get("p_adjusted"), "family_size": row.get("family_size"),
                     "significance": spec.significance, "planned": plan_row is not None, "mdd": math.nan if plan_row is None else plan_row.get("mdd"),
-                    "max_detectable": spec.max_detectable, "target_difference": spec.target_difference,
-                    "n_needed_target": _needed_for(plan_row, spec.target_difference),
+                    "max_detectable": spec.max_detectable, "target_difference": _plan_figure(plan_row, "difference"),
+                    "n_needed_target": _plan_figure(plan_row, "n_needed"),
                     "no_difference_bound": bound, "criteria": ",".join(criteria), **behind,
                 })
     frame = pd.DataFrame.from_records(records, columns=list(ANSWER_COLUMNS))

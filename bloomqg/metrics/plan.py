@@ -60,7 +60,7 @@ STUDY_PLAN_COLUMNS: tuple[str, ...] = (
 class PlanSpec:
     """Config ``plan:``: the difference to detect (points), the power and the family-wise α."""
 
-    difference: float = 5.0
+    difference: float = 10.0
     power: float = 0.8
     alpha: float = 0.05
     discordance: float | None = None
@@ -68,8 +68,8 @@ class PlanSpec:
     @classmethod
     def from_config(cls, plan: dict | None) -> PlanSpec:
         plan = plan or {}
-        return cls(difference=float(plan.get("difference", 5.0)), power=float(plan.get("power", 0.8)),
-                   alpha=float(plan.get("alpha", 0.05)), discordance=plan.get("discordance"))
+        return cls(difference=float(plan.get("difference", cls.difference)), power=float(plan.get("power", cls.power)),
+                   alpha=float(plan.get("alpha", cls.alpha)), discordance=plan.get("discordance"))
 
 
 def mcnemar_power(n: int, discordance: float, difference: float, alpha: float) -> float:

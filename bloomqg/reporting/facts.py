@@ -42,7 +42,7 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "significance": "the level a p value must be below to count as significant",
     "mdd": "minimum detectable difference at the pairs there are (80% power, 5% two-sided)",
     "max_detectable": "largest minimum detectable difference a verdict may rest on (config answer.max_detectable_difference)",
-    "target_difference": "the difference the study plan sizes for (config answer.target_difference)",
+    "target_difference": "the difference the study plan sizes for (config plan.difference)",
     "n_needed_target": "items per cell needed to detect the target difference",
     "no_difference_bound": "largest difference a no-difference verdict rules out",
     "reliability_value": "the reliability coefficient the verdict's gate rests on",

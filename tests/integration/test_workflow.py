@@ -156,7 +156,7 @@ def check_study_outputs(workdir: Path, config: Path) -> None:
     plan = pd.read_parquet(results / "metrics" / "study_plan.parquet")
     if any(len(spec["strategies"]) > 1 for spec in cfg["datasets"].values()):  # a comparison is planned
         assert set(plan["metric"]) == {"usability", "catcons", "knowcov"} and (plan["n_pairs"] <= LIMIT).all()
-        assert (plan["n_needed"].dropna() > LIMIT).all()  # 3 items per cell detect no 5-point difference
+        assert (plan["n_needed"].dropna() > LIMIT).all()  # 3 items per cell detect no 10-point difference
     else:
         assert plan.empty
     report = (results / "report.html").read_text()

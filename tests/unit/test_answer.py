@@ -20,9 +20,13 @@ def paired(dataset: str, metric: str, diff: float, low: float, high: float, p_ad
 
 
 def plan(dataset: str, metric: str, mdd: float) -> dict:
+    """A study-plan row: 10 points to detect at 30% discordance, 80% power, Holm over 2 (the plan's
+    own n_needed, as bloomqg.metrics.plan.study_plan computes it)."""
+    from bloomqg.metrics.plan import pairs_needed
+
     return {"model": "m", "dataset": dataset, "metric": metric, "strategy_a": "cot", "strategy_b": "fgp",
             "mdd": mdd, "test": "mcnemar", "discordance": 0.3, "power": 0.8, "alpha": 0.05, "family_size": 2,
-            "pair_yield": 1.0}
+            "pair_yield": 1.0, "difference": 10.0, "n_needed": pairs_needed("mcnemar", 0.3, 0.1, 0.8, 0.025)}
 
 
 def panel(dataset: str, criterion: str, alpha: float, *, ac1: float = math.nan, prevalence: float = 0.5,
@@ -93,7 +97,9 @@ def test_too_few_pairs_is_cannot_tell_with_the_items_that_would_detect_ten_point
                          pd.DataFrame([plan("cs", "catcons", 48.0)]), pd.DataFrame(reliable_panel("cs")))
     [row] = frame.to_dict("records")
     assert (row["verdict"], row["reason"]) == (CANNOT_TELL, "too_few_pairs")
-    assert row["n_needed_target"] > 100  # 10 points at 30% discordance: a few hundred pairs
+    # the study plan's figures: 10 points at 30% discordance, a few hundred pairs
+    assert (row["target_difference"], row["n_needed_target"]) == (10.0, plan("cs", "catcons", 48.0)["n_needed"])
+    assert row["n_needed_target"] > 100
     hopeless = answer_table(pd.DataFrame([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 3)]),
                             pd.DataFrame([plan("cs", "catcons", math.nan)]), pd.DataFrame(reliable_panel("cs")))
     assert hopeless["reason"].tolist() == ["too_few_pairs"]
