@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,11 +19,13 @@ def plain(value: Any) -> Any:
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    """Nested mappings as sorted (dotted key, text) pairs; lists are shown as JSON."""
+    """Nested mappings as sorted (dotted key, text) pairs; lists are shown as JSON, and so is a
+    mapping keyed by data rather than names (a reply prefix's count under its text: a dotted key
+    ending in '{"knowledge_unit": "' would read as a path and break across lines)."""
     items: list[tuple[str, str]] = []
     for key, value in mapping.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and all(re.fullmatch(r"[\w-]+", str(k)) for k in value):
             items += flatten(value, name + ".")
         else:
             items.append((name, value if isinstance(value, str) else json.dumps(value, default=str)))

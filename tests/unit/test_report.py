@@ -378,3 +378,15 @@ def test_a_judge_run_in_another_precision_than_its_model_wrote_in_says_so():
     [line], _ = judge_lines(config, pd.DataFrame(columns=["judge", "criterion"]), frozenset({"llm"}), dtypes)
     assert line["description"].endswith(", its weights run in half precision (bfloat16), the model's questions "
                                         "written in full precision (float32).")
+
+
+def test_provenance_shows_a_mapping_keyed_by_data_as_json_not_as_dotted_keys():
+    """A generation's reply-prefix counts are keyed by the prefix's text: a dotted key ending in
+    '{"knowledge_unit": "' reads as a path and broke across lines in the default study's report."""
+    from bloomqg.reporting.provenance_view import flatten
+
+    items = dict(flatten({"response_prefill": {"enabled": True, "prefixes": {'{"knowledge_unit": "': 36}},
+                          "generator": {"model": "m", "dtype": "float32"}}))
+    assert items == {"response_prefill.enabled": "true",
+                     "response_prefill.prefixes": '{"{\\"knowledge_unit\\": \\"": 36}',
+                     "generator.model": "m", "generator.dtype": "float32"}
