@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS, UnknownBloomLevel, normalize_level
+from bloomqg.inputs.specs import input_limits
 from bloomqg.store.archives import ArchiveUnreadable, extent
 from bloomqg.store.frames import DATASET
 from bloomqg.store.sheet_extent import SheetTooLarge, SheetUnreadable, read_first_sheet
@@ -379,11 +380,11 @@ def load_release_math(path: Path, limits: Mapping[str, Any] | None = None) -> li
 
     Every item is level Apply (bloom_source ``fixed``; :func:`load_dataset` applies it).
 
-    The sheet is read within ``limits`` (``input_limits``; :data:`DEFAULT_INPUT_LIMITS` for an
-    absent key) by :func:`bloomqg.store.sheet_extent.read_first_sheet`: a cell longer than
+    The sheet is read within ``limits`` (``input_limits``; the schema's default for an absent
+    key, :func:`bloomqg.inputs.specs.input_limits`) by :func:`bloomqg.store.sheet_extent.read_first_sheet`: a cell longer than
     ``max_field_chars`` is refused as it is read, before any markup is cleaned.
     """
-    limits = {**DEFAULT_INPUT_LIMITS, **(limits or {})}
+    limits = input_limits(limits)
     try:
         header, rows = read_first_sheet(
             path, max_cells=limits["max_sheet_cells"], max_cell_chars=limits["max_field_chars"],
@@ -478,7 +479,8 @@ def load_dataset(
         limits: the config's ``input_limits`` (``max_file_mb``: uncompressed size of the data
             file, for an xlsx the sum of its zip members; ``max_field_chars``: length of one
             question or knowledge-unit cell; ``max_sheet_cells``: rows × columns of an xlsx sheet's
-            extent, checked on its streamed XML before pandas reads it); absent keys take :data:`DEFAULT_INPUT_LIMITS`.
+            extent, checked on its streamed XML before pandas reads it); absent keys take the schema's
+            defaults (:func:`bloomqg.inputs.specs.input_limits`).
 
     Raises:
         DatasetError: a missing file, key or column, an unknown loader or Bloom level, an empty
@@ -525,7 +527,7 @@ def load_dataset(
             verb_list,
             fixed_level,
         )
-    limits = {**DEFAULT_INPUT_LIMITS, **(limits or {})}
+    limits = input_limits(limits)
     _check_file_size(path, limits["max_file_mb"])
     records = LOADERS[loader](path, _annotator(verb_list, name), limits)
     _check_field_lengths(records, path, loader, limits["max_field_chars"])
@@ -595,8 +597,6 @@ def _release_math(path: Path, _annotator: VerbAnnotator | None, limits: Mapping[
 
 
 #: Loader name -> function(path, verb annotator or None, input limits) -> records.
-#: The schema's defaults of ``input_limits`` (a unit test keeps them equal).
-DEFAULT_INPUT_LIMITS: dict[str, Any] = {"max_file_mb": 64, "max_field_chars": 20_000, "max_sheet_cells": 500_000}
 
 #: Per loader, the file's column of the question and of the knowledge units, for error messages.
 _FIELD_COLUMNS: dict[str, dict[str, str]] = {

@@ -62,7 +62,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from bloomqg.inputs.bloom import UnknownBloomLevel, normalize_level
-from bloomqg.inputs.datasets import DEFAULT_INPUT_LIMITS
+from bloomqg.inputs.specs import input_limits
 from bloomqg.metrics.rows import JUDGED_UNCATEGORIZED
 from bloomqg.inputs.parsing import placeholder_reason, unbracketed
 from bloomqg.release.records import CriterionVote, GenerationRecord, VoteRecord, frame_of
@@ -273,11 +273,11 @@ def verify_run_files(run: ReleaseRun) -> dict[str, str]:
 
 
 def _read_generations(run: ReleaseRun) -> pd.DataFrame:
-    try:  # read within the input limits' defaults: the check and the read are one
+    limits = input_limits({})  # the release is read within the schema's default limits
+    try:  # the check and the read are one
         header, rows = read_first_sheet(
-            run.generations, max_cells=DEFAULT_INPUT_LIMITS["max_sheet_cells"],
-            max_cell_chars=DEFAULT_INPUT_LIMITS["max_field_chars"],
-            max_text_chars=DEFAULT_INPUT_LIMITS["max_file_mb"] * 1_000_000)
+            run.generations, max_cells=limits["max_sheet_cells"], max_cell_chars=limits["max_field_chars"],
+            max_text_chars=limits["max_file_mb"] * 1_000_000)
     except (SheetTooLarge, SheetUnreadable) as error:
         raise ReleaseError(str(error)) from None
     frame = pd.DataFrame(rows, columns=header, dtype=object)

@@ -13,7 +13,6 @@ import pytest
 
 from bloomqg.inputs.bloom import BLOOM_LEVELS
 from bloomqg.inputs.datasets import (
-    DEFAULT_INPUT_LIMITS,
     PAPER_MATH_EXCLUDED_ROWS,
     DatasetError,
     clean_markup,
@@ -553,8 +552,13 @@ def test_a_field_over_the_length_cap_names_file_row_and_column(tmp_path: Path) -
         load_dataset("cs", {"loader": "release_cs", "path": "cs.csv"}, base_dir=tmp_path, limits={"max_field_chars": 50})
 
 
-def test_the_default_input_limits_are_the_schemas() -> None:
-    from bloomqg.study.config import load_schema
+def test_a_dataset_read_without_limits_is_read_within_the_schemas_defaults(tmp_path) -> None:
+    """load_dataset fills an absent input_limits key from the schema (one place for the defaults):
+    a field one character over the schema's max_field_chars is refused with no limits given."""
+    from bloomqg.store.config_schema import file_schema
 
-    properties = load_schema()["properties"]["input_limits"]["properties"]
-    assert DEFAULT_INPUT_LIMITS == {key: prop["default"] for key, prop in properties.items() if key in DEFAULT_INPUT_LIMITS}
+    longest = int(file_schema().default_of("input_limits", "max_field_chars"))
+    _csv(tmp_path, "Topic,Score,Questions\nStacks,1,Define " + "z" * (longest - 6) + "\n", name="cs.csv")
+    (tmp_path / "Blooms_Taxonomy.csv").write_text(VERBS_CSV)
+    with pytest.raises(DatasetError, match=rf"cs\.csv, row 1, column 'Questions': {longest + 1:,} characters"):
+        load_dataset("cs", {"loader": "release_cs", "path": "cs.csv"}, base_dir=tmp_path)
