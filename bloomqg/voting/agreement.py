@@ -242,9 +242,15 @@ class GateDecision:
 def gate_decision(
     coefficient: str, alpha: float, ac1: float, prevalence: float, threshold: float, *, n_items: int,
     n_varying_judges: int | None = None, n_items_rare_agreed: int | None = None, alpha_ci_low: float = math.nan,
+    alpha_ci_high: float = math.nan,
 ) -> GateDecision:
     """The gate's rule, written once:
 
+    0. α's interval (``alpha_ci_low``..``alpha_ci_high``, its bootstrap's ends) below 0 as the
+       page prints it (two decimals): the judges disagree more than chance would, which is
+       measured, whoever of them varies: **unreliable** (a judge that says "readable" to every
+       question beside one that calls 39% unreadable disagrees with it; "not measured" read as
+       no evidence either way where the page showed α -0.22 [-0.38, -0.10]);
     1. no item with two votes, every vote in one category (prevalence 1), or at most one judge
        whose votes vary (``n_varying_judges``: the others always give one answer or abstain, so
        any agreement is the panel's make-up): agreement was **not measured** (a judge that always
@@ -270,12 +276,14 @@ def gate_decision(
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, NO_TWO_VOTES)
     if not math.isnan(prevalence) and prevalence >= 1.0:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ALL_SAME)
+    if not math.isnan(alpha_ci_high) and round(alpha_ci_high, 2) < 0:
+        return GateDecision(UNRELIABLE, "alpha", alpha, threshold, "")
     if n_varying_judges is not None and n_varying_judges < 2:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ONE_VARYING)
     prevalence_bound = not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT
     if prevalence_bound and n_items_rare_agreed == 0:
         return GateDecision(NOT_MEASURED, "ac1", math.nan, threshold, NO_RARE_AGREEMENT)
-    if prevalence_bound and not math.isnan(alpha_ci_low) and alpha_ci_low <= 0:
+    if prevalence_bound and not math.isnan(alpha_ci_low) and round(alpha_ci_low, 2) <= 0:
         return GateDecision(NOT_MEASURED, "ac1", math.nan, threshold, AT_CHANCE)
     used = "ac1" if prevalence_bound else coefficient
     value = gate_value(used, alpha, ac1)
@@ -306,7 +314,8 @@ AT_CHANCE = (f"chance not ruled out: with one answer in ≥ {PREVALENCE_LIMIT:.0
              "answer alone, and α's interval reaches 0, so the judges' agreement beyond chance is not shown")
 
 #: The gate's rule in one line, for pages that state it.
-GATE_RULE = ("first, agreement is not measured where no question has two votes, every vote is the same, at most "
+GATE_RULE = ("first, the judges are unreliable where α's interval lies below 0 (they disagree more than chance "
+             "would); then agreement is not measured where no question has two votes, every vote is the same, at most "
              "one judge's votes vary (the others always give one answer or abstain, so any agreement is the panel's "
              f"make-up), or one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes and either no two judges ever gave the "
              "rarer answer to the same question or α's interval reaches 0 (agreement beyond chance not shown); otherwise it is reliable when Krippendorff's α is at least the threshold (0.7 by default), "

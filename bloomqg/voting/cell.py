@@ -203,7 +203,8 @@ def measure_criterion(
     varying = varying_positions(votes_lists, len(judge_names))
     decision = gate_decision(gate_coefficient, alpha.alpha, agreement.ac1, agreement.prevalence, gate_threshold,
                              n_items=alpha.n_items, n_varying_judges=len(varying),
-                             n_items_rare_agreed=agreement.n_items_rare_agreed, alpha_ci_low=alpha.ci_low)
+                             n_items_rare_agreed=agreement.n_items_rare_agreed, alpha_ci_low=alpha.ci_low,
+                             alpha_ci_high=alpha.ci_high)
     fit = None
     if alpha.n_items:
         fit = fit_dawid_skene(votes_lists, labels=["0", "1"] if binary else None)
