@@ -43,9 +43,10 @@ from bloomqg.inputs.strategies import ComparisonSpec
 #: The level a p value must be below to count as significant: the paired table's reading, the
 #: robustness verdicts and the Answer's default (config ``answer.significance``).
 SIGNIFICANCE = 0.05
-#: Below this many pairs no paired test's two-sided p can fall under 0.05 (McNemar's exact test on
-#: 5 discordant pairs all one way gives p = 0.0625, Wilcoxon's on 5 differences likewise): a sign
-#: or an effect size there is one question's, and proves nothing.
+#: Below this many pairs that differ (discordant yes/no pairs, non-zero graded differences: the
+#: paired table's ``n_differing``) no paired test's two-sided p can fall under 0.05 (McNemar's exact
+#: test on 5 discordant pairs all one way gives p = 0.0625, Wilcoxon's on 5 differences likewise):
+#: a sign or an effect size there is a few questions', and proves nothing.
 FEW_PAIRS = 6
 
 
@@ -121,6 +122,7 @@ def paired_comparison(
         records.append({
             "model": model_a, "dataset": dataset_a, "metric": name,
             "strategy_a": strategy_a, "strategy_b": strategy_b, "n_pairs": outcome["n_pairs"],
+            "n_differing": outcome["n_differing"],
             "value_a": outcome["a"], "value_b": outcome["b"],
             **{key: outcome[key] for key in ("diff", "ci_low", "ci_high", "ci_method", "test", "p_value")},
             "p_adjusted": outcome["p_value"], "family_size": 0 if pd.isna(outcome["p_value"]) else 1,
@@ -188,7 +190,7 @@ def compare_outcomes(
     a, b = defined_pairs(a_rows, b_rows, name)
     n_pairs = len(a)
     record = {
-        "n_pairs": n_pairs, "a": math.nan, "b": math.nan, "diff": math.nan, "ci_low": math.nan,
+        "n_pairs": n_pairs, "n_differing": 0, "a": math.nan, "b": math.nan, "diff": math.nan, "ci_low": math.nan,
         "ci_high": math.nan, "ci_method": None, "test": paired_test(name), "p_value": math.nan,
         "effect_size": math.nan, "effect_size_name": "cohens_h" if binary else "rank_biserial",
     }
@@ -214,10 +216,12 @@ def compare_outcomes(
     if binary:
         only_b, only_a = discordant_counts(a, b)
         discordant = only_b + only_a
+        record["n_differing"] = int(discordant)
         record["p_value"] = float(stats.binomtest(only_b, discordant, 0.5).pvalue) if discordant else 1.0
         record["effect_size"] = float(2 * math.asin(math.sqrt(b.mean())) - 2 * math.asin(math.sqrt(a.mean())))
     else:
         nonzero = differences[differences != 0]
+        record["n_differing"] = int(nonzero.size)
         if nonzero.size:
             record["p_value"] = float(stats.wilcoxon(nonzero).pvalue)
             ranks = stats.rankdata(np.abs(nonzero))
@@ -229,7 +233,7 @@ def compare_outcomes(
 
 
 PAIRED_COLUMNS: tuple[str, ...] = (
-    "model", "dataset", "metric", "strategy_a", "strategy_b", "n_pairs", "value_a", "value_b",
+    "model", "dataset", "metric", "strategy_a", "strategy_b", "n_pairs", "n_differing", "value_a", "value_b",
     "diff", "ci_low", "ci_high", "ci_method", "test", "p_value", "p_adjusted", "family_size", "effect_size",
     "effect_size_name",
 )

@@ -53,7 +53,7 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "p_value": "p value of the paired test, before correction",
     "p_holm": "p value after Holm's step-down over the comparison's family",
     "n": "items the value is over",
-    "effect_size": "standardised effect size of the paired difference (Cohen's h for shares, d for means)",
+    "effect_size": "effect size of the paired difference (Cohen's h for yes/no outcomes, the rank-biserial r for graded ones)",
     # robustness.parquet (bloomqg.metrics.robustness)
     "value_a_dawid_skene": "the first arm's value with Dawid–Skene labels instead of the majority",
     "value_b_dawid_skene": "the second arm's value with Dawid–Skene labels instead of the majority",

@@ -410,7 +410,7 @@ def synthetic_paired(metrics: pd.DataFrame, seed: int = 0, comparison: Compariso
                 half = float(rng.uniform(2, 6))
                 rows.append({
                     "model": model, "dataset": dataset, "metric": metric, "strategy_a": strategy_a,
-                    "strategy_b": strategy_b, "n_pairs": 28, "value_a": value_a, "value_b": value_b, "diff": diff,
+                    "strategy_b": strategy_b, "n_pairs": 28, "n_differing": 12, "value_a": value_a, "value_b": value_b, "diff": diff,
                     "ci_low": diff - half, "ci_high": diff + half, "test": test,
                     "p_value": float(min(1.0, rng.uniform(0, 0.2) if abs(diff) > 5 else rng.uniform(0.05, 1))),
                     "effect_size": float(rng.uniform(0.5, 3.0) if effect == "odds_ratio" else rng.uniform(-0.5, 0.5)),

@@ -620,6 +620,7 @@ def test_paired_comparison_mcnemar_and_wilcoxon():
     assert usability[["value_a", "value_b", "diff"]].tolist() == [50.0, pytest.approx(1100 / 12), pytest.approx(500 / 12)]
     assert usability["test"] == "mcnemar"
     assert usability["p_value"] == pytest.approx(stats.binomtest(6, 7, 0.5).pvalue)
+    assert usability["n_differing"] == 7  # the discordant pairs McNemar's test counts
     assert usability["effect_size_name"] == "cohens_h"
     assert usability["effect_size"] == pytest.approx(2 * math.asin(math.sqrt(11 / 12)) - 2 * math.asin(math.sqrt(0.5)))
     assert usability["ci_low"] < usability["diff"] < usability["ci_high"]
@@ -630,6 +631,7 @@ def test_paired_comparison_mcnemar_and_wilcoxon():
     assert knowcov[["value_a", "value_b"]].tolist() == [50.0, pytest.approx(100 * (2 * 1.0 + 3 * 0.5) / 5)]
     assert knowcov["effect_size"] == 1.0  # every non-zero difference favours FGP
     assert knowcov["p_value"] == pytest.approx(stats.wilcoxon([50.0, 50.0]).pvalue)
+    assert knowcov["n_differing"] == 2  # the non-zero differences Wilcoxon's test ranks
 
 
 def test_paired_comparison_without_discordance_and_without_pairs():

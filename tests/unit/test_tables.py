@@ -402,11 +402,25 @@ def test_a_paired_difference_fed_by_a_gated_cell_carries_the_dagger():
     from bloomqg.reporting.tables.builders import paired_table
 
     row = {"model": "m", "dataset": "cs", "metric": "catcons", "strategy_a": "cot", "strategy_b": "fgp",
-           "n_pairs": 4, "value_a": 0.0, "value_b": 25.0, "diff": 25.0, "ci_low": -20.0, "ci_high": 60.0,
-           "ci_method": "tango", "test": "mcnemar", "p_value": 0.5, "p_adjusted": 1.0, "family_size": 2,
+           "n_pairs": 4, "n_differing": 1, "value_a": 0.0, "value_b": 25.0, "diff": 25.0, "ci_low": -20.0,
+           "ci_high": 60.0, "ci_method": "tango", "test": "mcnemar", "p_value": 0.5, "p_adjusted": 1.0, "family_size": 2,
            "effect_size": 1.05, "effect_size_name": "cohen_h"}
     paired = pd.DataFrame([row, {**row, "dataset": "social"}])
     table = paired_table(paired, gated={("m", "cs", "fgp", "catcons")})
     assert [r[7].gated for r in table.rows] == [True, False]
     assert GATED_NOTE in table.notes
     assert GATED_NOTE not in paired_table(paired).notes
+
+
+def test_an_effect_size_is_shown_only_where_enough_pairs_differ():
+    """KnowCov in the default study: 10 pairs, 3 of them differing, rank-biserial r 1.00 beside a
+    Wilcoxon p of 0.25: the size was three questions' (reading 35). Counted on the pairs that
+    differ, as the tests' power is."""
+    from bloomqg.reporting.tables.builders import paired_table
+
+    row = {"model": "m", "dataset": "cs", "metric": "knowcov", "strategy_a": "cot", "strategy_b": "fgp",
+           "n_pairs": 10, "n_differing": 3, "value_a": 70.0, "value_b": 95.0, "diff": 25.0, "ci_low": -10.2,
+           "ci_high": 55.7, "ci_method": "mover", "test": "wilcoxon", "p_value": 0.25, "p_adjusted": 0.25,
+           "family_size": 1, "effect_size": 1.0, "effect_size_name": "rank_biserial"}
+    few, enough = paired_table(pd.DataFrame([row, {**row, "dataset": "social", "n_differing": 6}])).rows
+    assert few[-1].text == "–" and enough[-1].text.startswith("1.00 (")

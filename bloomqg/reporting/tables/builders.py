@@ -333,8 +333,8 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
         "of that metric. A: the first strategy of the pair, "
         "B: the second. Effect size: how large the difference is on a scale that does not depend on the number of "
         "pairs (Cohen's h for yes/no outcomes, 0.2 small, 0.8 large; the rank-biserial r for graded ones, −1 to 1, "
-        f"over the pairs that differ: one pair alone gives ±1; – under {FEW_PAIRS} pairs, where one question decides it "
-        "and no test can be significant); its name follows it in brackets.",
+        f"over the pairs that differ: one pair alone gives ±1; – where fewer than {FEW_PAIRS} pairs differ, where a few "
+        "questions decide it and no test can be significant); its name follows it in brackets.",
     ]
     if paired is None or paired.empty:
         paired = pd.DataFrame(columns=columns_in)
@@ -355,11 +355,11 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) and r["n_pairs"]
                  else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
-            # under FEW_PAIRS pairs a size reads large from one question, and no test there can be significant
+            # fewer than FEW_PAIRS pairs that differ: a size reads large from a few questions, and no test there can be significant
             # a size on flagged votes is no more evidence than the difference it measures: the same †
-            Cell(MISSING if is_missing(r["effect_size"]) or int(r["n_pairs"]) < FEW_PAIRS else
+            Cell(MISSING if is_missing(r["effect_size"]) or int(r["n_differing"]) < FEW_PAIRS else
                  f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})",
-                 flagged and not is_missing(r["effect_size"]) and int(r["n_pairs"]) >= FEW_PAIRS),
+                 flagged and not is_missing(r["effect_size"]) and int(r["n_differing"]) >= FEW_PAIRS),
         ])
     table = Table(
         "table_paired",
