@@ -233,7 +233,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         text += f" {_power(unknown, every=every)}"
     fixes = []
     if len(few) or underpowered.any():
-        fixes.append("more items per cell" + _items_needed(unknown))
+        fixes.append("more items per dataset and strategy" + _items_needed(unknown))
     if len(disagree) or len(unmeasured_rows):
         fixes.append("judges that agree (a stronger panel, or people's labels)")
     if fixes:

@@ -35,7 +35,7 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert block["detail"].startswith("In all of them the judges do not agree enough on Bloom levels, so this panel "
                                       "cannot measure it")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
-    assert "What would settle it: more items per cell (to detect 10 points: " in block["headline"]
+    assert "What would settle it: more items per dataset and strategy (to detect 10 points: " in block["headline"]
     assert ") and judges that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
