@@ -69,7 +69,8 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
         decision = recorded_decision(r._asdict())
         symbol = COEFFICIENT_SYMBOL.get(decision.coefficient, decision.coefficient)
         gate_text = {RELIABLE: f"reliable ({symbol} ≥ {_num(r.gate_threshold)})",
-                     UNRELIABLE: f"unreliable ({symbol} below {_num(r.gate_threshold)})",
+                     # the gate's reason where it has one (α's interval below 0), else the threshold
+                     UNRELIABLE: f"unreliable ({decision.brief_why or f'{symbol} below {_num(r.gate_threshold)}'})",
                      NOT_MEASURED: f"not measured ({decision.brief_why})"}[decision.status]
         flag = hollow.get((r.model, r.dataset, r.strategy, r.criterion))
         if decision.status == RELIABLE and flag is not None:

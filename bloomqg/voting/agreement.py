@@ -277,7 +277,7 @@ def gate_decision(
     if not math.isnan(prevalence) and prevalence >= 1.0:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ALL_SAME)
     if not math.isnan(alpha_ci_high) and round(alpha_ci_high, 2) < 0:
-        return GateDecision(UNRELIABLE, "alpha", alpha, threshold, "")
+        return GateDecision(UNRELIABLE, "alpha", alpha, threshold, BELOW_CHANCE)
     if n_varying_judges is not None and n_varying_judges < 2:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ONE_VARYING)
     prevalence_bound = not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT
@@ -308,6 +308,10 @@ ONE_VARYING = "at most one judge's votes vary: agreement by construction"
 NO_RARE_AGREEMENT = (f"rarer answer never shared: no two judges gave it to the same question, and with one answer "
                      f"in ≥ {PREVALENCE_LIMIT:.0%} of the votes, agreement on that one alone is what judges reach by "
                      "chance")
+
+#: Why judges are unreliable whoever of them varies: α's interval below 0 (rule 0 of the gate).
+BELOW_CHANCE = ("below chance: α's interval lies below 0, so the judges disagree more than chance would (measured, "
+                "even where only one of them varies)")
 
 #: Why agreement is not measured where one answer dominates and α's interval reaches 0.
 AT_CHANCE = (f"chance not ruled out: with one answer in ≥ {PREVALENCE_LIMIT:.0%} of the votes AC1 reads high on that "

@@ -38,6 +38,22 @@ def test_an_undefined_alpha_is_marked_like_a_failed_gate_with_the_reason():
     assert every_vote_the_same["failed"] and every_vote_the_same["gate"] == "not measured (every vote the same)"
 
 
+def test_judges_that_disagree_below_chance_are_labelled_with_that_reason():
+    """Rule 0 of the gate (α's interval below 0): the table says why, not "α below 0.70", which read
+    as the threshold's verdict where only one judge varies (reading 36)."""
+    from bloomqg.voting.agreement import BELOW_CHANCE
+
+    row = panel_row(alpha=-0.22, ac1=0.43, prevalence=0.80)
+    decision = gate_decision("alpha", -0.22, 0.43, 0.80, 0.7, n_items=28, n_varying_judges=1,
+                             alpha_ci_low=-0.38, alpha_ci_high=-0.10)
+    assert decision.why == BELOW_CHANCE
+    row.update(gate_coefficient=decision.coefficient, gate_status=decision.status, gate_reason=decision.why,
+               gate_passed=False)
+    [shown] = coefficient_rows(pd.DataFrame([row]))
+    assert shown["failed"] and shown["gate"] == "unreliable (below chance)"
+    assert coefficient_rows(pd.DataFrame([panel_row(alpha=0.3)]))[0]["gate"] == "unreliable (α below 0.70)"
+
+
 def test_example_votes_name_their_judges():
     assert named_votes(["1", None, "1"], ["rules", "minilm", "smollm2"], "readable") == \
         "rules: yes, minilm: no vote, smollm2: yes"
