@@ -596,8 +596,6 @@ def _release_math(path: Path, _annotator: VerbAnnotator | None, limits: Mapping[
     return load_release_math(path, limits)  # every item has the fixed level; no verb rule
 
 
-#: Loader name -> function(path, verb annotator or None, input limits) -> records.
-
 #: Per loader, the file's column of the question and of the knowledge units, for error messages.
 _FIELD_COLUMNS: dict[str, dict[str, str]] = {
     "embedded": {"question": "question", "knowledge_units": "knowledge_units"},
@@ -640,6 +638,7 @@ def _check_field_lengths(
                 )
 
 
+#: Loader name -> function(path, verb annotator or None, input limits) -> records.
 LOADERS: dict[str, Callable[[Path, VerbAnnotator | None, Mapping[str, Any]], list[dict[str, Any]]]] = {
     "embedded": _embedded,
     "release_cs": _release_cs,

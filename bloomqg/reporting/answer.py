@@ -78,12 +78,6 @@ def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
             f"(gate: ≥ {fixed(float(row.reliability_threshold), 2)}{prevalence})")
 
 
-def _test_name(metric: str) -> str:
-    """The paired test a metric's p comes from, by the paired table's name ("the exact McNemar test")."""
-    test = paired_test(metric)
-    return f"the {'exact ' if test == 'mcnemar' else ''}{TEST_NAMES[test]} test"
-
-
 def _needed(row: Any) -> str:
     target = f"{float(row.target_difference):g} {_points(row.metric)}"
     if is_missing(row.n_needed_target):
@@ -142,8 +136,9 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
 
 
 def _gated_interval(row: Any) -> str:
-    """"; its interval … excludes 0 but rests on those votes: no evidence": an interval that
-    excludes 0 on votes the gate stopped must not read as a finding."""
+    """"; interval excludes 0, but on those votes: no evidence; McNemar's p = 0.062 (Holm's
+    0.125) is not below 0.05": an interval that excludes 0 on votes the gate stopped must not read
+    as a finding, and where the test does not reach the level either, the Why says so."""
     if not _excludes_zero(row):
         return ""
     return ("; interval excludes 0, but on those votes: no evidence" +
