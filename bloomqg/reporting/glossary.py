@@ -80,8 +80,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "none on a question (it cannot rate the criterion, or its reply did not parse) abstains there."),
     ("by-construction", "By construction", "agreement where at most one judge's votes vary (the others always "
      "give one answer or abstain): it shows how the panel is built, not that judges who rate the questions agree, "
-     "so the gate counts it as not measured; but where α's interval lies below 0 the judges that vote contradict "
-     "each other more than chance would, which is measured: unreliable (below chance)."),
+     "so the gate counts it as not measured (α there is at most 0 whatever the questions, its value fixed by how "
+     "often the one varying judge dissents)."),
     ("dawid-skene", "Dawid–Skene (DS)", "a model that estimates each judge's accuracy from the votes alone and weighs "
      "the judges by it (its label: the answer it finds likeliest); shown beside the plain majority as a check."),
     ("effective", "Effective judges", "how many independent judges the panel is worth: n / (1 + (n − 1)·ρ̄), with "

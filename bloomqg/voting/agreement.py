@@ -246,15 +246,15 @@ def gate_decision(
 ) -> GateDecision:
     """The gate's rule, written once:
 
-    0. α's interval (``alpha_ci_low``..``alpha_ci_high``, its bootstrap's ends) below 0 as the
-       page prints it (two decimals): the judges disagree more than chance would, which is
-       measured, whoever of them varies: **unreliable** (a judge that says "readable" to every
-       question beside one that calls 39% unreadable disagrees with it; "not measured" read as
-       no evidence either way where the page showed α -0.22 [-0.38, -0.10]);
     1. no item with two votes, every vote in one category (prevalence 1), or at most one judge
        whose votes vary (``n_varying_judges``: the others always give one answer or abstain, so
        any agreement is the panel's make-up): agreement was **not measured** (a judge that always
-       says "yes" beside two others that do cannot show it agrees);
+       says "yes" beside two others that do cannot show it agrees; nor can it show disagreement
+       beyond chance: beside one varying judge α is at most 0, its value fixed by how often that
+       judge says "no");
+    1b. with two judges or more varying, α's interval (``alpha_ci_low``..``alpha_ci_high``, its
+       bootstrap's ends) below 0 as the page prints it (two decimals): they disagree more than
+       chance would: **unreliable** (:data:`BELOW_CHANCE`);
     2. prevalence ≥ :data:`PREVALENCE_LIMIT`: Gwet's AC1 is compared with the threshold, since α
        collapses there although the judges agree; but where no two judges ever gave the rarer answer
        to the same question (``n_items_rare_agreed`` 0), all their agreement is on the common answer,
@@ -276,10 +276,10 @@ def gate_decision(
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, NO_TWO_VOTES)
     if not math.isnan(prevalence) and prevalence >= 1.0:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ALL_SAME)
-    if not math.isnan(alpha_ci_high) and round(alpha_ci_high, 2) < 0:
-        return GateDecision(UNRELIABLE, "alpha", alpha, threshold, BELOW_CHANCE)
     if n_varying_judges is not None and n_varying_judges < 2:
         return GateDecision(NOT_MEASURED, coefficient, math.nan, threshold, ONE_VARYING)
+    if not math.isnan(alpha_ci_high) and round(alpha_ci_high, 2) < 0:
+        return GateDecision(UNRELIABLE, "alpha", alpha, threshold, BELOW_CHANCE)
     prevalence_bound = not math.isnan(prevalence) and prevalence >= PREVALENCE_LIMIT
     if prevalence_bound and n_items_rare_agreed == 0:
         return GateDecision(NOT_MEASURED, "ac1", math.nan, threshold, NO_RARE_AGREEMENT)
@@ -310,18 +310,18 @@ NO_RARE_AGREEMENT = (f"rarer answer never shared: no two judges gave it to the s
                      "chance")
 
 #: Why judges are unreliable whoever of them varies: α's interval below 0 (rule 0 of the gate).
-BELOW_CHANCE = ("below chance: α's interval lies below 0, so the judges disagree more than chance would (measured, "
-                "even where only one of them varies)")
+BELOW_CHANCE = ("below chance: α's interval lies below 0, so the judges (two or more of them varying) disagree more "
+                "than chance would")
 
 #: Why agreement is not measured where one answer dominates and α's interval reaches 0.
 AT_CHANCE = (f"chance not ruled out: with one answer in ≥ {PREVALENCE_LIMIT:.0%} of the votes AC1 reads high on that "
              "answer alone, and α's interval reaches 0, so the judges' agreement beyond chance is not shown")
 
 #: The gate's rule in one line, for pages that state it.
-GATE_RULE = ("first, the judges are unreliable where α's interval lies below 0 (they disagree more than chance "
-             "would); then agreement is not measured where no question has two votes, every vote is the same, at most "
+GATE_RULE = ("first, agreement is not measured where no question has two votes, every vote is the same, or at most "
              "one judge's votes vary (the others always give one answer or abstain, so any agreement is the panel's "
-             f"make-up), or one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes and either no two judges ever gave the "
+             "make-up); then the judges are unreliable where α's interval lies below 0 (they disagree more than chance "
+             f"would); agreement is not measured either where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes and either no two judges ever gave the "
              "rarer answer to the same question or α's interval reaches 0 (agreement beyond chance not shown); otherwise it is reliable when Krippendorff's α is at least the threshold (0.7 by default), "
              f"or, where one answer holds ≥ {PREVALENCE_LIMIT:.0%} of the votes (α then reads near 0 even when the "
              "judges agree), when Gwet's AC1 is")

@@ -252,21 +252,27 @@ def test_a_verdict_names_every_criterion_whose_agreement_was_not_measured():
                                       "not measured")
 
 
-def test_judges_that_disagree_beyond_chance_are_unreliable_even_where_one_varies():
+def test_judges_that_disagree_beyond_chance_are_unreliable_where_two_vary_but_not_beside_a_constant_judge():
     """The default study's computer-science readability: smollm2 says "readable" to every question,
-    minilm abstains, rules calls 39% unreadable. Only one judge varies, so their agreement could not
-    show; but α's interval lies below 0, and a reader took "not measured" beside α -0.22 [-0.38,
-    -0.10] for no evidence either way: they disagree, which is measured (reading 35)."""
+    minilm abstains, rules calls 39% unreadable. α there is at most 0 whatever the questions, its value
+    fixed by how often rules dissents (reading 37 reproduced every printed α from that count), so an
+    interval below 0 is the panel's make-up too: not measured. Where two judges vary and α's interval
+    lies below 0, they disagree more than chance would: unreliable."""
+    from bloomqg.voting.agreement import BELOW_CHANCE, ONE_VARYING
     from bloomqg.voting.cell import measure_criterion
 
-    votes = [["0" if i % 5 < 2 else "1", None, "1"] for i in range(36)]
-    measured = measure_criterion("readable", votes, ["rules", "minilm", "smollm2"], n_resamples=200)
+    names = ["rules", "minilm", "smollm2"]
+    one_varying = [["0" if i % 5 < 2 else "1", None, "1"] for i in range(36)]
+    measured = measure_criterion("readable", one_varying, names, n_resamples=200)
     assert measured.n_varying_judges == 1 and measured.alpha.ci_high < 0
-    assert (measured.decision.status, measured.decision.coefficient) == (UNRELIABLE, "alpha")
-    assert measured.decision.value == pytest.approx(measured.alpha.alpha)
-    # without an interval (no bootstrap) the one varying judge leaves it not measured, as before
-    bare = measure_criterion("readable", votes, ["rules", "minilm", "smollm2"], n_resamples=0)
-    assert bare.decision.status == NOT_MEASURED
+    assert (measured.decision.status, measured.decision.why) == (NOT_MEASURED, ONE_VARYING)
+    # two judges varying against each other: one says "no" exactly where the other says "yes"
+    opposed = [["0", None, "1"] if i % 3 == 0 else ["1", None, "0"] if i % 3 == 1 else ["1", None, "1"]
+               for i in range(36)]
+    contrary = measure_criterion("readable", opposed, names, n_resamples=200)
+    assert contrary.n_varying_judges == 2 and contrary.alpha.ci_high < 0
+    assert (contrary.decision.status, contrary.decision.why, contrary.decision.coefficient) == (
+        UNRELIABLE, BELOW_CHANCE, "alpha")
     # an interval that prints as touching 0 ([-0.00, -0.00]) is no evidence of disagreement
     assert gate_decision("alpha", -0.001, 0.99, 0.998, 0.7, n_items=1400, n_varying_judges=3, n_items_rare_agreed=0,
                          alpha_ci_low=-0.0024, alpha_ci_high=-0.0002).status == NOT_MEASURED

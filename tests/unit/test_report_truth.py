@@ -39,12 +39,12 @@ def test_an_undefined_alpha_is_marked_like_a_failed_gate_with_the_reason():
 
 
 def test_judges_that_disagree_below_chance_are_labelled_with_that_reason():
-    """Rule 0 of the gate (α's interval below 0): the table says why, not "α below 0.70", which read
-    as the threshold's verdict where only one judge varies (reading 36)."""
+    """Judges unreliable because α's interval lies below 0: the table says why, not "α below 0.70"
+    (reading 36)."""
     from bloomqg.voting.agreement import BELOW_CHANCE
 
     row = panel_row(alpha=-0.22, ac1=0.43, prevalence=0.80)
-    decision = gate_decision("alpha", -0.22, 0.43, 0.80, 0.7, n_items=28, n_varying_judges=1,
+    decision = gate_decision("alpha", -0.22, 0.43, 0.80, 0.7, n_items=28, n_varying_judges=2,
                              alpha_ci_low=-0.38, alpha_ci_high=-0.10)
     assert decision.why == BELOW_CHANCE
     row.update(gate_coefficient=decision.coefficient, gate_status=decision.status, gate_reason=decision.why,
