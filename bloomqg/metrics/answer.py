@@ -47,6 +47,8 @@ HIGHER, LOWER, NO_DIFFERENCE, CANNOT_TELL = "higher", "lower", "no_difference", 
 VERDICTS: tuple[str, ...] = (HIGHER, LOWER, NO_DIFFERENCE, CANNOT_TELL)
 #: Why a verdict is what it is.
 REASONS: tuple[str, ...] = ("judges_disagree", "agreement_not_measured", "too_few_pairs", "borderline", "significant", "no_difference")
+#: The reasons that stop a verdict at the panel, before the power and the test (its numbers rest on votes the gate flagged).
+PANEL_REASONS: tuple[str, ...] = REASONS[:2]
 
 ANSWER_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "verdict", "reason", "value_a", "value_b", "diff",
@@ -115,8 +117,7 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
     def severity(row: dict[str, Any]) -> tuple[int, float]:
         value, status = row["reliability_value"], row["reliability_status"]
         # votes published without the judges' own stop nothing, so they rank after the study's unmeasured
-        published = status == NOT_MEASURED and row["reliability_why"] == NO_JUDGE_VOTES
-        return rank[status] + published, math.inf if math.isnan(value) else value
+        return rank[status] + _published_only(row), math.inf if math.isnan(value) else value
 
     def having(status: str) -> str:
         return ",".join(row["reliability_cell"] for criterion in criteria for row in found
@@ -127,6 +128,12 @@ def reliability_behind(panel: pd.DataFrame, model: str, dataset: str, strategies
     # (the worst is the first of equals, as strategies and criteria are listed)
     return {**min(found, key=severity), "reliability_unmeasured": having(NOT_MEASURED),
             "reliability_unreliable": having(UNRELIABLE)}
+
+
+def _published_only(reliability: dict[str, Any]) -> bool:
+    """Not measured because the votes were published without the judges' own (an imported
+    release): the one unmeasured agreement that does not stop a verdict."""
+    return reliability["reliability_status"] == NOT_MEASURED and reliability["reliability_why"] == NO_JUDGE_VOTES
 
 
 def _plan_figure(plan_row: dict[str, Any] | None, column: str) -> float:
@@ -153,7 +160,7 @@ def decide(paired_row: dict[str, Any], plan_row: dict[str, Any] | None, reliabil
     """(verdict, reason, no-difference bound) of one comparison, in the module's order."""
     if reliability["reliability_status"] == UNRELIABLE:
         return CANNOT_TELL, "judges_disagree", math.nan
-    if reliability["reliability_status"] == NOT_MEASURED and reliability["reliability_why"] != NO_JUDGE_VOTES:
+    if reliability["reliability_status"] == NOT_MEASURED and not _published_only(reliability):
         return CANNOT_TELL, "agreement_not_measured", math.nan
     mdd = math.nan if plan_row is None else plan_row.get("mdd")
     n_pairs = int(paired_row.get("n_pairs") or 0)

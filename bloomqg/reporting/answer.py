@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE
+from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE, PANEL_REASONS
 from bloomqg.metrics.paired import SIGNIFICANCE, ordered_strategies, p_phrase, paired_test
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.robustness import (
@@ -28,7 +28,7 @@ from bloomqg.reporting.tables.builders import TEST_NAMES
 from bloomqg.reporting.tables.model import fixed, format_paired_difference, gated_cells
 from bloomqg.inputs.strategies import ComparisonSpec
 from bloomqg.reporting.construction import LEVEL_KEPT_METRICS
-from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE
+from bloomqg.voting.agreement import NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, brief_reason
 from bloomqg.voting.construction import ConstructionFlag
 
 #: Generation parse-failure rates (points) this far apart make the Answer say how much of a
@@ -53,10 +53,8 @@ def _criteria_in(row: Any, column: str = "reliability_unmeasured", strategy_labe
     unreliable), by label; with ``cells``, one that holds in one strategy's cell only is named
     with it ("Answerable in CoT"), so a criterion unreliable in one cell and not measured in the
     other reads as both. ``besides``: a criterion left out (the one the Why already names)."""
-    named = getattr(row, column, "")
-    entries = [e.partition("|") for e in str(named).split(",") if e] if not is_missing(named) else []
     strategies: dict[str, list[str]] = {}
-    for strategy, _, criterion in entries:
+    for strategy, criterion in _cell_entries(row, column):
         if criterion != besides:
             strategies.setdefault(criterion, []).append(strategy)
     pair = {str(row.strategy_a), str(row.strategy_b)}
@@ -65,10 +63,22 @@ def _criteria_in(row: Any, column: str = "reliability_unmeasured", strategy_labe
             for c, found in strategies.items()]
 
 
+def _cell_entries(row: Any, column: str) -> list[tuple[str, str]]:
+    """(strategy, criterion) of each ``strategy|criterion`` cell answer.parquet lists in ``column``."""
+    named = getattr(row, column, "")
+    return [(strategy, criterion) for strategy, _, criterion in (e.partition("|") for e in str(named).split(",") if e)
+            ] if not is_missing(named) else []
+
+
+def _where(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
+    """"Readable in CoT": the criterion and cell the verdict's reliability figure is of."""
+    strategy, _, criterion = str(row.reliability_cell).partition("|")
+    return f"{CRITERION_LABEL.get(criterion, criterion)} in {strategy_label(strategy, strategy_labels)}"
+
+
 def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
     """The reliability figure a verdict rests on, in words: "α 0.09 for Bloom level in CoT (gate: ≥ 0.70)"."""
-    strategy, _, criterion = str(row.reliability_cell).partition("|")
-    where = f"{CRITERION_LABEL.get(criterion, criterion)} in {strategy_label(strategy, strategy_labels)}"
+    where = _where(row, strategy_labels)
     if row.reliability_status == NOT_MEASURED:
         return f"agreement not measured for {where} ({row.reliability_why})"
     symbol = COEFFICIENT_SYMBOL.get(str(row.reliability_coefficient), str(row.reliability_coefficient))
@@ -103,12 +113,10 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         text = f"{'weak agreement' if weak else 'no agreement'}: {rests_on(row, strategy_labels)}" + (f" (there, {'; '.join(always)})" if always else "")
         return text + _gated_interval(row)
     if reason == "agreement_not_measured":
-        strategy, _, criterion = str(row.reliability_cell).partition("|")
-        where = f"{CRITERION_LABEL.get(criterion, criterion)} in {strategy_label(strategy, strategy_labels)}"
         unmeasured = _criteria_in(row, strategy_labels=strategy_labels)
         # the first reason, named at one cell: the gate's reasons differ by cell (Judge reliability lists each)
-        return (f"{_joined(unmeasured, 'and')} agreement not measured (†; {where}: "
-                f"{str(row.reliability_why).partition(':')[0]})" + _gated_interval(row))
+        return (f"{_joined(unmeasured, 'and')} agreement not measured (†; {_where(row, strategy_labels)}: "
+                f"{brief_reason(str(row.reliability_why))})" + _gated_interval(row))
     if reason == "too_few_pairs":
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it
             text = (f"the interval runs from {float(row.ci_low):.1f} to {float(row.ci_high):.1f} {_points(row.metric)} "
@@ -199,7 +207,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
                        "panel cannot measure it")
     unmeasured_rows = unknown[unknown["reason"] == "agreement_not_measured"]
     if len(unmeasured_rows):
-        criteria = ordered_unique(c for r in unmeasured_rows.itertuples() for c in _cells_criteria(r))
+        criteria = ordered_unique(c for r in unmeasured_rows.itertuples() for _, c in _cell_entries(r, "reliability_unmeasured"))
         reasons.append(f"{_count(len(unmeasured_rows), n)}the judges' agreement on {_phrased(criteria, 'and')} could "
                        "not be measured")
     few = unknown[unknown["reason"] == "too_few_pairs"]
@@ -244,12 +252,6 @@ def _phrased(criteria: Sequence[str], conjunction: str = "or") -> str:
     if yes_no:
         parts.insert(0, "whether a question is " + _joined(yes_no, conjunction))
     return _joined(parts, conjunction)
-
-
-def _cells_criteria(row: Any) -> list[str]:
-    """The criteria (names) of answer.parquet's ``reliability_unmeasured`` cells, in its order."""
-    named = row.reliability_unmeasured
-    return ordered_unique(e.partition("|")[2] for e in str(named).split(",") if e) if not is_missing(named) else []
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
@@ -374,7 +376,7 @@ def power_clause(r: Any) -> str:
     """"; too few pairs as well": a verdict the judges stop that the study's power would have
     stopped next (the verdict's order names the first check that fails; a reader should not take
     the others to pass)."""
-    if r.reason not in ("judges_disagree", "agreement_not_measured") or int(r.n_pairs) == 0 or not r.planned:
+    if r.reason not in PANEL_REASONS or int(r.n_pairs) == 0 or not r.planned:
         return ""
     return "; too few pairs as well" if is_missing(r.mdd) or float(r.mdd) > float(r.max_detectable) else ""
 
@@ -468,7 +470,7 @@ def unparsed_note(rows: pd.DataFrame, values: pd.DataFrame | None, pair: tuple[s
                  # firmer than the Usability they qualify
                  + " (own questions, not pairs"
                  + ("; †: on votes the gate flagged, not evidence)."
-                    if usability["reason"].isin(["judges_disagree", "agreement_not_measured"]).any() else ")."))
+                    if usability["reason"].isin(PANEL_REASONS).any() else ")."))
     else:
         text += " Part of a Usability gap is how often the reply could be read, not how good its question was."
     return text

@@ -226,7 +226,7 @@ class GateDecision:
     coefficient: str  # "alpha" | "ac1": the coefficient compared with the threshold
     value: float
     threshold: float
-    why: str  # for NOT_MEASURED, why; else ""
+    why: str  # for NOT_MEASURED, why; for UNRELIABLE by α's interval below 0, BELOW_CHANCE; else ""
 
     @property
     def passed(self) -> bool:
@@ -234,9 +234,14 @@ class GateDecision:
 
     @property
     def brief_why(self) -> str:
-        """``why`` without its explanation after a colon ("at most one judge's votes vary"), for a
-        table cell; "" when measured."""
-        return self.why.split(":")[0]
+        """:func:`brief_reason` of ``why``; "" where there is none."""
+        return brief_reason(self.why)
+
+
+def brief_reason(why: str) -> str:
+    """A gate reason without its explanation after a colon ("at most one judge's votes vary"), for
+    a table cell or a Why column."""
+    return why.split(":")[0]
 
 
 def gate_decision(
