@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bloomqg.inputs.datasets import load_dataset
+from bloomqg.inputs.specs import JudgeSpec
 from bloomqg.judges.bias.probe import probe_judge
 from bloomqg.judges.bias.stats import bias_estimates
 
@@ -40,7 +41,8 @@ def main() -> None:
     results = {}
     for name, spec in (("rules", {"backend": "rules"}), ("minilm", {"backend": "embedding"})):
         started = time.perf_counter()
-        probes = probe_judge(generations, name, spec, dataset=dataset, domain="computer science",
+        probes = probe_judge(generations, JudgeSpec.read(name, spec, seed=20240611, budget_usd=None), dataset=dataset,
+                             domain="computer science",
                              items_per_cell=args.items, seed=20240611)
         probed = time.perf_counter()
         bias_estimates(probes, {"judges": {name: None}, "generators": {"m": None}}, n_resamples=1000)

@@ -26,6 +26,8 @@ import yaml
 from bloomqg.store.frames import DATASET, GENERATIONS
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
+from bloomqg.inputs.specs import study_spec
+from bloomqg.study.config import apply_defaults
 from bloomqg.store.parquet_io import read_frame
 
 MODES = ("generate", "choices")
@@ -35,15 +37,15 @@ def judge_cell(study: Path, config: dict[str, Any], judge: str, mode: str, gener
                model_dir: Path, threads: int, cache_dir: Path) -> tuple[float, Any]:
     """One judge_questions job on one cell in ``mode``: (seconds, judgments frame)."""
     dataset = generations_path.parts[-3]
-    spec = {**config["judges"][judge], "mode": mode}
+    specs = study_spec(apply_defaults(config))
+    spec = specs.judges[judge].with_entry({**specs.judges[judge].entry, "mode": mode})
     started = time.perf_counter()
-    generator = make_judge_text_generator(judge, spec, model_spec=config["models"][spec["model_ref"]],
+    generator = make_judge_text_generator(spec, model=specs.borrowed_model(judge),
                                           model_dir=model_dir, cache_dir=cache_dir, num_threads=threads)
     try:
-        frame = judge_questions(read_frame(generations_path, GENERATIONS), judge, spec,
+        frame = judge_questions(read_frame(generations_path, GENERATIONS), spec,
                                 dataset=read_frame(study / "results" / "datasets" / f"{dataset}.parquet", DATASET),
-                                domain=config["datasets"][dataset]["domain"], text_generator=generator,
-                                seed=config["seed"])
+                                domain=config["datasets"][dataset]["domain"], text_generator=generator)
     finally:
         generator.close()
     return time.perf_counter() - started, frame

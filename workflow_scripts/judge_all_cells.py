@@ -14,11 +14,12 @@ from bloomqg.study.config import job_study_spec
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 params = snakemake.params
-spec = dict(params.spec)
-# The config's settings that are not params (changing one reruns no finished job), read once
+# The config read once: the judge's entry and decoding, the model it borrows, and the settings
+# that are not params (changing one reruns no finished job)
 study = job_study_spec(snakemake.config)
+judge, model = study.judges[snakemake.wildcards.judge], study.borrowed_model(snakemake.wildcards.judge)
 # A judge of panel_sample judges each cell's random sample only (docs/judge-reliability.md).
-panel_draw = spec.pop("panel_sample", None)
+panel_draw = params.spec.get("panel_sample")
 datasets = {Path(path).stem: read_frame(path, DATASET) for path in snakemake.input.datasets}
 cells = []
 for (dataset, strategy, model), generations_file, output in zip(
@@ -29,14 +30,13 @@ for (dataset, strategy, model), generations_file, output in zip(
     cells.append(JudgeCell(generations, datasets[dataset], params.domains[dataset], output,
                            {"panel_sample": panel_draw}))
 serving = None
-if params.model_spec and params.model_spec.get("engine"):
-    serving = ServingJob(name=spec.get("model_ref") or snakemake.wildcards.judge, threads=snakemake.threads,
+if model is not None and model.engine:
+    serving = ServingJob(name=model.name, threads=snakemake.threads,
                          gpus=int(snakemake.resources.gpu or 0), log_path=server_log_path(snakemake.log.job),
                          workflow_dir=Path(snakemake.scriptdir).resolve().parent)
 judge_all_cells(
-    snakemake.wildcards.judge, spec, cells, model_spec=params.model_spec, serving=serving,
+    judge, cells, model=model, serving=serving,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
-    cache_dir=params.cache_dir, seed=params.seed, num_threads=snakemake.threads,
-    min_answer_rate=study.min_answer_rate, budget_usd=study.budget_usd,
+    cache_dir=params.cache_dir, num_threads=snakemake.threads, min_answer_rate=study.min_answer_rate,
 )

@@ -12,30 +12,28 @@ from bloomqg.study.config import job_study_spec
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 params = snakemake.params
-spec = dict(params.spec)
-# The config's settings that are not params (changing one reruns no finished job), read once
+# The config read once: the judge's entry, client settings and decoding, the model it borrows,
+# and the settings that are not params (changing one reruns no finished job)
 study = job_study_spec(snakemake.config)
+judge, model = study.judges[snakemake.wildcards.judge], study.borrowed_model(snakemake.wildcards.judge)
 # A judge of panel_sample judges the cell's random sample only (docs/judge-reliability.md).
-panel_draw = spec.pop("panel_sample", None)
+panel_draw = params.spec.get("panel_sample")
 generations = read_frame(snakemake.input.generations, GENERATIONS)
 if panel_draw is not None:
     generations = draw_panel_sample(generations, panel_draw)
 # An openai judge's client (its own endpoint spec); none for a judge without one.
 text_generator = make_judge_text_generator(
-    snakemake.wildcards.judge, spec, model_spec=params.model_spec,
-    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
-    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=study.budget_usd,
+    judge, model=model, model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    cache_dir=params.cache_dir, num_threads=snakemake.threads,
 )
 try:
     judgments = judge_questions(
         generations,
-        snakemake.wildcards.judge,
-        spec,
+        judge,
         dataset=read_frame(snakemake.input.dataset, DATASET),
         domain=params.domain,
         prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
         text_generator=text_generator,
-        seed=params.seed,
         min_answer_rate=study.min_answer_rate,
     )
 finally:
@@ -43,4 +41,4 @@ finally:
         text_generator.close()
 # The judge's own provenance: rubric hash, code fingerprint, model folder, text generator.
 write_frame(judgments, snakemake.output[0], JUDGMENTS,
-            judgments_provenance(snakemake.wildcards.judge, spec, judgments, text_generator, panel_sample=panel_draw))
+            judgments_provenance(judgments, text_generator, panel_sample=panel_draw))

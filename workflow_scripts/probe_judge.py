@@ -9,15 +9,17 @@ from bloomqg.study.config import job_study_spec
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 params = snakemake.params
-spec = dict(params.spec)
+# The config read once: the judge's entry, client settings and decoding, the model it borrows
+study = job_study_spec(snakemake.config)
+judge = study.judges[snakemake.wildcards.judge]
 text_generator = make_judge_text_generator(
-    snakemake.wildcards.judge, spec, model_spec=params.model_spec,
+    judge, model=study.borrowed_model(judge.name),
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
-    cache_dir=params.cache_dir, num_threads=snakemake.threads, budget_usd=job_study_spec(snakemake.config).budget_usd,
+    cache_dir=params.cache_dir, num_threads=snakemake.threads,
 )
 try:
     probes = probe_judge(
-        read_frame(snakemake.input.generations, GENERATIONS), snakemake.wildcards.judge, spec,
+        read_frame(snakemake.input.generations, GENERATIONS), judge,
         dataset=read_frame(snakemake.input.dataset, DATASET), domain=params.domain,
         items_per_cell=params.items_per_cell, seed=params.seed,
         prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,

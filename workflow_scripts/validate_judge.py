@@ -7,24 +7,26 @@ from bloomqg.judges.stage import judge_questions
 from bloomqg.runtime.job import start_job
 from bloomqg.store.parquet_io import read_frame, write_frame
 from bloomqg.store.frames import GENERATIONS, JUDGMENTS, VOTES
+from bloomqg.study.config import job_study_spec
 
 snakemake = globals()["snakemake"]
 start_job(snakemake)
 params, wc = snakemake.params, snakemake.wildcards
-spec = dict(params.spec)
+# The config read once: the judge's entry and decoding (with judge_validation's seed), the model it borrows
+study = job_study_spec(snakemake.config)
+judge = study.judges[wc.judge].with_seed(params.seed)
 generations = read_frame(snakemake.input.generations, GENERATIONS)
 sample = validation_sample(generations, read_frame(snakemake.input.votes, VOTES), params.items_per_cell, params.seed)
 started = time.perf_counter()  # from here on: what a user of this judge pays per question
 text_generator = make_judge_text_generator(
-    wc.judge, spec, model_spec=params.model_spec,
-    model_dir=snakemake.input.model[0] if snakemake.input.model else None,
+    judge, model=study.borrowed_model(wc.judge), model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     cache_dir=params.cache_dir, num_threads=snakemake.threads,
 )
 try:
     judgments = judge_questions(
-        sample, wc.judge, spec, dataset=release_dataset(generations), domain=RELEASE_DOMAINS[wc.dataset],
+        sample, judge, dataset=release_dataset(generations), domain=RELEASE_DOMAINS[wc.dataset],
         prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
-        text_generator=text_generator, seed=params.seed,
+        text_generator=text_generator,
     )
 finally:
     if text_generator is not None:

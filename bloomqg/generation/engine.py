@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bloomqg.inputs.api_settings import client_settings_from_entry
+from bloomqg.inputs.api_settings import ClientSettings
 from bloomqg.inputs.chat import BatchCallback, ChatRequest, Completion, DecodingParams
 from bloomqg.generation.openai_api import OpenAITextGenerator
 from bloomqg.inputs.models import read_model_provenance
@@ -109,13 +109,14 @@ class EngineTextGenerator:
         self._log_path, self._name, self._threads = log_path, name, threads
         #: started at the first request the cache cannot answer (:meth:`complete`)
         self.server: ModelServer | None = None
-        client_spec: dict[str, Any] = {
+        # the entry's client keys were checked when the study was read; the rest is the server's
+        client = ClientSettings.from_spec({
             **ENGINE_CLIENT_DEFAULTS, **{key: spec[key] for key in CLIENT_KEYS if key in spec},
-            "backend": "openai", "model": wire_model_name(self.settings, model_path=source, served_name=served),
+            "model": wire_model_name(self.settings, model_path=source, served_name=served),
             "base_url": f"http://{HOST}:{UNSTARTED_PORT}/v1", "api_key_env": None,
             "price_per_million_input": 0, "price_per_million_output": 0, "structured_outputs": "none",
-        }
-        self.inner = OpenAITextGenerator(client_settings_from_entry(client_spec), cache_dir=cache_dir)
+        })
+        self.inner = OpenAITextGenerator(client, cache_dir=cache_dir)
         self.inner.client.cache_model = json.dumps(self.identity, sort_keys=True)
         self.inner.client.continue_final_message = self.supports_response_prefill
         self.inner.client.before_sending = self.start  # only when the cache cannot answer all

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bloomqg.store.atomic import atomic_target
-from bloomqg.inputs.chat import decoding_params
 from bloomqg.inputs.datasets import dataset_knowledge_units
+from bloomqg.inputs.specs import ModelSpec
 from bloomqg.store.frames import DATASET, PROMPTS
 from bloomqg.generation.factory import ServingJob, make_text_generator
 from bloomqg.generation.stage import generate_questions
@@ -36,11 +36,9 @@ def shard_file(out_dir: str | Path, dataset: str, strategy: str, shard: int) -> 
 
 
 def generate_on_engine(
-    model: str,
-    spec: Mapping[str, Any],
+    model: ModelSpec,
     shards: Sequence[Mapping[str, Any]],
     *,
-    seed: int,
     model_dir: str | Path | None,
     out_dir: str | Path,
     checkpoint_dir: str | Path,
@@ -49,15 +47,16 @@ def generate_on_engine(
     gpus: int,
     server_log: str | Path,
     workflow_dir: str | Path,
+    max_question_chars: int,
 ) -> list[Path]:
-    """Generate every shard in ``shards`` with one server of ``spec``'s engine; the shard files
-    written, in order. Each entry names its ``dataset``, ``strategy``, ``shard`` and ``n_shards``
-    and the files it reads (the rule's inputs): ``prompts`` (PROMPTS) and ``dataset_file`` (DATASET).
+    """Generate every shard in ``shards`` with one server of ``model``'s engine, in its decoding;
+    the shard files written, in order. Each entry names its ``dataset``, ``strategy``, ``shard`` and ``n_shards``
+    and the files it reads (the rule's inputs): ``prompts`` (PROMPTS) and ``dataset_file`` (DATASET);
+    ``max_question_chars`` is the study's ``input_limits.max_question_chars``.
     """
-    params = decoding_params(spec.get("generation", {}), seed, where=f"models.{model}.generation")
-    serving = ServingJob(name=model, threads=int(threads), gpus=int(gpus), log_path=Path(server_log),
+    serving = ServingJob(name=model.name, threads=int(threads), gpus=int(gpus), log_path=Path(server_log),
                          workflow_dir=Path(workflow_dir))
-    generator = make_text_generator(spec, model_dir=model_dir, cache_dir=cache_dir, serving=serving)
+    generator = make_text_generator(model, model_dir=model_dir, cache_dir=cache_dir, serving=serving)
     written: list[Path] = []
     try:
         for entry in shards:
@@ -65,14 +64,14 @@ def generate_on_engine(
             prompts = shard_rows(read_frame(entry["prompts"], PROMPTS), shard, int(entry["n_shards"]))
             units = dataset_knowledge_units(read_frame(entry["dataset_file"], DATASET))
             out = shard_file(out_dir, dataset, strategy, shard)
-            logger.info("%s: %s/%s shard %d (%d prompts) -> %s", model, dataset, strategy, shard, len(prompts), out)
+            logger.info("%s: %s/%s shard %d (%d prompts) -> %s", model.name, dataset, strategy, shard, len(prompts), out)
             generate_questions(
-                prompts, model, generator, params, knowledge_units=units, out_path=out,
+                prompts, model.name, generator, model.decoding, knowledge_units=units, out_path=out,
                 checkpoint_path=Path(checkpoint_dir) / dataset / strategy / f"shard-{shard}.jsonl",
-                response_prefill=spec.get("response_prefill", False),
+                response_prefill=model.entry.get("response_prefill", False), max_question_chars=max_question_chars,
             )
             written.append(out)
-        logger.info("%s ledger: %s", model, generator.ledger())  # type: ignore[attr-defined]
+        logger.info("%s ledger: %s", model.name, generator.ledger())  # type: ignore[attr-defined]
     finally:
         generator.close()
     return written

@@ -1,16 +1,15 @@
-"""Building a text generator from a config model entry (its decoding settings:
-:func:`bloomqg.inputs.chat.decoding_params`)."""
+"""Building a text generator from a read ``models`` (or LLM judge) entry
+(:class:`bloomqg.inputs.specs.EntrySpec`: its client settings and decoding resolved once, when
+the study was read)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from bloomqg.inputs.api_settings import client_settings_from_entry
 from bloomqg.inputs.chat import TextGenerator
+from bloomqg.inputs.specs import EntrySpec
 
 logger = logging.getLogger(__name__)
 
@@ -28,19 +27,20 @@ class ServingJob:
 
 
 def make_text_generator(
-    spec: Mapping[str, Any],
+    entry: EntrySpec,
     *,
     model_dir: str | Path | None,
     cache_dir: str | Path,
     num_threads: int | None = None,
     serving: ServingJob | None = None,
 ) -> TextGenerator:
-    """A loaded generator for a ``models.<name>`` (or LLM judge) config entry.
+    """A loaded generator for a ``models.<name>`` (or LLM judge) entry.
 
     ``backend: hf`` -> :class:`bloomqg.generation.hf.generator.HFTextGenerator` (``model_dir`` is the
     directory ``materialize_model`` prepared; it holds the converted weights of a GGUF entry);
-    ``backend: openai`` -> ``bloomqg.generation.openai_api.OpenAITextGenerator`` with the call
-    cache under ``cache_dir``. ``num_threads`` (the job's thread count) sets torch's CPU threads
+    ``backend: openai`` -> ``bloomqg.generation.openai_api.OpenAITextGenerator`` with the entry's
+    client settings (:attr:`~bloomqg.inputs.specs.EntrySpec.client`) and the call cache under
+    ``cache_dir``. ``num_threads`` (the job's thread count) sets torch's CPU threads
     for in-process models unless the entry pins its own.
 
     An ``hf`` entry with ``engine:`` (vllm, transformers-serve) and a ``serving`` job ->
@@ -49,7 +49,7 @@ def make_text_generator(
     borrowing the entry. Without ``serving`` the weights run in-process as for any hf entry, and
     the log says so.
     """
-    backend = spec.get("backend")
+    spec, backend = entry.entry, entry.backend
     if backend == "hf" and spec.get("engine") and serving is not None:
         from bloomqg.generation.engine import EngineTextGenerator
 
@@ -69,6 +69,5 @@ def make_text_generator(
     if backend == "openai":
         from bloomqg.generation.openai_api import OpenAITextGenerator
 
-        return OpenAITextGenerator(client_settings_from_entry(spec), cache_dir=cache_dir)
-    raise ValueError(f"model entry {spec.get('model')!r}: unknown backend {backend!r} "
-                     "(expected 'hf' or 'openai')")
+        return OpenAITextGenerator(entry.api_client, cache_dir=cache_dir)
+    raise ValueError(f"{entry.key}: backend {backend!r} writes no text (expected 'hf' or 'openai')")

@@ -14,6 +14,7 @@ once, not by each caller reaching back into ``config["models"][name]``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -56,6 +57,16 @@ class EntrySpec:
         client = (client_settings_from_entry(with_study_budget(entry, budget_usd))
                   if entry.get("backend") == API_BACKEND else None)
         return cls(name, _frozen(entry), decoding, client)
+
+    def with_entry(self, entry: Mapping[str, Any]) -> Self:
+        """This spec over another entry of the same backend whose changed keys are not the
+        decoding's or the client's (an hf judge's ``dtype`` over the models entry it borrows)."""
+        return dataclasses.replace(self, entry=_frozen(entry))
+
+    def with_seed(self, seed: int) -> Self:
+        """This spec, its decoding with another seed (a section with a seed of its own, such as
+        ``judge_validation.seed``, or a probe group's)."""
+        return dataclasses.replace(self, decoding=dataclasses.replace(self.decoding, seed=seed))
 
     @property
     def key(self) -> str:
@@ -166,6 +177,11 @@ class StudySpec:
         """The cap a paid entry's calls count against: its own, else the study's."""
         own = spec.own_budget_usd
         return own if own is not None else self.budget_usd
+
+    def borrowed_model(self, judge: str) -> ModelSpec | None:
+        """The models entry a judge's ``model_ref`` names (an hf judge runs its weights), else None."""
+        ref = self.judges[judge].model_ref
+        return self.models[ref] if ref else None
 
     def judge_family(self, judge: str) -> str | None:
         """A judge's ``family``: its own, else that of the models entry it borrows."""

@@ -236,9 +236,8 @@ class Panel:
 
 def _panel_judges(config: str, dataset: str, names: Sequence[str] | None) -> Panel:
     from bloomqg.judges.backends.learned import model_file
-    from bloomqg.judges.registry import JudgeContext
+    from bloomqg.judges.registry import JudgeContext, judge_backend
     from bloomqg.judges.rubric import load_rubric
-    from bloomqg.judges.stage import validate_judge_spec
     from bloomqg.inputs.datasets import dataset_knowledge_units
 
     study = load_study(config)
@@ -259,10 +258,10 @@ def _panel_judges(config: str, dataset: str, names: Sequence[str] | None) -> Pan
     units = dataset_knowledge_units(frame)
     judges = {}
     for name in names:
-        backend = validate_judge_spec(name, entries[name])
-        judges[name] = backend.build(JudgeContext(name, backend.with_defaults(entries[name]), frame, units,
-                                                  study.datasets[dataset]["domain"], None, None,
-                                                  int(study.config["seed"])))
+        judge = study.spec.judges[name]  # read once with the study, validated with it
+        backend = judge_backend(judge.backend)
+        judges[name] = backend.build(JudgeContext(name, backend.with_defaults(judge.entry), frame, units,
+                                                  study.datasets[dataset]["domain"], None, None, judge.decoding))
     return Panel(judges, tuple(units), study.datasets[dataset]["domain"], load_rubric(), anyio.Lock())
 
 

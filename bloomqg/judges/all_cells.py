@@ -25,6 +25,7 @@ import pandas as pd
 
 from bloomqg.store.frames import JUDGMENTS
 from bloomqg.generation.factory import ServingJob
+from bloomqg.inputs.specs import JudgeSpec, ModelSpec
 from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import DEFAULT_MIN_ANSWER_RATE, judge_questions
 from bloomqg.store.parquet_io import write_frame
@@ -42,47 +43,45 @@ class JudgeCell:
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
 
-def judgments_provenance(judge_name: str, spec: Mapping[str, Any], judgments: pd.DataFrame,
-                         text_generator: Any | None, **extra: Any) -> dict[str, Any]:
-    """A judgments file's provenance: the judge, its entry, ``extra``, what the judge recorded
-    (rubric hash, code fingerprint, model folder) and its text generator's."""
-    provenance = {"judge": judge_name, "judge_spec": dict(spec), **extra, **judgments.attrs.get("provenance", {})}
+def judgments_provenance(judgments: pd.DataFrame, text_generator: Any | None, **extra: Any) -> dict[str, Any]:
+    """A judgments file's provenance: ``extra``, what the judge recorded (its name and entry,
+    rubric hash, code fingerprint, model folder: :func:`bloomqg.judges.stage.judge_provenance`)
+    and its text generator's."""
+    provenance = {**extra, **judgments.attrs.get("provenance", {})}
     if text_generator is not None:
         provenance["text_generator"] = text_generator.provenance
     return provenance
 
 
 def judge_all_cells(
-    judge_name: str,
-    spec: Mapping[str, Any],
+    judge: JudgeSpec,
     cells: Sequence[JudgeCell],
     *,
-    model_spec: Mapping[str, Any] | None,
+    model: ModelSpec | None,
     serving: ServingJob | None,
     model_dir: str | Path | None,
     prompt_path: str | Path | None,
     cache_dir: str | Path,
-    seed: int,
     num_threads: int | None = None,
     min_answer_rate: float = DEFAULT_MIN_ANSWER_RATE,
-    budget_usd: float | None = None,
 ) -> None:
-    """Judge every cell of ``cells`` with one text generator (one server of the judge's engine
+    """Judge every cell of ``cells`` with ``judge`` (``model``: the models entry its ``model_ref``
+    borrows) through one text generator (one server of the judge's engine
     when ``serving`` is given and its entry names one; in-process otherwise) and, for a judge
     without one, one loaded model (the backends keep it per process), writing each cell's
     JUDGMENTS file (with provenance) before the next cell starts."""
     text_generator = make_judge_text_generator(
-        judge_name, spec, model_spec=model_spec, model_dir=model_dir, cache_dir=cache_dir,
-        num_threads=serving.threads if serving is not None else num_threads, budget_usd=budget_usd, serving=serving,
+        judge, model=model, model_dir=model_dir, cache_dir=cache_dir,
+        num_threads=serving.threads if serving is not None else num_threads, serving=serving,
     )
     try:
         for cell in cells:
             judgments = judge_questions(
-                cell.generations, judge_name, spec, dataset=cell.dataset, domain=cell.domain,
-                prompt_path=prompt_path, text_generator=text_generator, seed=seed, min_answer_rate=min_answer_rate,
+                cell.generations, judge, dataset=cell.dataset, domain=cell.domain,
+                prompt_path=prompt_path, text_generator=text_generator, min_answer_rate=min_answer_rate,
             )
             write_frame(judgments, cell.output, JUDGMENTS,
-                        judgments_provenance(judge_name, spec, judgments, text_generator, **cell.provenance))
+                        judgments_provenance(judgments, text_generator, **cell.provenance))
     finally:
         if text_generator is not None:
             text_generator.close()

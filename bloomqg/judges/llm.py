@@ -33,7 +33,6 @@ from bloomqg.inputs.chat import (
     Completion,
     DecodingParams,
     TextGenerator,
-    decoding_params,
 )
 from bloomqg.judges.base import JudgedItem, JudgeItem
 from bloomqg.judges.choices import MODES, judge_by_choices
@@ -193,7 +192,7 @@ def build_llm_judge(context: "JudgeContext") -> LLMJudge:
         or default_mode(context.text_generator)
     return LLMJudge(
         context.text_generator, context.knowledge_units, context.domain, template=context.rubric,
-        decoding=decoding_params(context.spec.get("generation"), context.seed, where=f"judges.{context.judge_name}.generation"),
+        decoding=context.decoding,
         bloom_levels=context.bloom_levels, mode=mode,
     )
 

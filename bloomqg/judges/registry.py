@@ -30,7 +30,8 @@ from bloomqg.inputs.resources import JobResources, ResourceError
 if TYPE_CHECKING:  # heavy at import time; only the annotations need them
     import pandas as pd
 
-    from bloomqg.inputs.chat import TextGenerator
+    from bloomqg.inputs.chat import DecodingParams, TextGenerator
+    from bloomqg.inputs.specs import JudgeSpec, ModelSpec
     from bloomqg.generation.factory import ServingJob
     from bloomqg.judges.base import Judge
     from bloomqg.judges.rubric import RubricTemplate
@@ -57,7 +58,9 @@ class JudgeContext:
     rubric: "RubricTemplate | None"
     #: the loaded text generator, for backends with a ``text_generator`` factory
     text_generator: "TextGenerator | None"
-    seed: int
+    #: the decoding an LLM judge's calls use: the entry's, resolved when the study was read
+    #: (:attr:`bloomqg.inputs.specs.EntrySpec.decoding`), with the seed of the call group
+    decoding: "DecodingParams"
     #: the Bloom levels in the order a rubric-rendering judge lists them (the order probe
     #: permutes them, as it permutes ``knowledge_units``)
     bloom_levels: tuple[str, ...] = BLOOM_LEVELS
@@ -67,16 +70,14 @@ class JudgeContext:
 class GeneratorSource:
     """What a backend's ``text_generator`` factory gets to build the generator a job uses."""
 
-    judge_name: str
-    spec: Mapping[str, Any]
+    #: the judges entry, read (an API judge's client settings carry the study's budget)
+    judge: "JudgeSpec"
     #: the models entry named by ``model_ref`` (backends with ``borrows_model``), else None
-    model_spec: Mapping[str, Any] | None
+    model: "ModelSpec | None"
     #: the converted weights folder of that models entry, when it needs one
     model_dir: str | Path | None
     cache_dir: str | Path
     num_threads: int | None
-    #: the study's budget_usd (applies to API entries that set none of their own)
-    budget_usd: float | None = None
     #: what the job knows to start the borrowed entry's server, when that entry names an
     #: ``engine`` (:class:`bloomqg.generation.factory.ServingJob`); None: in-process
     serving: "ServingJob | None" = None
@@ -214,22 +215,18 @@ def judge_resources(name: str, spec: Mapping[str, Any], models: Mapping[str, Map
 
 
 def make_judge_text_generator(
-    judge_name: str,
-    spec: Mapping[str, Any],
+    judge: "JudgeSpec",
     *,
-    model_spec: Mapping[str, Any] | None,
+    model: "ModelSpec | None",
     model_dir: str | Path | None,
     cache_dir: str | Path,
     num_threads: int | None,
-    budget_usd: float | None = None,
     serving: "ServingJob | None" = None,
 ) -> "TextGenerator | None":
-    """The text generator a judge job (judge_questions, judge_all_cells) hands this judge; None
-    when it needs none.
+    """The text generator a judge job (judge_questions, judge_all_cells) hands ``judge``; None
+    when it needs none. ``model``: the models entry its ``model_ref`` borrows;
     ``serving``: the job's server settings, for a judge whose borrowed entry names an engine."""
-    backend = judge_backend(spec["backend"])
+    backend = judge_backend(judge.backend)
     if backend.text_generator is None:
         return None
-    return backend.text_generator(
-        GeneratorSource(judge_name, spec, model_spec, model_dir, cache_dir, num_threads, budget_usd, serving)
-    )
+    return backend.text_generator(GeneratorSource(judge, model, model_dir, cache_dir, num_threads, serving))

@@ -24,13 +24,14 @@ from bloomqg.inputs.datasets import dataset_knowledge_units
 from bloomqg.inputs.chat import AnswerRateError, TextGenerator, refuse_low_answer_rate
 from bloomqg.inputs.parsing import has_question
 from bloomqg.judges.base import JudgedItem, JudgeItem
-from bloomqg.judges.registry import JudgeBackend, JudgeContext, config_schema, judge_backend
+from bloomqg.judges.registry import JudgeBackend, JudgeContext, judge_backend
 from bloomqg.judges.verdict import STATUS_ERROR, STATUS_NO_QUESTION, CriterionVerdict, Verdict
 from bloomqg.store.provenance import code_fingerprint
 from bloomqg.store.frames import CRITERIA, DATASET, GENERATION_COST_COLUMNS, GENERATIONS, JUDGMENTS
 from bloomqg.store.stored_text import stored_or_none
 
 if TYPE_CHECKING:  # loaded only by the backends that render the rubric
+    from bloomqg.inputs.specs import JudgeSpec
     from bloomqg.judges.rubric import RubricTemplate
 
 logger = logging.getLogger(__name__)
@@ -53,23 +54,13 @@ def check_answer_rate(judge_name: str, judged: Sequence[JudgedItem], min_answer_
                            min_answer_rate=min_answer_rate, items="questions", error=TooFewAnswersError)
 
 
-def validate_judge_spec(judge_name: str, judge_spec: Mapping[str, Any]) -> JudgeBackend:
-    """Check a judge entry against its backend's branch of the config schema; return the
-    backend. Errors name the judge and the offending key."""
-    if not isinstance(judge_spec, Mapping):
-        raise TypeError(f"judge {judge_name!r}: the entry must be a mapping, got {type(judge_spec).__name__}")
+def backend_of(judge: "JudgeSpec") -> JudgeBackend:
+    """The backend of a judges entry (its keys were checked against that backend's branch of the
+    config schema when the study was read); an unknown one is a ValueError naming the entry."""
     try:
-        backend = judge_backend(judge_spec.get("backend"))
+        return judge_backend(judge.backend)
     except ValueError as error:
-        raise ValueError(f"judge {judge_name!r}: {error}") from None
-    errors = config_schema().errors(dict(judge_spec), f"#/$defs/judge_{backend.name}")
-    if errors:
-        raise ValueError("; ".join(
-            f"judge {judge_name!r}: {message}{' in ' + '.'.join(map(str, path)) if path else ''} "
-            f"(backend {backend.name!r})"
-            for path, message in errors
-        ))
-    return backend
+        raise ValueError(f"{judge.key}: {error}") from None
 
 
 def _check_columns(frame: pd.DataFrame, names: Sequence[str], what: str) -> None:
@@ -79,15 +70,14 @@ def _check_columns(frame: pd.DataFrame, names: Sequence[str], what: str) -> None
 
 
 def judge_provenance(
-    judge_name: str,
-    judge_spec: Mapping[str, Any],
+    judge: "JudgeSpec",
     *,
     prompt_path: str | Path | None = None,
     text_generator: TextGenerator | None = None,
 ) -> dict[str, Any]:
-    """What a judgments file should record about its judge: spec, rubric hash, model, code."""
-    backend = validate_judge_spec(judge_name, judge_spec)
-    return _provenance(judge_name, judge_spec, backend, _rubric(backend, prompt_path), text_generator)
+    """What a judgments file should record about its judge: entry, rubric hash, model, code."""
+    backend = backend_of(judge)
+    return _provenance(judge.name, judge.entry, backend, _rubric(backend, prompt_path), text_generator)
 
 
 def _rubric(backend: JudgeBackend, prompt_path: str | Path | None) -> "RubricTemplate | None":
@@ -125,26 +115,25 @@ def _provenance(
 
 def judge_questions(
     generations: pd.DataFrame,
-    judge_name: str,
-    judge_spec: Mapping[str, Any],
+    judge: "JudgeSpec",
     *,
     dataset: pd.DataFrame,
     domain: str,
     prompt_path: str | Path | None = None,
     text_generator: TextGenerator | None = None,
-    seed: int = 0,
     min_answer_rate: float = DEFAULT_MIN_ANSWER_RATE,
 ) -> pd.DataFrame:
     """One judge's verdicts: a JUDGMENTS frame with five rows per generated question.
 
-    ``judge_spec["backend"]`` names the backend (:mod:`bloomqg.judges.registry`) that builds the
-    judge; a backend with a text generator (``hf``, ``openai``) needs ``text_generator``, one with
-    ``needs_rubric`` renders the rubric at ``prompt_path`` (default ``prompts/judge/rubric.md``);
-    ``seed`` joins an LLM judge's decoding settings. The frame's ``attrs["provenance"]`` holds
-    :func:`judge_provenance`. Raises :class:`TooFewAnswersError` when fewer than
-    ``min_answer_rate`` of the questions got an answer (:func:`check_answer_rate`).
+    ``judge`` is the judges entry as the study read it (:func:`backend_of`); its backend
+    (:mod:`bloomqg.judges.registry`) builds the judge. A backend with a text generator (``hf``,
+    ``openai``) needs ``text_generator``, asked in the entry's decoding; one with ``needs_rubric``
+    renders the rubric at ``prompt_path`` (default ``prompts/judge/rubric.md``). The frame's
+    ``attrs["provenance"]`` holds :func:`judge_provenance`. Raises :class:`TooFewAnswersError` when
+    fewer than ``min_answer_rate`` of the questions got an answer (:func:`check_answer_rate`).
     """
-    backend = validate_judge_spec(judge_name, judge_spec)
+    judge_name, judge_spec = judge.name, judge.entry
+    backend = backend_of(judge)
     _check_columns(generations, [c for c in GENERATIONS.names if c not in GENERATION_COST_COLUMNS], "generations")
     _check_columns(dataset, DATASET.names, "dataset")
     if generations["prompt_id"].duplicated().any():
@@ -168,11 +157,11 @@ def judge_questions(
     rubric = _rubric(backend, prompt_path)
     judged: list[JudgedItem] = []
     if items:  # a cell with no question to judge loads no model
-        judge = backend.build(JudgeContext(
+        built = backend.build(JudgeContext(
             judge_name, backend.with_defaults(judge_spec), dataset, knowledge_units, domain, rubric,
-            text_generator, seed,
+            text_generator, judge.decoding,
         ))
-        judged = judge.judge_batch(items)
+        judged = built.judge_batch(items)
     if len(judged) != len(items):
         raise RuntimeError(f"judge {judge_name!r} returned {len(judged)} verdicts for {len(items)} questions")
     check_answer_rate(judge_name, judged, min_answer_rate)

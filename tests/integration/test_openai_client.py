@@ -579,7 +579,7 @@ def test_openai_text_generator_provenance_has_no_secret(
 
 
 def test_an_api_entrys_client_settings_reject_misplaced_keys() -> None:
-    # the settings an OpenAITextGenerator is built with come from here (make_text_generator)
+    # the settings an OpenAITextGenerator is built with come from here, when the study reads the entry (EntrySpec.read)
     with pytest.raises(ValueError, match="'dtype'"):
         client_settings_from_entry({"backend": "openai", "model": "gpt-4o-mini", "dtype": "float32"})
     with pytest.raises(ValueError, match="'rpn'"):

@@ -15,6 +15,7 @@ from bloomqg.judges.registry import make_judge_text_generator
 from bloomqg.judges.stage import judge_questions
 from tests.support.tiny_models import save_standin
 from tests.unit.test_judges_stage import dataset_frame, generations_frame
+from tests.support.specs import judge_spec, model_spec
 
 pytest.importorskip("transformers")
 
@@ -29,15 +30,15 @@ JUDGE = {"backend": "hf", "model_ref": "tiny", "mode": "generate", "generation":
 
 def run_judge(model_dir, cache_dir, rubric):
     """One judge_questions job: build the generator as the script does, judge, close."""
+    judge = judge_spec("tiny-judge", JUDGE, seed=7)
     generator = make_judge_text_generator(
-        "tiny-judge", JUDGE, model_spec={"backend": "hf", "model": str(model_dir)}, model_dir=None,
+        judge, model=model_spec("tiny", {"backend": "hf", "model": str(model_dir)}), model_dir=None,
         cache_dir=cache_dir, num_threads=1,
     )
     try:
         frame = judge_questions(
             generations_frame(["Explain how a stack reverses a word.", "Why is a queue fair?", None]),
-            "tiny-judge", JUDGE, dataset=dataset_frame(), domain="cs", prompt_path=rubric,
-            text_generator=generator, seed=7,
+            judge, dataset=dataset_frame(), domain="cs", prompt_path=rubric, text_generator=generator,
         )
     finally:
         generator.close()
@@ -80,8 +81,8 @@ def test_an_hf_judge_runs_the_borrowed_weights_in_its_own_dtype_and_caches_apart
     made = {}
     for dtype in (None, "bfloat16"):
         spec = {**JUDGE, **({"dtype": dtype} if dtype else {})}
-        generator = make_judge_text_generator("tiny-judge", spec, model_spec=entry, model_dir=None,
-                                              cache_dir=tmp_path / "cache", num_threads=1)
+        generator = make_judge_text_generator(judge_spec("tiny-judge", spec), model=model_spec("tiny", entry),
+                                              model_dir=None, cache_dir=tmp_path / "cache", num_threads=1)
         try:
             made[dtype] = (generator.inner.model.dtype, generator.inner.provenance["dtype"],
                            generator.key(ChatRequest("r", ({"role": "user", "content": "w"},)),

@@ -20,6 +20,7 @@ from bloomqg.judges.rubric import load_rubric
 from bloomqg.store.parquet_io import to_table
 from bloomqg.store.frames import BIAS_ESTIMATES, CRITERIA, JUDGE_PROBES
 from tests.conftest import REPO
+from tests.support.specs import judge_spec
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_a_judge_family_is_its_own_else_that_of_the_model_it_borrows():
 @pytest.mark.parametrize("name, spec", [("rules", {"backend": "rules"}), ("minilm", {"backend": "embedding"})])
 def test_offline_judges_run_through_the_probes_and_do_not_move(cs, name, spec):
     dataset, generations = cs
-    probes = probe_judge(generations, name, spec, dataset=dataset, domain="computer science",
+    probes = probe_judge(generations, judge_spec(name, spec), dataset=dataset, domain="computer science",
                          items_per_cell=20, seed=7)
     to_table(probes, JUDGE_PROBES)
     assert len(probes) == 20 * 3 * len(CRITERIA) and "cs-0004:fgp" not in set(probes["prompt_id"])
@@ -111,7 +112,7 @@ def test_llm_probes_render_the_permuted_lists_and_the_repeat_seed(cs):
     dataset, generations = cs
     generator = RecordingGenerator()
     spec = {"backend": "hf", "model_ref": "x", "generation": {"temperature": 0.0}}
-    probes = probe_judge(generations, "llm", spec, dataset=dataset, domain="computer science",
+    probes = probe_judge(generations, judge_spec("llm", spec, seed=7), dataset=dataset, domain="computer science",
                          items_per_cell=12, seed=7, text_generator=generator)
     assert len(generator.calls) == 2 + 6 and sum(len(r) for r, _ in generator.calls) == 36
     seeds = Counter(params.seed for _, params in generator.calls)

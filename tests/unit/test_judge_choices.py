@@ -17,6 +17,7 @@ from bloomqg.inputs.chat import ContinuationScore, ScoredPrompt
 from bloomqg.judges.choices import criterion_options, option_distribution, verdict_from_scores
 from bloomqg.judges.stage import judge_questions
 from tests.unit.test_judges_stage import CannedGenerator, dataset_frame, generations_frame
+from tests.support.specs import judge_spec
 
 RUBRIC = """<!-- role: system -->
 Judge a ${domain} question.
@@ -60,14 +61,14 @@ def test_a_generator_that_cannot_score_refuses_the_choices_mode(tmp_path):
     rubric = tmp_path / "rubric.md"
     rubric.write_text(RUBRIC)
     with pytest.raises(ValueError, match="mode 'choices' needs"):
-        judge_questions(generations_frame(["Why is a queue fair?"]), "j", {**JUDGE, "mode": "choices"},
+        judge_questions(generations_frame(["Why is a queue fair?"]), judge_spec("j", {**JUDGE, "mode": "choices"}),
                         dataset=dataset_frame(), domain="cs", prompt_path=rubric,
                         text_generator=CannedGenerator(["{}"]))
 
 
 def test_an_unknown_mode_is_a_config_error(tmp_path):
     with pytest.raises(ValueError, match="mode"):
-        judge_questions(generations_frame(["Why?"]), "j", {**JUDGE, "mode": "vote"}, dataset=dataset_frame(),
+        judge_questions(generations_frame(["Why?"]), judge_spec("j", {**JUDGE, "mode": "vote"}), dataset=dataset_frame(),
                         domain="cs", text_generator=CannedGenerator(["{}"]))
 
 
@@ -111,7 +112,7 @@ def test_the_stage_writes_choice_probabilities_equal_to_a_hand_computation(tmp_p
         inner = HFTextGenerator.from_model(tiny_model("llama", vocab_size=CHAR_VOCAB_SIZE), char_tokenizer(),
                                            batch_size=2)
         generator = CachedTextGenerator(inner, cache_dir=tmp_path / "cache", identity={"model": "tiny-char"})
-        frame = judge_questions(generations_frame(questions), "tiny-judge", {**JUDGE, "mode": "choices"}, dataset=dataset_frame(),
+        frame = judge_questions(generations_frame(questions), judge_spec("tiny-judge", {**JUDGE, "mode": "choices"}), dataset=dataset_frame(),
                                 domain="cs", prompt_path=rubric, text_generator=generator)
         return frame, inner
 

@@ -13,6 +13,7 @@ from bloomqg.judges.registry import judge_backend
 from bloomqg.judges.stage import judge_questions
 from bloomqg.store.parquet_io import to_table
 from bloomqg.store.frames import JUDGMENTS
+from tests.support.specs import judge_spec
 
 #: The model an embedding judge entry that names none uses (its schema default).
 DEFAULT_MODEL_SPEC = judge_backend("embedding").properties["model"]["default"]
@@ -125,7 +126,7 @@ def generations_of(new_questions: list[str | None], strategy: str = "fgp") -> pd
 def test_stage_with_the_embedding_backend():
     dataset = dataset_of_items()
     generations = generations_of(["Why are hash collisions unavoidable?", None, "Define a binary search tree."])
-    frame = judge_questions(generations, "minilm", {"backend": "embedding", "unique_threshold": 0.95},
+    frame = judge_questions(generations, judge_spec("minilm", {"backend": "embedding", "unique_threshold": 0.95}),
                             dataset=dataset, domain="computer science")
     assert len(frame) == 15
     to_table(frame, JUDGMENTS)
@@ -154,20 +155,20 @@ def test_one_job_judges_every_cell_on_one_loaded_model(tmp_path, monkeypatch):
 
     embedding.sentence_model.cache_clear()
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", counted)
-    spec = {"backend": "embedding"}
+    judge = judge_spec("minilm", {"backend": "embedding"})
     dataset = dataset_of_items()
     cells = [JudgeCell(generations_of(["Why are hash collisions unavoidable?", "Define a queue."], strategy),
                        dataset, "computer science", tmp_path / f"{strategy}.parquet")
              for strategy in ("cot", "fgp")]
     try:
-        judge_all_cells("minilm", spec, cells, model_spec=None, serving=None, model_dir=None, prompt_path=None,
-                        cache_dir=tmp_path / "cache", seed=0)
+        judge_all_cells(judge, cells, model=None, serving=None, model_dir=None, prompt_path=None,
+                        cache_dir=tmp_path / "cache")
     finally:
         embedding.sentence_model.cache_clear()
     assert len(loads) == 1
     for cell in cells:
         written = read_frame(cell.output, JUDGMENTS)
-        alone = judge_questions(cell.generations, "minilm", spec, dataset=dataset, domain="computer science")
+        alone = judge_questions(cell.generations, judge, dataset=dataset, domain="computer science")
         assert len(written) == 10
         pd.testing.assert_frame_equal(written[["prompt_id", "criterion", "status", "value_level"]],
                                       alone[["prompt_id", "criterion", "status", "value_level"]])

@@ -12,10 +12,11 @@ import pytest
 from bloomqg.inputs.chat import ChatRequest, Completion, DecodingParams
 from bloomqg.judges.llm import escape_data, render_judge_messages
 from bloomqg.judges.rubric import DEFAULT_RUBRIC_PATH, load_rubric
-from bloomqg.judges.stage import judge_provenance, judge_questions, validate_judge_spec
+from bloomqg.judges.stage import judge_provenance, judge_questions
 from bloomqg.store.parquet_io import to_table
 from bloomqg.store.provenance import sha256_file
 from bloomqg.store.frames import CRITERIA, JUDGMENTS
+from tests.support.specs import judge_spec
 
 UNITS = ["Queues", "Stacks"]
 
@@ -86,7 +87,7 @@ GOOD = ('{"unique": true, "readable": true, "answerable": false, "bloom_level": 
 def test_rules_judge_gives_exactly_five_rows_per_question_and_no_question_rows():
     generations = generations_frame(["Explain how a stack reverses a word.", None, "   ",
                                      "Compare stacks and queues for undo histories."])
-    frame = judge_questions(generations, "rules", {"backend": "rules"}, dataset=dataset_frame(),
+    frame = judge_questions(generations, judge_spec("rules", {"backend": "rules"}), dataset=dataset_frame(),
                             domain="computer science")
     assert list(frame.columns) == JUDGMENTS.names
     assert len(frame) == 5 * len(generations)
@@ -108,8 +109,8 @@ def test_llm_judge_plumbing_with_a_canned_generator():
     generator = CannedGenerator([GOOD, "I think it is fine.", None])
     spec = {"backend": "hf", "model_ref": "smollm2-135m",
             "generation": {"temperature": 0.0, "max_new_tokens": 96, "do_sample": False}}
-    frame = judge_questions(generations, "smollm2", spec, dataset=dataset_frame(),
-                            domain="computer science", text_generator=generator, seed=7)
+    frame = judge_questions(generations, judge_spec("smollm2", spec, seed=7), dataset=dataset_frame(),
+                            domain="computer science", text_generator=generator)
     assert len(frame) == 20 and len(generator.requests) == 3  # the missing question is not asked
     assert generator.params == [DecodingParams(temperature=0.0, max_new_tokens=96, do_sample=False, seed=7)]
     request = generator.requests[0]
@@ -134,17 +135,16 @@ def test_llm_judge_plumbing_with_a_canned_generator():
 
 def test_spec_and_input_errors_are_clear():
     generations, dataset = generations_frame(["Explain a stack."]), dataset_frame()
-    with pytest.raises(ValueError, match="judge 'x': unknown key.*'temperature'"):
-        judge_questions(generations, "x", {"backend": "rules", "temperature": 0}, dataset=dataset, domain="cs")
-    with pytest.raises(ValueError, match="judge 'x': backend 'gpt'"):
-        validate_judge_spec("x", {"backend": "gpt"})
+    # an entry's keys are checked when the study is read (test_config: the config's schema, each
+    # backend's branch), its decoding when the entry is
+    with pytest.raises(ValueError, match="judges.x: backend 'gpt' is not one of"):
+        judge_questions(generations, judge_spec("x", {"backend": "gpt"}), dataset=dataset, domain="cs")
+    with pytest.raises(ValueError, match="judges.x.generation.*top_k"):
+        judge_spec("x", {"backend": "hf", "generation": {"top_k": 5}})
     with pytest.raises(ValueError, match="judge 'x'.*needs a text_generator"):
-        judge_questions(generations, "x", {"backend": "openai", "model": "m"}, dataset=dataset, domain="cs")
-    with pytest.raises(ValueError, match="judge 'x': unknown key.*'top_k'"):
-        judge_questions(generations, "x", {"backend": "hf", "generation": {"top_k": 5}}, dataset=dataset,
-                        domain="cs", text_generator=CannedGenerator([GOOD]))
+        judge_questions(generations, judge_spec("x", {"backend": "openai", "model": "m"}), dataset=dataset, domain="cs")
     with pytest.raises(ValueError, match="lacks columns.*new_question"):
-        judge_questions(generations.drop(columns="new_question"), "x", {"backend": "rules"},
+        judge_questions(generations.drop(columns="new_question"), judge_spec("x", {"backend": "rules"}),
                         dataset=dataset, domain="cs")
 
 
@@ -180,9 +180,9 @@ def test_rubric_template_errors(tmp_path):
 
 
 def test_judge_provenance_for_offline_judges():
-    assert judge_provenance("r", {"backend": "rules"})["judge"] == "r"
+    assert judge_provenance(judge_spec("r", {"backend": "rules"}))["judge"] == "r"
     with pytest.raises(FileNotFoundError, match="judge 'e'.*not installed"):
-        judge_provenance("e", {"backend": "embedding", "model": {"package": "no_such_model_pkg"}})
+        judge_provenance(judge_spec("e", {"backend": "embedding", "model": {"package": "no_such_model_pkg"}}))
 
 
 def test_a_judge_with_too_few_answers_fails_its_job_naming_cause_and_fix():
@@ -195,7 +195,7 @@ def test_a_judge_with_too_few_answers_fails_its_job_naming_cause_and_fix():
     spec = {"backend": "hf", "model_ref": "smollm2-135m", "generation": {"temperature": 0.0, "max_new_tokens": 96}}
 
     def judged(answers, **kwargs):
-        return judge_questions(generations, "flaky", spec, dataset=dataset_frame(), domain="computer science",
+        return judge_questions(generations, judge_spec("flaky", spec), dataset=dataset_frame(), domain="computer science",
                                text_generator=CannedGenerator(answers), **kwargs)
 
     with pytest.raises(TooFewAnswersError, match=r"'flaky': 0 of 4 questions answered, below min_answer_rate 0.5 "
@@ -230,11 +230,11 @@ def test_a_judge_at_a_closed_port_fails_its_job(tmp_path):
         port = probe.getsockname()[1]
     spec = {"backend": "openai", "model": "judge-m", "base_url": f"http://127.0.0.1:{port}/v1",
             "api_key_env": None, "max_retries": 1, "backoff_base_s": 0.01, "timeout_s": 5}
-    generator = make_judge_text_generator("closed", spec, model_spec=None, model_dir=None,
-                                          cache_dir=tmp_path / "cache", num_threads=1)
+    judge = judge_spec("closed", spec)
+    generator = make_judge_text_generator(judge, model=None, model_dir=None, cache_dir=tmp_path / "cache", num_threads=1)
     try:
         with pytest.raises(TooFewAnswersError, match=r"'closed': 0 of 2 questions answered"):
-            judge_questions(generations_frame(["Design a stack.", "Trace a queue."]), "closed", spec,
+            judge_questions(generations_frame(["Design a stack.", "Trace a queue."]), judge,
                             dataset=dataset_frame(), domain="computer science", text_generator=generator)
     finally:
         generator.close()

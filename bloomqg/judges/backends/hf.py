@@ -30,17 +30,19 @@ def _text_generator(source: GeneratorSource) -> Any:
     from bloomqg.generation.cached import CachedTextGenerator
     from bloomqg.generation.factory import make_text_generator
 
-    if source.model_spec is None:
-        raise ValueError(f"judge {source.judge_name!r}: an hf judge needs the models entry named by model_ref")
-    if source.model_spec.get("engine") and source.serving is not None:
+    model = source.model
+    if model is None:
+        raise ValueError(f"{source.judge.key}: an hf judge needs the models entry named by model_ref")
+    if model.engine and source.serving is not None:
         # the engine generator caches its calls itself (keyed by the engine's identity)
-        return make_text_generator(source.model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir,
+        return make_text_generator(model, model_dir=source.model_dir, cache_dir=source.cache_dir,
                                    serving=source.serving)
     # no server settings (validate_judge, probe_judge): in-process, which make_text_generator logs;
     # in the judge's own dtype, where it sets one, over the borrowed entry's
-    model_spec = {**source.model_spec, **({"dtype": source.spec["dtype"]} if "dtype" in source.spec else {})}
+    if "dtype" in source.judge.entry:
+        model = model.with_entry({**model.entry, "dtype": source.judge.entry["dtype"]})
     inner = make_text_generator(
-        model_spec, model_dir=source.model_dir, cache_dir=source.cache_dir, num_threads=source.num_threads,
+        model, model_dir=source.model_dir, cache_dir=source.cache_dir, num_threads=source.num_threads,
     )
     identity = {key: value for key, value in inner.provenance.items() if key not in SCHEDULING_KEYS}
     return CachedTextGenerator(inner, cache_dir=source.cache_dir, identity=identity)

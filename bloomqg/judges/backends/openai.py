@@ -14,13 +14,9 @@ from bloomqg.inputs.resources import API_MEM_MB, API_RUNTIME_MIN, JobResources
 
 
 def _text_generator(source: GeneratorSource) -> Any:
-    from bloomqg.inputs.specs import with_study_budget
     from bloomqg.generation.factory import make_text_generator
 
-    return make_text_generator(
-        with_study_budget(source.spec, source.budget_usd),
-        model_dir=None, cache_dir=source.cache_dir, num_threads=source.num_threads,
-    )
+    return make_text_generator(source.judge, model_dir=None, cache_dir=source.cache_dir, num_threads=source.num_threads)
 
 
 BACKEND = JudgeBackend(

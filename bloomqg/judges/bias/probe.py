@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -23,7 +22,10 @@ from bloomqg.inputs.chat import ChatRequest, DecodingParams, TextGenerator
 from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.bias.design import bias_sample, probe_plan
 from bloomqg.judges.registry import JudgeContext
-from bloomqg.judges.stage import _provenance, _rubric, validate_judge_spec
+from bloomqg.judges.stage import _provenance, _rubric, backend_of
+
+if TYPE_CHECKING:
+    from bloomqg.inputs.specs import JudgeSpec
 from bloomqg.store.cells import cell_of
 from bloomqg.store.frames import CRITERIA, JUDGE_PROBES
 
@@ -32,8 +34,7 @@ logger = logging.getLogger(__name__)
 
 def probe_judge(
     generations: pd.DataFrame,
-    judge_name: str,
-    judge_spec: Mapping[str, Any],
+    judge: "JudgeSpec",
     *,
     dataset: pd.DataFrame,
     domain: str,
@@ -45,7 +46,8 @@ def probe_judge(
     """A :data:`bloomqg.store.frames.JUDGE_PROBES` frame: per sampled question, probe and criterion
     one row. An LLM judge whose rubric does not list the Bloom levels from data
     (``${bloom_levels}``) is refused: its order probe could permute only the units."""
-    backend = validate_judge_spec(judge_name, judge_spec)
+    judge_name, judge_spec = judge.name, judge.entry
+    backend = backend_of(judge)
     if backend.text_generator is not None and text_generator is None:
         raise ValueError(f"judge {judge_name!r}: backend {backend.name!r} needs a text_generator")
     rubric = _rubric(backend, prompt_path)
@@ -67,14 +69,14 @@ def probe_judge(
                    group.seed if backend.text_generator is not None else None)
             if key not in built:
                 built[key] = backend.build(JudgeContext(
-                    judge_name, spec, dataset, list(group.unit_order), domain, rubric, text_generator, group.seed,
-                    bloom_levels=group.level_order,
+                    judge_name, spec, dataset, list(group.unit_order), domain, rubric, text_generator,
+                    judge.with_seed(group.seed).decoding, bloom_levels=group.level_order,
                 ))
-            judge = built[key]
+            group_judge = built[key]
             rows = by_id.loc[list(group.prompt_ids)]
             items = [JudgeItem(r.prompt_id, r.item_id, r.new_question, r.original_question)
                      for r in rows.itertuples(index=False)]
-            judged = judge.judge_batch(items)
+            judged = group_judge.judge_batch(items)
             if len(judged) != len(items):
                 raise RuntimeError(f"judge {judge_name!r} returned {len(judged)} verdicts for {len(items)} questions")
             for row, call in zip(rows.itertuples(index=False), judged):
