@@ -383,7 +383,7 @@ def power_clause(r: Any) -> str:
 
 def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     """"; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on
-    its 36 pairs)": where the robustness table's Dawid–Skene labels of the same votes turn the paired
+    the 36 pairs it labels, the majority 19)": where the robustness table's Dawid–Skene labels of the same votes turn the paired
     difference to the other strategy, on the pairs they label. Said in the row: the direction the
     Answer shows is the one a reader takes (the box under the table lists every other panel)."""
     if robustness is None or not len(robustness) or int(r.n_pairs) == 0 or is_missing(r.diff) or float(r.diff) == 0:
@@ -395,7 +395,7 @@ def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     if is_missing(ds_diff) or float(ds_diff) * float(r.diff) >= 0:
         return ""
     # its own pairs: Dawid–Skene labels questions the majority left undecided, so it is not the same comparison
-    on = "" if is_missing(ds_pairs) else f" on its {int(ds_pairs)} pairs"
+    on = "" if is_missing(ds_pairs) else f" on the {int(ds_pairs)} pairs it labels, the majority {int(r.n_pairs)}"
     return f"; Dawid–Skene (judges weighted by accuracy) points the other way ({float(ds_diff):.2f}{on})"
 
 
@@ -541,13 +541,14 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     if not moved:
         return ""
     unassessed = [(r, m) for r, m in compared if str(m["verdict"]).startswith(NOT_ASSESSABLE)]
-    # named, not counted: Dawid–Skene may still move these below, and a count read as "the 5th moved too"
-    among = (f"of the {len(assessed)} comparisons with pairs it could assess ("
-             + "; ".join(f"{metric_spec(str(r.metric)).label} ({r.dataset})" for r, _ in unassessed)
-             + " it could not: with any one judge left out too few questions are labelled, and Dawid–Skene "
-             "alone reweights the same judges)" if unassessed else f"of the {len(compared)} comparisons with pairs")
+    # out of every comparison with pairs (the count the Answer gives), those it could not assess named
+    # apart: neither moved nor held, and Dawid–Skene may still move them below
+    apart = ("; " + "; ".join(f"{metric_spec(str(r.metric)).label} ({r.dataset})" for r, _ in unassessed)
+             + " it could not assess (with any one judge left out too few questions are labelled, and Dawid–Skene "
+             "alone reweights the same judges)" if unassessed else "")
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
-            f"accuracy) instead of a majority, turns, cancels or changes the significance of {len(moved)} {among}.")
+            f"accuracy) instead of a majority, turns, cancels or changes the significance of {len(moved)} of the "
+            f"{len(compared)} comparisons with pairs{apart}.")
     # both ways the doubt runs: Dawid–Skene for the other strategy, or the same one made significant
     favoured: dict[str, list[tuple[str, str]]] = {}
     leaned: dict[str, list[tuple[str, str]]] = {}  # the majority ties: no lead to take "instead"

@@ -119,7 +119,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "holds questions from them."),
     ("model-size", "Model size (135m, 8b)", "a model's name often ends in its size, in parameters (the numbers it "
      "learned): 135m is 135 million, 8b 8 billion. The paper's models have billions; a model of millions, like the "
-     "one this workflow runs with no GPU, writes far weaker questions and is for trying the workflow out."),
+     "one this workflow runs with no GPU, is for trying the workflow out: its questions say little about what a "
+     "model of billions writes."),
     ("temperature", "Temperature, random draw, max_new_tokens", "how freely a model picks each next word: at 0 it always takes "
      "the likeliest, so a prompt gives one reply; above 0 it draws at random, so the same prompt can give another "
      "question on another run. Other settings of the configuration shape the draw: do_sample (draw at random, or "

@@ -200,7 +200,7 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame,
         description = template.format(model=_model_of(name, entry, config))
         if name in scoring_judges:
             description += (", which picks each answer by the scores the model gives the answer choices (it writes no "
-                            "text: no completion tokens)")
+                            "text, so its generation settings go unused: no completion tokens)")
         if name in (dtypes or {}):
             ran, wrote = (dtypes or {})[name]
             description += (f", its weights run in {PRECISION.get(ran, ran)}, the model's questions written in "

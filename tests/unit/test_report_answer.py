@@ -215,7 +215,7 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     assert panel_note(answer, robustness.assign(verdict="holds")) == ""
     # a comparison no judge-left-out panel could assess is not counted as moved, and is said apart
     unassessed = robustness.assign(verdict=["within judge noise", "not assessable from these votes"])
-    assert "significance of 1 of the 1 comparisons with pairs it could assess (CatCons (social) it could not: with any one " \
+    assert "significance of 1 of the 2 comparisons with pairs; CatCons (social) it could not assess (with any one " \
         "judge left out too few questions are labelled" in panel_note(answer, unassessed)
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
     # which way the doubt runs: Dawid–Skene favouring the other strategy, or one where the majority ties
@@ -365,11 +365,11 @@ def test_a_row_says_when_dawid_skene_reverses_its_difference():
                                 "strategy_b": "fgp", "metric": "usability", "verdict": "within judge noise",
                                 "diff": 26.32, "variants": '{"dawid_skene": [-2.78, 1.0, 36]}'}])
     assert reversal_clause(row, robustness) == \
-        "; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on its 36 pairs)"
+        "; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on the 36 pairs it labels, the majority 19)"
     assert reversal_clause(row, robustness.assign(variants='{"dawid_skene": [3.12, 0.5, 36]}')) == ""  # same way
     assert reversal_clause(row, None) == ""
     [block] = answer_context(answer, metrics_frame().assign(metric="usability"), robustness=robustness)["blocks"]
-    assert block["rows"][0]["why"].endswith("points the other way (-2.78 on its 36 pairs)")
+    assert block["rows"][0]["why"].endswith("points the other way (-2.78 on the 36 pairs it labels, the majority 19)")
 
 
 def test_a_verdict_the_judges_stop_says_when_the_power_would_have_stopped_it_too():
