@@ -17,7 +17,7 @@ params = snakemake.params
 # The config read once: the judge's entry and decoding, the model it borrows, and the settings
 # that are not params (changing one reruns no finished job)
 study = job_study_spec(snakemake.config)
-judge, model = study.judges[snakemake.wildcards.judge], study.borrowed_model(snakemake.wildcards.judge)
+judge, borrowed = study.judges[snakemake.wildcards.judge], study.borrowed_model(snakemake.wildcards.judge)
 # A judge of panel_sample judges each cell's random sample only (docs/judge-reliability.md).
 panel_draw = params.spec.get("panel_sample")
 datasets = {Path(path).stem: read_frame(path, DATASET) for path in snakemake.input.datasets}
@@ -30,12 +30,12 @@ for (dataset, strategy, model), generations_file, output in zip(
     cells.append(JudgeCell(generations, datasets[dataset], params.domains[dataset], output,
                            {"panel_sample": panel_draw}))
 serving = None
-if model is not None and model.engine:
-    serving = ServingJob(name=model.name, threads=snakemake.threads,
+if borrowed is not None and borrowed.engine:
+    serving = ServingJob(name=borrowed.name, threads=snakemake.threads,
                          gpus=int(snakemake.resources.gpu or 0), log_path=server_log_path(snakemake.log.job),
                          workflow_dir=Path(snakemake.scriptdir).resolve().parent)
 judge_all_cells(
-    judge, cells, model=model, serving=serving,
+    judge, cells, model=borrowed, serving=serving,
     model_dir=snakemake.input.model[0] if snakemake.input.model else None,
     prompt_path=snakemake.input.prompt[0] if snakemake.input.prompt else None,
     cache_dir=params.cache_dir, num_threads=snakemake.threads, min_answer_rate=study.min_answer_rate,
