@@ -26,6 +26,7 @@ import html
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -530,6 +531,7 @@ def load_dataset(
     limits = input_limits(limits)
     _check_file_size(path, limits["max_file_mb"])
     records = LOADERS[loader](path, _annotator(verb_list, name), limits)
+    _canonical_text(records)
     _check_field_lengths(records, path, loader, limits["max_field_chars"])
     if fixed_level is not None:
         for record in records:
@@ -620,6 +622,16 @@ def _check_file_size(path: Path, max_mb: float) -> None:
             f"{path}: {size:,} bytes uncompressed ({size / 1_000_000:.1f} MB), above"
             f" input_limits.max_file_mb = {max_mb:g}; raise the limit if the file is trusted"
         )
+
+
+def _canonical_text(records: Sequence[dict[str, Any]]) -> None:
+    """Each question and knowledge unit in NFC, one spelling per character: a unit written with a
+    combining accent in one row and precomposed in another is one unit, and a field's length is
+    counted in the characters a reader sees."""
+    for record in records:
+        record["question"] = unicodedata.normalize("NFC", record["question"])
+        record["knowledge_units"] = list(dict.fromkeys(
+            unicodedata.normalize("NFC", unit) for unit in record["knowledge_units"]))
 
 
 def _check_field_lengths(

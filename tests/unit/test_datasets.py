@@ -552,6 +552,18 @@ def test_a_field_over_the_length_cap_names_file_row_and_column(tmp_path: Path) -
         load_dataset("cs", {"loader": "release_cs", "path": "cs.csv"}, base_dir=tmp_path, limits={"max_field_chars": 50})
 
 
+def test_text_is_read_in_one_normal_form(tmp_path: Path) -> None:
+    """A unit written with a combining accent in one row and precomposed in another is one unit,
+    and a question's length is counted in the characters a reader sees (NFC), not code points."""
+    decomposed, composed = "Re\u0301sume\u0301s", "R\u00e9sum\u00e9s"
+    _csv(tmp_path, f"question,knowledge_units\nDefine a stack.,{decomposed}\nWhat is a queue?,{composed}; {decomposed}\n"
+                   "Define " + "e\u0301" * 30 + ",Stacks\n")
+    frame = load_dataset("toy", {"loader": "embedded", "path": "q.csv"}, base_dir=tmp_path, limits={"max_field_chars": 40})
+    assert dataset_knowledge_units(frame) == [composed, "Stacks"]
+    assert frame["knowledge_units"].tolist()[1] == [composed]
+    assert frame["question"].tolist()[2] == "Define " + "\u00e9" * 30  # 37 characters read, 67 code points written
+
+
 def test_a_dataset_read_without_limits_is_read_within_the_schemas_defaults(tmp_path) -> None:
     """load_dataset fills an absent input_limits key from the schema (one place for the defaults):
     a field one character over the schema's max_field_chars is refused with no limits given."""
