@@ -114,7 +114,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "original's Bloom level and knowledge units first (CoT): how often it named the level, and the exact set of "
      "units, the dataset gives the original."),
     ("parse", "Parse failure", "a reply the workflow could not read a question (or a judge's verdict) from, e.g. "
-     "no JSON, or a reply cut off at the length limit."),
+     "no JSON, or a reply cut off at the length limit before its question (or verdict) was complete; a reply cut "
+     "off after it still counts as read."),
     ("k-12", "K-12", "the school years from kindergarten to grade 12 (ages about 5 to 18): the paper's math dataset "
      "holds questions from them."),
     ("model-size", "Model size (135m, 8b)", "a model's name often ends in its size, in parameters (the numbers it "

@@ -469,7 +469,8 @@ def parse_failure_summary(all_metrics: pd.DataFrame, reliability: pd.DataFrame, 
         )
     per_judge = judge_means(reliability, "parse_failure_rate")
     if len(per_judge) and float(per_judge.max()) == 0.0:  # naming a "worst" of all-zero rates misleads
-        parts.append("Every judge gave a readable verdict every time (0.0% failures in every cell).")
+        parts.append("Every judge's reply could be parsed every time (0.0% failures in every cell; an abstention is "
+                     "a parsed reply).")
     elif len(per_judge):
         worst_judge = per_judge.idxmax()
         parts.append(f"Among judges, {worst_judge} failed to give a parsable answer most often ({per_judge.max():.1f}%, "
