@@ -203,13 +203,14 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
     disagree = unknown[unknown["reason"] == "judges_disagree"]
     if len(disagree):
         criteria = ordered_unique(_failing_criterion(r) for r in disagree.itertuples())
-        reasons.append(f"{_count(len(disagree), n)}the judges do not agree enough on {_phrased(criteria)}, so this "
-                       "panel cannot measure it")
+        # the reliability table's class names, so "unreliable" and "not measured" read as two things
+        reasons.append(f"{_count(len(disagree), n)}the judges are unreliable on {_phrased(criteria)}: they do not "
+                       "agree enough")
     unmeasured_rows = unknown[unknown["reason"] == "agreement_not_measured"]
     if len(unmeasured_rows):
         criteria = ordered_unique(c for r in unmeasured_rows.itertuples() for _, c in _cell_entries(r, "reliability_unmeasured"))
-        reasons.append(f"{_count(len(unmeasured_rows), n)}the judges' agreement on {_phrased(criteria, 'and')} could "
-                       "not be measured")
+        reasons.append(f"{_count(len(unmeasured_rows), n)}the judges' agreement on {_phrased(criteria, 'and')} is not "
+                       "measured: these votes cannot show it")
     few = unknown[unknown["reason"] == "too_few_pairs"]
     if len(few):
         unmeasured = ordered_unique(label for r in few.itertuples() for label in _criteria_in(r, cells=False))

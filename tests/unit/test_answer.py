@@ -159,7 +159,8 @@ def test_agreement_the_study_could_not_measure_stops_the_verdict_before_the_powe
     assert power_clause(row) == ""  # 300 pairs detect 9 points
     from bloomqg.reporting.answer import _summary
     _, detail = _summary(strong, "CoT", "FGP", "CoT", "FGP")
-    assert detail.startswith("The judges' agreement on whether a question is readable could not be measured. "
+    assert detail.startswith("The judges' agreement on whether a question is readable is not measured: these votes "
+                             "cannot show it. "
                              "What would settle it: judges that agree")
     weak = answer_table(pd.DataFrame([paired("cs", "usability", 12.0, -5.0, 29.0, 0.4, 19)]),
                         pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(rows))

@@ -32,8 +32,8 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     # the verdicts counted and the warning against a ranking lead; why, and what would settle it, follow
     assert block["lead"] == ("FGP against CoT, 2 comparisons: cannot tell in both. This run does not show whether FGP "
                              "or CoT is better: do not read a higher column below as a ranking.")
-    assert block["detail"].startswith("In all of them the judges do not agree enough on Bloom levels, so this panel "
-                                      "cannot measure it")
+    assert block["detail"].startswith("In all of them the judges are unreliable on Bloom levels: they do not agree "
+                                      "enough")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
     assert "What would settle it: more items per dataset and strategy (to detect 10 points: " in block["headline"]
     assert ") and judges that agree (a stronger panel, or people's labels)" in block["headline"]
@@ -153,8 +153,8 @@ def test_an_interval_that_excludes_0_on_votes_the_gate_rejects_is_said_to_be_no_
     assert social["why"] == "no original has a CatCons value under both strategies: nothing to compare"
     assert block["lead"].endswith("cannot tell in both. This run does not show whether FGP or CoT is better: do not "
                                   "read a higher column below as a ranking.")
-    assert block["detail"].startswith("In 1 no original has a value under both strategies; in 1 the judges do not "
-                                      "agree enough on Bloom levels")
+    assert block["detail"].startswith("In 1 no original has a value under both strategies; in 1 the judges are "
+                                      "unreliable on Bloom levels: they do not agree enough")
 
 
 def test_a_disagreement_one_constant_judge_makes_names_that_judge():
