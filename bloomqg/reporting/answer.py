@@ -114,8 +114,10 @@ def why(row: Any, strategy_labels: StrategyLabels | None = None,
         return text + _gated_interval(row)
     if reason == "agreement_not_measured":
         unmeasured = _criteria_in(row, strategy_labels=strategy_labels)
-        # the first reason, named at one cell: the gate's reasons differ by cell (Judge reliability lists each)
-        return (f"{_joined(unmeasured, 'and')} agreement not measured (†; {_where(row, strategy_labels)}: "
+        # the first reason, named at one cell: the gate's reasons differ by cell (Judge reliability
+        # lists each); "e.g." where other cells go unmeasured too, so one cell does not read as the only one
+        example = "e.g. " if len(_cell_entries(row, "reliability_unmeasured")) > 1 else ""
+        return (f"{_joined(unmeasured, 'and')} agreement not measured (†; {example}{_where(row, strategy_labels)}: "
                 f"{brief_reason(str(row.reliability_why))})" + _gated_interval(row))
     if reason == "too_few_pairs":
         if not row.planned and not is_missing(row.ci_low):  # no study plan: the interval says it

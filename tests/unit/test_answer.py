@@ -154,7 +154,7 @@ def test_agreement_the_study_could_not_measure_stops_the_verdict_before_the_powe
     [row] = strong.itertuples(index=False)
     assert (row.verdict, row.reason, row.reliability_cell) == (CANNOT_TELL, "agreement_not_measured", "cot|readable")
     text = why(row)
-    assert text.startswith("Readable agreement not measured (†; Readable in CoT: every vote the same); interval")
+    assert text.startswith("Readable agreement not measured (†; e.g. Readable in CoT: every vote the same); interval")
     assert "interval excludes 0, but on those votes: no evidence" in text
     assert power_clause(row) == ""  # 300 pairs detect 9 points
     from bloomqg.reporting.answer import _summary
