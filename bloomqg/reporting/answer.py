@@ -544,11 +544,11 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     if not moved:
         return ""
     unassessed = [(r, m) for r, m in compared if str(m["verdict"]).startswith(NOT_ASSESSABLE)]
-    # out of every comparison with pairs (the count the Answer gives), those it could not assess named
-    # apart: neither moved nor held, and Dawid–Skene may still move them below
-    apart = ("; " + "; ".join(f"{metric_spec(str(r.metric)).label} ({r.dataset})" for r, _ in unassessed)
-             + " could not be tested by leaving a judge out (too few questions are then labelled), and Dawid–Skene "
-             "alone reweights the same judges: what it does there is said below" if unassessed else "")
+    # out of every comparison with pairs (the count the Answer gives), those no judge-left-out panel
+    # could assess named apart: neither moved nor held (Dawid–Skene, which reweights the same
+    # judges, is no second panel; what it does to them is said below)
+    apart = (" (" + "; ".join(f"{metric_spec(str(r.metric)).label} ({r.dataset})" for r, _ in unassessed)
+             + " could not be tested by leaving a judge out: too few questions are then labelled)" if unassessed else "")
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
             f"accuracy) instead of a majority, turns, cancels or changes the significance of {len(moved)} of the "
             f"{len(compared)} comparisons with pairs{apart}.")
