@@ -548,7 +548,7 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
     # could assess named apart: neither moved nor held (Dawid–Skene, which reweights the same
     # judges, is no second panel; what it does to them is said below)
     apart = (" (" + "; ".join(f"{metric_spec(str(r.metric)).label} ({r.dataset})" for r, _ in unassessed)
-             + " could not be tested by leaving a judge out: too few questions are then labelled)" if unassessed else "")
+             + " could not be tested by leaving a judge out: too few would be labelled)" if unassessed else "")
     text = (f"Leaving out one judge, or combining the votes by Dawid–Skene (each judge weighted by its estimated "
             f"accuracy) instead of a majority, turns, cancels or changes the significance of {len(moved)} of the "
             f"{len(compared)} comparisons with pairs{apart}.")

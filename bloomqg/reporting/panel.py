@@ -34,8 +34,7 @@ BACKEND_DESCRIPTION: dict[str, str] = {
              "original by shared words or characters)",
     "embedding": "a small text-similarity model ({model}) that turns sentences into numbers: the level of the most "
                  "similar dataset questions, and the nearest knowledge unit; it does not rate readable or answerable",
-    "hf": "a language model ({model}) run on this machine, given the same instructions (the judging rubric) a "
-          "person would get",
+    "hf": "a language model ({model}) run on this machine, given the judging rubric a person would get",
     "openai": "a language model ({model}) reached over an API (a paid model service), given the judging rubric",
     "learned": "a classifier trained on the paper's published panel votes",
 }
@@ -200,7 +199,7 @@ def judge_lines(config: Mapping[str, Any], reliability: pd.DataFrame,
         description = template.format(model=_model_of(name, entry, config))
         if name in scoring_judges:
             description += (", which picks each answer by the scores the model gives the answer choices (it writes no "
-                            "text, so its generation settings go unused: no completion tokens)")
+                            "text, so its generation settings go unused)")
         if name in (dtypes or {}):
             ran, wrote = (dtypes or {})[name]
             description += (f", its weights run in {PRECISION.get(ran, ran)}, the model's questions written in "

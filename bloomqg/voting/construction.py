@@ -27,7 +27,7 @@ ABSTAIN_SHARE = 0.5
 MARK = "‡"
 #: The mark's rule, as the report states it once.
 DECIDED_RULE = (
-    "‡ marks a number fixed by how the panel is built: it could not have come out otherwise, whatever the questions. "
+    "‡ marks a number fixed by how the panel is built: no question could have changed it. "
     "In its cell, judges that always give the same answer cast at least half of the readable votes on every "
     "question, so the other judges could never have changed a majority. For CatCons and CogShift (did a question "
     "keep its original's level?) it also marks a cell where every original has one level and the panel's level is "

@@ -216,7 +216,7 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     # a comparison no judge-left-out panel could assess is not counted as moved, and is said apart
     unassessed = robustness.assign(verdict=["within judge noise", "not assessable from these votes"])
     assert "significance of 1 of the 2 comparisons with pairs (CatCons (social) could not be tested by leaving a " \
-        "judge out: too few questions are then labelled)" in panel_note(answer, unassessed)
+        "judge out: too few would be labelled)" in panel_note(answer, unassessed)
     assert answer_context(answer, metrics_frame(), robustness=robustness)["blocks"][0]["panel"].startswith("Leaving out")
     # which way the doubt runs: Dawid–Skene favouring the other strategy, or one where the majority ties
     directed = robustness.assign(verdict="within judge noise", diff=[0.0, 10.0], variants=[

@@ -414,7 +414,7 @@
     // the report's † and ‡ beside the same value: it rests on votes the gate flagged; it is fixed
     // by how the panel is built
     const dagger = (tableGated ? `<span class="dagger" title="on votes the gate flagged: what the judges voted, no evidence about the questions">†</span>` : "") +
-      (tableBuilt ? `<span class="dagger" title="fixed by how the panel is built: it could not have come out otherwise, whatever the questions">‡</span>` : "");
+      (tableBuilt ? `<span class="dagger" title="fixed by how the panel is built: no question could have changed it">‡</span>` : "");
     const value = spec.kind === "sum" ? num : spec.kind === "count" ? counted : den ? (num / den) * spec.scale : null;
     const shown = (x) => (x === null || x === undefined ? NONE : Number(x).toFixed(spec.decimals));
     const where = cells.length === 1 ? (([d, s, m]) => `${m} · ${d} · ${strategyLabel(s)}`)(cells[0].split("/")) : `${cells.length} cells`;
