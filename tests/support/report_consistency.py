@@ -100,8 +100,8 @@ def report_inconsistencies(page: str) -> list[str]:
             if robust_n is not None and robust_n != n:
                 problems.append(f"{metric} on {dataset}: {n} pairs in the Answer, {robust_n} in the robustness table")
 
-    if page.count("could not have come out otherwise") != 1:
-        problems.append(f"the ‡ rule is stated {page.count('could not have come out otherwise')} times, not once")
+    if page.count("no question could have changed it") != 1:
+        problems.append(f"the ‡ rule is stated {page.count('no question could have changed it')} times, not once")
     coefficients = table_rows(page, 'id="trust-coefficients-table"')
     # α undefined (no variance in the votes, or no item with two votes): agreement not measured,
     # never a pass, and listed as such in the gate table
