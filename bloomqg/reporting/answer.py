@@ -386,7 +386,7 @@ def power_clause(r: Any) -> str:
 
 def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     """"; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on
-    the 36 pairs it labels, the majority 19)": where the robustness table's Dawid–Skene labels of the same votes turn the paired
+    the 36 pairs it labels, the majority's 19)": where the robustness table's Dawid–Skene labels of the same votes turn the paired
     difference to the other strategy, on the pairs they label. Said in the row: the direction the
     Answer shows is the one a reader takes (the box under the table lists every other panel)."""
     if robustness is None or not len(robustness) or int(r.n_pairs) == 0 or is_missing(r.diff) or float(r.diff) == 0:
@@ -398,7 +398,7 @@ def reversal_clause(r: Any, robustness: pd.DataFrame | None) -> str:
     if is_missing(ds_diff) or float(ds_diff) * float(r.diff) >= 0:
         return ""
     # its own pairs: Dawid–Skene labels questions the majority left undecided, so it is not the same comparison
-    on = "" if is_missing(ds_pairs) else f" on the {int(ds_pairs)} pairs it labels, the majority {int(r.n_pairs)}"
+    on = "" if is_missing(ds_pairs) else f" on the {int(ds_pairs)} pairs it labels, the majority's {int(r.n_pairs)}"
     return f"; Dawid–Skene (judges weighted by accuracy) points the other way ({float(ds_diff):.2f}{on})"
 
 

@@ -101,7 +101,7 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "comparison under other panels (one judge left out, or Dawid–Skene): holds, every panel gives the same "
      "direction and the same side of p 0.05; holds where measured, the same, but some panels label too few questions "
      "for a value; depends on X, only leaving out judge X changes it; within judge noise, other panels turn its "
-     "direction; not assessable, no panel with a judge left out has a value. Holding is about the panel, not the "
+     "direction, or give one where the majority finds none; not assessable, no panel with a judge left out has a value. Holding is about the panel, not the "
      "questions: votes that fail the gate can hold and still measure nothing."),
     ("judge-flags", "Judge flags: " + ", ".join(SUSPICIOUS_REASONS),
      "; ".join(f"{name}, {rule}" for name, rule in SUSPICIOUS_REASONS.items())
@@ -114,8 +114,8 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "original's Bloom level and knowledge units first (CoT): how often it named the level, and the exact set of "
      "units, the dataset gives the original."),
     ("parse", "Parse failure", "a reply the workflow could not read a question (or a judge's verdict) from, e.g. "
-     "no JSON, or a reply cut off at the length limit before its question (or verdict) was complete; a reply cut "
-     "off after it still counts as read."),
+     "no JSON, or a reply cut off at the length limit before any question could be read from it (one cut off "
+     "later still counts as read, its question perhaps unfinished)."),
     ("k-12", "K-12", "the school years from kindergarten to grade 12 (ages about 5 to 18): the paper's math dataset "
      "holds questions from them."),
     ("model-size", "Model size (135m, 8b)", "a model's name often ends in its size, in parameters (the numbers it "

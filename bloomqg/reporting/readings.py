@@ -105,7 +105,7 @@ def strategy_effect(
     if not sentences:
         return None
     # the cells' values differ as written; whether a difference is real is the paired test's call
-    tested = ("the Answer tests it on the originals both strategies answered" if metric in DEFAULT_PAIRED_METRICS
+    tested = ("the Answer tests it on the originals with a value under both strategies" if metric in DEFAULT_PAIRED_METRICS
               else "the Answer does not test it")
     return " ".join(sentences) + f" (Each cell's own value, not a comparison: {tested}.)"
 

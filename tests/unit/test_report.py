@@ -127,7 +127,7 @@ def test_strategy_effect_sentence():
     to_table(frame, METRICS)
     assert strategy_effect(frame, "catcons") == (
         "On cs, FGP raised CatCons against CoT for 1 of 2 models and lowered it for 1; the largest change was a (+5.00 pp, over n = 10 (CoT) and 10 (FGP) questions)."
-        " (Each cell's own value, not a comparison: the Answer tests it on the originals both strategies answered.)"
+        " (Each cell's own value, not a comparison: the Answer tests it on the originals with a value under both strategies.)"
     )
     same = frame.assign(value=10.0)
     assert strategy_effect(same, "catcons").startswith("On cs, CatCons has equal values under CoT and FGP for each of the 2 models.")

@@ -365,11 +365,11 @@ def test_a_row_says_when_dawid_skene_reverses_its_difference():
                                 "strategy_b": "fgp", "metric": "usability", "verdict": "within judge noise",
                                 "diff": 26.32, "variants": '{"dawid_skene": [-2.78, 1.0, 36]}'}])
     assert reversal_clause(row, robustness) == \
-        "; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on the 36 pairs it labels, the majority 19)"
+        "; Dawid–Skene (judges weighted by accuracy) points the other way (-2.78 on the 36 pairs it labels, the majority's 19)"
     assert reversal_clause(row, robustness.assign(variants='{"dawid_skene": [3.12, 0.5, 36]}')) == ""  # same way
     assert reversal_clause(row, None) == ""
     [block] = answer_context(answer, metrics_frame().assign(metric="usability"), robustness=robustness)["blocks"]
-    assert block["rows"][0]["why"].endswith("points the other way (-2.78 on the 36 pairs it labels, the majority 19)")
+    assert block["rows"][0]["why"].endswith("points the other way (-2.78 on the 36 pairs it labels, the majority's 19)")
 
 
 def test_a_verdict_the_judges_stop_says_when_the_power_would_have_stopped_it_too():
