@@ -23,11 +23,11 @@ from bloomqg.judges.base import JudgeItem
 from bloomqg.judges.bias.design import bias_sample, probe_plan
 from bloomqg.judges.registry import JudgeContext
 from bloomqg.judges.stage import _provenance, _rubric, backend_of
+from bloomqg.store.cells import cell_of
+from bloomqg.store.frames import CRITERIA, JUDGE_PROBES
 
 if TYPE_CHECKING:
     from bloomqg.inputs.specs import JudgeSpec
-from bloomqg.store.cells import cell_of
-from bloomqg.store.frames import CRITERIA, JUDGE_PROBES
 
 logger = logging.getLogger(__name__)
 
