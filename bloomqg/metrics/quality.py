@@ -49,7 +49,7 @@ QUALITY_SPECS: tuple[MetricSpec, ...] = (
                definition="share of judged questions the judges' majority calls answerable (a student could answer it)"),
     MetricSpec("usability", "Usability", "percent", True, "%", criteria=USEFUL_CRITERIA,
                paper_table="table5", paired_outcome="binary",
-               definition="share of generated questions that are useful: unique, readable and answerable by the "
+               definition="share of replies that give a useful question: unique, readable and answerable by the "
                "judges' majority, over the replies whose usefulness the votes decide (a reply the workflow could not "
                "read a question from counts as not useful; one without a majority on a criterion, and no 'no' on "
                "another, is left out)"),

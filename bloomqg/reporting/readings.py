@@ -40,6 +40,10 @@ from bloomqg.voting.agreement import GATE_RULE, NOT_MEASURED, RELIABLE, UNRELIAB
 from bloomqg.voting.construction import ConstructionFlag
 from bloomqg.store.json_columns import json_mapping
 
+#: What the Answer's paired tests compare on: a pair is an original with the metric's value under both
+#: strategies (fewer than the originals both answered where a reply held no question or no judged value).
+PAIRED_ORIGINALS = "the originals with a value under both strategies"
+
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
@@ -105,7 +109,7 @@ def strategy_effect(
     if not sentences:
         return None
     # the cells' values differ as written; whether a difference is real is the paired test's call
-    tested = ("the Answer tests it on the originals with a value under both strategies" if metric in DEFAULT_PAIRED_METRICS
+    tested = (f"the Answer tests it on {PAIRED_ORIGINALS}" if metric in DEFAULT_PAIRED_METRICS
               else "the Answer does not test it")
     return " ".join(sentences) + f" (Each cell's own value, not a comparison: {tested}.)"
 
@@ -243,8 +247,7 @@ def transition_summary(votes: pd.DataFrame, strategy_labels: StrategyLabels | No
     sentence = "; ".join(parts)
     sentence = sentence[0].upper() + sentence[1:] + "."
     if len(parts) > 1:  # shares of each strategy's own questions read like a ranking; the test is the Answer's
-        sentence += (" Each strategy's own questions, not a comparison: the Answer tests CatCons on the originals "
-                     "both strategies answered.")
+        sentence += f" Each strategy's own questions, not a comparison: the Answer tests CatCons on {PAIRED_ORIGINALS}."
     if left_out:
         sentence = (f"On the datasets every strategy ran: {sentence[0].lower()}{sentence[1:]} Drawn but not compared "
                     f"(only some strategies ran there, a difference of design): {'; '.join(left_out)}.")
