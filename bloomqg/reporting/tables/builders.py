@@ -159,7 +159,7 @@ def dataset_table(datasets: Mapping[str, pd.DataFrame]) -> Table:
         "table1_datasets",
         "Table 1. Distribution of items by Bloom level and number of knowledge units per dataset.",
         ["Dataset"], columns, rows, data, groups,
-        ["Total counts every item; Uncategorized items have no Bloom level (the verb list matched none)."],
+        ["Total counts every item; Uncategorized items have no Bloom level (none given, and the verb list matched none)."],
     )
 
 
