@@ -314,7 +314,7 @@ NO_RARE_AGREEMENT = (f"rarer answer never shared: no two judges gave it to the s
                      f"in ≥ {PREVALENCE_LIMIT:.0%} of the votes, agreement on that one alone is what judges reach by "
                      "chance")
 
-#: Why judges are unreliable whoever of them varies: α's interval below 0 (rule 0 of the gate).
+#: Why judges are unreliable where two or more of them vary and α's interval lies below 0 (rule 1b of the gate).
 BELOW_CHANCE = ("below chance: α's interval lies below 0, so the judges (two or more of them varying) disagree more "
                 "than chance would")
 

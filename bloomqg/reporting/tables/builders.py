@@ -347,6 +347,8 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
         label_b = strategy_label(str(r["strategy_b"]), strategy_labels)
         flagged = any((str(r["model"]), str(r["dataset"]), str(r[arm]), str(r["metric"])) in gated
                       for arm in ("strategy_a", "strategy_b"))
+        # fewer than FEW_PAIRS pairs that differ: a size reads large from a few questions, and no test there can be significant
+        sized = not is_missing(r["effect_size"]) and int(r["n_differing"]) >= FEW_PAIRS
         rows.append([
             Cell(str(r["model"])), Cell(str(r["dataset"])), Cell(table_label(str(r["metric"]))),
             Cell(f"{label_b} − {label_a}"),
@@ -355,11 +357,9 @@ def paired_table(paired: pd.DataFrame | None, strategy_labels: StrategyLabels | 
             Cell(TEST_NAMES.get(str(r["test"]), str(r["test"])) if not is_missing(r["test"]) and r["n_pairs"]
                  else MISSING),
             Cell(format_p(r["p_value"])), Cell(format_p(r["p_adjusted"])),
-            # fewer than FEW_PAIRS pairs that differ: a size reads large from a few questions, and no test there can be significant
             # a size on flagged votes is no more evidence than the difference it measures: the same †
-            Cell(MISSING if is_missing(r["effect_size"]) or int(r["n_differing"]) < FEW_PAIRS else
-                 f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})",
-                 flagged and not is_missing(r["effect_size"]) and int(r["n_differing"]) >= FEW_PAIRS),
+            Cell(f"{float(r['effect_size']):.2f} ({TEST_NAMES.get(str(r['effect_size_name']), r['effect_size_name'])})"
+                 if sized else MISSING, flagged and sized),
         ])
     table = Table(
         "table_paired",
