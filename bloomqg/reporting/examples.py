@@ -197,4 +197,6 @@ def _tag(row: pd.Series) -> str | None:
         return "not useful (and judged at another level)"
     if is_missing(row["useful"]):  # as for a question at the level: its usefulness is not decided either
         return "judged at another level, usefulness undecided"
-    return "missed the target level"
+    # the same hedge as a hit's: on votes the gate flagged, a miss is also only how the votes fell
+    return ("counted a miss by unreliable votes: read the question" if bool(row.get("alpha_gated", False))
+            else "missed the target level")
