@@ -47,7 +47,8 @@ def engine_config(workdir: Path) -> Path:
     config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
     config["cache_dir"] = str(workdir / "cache")
     config["judges"] = {"rules": {"backend": "rules"}}  # what is tested ends at the generations
-    config["models"][MODEL].update(engine="vllm", engine_ready_timeout_s=600, engine_kv_cache_gib=1,
+    # float32 as config.yaml's entry (the .test study's "auto" is the in-process loader's choice)
+    config["models"][MODEL].update(engine="vllm", dtype="float32", engine_ready_timeout_s=600, engine_kv_cache_gib=1,
                                    concurrency=8)
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -171,7 +172,8 @@ def test_an_hf_judge_borrowing_an_engine_entry_asks_one_server_for_all_its_cells
     config["datasets"] = {"cs": {**config["datasets"]["cs"], "strategies": ["cot", "fgp"]}}
     config["judges"] = {"smollm2": config["judges"]["smollm2"]}
     # transformers serve cannot continue an assistant message: no response prefill
-    config["models"][MODEL].update(engine="transformers-serve", response_prefill=False, engine_ready_timeout_s=300,
+    config["models"][MODEL].update(engine="transformers-serve", dtype="float32", response_prefill=False,
+                                   engine_ready_timeout_s=300,
                                    concurrency=4)
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config))
