@@ -258,7 +258,8 @@ def _phrased(criteria: Sequence[str], conjunction: str = "or") -> str:
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """" (items per cell to detect 10 points: 491 for Usability in cs to 7,104 for CatCons in social)", from
+    """" (491 for Usability in cs to 7,104 for CatCons in social would detect 10 points, the study plan's
+    aim)", from
     the rows' ``n_needed_target``; "" where no row has one."""
     if "n_needed_target" not in unknown or "target_difference" not in unknown:
         return ""
@@ -271,13 +272,14 @@ def _items_needed(unknown: pd.DataFrame) -> str:
     def which(row: Any) -> str:
         return f"{int(row['n_needed_target']):,} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
     span = which(low) if int(low["n_needed_target"]) == int(high["n_needed_target"]) else f"{which(low)} to {which(high)}"
-    return f" (to detect {float(targets[0]):g} points: {span})"
+    # the plan's aim, named as such: beside the bound a verdict needs, a second size read as a rival one
+    return f" ({span} would detect {float(targets[0]):g} points, the study plan's aim)"
 
 
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:
     """"With the pairs it has, this study could detect (8 times in 10) only differences of at least:
     Usability 43.8 points at best (cs, 19 pairs); CatCons, with at most 5 pairs, no difference of any
-    size. … a verdict needs 20 points or less.": per metric, the smallest detectable difference over its
+    size. … for a verdict it must be 20 points or less.": per metric, the smallest detectable difference over its
     comparisons and where it holds, so no metric's power, nor one dataset's, reads as another's."""
     sized, none = [], []
     for metric, rows in unknown.groupby("metric", sort=False):
@@ -301,7 +303,7 @@ def _power(unknown: pd.DataFrame, every: bool = False) -> str:
         text += ("; " if sized else "") + f"{_joined(none, 'and')}, no difference of any size"
     bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     # the bound a verdict needs, said where it decides (the config's answer.max_detectable_difference)
-    needs = f"; a verdict needs {float(bounds[0]):g} points or less" if len(bounds) == 1 else ""
+    needs = f"; for a verdict it must be {float(bounds[0]):g} points or less" if len(bounds) == 1 else ""
     return text + f". A smaller one would not show reliably{needs}."
 
 
@@ -588,7 +590,8 @@ def panel_note(rows: pd.DataFrame, robustness: pd.DataFrame | None, names: tuple
         """A turn none of whose tests is significant is a direction within noise: said so."""
         return "" if any(p < SIGNIFICANCE for p in turned_p.get((kind, side), [])) else " (not significant)"
 
-    clauses = ([f"favour {side} instead on {listed(where)}{noise('favour', side)}" for side, where in favoured.items()]
+    # "turn the lead", not "favour": at p 1 a turned sign is a direction, not a preference
+    clauses = ([f"turn the lead to {side} on {listed(where)}{noise('favour', side)}" for side, where in favoured.items()]
                + [f"lean to {side} where the majority finds no difference, on {listed(where)}{noise('lean', side)}"
                   for side, where in leaned.items()]
                + [f"make {side}'s lead significant before Holm on {listed(where)}" for side, where in firmed.items()]

@@ -34,6 +34,11 @@ from bloomqg.voting.diagnostics import SUSPICIOUS_REASONS, modal_answer, suspici
 from bloomqg.store.json_columns import json_mapping
 
 
+#: A coefficient where the votes carry one published label per question (an imported release): no
+#: pairs of judges to compare. Not "not assessable", which the robustness table uses for panels.
+NO_PER_JUDGE_VOTES = "no per-judge votes"
+
+
 def _num(value: Any, decimals: int = 2) -> str:
     return "–" if is_missing(value) else fixed(float(value), decimals)
 
@@ -85,8 +90,8 @@ def coefficient_rows(reliability: pd.DataFrame, strategy_labels: StrategyLabels 
             prevalence_text(r.prevalence) + ("" if not isinstance(r.majority_category, str) else
                                              f" ({_category(r.criterion, r.majority_category)})"),
             "alpha": ("undefined (no variance)" if assessable and is_missing(r.alpha) else
-                      _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else "not assessable"),
-            "ac1": _with_ci(r.ac1, r.ac1_ci_low, r.ac1_ci_high) if assessable else "not assessable",
+                      _with_ci(r.alpha, r.alpha_ci_low, r.alpha_ci_high) if assessable else NO_PER_JUDGE_VOTES),
+            "ac1": _with_ci(r.ac1, r.ac1_ci_low, r.ac1_ci_high) if assessable else NO_PER_JUDGE_VOTES,
             "n_eff": _num(r.n_effective_judges, 1), "gate": gate_text,
             "failed": flagged,
         })
@@ -480,8 +485,11 @@ def trust_context(
         for c, g in n_eff.groupby("criterion", sort=False)
         for rating in [_rating_judges(reliability, c, g)]
     ]
+    coefficients = coefficient_rows(reliability, strategy_labels, construction)
     return {
-        "coefficients": coefficient_rows(reliability, strategy_labels, construction),
+        "coefficients": coefficients,
+        # explained only where a row shows it (an imported release)
+        "no_per_judge_votes": NO_PER_JUDGE_VOTES if any(r["ac1"] == NO_PER_JUDGE_VOTES for r in coefficients) else "",
         "flag_reasons": SUSPICIOUS_REASONS,
         "judges": judges,
         "flagged": flagged,

@@ -107,7 +107,7 @@ def report_inconsistencies(page: str) -> list[str]:
     # never a pass, and listed as such in the gate table
     gate, alpha = 2, 3  # the agreement table's columns: cell, criterion, gate, α, …
     undefined = [row for row in coefficients if len(row) > 5 and (
-        row[alpha].startswith("undefined") or (row[alpha] == "not assessable" and row[gate].startswith("not measured")))]
+        row[alpha].startswith("undefined") or (row[alpha] == "no per-judge votes" and row[gate].startswith("not measured")))]
     for row in undefined:
         if row[gate].startswith("reliable"):
             problems.append(f"an undefined α passes the gate: {row}")

@@ -35,7 +35,8 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert block["detail"].startswith("In all of them the judges are unreliable on Bloom levels: they do not agree "
                                       "enough")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
-    assert "What would settle it: more items per dataset and strategy (to detect 10 points: " in block["headline"]
+    assert "What would settle it: more items per dataset and strategy (" in block["headline"]
+    assert " would detect 10 points, the study plan's aim) and judges that agree" in block["headline"]
     assert ") and judges that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
@@ -56,7 +57,7 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert "items per cell would detect 10 points" in row["why"]
     assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
            "differences of at least: CatCons 39.6 points at best (22 pairs). A smaller one would not show reliably; " \
-           "a verdict needs 20 points or less." in block["headline"]
+           "for a verdict it must be 20 points or less." in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -224,11 +225,11 @@ def test_the_answer_says_how_many_of_its_comparisons_the_panel_moves():
     # where the majority ties there is no lead to take "instead": Dawid–Skene leans, said apart
     assert panel_note(answer, directed, ("CoT", "FGP")).endswith(
         "Over all 2, moved or not, Dawid–Skene's labels (same votes, on the pairs they label) "
-        "favour CoT instead on CatCons (social) (not significant) and lean to CoT where the majority finds no difference, "
+        "turn the lead to CoT on CatCons (social) (not significant) and lean to CoT where the majority finds no difference, "
         "on CatCons (cs) (not significant).")
     # a turn Dawid–Skene's own test finds significant is not called noise
     significant_turn = directed.assign(variants=['{"dawid_skene": [-6.7, 1.0, 15]}', '{"dawid_skene": [-28.6, 0.01, 7]}'])
-    assert "favour CoT instead on CatCons (social) and" in panel_note(answer, significant_turn, ("CoT", "FGP"))
+    assert "turn the lead to CoT on CatCons (social) and" in panel_note(answer, significant_turn, ("CoT", "FGP"))
     same_way = directed.assign(variants=['{"dawid_skene": [0.0, 1.0, 15]}', '{"dawid_skene": [6.0, 0.5, 7]}'])
     assert "Dawid–Skene's labels" not in panel_note(answer, same_way, ("CoT", "FGP"))
     # the same side with under half the lead: a reader of the majority's lead is told how far it shrinks
