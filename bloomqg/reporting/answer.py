@@ -277,10 +277,11 @@ def _items_needed(unknown: pd.DataFrame) -> str:
 
 
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:
-    """"With the pairs it has, this study could detect (8 times in 10) only differences of at least:
-    Usability 43.8 points at best (cs, 19 pairs); CatCons, with at most 5 pairs, no difference of any
-    size. … for a verdict it must be 20 points or less.": per metric, the smallest detectable difference over its
-    comparisons and where it holds, so no metric's power, nor one dataset's, reads as another's."""
+    """"None of the 5 with pairs has enough: a verdict needs the study to detect (8 times in 10) 20 points
+    or less; it could detect only differences of at least: Usability 43.8 points at best (cs, 19 pairs);
+    CatCons, with at most 5 pairs, no difference of any size.": the bound a verdict needs first (the
+    config's answer.max_detectable_difference), then per metric the smallest detectable difference over
+    its comparisons and where it holds, so no metric's power, nor one dataset's, reads as another's."""
     sized, none = [], []
     for metric, rows in unknown.groupby("metric", sort=False):
         pairs = int(rows["n_pairs"].max())
@@ -294,17 +295,21 @@ def _power(unknown: pd.DataFrame, every: bool = False) -> str:
                          f"pair{'s' if int(best['n_pairs']) != 1 else ''})")
         else:
             none.append(f"{label}, with {pairs_text}")
-    # ``every``: no comparison with pairs has enough for a verdict, said first
-    text = (f"None of the {len(unknown)} with pairs has enough: this study could detect (8 times in 10) " if every
-            else "With the pairs it has, this study could detect (8 times in 10) ")
-    if sized:
-        text += f"only differences of at least: {'; '.join(sized)}"
-    if none:
-        text += ("; " if sized else "") + f"{_joined(none, 'and')}, no difference of any size"
     bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
-    # the bound a verdict needs, said where it decides (the config's answer.max_detectable_difference)
-    needs = f"; for a verdict it must be {float(bounds[0]):g} points or less" if len(bounds) == 1 else ""
-    return text + f". A smaller one would not show reliably{needs}."
+    # the bound said before what the study could do, so "20 points" is never read beside the plan's
+    # aim as a second target
+    # ``every``: no comparison with pairs has enough for a verdict, said first
+    lead = f"None of the {len(unknown)} with pairs has enough: " if every else ""
+    if len(bounds) == 1:
+        needs = f"a verdict needs the study to detect (8 times in 10) {float(bounds[0]):g} points or less; "
+        text = (lead + needs if every else needs[0].upper() + needs[1:] + "with the pairs it has, ") + "it could detect only"
+    else:
+        text = (lead or "With the pairs it has, ") + "this study could detect (8 times in 10) only"
+    if sized:
+        text += f" differences of at least: {'; '.join(sized)}"
+    if none:
+        text += ("; " if sized else " ") + f"{_joined(none, 'and')}, no difference of any size"
+    return text + "."
 
 
 def _count(k: int, n: int) -> str:

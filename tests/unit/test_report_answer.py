@@ -55,9 +55,9 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would
     assert row["detectable"] == "≥ 39.6"
     assert row["why"].startswith("too few pairs; about ")
     assert "items per cell would detect 10 points" in row["why"]
-    assert "The study has too few pairs. With the pairs it has, this study could detect (8 times in 10) only " \
-           "differences of at least: CatCons 39.6 points at best (22 pairs). A smaller one would not show reliably; " \
-           "for a verdict it must be 20 points or less." in block["headline"]
+    assert "The study has too few pairs. A verdict needs the study to detect (8 times in 10) 20 points or less; with " \
+           "the pairs it has, it could detect only differences of at least: CatCons 39.6 points at best (22 pairs)." \
+           in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
@@ -176,7 +176,8 @@ def test_the_power_is_said_per_metric_with_its_own_pairs_never_one_metric_for_al
         pd.DataFrame([plan("cs", "catcons", math.nan), plan("cs", "usability", 39.6)]),
         pd.DataFrame(reliable_panel("cs")), metrics=("usability", "catcons"))
     [block] = answer_context(answer, metrics_frame())["blocks"]
-    assert ("With the pairs it has, this study could detect (8 times in 10) only differences of at least: Usability "
+    assert ("A verdict needs the study to detect (8 times in 10) 20 points or less; with the pairs it has, it could "
+            "detect only differences of at least: Usability "
             "39.6 points at best (22 pairs); CatCons, with at most 4 pairs, no difference of any size.") in block["detail"]
 
 
@@ -328,7 +329,8 @@ def test_an_underpowered_row_says_its_agreement_was_not_measured_and_why_its_cle
                          pd.DataFrame([plan("cs", "usability", 43.8)]), pd.DataFrame(reliability),
                          metrics=("usability",)).itertuples(index=False)
     assert why(row).endswith("; interval excludes 0, but McNemar's p = 0.030 is below 0.05, Holm's 0.060 not")
-    assert "None of the 2 with pairs has enough: this study could detect (8 times in 10) only differences" in \
+    assert "None of the 2 with pairs has enough: a verdict needs the study to detect (8 times in 10) 20 points or " \
+           "less; it could detect only differences" in \
         block["headline"]
     # the count of too-few-pairs verdicts says they rest on unmeasured agreement too
     assert "in 1 the study has too few pairs (Readable agreement not measured either)" in block["headline"]
