@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from bloomqg.metrics.paired import DEFAULT_PAIRED_METRICS, SIGNIFICANCE
+from bloomqg.metrics.plan import items_needed
 from bloomqg.metrics.registry import metric_spec
 from bloomqg.metrics.rows import USEFUL_CRITERIA
 from bloomqg.voting.agreement import NO_JUDGE_VOTES, NOT_MEASURED, RELIABLE, UNRELIABLE, recorded_decision
@@ -53,7 +54,8 @@ PANEL_REASONS: tuple[str, ...] = REASONS[:2]
 ANSWER_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "verdict", "reason", "value_a", "value_b", "diff",
     "ci_low", "ci_high",
-    "n_pairs", "p_value", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target", "no_difference_bound",
+    "n_pairs", "p_value", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target",
+    "n_needed_verdict", "no_difference_bound",
     "criteria", "reliability_status", "reliability_coefficient", "reliability_value", "reliability_threshold",
     "reliability_cell", "reliability_why", "reliability_unmeasured", "reliability_unreliable",
 )
@@ -143,6 +145,15 @@ def _plan_figure(plan_row: dict[str, Any] | None, column: str) -> float:
     return math.nan if value is None or pd.isna(value) else float(value)
 
 
+def _items_for(plan_row: dict[str, Any] | None, difference: float) -> float:
+    """Items per cell the comparison needs to detect ``difference`` points, by the plan's rules
+    (:func:`bloomqg.metrics.plan.items_needed`); NaN without a plan row or beyond its search."""
+    if plan_row is None or any(pd.isna(plan_row.get(k)) for k in ("test", "discordance", "power", "alpha", "family_size")):
+        return math.nan
+    needed = items_needed(plan_row, difference)
+    return math.nan if needed is None else float(needed)
+
+
 def _plan_row(plan: pd.DataFrame | None, key: dict[str, str]) -> dict[str, Any] | None:
     if plan is None or plan.empty:
         return None
@@ -208,11 +219,13 @@ def answer_table(
                     "significance": spec.significance, "planned": plan_row is not None, "mdd": math.nan if plan_row is None else plan_row.get("mdd"),
                     "max_detectable": spec.max_detectable, "target_difference": _plan_figure(plan_row, "difference"),
                     "n_needed_target": _plan_figure(plan_row, "n_needed"),
+                    # what would settle it, at the bound a verdict needs (not the plan's own target)
+                    "n_needed_verdict": _items_for(plan_row, spec.max_detectable),
                     "no_difference_bound": bound, "criteria": ",".join(criteria), **behind,
                 })
     frame = pd.DataFrame.from_records(records, columns=list(ANSWER_COLUMNS))
     for column in ("value_a", "value_b", "diff", "ci_low", "ci_high", "p_value", "p_adjusted", "mdd", "max_detectable", "target_difference", "n_needed_target",
-                   "no_difference_bound", "reliability_value", "reliability_threshold", "family_size", "significance"):
+                   "n_needed_verdict", "no_difference_bound", "reliability_value", "reliability_threshold", "family_size", "significance"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame["n_pairs"] = frame["n_pairs"].astype(int)
     frame["planned"] = frame["planned"].astype(bool)

@@ -153,6 +153,22 @@ def minimum_detectable(test: str, n: int, spread: float, power: float, alpha: fl
     return high
 
 
+def items_needed(plan_row: dict, difference: float) -> int | None:
+    """Items per cell a comparison of the plan (a :data:`STUDY_PLAN_COLUMNS` row) needs to detect
+    ``difference`` points, by the plan's own rules (its test, spread, power, Holm's first step and
+    the items a pair costs); at the plan's ``difference`` it is the row's ``n_needed``. None where
+    the pairs needed are beyond :data:`MAX_PAIRS` or the items a pair costs are unknown."""
+    test = str(plan_row["test"])
+    scale = metric_spec(str(plan_row["metric"])).scale
+    alpha = float(plan_row["alpha"]) / int(plan_row["family_size"])
+    needed = pairs_needed(test, float(plan_row["discordance"]), difference / scale, float(plan_row["power"]), alpha)
+    pair_yield = plan_row.get("pair_yield")
+    # no pair yet (a yield of 0) or no item in common (NaN): the items a pair costs are unknown
+    if needed is None or pair_yield is None or pd.isna(pair_yield) or float(pair_yield) <= 0:
+        return None
+    return int(math.ceil(needed / float(pair_yield)))
+
+
 def study_plan(
     votes: pd.DataFrame,
     plan: PlanSpec = PlanSpec(),

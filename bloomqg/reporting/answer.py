@@ -89,10 +89,12 @@ def rests_on(row: Any, strategy_labels: StrategyLabels | None = None) -> str:
 
 
 def _needed(row: Any) -> str:
-    target = f"{float(row.target_difference):g} {_points(row.metric)}"
-    if is_missing(row.n_needed_target):
-        return f"detecting {target} would take more items per cell than the plan searches"
-    return f"about {int(row.n_needed_target):,} items per cell would detect {target}"
+    """The items a verdict would take: the bound it needs (not the study plan's own target, a
+    second size that read as a rival one)."""
+    bound = f"{float(row.max_detectable):g} {_points(row.metric)}"
+    if is_missing(getattr(row, "n_needed_verdict", None)):
+        return f"detecting {bound} would take more items per cell than the plan searches"
+    return f"about {int(row.n_needed_verdict):,} items per cell would detect {bound}"
 
 
 def why(row: Any, strategy_labels: StrategyLabels | None = None,
@@ -258,22 +260,21 @@ def _phrased(criteria: Sequence[str], conjunction: str = "or") -> str:
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """" (491 for Usability in cs to 7,104 for CatCons in social would detect 10 points, the study plan's
-    aim)", from
-    the rows' ``n_needed_target``; "" where no row has one."""
-    if "n_needed_target" not in unknown or "target_difference" not in unknown:
+    """" (to detect 20 points: 150 for Usability in cs to 1,900 for CatCons in social)", the items per
+    cell that would detect the bound a verdict needs (the rows' ``n_needed_verdict``; the bound is
+    the one :func:`_power` names); "" where no row has one."""
+    if "n_needed_verdict" not in unknown or "max_detectable" not in unknown:
         return ""
-    needed = pd.to_numeric(unknown["n_needed_target"], errors="coerce").dropna()
-    targets = pd.to_numeric(unknown["target_difference"], errors="coerce").dropna().unique()
-    if needed.empty or len(targets) != 1:
+    needed = pd.to_numeric(unknown["n_needed_verdict"], errors="coerce").dropna()
+    bounds = pd.to_numeric(unknown["max_detectable"], errors="coerce").dropna().unique()
+    if needed.empty or len(bounds) != 1:
         return ""
     low, high = unknown.loc[needed.idxmin()], unknown.loc[needed.idxmax()]
 
     def which(row: Any) -> str:
-        return f"{int(row['n_needed_target']):,} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
-    span = which(low) if int(low["n_needed_target"]) == int(high["n_needed_target"]) else f"{which(low)} to {which(high)}"
-    # the plan's aim, named as such: beside the bound a verdict needs, a second size read as a rival one
-    return f" ({span} would detect {float(targets[0]):g} points, the study plan's aim)"
+        return f"{int(row['n_needed_verdict']):,} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
+    span = which(low) if int(low["n_needed_verdict"]) == int(high["n_needed_verdict"]) else f"{which(low)} to {which(high)}"
+    return f" (to detect {float(bounds[0]):g} points: {span})"
 
 
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:

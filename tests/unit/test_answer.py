@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from bloomqg.metrics.answer import CANNOT_TELL, HIGHER, LOWER, NO_DIFFERENCE, AnswerSpec, answer_table, measured_criteria
+from bloomqg.metrics.plan import items_needed
 from bloomqg.voting.agreement import (
     NO_JUDGE_VOTES, NO_RARE_AGREEMENT, NOT_MEASURED, PREVALENCE_LIMIT, RELIABLE, UNRELIABLE, gate_decision, recorded_decision,
 )
@@ -100,6 +101,9 @@ def test_too_few_pairs_is_cannot_tell_with_the_items_that_would_detect_ten_point
     # the study plan's figures: 10 points at 30% discordance, a few hundred pairs
     assert (row["target_difference"], row["n_needed_target"]) == (10.0, plan("cs", "catcons", 48.0)["n_needed"])
     assert row["n_needed_target"] > 100
+    # the items a verdict's bound (20 points) would take, by the plan's own rules: fewer than its 10
+    assert 0 < row["n_needed_verdict"] < row["n_needed_target"]
+    assert items_needed(plan("cs", "catcons", 48.0), 10.0) == plan("cs", "catcons", 48.0)["n_needed"]
     hopeless = answer_table(pd.DataFrame([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 3)]),
                             pd.DataFrame([plan("cs", "catcons", math.nan)]), pd.DataFrame(reliable_panel("cs")))
     assert hopeless["reason"].tolist() == ["too_few_pairs"]

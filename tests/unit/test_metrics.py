@@ -815,6 +815,9 @@ def test_study_plan_says_so_when_a_planned_pair_has_no_item_in_common():
     assert (plan["n_items"] == 0).all() and (plan["n_pairs"] == 0).all()
     assert plan["n_needed"].isna().all() and plan["mdd"].isna().all()
     assert plan["note"].str.contains("no item in common").all()
+    from bloomqg.metrics.plan import items_needed
+
+    assert all(items_needed(record, 20.0) is None for record in plan.reset_index().to_dict("records"))
     # the pairs a difference needs do not depend on which items: still planned from the assumption
     assert plan["pairs_needed"].notna().all()
 
@@ -841,3 +844,10 @@ def test_study_plan_gives_items_needed_and_the_minimum_detectable_difference():
     assert row["power_at_difference"] < 0.8
     bigger = study_plan(pd.concat([cot, fgp], ignore_index=True), PlanSpec(difference=row["mdd"]))
     assert bigger.set_index("metric").loc["usability", "pairs_needed"] <= 41
+    # items_needed (the Answer's "to detect 20 points") follows the plan's own rules: at the plan's
+    # difference it is every row's n_needed (KnowCov's paired t test included); none where no pair
+    from bloomqg.metrics.plan import items_needed
+
+    for record in plan.to_dict("records"):
+        assert items_needed(record, 5.0) == (None if pd.isna(record["n_needed"]) else int(record["n_needed"])), record
+        assert items_needed(record, 20.0) <= items_needed(record, 5.0)

@@ -35,8 +35,8 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert block["detail"].startswith("In all of them the judges are unreliable on Bloom levels: they do not agree "
                                       "enough")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
-    assert "What would settle it: more items per dataset and strategy (" in block["headline"]
-    assert " would detect 10 points, the study plan's aim) and judges that agree" in block["headline"]
+    # the items that would detect the bound a verdict needs (20 points), the one size the Answer names
+    assert "What would settle it: more items per dataset and strategy (to detect 20 points: " in block["headline"]
     assert ") and judges that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
@@ -47,14 +47,14 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert block["left_out"] == ["math (m: ran FGP only)"]
 
 
-def test_too_few_pairs_names_the_detectable_difference_and_what_ten_points_would_take():
+def test_too_few_pairs_names_the_detectable_difference_and_what_a_verdicts_bound_would_take():
     answer = verdicts([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 22)], [plan("cs", "catcons", 39.6)],
                       reliable_panel("cs"))
     [block] = answer_context(answer, metrics_frame())["blocks"]
     [row] = block["rows"]
     assert row["detectable"] == "≥ 39.6"
     assert row["why"].startswith("too few pairs; about ")
-    assert "items per cell would detect 10 points" in row["why"]
+    assert "items per cell would detect 20 points" in row["why"]
     assert "The study has too few pairs. A verdict needs the study to detect (8 times in 10) 20 points or less; with " \
            "the pairs it has, it could detect only differences of at least: CatCons 39.6 points at best (22 pairs)." \
            in block["headline"]
