@@ -27,8 +27,9 @@ judged level in both arms): items needed = pairs needed ÷ that share (``pair_yi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -153,7 +154,7 @@ def minimum_detectable(test: str, n: int, spread: float, power: float, alpha: fl
     return high
 
 
-def items_needed(plan_row: dict, difference: float) -> int | None:
+def items_needed(plan_row: Mapping[str, Any], difference: float) -> int | None:
     """Items per cell a comparison of the plan (a :data:`STUDY_PLAN_COLUMNS` row) needs to detect
     ``difference`` points, by the plan's own rules (its test, spread, power, Holm's first step and
     the items a pair costs); at the plan's ``difference`` it is the row's ``n_needed``. None where

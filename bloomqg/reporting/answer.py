@@ -92,7 +92,7 @@ def _needed(row: Any) -> str:
     """The items a verdict would take: the bound it needs (not the study plan's own target, a
     second size that read as a rival one)."""
     bound = f"{float(row.max_detectable):g} {_points(row.metric)}"
-    if is_missing(getattr(row, "n_needed_verdict", None)):
+    if is_missing(row.n_needed_verdict):
         return f"detecting {bound} would take more items per cell than the plan searches"
     return f"about {int(row.n_needed_verdict):,} items per cell would detect {bound}"
 
@@ -260,7 +260,7 @@ def _phrased(criteria: Sequence[str], conjunction: str = "or") -> str:
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """" (to detect 20 points: 150 for Usability in cs to 1,900 for CatCons in social)", the items per
+    """" (to detect 20 points: 116 for Usability in cs to 1,752 for CatCons in social)", the items per
     cell that would detect the bound a verdict needs (the rows' ``n_needed_verdict``; the bound is
     the one :func:`_power` names); "" where no row has one."""
     if "n_needed_verdict" not in unknown or "max_detectable" not in unknown:
@@ -297,9 +297,8 @@ def _power(unknown: pd.DataFrame, every: bool = False) -> str:
         else:
             none.append(f"{label}, with {pairs_text}")
     bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
-    # the bound said before what the study could do, so "20 points" is never read beside the plan's
-    # aim as a second target
-    # ``every``: no comparison with pairs has enough for a verdict, said first
+    # ``every``: no comparison with pairs has enough for a verdict, said first; then the bound a
+    # verdict needs, before what the study could detect (said after, it read as a second target)
     lead = f"None of the {len(unknown)} with pairs has enough: " if every else ""
     if len(bounds) == 1:
         needs = f"a verdict needs the study to detect (8 times in 10) {float(bounds[0]):g} points or less; "
