@@ -312,6 +312,14 @@ def cost_card(cost_usd: float, n_imported: int) -> tuple[str, str]:
     )
 
 
+def token_limits(generation_provenance: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The generators' ``max_new_tokens`` over the generation files (their provenance's decoding),
+    each once: the limit a cut-off reply hit, said beside the count."""
+    limits = {int(p["decoding"]["max_new_tokens"]) for p in generation_provenance
+              if isinstance(p.get("decoding"), Mapping) and p["decoding"].get("max_new_tokens") is not None}
+    return sorted(limits)
+
+
 def overview(
     all_metrics: pd.DataFrame, votes: pd.DataFrame, ledger: pd.DataFrame | None, generations: pd.DataFrame | None = None,
     strategy_labels: StrategyLabels | None = None,
@@ -462,6 +470,7 @@ def build_report(
         "glossary": glossary_entries(strategies),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": {**overview(all_metrics, votes, ledger, generations, labels),
+                     "token_limits": token_limits(generation_provenance),
                      "call_failures": call_failures(judgments, generations),
                      "min_answer_rate": _min_answer_rate(config)},
         "config_yaml": annotated_config_yaml(plain(dict(config)), config_meanings or {}),
@@ -544,6 +553,8 @@ def report_facts(context: Mapping[str, Any], *, config: Mapping, all_metrics: pd
         "overview.replies": (overview_["n_replies"], "the generators' replies"),
         "overview.cut_off": (overview_["n_cut_off"], "replies cut off at the token limit"),
         "overview.cut_off_read": (overview_["n_cut_off_read"], "replies cut off at the token limit that still held a question"),
+        **{f"overview.token_limit.{limit}": (limit, "a generator's max_new_tokens, the token limit a reply is cut off at")
+           for limit in overview_["token_limits"]},
         **{f"overview.cut_off.{c['strategy']}": (c["n_cut_off"], f"replies under {c['label']} cut off at the token limit")
            for c in overview_["cut_off_by_strategy"]},
         **{f"overview.replies.{c['strategy']}": (c["n_replies"], f"the generators' replies under {c['label']}")

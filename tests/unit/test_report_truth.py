@@ -303,6 +303,16 @@ def test_the_overview_counts_replies_cut_off_at_the_token_limit_and_those_still_
         ("CoT", 1, 3), ("FGP", 1, 1)]
 
 
+def test_the_cut_off_count_names_the_limit_the_generators_ran_with():
+    from bloomqg.reporting.report import token_limits
+
+    # each limit once, from the generation files' decoding; an imported file's provenance has none
+    provenance = [{"decoding": {"max_new_tokens": 128}}, {"decoding": {"max_new_tokens": 500}},
+                  {"decoding": {"max_new_tokens": 128}}, {"stage": "import"}]
+    assert token_limits(provenance) == [128, 500]
+    assert token_limits([]) == []
+
+
 def test_a_decided_criterion_that_marks_no_number_is_listed_with_the_notes_saying_why():
     from bloomqg.reporting.construction import mark_by_construction
     from bloomqg.voting.construction import construction_flags
