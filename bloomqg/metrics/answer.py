@@ -148,9 +148,7 @@ def _plan_figure(plan_row: dict[str, Any] | None, column: str) -> float:
 def _items_for(plan_row: dict[str, Any] | None, difference: float) -> float:
     """Items per cell the comparison needs to detect ``difference`` points, by the plan's rules
     (:func:`bloomqg.metrics.plan.items_needed`); NaN without a plan row or beyond its search."""
-    if plan_row is None or any(pd.isna(plan_row.get(k)) for k in ("test", "discordance", "power", "alpha", "family_size")):
-        return math.nan
-    needed = items_needed(plan_row, difference)
+    needed = None if plan_row is None else items_needed(plan_row, difference)
     return math.nan if needed is None else float(needed)
 
 

@@ -163,11 +163,15 @@ def items_needed(plan_row: Mapping[str, Any], difference: float) -> int | None:
     scale = metric_spec(str(plan_row["metric"])).scale
     alpha = float(plan_row["alpha"]) / int(plan_row["family_size"])
     needed = pairs_needed(test, float(plan_row["discordance"]), difference / scale, float(plan_row["power"]), alpha)
-    pair_yield = plan_row.get("pair_yield")
-    # no pair yet (a yield of 0) or no item in common (NaN): the items a pair costs are unknown
-    if needed is None or pair_yield is None or pd.isna(pair_yield) or float(pair_yield) <= 0:
+    return _items_for_pairs(needed, plan_row.get("pair_yield"))
+
+
+def _items_for_pairs(pairs: int | None, pair_yield: float | None) -> int | None:
+    """Items per cell that yield ``pairs`` pairs; None beyond the search (``pairs`` None), or where
+    the items a pair costs are unknown: no pair yet (a yield of 0) or no item in common (NaN)."""
+    if pairs is None or pair_yield is None or pd.isna(pair_yield) or float(pair_yield) <= 0:
         return None
-    return int(math.ceil(needed / float(pair_yield)))
+    return int(math.ceil(pairs / float(pair_yield)))
 
 
 def study_plan(
@@ -215,9 +219,7 @@ def study_plan(
         difference = plan.difference / scale
         needed = pairs_needed(test, spread, difference, plan.power, alpha)
         pair_yield = n_pairs / row["n_items"] if row["n_items"] else math.nan
-        # no item in common, or no pair defined in both arms: the items a pair costs are unknown
-        known_yield = n_pairs > 0
-        items = int(math.ceil(needed / pair_yield)) if needed is not None and known_yield else None
+        items = _items_for_pairs(needed, pair_yield)
         if not row["n_items"]:
             note = (f"no item in common: {row['strategy_a']} and {row['strategy_b']} answered different items, "
                     "so nothing is paired and the items needed are unknown")

@@ -259,22 +259,29 @@ def _phrased(criteria: Sequence[str], conjunction: str = "or") -> str:
     return _joined(parts, conjunction)
 
 
+def _verdict_bound(unknown: pd.DataFrame) -> float | None:
+    """The bound a verdict needs (``max_detectable``, the config's answer.max_detectable_difference)
+    where the rows share one; None where they have none or several."""
+    bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
+    return float(bounds[0]) if len(bounds) == 1 else None
+
+
 def _items_needed(unknown: pd.DataFrame) -> str:
     """" (to detect 20 points: 116 for Usability in cs to 1,752 for CatCons in social)", the items per
     cell that would detect the bound a verdict needs (the rows' ``n_needed_verdict``; the bound is
     the one :func:`_power` names); "" where no row has one."""
-    if "n_needed_verdict" not in unknown or "max_detectable" not in unknown:
+    bound = _verdict_bound(unknown)
+    if "n_needed_verdict" not in unknown or bound is None:
         return ""
     needed = pd.to_numeric(unknown["n_needed_verdict"], errors="coerce").dropna()
-    bounds = pd.to_numeric(unknown["max_detectable"], errors="coerce").dropna().unique()
-    if needed.empty or len(bounds) != 1:
+    if needed.empty:
         return ""
     low, high = unknown.loc[needed.idxmin()], unknown.loc[needed.idxmax()]
 
     def which(row: Any) -> str:
         return f"{int(row['n_needed_verdict']):,} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
     span = which(low) if int(low["n_needed_verdict"]) == int(high["n_needed_verdict"]) else f"{which(low)} to {which(high)}"
-    return f" (to detect {float(bounds[0]):g} points: {span})"
+    return f" (to detect {bound:g} points: {span})"
 
 
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:
@@ -296,15 +303,16 @@ def _power(unknown: pd.DataFrame, every: bool = False) -> str:
                          f"pair{'s' if int(best['n_pairs']) != 1 else ''})")
         else:
             none.append(f"{label}, with {pairs_text}")
-    bounds = pd.to_numeric(unknown.get("max_detectable", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     # ``every``: no comparison with pairs has enough for a verdict, said first; then the bound a
     # verdict needs, before what the study could detect (said after, it read as a second target)
-    lead = f"None of the {len(unknown)} with pairs has enough: " if every else ""
-    if len(bounds) == 1:
-        needs = f"a verdict needs the study to detect (8 times in 10) {float(bounds[0]):g} points or less; "
-        text = (lead + needs if every else needs[0].upper() + needs[1:] + "with the pairs it has, ") + "it could detect only"
+    bound = _verdict_bound(unknown)
+    if bound is None:
+        text = (f"None of the {len(unknown)} with pairs has enough: " if every else "With the pairs it has, ") + \
+            "this study could detect (8 times in 10) only"
     else:
-        text = (lead or "With the pairs it has, ") + "this study could detect (8 times in 10) only"
+        needs = f"a verdict needs the study to detect (8 times in 10) {bound:g} points or less"
+        text = (f"None of the {len(unknown)} with pairs has enough: {needs}; it could detect only" if every
+                else f"A{needs[1:]}; with the pairs it has, it could detect only")
     if sized:
         text += f" differences of at least: {'; '.join(sized)}"
     if none:
