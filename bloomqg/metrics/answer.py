@@ -55,7 +55,7 @@ ANSWER_COLUMNS: tuple[str, ...] = (
     "model", "dataset", "metric", "strategy_a", "strategy_b", "verdict", "reason", "value_a", "value_b", "diff",
     "ci_low", "ci_high",
     "n_pairs", "p_value", "p_adjusted", "family_size", "significance", "planned", "mdd", "max_detectable", "target_difference", "n_needed_target",
-    "n_needed_verdict", "no_difference_bound",
+    "n_needed_verdict", "n_items", "no_difference_bound",
     "criteria", "reliability_status", "reliability_coefficient", "reliability_value", "reliability_threshold",
     "reliability_cell", "reliability_why", "reliability_unmeasured", "reliability_unreliable",
 )
@@ -219,11 +219,13 @@ def answer_table(
                     "n_needed_target": _plan_figure(plan_row, "n_needed"),
                     # what would settle it, at the bound a verdict needs (not the plan's own target)
                     "n_needed_verdict": _items_for(plan_row, spec.max_detectable),
+                    # the originals this run asked both arms about: what n_needed_verdict is set against
+                    "n_items": _plan_figure(plan_row, "n_items"),
                     "no_difference_bound": bound, "criteria": ",".join(criteria), **behind,
                 })
     frame = pd.DataFrame.from_records(records, columns=list(ANSWER_COLUMNS))
     for column in ("value_a", "value_b", "diff", "ci_low", "ci_high", "p_value", "p_adjusted", "mdd", "max_detectable", "target_difference", "n_needed_target",
-                   "n_needed_verdict", "no_difference_bound", "reliability_value", "reliability_threshold", "family_size", "significance"):
+                   "n_needed_verdict", "n_items", "no_difference_bound", "reliability_value", "reliability_threshold", "family_size", "significance"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame["n_pairs"] = frame["n_pairs"].astype(int)
     frame["planned"] = frame["planned"].astype(bool)

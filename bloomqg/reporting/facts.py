@@ -45,6 +45,7 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "target_difference": "the difference the study plan sizes for (config plan.difference)",
     "n_needed_target": "items per cell needed to detect the target difference",
     "n_needed_verdict": "items per cell needed to detect the bound a verdict needs (max_detectable), by the plan's rules",
+    "n_items": "originals this run asked both arms about (the items a pair can come from)",
     "no_difference_bound": "largest difference a no-difference verdict rules out",
     "reliability_value": "the reliability coefficient the verdict's gate rests on",
     "reliability_threshold": "the gate's threshold for that coefficient",
@@ -231,7 +232,8 @@ def _answer_facts(book: FactBook, answer: pd.DataFrame | None) -> None:
         book.add("answer.diff", row["diff"], n=row["n_pairs"], ci_low=row["ci_low"], ci_high=row["ci_high"],
                  source="metrics/answer.parquet", definition=COLUMN_DEFINITIONS["diff"], **where)
         for column in ("value_a", "value_b", "n_pairs", "p_adjusted", "family_size", "significance", "mdd", "max_detectable", "target_difference",
-                       "n_needed_target", "n_needed_verdict", "no_difference_bound", "reliability_value", "reliability_threshold"):
+                       "n_needed_target", "n_needed_verdict", "n_items", "no_difference_bound", "reliability_value",
+                       "reliability_threshold"):
             if column in row:
                 book.add(f"answer.{column}", row[column], source="metrics/answer.parquet",
                          definition=COLUMN_DEFINITIONS[column], **where)

@@ -36,7 +36,7 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
                                       "enough")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
     # the items that would detect the bound a verdict needs (20 points), the one size the Answer names
-    assert "What would settle it: more items per dataset and strategy (to detect 20 points: " in block["headline"]
+    assert "What would settle it: more originals, each rewritten under both strategies (to detect 20 points: " in block["headline"]
     assert ") and judges that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
@@ -58,6 +58,23 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_a_verdicts_bound
     assert "The study has too few pairs. A verdict needs the study to detect (8 times in 10) 20 points or less; with " \
            "the pairs it has, it could detect only differences of at least: CatCons 39.6 points at best (22 pairs)." \
            in block["headline"]
+
+
+def test_what_would_settle_it_sets_the_originals_needed_beside_those_the_run_had():
+    """A reader must see that new originals are needed, not a rerun: each end of the span names the
+    originals the run asked both strategies about (the plan's n_items)."""
+    plans = [{**plan("cs", "catcons", 39.6), "n_items": 36}, {**plan("social", "catcons", 60.0), "pair_yield": 0.25,
+                                                             "n_items": 24}]
+    answer = verdicts([paired("cs", "catcons", 0.0, -30.0, 30.0, 1.0, 22), paired("social", "catcons", 0.0, -50.0, 50.0, 1.0, 6)],
+                      plans, [*reliable_panel("cs"), *reliable_panel("social")])
+    cs, social = answer.sort_values("dataset").to_dict("records")
+    assert (cs["n_items"], social["n_items"]) == (36, 24)
+    # the same pairs cost four times the originals where a quarter of them give a pair
+    assert social["n_needed_verdict"] == 4 * cs["n_needed_verdict"]
+    [block] = answer_context(answer, metrics_frame())["blocks"]
+    assert (f"What would settle it: more originals, each rewritten under both strategies (to detect 20 points: "
+            f"{int(cs['n_needed_verdict']):,} for CatCons in cs, where this run had 36, to "
+            f"{int(social['n_needed_verdict']):,} for CatCons in social, where it had 24).") in block["headline"]
 
 
 def test_verdicts_from_the_test_say_the_direction_and_what_they_rest_on():
