@@ -241,7 +241,7 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         text += f" {_power(unknown, every=every)}"
     fixes = []
     if len(few) or underpowered.any():
-        fixes.append("more originals under both strategies" + _items_needed(unknown))
+        fixes.append("more originals" + _items_needed(unknown))
     if len(disagree) or len(unmeasured_rows):
         fixes.append("judges that agree (a stronger panel, or people's labels)")
     if fixes:
@@ -267,8 +267,8 @@ def _verdict_bound(unknown: pd.DataFrame) -> float | None:
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """" (to detect 20 points: 116 originals for Usability in cs, which had 36, to 1,752 for CatCons in
-    social, which had 24)", the originals per cell that would detect the bound a verdict needs
+    """" (to detect 20 points: 116 for Usability in cs, which had 36, to 1,752 for CatCons in social,
+    which had 24)" after "more originals", the originals per cell that would detect the bound a verdict needs
     (the rows' ``n_needed_verdict``; the bound is the one :func:`_power` names), each beside the
     originals the run had (``n_items``), so a reader sees new originals are needed, not a rerun;
     "" where no row has one."""
@@ -280,12 +280,12 @@ def _items_needed(unknown: pd.DataFrame) -> str:
         return ""
     low, high = unknown.loc[needed.idxmin()], unknown.loc[needed.idxmax()]
 
-    def which(row: Any, unit: str = "") -> str:
-        text = f"{int(row['n_needed_verdict']):,}{unit} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
+    def which(row: Any) -> str:
+        text = f"{int(row['n_needed_verdict']):,} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
         items = row.get("n_items")
         return text if is_missing(items) else f"{text}, which had {int(items):,}"
     same = int(low["n_needed_verdict"]) == int(high["n_needed_verdict"])
-    span = which(low, " originals") if same else f"{which(low, ' originals')}, to {which(high)}"
+    span = which(low) if same else f"{which(low)}, to {which(high)}"
     return f" (to detect {bound:g} points: {span})"
 
 

@@ -36,7 +36,7 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
                                       "enough")
     assert block["headline"] == f"{block['lead']} {block['detail']}"
     # the items that would detect the bound a verdict needs (20 points), the one size the Answer names
-    assert "What would settle it: more originals under both strategies (to detect 20 points: " in block["headline"]
+    assert "What would settle it: more originals (to detect 20 points: " in block["headline"]
     assert ") and judges that agree (a stronger panel, or people's labels)" in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
@@ -72,8 +72,8 @@ def test_what_would_settle_it_sets_the_originals_needed_beside_those_the_run_had
     # the same pairs cost four times the originals where a quarter of them give a pair
     assert social["n_needed_verdict"] == 4 * cs["n_needed_verdict"]
     [block] = answer_context(answer, metrics_frame())["blocks"]
-    assert (f"What would settle it: more originals under both strategies (to detect 20 points: "
-            f"{int(cs['n_needed_verdict']):,} originals for CatCons in cs, which had 36, to "
+    assert (f"What would settle it: more originals (to detect 20 points: "
+            f"{int(cs['n_needed_verdict']):,} for CatCons in cs, which had 36, to "
             f"{int(social['n_needed_verdict']):,} for CatCons in social, which had 24).") in block["headline"]
 
 
