@@ -93,8 +93,9 @@ def _needed(row: Any) -> str:
     second size that read as a rival one)."""
     bound = f"{float(row.max_detectable):g} {_points(row.metric)}"
     if is_missing(row.n_needed_verdict):
-        return f"detecting {bound} would take more items per cell than the plan searches"
-    return f"about {int(row.n_needed_verdict):,} items per cell would detect {bound}"
+        return f"detecting {bound} would take more originals than the plan searches"
+    had = "" if is_missing(getattr(row, "n_items", None)) else f" (this run had {int(row.n_items):,})"
+    return f"about {int(row.n_needed_verdict):,} originals would detect {bound}{had}"
 
 
 def why(row: Any, strategy_labels: StrategyLabels | None = None,
@@ -268,10 +269,10 @@ def _verdict_bound(unknown: pd.DataFrame) -> float | None:
 
 def _items_needed(unknown: pd.DataFrame) -> str:
     """" (to detect 20 points: 116 for Usability in cs, which had 36, to 1,752 for CatCons in social,
-    which had 24)" after "more originals", the originals per cell that would detect the bound a verdict needs
-    (the rows' ``n_needed_verdict``; the bound is the one :func:`_power` names), each beside the
-    originals the run had (``n_items``), so a reader sees new originals are needed, not a rerun;
-    "" where no row has one."""
+    which had 24)" after "more originals": the originals per cell that would detect the bound a
+    verdict needs (the rows' ``n_needed_verdict``; the bound is the one :func:`_power` names), each
+    beside the originals the run had (``n_items``), so a reader sees that new originals are needed,
+    not a rerun; "" where no row has one."""
     bound = _verdict_bound(unknown)
     if "n_needed_verdict" not in unknown or bound is None:
         return ""

@@ -54,7 +54,7 @@ def test_too_few_pairs_names_the_detectable_difference_and_what_a_verdicts_bound
     [row] = block["rows"]
     assert row["detectable"] == "≥ 39.6"
     assert row["why"].startswith("too few pairs; about ")
-    assert "items per cell would detect 20 points" in row["why"]
+    assert "originals would detect 20 points" in row["why"] and "(this run had" not in row["why"]  # the plan row names no n_items
     assert "The study has too few pairs. A verdict needs the study to detect (8 times in 10) 20 points or less; with " \
            "the pairs it has, it could detect only differences of at least: CatCons 39.6 points at best (22 pairs)." \
            in block["headline"]
@@ -72,6 +72,8 @@ def test_what_would_settle_it_sets_the_originals_needed_beside_those_the_run_had
     # the same pairs cost four times the originals where a quarter of them give a pair
     assert social["n_needed_verdict"] == 4 * cs["n_needed_verdict"]
     [block] = answer_context(answer, metrics_frame())["blocks"]
+    assert block["rows"][0]["why"].endswith(f"about {int(cs['n_needed_verdict']):,} originals would detect 20 points "
+                                            "(this run had 36)")
     assert (f"What would settle it: more originals (to detect 20 points: "
             f"{int(cs['n_needed_verdict']):,} for CatCons in cs, which had 36, to "
             f"{int(social['n_needed_verdict']):,} for CatCons in social, which had 24).") in block["headline"]
