@@ -101,7 +101,7 @@ def process_kind(record: dict) -> str:
         return "pytest"
     if program.endswith(os.path.join("snakemake", "__main__.py")) or Path(program).name == "snakemake":
         return "snakemake"
-    return Path(program).name or "python -c"
+    return "python -c" if program in ("", "-c") else Path(program).name
 
 
 def cpu_by_kind(log: Path, total_cpu_s: float) -> dict:
