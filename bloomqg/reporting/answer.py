@@ -240,13 +240,15 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         # where other reasons came first, say that power alone would have stopped every one
         every = underpowered.all() and len(unknown) > 1 and len(few) < len(unknown)
         text += f" {_power(unknown, every=every)}"
-    fixes = []
-    if len(few) or underpowered.any():
-        fixes.append("more originals" + _items_needed(unknown))
+    # judges first: where they do not agree, more originals alone settle nothing
+    fixes, sizes = [], ""
     if len(disagree) or len(unmeasured_rows):
         fixes.append("judges that agree (a stronger panel, or people's labels)")
+    if len(few) or underpowered.any():
+        fixes.append("more originals")
+        sizes = _items_needed(unknown)
     if fixes:
-        text += f" What would settle it: {' and '.join(fixes)}."
+        text += f" What would settle it: {' and '.join(fixes)}." + (f" {sizes}." if sizes else "")
     return lead, text.strip()
 
 
@@ -268,11 +270,12 @@ def _verdict_bound(unknown: pd.DataFrame) -> float | None:
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """" (to detect 20 points: 116 for Usability in cs, which had 36, to 1,752 for CatCons in social,
-    which had 24)" after "more originals": the originals per cell that would detect the bound a
-    verdict needs (the rows' ``n_needed_verdict``; the bound is the one :func:`_power` names), each
-    beside the originals the run had (``n_items``), so a reader sees that new originals are needed,
-    not a rerun; "" where no row has one."""
+    """"To detect 20 points: 116 in all for Usability in cs (19 of its 36 gave pairs) to 1,752 for
+    CatCons in social (1 of 24)", the sentence after "more originals": the originals per cell that
+    would detect the bound a verdict needs (the rows' ``n_needed_verdict``; the bound is the one
+    :func:`_power` names), "in all", each beside the originals the run had (``n_items``) and the
+    pairs they gave, so a reader sees new originals are needed, not a rerun, and why so many where
+    few gave a pair; "" where no row has one."""
     bound = _verdict_bound(unknown)
     if "n_needed_verdict" not in unknown or bound is None:
         return ""
@@ -281,13 +284,17 @@ def _items_needed(unknown: pd.DataFrame) -> str:
         return ""
     low, high = unknown.loc[needed.idxmin()], unknown.loc[needed.idxmax()]
 
-    def which(row: Any) -> str:
-        text = f"{int(row['n_needed_verdict']):,} for {metric_spec(str(row['metric'])).label} in {row['dataset']}"
+    def which(row: Any, first: bool) -> str:
+        label = metric_spec(str(row["metric"])).label
+        text = f"{int(row['n_needed_verdict']):,}{' in all' if first else ''} for {label} in {row['dataset']}"
         items = row.get("n_items")
-        return text if is_missing(items) else f"{text}, which had {int(items):,}"
+        if is_missing(items):
+            return text
+        pairs, items = f"{int(row['n_pairs']):,}", f"{int(items):,}"
+        return f"{text} ({pairs} of its {items} gave pairs)" if first else f"{text} ({pairs} of {items})"
     same = int(low["n_needed_verdict"]) == int(high["n_needed_verdict"])
-    span = which(low) if same else f"{which(low)}, to {which(high)}"
-    return f" (to detect {bound:g} points: {span})"
+    span = which(low, True) if same else f"{which(low, True)} to {which(high, False)}"
+    return f"To detect {bound:g} points: {span}"
 
 
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:
