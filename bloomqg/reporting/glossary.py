@@ -42,7 +42,10 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "95% of studies like this one. Shares take Clopper–Pearson's exact interval (it never claims more certainty "
      "than the data give), means of levels (CogShift) an exact betting interval (built from fair bets against each candidate mean; like Clopper–Pearson it never covers less than 95%), paired differences Tango's score "
      "interval (built for two answers per original; CogShift's the betting interval of the differences, KnowCov's "
-     "MOVER, which combines the two arms' own intervals), agreement coefficients a bootstrap over questions."),
+     "MOVER, which combines the two arms' own intervals), agreement coefficients a bootstrap over questions. "
+     "Near the edge a paired interval can exclude 0 while McNemar's p is just above 0.05: the test is exact, "
+     "counting only the originals on which the strategies differ, the interval an approximation that still holds "
+     "the true value 95% of the time; the verdict follows the test."),
     ("bootstrap", "Bootstrap", "an interval found by re-drawing the questions at random with replacement many "
      "times and recomputing the value each time; the middle 95% of those values is the interval."),
     ("tests", "McNemar, Wilcoxon", "the paired tests: McNemar's for yes/no outcomes (does a question hit its level), "
