@@ -40,7 +40,8 @@ QUALITY_SPECS: tuple[MetricSpec, ...] = (
                paper_table="table4", paired_outcome="binary",
                definition="share of judged questions the judges' majority calls unique: not a near-copy of the "
                "original question it was written for (a rewording or reordering counts as a copy, as in the paper; "
-               "a copy of another question of the dataset is not checked)"),
+               "a copy of another question of the dataset is not checked); the judges can miss a copy, most "
+               "where their agreement on it is not shown (†): read such a cell's questions"),
     MetricSpec("readable", "Readable", "percent", True, "%", criteria=frozenset({"readable"}),
                paper_table="table4", paired_outcome="binary",
                definition="share of judged questions the judges' majority calls readable (clear, grammatical)"),
