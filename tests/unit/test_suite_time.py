@@ -19,9 +19,11 @@ def suite_time():
 
 def test_each_process_logs_its_own_cpu_at_exit_and_the_kinds_are_summed(tmp_path: Path, suite_time) -> None:
     log = tmp_path / "cpu.jsonl"
-    (tmp_path / "bloomqg_suite_cpu_log.py").write_text(suite_time.CPU_LOGGER.format(log=str(log)), encoding="utf-8")
+    # a name of its own: under suite_time.py --cpu-by-process every process has already imported
+    # the run's own bloomqg_suite_cpu_log, and a second import of that name would do nothing
+    (tmp_path / "cpu_log_under_test.py").write_text(suite_time.CPU_LOGGER.format(log=str(log)), encoding="utf-8")
     # what the .pth line does in each process, then some CPU to spend
-    load = f"import sys; sys.path.append({str(tmp_path)!r}); import bloomqg_suite_cpu_log\n"
+    load = f"import sys; sys.path.append({str(tmp_path)!r}); import cpu_log_under_test\n"
     burn = "sum(i * i for i in range(3_000_000))\n"
     script = tmp_path / "study" / ".snakemake" / "scripts" / "tmpk3_x9.vote_judgments.py"
     script.parent.mkdir(parents=True)
