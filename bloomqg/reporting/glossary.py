@@ -44,8 +44,9 @@ _TERMS: tuple[tuple[str, str, str], ...] = (
      "interval (built for two answers per original; CogShift's the betting interval of the differences, KnowCov's "
      "MOVER, which combines the two arms' own intervals), agreement coefficients a bootstrap over questions. "
      "Near the edge a paired interval can exclude 0 while McNemar's p is just above 0.05: the test is exact, "
-     "counting only the originals on which the strategies differ, the interval an approximation that still holds "
-     "the true value 95% of the time; the verdict follows the test."),
+     "counting only the originals on which the strategies differ, the interval an approximation (summed over "
+     "every possible table, it held the true value at least 95% of the time unless nearly "
+     "every original's two answers differ); the verdict follows the test."),
     ("bootstrap", "Bootstrap", "an interval found by re-drawing the questions at random with replacement many "
      "times and recomputing the value each time; the middle 95% of those values is the interval."),
     ("tests", "McNemar, Wilcoxon", "the paired tests: McNemar's for yes/no outcomes (does a question hit its level), "
