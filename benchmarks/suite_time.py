@@ -8,7 +8,8 @@ and the machine's load average before and after (a busy shared machine inflates 
 compare runs made under similar load, or ratios).
 
 With ``--cpu-by-process`` it also says where the CPU goes: for the run, a ``.pth`` file in each
-environment's site-packages (``.venv``, ``.venv-vllm``; removed afterwards, also on failure) has
+environment's site-packages (``.venv``, ``.venv-vllm``; removed afterwards, also on failure, though
+not if this script is killed with -9: then delete ``zz_bloomqg_suite_cpu_log.pth`` by hand) has
 every Python process the suite starts (pytest workers, Snakemake, each job's script, servers,
 benchmarks) append its own CPU-seconds at exit, and the processes are summed by kind: a job by
 its rule, Snakemake's own process, a pytest process (the tests' own code), a vLLM process, or the
