@@ -270,10 +270,10 @@ def _verdict_bound(unknown: pd.DataFrame) -> float | None:
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """"To detect 20 points: 116 in all for Usability in cs (19 of its 36 gave pairs) to 1,752 for
+    """"To detect 20 points, in all: 116 for Usability in cs (19 of its 36 gave pairs) to 1,752 for
     CatCons in social (1 of 24)", the sentence after "more originals": the originals per cell that
     would detect the bound a verdict needs (the rows' ``n_needed_verdict``; the bound is the one
-    :func:`_power` names), "in all", each beside the originals the run had (``n_items``) and the
+    :func:`_power` names), in all, each beside the originals the run had (``n_items``) and the
     pairs they gave, so a reader sees new originals are needed, not a rerun, and why so many where
     few gave a pair; "" where no row has one."""
     bound = _verdict_bound(unknown)
@@ -286,7 +286,7 @@ def _items_needed(unknown: pd.DataFrame) -> str:
 
     def which(row: Any, first: bool) -> str:
         label = metric_spec(str(row["metric"])).label
-        text = f"{int(row['n_needed_verdict']):,}{' in all' if first else ''} for {label} in {row['dataset']}"
+        text = f"{int(row['n_needed_verdict']):,} for {label} in {row['dataset']}"
         items = row.get("n_items")
         if is_missing(items):
             return text
@@ -294,7 +294,8 @@ def _items_needed(unknown: pd.DataFrame) -> str:
         return f"{text} ({pairs} of its {items} gave pairs)" if first else f"{text} ({pairs} of {items})"
     same = int(low["n_needed_verdict"]) == int(high["n_needed_verdict"])
     span = which(low, True) if same else f"{which(low, True)} to {which(high, False)}"
-    return f"To detect {bound:g} points: {span}"
+    # "in all" before the span, so it reads as both ends' (a total, not originals to add)
+    return f"To detect {bound:g} points, in all: {span}"
 
 
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:
