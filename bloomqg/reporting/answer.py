@@ -248,7 +248,8 @@ def _summary(rows: pd.DataFrame, name_a: str, name_b: str, full_a: str, full_b: 
         fixes.append("more originals")
         sizes = _items_needed(unknown)
     if fixes:
-        text += f" What would settle it: {' and '.join(fixes)}." + (f" {sizes}." if sizes else "")
+        # the sizes after a colon, so "more originals" is their unit
+        text += f" What would settle it: {' and '.join(fixes)}" + (f": {sizes}." if sizes else ".")
     return lead, text.strip()
 
 
@@ -270,8 +271,8 @@ def _verdict_bound(unknown: pd.DataFrame) -> float | None:
 
 
 def _items_needed(unknown: pd.DataFrame) -> str:
-    """"To detect 20 points, in all: 116 for Usability in cs (19 of its 36 gave pairs) to 1,752 for
-    CatCons in social (1 of 24)", the sentence after "more originals": the originals per cell that
+    """"to detect 20 points, in all 116 for Usability in cs (19 of its 36 gave pairs) to 1,752 for
+    CatCons in social (1 of 24)", said after "more originals:": the originals per cell that
     would detect the bound a verdict needs (the rows' ``n_needed_verdict``; the bound is the one
     :func:`_power` names), in all, each beside the originals the run had (``n_items``) and the
     pairs they gave, so a reader sees new originals are needed, not a rerun, and why so many where
@@ -295,7 +296,7 @@ def _items_needed(unknown: pd.DataFrame) -> str:
     same = int(low["n_needed_verdict"]) == int(high["n_needed_verdict"])
     span = which(low, True) if same else f"{which(low, True)} to {which(high, False)}"
     # "in all" before the span, so it reads as both ends' (a total, not originals to add)
-    return f"To detect {bound:g} points, in all: {span}"
+    return f"to detect {bound:g} points, in all {span}"
 
 
 def _power(unknown: pd.DataFrame, every: bool = False) -> str:

@@ -37,8 +37,8 @@ def test_judges_that_disagree_open_the_answer_with_cannot_tell_never_no_differen
     assert block["headline"] == f"{block['lead']} {block['detail']}"
     # the items that would detect the bound a verdict needs (20 points), the one size the Answer names
     # judges first (more originals alone settle nothing while they disagree), then the sizes
-    assert ("What would settle it: judges that agree (a stronger panel, or people's labels) and more originals. "
-            "To detect 20 points, in all: ") in block["headline"]
+    assert ("What would settle it: judges that agree (a stronger panel, or people's labels) and more originals: "
+            "to detect 20 points, in all ") in block["headline"]
     assert "no difference" not in block["headline"] and "does not show whether FGP or CoT is better" in block["headline"]
     cs = block["rows"][0]
     assert (cs["metric"], cs["where"], cs["verdict"], cs["pairs"]) == ("CatCons", "cs", "cannot tell", "4")
@@ -76,9 +76,9 @@ def test_what_would_settle_it_sets_the_originals_needed_beside_those_the_run_had
     [block] = answer_context(answer, metrics_frame())["blocks"]
     assert block["rows"][0]["why"].endswith(f"about {int(cs['n_needed_verdict']):,} originals would detect 20 points "
                                             "(this run had 36)")
-    # the judges agree here: the originals are the one fix, their sizes a sentence of their own
+    # the judges agree here: the originals are the one fix, their sizes after it
     assert block["headline"].endswith(
-        f"What would settle it: more originals. To detect 20 points, in all: {int(cs['n_needed_verdict']):,} for CatCons "
+        f"What would settle it: more originals: to detect 20 points, in all {int(cs['n_needed_verdict']):,} for CatCons "
         f"in cs (18 of its 36 gave pairs) to {int(social['n_needed_verdict']):,} for CatCons in social (6 of 24).")
 
 
