@@ -15,6 +15,8 @@ from __future__ import annotations
 import html as html_lib
 import re
 
+from bloomqg.reporting.trust import NO_PER_JUDGE_VOTES
+
 ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
 CELL = re.compile(r"<t[dh][^>]*>(.*?)</t[dh]>", re.S)
 TAG = re.compile(r"<[^>]+>")
@@ -107,7 +109,7 @@ def report_inconsistencies(page: str) -> list[str]:
     # never a pass, and listed as such in the gate table
     gate, alpha = 2, 3  # the agreement table's columns: cell, criterion, gate, α, …
     undefined = [row for row in coefficients if len(row) > 5 and (
-        row[alpha].startswith("undefined") or (row[alpha] == "no per-judge votes" and row[gate].startswith("not measured")))]
+        row[alpha].startswith("undefined") or (row[alpha] == NO_PER_JUDGE_VOTES and row[gate].startswith("not measured")))]
     for row in undefined:
         if row[gate].startswith("reliable"):
             problems.append(f"an undefined α passes the gate: {row}")
