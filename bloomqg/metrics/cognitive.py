@@ -41,7 +41,8 @@ COGNITIVE_SPECS: tuple[MetricSpec, ...] = (
                paired_outcome="binary",
                definition="category (Bloom-level) consistency: of the useful questions whose level the judges' majority "
                "decides, the share placed at the original question's Bloom level, the level the new question was "
-               "meant to hit"),
+               "meant to hit (where a strategy has the model name that level itself, as CoT does, a wrong "
+               "naming counts as a miss: it is part of the strategy)"),
     MetricSpec("cogshift", "CogShift", "score", False, "levels", criteria=BLOOM_FED, ci_decimals=2,
                paper_table="auxiliary", paired_outcome="graded", outcome_range=(0.0, _MAX_SHIFT), betting_interval=True,
                definition="cognitive shift: how many Bloom levels, on average, a useful question lands away from "
